@@ -1,0 +1,42 @@
+# rmqspec — two entry points: `make check` (the main job) and `make test`.
+# Both create .venv on first use and install what they need.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+HYPOTHESIS_PROFILE ?= ci
+export HYPOTHESIS_PROFILE
+
+.PHONY: check test lint bench clean venv java
+
+check: $(STAMP) java
+	$(BIN)/rmqspec check
+
+test: $(STAMP) java lint
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage report --skip-empty
+	@echo "coverage of model/, impl/, properties/ (must stay above 90%):"
+	$(BIN)/coverage report --skip-empty --include='model/*,impl/*,properties/*' --fail-under=90 | tail -n 1
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP) java
+	$(BIN)/python -m bench
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "rmqspec needs Python 3.11+; set PYTHON=python3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+java:
+	@scripts/ensure-java.sh
+
+clean:
+	rm -rf $(VENV) build *.egg-info .coverage htmlcov .pytest_cache .hypothesis

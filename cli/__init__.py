@@ -1,0 +1,1 @@
+"""rmqspec.cli — the ``rmqspec`` command line."""

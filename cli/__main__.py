@@ -1,0 +1,5 @@
+import sys
+
+from rmqspec.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""Broker configuration: the parameters the semantics depend on.
+
+Names follow RocketMQ's ``BrokerConfig`` / ``MessageStoreConfig`` keys
+(``messageDelayLevel``, ``transactionTimeOut``, …) in snake case. Defaults are
+RocketMQ 4.9's.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)([smhd])$")
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """Parse ``messageDelayLevel`` into delays in ms; level ``i`` is index ``i-1``.
+
+    Raises ``ValueError`` naming the offending token, as RocketMQ's
+    ``ScheduleMessageService.parseDelayLevel`` refuses an unknown unit.
+    """
+    tokens = text.split()
+    if not tokens:
+        raise ValueError("messageDelayLevel is empty")
+    delays = []
+    for index, token in enumerate(tokens, start=1):
+        m = _LEVEL.match(token)
+        if not m:
+            raise ValueError(
+                f"messageDelayLevel token {index} {token!r} is not <number><s|m|h|d>"
+            )
+        delays.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
+    return tuple(delays)
+
+
+def _check_delay_levels(_inst: object, _attr: object, value: str) -> None:
+    parse_delay_levels(value)
+
+
+def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attr.name} must be positive, got {value}")
+
+
+@attrs.frozen
+class BrokerConfig:
+    """The knobs of one broker. Frozen; use ``attrs.evolve`` to vary."""
+
+    message_delay_level: str = attrs.field(
+        default=DEFAULT_DELAY_LEVELS, validator=_check_delay_levels
+    )
+    transaction_timeout_ms: int = attrs.field(default=6000, validator=_positive)
+    transaction_check_max: int = attrs.field(default=15, validator=_positive)
+    transaction_check_interval_ms: int = attrs.field(default=60_000, validator=_positive)
+    broker_lock_max_live_ms: int = attrs.field(default=60_000, validator=_positive)
+    file_reserved_hours: int = attrs.field(default=72, validator=_positive)
+    flush: str = attrs.field(
+        default="SYNC", validator=attrs.validators.in_(("SYNC", "ASYNC"))
+    )
+    # Schedule-service progress is persisted this often (ScheduleMessageService
+    # flushDelayOffsetInterval, 10 s) and on clean shutdown.
+    flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)
+    # Consumer offsets are persisted by the broker every 5 s (flushConsumerOffsetInterval).
+    flush_consumer_offset_interval_ms: int = attrs.field(default=5_000, validator=_positive)
+    # The store's host as it appears in msgId (offset id) and storeHost.
+    store_host: str = "127.0.0.1"
+    store_port: int = 10911
+    broker_name: str = "broker-a"
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """Delay of level ``i`` is ``delay_levels_ms[i - 1]``."""
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def max_delay_level(self) -> int:
+        return len(self.delay_levels_ms)
+
+    def delay_ms(self, level: int) -> int:
+        """Delay for ``level`` after clamping to ``[1, max]`` (RocketMQ clamps at store time)."""
+        levels = self.delay_levels_ms
+        if level <= 0:
+            raise ValueError(f"delay level must be ≥ 1, got {level}")
+        return levels[min(level, len(levels)) - 1]

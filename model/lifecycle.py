@@ -1,0 +1,377 @@
+"""Finite lifecycles as data: per message, per broker lock, per transaction.
+
+Theory of operation
+-------------------
+Each lifecycle is a table of ``Transition(source, action, guard, target,
+effect)`` rows over a small frozen *variables* record. ``step`` looks the row
+up, evaluates the guard, applies the effect and returns the new
+``(state, vars)``; an action with no enabled row is refused with
+``Refused`` and the state is left unchanged (h11's rule: errors never
+half-apply). Guards and effects are plain named functions so that:
+
+- the model broker takes its routing decisions from them
+  (``route_send_back``, ``lock_decision``, ``check_decision``);
+- ``rmqspec.properties`` encodes the same table in z3, guard by guard and
+  effect by effect, and a Hypothesis test evaluates both on the same concrete
+  states so they cannot drift;
+- ``docs/`` diagrams are generated from the same rows (``to_mermaid``).
+
+Sources (RocketMQ 4.9): B/processor/SendMessageProcessor.consumerSendMsgBack
+(retry / DLQ routing), S/CommitLog.putMessage (delay level clamping),
+S/schedule/ScheduleMessageService (due rule), B/client/rebalance/
+RebalanceLockManager (lock expiry), B/transaction/queue/
+TransactionalMessageServiceImpl.check (needDiscard, needSkip, immunity).
+
+Simplifications: a message's lifecycle is per (group, logical message); the
+transaction lifecycle ignores the op-queue bookkeeping (an op is the
+transaction's resolution); time is an integer millisecond clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+# ---------------------------------------------------------------------------
+# Table machinery
+
+
+class Refused(Exception):
+    """No enabled transition for this action in this state; nothing changed."""
+
+
+@attrs.frozen
+class Transition:
+    source: str
+    action: str
+    guard: str  # name in the lifecycle's guards, or "" for always
+    target: str
+    effect: str  # name in the lifecycle's effects, or "" for none
+    note: str = ""
+
+
+@attrs.frozen
+class Lifecycle:
+    name: str
+    states: tuple[str, ...]
+    initial: str
+    terminal: frozenset[str]
+    transitions: tuple[Transition, ...]
+    guards: Mapping[str, Callable[[Any, Mapping[str, int]], bool]]
+    effects: Mapping[str, Callable[[Any, Mapping[str, int]], Any]]
+
+    def enabled(self, state: str, action: str, vars_: Any, args: Mapping[str, int]) -> Transition:
+        """The unique enabled row for ``action`` in ``state``, or ``Refused``."""
+        rows = [
+            t
+            for t in self.transitions
+            if t.source == state
+            and t.action == action
+            and (not t.guard or self.guards[t.guard](vars_, args))
+        ]
+        if not rows:
+            raise Refused(f"{self.name}: {action} not enabled in {state} with {vars_} {dict(args)}")
+        if len(rows) > 1:  # the tables are written so that guards are exclusive
+            raise AssertionError(f"{self.name}: {action} ambiguous in {state}: {rows}")
+        return rows[0]
+
+    def step(
+        self, state: str, vars_: Any, action: str, args: Mapping[str, int] | None = None
+    ) -> tuple[str, Any]:
+        args = args or {}
+        row = self.enabled(state, action, vars_, args)
+        new_vars = self.effects[row.effect](vars_, args) if row.effect else vars_
+        return row.target, new_vars
+
+    def actions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.action for t in self.transitions))
+
+    def to_mermaid(self) -> str:
+        """A Mermaid ``stateDiagram-v2`` generated from the table."""
+        lines = ["stateDiagram-v2", f"    [*] --> {self.initial}"]
+        for t in self.transitions:
+            label = t.action + (f" [{t.guard}]" if t.guard else "") + (f" / {t.effect}" if t.effect else "")
+            lines.append(f"    {t.source} --> {t.target}: {label}")
+        for s in sorted(self.terminal):
+            lines.append(f"    {s} --> [*]")
+        return "\n".join(lines) + "\n"
+
+    def to_dot(self) -> str:
+        """A Graphviz digraph generated from the table."""
+        lines = [f'digraph "{self.name}" {{', "  rankdir=LR;", '  node [shape=box, style=rounded];']
+        for s in self.states:
+            shape = ", peripheries=2" if s in self.terminal else ""
+            lines.append(f'  "{s}" [label="{s}"{shape}];')
+        lines.append('  "__init" [shape=point];')
+        lines.append(f'  "__init" -> "{self.initial}";')
+        for t in self.transitions:
+            label = t.action + (f"\\n[{t.guard}]" if t.guard else "") + (f"\\n/ {t.effect}" if t.effect else "")
+            lines.append(f'  "{t.source}" -> "{t.target}" [label="{label}"];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Decisions shared with the model broker (one definition each)
+
+RETRY = "RETRY"
+DLQ = "DLQ"
+
+
+def route_send_back(
+    reconsume_times: int, max_reconsume_times: int, delay_level: int, max_level: int
+) -> tuple[str, int]:
+    """CONSUMER_SEND_MSG_BACK routing: ``(DLQ, 0)`` or ``(RETRY, level)``.
+
+    DLQ when ``reconsume_times >= max`` or ``delay_level < 0``; otherwise level
+    0 means ``3 + reconsume_times``, and a level above the table is clamped to
+    the maximum at store time.
+    """
+    if reconsume_times >= max_reconsume_times or delay_level < 0:
+        return DLQ, 0
+    level = 3 + reconsume_times if delay_level == 0 else delay_level
+    return RETRY, min(level, max_level)
+
+
+def effective_max_reconsume_times(request_max: int | None, group_max: int) -> int:
+    """The request's max when given (client −1 means 16), else the group's."""
+    if request_max is None:
+        return group_max
+    return 16 if request_max == -1 else request_max
+
+
+def is_due(deliver_ts: int, now: int) -> bool:
+    """A scheduled copy is due when ``deliver_ts <= now`` (ScheduleMessageService)."""
+    return deliver_ts <= now
+
+
+def needs_correction(deliver_ts: int, now: int, delay_ms: int) -> bool:
+    """``deliver_ts > now + delay``: the clock went back; deliver now (correctDeliverTimestamp)."""
+    return deliver_ts > now + delay_ms
+
+
+LOCK_GRANTED = "GRANTED"
+LOCK_DENIED = "DENIED"
+
+
+def lock_expired(last_update: int, now: int, max_live_ms: int) -> bool:
+    """RebalanceLockManager.LockEntry.isExpired: ``now - last_update > max_live``."""
+    return now - last_update > max_live_ms
+
+
+def lock_decision(
+    holder: str | None, last_update: int, client: str, now: int, max_live_ms: int
+) -> bool:
+    """Whether ``lock_batch`` grants ``client`` the queue (renew, free, or expired)."""
+    return holder is None or holder == client or lock_expired(last_update, now, max_live_ms)
+
+
+CHECK = "CHECK"
+SKIP_YOUNG = "SKIP_YOUNG"  # too young: stop the scan of this half queue
+DISCARD = "DISCARD"
+
+
+def check_decision(
+    check_times: int,
+    born_ts: int,
+    now: int,
+    *,
+    check_max: int,
+    immunity_ms: int,
+    file_reserved_ms: int,
+) -> str:
+    """TransactionalMessageServiceImpl.check for one pending half.
+
+    Discard when the half was already checked ``check_max`` times
+    (needDiscard) or is older than the file reserved time (needSkip);
+    stop when younger than the immunity time (transactionTimeOut, or
+    CHECK_IMMUNITY_TIME_IN_SECONDS × 1000); otherwise check (check_times + 1).
+    """
+    if check_times >= check_max or now - born_ts > file_reserved_ms:
+        return DISCARD
+    age = now - born_ts
+    if 0 <= age < immunity_ms:
+        return SKIP_YOUNG
+    return CHECK
+
+
+# ---------------------------------------------------------------------------
+# Per-message lifecycle (one logical message, one consumer group)
+
+
+@attrs.frozen
+class MessageVars:
+    """Variables of one message's lifecycle for one group.
+
+    ``r``: reconsume_times of the current copy; ``m``: the max reconsume
+    times in force; ``deliver_ts``: when the scheduled copy is due;
+    ``max_level``: the delay table's size; ``delay``: the chosen level's delay.
+    """
+
+    r: int = 0
+    m: int = 16
+    deliver_ts: int = 0
+    max_level: int = 18
+
+
+def _g_dlq(v: MessageVars, a: Mapping[str, int]) -> bool:
+    return route_send_back(v.r, v.m, a["level"], v.max_level)[0] == DLQ
+
+
+def _g_retry(v: MessageVars, a: Mapping[str, int]) -> bool:
+    return not _g_dlq(v, a)
+
+
+def _g_due(v: MessageVars, a: Mapping[str, int]) -> bool:
+    return is_due(v.deliver_ts, a["now"])
+
+
+def _e_retry(v: MessageVars, a: Mapping[str, int]) -> MessageVars:
+    # a["delay"] is the delay of the routed level, looked up by the caller.
+    return attrs.evolve(v, r=v.r + 1, deliver_ts=a["now"] + a["delay"])
+
+
+def _e_dead(v: MessageVars, a: Mapping[str, int]) -> MessageVars:
+    return attrs.evolve(v, r=v.r + 1)
+
+
+def _e_local_retry(v: MessageVars, a: Mapping[str, int]) -> MessageVars:
+    return attrs.evolve(v, r=v.r + 1)
+
+
+MESSAGE = Lifecycle(
+    name="message",
+    states=("STORED", "DELIVERED", "CONSUMED", "SCHEDULED", "DEAD"),
+    initial="STORED",
+    terminal=frozenset({"CONSUMED", "DEAD"}),
+    transitions=(
+        Transition("STORED", "deliver", "", "DELIVERED", "", "pull returns the copy"),
+        Transition("DELIVERED", "consume_success", "", "CONSUMED", "", "acked; offset may pass it"),
+        Transition("DELIVERED", "send_back", "retry", "SCHEDULED", "retry", "copy to %RETRY% via the schedule topic"),
+        Transition("DELIVERED", "send_back", "dlq", "DEAD", "dead", "copy to %DLQ%"),
+        Transition("DELIVERED", "send_back_failed", "", "DELIVERED", "local_retry", "client reconsumes locally after 5 s"),
+        Transition("SCHEDULED", "fire", "due", "STORED", "", "schedule service rewrites to %RETRY%"),
+    ),
+    guards={"retry": _g_retry, "dlq": _g_dlq, "due": _g_due},
+    effects={"retry": _e_retry, "dead": _e_dead, "local_retry": _e_local_retry},
+)
+
+
+# ---------------------------------------------------------------------------
+# Broker lock lifecycle (one (group, mq) entry of the lock table)
+
+
+@attrs.frozen
+class LockVars:
+    """``holder`` is a client number (−1 = none); ``last_update`` the broker time of the last grant."""
+
+    holder: int = -1
+    last_update: int = 0
+    max_live: int = 60_000
+
+
+def _g_grant_free(v: LockVars, a: Mapping[str, int]) -> bool:
+    return True
+
+
+def _g_grant(v: LockVars, a: Mapping[str, int]) -> bool:
+    return v.holder == a["client"] or lock_expired(v.last_update, a["now"], v.max_live)
+
+
+def _g_deny(v: LockVars, a: Mapping[str, int]) -> bool:
+    return not _g_grant(v, a)
+
+
+def _g_holder(v: LockVars, a: Mapping[str, int]) -> bool:
+    return v.holder == a["client"]
+
+
+def _g_not_holder(v: LockVars, a: Mapping[str, int]) -> bool:
+    return v.holder != a["client"]
+
+
+def _e_take(v: LockVars, a: Mapping[str, int]) -> LockVars:
+    return attrs.evolve(v, holder=a["client"], last_update=a["now"])
+
+
+def _e_release(v: LockVars, a: Mapping[str, int]) -> LockVars:
+    return attrs.evolve(v, holder=-1)
+
+
+LOCK = Lifecycle(
+    name="lock",
+    states=("FREE", "HELD"),
+    initial="FREE",
+    terminal=frozenset(),
+    transitions=(
+        Transition("FREE", "lock", "", "HELD", "take", "free queue: granted"),
+        Transition("HELD", "lock", "grant", "HELD", "take", "renewal by the holder, or takeover after expiry"),
+        Transition("HELD", "lock", "deny", "HELD", "", "held by another, unexpired: not granted"),
+        Transition("HELD", "unlock", "holder", "FREE", "release", ""),
+        Transition("HELD", "unlock", "not_holder", "HELD", "", "unlock by a non-holder does nothing"),
+        Transition("FREE", "unlock", "", "FREE", "", ""),
+    ),
+    guards={"grant": _g_grant, "deny": _g_deny, "holder": _g_holder, "not_holder": _g_not_holder},
+    effects={"take": _e_take, "release": _e_release},
+)
+
+
+# ---------------------------------------------------------------------------
+# Transaction lifecycle (one half message)
+
+
+@attrs.frozen
+class TxnVars:
+    """``checks``: TRANSACTION_CHECK_TIMES so far; ``born``: the half's born time."""
+
+    checks: int = 0
+    born: int = 0
+    check_max: int = 15
+    immunity: int = 6000
+    reserved: int = 72 * 3_600_000
+
+
+def _txn_decision(v: TxnVars, a: Mapping[str, int]) -> str:
+    return check_decision(
+        v.checks, v.born, a["now"], check_max=v.check_max, immunity_ms=v.immunity,
+        file_reserved_ms=v.reserved,
+    )
+
+
+def _g_check(v: TxnVars, a: Mapping[str, int]) -> bool:
+    return _txn_decision(v, a) == CHECK
+
+
+def _g_young(v: TxnVars, a: Mapping[str, int]) -> bool:
+    return _txn_decision(v, a) == SKIP_YOUNG
+
+
+def _g_discard(v: TxnVars, a: Mapping[str, int]) -> bool:
+    return _txn_decision(v, a) == DISCARD
+
+
+def _e_checked(v: TxnVars, a: Mapping[str, int]) -> TxnVars:
+    return attrs.evolve(v, checks=v.checks + 1)
+
+
+TRANSACTION = Lifecycle(
+    name="transaction",
+    states=("PENDING", "COMMITTED", "ROLLED_BACK", "DISCARDED"),
+    initial="PENDING",
+    terminal=frozenset({"ROLLED_BACK", "DISCARDED"}),
+    transitions=(
+        Transition("PENDING", "commit", "", "COMMITTED", "", "real message + op written"),
+        Transition("PENDING", "rollback", "", "ROLLED_BACK", "", "op written only"),
+        Transition("PENDING", "unknown", "", "PENDING", "", "END_TRANSACTION UNKNOWN does nothing"),
+        Transition("PENDING", "check", "check", "PENDING", "checked", "re-put with check times + 1; CheckRequest"),
+        Transition("PENDING", "check", "young", "PENDING", "", "younger than the immunity time: scan stops"),
+        Transition("PENDING", "check", "discard", "DISCARDED", "", "copied to TRANS_CHECK_MAX_TIME_TOPIC"),
+        Transition("COMMITTED", "commit", "", "COMMITTED", "", "duplicate commit: a second real message (4.9)"),
+    ),
+    guards={"check": _g_check, "young": _g_young, "discard": _g_discard},
+    effects={"checked": _e_checked},
+)
+
+LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION)

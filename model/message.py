@@ -1,0 +1,324 @@
+"""Messages as producers send them and as consumers see them.
+
+Follows RocketMQ 4.9 ``Message`` / ``MessageExt`` (M/message), ``MessageConst``
+(system property names), ``MessageDecoder.messageProperties2String`` /
+``string2messageProperties`` (the properties string) and the client's
+``Validators.checkMessage`` / ``checkTopic`` (topic and size rules).
+
+Deliberate difference: the RocketMQ client rejects an empty body; the broker
+stores one happily. The model is the broker's view, so an empty body is valid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# MessageConst property names (SPEC §3.1)
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_BUYER_ID = "BUYER_ID"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
+PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
+PROPERTY_MQ2_FLAG = "MQ2_FLAG"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+
+SYSTEM_PROPERTY_NAMES: frozenset[str] = frozenset(
+    {
+        PROPERTY_KEYS,
+        PROPERTY_TAGS,
+        PROPERTY_WAIT_STORE_MSG_OK,
+        PROPERTY_DELAY_TIME_LEVEL,
+        PROPERTY_RETRY_TOPIC,
+        PROPERTY_REAL_TOPIC,
+        PROPERTY_REAL_QUEUE_ID,
+        PROPERTY_TRANSACTION_PREPARED,
+        PROPERTY_PRODUCER_GROUP,
+        PROPERTY_MIN_OFFSET,
+        PROPERTY_MAX_OFFSET,
+        PROPERTY_BUYER_ID,
+        PROPERTY_ORIGIN_MESSAGE_ID,
+        PROPERTY_TRANSFER_FLAG,
+        PROPERTY_CORRECTION_FLAG,
+        PROPERTY_MQ2_FLAG,
+        PROPERTY_RECONSUME_TIME,
+        PROPERTY_MSG_REGION,
+        PROPERTY_TRACE_SWITCH,
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        PROPERTY_MAX_RECONSUME_TIMES,
+        PROPERTY_CONSUME_START_TIMESTAMP,
+        PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+        PROPERTY_TRANSACTION_CHECK_TIMES,
+        PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    }
+)
+
+# sysFlag bits (M/sysflag/MessageSysFlag)
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+
+
+def transaction_type(sys_flag: int) -> int:
+    """The transaction type bits of a sysFlag (NOT, PREPARED, COMMIT or ROLLBACK)."""
+    return sys_flag & TRANSACTION_TYPE_MASK
+
+
+class InvalidMessage(ValueError):
+    """A message RocketMQ would refuse; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        shown = value if not isinstance(value, (bytes, bytearray)) else f"<{len(value)} bytes>"
+        super().__init__(f"invalid message {field} {shown!r}: {reason}")
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+
+def encode_properties(properties: Mapping[str, str]) -> str:
+    """``name\\x01value\\x02…`` with the last separator dropped (empty map → "")."""
+    return PROPERTY_SEPARATOR.join(
+        f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()
+    )
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """Inverse of ``encode_properties``; malformed pairs (no ``\\x01``) are skipped."""
+    result: dict[str, str] = {}
+    if not text:
+        return result
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and name:
+            result[name] = value
+    return result
+
+
+def check_topic(topic: str) -> None:
+    """Raise ``InvalidMessage`` unless ``topic`` is a legal RocketMQ topic name."""
+    if not isinstance(topic, str) or not topic:
+        raise InvalidMessage("topic", topic, "must be a non-empty string")
+    if len(topic.encode("utf-8")) > MAX_TOPIC_BYTES:
+        raise InvalidMessage("topic", topic, f"longer than {MAX_TOPIC_BYTES} bytes")
+    if not TOPIC_PATTERN.match(topic):
+        raise InvalidMessage("topic", topic, "may contain only characters [%|a-zA-Z0-9_-]")
+
+
+def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(value))
+
+
+def _tuple_of_str(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(k for k in value.split(" ") if k)
+    return tuple(value)
+
+
+@attrs.frozen
+class Message:
+    """What a producer sends. ``properties`` are user properties only.
+
+    ``uniq_key`` is the producer-assigned UNIQ_KEY (32 upper-case hex chars);
+    the reference producer always sets it, a broker assigns one when absent.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: tuple[str, ...] = attrs.field(default=(), converter=_tuple_of_str)
+    properties: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_frozen_mapping, eq=False, hash=False
+    )
+    delay_level: int = 0
+    flag: int = 0
+    uniq_key: str | None = None
+
+    # attrs compares MappingProxyType by identity; compare the contents instead.
+    _props_key: tuple[tuple[str, str], ...] = attrs.field(
+        init=False, repr=False, eq=True, hash=True
+    )
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_props_key", tuple(sorted(self.properties.items())))
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ``InvalidMessage`` for what RocketMQ refuses."""
+        check_topic(self.topic)
+        if not isinstance(self.body, (bytes, bytearray)):
+            raise InvalidMessage("body", self.body, "must be bytes")
+        if len(self.body) > MAX_BODY_BYTES:
+            raise InvalidMessage("body", self.body, f"larger than {MAX_BODY_BYTES} bytes")
+        for name in self.properties:
+            if name in SYSTEM_PROPERTY_NAMES:
+                raise InvalidMessage(
+                    "properties", name, "is a system property name reserved by RocketMQ"
+                )
+            if not name or NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name:
+                raise InvalidMessage("properties", name, "empty or contains \\x01/\\x02")
+        for name, value in self.properties.items():
+            if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
+                raise InvalidMessage(f"properties[{name}]", value, "contains \\x01/\\x02")
+        if self.tags is not None and (
+            NAME_VALUE_SEPARATOR in self.tags or PROPERTY_SEPARATOR in self.tags
+        ):
+            raise InvalidMessage("tags", self.tags, "contains \\x01/\\x02")
+        for key in self.keys:
+            if " " in key or NAME_VALUE_SEPARATOR in key or PROPERTY_SEPARATOR in key:
+                raise InvalidMessage("keys", key, "a key may not contain spaces or \\x01/\\x02")
+        if self.delay_level < 0:
+            raise InvalidMessage("delay_level", self.delay_level, "must be ≥ 0")
+        if self.uniq_key is not None and not re.fullmatch(r"[0-9A-F]{32}", self.uniq_key):
+            raise InvalidMessage("uniq_key", self.uniq_key, "must be 32 upper-case hex chars")
+        size = len(encode_properties(self.wire_properties()).encode("utf-8"))
+        if size > MAX_PROPERTIES_BYTES:
+            raise InvalidMessage(
+                "properties", f"<{size} bytes encoded>", f"longer than {MAX_PROPERTIES_BYTES}"
+            )
+
+    def wire_properties(self) -> dict[str, str]:
+        """The full property map as the producer puts it on the wire.
+
+        Order: user properties, then TAGS, KEYS, DELAY, UNIQ_KEY (when set).
+        Both brokers store exactly this map for a plain send.
+        """
+        props = dict(self.properties)
+        if self.tags is not None:
+            props[PROPERTY_TAGS] = self.tags
+        if self.keys:
+            props[PROPERTY_KEYS] = " ".join(self.keys)
+        if self.delay_level > 0:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
+        if self.uniq_key is not None:
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq_key
+        return props
+
+
+@attrs.frozen(order=True)
+class MessageQueue:
+    """One queue of one topic on the (single) broker."""
+
+    topic: str
+    queue_id: int
+    broker_name: str = "broker-a"
+
+
+@attrs.frozen
+class StoredMessage:
+    """A stored copy as a consumer sees it (RocketMQ ``MessageExt``).
+
+    ``properties`` is the full stored map, system properties included.
+    """
+
+    msg_id: str
+    uniq_key: str | None
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    body: bytes
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: Mapping[str, str] = attrs.field(converter=_frozen_mapping, eq=False, hash=False)
+    reconsume_times: int
+    born_ts: int
+    store_ts: int
+    sys_flag: int
+    prepared_txn_offset: int
+    flag: int = 0
+    _props_key: tuple[tuple[str, str], ...] = attrs.field(
+        init=False, repr=False, eq=True, hash=True
+    )
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_props_key", tuple(sorted(self.properties.items())))
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.queue_id)
+
+    def get_property(self, name: str) -> str | None:
+        return self.properties.get(name)
+
+    @property
+    def delay_level(self) -> int:
+        value = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+        return int(value) if value else 0
+
+    @property
+    def origin_message_id(self) -> str | None:
+        return self.properties.get(PROPERTY_ORIGIN_MESSAGE_ID)
+
+    @property
+    def retry_topic(self) -> str | None:
+        return self.properties.get(PROPERTY_RETRY_TOPIC)
+
+    @property
+    def transaction_type(self) -> int:
+        return transaction_type(self.sys_flag)
+
+
+def record_size(body_len: int, topic: str, properties: Mapping[str, str], sys_flag: int) -> int:
+    """The CommitLog record length RocketMQ computes (``CommitLog.calMsgLength``)."""
+    born_host = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_host = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    topic_len = len(topic.encode("utf-8"))
+    props_len = len(encode_properties(properties).encode("utf-8"))
+    return (
+        4  # totalSize
+        + 4  # magic
+        + 4  # bodyCRC
+        + 4  # queueId
+        + 4  # flag
+        + 8  # queueOffset
+        + 8  # physicalOffset
+        + 4  # sysFlag
+        + 8  # bornTimestamp
+        + born_host
+        + 8  # storeTimestamp
+        + store_host
+        + 4  # reconsumeTimes
+        + 8  # preparedTransactionOffset
+        + 4
+        + body_len
+        + 1
+        + topic_len
+        + 2
+        + props_len
+    )

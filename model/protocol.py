@@ -1,0 +1,90 @@
+"""The ``Broker`` protocol: the conformance contract (SPEC §3).
+
+Operations mirror RocketMQ request codes one-to-one so a network adapter is a
+thin mapping. Brokers declare optional capabilities; the conformance machine
+skips rules a broker cannot drive.
+
+Errors: a refused request raises ``BrokerError(code)`` where the protocol
+returns a result object (``send``, ``send_half``, ``pull``), and is returned as
+a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
+``send_back``). Invalid messages raise ``InvalidMessage``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
+
+from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.results import CheckRequest, PullResult, ResponseCode, SendResult, TxnAction
+
+
+class Capability(enum.Enum):
+    CRASH = "crash"  # crash(kind) and recover()
+    EXACT_TIME = "exact_time"  # honours an injected clock to the millisecond
+    CLOSE_REOPEN = "close_reopen"  # close() then reopen() keeps durable state
+
+
+@runtime_checkable
+class Broker(Protocol):
+    """One RocketMQ broker as rmqspec drives it. All times come from the injected clock."""
+
+    capabilities: frozenset[Capability]
+
+    def create_topic(self, topic: str, queue_nums: int) -> None: ...
+
+    def create_group(
+        self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1
+    ) -> None: ...
+
+    def send(self, msg: Message, queue_id: int) -> SendResult: ...
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult: ...
+
+    def end_transaction(
+        self,
+        producer_group: str,
+        commitlog_offset: int,
+        tran_state_table_offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> ResponseCode: ...
+
+    def pull(
+        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+    ) -> PullResult: ...
+
+    def send_back(
+        self,
+        group: str,
+        commitlog_offset: int,
+        delay_level: int,
+        origin_msg_id: str | None,
+        max_reconsume_times: int | None,
+    ) -> ResponseCode: ...
+
+    def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None: ...
+
+    def query_offset(self, group: str, mq: MessageQueue) -> int: ...
+
+    def lock_batch(
+        self, group: str, client_id: str, mqs: Iterable[MessageQueue]
+    ) -> frozenset[MessageQueue]: ...
+
+    def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None: ...
+
+    def tick(self) -> list[CheckRequest]: ...
+
+    def flush(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class CrashableBroker(Broker, Protocol):
+    """A broker with the ``crash`` capability."""
+
+    def crash(self, kind: str) -> None: ...
+
+    def recover(self) -> None: ...

@@ -1,0 +1,1 @@
+"""rmqspec.properties — invariants, z3 proofs and the conformance state machine."""

@@ -1,0 +1,71 @@
+"""Violation and observation codes (SPEC §8) and the audit's parameters (§8.1).
+
+One name per guarantee: the Python invariant, the z3 theorem, the reference
+trace checker and the Spark audit all report these codes.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
+
+
+class Code(enum.StrEnum):
+    ORDER_QUEUE_GAP = "ORDER_QUEUE_GAP"
+    ORDER_KEY_REORDERED = "ORDER_KEY_REORDERED"
+    LOST = "LOST"
+    UNEXPECTED = "UNEXPECTED"
+    RETRY_EARLY = "RETRY_EARLY"
+    DLQ_EARLY = "DLQ_EARLY"
+    DLQ_MISSED = "DLQ_MISSED"
+    DELAY_EARLY = "DELAY_EARLY"
+    LOCK_OVERLAP = "LOCK_OVERLAP"
+    ORDERLY_WITHOUT_LOCK = "ORDERLY_WITHOUT_LOCK"
+    ORDERLY_CONCURRENT = "ORDERLY_CONCURRENT"
+    OFFSET_OVERRUN = "OFFSET_OVERRUN"
+    TXN_VISIBLE_BEFORE_COMMIT = "TXN_VISIBLE_BEFORE_COMMIT"
+    TXN_ROLLBACK_VISIBLE = "TXN_ROLLBACK_VISIBLE"
+    TXN_DOUBLE_RESOLVED = "TXN_DOUBLE_RESOLVED"
+    TXN_CHECK_EARLY = "TXN_CHECK_EARLY"
+    TXN_CHECK_EXCEEDED = "TXN_CHECK_EXCEEDED"
+    TXN_UNRESOLVED = "TXN_UNRESOLVED"
+
+
+class ObservationCode(enum.StrEnum):
+    DUPLICATED = "DUPLICATED"
+    DUPLICATE_COMMIT = "DUPLICATE_COMMIT"
+    RECOVERED = "RECOVERED"
+
+
+VIOLATION_CODES: tuple[str, ...] = tuple(c.value for c in Code)
+OBSERVATION_CODES: tuple[str, ...] = tuple(c.value for c in ObservationCode)
+
+# Codes that need a `drain` event to be judged (SPEC §8.1).
+NEEDS_DRAIN: frozenset[str] = frozenset({Code.LOST, Code.TXN_UNRESOLVED})
+
+
+@attrs.frozen
+class AuditParams:
+    """Thresholds of the §8.1 rules; defaults are RocketMQ 4.9's."""
+
+    delay_levels_ms: tuple[int, ...] = parse_delay_levels(DEFAULT_DELAY_LEVELS)
+    retry_max_times: int = 16
+    broker_lock_ms: int = 60_000
+    client_lock_ms: int = 30_000
+    transaction_timeout_ms: int = 6000
+    transaction_check_max: int = 15
+    # Per-group overrides of retry_max_times (group -> max).
+    group_retry_max: tuple[tuple[str, int], ...] = ()
+
+    def retry_max(self, group: str | None) -> int:
+        for name, value in self.group_retry_max:
+            if name == group:
+                return value
+        return self.retry_max_times
+
+    def delay_ms(self, level: int) -> int:
+        """Delay of ``level`` clamped to the table (level ≥ 1)."""
+        return self.delay_levels_ms[min(max(level, 1), len(self.delay_levels_ms)) - 1]

@@ -1,0 +1,1 @@
+"""rmqspec.spark — PySpark audit jobs over traces."""

@@ -1,0 +1,1 @@
+"""rmqspec.traces — trace schema, recorders, readers/writers, generators, converters."""
