@@ -1,0 +1,38 @@
+"""Run the benchmarks: ``python -m bench [NAME ...] [-- ARGS]``.
+
+Each ``bench/bench_<name>.py`` defines ``main(argv: list[str]) -> int`` and
+prints its figures as ratios against a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    here = Path(__file__).parent
+    available = sorted(
+        m.name.removeprefix("bench_") for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
+    )
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    names = argv or available
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; available: {available}", file=sys.stderr)
+        return 2
+    status = 0
+    for name in names:
+        print(f"== bench {name}", flush=True)
+        module = importlib.import_module(f"bench.bench_{name}")
+        status |= module.main(extra)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
