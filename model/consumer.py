@@ -1,0 +1,728 @@
+"""The push consumer core: subscriptions, rebalance, pulling, offset stores.
+
+Theory of operation
+-------------------
+Follows RocketMQ 4.9 ``C/impl/consumer/DefaultMQPushConsumerImpl`` (pull
+loop and its PullCallback), ``PullAPIWrapper.processPullResult`` (client-side
+tag filter), ``RebalanceImpl`` / ``RebalancePushImpl`` (allocation, process
+queue table, ``computePullFromWhere``, lock / lockAll / unlock), and the
+offset stores ``C/consumer/store/RemoteBrokerOffsetStore`` (clustering) and
+``LocalFileOffsetStore`` (broadcasting). The two consume services are
+subclasses: ``consumer_concurrent.ConcurrentConsumer`` and
+``consumer_orderly.OrderlyConsumer``.
+
+Everything runs on the client's ``TimerQueue`` (``client_timers``):
+
+===================  =====================================================
+timer kind           what / when (defaults are RocketMQ's)
+===================  =====================================================
+``rebalance``        at start, when the group's members change, every 20 s
+``pull``             per PullRequest: at once after FOUND / NO_MATCHED_MSG,
+                     ``long_polling_recheck_ms`` after NO_NEW_MSG, 50 ms
+                     under flow control, 3000 ms after an error or (orderly)
+                     while the queue is not locked
+``consume``          a consume request, due now (the Java thread pool)
+``persist``          offsets to the broker / local store: first after 10 s,
+                     then every ``persistConsumerOffsetInterval`` (5 s)
+``offset_illegal``   10 s after OFFSET_ILLEGAL: set the offset to the
+                     broker's next_begin_offset, persist, drop the queue
+===================  =====================================================
+
+Pull results: FOUND → next offset = ``next_begin_offset``, the client-side
+tag filter (the subscription's tag set), ``ProcessQueue.put_messages`` and a
+consume request; NO_NEW_MSG / NO_MATCHED_MSG → next offset =
+``next_begin_offset`` and, when the process queue is empty, an
+increase-only offset update (``correctTagsOffset``); OFFSET_ILLEGAL → the
+process queue is dropped at once and the offset fixed 10 s later.
+In clustering mode each pull first sends the in-memory offset to the broker
+when it changed, as the Java pull request piggybacks ``commitOffset``.
+
+First position (``computePullFromWhere``): the stored offset when there is
+one; otherwise CONSUME_FROM_FIRST_OFFSET → 0, CONSUME_FROM_LAST_OFFSET → the
+queue's max offset, except a retry topic, which always starts at 0.
+
+Trace events this module and its subclasses emit (the client side of the
+split; the broker emits ``store``, ``deliver``, ``send_back``,
+``schedule_fire``, ``lock``/``unlock``, ``txn_check``, ``txn_discard``):
+``consume`` (one per message and result, status SUCCESS / RECONSUME_LATER,
+topic/queue/offset of the stored copy that was pulled, ``msg_key`` =
+UNIQ_KEY), ``commit_offset`` (whenever the client's offset table changes;
+``detail.increase_only``) and ``orderly_start`` / ``orderly_end``.
+
+Simplifications: one broker; no name server (``Directory`` stands in);
+the Java client's threads are timers, so a consume request runs to
+completion before anything else of the same client (a listener that
+advances the clock models a stalled client); broker-side long polling is
+approximated by re-pulling ``long_polling_recheck_ms`` after an empty pull;
+size-based flow control, ``consumeTimeout`` expiry, pull-time hooks,
+CONSUME_FROM_TIMESTAMP and the MIN/MAX_OFFSET properties the Java client adds
+to pulled messages are not modelled. When the broker has no ``max_offset``
+method, the max offset is read from an OFFSET_ILLEGAL pull far past the end
+(it returns no message).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from rmqspec.model.allocate import STRATEGIES
+from rmqspec.model.client_timers import Timer, TimerQueue
+from rmqspec.model.clock import Clock
+from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
+from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.message import MessageQueue, StoredMessage
+from rmqspec.model.process_queue import ProcessQueue
+from rmqspec.model.results import PullStatus
+
+INTEGER_MAX_VALUE = 2**31 - 1
+_PROBE_OFFSET = 2**62  # far beyond any queue: the broker answers OFFSET_ILLEGAL with max_offset
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+
+
+def _non_negative(_inst: object, attr: attrs.Attribute, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attr.name} must be ≥ 0, got {value}")
+
+
+def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attr.name} must be positive, got {value}")
+
+
+@attrs.frozen
+class ConsumerConfig:
+    """DefaultMQPushConsumer knobs (snake case), RocketMQ 4.9 defaults."""
+
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    allocate_strategy: str = attrs.field(
+        default="AVG", validator=attrs.validators.in_(tuple(STRATEGIES))
+    )
+    consume_message_batch_max_size: int = attrs.field(default=1, validator=_positive)
+    pull_batch_size: int = attrs.field(default=32, validator=_positive)
+    # -1: concurrent 16, orderly Integer.MAX_VALUE
+    max_reconsume_times: int = -1
+    suspend_current_queue_time_millis: int = 1000
+    pull_interval_ms: int = attrs.field(default=0, validator=_non_negative)
+    long_polling_recheck_ms: int = attrs.field(default=1000, validator=_positive)
+    pull_exception_delay_ms: int = attrs.field(default=3000, validator=_non_negative)
+    flow_control_delay_ms: int = attrs.field(default=50, validator=_non_negative)
+    pull_threshold_for_queue: int = attrs.field(default=1000, validator=_positive)
+    consume_concurrently_max_span: int = attrs.field(default=2000, validator=_positive)
+    persist_consumer_offset_interval_ms: int = attrs.field(default=5000, validator=_positive)
+    persist_first_delay_ms: int = attrs.field(default=10_000, validator=_non_negative)
+    rebalance_interval_ms: int = attrs.field(default=20_000, validator=_positive)
+    lock_interval_ms: int = attrs.field(default=20_000, validator=_positive)
+    lock_first_delay_ms: int = attrs.field(default=1000, validator=_non_negative)
+    client_lock_max_live_ms: int = attrs.field(default=30_000, validator=_positive)
+    pull_max_idle_ms: int = attrs.field(default=120_000, validator=_positive)
+    local_reconsume_delay_ms: int = attrs.field(default=5000, validator=_non_negative)
+    offset_illegal_fix_delay_ms: int = attrs.field(default=10_000, validator=_non_negative)
+    unlock_delay_ms: int = attrs.field(default=20_000, validator=_non_negative)
+    max_time_consume_continuously_ms: int = attrs.field(default=60_000, validator=_positive)
+
+
+@attrs.frozen
+class Subscription:
+    """``SubscriptionData`` built by ``FilterAPI.buildSubscriptionData``."""
+
+    topic: str
+    expression: str
+    tags: frozenset[str]
+
+    @property
+    def sub_all(self) -> bool:
+        return not self.tags
+
+    @classmethod
+    def parse(cls, topic: str, expression: str | None) -> Subscription:
+        expr = (expression or "*").strip()
+        if expr in ("", "*"):
+            return cls(topic, "*", frozenset())
+        tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
+        return cls(topic, expr, tags)
+
+    def matches(self, msg: StoredMessage) -> bool:
+        """PullAPIWrapper.processPullResult: keep a message whose TAGS is in the set."""
+        return self.sub_all or (msg.tags is not None and msg.tags in self.tags)
+
+
+@attrs.define(eq=False)
+class PullRequest:
+    mq: MessageQueue
+    pq: ProcessQueue
+    next_offset: int
+    previously_locked: bool = False
+
+
+# ---------------------------------------------------------------------------
+# Offset stores
+
+
+class OffsetStore:
+    """The client's in-memory offset table (shared by both stores).
+
+    ``update_offset`` is ``updateOffset(mq, offset, increaseOnly)``; it calls
+    ``on_update(mq, offset, increase_only)`` when the table changed.
+    """
+
+    kind = "memory"
+
+    def __init__(self, on_update: Callable[[MessageQueue, int, bool], None] | None = None) -> None:
+        self.table: dict[MessageQueue, int] = {}
+        self._on_update = on_update
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> bool:
+        prev = self.table.get(mq)
+        if prev is not None and (offset == prev or (increase_only and offset < prev)):
+            return False
+        self.table[mq] = offset
+        if self._on_update is not None:
+            self._on_update(mq, offset, increase_only)
+        return True
+
+    def read_memory(self, mq: MessageQueue) -> int:
+        return self.table.get(mq, -1)
+
+    def read_store(self, mq: MessageQueue) -> int:
+        raise NotImplementedError
+
+    def persist(self, mq: MessageQueue) -> None:
+        raise NotImplementedError
+
+    def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        raise NotImplementedError
+
+    def remove_offset(self, mq: MessageQueue) -> None:
+        self.table.pop(mq, None)
+
+
+class RemoteBrokerOffsetStore(OffsetStore):
+    """Clustering: offsets live on the broker (QUERY/UPDATE_CONSUMER_OFFSET)."""
+
+    kind = "broker"
+
+    def __init__(
+        self,
+        broker: Any,
+        group: str,
+        on_update: Callable[[MessageQueue, int, bool], None] | None = None,
+    ) -> None:
+        super().__init__(on_update)
+        self._broker = broker
+        self._group = group
+        self.sent: dict[MessageQueue, int] = {}
+
+    def read_store(self, mq: MessageQueue) -> int:
+        """READ_FROM_STORE: the broker's offset (−1 none, −2 on a request error)."""
+        try:
+            offset = self._broker.query_offset(self._group, mq)
+        except Exception:
+            return -2
+        if offset >= 0:
+            self.update_offset(mq, offset, False)
+        return offset if offset >= 0 else -1
+
+    def _send(self, mq: MessageQueue, offset: int) -> None:
+        self._broker.update_offset(self._group, mq, offset)
+        self.sent[mq] = offset
+
+    def persist(self, mq: MessageQueue) -> None:
+        offset = self.table.get(mq)
+        if offset is None:
+            return
+        try:
+            self._send(mq, offset)
+        except Exception:
+            return
+
+    def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        """``persistAll``: send the offsets of ``mqs``; forget offsets of other queues."""
+        keep = set(mqs)
+        for mq in sorted(self.table, key=lambda q: (q.topic, q.queue_id)):
+            if mq in keep:
+                self.persist(mq)
+        for mq in [q for q in self.table if q not in keep]:
+            del self.table[mq]
+
+    def piggyback(self, mq: MessageQueue) -> None:
+        """The pull request's commitOffset: send the in-memory offset when > 0 and changed."""
+        offset = self.table.get(mq, -1)
+        if offset > 0 and self.sent.get(mq) != offset:
+            self._send(mq, offset)
+
+
+class LocalOffsetStore(OffsetStore):
+    """Broadcasting: offsets persisted on the client (``LocalFileOffsetStore``).
+
+    The model keeps the "file" in memory (``persisted``); a restarted client
+    would read it back.
+    """
+
+    kind = "local"
+
+    def __init__(self, on_update: Callable[[MessageQueue, int, bool], None] | None = None) -> None:
+        super().__init__(on_update)
+        self.persisted: dict[MessageQueue, int] = {}
+
+    def read_store(self, mq: MessageQueue) -> int:
+        offset = self.persisted.get(mq, -1)
+        if offset >= 0:
+            self.update_offset(mq, offset, False)
+        return offset
+
+    def persist(self, mq: MessageQueue) -> None:
+        if mq in self.table:
+            self.persisted[mq] = self.table[mq]
+
+    def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            self.persist(mq)
+
+
+# ---------------------------------------------------------------------------
+# The push consumer
+
+
+class ConsumerStateError(RuntimeError):
+    """Caller misuse: the consumer is not in a state that allows the call."""
+
+
+class PushConsumer:
+    """DefaultMQPushConsumerImpl without its consume service (see subclasses)."""
+
+    orderly = False
+
+    def __init__(
+        self,
+        broker: Any,
+        clock: Clock,
+        directory: Directory,
+        group: str,
+        client_id: str,
+        listener: Callable[..., Any],
+        *,
+        config: ConsumerConfig | None = None,
+        recorder: Recorder | None = None,
+        timers: TimerQueue | None = None,
+    ) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.directory = directory
+        self.group = group
+        self.client_id = client_id
+        self.listener = listener
+        self.config = config or ConsumerConfig()
+        self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
+        self.timers = timers if timers is not None else TimerQueue(clock)
+        self.subscriptions: dict[str, Subscription] = {}
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.running = False
+        self._rebalance_timer: Timer | None = None
+        self.offset_store: OffsetStore
+        if self.clustering:
+            self.offset_store = RemoteBrokerOffsetStore(broker, group, self._offset_updated)
+        else:
+            self.offset_store = LocalOffsetStore(self._offset_updated)
+
+    # -- configuration ---------------------------------------------------
+    @property
+    def clustering(self) -> bool:
+        return self.config.message_model is MessageModel.CLUSTERING
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """``subscribe(topic, "TagA || TagB")``; ``*`` or empty means every tag."""
+        self.subscriptions[topic] = Subscription.parse(topic, expression)
+        if self.running:
+            self._arm_rebalance(0)
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self.running:
+            self._arm_rebalance(0)
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> None:
+        """Subscribe the retry topic (clustering), arm the periodic tasks, join the group."""
+        if self.running:
+            raise ConsumerStateError(f"consumer {self.client_id} already started")
+        if self.clustering:
+            self.subscriptions[retry_topic(self.group)] = Subscription.parse(
+                retry_topic(self.group), "*"
+            )
+        self.running = True
+        self.timers.schedule(self.config.persist_first_delay_ms, "persist", self._persist_task)
+        self._start_service()
+        self._arm_rebalance(0)
+        self.directory.join(self.group, self)
+
+    def shutdown(self) -> None:
+        """Clean shutdown: unlock (orderly), persist offsets, leave the group, drop queues."""
+        if not self.running:
+            return
+        self._shutdown_service()
+        self.offset_store.persist_all(list(self.process_queues))
+        self.running = False
+        self.timers.cancel_all()
+        self.directory.leave(self.group, self)
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        self.process_queues.clear()
+
+    def kill(self) -> None:
+        """The client process dies: nothing is persisted or unlocked; the group is told."""
+        self.running = False
+        self.timers.cancel_all()
+        self.directory.leave(self.group, self)
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        self.process_queues.clear()
+
+    def on_members_changed(self) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED → rebalanceImmediately."""
+        if self.running:
+            self._arm_rebalance(0)
+
+    # -- stepping --------------------------------------------------------
+    def next_due(self) -> int | None:
+        return self.timers.next_due()
+
+    def due(self) -> list[Timer]:
+        return self.timers.due()
+
+    def run(self, timer: Timer) -> bool:
+        """Run one timer chosen by a driver; False if it was not live."""
+        if not self.timers.pop(timer):
+            return False
+        timer.action()
+        return True
+
+    def step(self) -> int:
+        """Run every timer due at ``clock.now()`` (including ones armed while running)."""
+        ran = 0
+        while True:
+            due = self.timers.due()
+            if not due:
+                return ran
+            for timer in due:
+                if self.run(timer):
+                    ran += 1
+
+    def run_until(self, t: int) -> int:
+        """Advance a manual clock timer by timer up to ``t``; the broker is not ticked."""
+        ran = self.step()
+        while True:
+            nxt = self.timers.next_due()
+            if nxt is None or nxt > t:
+                break
+            self.clock.set(max(nxt, self.clock.now()))  # type: ignore[attr-defined]
+            ran += self.step()
+        if self.clock.now() < t:
+            self.clock.set(t)  # type: ignore[attr-defined]
+        return ran
+
+    # -- events ----------------------------------------------------------
+    def _emit(self, event: str, **fields: Any) -> None:
+        self.recorder.emit(
+            event, self.clock.now(), actor=self.client_id, client_id=self.client_id,
+            group=self.group, **fields,
+        )
+
+    def _offset_updated(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        self._emit(
+            "commit_offset", topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            detail={"increase_only": increase_only, "store": self.offset_store.kind},
+        )
+
+    def _emit_consume(
+        self,
+        mq: MessageQueue,
+        msg: StoredMessage,
+        status: str,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        self._emit(
+            "consume", topic=mq.topic, queue_id=mq.queue_id, queue_offset=msg.queue_offset,
+            commitlog_offset=msg.commitlog_offset, msg_key=msg.uniq_key, msg_id=msg.msg_id,
+            reconsume_times=msg.reconsume_times, status=status, detail=detail,
+        )
+
+    # -- periodic tasks --------------------------------------------------
+    def _persist_task(self) -> None:
+        if not self.running:
+            return
+        self.offset_store.persist_all(list(self.process_queues))
+        self.timers.schedule(
+            self.config.persist_consumer_offset_interval_ms, "persist", self._persist_task
+        )
+
+    def _arm_rebalance(self, delay: int) -> None:
+        current = self._rebalance_timer
+        if current is not None:
+            if not current.cancelled and current.due <= self.clock.now() + delay:
+                return
+            self.timers.cancel(current)
+        self._rebalance_timer = self.timers.schedule(delay, "rebalance", self._rebalance_task)
+
+    def _rebalance_task(self) -> None:
+        self._rebalance_timer = None
+        if not self.running:
+            return
+        self.do_rebalance()
+        self._arm_rebalance(self.config.rebalance_interval_ms)
+
+    # -- rebalance (RebalanceImpl) ----------------------------------------
+    def do_rebalance(self) -> None:
+        for topic in list(self.subscriptions):
+            self._rebalance_by_topic(topic)
+        for mq in [q for q in self.process_queues if q.topic not in self.subscriptions]:
+            self.process_queues.pop(mq).dropped = True
+
+    def assigned(self, topic: str) -> list[MessageQueue]:
+        """The queues of ``topic`` this client should own now."""
+        if not self.directory.has_route(topic):
+            return []
+        mqs = self.directory.queues(topic)
+        if not self.clustering:
+            return mqs
+        cids = self.directory.consumer_ids(self.group)
+        if not cids:
+            return []
+        return STRATEGIES[self.config.allocate_strategy](self.client_id, mqs, cids)
+
+    def _rebalance_by_topic(self, topic: str) -> None:
+        if not self.directory.has_route(topic):
+            return
+        allocated = set(self.assigned(topic))
+        now = self.clock.now()
+        for mq, pq in list(self.process_queues.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in allocated or pq.is_pull_expired(now, self.config.pull_max_idle_ms):
+                pq.dropped = True
+                if self.remove_unnecessary_message_queue(mq, pq):
+                    del self.process_queues[mq]
+        requests: list[PullRequest] = []
+        for mq in sorted(allocated, key=lambda q: q.queue_id):
+            if mq in self.process_queues:
+                continue
+            if self.orderly and self.clustering and not self.lock(mq):
+                continue
+            self.offset_store.remove_offset(mq)
+            pq = ProcessQueue(created_at=now)
+            pq.locked = True
+            next_offset = self.compute_pull_from_where(mq)
+            if next_offset >= 0:
+                self.process_queues[mq] = pq
+                requests.append(PullRequest(mq, pq, next_offset))
+        for req in requests:
+            self._pull_later(req, 0)
+
+    def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """RebalancePushImpl: persist and forget the offset; orderly clustering unlocks.
+
+        The consume lock is always free here (the model's client runs one
+        timer at a time), so ``unlockDelay`` applies: unlock now when the
+        queue holds no message, else ``unlock_delay_ms`` (20 s) later.
+        """
+        self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+        if self.orderly and self.clustering:
+            if pq.has_temp_message():
+                self.timers.schedule(
+                    self.config.unlock_delay_ms, "unlock_delay", lambda: self.unlock(mq), key=mq
+                )
+            else:
+                self.unlock(mq)
+        return True
+
+    def remove_process_queue(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq, None)
+        if pq is not None:
+            pq.dropped = True
+            self.remove_unnecessary_message_queue(mq, pq)
+
+    def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        last = self.offset_store.read_store(mq)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        if self.config.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0
+        return self.max_offset(mq)
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        """The queue's max offset (−1 when the broker cannot be asked)."""
+        try:
+            direct = getattr(self.broker, "max_offset", None)
+            if callable(direct):
+                return int(direct(mq))
+            probe = self.broker.pull(self.group, mq, _PROBE_OFFSET, 1, "*")
+            return probe.max_offset
+        except Exception:
+            return -1
+
+    # -- locks (RebalanceImpl.lock / lockAll / unlock) --------------------
+    def lock(self, mq: MessageQueue) -> bool:
+        try:
+            granted = self.broker.lock_batch(self.group, self.client_id, [mq])
+        except Exception:
+            return False
+        now = self.clock.now()
+        for q in granted:
+            pq = self.process_queues.get(q)
+            if pq is not None:
+                pq.locked = True
+                pq.last_lock_timestamp = now
+        return mq in granted
+
+    def lock_all(self) -> None:
+        mqs = sorted(self.process_queues, key=lambda q: (q.topic, q.queue_id))
+        if not mqs:
+            return
+        try:
+            granted = self.broker.lock_batch(self.group, self.client_id, mqs)
+        except Exception:
+            return
+        now = self.clock.now()
+        for mq in mqs:
+            pq = self.process_queues.get(mq)
+            if pq is None:
+                continue
+            if mq in granted:
+                pq.locked = True
+                pq.last_lock_timestamp = now
+            else:
+                pq.locked = False
+
+    def unlock(self, mq: MessageQueue) -> None:
+        try:
+            self.broker.unlock_batch(self.group, self.client_id, [mq])
+        except Exception:
+            return
+
+    def unlock_all(self) -> None:
+        mqs = sorted(self.process_queues, key=lambda q: (q.topic, q.queue_id))
+        if not mqs:
+            return
+        try:
+            self.broker.unlock_batch(self.group, self.client_id, mqs)
+        except Exception:
+            return
+        for mq in mqs:
+            self.process_queues[mq].locked = False
+
+    # -- pulling (DefaultMQPushConsumerImpl.pullMessage) ------------------
+    def _pull_later(self, req: PullRequest, delay: int) -> None:
+        self.timers.schedule(delay, "pull", lambda: self.pull_message(req), key=req.mq)
+
+    def pull_message(self, req: PullRequest) -> None:
+        pq, mq = req.pq, req.mq
+        if pq.dropped or not self.running:
+            return
+        pq.last_pull_timestamp = self.clock.now()
+        cfg = self.config
+        if pq.msg_count > cfg.pull_threshold_for_queue:
+            self._pull_later(req, cfg.flow_control_delay_ms)
+            return
+        if not self.orderly:
+            if pq.max_span() > cfg.consume_concurrently_max_span:
+                self._pull_later(req, cfg.flow_control_delay_ms)
+                return
+        elif pq.locked:
+            if not req.previously_locked:
+                offset = self.compute_pull_from_where(mq)
+                if offset < 0:
+                    self._pull_later(req, cfg.pull_exception_delay_ms)
+                    return
+                req.previously_locked = True
+                req.next_offset = offset
+        else:
+            self._pull_later(req, cfg.pull_exception_delay_ms)
+            return
+        sub = self.subscriptions.get(mq.topic)
+        if sub is None:
+            self._pull_later(req, cfg.pull_exception_delay_ms)
+            return
+        try:
+            if isinstance(self.offset_store, RemoteBrokerOffsetStore):
+                self.offset_store.piggyback(mq)
+            result = self.broker.pull(
+                self.group, mq, req.next_offset, cfg.pull_batch_size, sub.expression
+            )
+        except Exception:
+            self._pull_later(req, cfg.pull_exception_delay_ms)
+            return
+        self._on_pull_result(req, sub, result)
+
+    def _on_pull_result(self, req: PullRequest, sub: Subscription, result: Any) -> None:
+        pq, mq = req.pq, req.mq
+        if result.status is PullStatus.FOUND:
+            req.next_offset = result.next_begin_offset
+            msgs = [m for m in result.messages if sub.matches(m)]
+            if not msgs:
+                self._pull_later(req, 0)
+                return
+            dispatch = pq.put_messages(msgs)
+            self._submit_consume_request(msgs, pq, mq, dispatch)
+            self._pull_later(req, self.config.pull_interval_ms)
+        elif result.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            req.next_offset = result.next_begin_offset
+            if pq.msg_count == 0:
+                self.offset_store.update_offset(mq, req.next_offset, True)
+            held = result.status is PullStatus.NO_NEW_MSG
+            delay = self.config.long_polling_recheck_ms if held else 0
+            self._pull_later(req, delay)
+        else:  # OFFSET_ILLEGAL
+            req.next_offset = result.next_begin_offset
+            pq.dropped = True
+            fixed = result.next_begin_offset
+
+            def fix() -> None:
+                self.offset_store.update_offset(mq, fixed, False)
+                self.offset_store.persist(mq)
+                self.remove_process_queue(mq)
+
+            self.timers.schedule(
+                self.config.offset_illegal_fix_delay_ms, "offset_illegal", fix, key=mq
+            )
+
+    # -- consume service hooks ---------------------------------------------
+    def _start_service(self) -> None:
+        """Arm the consume service's periodic tasks."""
+
+    def _shutdown_service(self) -> None:
+        """Stop the consume service (orderly clustering unlocks everything)."""
+
+    def _submit_consume_request(
+        self, msgs: Sequence[StoredMessage], pq: ProcessQueue, mq: MessageQueue, dispatch: bool
+    ) -> None:
+        raise NotImplementedError
+
+    # -- helpers for drivers and invariants ---------------------------------
+    def committed_offset(self, mq: MessageQueue) -> int:
+        """The offset in the client's table (−1 when none)."""
+        return self.offset_store.read_memory(mq)
+
+    def reset_retry_topic(self, msg: StoredMessage) -> StoredMessage:
+        """``resetRetryTopic``: a copy from ``%RETRY%{group}`` gets its RETRY_TOPIC back."""
+        original = msg.retry_topic
+        if original is not None and msg.topic == retry_topic(self.group):
+            return attrs.evolve(msg, topic=original)
+        return msg

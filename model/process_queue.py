@@ -1,0 +1,175 @@
+"""The client's per-queue snapshot of pulled, not yet acknowledged messages.
+
+Theory of operation
+-------------------
+Follows RocketMQ 4.9 ``C/impl/consumer/ProcessQueue``. A ProcessQueue is a
+sorted map ``queue offset → message`` of messages pulled from one
+MessageQueue and not yet acknowledged, plus (orderly consumption only) the
+``consuming`` sub-map of the batch currently handed to the listener.
+
+The commit rule is ``remove_messages`` (``removeMessage``): it returns −1
+when the map was empty on entry; otherwise, after removing the acknowledged
+offsets, the smallest offset still in the map, or ``queue_offset_max + 1``
+when the map became empty. The consumer commits that value increase-only
+(``OffsetStore.updateOffset(mq, offset, true)``). Because every
+unacknowledged message stays in the map until it is acknowledged (success,
+sent back, or dropped in broadcasting mode), the returned offset never passes
+one: ``committable_bound()`` is the property the tests check.
+
+``queue_offset_max`` is the offset of the last message *newly* put
+(``putMessage`` only updates it for offsets not already present) and is not
+lowered by removals — exactly RocketMQ's behaviour.
+
+Simplifications: no locks (the model client is single-threaded), message
+sizes are not tracked (``pullThresholdSizeForQueue`` is not modelled), and
+``cleanExpiredMsg`` (consumeTimeout send-back) is not modelled. The lock
+and pull timestamps take ``now`` explicitly instead of reading the system
+clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rmqspec.model.message import StoredMessage
+
+LOCK_MAX_LIVE_MS = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime
+LOCK_INTERVAL_MS = 20_000  # rocketmq.client.rebalance.lockInterval
+PULL_MAX_IDLE_MS = 120_000  # rocketmq.client.pull.pullMaxIdleTime
+
+
+class ProcessQueue:
+    """Pulled-but-unacknowledged messages of one queue (see module docstring)."""
+
+    def __init__(self, created_at: int = 0) -> None:
+        self._msgs: dict[int, StoredMessage] = {}
+        self._consuming: dict[int, StoredMessage] = {}
+        self.queue_offset_max = 0
+        self.dropped = False
+        self.locked = False
+        self.consuming = False
+        self.last_lock_timestamp = created_at
+        self.last_pull_timestamp = created_at
+        self.last_consume_timestamp = created_at
+        self.try_unlock_times = 0
+
+    # -- reading -------------------------------------------------------
+    @property
+    def msg_count(self) -> int:
+        """Messages held, the consuming batch included (RocketMQ's msgCount)."""
+        return len(self._msgs) + len(self._consuming)
+
+    def offsets(self) -> list[int]:
+        """Offsets waiting in the map (not the consuming batch), ascending."""
+        return sorted(self._msgs)
+
+    def consuming_offsets(self) -> list[int]:
+        return sorted(self._consuming)
+
+    def get(self, offset: int) -> StoredMessage | None:
+        return self._msgs.get(offset, self._consuming.get(offset))
+
+    def contains(self, offset: int) -> bool:
+        return offset in self._msgs
+
+    def has_temp_message(self) -> bool:
+        return bool(self._msgs)
+
+    def max_span(self) -> int:
+        if not self._msgs:
+            return 0
+        return max(self._msgs) - min(self._msgs)
+
+    def lowest_unacknowledged(self) -> int | None:
+        """The smallest offset held (map or consuming batch), or None."""
+        held = list(self._msgs) + list(self._consuming)
+        return min(held) if held else None
+
+    def is_lock_expired(self, now: int, max_live_ms: int = LOCK_MAX_LIVE_MS) -> bool:
+        """``now − lastLockTimestamp > lockMaxLiveTime`` (client side, 30 s)."""
+        return now - self.last_lock_timestamp > max_live_ms
+
+    def is_pull_expired(self, now: int, max_idle_ms: int = PULL_MAX_IDLE_MS) -> bool:
+        return now - self.last_pull_timestamp > max_idle_ms
+
+    # -- writing -------------------------------------------------------
+    def put_messages(self, msgs: Iterable[StoredMessage]) -> bool:
+        """``putMessage``: add; True when the caller must dispatch a consume request.
+
+        Dispatch is requested when the map is non-empty and no consume request
+        is running (orderly consumption uses it; concurrent ignores it).
+        """
+        for msg in msgs:
+            if msg.queue_offset not in self._msgs:
+                self.queue_offset_max = msg.queue_offset
+            self._msgs[msg.queue_offset] = msg
+        if self._msgs and not self.consuming:
+            self.consuming = True
+            return True
+        return False
+
+    def remove_messages(self, offsets: Iterable[int], now: int | None = None) -> int:
+        """``removeMessage``: the offset to commit (see module docstring)."""
+        if now is not None:
+            self.last_consume_timestamp = now
+        if not self._msgs:
+            return -1
+        for offset in offsets:
+            self._msgs.pop(offset, None)
+        if self._msgs:
+            return min(self._msgs)
+        return self.queue_offset_max + 1
+
+    def replace(self, msg: StoredMessage) -> None:
+        """Swap in an updated copy (e.g. in-memory reconsume_times + 1) at its offset."""
+        if msg.queue_offset in self._msgs:
+            self._msgs[msg.queue_offset] = msg
+        elif msg.queue_offset in self._consuming:
+            self._consuming[msg.queue_offset] = msg
+
+    # -- orderly -------------------------------------------------------
+    def take_messages(self, batch_size: int, now: int | None = None) -> list[StoredMessage]:
+        """``takeMessages``: move the first ``batch_size`` entries to the consuming batch.
+
+        An empty result clears ``consuming`` so the next put dispatches again.
+        """
+        if now is not None:
+            self.last_consume_timestamp = now
+        taken: list[StoredMessage] = []
+        for offset in sorted(self._msgs)[:batch_size]:
+            msg = self._msgs.pop(offset)
+            self._consuming[offset] = msg
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """``commit``: forget the consuming batch; its last offset + 1, or −1 if empty."""
+        if not self._consuming:
+            return -1
+        last = max(self._consuming)
+        self._consuming.clear()
+        return last + 1
+
+    def rollback(self) -> None:
+        """Put the consuming batch back into the map."""
+        self._msgs.update(self._consuming)
+        self._consuming.clear()
+
+    def make_messages_to_consume_again(self, msgs: Iterable[StoredMessage]) -> None:
+        """``makeMessageToConsumeAgain``: these messages (updated copies) go back to the map."""
+        for msg in msgs:
+            self._consuming.pop(msg.queue_offset, None)
+            self._msgs[msg.queue_offset] = msg
+
+    def clear(self) -> None:
+        self._msgs.clear()
+        self._consuming.clear()
+        self.queue_offset_max = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessQueue(msgs={self.offsets()}, consuming={self.consuming_offsets()}, "
+            f"max={self.queue_offset_max}, dropped={self.dropped}, locked={self.locked})"
+        )

@@ -1,0 +1,321 @@
+"""The reference producer: UNIQ_KEY, queue selection, retries, transactions.
+
+Theory of operation
+-------------------
+Follows RocketMQ 4.9 ``C/impl/producer/DefaultMQProducerImpl`` (sendDefaultImpl,
+sendSelectImpl, sendMessageInTransaction, endTransaction,
+checkTransactionState), ``TopicPublishInfo.selectOneMessageQueue``
+(round robin), ``C/producer/selector/SelectMessageQueueByHash`` and
+``MessageClientIDSetter`` (UNIQ_KEY, assigned once per message and kept
+across retries).
+
+Sending: a message without a UNIQ_KEY gets one from the producer's
+``UniqKeyFactory`` at ``clock.now()`` (its born time; the broker reads the
+same clock). The queue is explicit, chosen by ``select_queue_by_hash`` on a
+sharding key, or round robin per topic. A round-robin send is retried on
+another queue up to ``retry_times_when_send_failed`` (2) more times when the
+request is lost or the broker answers SYSTEM_ERROR, SYSTEM_BUSY,
+SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST or NO_PERMISSION; explicit-queue and
+selector sends are tried once, as in RocketMQ. A ``send`` event is emitted
+once the broker acknowledged the message.
+
+Transactions (``TransactionProducer``): ``send_in_transaction`` clears the
+delay level, sends the half (``send_half``, retried like a plain send), runs
+the local-transaction function (COMMIT / ROLLBACK / UNKNOWN; an exception
+or ``None`` is UNKNOWN; a half that was not SEND_OK is rolled back) and
+sends END_TRANSACTION with the half's commitlog offset and queue offset.
+END_TRANSACTION is oneway in RocketMQ: ``lose_end=True`` (or a ``Link``
+losing it) models the request that never arrives, and the broker's check
+(``broker.tick()`` → CheckRequest) is answered by ``answer_checks`` through
+the check listener with ``end_transaction(…, from_check=True)``.
+
+Event split: ``send`` (acknowledged sends, committed transactions
+included), ``txn_half`` and ``txn_end`` (COMMIT / ROLLBACK / UNKNOWN,
+``detail.from_check``) describe what the broker accepted. The ModelBroker
+records them itself, so by default (``broker_records_events=True``) the
+producer emits nothing and the trace holds each exactly once. Against a
+broker that records nothing (a network adapter for a real RocketMQ), pass
+``broker_records_events=False`` and the producer emits them from the
+answers it got: ``send`` and ``txn_half`` once acknowledged, ``txn_end``
+when END_TRANSACTION was answered SUCCESS (a lost one emits nothing). The
+broker side alone emits ``store``, ``txn_check`` and ``txn_discard``.
+
+Simplifications: one broker, so "another broker" on retry is the next queue;
+no latency fault tolerance, no batch messages, no compression.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from rmqspec.model.clock import Clock
+from rmqspec.model.directory import Directory
+from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.ids import UniqKeyFactory
+from rmqspec.model.javahash import select_queue_by_hash
+from rmqspec.model.message import Message, StoredMessage
+from rmqspec.model.results import (
+    BrokerError,
+    CheckRequest,
+    ResponseCode,
+    SendResult,
+    SendStatus,
+    TxnAction,
+)
+
+RETRY_RESPONSE_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+    }
+)
+
+
+class SendFailed(Exception):
+    """Every attempt of a send failed; ``errors`` lists them in order."""
+
+    def __init__(self, topic: str, errors: list[BaseException]) -> None:
+        shown = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
+        super().__init__(f"send to {topic!r} failed after {len(errors)} attempt(s): {shown}")
+        self.errors = errors
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, BrokerError):
+        return exc.code in RETRY_RESPONSE_CODES
+    return isinstance(exc, ConnectionError)
+
+
+class Producer:
+    """DefaultMQProducer against one broker."""
+
+    def __init__(
+        self,
+        broker: Any,
+        clock: Clock,
+        directory: Directory,
+        group: str,
+        *,
+        producer_id: str | None = None,
+        recorder: Recorder | None = None,
+        uniq_keys: UniqKeyFactory | None = None,
+        retry_times_when_send_failed: int = 2,
+        start_index: int = 0,
+        broker_records_events: bool = True,
+    ) -> None:
+        if retry_times_when_send_failed < 0:
+            raise ValueError(
+                f"retry_times_when_send_failed must be ≥ 0, got {retry_times_when_send_failed}"
+            )
+        self.broker = broker
+        self.clock = clock
+        self.directory = directory
+        self.group = group
+        self.producer_id = producer_id or group
+        self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
+        self.uniq_keys = uniq_keys or UniqKeyFactory()
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self._start_index = start_index
+        self._round_robin: dict[str, int] = {}
+        self.broker_records_events = broker_records_events
+
+    # -- producers are Driver participants without timers ----------------
+    def next_due(self) -> int | None:
+        return None
+
+    def step(self) -> int:
+        return 0
+
+    # -- queue selection -------------------------------------------------
+    def next_round_robin(self, topic: str) -> int:
+        """``selectOneMessageQueue``: the per-topic index, incremented per call."""
+        n = self.directory.queue_nums(topic)
+        index = self._round_robin.get(topic, self._start_index)
+        self._round_robin[topic] = index + 1
+        return abs(index) % n
+
+    def select_queue(self, topic: str, sharding_key: str | None = None) -> int:
+        if sharding_key is not None:
+            return select_queue_by_hash(sharding_key, self.directory.queue_nums(topic))
+        return self.next_round_robin(topic)
+
+    def stamp(self, msg: Message) -> Message:
+        """Assign UNIQ_KEY (once; kept across retries)."""
+        if msg.uniq_key is not None:
+            return msg
+        return attrs.evolve(msg, uniq_key=self.uniq_keys.next(self.clock.now()))
+
+    # -- sending ---------------------------------------------------------
+    def send(
+        self, msg: Message, *, queue_id: int | None = None, sharding_key: str | None = None
+    ) -> SendResult:
+        """Send and wait for the broker's answer; raises ``SendFailed`` or ``BrokerError``."""
+        msg = self.stamp(msg)
+        result, qid, attempts = self._send_with_retry(
+            msg, queue_id, sharding_key, lambda m, q: self.broker.send(m, q)
+        )
+        self._emit_client_side(
+            "send", topic=msg.topic, queue_id=qid, queue_offset=result.queue_offset,
+            commitlog_offset=result.commitlog_offset, msg_key=msg.uniq_key, msg_id=result.msg_id,
+            delay_level=msg.delay_level or None, status=result.status.value,
+            sharding_key=sharding_key, detail={"born_ts": self.clock.now(), "attempts": attempts},
+        )
+        return result
+
+    def _send_with_retry(
+        self,
+        msg: Message,
+        queue_id: int | None,
+        sharding_key: str | None,
+        op: Callable[[Message, int], SendResult],
+    ) -> tuple[SendResult, int, int]:
+        if queue_id is not None or sharding_key is not None:
+            qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
+            return op(msg, qid), qid, 1
+        errors: list[BaseException] = []
+        for attempt in range(1, self.retry_times_when_send_failed + 2):
+            qid = self.next_round_robin(msg.topic)
+            try:
+                return op(msg, qid), qid, attempt
+            except (BrokerError, ConnectionError) as exc:
+                if not _retryable(exc):
+                    raise
+                errors.append(exc)
+        raise SendFailed(msg.topic, errors)
+
+    def _emit_client_side(self, event: str, **fields: Any) -> None:
+        """Emit an event the broker also records, unless the broker records it."""
+        if self.broker_records_events:
+            return
+        self.recorder.emit(
+            event, self.clock.now(), actor=self.producer_id, group=self.group, **fields
+        )
+
+
+@attrs.frozen
+class TransactionSendResult:
+    """``TransactionSendResult``: the half's send result and what happened next.
+
+    ``end_code`` is the broker's answer to END_TRANSACTION, or ``None`` when
+    the request was lost (never reached the broker).
+    """
+
+    send_result: SendResult
+    transaction_id: str | None
+    local_state: TxnAction
+    end_code: ResponseCode | None
+    queue_id: int
+
+
+LocalTransaction = Callable[[Message], TxnAction | None]
+CheckListener = Callable[[StoredMessage], TxnAction | None]
+
+
+class TransactionProducer(Producer):
+    """TransactionMQProducer: half, local transaction, END_TRANSACTION, check answers."""
+
+    def __init__(
+        self,
+        broker: Any,
+        clock: Clock,
+        directory: Directory,
+        group: str,
+        *,
+        check_listener: CheckListener | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(broker, clock, directory, group, **kwargs)
+        self.check_listener = check_listener
+        self.checks_answered: list[tuple[CheckRequest, TxnAction, ResponseCode | None]] = []
+
+    def send_in_transaction(
+        self,
+        msg: Message,
+        local_transaction: LocalTransaction,
+        *,
+        queue_id: int | None = None,
+        lose_end: bool = False,
+    ) -> TransactionSendResult:
+        """sendMessageInTransaction; ``lose_end`` drops the oneway END_TRANSACTION."""
+        if msg.delay_level:
+            msg = attrs.evolve(msg, delay_level=0)
+        msg = self.stamp(msg)
+        result, qid, _ = self._send_with_retry(
+            msg, queue_id, None, lambda m, q: self.broker.send_half(m, q, self.group)
+        )
+        txn_id = msg.uniq_key
+        if result.status is SendStatus.SEND_OK:
+            self._emit_client_side(
+                "txn_half", topic=msg.topic, queue_id=qid, queue_offset=result.queue_offset,
+                commitlog_offset=result.commitlog_offset, msg_key=msg.uniq_key,
+                msg_id=result.msg_id, txn_id=txn_id, status=result.status.value,
+            )
+            try:
+                state = local_transaction(msg)
+            except Exception:
+                state = None
+            if not isinstance(state, TxnAction):
+                state = TxnAction.UNKNOWN
+        else:
+            state = TxnAction.ROLLBACK
+        code = self.end_transaction(
+            result.commitlog_offset, result.queue_offset, state,
+            msg_key=msg.uniq_key, txn_id=txn_id, lose=lose_end,
+        )
+        return TransactionSendResult(result, txn_id, state, code, qid)
+
+    def end_transaction(
+        self,
+        commitlog_offset: int,
+        tran_state_table_offset: int,
+        action: TxnAction,
+        *,
+        from_check: bool = False,
+        msg_key: str | None = None,
+        txn_id: str | None = None,
+        lose: bool = False,
+    ) -> ResponseCode | None:
+        """END_TRANSACTION (oneway in RocketMQ); ``None`` when lost."""
+        if lose:
+            return None
+        try:
+            code = self.broker.end_transaction(
+                self.group, commitlog_offset, tran_state_table_offset, action, from_check
+            )
+        except (BrokerError, ConnectionError):
+            return None
+        if code == ResponseCode.SUCCESS:
+            self._emit_client_side(
+                "txn_end", commitlog_offset=commitlog_offset, msg_key=msg_key, txn_id=txn_id,
+                status=action.value, detail={"from_check": from_check},
+            )
+        return code
+
+    def answer_checks(self, requests: Iterable[CheckRequest]) -> list[ResponseCode | None]:
+        """checkTransactionState for each request of this group, answered from_check."""
+        codes: list[ResponseCode | None] = []
+        for req in requests:
+            if req.producer_group != self.group:
+                continue
+            state: Any = None
+            if self.check_listener is not None:
+                try:
+                    state = self.check_listener(req.message)
+                except Exception:
+                    state = None
+            if not isinstance(state, TxnAction):
+                state = TxnAction.UNKNOWN
+            msg_key = req.message.uniq_key
+            code = self.end_transaction(
+                req.commitlog_offset, req.tran_state_table_offset, state, from_check=True,
+                msg_key=msg_key, txn_id=req.transaction_id or msg_key,
+            )
+            self.checks_answered.append((req, state, code))
+            codes.append(code)
+        return codes
