@@ -4,6 +4,7 @@ Pure Python + attrs: value types, the ``Broker`` protocol, the model broker,
 the reference client and the finite lifecycles. No files, no bytes.
 """
 
+from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import Clock, ManualClock, WallClock
 from rmqspec.model.config import BrokerConfig, parse_delay_levels
 from rmqspec.model.events import ListRecorder, NullRecorder, Recorder, TraceEvent
@@ -17,6 +18,7 @@ from rmqspec.model.message import (
     decode_properties,
     encode_properties,
 )
+from rmqspec.model.model_factory import factory
 from rmqspec.model.protocol import Broker, Capability
 from rmqspec.model.results import (
     CheckRequest,
@@ -40,6 +42,7 @@ __all__ = [
     "ManualClock",
     "Message",
     "MessageQueue",
+    "ModelBroker",
     "NullRecorder",
     "PullResult",
     "PullStatus",
@@ -53,6 +56,7 @@ __all__ = [
     "WallClock",
     "decode_properties",
     "encode_properties",
+    "factory",
     "java_string_hash",
     "parse_delay_levels",
 ]

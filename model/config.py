@@ -70,6 +70,9 @@ class BrokerConfig:
     store_host: str = "127.0.0.1"
     store_port: int = 10911
     broker_name: str = "broker-a"
+    # CommitLog mapped-file size (mappedFileSizeCommitLog, 1 GiB); a record that
+    # does not fit (size + 8 > room left) rolls to the next multiple of this.
+    commitlog_file_size: int = attrs.field(default=1 << 30, validator=_positive)
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

@@ -251,7 +251,9 @@ MESSAGE = Lifecycle(
         Transition("DELIVERED", "consume_success", "", "CONSUMED", "", "acked; offset may pass it"),
         Transition("DELIVERED", "send_back", "retry", "SCHEDULED", "retry", "copy to %RETRY% via the schedule topic"),
         Transition("DELIVERED", "send_back", "dlq", "DEAD", "dead", "copy to %DLQ%"),
-        Transition("DELIVERED", "send_back_failed", "", "DELIVERED", "local_retry", "client reconsumes locally after 5 s"),
+        Transition(
+            "DELIVERED", "send_back_failed", "", "DELIVERED", "local_retry", "client reconsumes locally after 5 s"
+        ),
         Transition("SCHEDULED", "fire", "due", "STORED", "", "schedule service rewrites to %RETRY%"),
     ),
     guards={"retry": _g_retry, "dlq": _g_dlq, "due": _g_due},

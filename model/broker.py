@@ -1,0 +1,973 @@
+"""``ModelBroker``: the abstract executable broker behind the ``Broker`` protocol.
+
+Theory of operation
+-------------------
+One object per broker; every operation reads ``clock.now()`` once, validates
+its request completely, then changes state and emits trace events (SPEC §8)
+through ``recorder`` and notes what happened in the fenced-off ``ghost``
+history. A refused request changes nothing. Operations delegate to one module
+per concern:
+
+- ``queues.Store`` — topics, commitlog order and offsets, consume queues, pull;
+- ``schedule.ScheduleService`` — delay levels (delayed sends and retries);
+- ``locks.LockTable`` — orderly-consumption locks;
+- ``transactions`` — half/op messages and the check service;
+- ``offsets.ConsumerOffsets`` — consumer offsets and their persistence;
+- ``crash.Durability`` — what a crash may lose.
+
+Request handling follows RocketMQ 4.9.8's B/processor/SendMessageProcessor
+(send, consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor,
+AdminBrokerProcessor (lock/unlock batch) and ConsumerManageProcessor. Routing
+decisions come from ``lifecycle`` (``route_send_back``,
+``effective_max_reconsume_times``, ``lock_decision``, ``check_decision``,
+``is_due``) so the model, the lifecycle tables and their z3 encodings share
+one definition.
+
+``tick()`` runs the background services due at ``now``, in a fixed order:
+schedule deliveries (levels ascending), the transaction check (when
+``transaction_check_interval_ms`` elapsed since the last run or start),
+consumer-offset persistence, delay-progress persistence.
+
+Nondeterminism is explicit: ``retry_queue_chooser`` picks the retry queue
+(RocketMQ: random % retryQueueNums; default here: round robin, so queue 0 when
+there is one queue) and every choice is appended to ``choices`` with the set
+of allowed values; after ``crash`` the allowed survivor counts are
+``recovery_choices()``. ``fork()`` (or ``copy.deepcopy``) copies the model
+cheaply — records are immutable and shared; the clock and recorder are shared.
+
+Deliberate simplifications (see model/README.md): pulls are served for any
+group (no subscription-group check); no long polling; the stored properties
+are the producer's wire properties (RocketMQ also adds CLUSTER); a broker
+assigns UNIQ_KEY when the message has none (RocketMQ 5 does, 4.9 does not);
+system topics are registered on first write.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from rmqspec.model.clock import Clock
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.crash import CRASH_KINDS, BrokerState, Durability
+from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.ghost import (
+    Acked,
+    Crashed,
+    Delivered,
+    Fired,
+    GhostHistory,
+    LockEvent,
+    OffsetCommitted,
+    SentBack,
+    Stored,
+    TxnNote,
+)
+from rmqspec.model.ids import UniqKeyFactory
+from rmqspec.model.lifecycle import DLQ, effective_max_reconsume_times, route_send_back
+from rmqspec.model.locks import LockTable
+from rmqspec.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
+    MessageQueue,
+    check_topic,
+)
+from rmqspec.model.offsets import ConsumerOffsets
+from rmqspec.model.protocol import Capability
+from rmqspec.model.queues import (
+    DLQ_PREFIX,
+    HALF_TOPIC,
+    NOT_ALLOWED_SEND_TOPICS,
+    OP_TOPIC,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    SCHEDULE_TOPIC_QUEUE_NUM,
+    PutError,
+    PutRequest,
+    Record,
+    Store,
+    SubscriptionError,
+    client_pull_status,
+    dlq_topic,
+    retry_topic,
+    tag_filter,
+)
+from rmqspec.model.results import (
+    BrokerError,
+    CheckRequest,
+    PullResult,
+    ResponseCode,
+    SendResult,
+    SendStatus,
+    TxnAction,
+)
+from rmqspec.model.schedule import ScheduleService
+from rmqspec.model.transactions import (
+    CID_RMQ_SYS_TRANS,
+    CheckHooks,
+    TransactionService,
+    commit_request,
+    half_request,
+    op_request,
+    real_target_missing,
+    validate_end,
+)
+
+# retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
+RetryQueueChooser = Callable[[str, int, int], int]
+
+DLQ_NUMS_PER_GROUP = 1
+
+
+def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
+    """Default chooser: the n-th retry of the broker goes to queue ``n % nums``."""
+    return seq % nums
+
+
+@attrs.frozen
+class GroupConfig:
+    retry_max_times: int = 16
+    retry_queue_nums: int = 1
+
+
+@attrs.frozen
+class Choice:
+    """A nondeterministic choice the model made; ``allowed`` is every value RocketMQ could pick."""
+
+    kind: str
+    ts: int
+    allowed: range
+    taken: int
+    detail: tuple[tuple[str, Any], ...] = ()
+
+
+class ModelBroker:
+    """The reference broker (SPEC §3, §4). See the module docstring."""
+
+    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN})
+
+    def __init__(
+        self,
+        clock: Clock,
+        config: BrokerConfig | None = None,
+        recorder: Recorder | None = None,
+        *,
+        retry_queue_chooser: RetryQueueChooser = round_robin_retry_queue,
+        uniq_keys: UniqKeyFactory | None = None,
+    ) -> None:
+        self.clock = clock
+        self.config = config if config is not None else BrokerConfig()
+        self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
+        self.retry_queue_chooser = retry_queue_chooser
+        self.uniq_keys = uniq_keys or UniqKeyFactory(
+            client_ip=self.config.store_host, pid=0, loader_hash=0x4D4F444C
+        )
+        now = clock.now()
+        self.ghost = GhostHistory()  # written, never read, by broker logic
+        self.store = Store(self.config)
+        self.store.ensure_topic(
+            SCHEDULE_TOPIC, max(SCHEDULE_TOPIC_QUEUE_NUM, self.config.max_delay_level)
+        )
+        self.groups: dict[str, GroupConfig] = {}
+        self.offsets = ConsumerOffsets()
+        self.offsets_last_persist = now
+        self.schedule = ScheduleService(self.config.delay_levels_ms, now)
+        self.locks = LockTable()
+        self.txn = TransactionService(now)
+        self.durability = Durability(sync=self.config.flush == "SYNC")
+        self.state = BrokerState.RUNNING
+        self.retry_seq = 0
+        self.choices: list[Choice] = []
+        self.forced_retry_queue: int | None = None
+        self.high_water_ts = now
+        self._store_v6 = ipaddress.ip_address(self.config.store_host).version == 6
+
+    # ------------------------------------------------------------------
+    # copying
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> ModelBroker:
+        memo[id(self.clock)] = self.clock
+        memo[id(self.recorder)] = self.recorder
+        memo[id(self.config)] = self.config
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            setattr(new, key, copy.deepcopy(value, memo))
+        return new
+
+    def fork(self, recorder: Recorder | None = None) -> ModelBroker:
+        """An independent copy sharing the clock; events go to ``recorder`` (default: dropped)."""
+        new = copy.deepcopy(self)
+        new.recorder = recorder if recorder is not None else NullRecorder()
+        return new
+
+    # ------------------------------------------------------------------
+    # helpers
+
+    def _now(self) -> int:
+        now = self.clock.now()
+        self.high_water_ts = max(self.high_water_ts, now)
+        return now
+
+    def _require_running(self) -> None:
+        if self.state is not BrokerState.RUNNING:
+            raise BrokerError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"broker is {self.state.value.lower()}"
+            )
+
+    def _emit(self, event: str, ts: int, **fields: Any) -> None:
+        self.recorder.emit(event, ts, **fields)
+
+    def _msg_id(self, record: Record) -> str:
+        return record.msg_id(self.config)
+
+    def _put(self, request: PutRequest, now: int) -> Record:
+        record = self.store.put(request, now)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(record, now)
+        return record
+
+    def _note_store(self, record: Record, now: int) -> None:
+        scheduled = record.topic == SCHEDULE_TOPIC
+        deliver_ts = record.tags_code if scheduled else None
+        level = record.queue_id + 1 if scheduled else None
+        self.ghost.note_stored(
+            Stored(
+                now,
+                record.topic,
+                record.queue_id,
+                record.queue_offset,
+                record.commitlog_offset,
+                record.uniq_key,
+                record.reconsume_times,
+                deliver_ts,
+            )
+        )
+        self._emit(
+            "store",
+            now,
+            actor="broker",
+            topic=record.topic,
+            queue_id=record.queue_id,
+            queue_offset=record.queue_offset,
+            commitlog_offset=record.commitlog_offset,
+            msg_key=record.uniq_key,
+            msg_id=self._msg_id(record),
+            reconsume_times=record.reconsume_times,
+            delay_level=level,
+            deliver_ts=deliver_ts,
+        )
+
+    def _check_send_target(self, topic: str, queue_id: int) -> None:
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        if not self.store.has_topic(topic) and not topic.startswith(RETRY_PREFIX):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        nums = self.store.topics.get(topic, 1)
+        if not 0 <= queue_id < nums:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
+        if topic.startswith(RETRY_PREFIX) and topic[len(RETRY_PREFIX) :] not in self.groups:
+            raise BrokerError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {topic[len(RETRY_PREFIX) :]}",
+            )
+
+    def _wire_props(self, msg: Message, now: int) -> tuple[dict[str, str], str]:
+        props = msg.wire_properties()
+        uniq = msg.uniq_key
+        if uniq is None:
+            uniq = self.uniq_keys.next(now)
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        return props, uniq
+
+    # ------------------------------------------------------------------
+    # admin
+
+    def create_topic(self, topic: str, queue_nums: int) -> None:
+        """UPDATE_AND_CREATE_TOPIC: create, or change the queue count of an existing topic."""
+        self._require_running()
+        check_topic(topic)
+        if queue_nums <= 0:
+            raise ValueError(f"queue_nums must be positive, got {queue_nums}")
+        self.store.topics[topic] = queue_nums
+
+    def create_group(
+        self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1
+    ) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (durable, like subscriptionGroup.json)."""
+        self._require_running()
+        self.groups[group] = GroupConfig(retry_max_times, retry_queue_nums)
+
+    # ------------------------------------------------------------------
+    # producing
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        """SEND_MESSAGE. A delayed message answers with its schedule-queue offset."""
+        self._require_running()
+        now = self._now()
+        self._check_send_target(msg.topic, queue_id)
+        props, uniq = self._wire_props(msg, now)
+        request = PutRequest(
+            topic=msg.topic,
+            queue_id=queue_id,
+            body=msg.body,
+            properties=props,
+            born_ts=now,
+            flag=msg.flag,
+            delay_level=msg.delay_level,
+        )
+        try:
+            record = self.store.prepare(request, now)
+        except PutError as e:
+            raise BrokerError(e.code, e.remark) from None
+        self.store.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
+        self.store.append(record)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(record, now)
+        delayed = record.topic == SCHEDULE_TOPIC
+        self.ghost.note_acked(
+            Acked(
+                now,
+                "delayed" if delayed else "plain",
+                uniq,
+                msg.topic,
+                queue_id,
+                record.commitlog_offset,
+                record.queue_offset,
+                self.durability.sync,
+            )
+        )
+        self._emit(
+            "send",
+            now,
+            actor="broker",
+            topic=msg.topic,
+            queue_id=queue_id,
+            queue_offset=record.queue_offset,
+            commitlog_offset=record.commitlog_offset,
+            msg_key=uniq,
+            msg_id=self._msg_id(record),
+            reconsume_times=0,
+            delay_level=record.queue_id + 1 if delayed else None,
+            deliver_ts=record.tags_code if delayed else None,
+            status="SEND_OK",
+        )
+        return SendResult(
+            SendStatus.SEND_OK,
+            self._msg_id(record),
+            uniq,
+            record.queue_offset,
+            record.commitlog_offset,
+        )
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
+        """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
+        self._require_running()
+        now = self._now()
+        self._check_send_target(msg.topic, queue_id)
+        props, uniq = self._wire_props(msg, now)
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = producer_group
+        request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
+        try:
+            record = self.store.prepare(request, now)
+        except PutError as e:
+            raise BrokerError(e.code, e.remark) from None
+        self.store.ensure_topic(HALF_TOPIC, 1)
+        self.store.append(record)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(record, now)
+        self.ghost.note_acked(
+            Acked(
+                now,
+                "half",
+                uniq,
+                msg.topic,
+                queue_id,
+                record.commitlog_offset,
+                record.queue_offset,
+                self.durability.sync,
+            )
+        )
+        self.ghost.note_txn(TxnNote(now, producer_group, uniq, record.commitlog_offset, "HALF"))
+        self._emit(
+            "txn_half",
+            now,
+            actor="broker",
+            group=producer_group,
+            topic=msg.topic,
+            queue_id=queue_id,
+            queue_offset=record.queue_offset,
+            commitlog_offset=record.commitlog_offset,
+            msg_key=uniq,
+            msg_id=self._msg_id(record),
+            txn_id=uniq,
+            status="SEND_OK",
+        )
+        return SendResult(
+            SendStatus.SEND_OK,
+            self._msg_id(record),
+            uniq,
+            record.queue_offset,
+            record.commitlog_offset,
+        )
+
+    def end_transaction(
+        self,
+        producer_group: str,
+        commitlog_offset: int,
+        tran_state_table_offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> ResponseCode:
+        """END_TRANSACTION. UNKNOWN does nothing; COMMIT/ROLLBACK validate, then write."""
+        self._require_running()
+        now = self._now()
+        half = self.store.look(commitlog_offset)
+        txn_id = half.uniq_key if half is not None else None
+        if action is TxnAction.UNKNOWN:
+            self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
+            return ResponseCode.SUCCESS
+        if validate_end(half, producer_group, commitlog_offset, tran_state_table_offset):
+            return ResponseCode.SYSTEM_ERROR
+        assert half is not None
+        if action is TxnAction.COMMIT:
+            if real_target_missing(half):
+                return ResponseCode.SYSTEM_ERROR
+            try:
+                real = self.store.prepare(commit_request(half, commitlog_offset), now)
+            except PutError:
+                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
+            self.store.append(real)
+            self.durability.on_append(len(self.store.records))
+            self._note_store(real, now)
+            delayed = real.topic == SCHEDULE_TOPIC
+            topic = half.prop(PROPERTY_REAL_TOPIC) or ""
+            queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")
+            self.ghost.note_acked(
+                Acked(
+                    now,
+                    "commit",
+                    txn_id,
+                    topic,
+                    queue_id,
+                    real.commitlog_offset,
+                    real.queue_offset,
+                    self.durability.sync,
+                )
+            )
+            self._emit(
+                "send",
+                now,
+                actor="broker",
+                group=producer_group,
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=real.queue_offset,
+                commitlog_offset=real.commitlog_offset,
+                msg_key=txn_id,
+                msg_id=self._msg_id(real),
+                reconsume_times=real.reconsume_times,
+                delay_level=real.queue_id + 1 if delayed else None,
+                deliver_ts=real.tags_code if delayed else None,
+                status="SEND_OK",
+                txn_id=txn_id,
+            )
+        self.store.ensure_topic(OP_TOPIC, 1)
+        self._put(op_request(half, now, self._store_v6), now)
+        self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
+        return ResponseCode.SUCCESS
+
+    def _note_txn_end(
+        self,
+        now: int,
+        group: str,
+        txn_id: str | None,
+        offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> None:
+        self.ghost.note_txn(TxnNote(now, group, txn_id, offset, action.value, from_check))
+        self._emit(
+            "txn_end",
+            now,
+            actor="broker",
+            group=group,
+            commitlog_offset=offset,
+            msg_key=txn_id,
+            txn_id=txn_id,
+            status=action.value,
+            detail={"from_check": from_check},
+        )
+
+    # ------------------------------------------------------------------
+    # consuming
+
+    def pull(
+        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+    ) -> PullResult:
+        """PULL_MESSAGE, answered at once (no long polling), for any group."""
+        self._require_running()
+        now = self._now()
+        if not self.store.has_topic(mq.topic):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
+        if not 0 <= mq.queue_id < self.store.topics[mq.topic]:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        try:
+            matches = tag_filter(subscription)
+        except SubscriptionError as e:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e)) from None
+        res = self.store.get_message(mq.topic, mq.queue_id, offset, max_nums, matches)
+        messages = tuple(r.to_stored(self.config) for r in res.records)
+        for r in res.records:
+            self.ghost.note_delivered(
+                Delivered(
+                    now,
+                    group,
+                    r.topic,
+                    r.queue_id,
+                    r.queue_offset,
+                    r.commitlog_offset,
+                    r.uniq_key,
+                    r.reconsume_times,
+                )
+            )
+            self._emit(
+                "deliver",
+                now,
+                actor=group,
+                group=group,
+                topic=r.topic,
+                queue_id=r.queue_id,
+                queue_offset=r.queue_offset,
+                commitlog_offset=r.commitlog_offset,
+                msg_key=r.uniq_key,
+                msg_id=self._msg_id(r),
+                reconsume_times=r.reconsume_times,
+            )
+        return PullResult(
+            client_pull_status(res.status, offset),
+            messages,
+            res.next_begin_offset,
+            res.min_offset,
+            res.max_offset,
+        )
+
+    def send_back(
+        self,
+        group: str,
+        commitlog_offset: int,
+        delay_level: int,
+        origin_msg_id: str | None,
+        max_reconsume_times: int | None,
+    ) -> ResponseCode:
+        """CONSUMER_SEND_MSG_BACK (``origin_msg_id`` is only informational in 4.9)."""
+        self._require_running()
+        now = self._now()
+        config = self.groups.get(group)
+        if config is None:
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        if config.retry_queue_nums <= 0:
+            return ResponseCode.SUCCESS
+        retry = retry_topic(group)
+        if self.forced_retry_queue is not None:
+            queue_id, self.forced_retry_queue = self.forced_retry_queue, None
+        else:
+            queue_id = self.retry_queue_chooser(group, config.retry_queue_nums, self.retry_seq)
+        if not 0 <= queue_id < config.retry_queue_nums:
+            raise ValueError(
+                f"retry queue chooser returned {queue_id} of {config.retry_queue_nums}"
+            )
+        self.store.ensure_topic(retry, config.retry_queue_nums)
+        original = self.store.look(commitlog_offset)
+        if original is None:
+            return ResponseCode.SYSTEM_ERROR
+        props = original.properties
+        if PROPERTY_RETRY_TOPIC not in props:
+            props[PROPERTY_RETRY_TOPIC] = original.topic
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        max_times = effective_max_reconsume_times(max_reconsume_times, config.retry_max_times)
+        route, level = route_send_back(
+            original.reconsume_times, max_times, delay_level, self.config.max_delay_level
+        )
+        if route == DLQ:
+            topic, queue_id, put_level = dlq_topic(group), 0, 0
+            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+        else:
+            topic, put_level = retry, level
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = original.prop(
+            PROPERTY_ORIGIN_MESSAGE_ID
+        ) or self._msg_id(original)
+        request = PutRequest(
+            topic=topic,
+            queue_id=queue_id,
+            body=original.body,
+            properties=props,
+            sys_flag=original.sys_flag,
+            born_ts=original.born_ts,
+            flag=original.flag,
+            reconsume_times=original.reconsume_times + 1,
+            delay_level=put_level,
+        )
+        try:
+            record = self.store.prepare(request, now)
+        except PutError:
+            return ResponseCode.SYSTEM_ERROR
+        if route == DLQ:
+            self.store.ensure_topic(topic, DLQ_NUMS_PER_GROUP)
+        else:
+            self.choices.append(
+                Choice(
+                    "retry_queue",
+                    now,
+                    range(config.retry_queue_nums),
+                    queue_id,
+                    (("group", group), ("commitlog_offset", record.commitlog_offset)),
+                )
+            )
+            self.retry_seq += 1
+        self.store.append(record)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(record, now)
+        deliver_ts = record.tags_code if route != DLQ else None
+        reported_level = level if route != DLQ else delay_level
+        self.ghost.note_sent_back(
+            SentBack(
+                now,
+                group,
+                route,
+                original.uniq_key,
+                original.commitlog_offset,
+                record.commitlog_offset,
+                record.reconsume_times,
+                reported_level,
+                deliver_ts,
+            )
+        )
+        self._emit(
+            "send_back",
+            now,
+            actor=group,
+            group=group,
+            topic=original.topic,
+            queue_id=original.queue_id,
+            queue_offset=original.queue_offset,
+            commitlog_offset=original.commitlog_offset,
+            msg_key=original.uniq_key,
+            msg_id=self._msg_id(original),
+            reconsume_times=record.reconsume_times,
+            delay_level=reported_level,
+            deliver_ts=deliver_ts,
+            status=route,
+            detail={
+                "new_topic": topic,
+                "new_queue_id": queue_id,
+                "new_commitlog_offset": record.commitlog_offset,
+            },
+        )
+        return ResponseCode.SUCCESS
+
+    def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET: stored as given (the client keeps it increase-only)."""
+        self._require_running()
+        now = self._now()
+        self.offsets.update(group, mq, offset)
+        self._note_offset(now, group, mq, offset, actor=group)
+
+    def _note_offset(self, now: int, group: str, mq: MessageQueue, offset: int, actor: str) -> None:
+        self.ghost.note_committed(OffsetCommitted(now, group, mq.topic, mq.queue_id, offset))
+        self._emit(
+            "commit_offset",
+            now,
+            actor=actor,
+            group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+        )
+
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        """QUERY_CONSUMER_OFFSET: −1 when the group never committed on ``mq``."""
+        self._require_running()
+        return self.offsets.query(group, mq)
+
+    # ------------------------------------------------------------------
+    # orderly locks
+
+    def lock_batch(
+        self, group: str, client_id: str, mqs: Iterable[MessageQueue]
+    ) -> frozenset[MessageQueue]:
+        """LOCK_BATCH_MQ: returns the queues granted (renewed, free or expired)."""
+        self._require_running()
+        now = self._now()
+        granted = []
+        for mq, ok in self.locks.lock_batch(
+            group, client_id, mqs, now, self.config.broker_lock_max_live_ms
+        ):
+            status = "GRANTED" if ok else "DENIED"
+            self.ghost.note_lock(LockEvent(now, group, mq.topic, mq.queue_id, client_id, status))
+            self._emit(
+                "lock",
+                now,
+                actor=client_id,
+                group=group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                client_id=client_id,
+                status=status,
+            )
+            if ok:
+                granted.append(mq)
+        return frozenset(granted)
+
+    def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ: only the holder's entries are removed."""
+        self._require_running()
+        now = self._now()
+        for mq in self.locks.unlock_batch(group, client_id, mqs):
+            self.ghost.note_lock(
+                LockEvent(now, group, mq.topic, mq.queue_id, client_id, "RELEASED")
+            )
+            self._emit(
+                "unlock",
+                now,
+                actor=client_id,
+                group=group,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                client_id=client_id,
+            )
+
+    # ------------------------------------------------------------------
+    # background services
+
+    def tick(self) -> list[CheckRequest]:
+        """Run the services due at ``clock.now()``; returns the transaction checks sent."""
+        self._require_running()
+        now = self._now()
+        self.schedule.deliver_due(
+            self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
+        )
+        requests: list[CheckRequest] = []
+        if self.txn.check_due(now, self.config.transaction_check_interval_ms):
+            requests = self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now))
+        if now < self.offsets_last_persist:
+            self.offsets_last_persist = now
+        if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
+            self.offsets.persist()
+            self.offsets_last_persist = now
+        self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
+        return requests
+
+    def _fired(
+        self, now: int, entry: Record, new: Record | None, level: int, deliver_ts: int
+    ) -> None:
+        if new is None:
+            return  # a delayed copy of a half: discarded, nothing stored
+        self.durability.on_append(len(self.store.records))
+        self._note_store(new, now)
+        self.ghost.note_fired(
+            Fired(
+                now,
+                level,
+                deliver_ts,
+                entry.commitlog_offset,
+                new.commitlog_offset,
+                new.topic,
+                new.queue_id,
+                new.uniq_key,
+            )
+        )
+        self._emit(
+            "schedule_fire",
+            now,
+            actor="broker",
+            topic=new.topic,
+            queue_id=new.queue_id,
+            queue_offset=new.queue_offset,
+            commitlog_offset=new.commitlog_offset,
+            msg_key=new.uniq_key,
+            msg_id=self._msg_id(new),
+            reconsume_times=new.reconsume_times,
+            delay_level=level,
+            deliver_ts=deliver_ts,
+            detail={
+                "from_queue_offset": entry.queue_offset,
+                "from_commitlog_offset": entry.commitlog_offset,
+            },
+        )
+
+    def _hooks(self, now: int) -> CheckHooks:
+        def on_store(record: Record) -> None:
+            self.durability.on_append(len(self.store.records))
+            self._note_store(record, now)
+
+        def on_check(old: Record, new: Record, times: int) -> None:
+            group = old.prop(PROPERTY_PRODUCER_GROUP)
+            self.ghost.note_txn(
+                TxnNote(now, group, old.uniq_key, old.commitlog_offset, "CHECK", check_times=times)
+            )
+            self._emit(
+                "txn_check",
+                now,
+                actor="broker",
+                group=group,
+                topic=old.prop(PROPERTY_REAL_TOPIC),
+                queue_offset=new.queue_offset,
+                commitlog_offset=new.commitlog_offset,
+                msg_key=old.uniq_key,
+                msg_id=self._msg_id(new),
+                txn_id=old.uniq_key,
+                detail={"check_times": times},
+            )
+
+        def on_discard(half: Record, copy_: Record) -> None:
+            group = half.prop(PROPERTY_PRODUCER_GROUP)
+            self.ghost.note_txn(
+                TxnNote(now, group, half.uniq_key, half.commitlog_offset, "DISCARD")
+            )
+            self._emit(
+                "txn_discard",
+                now,
+                actor="broker",
+                group=group,
+                topic=half.prop(PROPERTY_REAL_TOPIC),
+                commitlog_offset=half.commitlog_offset,
+                msg_key=half.uniq_key,
+                msg_id=self._msg_id(half),
+                txn_id=half.uniq_key,
+            )
+
+        def on_offset(mq: MessageQueue, offset: int) -> None:
+            self._note_offset(now, CID_RMQ_SYS_TRANS, mq, offset, actor="broker")
+
+        return CheckHooks(on_store, on_check, on_discard, on_offset)
+
+    # ------------------------------------------------------------------
+    # durability, shutdown, crashes
+
+    def flush(self) -> None:
+        """Make every written record durable (an ASYNC broker's flush)."""
+        self._require_running()
+        self._now()
+        self.durability.flush(len(self.store.records))
+
+    def close(self) -> None:
+        """Clean shutdown: records flushed, consumer offsets and delay progress persisted."""
+        self._require_running()
+        now = self._now()
+        self.durability.flush(len(self.store.records))
+        self.offsets.persist()
+        self.schedule.persist(now)
+        self.state = BrokerState.CLOSED
+
+    def reopen(self) -> None:
+        """Restart after ``close()``: durable state back, the lock table empty."""
+        if self.state is not BrokerState.CLOSED:
+            raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state.value}")
+        now = self._now()
+        self._restart(now)
+        self._emit(
+            "recover",
+            now,
+            actor="broker",
+            status="REOPEN",
+            detail={"survivors": len(self.store.records), "lost": 0},
+        )
+
+    def crash(self, kind: str) -> None:
+        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``."""
+        if kind not in CRASH_KINDS:
+            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
+        self._require_running()
+        now = self._now()
+        self.state = BrokerState.CRASHED
+        self.durability.crash_kind = kind
+        self._emit(
+            "crash",
+            now,
+            actor="broker",
+            status=kind,
+            detail={"records": len(self.store.records), "flushed": self.durability.flushed},
+        )
+
+    def recovery_choices(self) -> range:
+        """The allowed numbers of surviving commitlog records after the current crash."""
+        if self.state is not BrokerState.CRASHED:
+            raise RuntimeError("recovery_choices() is defined only after crash()")
+        return self.durability.allowed_survivors(len(self.store.records))
+
+    def recover(self, survivors: int | None = None) -> None:
+        """Restart after a crash keeping ``survivors`` records (default: all that may survive)."""
+        choices = self.recovery_choices()
+        if survivors is None:
+            survivors = choices[-1]
+        if survivors not in choices:
+            raise ValueError(f"{survivors} surviving records is not allowed; allowed: {choices}")
+        now = self._now()
+        kind = self.durability.crash_kind or ""
+        lost = self.store.truncate(survivors)
+        self.durability.after_recovery(survivors)
+        self._restart(now)
+        self.ghost.note_crash(
+            Crashed(now, kind, survivors, tuple(r.commitlog_offset for r in lost))
+        )
+        self._emit(
+            "recover",
+            now,
+            actor="broker",
+            status=kind,
+            detail={"survivors": survivors, "lost": len(lost)},
+        )
+
+    def _restart(self, now: int) -> None:
+        self.locks.clear()
+        self.offsets.restore()
+        self.offsets_last_persist = now
+        self.schedule.restore(self.store, now)
+        self.txn = TransactionService(now)
+        self.state = BrokerState.RUNNING
+
+    # ------------------------------------------------------------------
+    # inspection (tests, well-formedness, lockstep checkers)
+
+    def retry_queue_choices(self, group: str) -> range:
+        """The retry queues RocketMQ may pick for ``group``'s next send-back (random % nums)."""
+        config = self.groups.get(group)
+        return range(max(config.retry_queue_nums, 1) if config else 1)
+
+    def force_retry_queue(self, queue_id: int | None) -> None:
+        """Make the next successful-path send-back use ``queue_id`` (a lockstep fork's choice)."""
+        self.forced_retry_queue = queue_id
+
+    def records(self) -> tuple[Record, ...]:
+        return tuple(self.store.records)
+
+    def queue_messages(self, mq: MessageQueue) -> list[Record]:
+        return [
+            self.store.entry(mq.topic, mq.queue_id, i)
+            for i in range(self.store.max_offset(mq.topic, mq.queue_id))
+        ]
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.store.has_topic(topic)
+
+    @staticmethod
+    def is_system_topic(topic: str) -> bool:
+        return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))

@@ -1,0 +1,463 @@
+"""The model store: topics, queues as logs, the commitlog order and the pull rules.
+
+Theory of operation
+-------------------
+The store is a list of immutable ``Record``s in commitlog order plus, per
+(topic, queue_id), a consume queue: the list of record indices in queue-offset
+order. Nothing is ever rewritten; a crash truncates the list to a prefix and
+the consume queues are rebuilt from what survives (RocketMQ's recovery does
+the same from the commitlog).
+
+Facts followed (RocketMQ 4.9.8, S = store/src/main/java/org/apache/rocketmq/store):
+
+- S/CommitLog.asyncPutMessage: a message of transaction type NOT or COMMIT
+  with a property-map DELAY > 0 is clamped to the maximum level, REAL_TOPIC
+  and REAL_QID are added, the properties string is recomputed and the record
+  goes to ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``. ``PutRequest`` keeps
+  the properties *string* (``properties``) apart from the map's DELAY
+  (``delay_level``) because RocketMQ's callers sometimes let them differ
+  (ScheduleMessageService.messageTimeup clears DELAY from the map after the
+  string was built, so the delivered copy still carries DELAY).
+- S/CommitLog.DefaultAppendMessageCallback.doAppend: the physical offset is
+  the write position; a record that does not fit (size + 8 > room left in the
+  current file) rolls to the next file, i.e. the next multiple of
+  ``commitlog_file_size``. PREPARED/ROLLBACK records get queue offset 0 and no
+  consume-queue entry. ``calMsgLength`` is ``message.record_size``; a record
+  over ``maxMessageSize`` (4 MiB, headers included) or with properties over
+  32767 bytes is refused.
+- S/CommitLog.checkMessageAndReturnSize (dispatch): tagsCode = Java hash of
+  TAGS (0 without tags); in the schedule topic, store_ts + delay(level).
+- S/DefaultMessageStore.getMessage + isTheBatchFull and
+  B/processor/PullMessageProcessor (status → response code) + the client's
+  response-code → PullStatus mapping: see ``Store.get_message`` and
+  ``client_pull_status``.
+
+Simplifications: one store host; born hosts are IPv4 unless a copy inherits a
+v6 flag; the consume-queue "ext" and the in-disk transfer limits do not exist
+(everything is "in memory"); the minimum queue offset is always 0 (files never
+expire).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.ids import offset_msg_id
+from rmqspec.model.javahash import java_string_hash
+from rmqspec.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    StoredMessage,
+    encode_properties,
+    record_size,
+    transaction_type,
+)
+from rmqspec.model.results import PullStatus, ResponseCode
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (the ones a model can meet).
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        HALF_TOPIC,
+        OP_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager
+
+CQ_FILE_UNITS = 300_000  # mappedFileSizeConsumeQueue / 20
+CQ_UNIT_BYTES = 20
+MAX_TRANSFER_COUNT_IN_MEMORY = 32
+MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+MAX_PROPERTIES_LENGTH = 32767
+END_FILE_MIN_BLANK_LENGTH = 8
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+@attrs.frozen
+class Record:
+    """One commitlog record (immutable; shared between forks of a model)."""
+
+    commitlog_offset: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    flag: int
+    props: tuple[tuple[str, str], ...]
+    sys_flag: int
+    born_ts: int
+    store_ts: int
+    reconsume_times: int
+    prepared_txn_offset: int
+    tags_code: int
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Record:
+        return self
+
+    @property
+    def end(self) -> int:
+        return self.commitlog_offset + self.size
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.props)
+
+    def prop(self, name: str) -> str | None:
+        for key, value in self.props:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.prop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def msg_id(self, config: BrokerConfig) -> str:
+        return offset_msg_id(config.store_host, config.store_port, self.commitlog_offset)
+
+    def to_stored(self, config: BrokerConfig) -> StoredMessage:
+        """The record as a consumer decodes it (MessageDecoder.decode)."""
+        keys = self.prop(PROPERTY_KEYS)
+        return StoredMessage(
+            msg_id=self.msg_id(config),
+            uniq_key=self.uniq_key,
+            topic=self.topic,
+            queue_id=self.queue_id,
+            queue_offset=self.queue_offset,
+            commitlog_offset=self.commitlog_offset,
+            body=bytes(self.body),
+            tags=self.prop(PROPERTY_TAGS),
+            keys=tuple(k for k in keys.split(" ") if k) if keys else (),
+            properties=self.properties,
+            reconsume_times=self.reconsume_times,
+            born_ts=self.born_ts,
+            store_ts=self.store_ts,
+            sys_flag=self.sys_flag,
+            prepared_txn_offset=self.prepared_txn_offset,
+            flag=self.flag,
+        )
+
+
+def _props_tuple(
+    value: Mapping[str, str] | tuple[tuple[str, str], ...],
+) -> tuple[tuple[str, str], ...]:
+    if isinstance(value, tuple):
+        return value
+    return tuple(value.items())
+
+
+@attrs.frozen
+class PutRequest:
+    """What a broker component asks the store to append (MessageExtBrokerInner).
+
+    ``properties`` is the properties *string* to store; ``delay_level`` is the
+    DELAY of the property *map* that CommitLog routes by.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: tuple[tuple[str, str], ...] = attrs.field(converter=_props_tuple)
+    sys_flag: int = 0
+    born_ts: int = 0
+    flag: int = 0
+    reconsume_times: int = 0
+    prepared_txn_offset: int = 0
+    delay_level: int = 0
+
+
+class PutError(Exception):
+    """The store refused a record; nothing was written."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(f"{code.name}: {remark}")
+        self.code = code
+        self.remark = remark
+
+
+class GetStatus(enum.Enum):
+    """DefaultMessageStore's GetMessageStatus values the model can produce."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+
+
+@attrs.frozen
+class GetResult:
+    status: GetStatus
+    records: tuple[Record, ...]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def client_pull_status(status: GetStatus, request_offset: int) -> PullStatus:
+    """PullMessageProcessor's response code, as the client maps it to a PullStatus.
+
+    SUCCESS → FOUND; PULL_NOT_FOUND → NO_NEW_MSG; PULL_RETRY_IMMEDIATELY →
+    NO_MATCHED_MSG; PULL_OFFSET_MOVED → OFFSET_ILLEGAL. An empty queue answers
+    PULL_NOT_FOUND only for request offset 0, else PULL_OFFSET_MOVED.
+    """
+    if status is GetStatus.FOUND:
+        return PullStatus.FOUND
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        return PullStatus.NO_MATCHED_MSG
+    if status is GetStatus.OFFSET_OVERFLOW_ONE:
+        return PullStatus.NO_NEW_MSG
+    if status is GetStatus.NO_MESSAGE_IN_QUEUE:
+        return PullStatus.NO_NEW_MSG if request_offset == 0 else PullStatus.OFFSET_ILLEGAL
+    return PullStatus.OFFSET_ILLEGAL
+
+
+def bridge_pull_status(status: GetStatus) -> PullStatus:
+    """TransactionalMessageBridge.getMessage's mapping (the broker reading its own queues)."""
+    if status is GetStatus.FOUND:
+        return PullStatus.FOUND
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        return PullStatus.NO_MATCHED_MSG
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
+        return PullStatus.NO_NEW_MSG
+    return PullStatus.OFFSET_ILLEGAL
+
+
+class SubscriptionError(ValueError):
+    """A subscription expression FilterAPI.buildSubscriptionData refuses."""
+
+
+def tag_filter(subscription: str | None) -> Callable[[int], bool] | None:
+    """The consume-queue tag filter (ExpressionMessageFilter.isMatchedByConsumeQueue).
+
+    ``None`` means "match all" (``*``, empty or None). ``A || B`` matches a unit
+    whose tagsCode is in ``{hash(A), hash(B)}`` (the broker compares hash codes,
+    not strings; the client re-checks strings). Java's ``split("\\|\\|")``
+    drops trailing empty strings; no part at all is a parse error.
+    """
+    if subscription is None or subscription == "*" or subscription == "":
+        return None
+    parts = subscription.split("||")
+    while parts and parts[-1] == "":
+        parts.pop()
+    if not parts:
+        raise SubscriptionError(f"subscription {subscription!r}: subString split error")
+    codes = frozenset(java_string_hash(p.strip()) for p in parts if p.strip())
+    return lambda tags_code: _int_value(tags_code) in codes
+
+
+def _int_value(code: int) -> int:
+    """Java ``Long.intValue()``: the low 32 bits, signed."""
+    low = code & 0xFFFFFFFF
+    return low - 0x1_0000_0000 if low & 0x8000_0000 else low
+
+
+def _is_v6(host: str) -> bool:
+    return ipaddress.ip_address(host).version == 6
+
+
+class Store:
+    """Commitlog + consume queues + topic table of the model broker."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.delays = config.delay_levels_ms
+        self.records: list[Record] = []
+        self.index: dict[int, int] = {}  # commitlog offset → index in records
+        self.write_pos = 0
+        self.queues: dict[tuple[str, int], list[int]] = {}
+        self.topics: dict[str, int] = {}  # topic → queue nums (topics.json is always durable)
+        self._store_v6 = _is_v6(config.store_host)
+
+    # -- topics ---------------------------------------------------------
+
+    def has_topic(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def ensure_topic(self, topic: str, queue_nums: int) -> None:
+        """createTopicInSendMessageBackMethod: create if absent, never resize."""
+        self.topics.setdefault(topic, queue_nums)
+
+    # -- writing --------------------------------------------------------
+
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        """The record ``req`` would become if appended now (raises ``PutError``)."""
+        props = dict(req.properties)
+        topic, queue_id = req.topic, req.queue_id
+        ttype = transaction_type(req.sys_flag)
+        if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and req.delay_level > 0:
+            level = min(req.delay_level, len(self.delays))
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+            props[PROPERTY_REAL_TOPIC] = topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+        sys_flag = req.sys_flag
+        if self._store_v6:
+            sys_flag |= STOREHOST_V6_FLAG
+        props_len = len(encode_properties(props).encode("utf-8"))
+        if props_len > MAX_PROPERTIES_LENGTH:
+            raise PutError(ResponseCode.PROPERTIES_SIZE_EXCEEDED, f"properties {props_len} bytes")
+        size = record_size(len(req.body), topic, props, sys_flag)
+        if size > MAX_MESSAGE_SIZE:
+            raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > maxMessageSize")
+        file_size = self.config.commitlog_file_size
+        if size + END_FILE_MIN_BLANK_LENGTH > file_size:
+            raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > commitlog file")
+        pos = self.write_pos
+        room = file_size - pos % file_size
+        if size + END_FILE_MIN_BLANK_LENGTH > room:
+            pos += room
+        in_queue = ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+        queue_offset = len(self.queues.get((topic, queue_id), ())) if in_queue else 0
+        return Record(
+            commitlog_offset=pos,
+            size=size,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=queue_offset,
+            body=bytes(req.body),
+            flag=req.flag,
+            props=tuple(props.items()),
+            sys_flag=sys_flag,
+            born_ts=req.born_ts,
+            store_ts=now,
+            reconsume_times=req.reconsume_times,
+            prepared_txn_offset=req.prepared_txn_offset,
+            tags_code=self._tags_code(topic, props, now),
+        )
+
+    def append(self, record: Record) -> Record:
+        self.index[record.commitlog_offset] = len(self.records)
+        self.records.append(record)
+        self.write_pos = record.end
+        if transaction_type(record.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            self.queues.setdefault((record.topic, record.queue_id), []).append(
+                len(self.records) - 1
+            )
+        return record
+
+    def put(self, req: PutRequest, now: int) -> Record:
+        return self.append(self.prepare(req, now))
+
+    def _tags_code(self, topic: str, props: Mapping[str, str], store_ts: int) -> int:
+        tags = props.get(PROPERTY_TAGS)
+        code = java_string_hash(tags) if tags else 0
+        level_text = props.get(PROPERTY_DELAY_TIME_LEVEL)
+        if topic == SCHEDULE_TOPIC and level_text is not None:
+            level = min(int(level_text), len(self.delays))
+            if level > 0:
+                code = store_ts + self.delays[level - 1]
+        return code
+
+    def truncate(self, survivors: int) -> list[Record]:
+        """Keep the first ``survivors`` records; rebuild the consume queues. Returns the lost."""
+        lost = self.records[survivors:]
+        del self.records[survivors:]
+        self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
+        self.write_pos = self.records[-1].end if self.records else 0
+        self.queues = {}
+        for i, r in enumerate(self.records):
+            if transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                self.queues.setdefault((r.topic, r.queue_id), []).append(i)
+        return lost
+
+    # -- reading --------------------------------------------------------
+
+    def look(self, commitlog_offset: int) -> Record | None:
+        """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
+        i = self.index.get(commitlog_offset)
+        return None if i is None else self.records[i]
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """The consume queue's max offset (exclusive: the next offset to assign)."""
+        return len(self.queues.get((topic, queue_id), ()))
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return 0
+
+    def entry(self, topic: str, queue_id: int, offset: int) -> Record:
+        return self.records[self.queues[(topic, queue_id)][offset]]
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        matches: Callable[[int], bool] | None = None,
+    ) -> GetResult:
+        """DefaultMessageStore.getMessage (master, everything in memory).
+
+        ``max == 0`` → NO_MESSAGE_IN_QUEUE next 0; ``offset < min`` →
+        OFFSET_TOO_SMALL next min; ``offset == max`` → OFFSET_OVERFLOW_ONE next
+        offset; ``offset > max`` → OFFSET_OVERFLOW_BADLY next max (4.9.4+);
+        otherwise scan units [offset, end of that consume-queue file) but at
+        most ``max(16000, max_nums*20) / 20`` units; a unit that would overflow
+        the batch (``max_nums``, 32 messages, 256 KiB of record bytes — the
+        first message always fits) stops the scan before it is counted;
+        filtered-out units are skipped. next = offset + units scanned.
+        """
+        lo = self.min_offset(topic, queue_id)
+        hi = self.max_offset(topic, queue_id)
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, (), 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, (), offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, (), hi, lo, hi)
+        units = self.queues[(topic, queue_id)]
+        file_end = (offset // CQ_FILE_UNITS + 1) * CQ_FILE_UNITS
+        limit_units = max(16000, max_nums * CQ_UNIT_BYTES) // CQ_UNIT_BYTES
+        end = min(hi, file_end, offset + limit_units)
+        found: list[Record] = []
+        total_bytes = 0
+        scanned = 0
+        for q in range(offset, end):
+            record = self.records[units[q]]
+            if found and (
+                max_nums <= len(found)
+                or total_bytes + record.size > MAX_TRANSFER_BYTES_IN_MEMORY
+                or len(found) > MAX_TRANSFER_COUNT_IN_MEMORY - 1
+            ):
+                break
+            scanned += 1
+            if matches is not None and not matches(record.tags_code):
+                continue
+            found.append(record)
+            total_bytes += record.size
+        status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, tuple(found), offset + scanned, lo, hi)
