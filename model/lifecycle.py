@@ -237,10 +237,6 @@ def _e_dead(v: MessageVars, a: Mapping[str, int]) -> MessageVars:
     return attrs.evolve(v, r=v.r + 1)
 
 
-def _e_local_retry(v: MessageVars, a: Mapping[str, int]) -> MessageVars:
-    return attrs.evolve(v, r=v.r + 1)
-
-
 MESSAGE = Lifecycle(
     name="message",
     states=("STORED", "DELIVERED", "CONSUMED", "SCHEDULED", "DEAD"),
@@ -251,13 +247,14 @@ MESSAGE = Lifecycle(
         Transition("DELIVERED", "consume_success", "", "CONSUMED", "", "acked; offset may pass it"),
         Transition("DELIVERED", "send_back", "retry", "SCHEDULED", "retry", "copy to %RETRY% via the schedule topic"),
         Transition("DELIVERED", "send_back", "dlq", "DEAD", "dead", "copy to %DLQ%"),
-        Transition(
-            "DELIVERED", "send_back_failed", "", "DELIVERED", "local_retry", "client reconsumes locally after 5 s"
-        ),
+        # The client bumps its in-memory reconsumeTimes and re-consumes locally after
+        # 5 s; the broker routes a later send-back on the *stored* copy's count, so
+        # the lifecycle's r (the stored copy's reconsume_times) does not change.
+        Transition("DELIVERED", "send_back_failed", "", "DELIVERED", "", "client reconsumes locally after 5 s"),
         Transition("SCHEDULED", "fire", "due", "STORED", "", "schedule service rewrites to %RETRY%"),
     ),
     guards={"retry": _g_retry, "dlq": _g_dlq, "due": _g_due},
-    effects={"retry": _e_retry, "dead": _e_dead, "local_retry": _e_local_retry},
+    effects={"retry": _e_retry, "dead": _e_dead},
 )
 
 

@@ -130,7 +130,6 @@ MESSAGE_TWINS = Twins(
     effects={
         "retry": lambda v, a: {"r": v["r"] + 1, "deliver_ts": a["now"] + a["delay"]},
         "dead": lambda v, a: {"r": v["r"] + 1},
-        "local_retry": lambda v, a: {"r": v["r"] + 1},
     },
 )
 
