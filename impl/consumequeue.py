@@ -1,0 +1,185 @@
+"""Consume queues: one per (topic, queue id), 20-byte units pointing into the CommitLog.
+
+Theory of operation
+-------------------
+A unit is ``[commitlog offset i64][size i32][tagsCode i64]`` (RocketMQ
+``ConsumeQueue``); unit ``k`` of a queue sits at byte ``20·k`` of the queue's
+files, so a queue offset is a unit index. Files live in
+``consumequeue/{topic}/{queue_id}/`` and hold ``file_size / 20`` units.
+
+``put(queue_offset, commitlog_offset, size, tags_code)`` follows
+``putMessagePositionInfo``: a unit whose record ends at or before the queue's
+``max_physic_offset`` was already built (skipped, as recovery re-dispatches);
+a unit behind the write position is skipped; a unit ahead of it would leave a
+hole and is refused with ``StoreError`` (RocketMQ logs and writes it at the
+wrong place; rmqspec refuses, so a gap can never be created silently).
+
+Recovery (``recover``) keeps the leading run of valid units (offset ≥ 0 and
+size > 0), and ``truncate_physical(offset)`` drops every unit pointing at or
+past a CommitLog offset, from the tail.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import attrs
+
+from rmqspec.impl.mappedfile import MappedFileQueue, StoreError
+
+UNIT_SIZE = 20
+DEFAULT_CQ_FILE_SIZE = 300_000 * UNIT_SIZE
+_UNIT = struct.Struct(">qiq")
+# fillPreBlank: the units before the first real one in a queue's first file.
+PRE_BLANK_SIZE = 0x7FFFFFFF
+
+
+@attrs.frozen
+class CQUnit:
+    """One consume-queue entry; ``queue_offset`` is its index in the queue."""
+
+    queue_offset: int
+    commitlog_offset: int
+    size: int
+    tags_code: int
+
+
+def pack_unit(commitlog_offset: int, size: int, tags_code: int) -> bytes:
+    return _UNIT.pack(commitlog_offset, size, tags_code)
+
+
+def unpack_unit(buf: bytes | memoryview, pos: int) -> tuple[int, int, int]:
+    return _UNIT.unpack_from(buf, pos)
+
+
+class ConsumeQueue:
+    """The consume queue of one (topic, queue id)."""
+
+    def __init__(self, directory: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size % UNIT_SIZE:
+            raise ValueError(f"consume queue file size {file_size} is not a multiple of {UNIT_SIZE}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, file_size)
+        self.max_physic_offset = -1  # end of the last unit's record (RocketMQ maxPhysicOffset)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset // UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last unit (the next queue offset to assign)."""
+        return self.files.max_offset // UNIT_SIZE
+
+    # -- write ---------------------------------------------------------------------------------
+
+    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> bool:
+        """Append one unit; False when it was already built (a repeated dispatch)."""
+        if commitlog_offset + size <= self.max_physic_offset:
+            return False
+        expected = queue_offset * UNIT_SIZE
+        current = self.files.max_offset
+        if expected < current:
+            return False
+        if expected > current:
+            raise StoreError(
+                self.files.dir,
+                current,
+                f"queue offset {queue_offset} of commitlog record {commitlog_offset} leaves a gap "
+                f"after queue offset {current // UNIT_SIZE - 1}",
+            )
+        last = self.files.last()
+        if last is None or last.remaining < UNIT_SIZE:
+            last = self.files.create_next(current if last is None else None)
+        last.append(_UNIT.pack(commitlog_offset, size, tags_code))
+        self.max_physic_offset = commitlog_offset + size
+        return True
+
+    # -- read ----------------------------------------------------------------------------------
+
+    def units(self, start: int, max_units: int) -> list[CQUnit]:
+        """Up to ``max_units`` units from queue offset ``start`` (fewer at the end)."""
+        out: list[CQUnit] = []
+        start = max(start, self.min_offset)
+        stop = min(self.max_offset, start + max(max_units, 0))
+        offset = start
+        while offset < stop:
+            f = self.files.find(offset * UNIT_SIZE)
+            if f is None:
+                break
+            pos = offset * UNIT_SIZE - f.start
+            n = min(stop - offset, (f.wrote - pos) // UNIT_SIZE)
+            if n <= 0:
+                break
+            mm = f.mm
+            for k in range(n):
+                clo, size, tags = _UNIT.unpack_from(mm, pos + k * UNIT_SIZE)
+                out.append(CQUnit(offset + k, clo, size, tags))
+            offset += n
+        return out
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def recover(self) -> None:
+        """Keep the leading run of valid units of the last 3 files (``ConsumeQueue.recover``)."""
+        files = self.files.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        end = files[index].start
+        max_phys = -1
+        done = False
+        for f in files[index:]:
+            pos = 0
+            while pos + UNIT_SIZE <= f.size:
+                clo, size, _tags = _UNIT.unpack_from(f.mm, pos)
+                if clo >= 0 and size > 0:
+                    pos += UNIT_SIZE
+                    if size != PRE_BLANK_SIZE:
+                        max_phys = clo + size
+                else:
+                    done = True
+                    break
+            end = f.start + pos
+            if done:
+                break
+        self.files.set_end(end)
+        holder = self.files.find(end)
+        if holder is not None and (
+            holder is not files[-1] or any(holder.mm[end - holder.start : end - holder.start + UNIT_SIZE])
+        ):
+            self.files.truncate_from(end)  # later files or a broken unit: forget them
+        self.max_physic_offset = max_phys
+
+    def truncate_physical(self, phys_end: int) -> None:
+        """Drop units pointing at or past CommitLog offset ``phys_end`` (truncateDirtyLogicFiles)."""
+        end = self.files.max_offset
+        begin = self.files.min_offset
+        new_end = end
+        while new_end > begin:
+            clo, _size, _tags = self._unit_at(new_end - UNIT_SIZE)
+            if clo < phys_end:
+                break
+            new_end -= UNIT_SIZE
+        if new_end < end:
+            self.files.truncate_from(new_end)
+            self.files.set_end(new_end)
+        self.max_physic_offset = -1
+        if new_end > begin:
+            clo, size, _tags = self._unit_at(new_end - UNIT_SIZE)
+            self.max_physic_offset = clo + size
+
+    def _unit_at(self, byte_offset: int) -> tuple[int, int, int]:
+        f = self.files.find(byte_offset)
+        assert f is not None, byte_offset
+        return _UNIT.unpack_from(f.mm, byte_offset - f.start)
+
+    def flush(self) -> bool:
+        return self.files.flush()
+
+    def close(self, *, flush: bool) -> None:
+        self.files.close(flush=flush)

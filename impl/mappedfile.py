@@ -1,0 +1,277 @@
+"""Fixed-size memory-mapped files and their directory (RocketMQ ``MappedFile``/``MappedFileQueue``).
+
+Theory of operation
+-------------------
+A ``MappedFileQueue`` is one directory of equally sized files, each named by
+the 20-digit zero-padded absolute offset of its first byte (``00000000000000000000``,
+``00000000001073741824``, …). Offsets are absolute throughout: ``write(offset,
+data)`` and ``read(offset, n)`` address the concatenation of all files.
+
+Each ``MappedFile`` keeps two positions relative to its start: ``wrote`` (bytes
+written) and ``flushed`` (bytes known to be on disk: ``flush()`` is a real
+``msync`` of the dirty range). New files are created sparse with
+``ftruncate``, so a 1 GiB default costs nothing until written.
+
+Rolling (the blank end-of-file record) is the CommitLog's business; this
+module only provides ``last()`` / ``create_next()``.
+
+Two operations exist for recovery and crash simulation:
+
+- ``truncate_from(offset)`` forgets everything at and after ``offset``: later
+  files are deleted and the rest of the file holding ``offset`` is zeroed
+  (``ftruncate`` down and back up, so the file stays sparse and no stale
+  record can resurface after a later append).
+- ``lose_unflushed(keep)`` simulates power loss: every byte past each file's
+  flushed position is zeroed, except ``keep`` bytes right after the first
+  unflushed position (a torn write).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+NAME_PATTERN = re.compile(r"^[0-9]{20}$")
+PAGE = mmap.PAGESIZE
+
+
+class StoreError(Exception):
+    """The store directory cannot be used: names the file, the byte offset and the reason."""
+
+    def __init__(self, path: str | os.PathLike[str], offset: int | None, reason: str) -> None:
+        where = f"{path}" if offset is None else f"{path} at byte {offset}"
+        super().__init__(f"{where}: {reason}")
+        self.path = str(path)
+        self.offset = offset
+        self.reason = reason
+
+
+def file_name(offset: int) -> str:
+    """The 20-digit zero-padded name of the file starting at absolute ``offset``."""
+    return f"{offset:020d}"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class MappedFile:
+    """One fixed-size file mapped read-write; positions are relative to ``start``."""
+
+    def __init__(self, path: Path, start: int, size: int, *, create: bool) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        try:
+            self._fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise StoreError(path, None, f"cannot open: {exc.strerror}") from exc
+        try:
+            if create:
+                os.ftruncate(self._fd, size)
+            else:
+                actual = os.fstat(self._fd).st_size
+                if actual != size:
+                    raise StoreError(path, None, f"file size {actual}, expected {size}")
+            self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.wrote = 0
+        self.flushed = 0
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote
+
+    def write(self, pos: int, data: bytes) -> None:
+        self.mm[pos : pos + len(data)] = data
+
+    def append(self, data: bytes) -> int:
+        """Write ``data`` at the write position; return the position it went to."""
+        pos = self.wrote
+        self.mm[pos : pos + len(data)] = data
+        self.wrote = pos + len(data)
+        return pos
+
+    def flush(self) -> bool:
+        """msync the bytes written since the last flush; True if anything was flushed."""
+        if self.flushed >= self.wrote:
+            return False
+        start = self.flushed - self.flushed % PAGE
+        self.mm.flush(start, self.wrote - start)
+        self.flushed = self.wrote
+        return True
+
+    def zero_from(self, pos: int, keep: bytes = b"") -> None:
+        """Zero ``[pos, size)`` keeping the file sparse; then write ``keep`` at ``pos``."""
+        self.mm.flush()
+        self.mm.close()
+        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._fd, self.size)
+        if keep:
+            os.pwrite(self._fd, keep, pos)
+        os.fsync(self._fd)
+        self.mm = mmap.mmap(self._fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.wrote = min(self.wrote, pos)
+        self.flushed = min(self.flushed, pos)
+
+    def close(self, *, flush: bool) -> None:
+        if self.mm.closed:
+            return
+        if flush:
+            self.mm.flush()
+        self.mm.close()
+        os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close(flush=False)
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """A directory of equally sized mapped files addressed by absolute offset."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        if file_size <= 0:
+            raise ValueError(f"file size must be positive, got {file_size}")
+        self.dir = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    # -- loading --------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map every file of the directory; refuse foreign names, wrong sizes and holes."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        names = sorted(p.name for p in self.dir.iterdir())
+        expected: int | None = None
+        for name in names:
+            path = self.dir / name
+            if not NAME_PATTERN.match(name) or not path.is_file():
+                raise StoreError(path, None, "not a store file (expected a 20-digit offset name)")
+            start = int(name)
+            if start % self.file_size:
+                raise StoreError(path, None, f"name is not a multiple of the file size {self.file_size}")
+            if expected is not None and start != expected:
+                raise StoreError(path, None, f"expected the next file to start at {expected}")
+            self.files.append(MappedFile(path, start, self.file_size, create=False))
+            expected = start + self.file_size
+        for f in self.files:
+            f.wrote = f.flushed = f.size  # recovery sets the real positions
+
+    # -- positions ------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        return last.start + last.wrote
+
+    @property
+    def flushed_offset(self) -> int:
+        for f in self.files:
+            if f.flushed < f.size:
+                return f.start + f.flushed
+        return self.files[-1].end if self.files else 0
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def create_next(self, start: int | None = None) -> MappedFile:
+        """Create the file after the last one (or at ``start`` for an empty queue)."""
+        if self.files:
+            start = self.files[-1].end
+        elif start is None:
+            start = 0
+        if start % self.file_size:
+            raise ValueError(f"file start {start} is not a multiple of {self.file_size}")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        f = MappedFile(self.dir / file_name(start), start, self.file_size, create=True)
+        self.files.append(f)
+        fsync_dir(self.dir)
+        return f
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding absolute ``offset`` (None when outside every file)."""
+        if not self.files or offset < self.files[0].start:
+            return None
+        index = (offset - self.files[0].start) // self.file_size
+        return self.files[index] if index < len(self.files) else None
+
+    def read(self, offset: int, n: int) -> bytes:
+        f = self.find(offset)
+        if f is None:
+            return b""
+        pos = offset - f.start
+        return f.mm[pos : min(pos + n, f.size)]
+
+    def iter_from(self, offset: int) -> Iterator[MappedFile]:
+        for f in self.files:
+            if f.end > offset:
+                yield f
+
+    # -- durability -------------------------------------------------------------------------
+
+    def flush(self) -> bool:
+        flushed = False
+        for f in self.files:
+            if f.flushed < f.wrote:
+                flushed = f.flush() or flushed
+        return flushed
+
+    def set_end(self, offset: int) -> None:
+        """After recovery: positions of every file end at ``offset`` (all on disk)."""
+        for f in self.files:
+            pos = min(max(offset - f.start, 0), f.size)
+            f.wrote = f.flushed = pos
+
+    def truncate_from(self, offset: int) -> None:
+        """Forget every byte at and after ``offset`` (delete later files, zero the rest)."""
+        changed = False
+        while self.files and self.files[-1].start > offset:
+            self.files.pop().destroy()
+            changed = True
+        f = self.find(offset)
+        if f is not None:
+            pos = offset - f.start
+            f.zero_from(pos)
+            f.wrote = f.flushed = pos
+        if changed:
+            fsync_dir(self.dir)
+
+    def lose_unflushed(self, keep: int = 0) -> None:
+        """Power loss: zero bytes past each file's flushed position, keeping ``keep`` torn bytes."""
+        torn_left = keep
+        for f in self.files:
+            if f.flushed >= f.wrote:
+                continue
+            kept = b""
+            if torn_left > 0:
+                n = min(torn_left, f.wrote - f.flushed)
+                kept = f.mm[f.flushed : f.flushed + n]
+                torn_left = 0
+            f.zero_from(f.flushed, kept)
+
+    def close(self, *, flush: bool) -> None:
+        for f in self.files:
+            f.close(flush=flush)
+        self.files = []

@@ -1,0 +1,117 @@
+"""Store recovery at open (RocketMQ ``DefaultMessageStore.recover`` + ``start``).
+
+Theory of operation
+-------------------
+1. Every consume queue keeps its leading run of valid units (``ConsumeQueue.recover``).
+2. The CommitLog is validated:
+   - **normal** (no ``abort`` file: the last shutdown was clean): scan from the
+     third-to-last file (``recoverNormally``);
+   - **abnormal** (``abort`` present: kill or power loss): walk back from the
+     last file to the first whose first record is a message with a non-zero
+     storeTs ≤ ``checkpoint.min_timestamp()`` (none → the first file), scan
+     from there and re-dispatch every record to the consume queues
+     (``recoverAbnormally``).
+   The scan stops at the first invalid record (bad magic, CRC mismatch, size
+   mismatch, wrong physicalOffset) or at zeros; that offset is the end.
+3. Everything after the end is forgotten: later CommitLog files are deleted, the
+   rest of the file is zeroed, and every consume-queue unit pointing at or
+   past the end is dropped.
+4. Reput: records after the highest offset any consume queue covers are
+   dispatched (``ReputMessageService`` from ``maxPhysicalPosInLogicQueue``).
+5. The per-queue next offsets are then the consume queues' max offsets
+   (``recoverTopicQueueTable``) — the caller reads them off the queues.
+
+Re-dispatch is idempotent (``ConsumeQueue.put`` skips units already built),
+so scanning from too early a file only costs time; scanning from too late a
+file would lose units, which is why the store lowers the checkpoint when a
+record with an old timestamp opens a new file (see ``store.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from rmqspec.impl.checkpoint import Checkpoint
+from rmqspec.impl.codec import CorruptRecord, DecodedRecord
+from rmqspec.impl.commitlog import CommitLog, ScanStop
+from rmqspec.impl.consumequeue import ConsumeQueue
+
+
+@attrs.frozen
+class RecoveryReport:
+    """What recovery did. ``kind``: "new" (empty store), "normal" or "abnormal"."""
+
+    kind: str
+    scan_start: int
+    end_offset: int
+    corrupt: CorruptRecord | None
+    redispatched: int
+    reput: int
+    dropped_units: int
+    last_store_ts: int = 0
+
+
+def choose_abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+    """Index of the file abnormal recovery scans from (``isMappedFileMatchedRecover``)."""
+    limit = checkpoint.min_timestamp()
+    files = commitlog.files.files
+    for index in range(len(files) - 1, -1, -1):
+        ts = commitlog.first_store_ts(files[index])
+        if ts is not None and ts != 0 and ts <= limit:
+            return index
+    return 0
+
+
+def recover(
+    commitlog: CommitLog,
+    queues: Iterable[ConsumeQueue],
+    checkpoint: Checkpoint,
+    *,
+    abnormal: bool,
+    dispatch: Callable[[DecodedRecord], bool],
+    check_crc: bool = True,
+) -> RecoveryReport:
+    queues = list(queues)
+    for cq in queues:
+        cq.recover()
+    files = commitlog.files.files
+    if not files:
+        return RecoveryReport("new", 0, commitlog.min_offset, None, 0, 0, 0)
+    if abnormal:
+        index = choose_abnormal_start(commitlog, checkpoint)
+    else:
+        index = max(0, len(files) - 3)
+    scan_start = files[index].start
+    stop = ScanStop(scan_start)
+    valid: list[DecodedRecord] = []
+    last_ts = 0
+    for item in commitlog.scan(scan_start, check_crc=check_crc):
+        if isinstance(item, ScanStop):
+            stop = item
+            break
+        last_ts = item.store_ts
+        if abnormal:
+            valid.append(item)
+    end = stop.offset
+    later_files = any(f.start > end for f in files)
+    commitlog.files.set_end(end)
+    if stop.error is not None or later_files:
+        commitlog.files.truncate_from(end)
+    dropped = 0
+    for cq in queues:
+        if cq.max_physic_offset > end:
+            before = cq.max_offset
+            cq.truncate_physical(end)
+            dropped += before - cq.max_offset
+    redispatched = sum(1 for record in valid if dispatch(record))
+    reput_from = max([commitlog.min_offset, *(cq.max_physic_offset for cq in queues)])
+    reput = 0
+    if reput_from < end:
+        for item in commitlog.scan(reput_from, limit=end, check_crc=False):
+            if isinstance(item, ScanStop):
+                break
+            reput += 1 if dispatch(item) else 0
+    kind = "abnormal" if abnormal else "normal"
+    return RecoveryReport(kind, scan_start, end, stop.error, redispatched, reput, dropped, last_ts)

@@ -1,0 +1,403 @@
+"""``MessageStore``: CommitLog + consume queues + checkpoint + abort file, with crash and recovery.
+
+Theory of operation
+-------------------
+The store is RocketMQ's ``DefaultMessageStore`` reduced to what the semantics
+need, single-threaded and deterministic:
+
+- ``put(record)`` validates and encodes the record, assigns its queue offset
+  (dense per (topic, queue); PREPARED and ROLLBACK records get 0 and no unit),
+  appends it to the CommitLog, dispatches its consume-queue unit at once (so it
+  is readable right after ``put``) and, with flush ``SYNC``, msyncs the
+  CommitLog before returning. With ``ASYNC`` nothing is durable until
+  ``flush()``.
+- ``flush()`` msyncs the CommitLog, then every consume queue, then writes the
+  checkpoint (physic and logics timestamps = the last record's storeTs).
+- ``close()`` flushes, writes the checkpoint and removes ``abort``.
+- ``crash("kill")`` drops the process: every written byte survives (the
+  page cache outlives the process), ``abort`` stays. ``crash("power")`` also
+  zeroes every byte past each file's flushed position; ``torn=True`` keeps the
+  first half of the first unflushed record (a torn record), an int keeps that
+  many bytes.
+- ``open`` recovers (``recovery.py``): normal or abnormal by the abort file.
+
+Durability guarantee (what the tests check): after any crash and reopen the
+CommitLog is a prefix of what was appended that contains every record
+acknowledged under SYNC, and every record appended before the last ``flush()``;
+the consume queues index exactly that prefix.
+
+Deviation (safety, not behaviour): RocketMQ assumes store timestamps grow.
+When a record whose storeTs is at or below the durable checkpoint's
+``min_timestamp()`` opens a new CommitLog file (a clock that went backwards),
+the store first lowers the checkpoint's logics timestamp so abnormal recovery
+can never start re-dispatching after units that were not yet flushed.
+
+Single process: a ``lock`` file in the root is held with ``flock`` while open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from rmqspec.impl.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from rmqspec.impl.codec import (
+    DEFAULT_DELAY_LEVELS_MS,
+    DecodedRecord,
+    MessageRecord,
+    encode_host,
+    is_txn_hidden,
+    prepare,
+)
+from rmqspec.impl.codec import tags_code as compute_tags_code
+from rmqspec.impl.commitlog import CommitLog
+from rmqspec.impl.configfiles import CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE
+from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, ConsumeQueue, CQUnit
+from rmqspec.impl.mappedfile import StoreError, fsync_dir
+from rmqspec.impl.recovery import RecoveryReport, recover
+from rmqspec.model.message import MAX_TOPIC_BYTES, TOPIC_PATTERN
+
+DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
+FLUSH_MODES = ("SYNC", "ASYNC")
+CRASH_KINDS = ("kill", "power")
+
+
+def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{attr.name} must be a positive int, got {value!r}")
+
+
+def _cq_size(inst: object, attr: attrs.Attribute, value: int) -> None:
+    _positive(inst, attr, value)
+    if value % 20:
+        raise ValueError(f"{attr.name} must be a multiple of 20 (one unit), got {value}")
+
+
+@attrs.frozen
+class StoreConfig:
+    """File sizes, flush policy, delay table and the store's address (msgId, storeHost)."""
+
+    commitlog_file_size: int = attrs.field(default=DEFAULT_COMMITLOG_FILE_SIZE, validator=_positive)
+    cq_file_size: int = attrs.field(default=DEFAULT_CQ_FILE_SIZE, validator=_cq_size)
+    flush: str = attrs.field(default="ASYNC", validator=attrs.validators.in_(FLUSH_MODES))
+    delay_levels_ms: tuple[int, ...] = attrs.field(default=DEFAULT_DELAY_LEVELS_MS, converter=tuple)
+    store_host: str = "127.0.0.1"
+    store_port: int = 10911
+    check_crc_on_recover: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
+            raise ValueError(f"delay_levels_ms must be non-empty and ≥ 0, got {self.delay_levels_ms}")
+        encode_host(self.store_host, self.store_port)
+
+
+@attrs.frozen
+class PutResult:
+    commitlog_offset: int
+    queue_offset: int
+    size: int
+    store_ts: int
+    msg_id: str
+
+
+class MessageStore:
+    """A RocketMQ 4.9 store directory, open for reading and appending."""
+
+    def __init__(self, root: Path, config: StoreConfig) -> None:
+        # Use MessageStore.open(); __init__ only sets fields.
+        self.root = root
+        self.config = config
+        self.commitlog = CommitLog(root / "commitlog", config.commitlog_file_size)
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next: dict[tuple[str, int], int] = {}
+        self._lock_fd: int | None = None
+        self._closed = False
+        self._durable_cp = Checkpoint()
+        self._last_dispatched_ts = 0
+        self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
+        self.recovery: RecoveryReport | None = None
+
+    # -- paths ------------------------------------------------------------------------------
+
+    @property
+    def abort_path(self) -> Path:
+        return self.root / "abort"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / "checkpoint"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.root / "config"
+
+    @property
+    def consumer_offset_path(self) -> Path:
+        return self.config_dir / CONSUMER_OFFSET_FILE
+
+    @property
+    def delay_offset_path(self) -> Path:
+        return self.config_dir / DELAY_OFFSET_FILE
+
+    # -- open / recover -----------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], *, config: StoreConfig | None = None) -> MessageStore:
+        """Open (creating if needed) and recover the store at ``root``.
+
+        Raises ``StoreError`` for a directory that is locked, holds foreign files
+        or files of another size.
+        """
+        store = cls(Path(root), config or StoreConfig())
+        try:
+            store._open()
+        except BaseException:
+            store._release(flush=False)
+            raise
+        return store
+
+    def _open(self) -> None:
+        root = self.root
+        for d in (root, root / "commitlog", root / "consumequeue", self.config_dir):
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(d, None, f"cannot create directory: {exc.strerror}") from exc
+        self._lock()
+        abnormal = self.abort_path.exists()
+        self.commitlog.files.load()
+        self._load_queues()
+        self._durable_cp = read_checkpoint(self.checkpoint_path)
+        self.recovery = recover(
+            self.commitlog,
+            self._queues.values(),
+            self._durable_cp,
+            abnormal=abnormal,
+            dispatch=self._dispatch,
+            check_crc=self.config.check_crc_on_recover,
+        )
+        self._next = {key: cq.max_offset for key, cq in self._queues.items()}
+        last = self.recovery.last_store_ts
+        self.commitlog.last_store_ts = last
+        self._last_dispatched_ts = last
+        if not self.checkpoint_path.exists():
+            write_checkpoint(self.checkpoint_path, self._durable_cp)
+        self.abort_path.touch()
+        fsync_dir(root)
+
+    def _lock(self) -> None:
+        path = self.root / "lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(path, None, "store is locked by another open MessageStore") from exc
+        self._lock_fd = fd
+
+    def _load_queues(self) -> None:
+        base = self.root / "consumequeue"
+        for topic_dir in sorted(base.iterdir()):
+            topic = topic_dir.name
+            if not topic_dir.is_dir() or not TOPIC_PATTERN.match(topic) or len(topic.encode()) > MAX_TOPIC_BYTES:
+                raise StoreError(topic_dir, None, "not a consume-queue topic directory")
+            for qdir in sorted(topic_dir.iterdir()):
+                if not qdir.is_dir() or not re.fullmatch(r"0|[1-9][0-9]{0,9}", qdir.name):
+                    raise StoreError(qdir, None, "not a consume-queue id directory")
+                cq = ConsumeQueue(qdir, topic, int(qdir.name), self.config.cq_file_size)
+                cq.files.load()
+                self._queues[(topic, int(qdir.name))] = cq
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            path = self.root / "consumequeue" / topic / str(queue_id)
+            cq = ConsumeQueue(path, topic, queue_id, self.config.cq_file_size)
+            self._queues[key] = cq
+        return cq
+
+    def _dispatch(self, record: DecodedRecord) -> bool:
+        """Build the consume-queue unit of ``record`` (CommitLogDispatcherBuildConsumeQueue)."""
+        if is_txn_hidden(record.sys_flag):
+            return False
+        cq = self._queue(record.topic, record.queue_id)
+        code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
+        done = cq.put(record.queue_offset, record.commitlog_offset, record.size, code)
+        if done:
+            self._last_dispatched_ts = record.store_ts
+        return done
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def put(self, record: MessageRecord) -> PutResult:
+        """Append ``record``; raises ``PutError`` (codec) for what RocketMQ refuses."""
+        self._check_open()
+        prepared = prepare(record, (self.config.store_host, self.config.store_port), self.config.delay_levels_ms)
+        _offset, new_file = self.commitlog.next_position(prepared)
+        if new_file:
+            self._guard_checkpoint(record.store_ts)
+        key = (record.topic, record.queue_id)
+        hidden = is_txn_hidden(prepared.sys_flag)
+        queue_offset = 0 if hidden else self._next.get(key, 0)
+        offset = self.commitlog.append(prepared, queue_offset)
+        if not hidden:
+            self._next[key] = queue_offset + 1
+            props = record.properties
+            code = compute_tags_code(record.topic, props, record.store_ts, self.config.delay_levels_ms)
+            self._queue(*key).put(queue_offset, offset, prepared.size, code)
+            self._last_dispatched_ts = record.store_ts
+        if self.config.flush == "SYNC":
+            self.commitlog.flush()
+        return PutResult(
+            commitlog_offset=offset,
+            queue_offset=queue_offset,
+            size=prepared.size,
+            store_ts=record.store_ts,
+            msg_id=f"{self._id_prefix}{offset:016X}",
+        )
+
+    def _guard_checkpoint(self, store_ts: int) -> None:
+        """Lower the durable checkpoint if ``store_ts`` would let recovery start too late."""
+        cp = self._durable_cp
+        if store_ts != 0 and store_ts <= cp.min_timestamp():
+            lowered = attrs.evolve(cp, logics_msg_timestamp=store_ts + 2999)
+            write_checkpoint(self.checkpoint_path, lowered)
+            self._durable_cp = lowered
+
+    def flush(self) -> None:
+        """Make everything written so far durable (CommitLog, consume queues, checkpoint)."""
+        self._check_open()
+        self.commitlog.flush()
+        for cq in self._queues.values():
+            cq.flush()
+        cp = Checkpoint(self.commitlog.last_store_ts, self._last_dispatched_ts, self._last_dispatched_ts)
+        if cp != self._durable_cp:
+            write_checkpoint(self.checkpoint_path, cp)
+            self._durable_cp = cp
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, commitlog_offset: int) -> DecodedRecord:
+        """The record at ``commitlog_offset``; raises ``CorruptRecord`` (code NOT_FOUND) if none."""
+        self._check_open()
+        return self.commitlog.read(commitlog_offset)
+
+    def queue_units(self, topic: str, queue_id: int, start_offset: int, max_units: int) -> list[CQUnit]:
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        return [] if cq is None else cq.units(start_offset, max_units)
+
+    def read_queue(self, topic: str, queue_id: int, start_offset: int, max_units: int) -> list[DecodedRecord]:
+        """The records of ``queue_units`` (same order)."""
+        return [
+            self.commitlog.read(u.commitlog_offset) for u in self.queue_units(topic, queue_id, start_offset, max_units)
+        ]
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return 0 if cq is None else cq.min_offset
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last queue offset (0 for a queue never written)."""
+        cq = self._queues.get((topic, queue_id))
+        return 0 if cq is None else cq.max_offset
+
+    def queues(self) -> list[tuple[str, int]]:
+        """Every (topic, queue id) with a consume queue, sorted."""
+        return sorted(self._queues)
+
+    @property
+    def commitlog_min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def commitlog_max_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commitlog.flushed_offset
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: flush, checkpoint, remove ``abort``."""
+        if self._closed:
+            return
+        self.flush()
+        self._release(flush=True)
+        self.abort_path.unlink(missing_ok=True)
+        fsync_dir(self.root)
+
+    def crash(self, kind: str, torn: bool | int = False) -> None:
+        """Simulate ``kill`` (every written byte survives) or ``power`` (unflushed bytes lost)."""
+        if kind not in CRASH_KINDS:
+            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
+        self._check_open()
+        if kind == "power":
+            keep = 0
+            if torn:
+                start = self.commitlog.flushed_offset
+                unflushed = self.commitlog.max_offset - start
+                if isinstance(torn, bool):
+                    # half of the first unflushed record (its header gives its size)
+                    head = self.commitlog.files.read(start, 4)
+                    size = int.from_bytes(head, "big", signed=True) if len(head) == 4 else 0
+                    keep = size // 2 if size > 8 else 4
+                else:
+                    keep = int(torn)
+                keep = min(keep, unflushed)
+            self.commitlog.files.lose_unflushed(keep)
+            for cq in self._queues.values():
+                cq.files.lose_unflushed(0)
+        self._release(flush=False)
+
+    def _release(self, *, flush: bool) -> None:
+        self.commitlog.files.close(flush=flush)
+        for cq in self._queues.values():
+            cq.close(flush=flush)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(self.root, None, "store is closed")
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._closed:
+            self.close()
+
+
+def open_store(
+    root: str | os.PathLike[str],
+    *,
+    commitlog_file_size: int = DEFAULT_COMMITLOG_FILE_SIZE,
+    cq_file_size: int = DEFAULT_CQ_FILE_SIZE,
+    flush: str = "ASYNC",
+    delay_levels_ms: Sequence[int] = DEFAULT_DELAY_LEVELS_MS,
+) -> MessageStore:
+    """Shorthand for ``MessageStore.open(root, config=StoreConfig(...))``."""
+    return MessageStore.open(
+        root,
+        config=StoreConfig(
+            commitlog_file_size=commitlog_file_size,
+            cq_file_size=cq_file_size,
+            flush=flush,
+            delay_levels_ms=tuple(delay_levels_ms),
+        ),
+    )
