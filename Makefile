@@ -8,12 +8,12 @@ STAMP  := $(VENV)/.installed
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: check test lint bench clean venv java
+.PHONY: check test lint bench clean venv java chromium
 
 check: $(STAMP) java
 	$(BIN)/rmqspec check
 
-test: $(STAMP) java lint
+test: $(STAMP) java chromium lint
 	$(BIN)/coverage erase
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage report --skip-empty
@@ -37,6 +37,10 @@ $(STAMP): pyproject.toml
 
 java:
 	@scripts/ensure-java.sh
+
+# The report test renders report.html in real headless Chromium.
+chromium:
+	@scripts/ensure-chromium.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .coverage htmlcov .pytest_cache .hypothesis
