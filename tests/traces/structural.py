@@ -1,0 +1,182 @@
+"""An independent, minimal reading of SPEC §8.1 used only by these tests.
+
+It reports (code, seqs) per violation with the seqs convention of
+traces/README.md, so a clean generated trace must give nothing and an injected
+one exactly its ground truth. Observations are not reported.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
+
+DELAYS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
+RETRY_MAX = 16
+BROKER_LOCK = 60_000
+CLIENT_LOCK = 30_000
+TXN_TIMEOUT = 6000
+CHECK_MAX = 15
+
+
+def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
+    out: list[tuple[str, tuple[int, ...]]] = []
+
+    def v(code: str, *seqs: int) -> None:
+        out.append((code, tuple(seqs)))
+
+    last_store: dict[tuple, tuple[int, int]] = {}
+    known: set[str] = set()
+    sends: list[dict] = []
+    sched: dict[str, dict] = {}
+    sb_retry: dict[tuple, dict] = {}
+    success: set[tuple] = set()
+    dlq: set[tuple] = set()
+    consumers: dict[str, set] = defaultdict(set)
+    unacked: dict[tuple, dict[int, int]] = defaultdict(dict)
+    grants: dict[tuple, dict[str, tuple[int, int]]] = defaultdict(dict)
+    latest: dict[tuple, tuple[str, int]] = {}
+    windows: dict[tuple, dict[str, int]] = defaultdict(dict)
+    last_success: dict[tuple, tuple[str, int, int]] = {}
+    txn: dict[str, dict[str, Any]] = {}
+    early_visible: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r in rows:
+        ev, seq, ts = r["event"], r["seq"], r["ts"]
+        g, key = r.get("group"), r.get("msg_key")
+        k = (g, r.get("topic"), r.get("queue_id"))
+        if ev in ("crash", "recover"):
+            last_store.clear()
+        elif ev == "store":
+            q = (r["topic"], r["queue_id"])
+            prev = last_store.get(q)
+            if prev is not None and r["queue_offset"] != prev[0] + 1:
+                v("ORDER_QUEUE_GAP", prev[1], seq)
+            last_store[q] = (r["queue_offset"], seq)
+            known.add(key)
+            if r["topic"] == "SCHEDULE_TOPIC_XXXX":
+                sched[r["msg_id"]] = r
+        elif ev == "send":
+            known.add(key)
+            sends.append(r)
+        elif ev == "txn_half":
+            known.add(key)
+            txn[key] = {"half": r, "checks": 0}
+        elif ev in ("deliver", "consume"):
+            if key not in known:
+                v("UNEXPECTED", seq)
+                continue
+            rt = r.get("reconsume_times") or 0
+            if ev == "deliver":
+                consumers[r["topic"]].add(g)
+                unacked[k][r["queue_offset"]] = seq
+                if rt > RETRY_MAX:
+                    v("DLQ_MISSED", seq)
+                sb = sb_retry.get((g, key, rt))
+                if rt >= 1 and sb is not None and ts < sb["deliver_ts"]:
+                    v("RETRY_EARLY", sb["seq"], seq)
+                t = txn.get(key)
+                if t is not None and "commit" not in t:
+                    if "rollback" in t:
+                        v("TXN_ROLLBACK_VISIBLE", t["rollback"], seq)
+                    else:
+                        early_visible[key].append((t["half"]["seq"], seq))
+            elif r["status"] == "SUCCESS":
+                success.add((g, key))
+                unacked[k].pop(r["queue_offset"], None)
+                cid = r["client_id"]
+                if cid in windows[k]:
+                    prev = last_success.get(k)
+                    if prev and prev[0] == cid and r["queue_offset"] <= prev[1]:
+                        v("ORDER_KEY_REORDERED", prev[2], seq)
+                    last_success[k] = (cid, r["queue_offset"], seq)
+        elif ev == "send_back":
+            unacked[k].pop(r["queue_offset"], None)
+            rt = r["reconsume_times"]
+            if r["status"] == "RETRY":
+                if rt > RETRY_MAX:
+                    v("DLQ_MISSED", seq)
+                if r["deliver_ts"] - ts < DELAYS[min(r["delay_level"], len(DELAYS)) - 1]:
+                    v("RETRY_EARLY", seq)
+                sb_retry[(g, key, rt)] = r
+            else:
+                if r["delay_level"] >= 0 and rt <= RETRY_MAX:
+                    v("DLQ_EARLY", seq)
+                dlq.add((g, key))
+        elif ev == "schedule_fire":
+            s = sched.get(r["msg_id"])
+            if s is not None and ts < s["deliver_ts"]:
+                v("DELAY_EARLY", s["seq"], seq)
+        elif ev == "commit_offset":
+            pending = unacked[k]
+            if pending:
+                low = min(pending)
+                if r["queue_offset"] > low:
+                    v("OFFSET_OVERRUN", pending[low], seq)
+        elif ev == "lock" and r["status"] == "GRANTED":
+            cid = r["client_id"]
+            others = [
+                (s, t) for c, (s, t) in grants[k].items() if c != cid and ts - t <= BROKER_LOCK
+            ]
+            if others:
+                v("LOCK_OVERLAP", max(others)[0], seq)
+            grants[k][cid] = (seq, ts)
+            latest[k] = (cid, seq)
+        elif ev == "unlock":
+            grants[k].pop(r["client_id"], None)
+        elif ev == "orderly_start":
+            cid = r["client_id"]
+            own = grants[k].get(cid)
+            lat = latest.get(k)
+            if lat is not None and lat[0] != cid:
+                v("ORDERLY_WITHOUT_LOCK", lat[1], seq)
+            elif own is None:
+                v("ORDERLY_WITHOUT_LOCK", seq)
+            elif ts - own[1] > CLIENT_LOCK:
+                v("ORDERLY_WITHOUT_LOCK", own[0], seq)
+            for c, s in windows[k].items():
+                if c != cid:
+                    v("ORDERLY_CONCURRENT", s, seq)
+            windows[k][cid] = seq
+        elif ev == "orderly_end":
+            windows[k].pop(r["client_id"], None)
+        elif ev == "txn_end":
+            t = txn[key]
+            first = t.get("commit") or t.get("rollback") or t.get("discard")
+            if r["status"] == "COMMIT":
+                if "rollback" in t or "discard" in t:
+                    v("TXN_DOUBLE_RESOLVED", first, seq)
+                if "commit" not in t:
+                    t["commit"] = seq
+                    t["topic"] = r["topic"]
+                    for half, deliver in early_visible.pop(key, []):
+                        v("TXN_VISIBLE_BEFORE_COMMIT", half, deliver)
+            elif r["status"] == "ROLLBACK":
+                if "commit" in t or "discard" in t:
+                    v("TXN_DOUBLE_RESOLVED", first, seq)
+                t.setdefault("rollback", seq)
+        elif ev == "txn_check":
+            t = txn[key]
+            t["checks"] += 1
+            if ts < t["half"]["ts"] + TXN_TIMEOUT:
+                v("TXN_CHECK_EARLY", t["half"]["seq"], seq)
+            if t["checks"] > CHECK_MAX:
+                v("TXN_CHECK_EXCEEDED", t["half"]["seq"], seq)
+        elif ev == "txn_discard":
+            t = txn[key]
+            if "commit" in t or "rollback" in t:
+                v("TXN_DOUBLE_RESOLVED", t.get("commit") or t["rollback"], seq)
+            t["discard"] = seq
+        elif ev == "drain":
+            for s in sends:
+                for grp in consumers[s["topic"]]:
+                    if (grp, s["msg_key"]) not in success and (grp, s["msg_key"]) not in dlq:
+                        v("LOST", s["seq"], seq)
+            for tkey, t in txn.items():
+                if "commit" in t:
+                    for grp in consumers[t["topic"]]:
+                        if (grp, tkey) not in success and (grp, tkey) not in dlq:
+                            v("LOST", t["commit"], seq)
+                elif "rollback" not in t and "discard" not in t:
+                    v("TXN_UNRESOLVED", t["half"]["seq"], seq)
+    return sorted(out, key=lambda c: (c[1][-1], c[0]))
