@@ -1,0 +1,73 @@
+"""Broker factories by name: ``package.module:factory`` (or the dotted form).
+
+A factory has the signature ``(clock, config, workdir) -> Broker``. Built-in
+names: ``rmqspec.model:factory`` (the ModelBroker) and, once the mmap broker
+exists, ``rmqspec.impl:factory``. The current directory is importable, so an
+adapter file next to the caller works (``rmqspec conform --broker
+my_adapter:factory``). This is the only place ``properties`` imports ``impl``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+class FactoryError(Exception):
+    """The factory cannot be imported or is not callable (one-line reason)."""
+
+
+def _model_factory() -> Callable[..., Any]:
+    from rmqspec.model.model_factory import factory
+
+    return factory
+
+
+def _impl_factory() -> Callable[..., Any]:
+    impl = importlib.import_module("rmqspec.impl")
+    factory = getattr(impl, "factory", None)
+    if factory is None:
+        raise FactoryError("rmqspec.impl:factory does not exist yet (the MmapBroker has not landed)")
+    return factory
+
+
+BUILTIN: dict[str, Callable[[], Callable[..., Any]]] = {
+    "rmqspec.model:factory": _model_factory,
+    "rmqspec.impl:factory": _impl_factory,
+}
+
+
+def builtin_names() -> list[str]:
+    return sorted(BUILTIN)
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """Resolve ``package.module:attr`` or ``package.module.attr`` to a callable."""
+    spec = spec.strip()
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+    elif "." in spec:
+        module_name, _, attr = spec.rpartition(".")
+    else:
+        raise FactoryError(f"broker factory {spec!r} must look like package.module:factory")
+    if not module_name or not attr:
+        raise FactoryError(f"broker factory {spec!r} must look like package.module:factory")
+    canonical = f"{module_name}:{attr}"
+    if canonical in BUILTIN:
+        return BUILTIN[canonical]()
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise FactoryError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if factory is None:
+        raise FactoryError(f"module {module_name!r} has no attribute {attr!r}")
+    if not callable(factory):
+        raise FactoryError(f"{canonical} is not callable")
+    return factory

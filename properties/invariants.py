@@ -1,0 +1,684 @@
+"""The broker guarantees of SPEC §6 as named predicates over the ghost history.
+
+Theory of operation
+-------------------
+Each ``Invariant`` is one guarantee: a name (``…Property``, kafka-tlaplus
+style), the violation code it reports (``properties/codes.py``, shared with
+the z3 theorems and the Spark audit), a kind, a one-sentence doc and the
+RocketMQ behaviour it states. ``check(history)`` returns ``Violation`` values
+(data, never exceptions); the conformance machine turns them into failures.
+
+Kinds:
+- ``always``: judged after every step on any prefix of the history;
+- ``eventually``: judged only once the history contains ``drain`` (all time
+  advanced, every retry, delayed copy and check done);
+- ``observation``: counted, not a failure, unless the ``strict`` profile
+  promotes it.
+
+The checks read *observations only* (``properties/history.py``), so they
+judge any broker, with or without the lockstep model. Epochs: a ``crash``
+starts a new epoch; queue density, locks and unacknowledged offsets are
+judged per epoch (the lock table and a client's process queues do not
+survive a broker restart; a power loss may truncate a queue's tail).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from rmqspec.model.events import TraceEvent
+from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.properties.history import (
+    DLQ_PREFIX,
+    RETRY_PREFIX,
+    SCHEDULE_TOPIC,
+    History,
+    group_of,
+    is_visible_topic,
+)
+
+
+@attrs.frozen
+class Violation:
+    """One broken guarantee: where (machine ``step``, event ``seq``), why, expected vs actual."""
+
+    code: str
+    step: int
+    reason: str
+    expected: str = ""
+    actual: str = ""
+    seq: int | None = None
+
+    def render(self) -> str:
+        text = f"{self.code} at step {self.step}"
+        if self.seq is not None:
+            text += f" (event {self.seq})"
+        text += f": {self.reason}"
+        if self.expected or self.actual:
+            text += f"; expected {self.expected}, actual {self.actual}"
+        return text
+
+
+@attrs.frozen
+class Invariant:
+    name: str
+    code: str
+    kind: str = attrs.field(validator=attrs.validators.in_(("always", "eventually", "observation")))
+    doc: str
+    source: str
+    check: Callable[[History], list[Violation]] = attrs.field(repr=False)
+
+
+def _v(h: History, code: str, ev: TraceEvent, reason: str, expected: object = "", actual: object = "") -> Violation:
+    return Violation(
+        code=str(code), step=h.step_of[ev.seq], reason=reason,
+        expected=str(expected), actual=str(actual), seq=ev.seq,
+    )
+
+
+def _epochs(events: Iterable[TraceEvent]) -> Iterable[tuple[int, TraceEvent]]:
+    epoch = 0
+    for ev in events:
+        if ev.event == "crash":
+            epoch += 1
+        yield epoch, ev
+
+
+def _detail(ev: TraceEvent, key: str, default: object = None) -> object:
+    return (ev.detail or {}).get(key, default)
+
+
+def _until_last_drain(h: History) -> list[TraceEvent]:
+    """The events an ``eventually`` invariant judges: everything before the last drain."""
+    last = max((e.seq for e in h.events if e.event == "drain"), default=-1)
+    return h.events[:last + 1]
+
+
+def _at_risk(events: Iterable[TraceEvent]) -> set[str]:
+    """Keys a power loss on an ASYNC broker may legitimately lose (written after the last flush)."""
+    out: set[str] = set()
+    for ev in events:
+        if ev.event == "crash":
+            out.update(_detail(ev, "at_risk", ()) or ())
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Ordering
+
+
+def check_queue_order(h: History) -> list[Violation]:
+    """Per queue, within an epoch: stored offsets are dense (previous + 1); an
+    acknowledged or delivered position holds the copy that was stored there;
+    one pull returns ascending offsets from the requested one."""
+    out: list[Violation] = []
+    last: dict[tuple, int] = {}
+    at: dict[tuple, str | None] = {}
+    for epoch, ev in _epochs(h.events):
+        if ev.event == "store":
+            key = (epoch, ev.topic, ev.queue_id)
+            prev = last.get(key)
+            if prev is not None and ev.queue_offset != prev + 1:
+                out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
+                              f"store on {ev.topic}/{ev.queue_id} is not dense",
+                              f"queue offset {prev + 1}", f"queue offset {ev.queue_offset}"))
+            last[key] = ev.queue_offset if prev is None else max(prev, ev.queue_offset or 0)
+            at[(epoch, ev.topic, ev.queue_id, ev.queue_offset)] = ev.msg_id
+    pulls: dict[object, int] = {}
+    stored_key = {}
+    for epoch, ev in _epochs(h.events):
+        if ev.event == "store":
+            stored_key[(epoch, ev.topic, ev.queue_id, ev.queue_offset)] = ev.msg_key
+        elif ev.event == "send" and ev.status == "SEND_OK" and not ev.delay_level:
+            where = (epoch, ev.topic, ev.queue_id, ev.queue_offset)
+            if where in stored_key and stored_key[where] != ev.msg_key:
+                out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
+                              f"acknowledged position {ev.topic}/{ev.queue_id}@{ev.queue_offset} "
+                              "holds another message", ev.msg_key, stored_key[where]))
+        elif ev.event == "deliver":
+            where = (epoch, ev.topic, ev.queue_id, ev.queue_offset)
+            if where in at and at[where] != ev.msg_id:
+                out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
+                              f"entry {ev.topic}/{ev.queue_id}@{ev.queue_offset} changed",
+                              at[where], ev.msg_id))
+            pull = _detail(ev, "pull")
+            start = _detail(ev, "from")
+            if pull is not None:
+                prev = pulls.get(pull)
+                floor = start if prev is None else prev + 1
+                if floor is not None and (ev.queue_offset or 0) < floor:
+                    out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
+                                  f"pull {pull} returned offsets out of queue order",
+                                  f"offset >= {floor}", ev.queue_offset))
+                pulls[pull] = ev.queue_offset or 0
+    # a send whose position was never revealed although later entries were
+    return out
+
+
+# ---------------------------------------------------------------------------
+# No loss, no surprises
+
+
+def _sent_keys(h: History) -> tuple[set[str], set[str]]:
+    acked, attempted = set(), set()
+    for ev in h.events:
+        if ev.event in ("send", "txn_half") and ev.msg_key:
+            if ev.status in ("SEND_OK", None) or ev.event == "txn_half":
+                acked.add(ev.msg_key)
+            attempted.add(ev.msg_key)
+    return acked, attempted
+
+
+def check_no_loss(h: History) -> list[Violation]:
+    """At drain, every acknowledged send and every committed transaction was
+    consumed successfully by each subscribed group or landed in its DLQ."""
+    if not h.drained():
+        return []
+    events = _until_last_drain(h)
+    risky = _at_risk(events)
+    done: set[tuple[str, str]] = set()
+    for ev in events:
+        if ev.event == "consume" and ev.status == "SUCCESS":
+            done.add((ev.group, ev.msg_key))
+        elif ev.event == "store" and ev.topic and ev.topic.startswith(DLQ_PREFIX):
+            done.add((group_of(ev.topic), ev.msg_key))
+    out: list[Violation] = []
+    seen: set[tuple[str, str]] = set()
+    for ev in events:
+        if ev.msg_key in risky:
+            continue
+        if (ev.event == "send" and ev.status == "SEND_OK") or (ev.event == "txn_end" and ev.status == "COMMIT"):
+            topic = ev.topic
+        else:
+            continue
+        for group, topics in sorted(h.subscriptions.items()):
+            key = (group, ev.msg_key)
+            if topic in topics and key not in done and key not in seen:
+                seen.add(key)
+                out.append(_v(h, Code.LOST, ev,
+                              f"{ev.event} of {ev.msg_key} to {topic} never consumed by {group}",
+                              "a SUCCESS consume or a DLQ copy", "neither after drain"))
+    return out
+
+
+def check_unexpected(h: History) -> list[Violation]:
+    """A consumer never sees a message nobody sent, nor one its subscription excludes."""
+    _acked, attempted = _sent_keys(h)
+    out = []
+    for ev in h.events:
+        if ev.event in ("store", "deliver") and ev.topic and ev.topic != SCHEDULE_TOPIC \
+                and ev.msg_key not in attempted:
+            out.append(_v(h, Code.UNEXPECTED, ev,
+                          f"{ev.event} of unknown message {ev.msg_key} in {ev.topic}",
+                          "a key that was sent or half-sent", ev.msg_key))
+        if ev.event == "deliver":
+            sub = _detail(ev, "subscription", "*")
+            tags = _detail(ev, "tags")
+            if sub != "*" and tags not in {t.strip() for t in str(sub).split("||")}:
+                out.append(_v(h, Code.UNEXPECTED, ev,
+                              f"pull with subscription {sub!r} returned tags {tags!r}",
+                              sub, tags))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Consumer offsets
+
+
+def check_offset_overrun(h: History) -> list[Violation]:
+    """The committed offset never passes a delivered message not yet acknowledged
+    (consumed successfully or sent back)."""
+    out = []
+    outstanding: dict[tuple, set[int]] = defaultdict(set)
+    for ev in h.events:
+        key = (ev.group, ev.topic, ev.queue_id)
+        if ev.event == "crash":
+            outstanding.clear()
+        elif ev.event == "deliver" and _detail(ev, "client", True):
+            outstanding[key].add(ev.queue_offset)
+        elif (ev.event == "consume" and ev.status == "SUCCESS") or (
+                ev.event == "send_back" and _detail(ev, "code", "SUCCESS") == "SUCCESS"):
+            outstanding[key].discard(ev.queue_offset)
+        elif ev.event == "commit_offset":
+            low = min(outstanding[key], default=None)
+            if low is not None and ev.queue_offset is not None and ev.queue_offset > low:
+                out.append(_v(h, Code.OFFSET_OVERRUN, ev,
+                              f"{ev.group} committed {ev.topic}/{ev.queue_id} past an "
+                              "unacknowledged message", f"offset <= {low}", ev.queue_offset))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Retry, DLQ, delay
+
+
+def _send_backs(h: History) -> dict[tuple, list[TraceEvent]]:
+    by: dict[tuple, list[TraceEvent]] = defaultdict(list)
+    for ev in h.events:
+        if ev.event == "send_back" and _detail(ev, "code", "SUCCESS") == "SUCCESS":
+            by[(ev.group, ev.msg_key)].append(ev)
+    return by
+
+
+def _latest_before(events: list[TraceEvent], seq: int) -> TraceEvent | None:
+    best = None
+    for ev in events:
+        if ev.seq < seq:
+            best = ev
+    return best
+
+
+def check_retry_early(h: History) -> list[Violation]:
+    """A retry copy (reconsume_times r ≥ 1) is never visible before its level's delay
+    has passed since the send-back that created it."""
+    out = []
+    backs = _send_backs(h)
+    for ev in h.events:
+        if ev.event not in ("store", "deliver") or not ev.topic or not ev.topic.startswith(RETRY_PREFIX):
+            continue
+        group = group_of(ev.topic)
+        sb = [b for b in backs.get((group, ev.msg_key), ()) if b.reconsume_times == ev.reconsume_times]
+        prev = _latest_before(sb, ev.seq)
+        if prev is not None and prev.deliver_ts is not None and ev.ts < prev.deliver_ts:
+            out.append(_v(h, Code.RETRY_EARLY, ev,
+                          f"retry copy {ev.msg_key} r={ev.reconsume_times} visible "
+                          f"{prev.deliver_ts - ev.ts} ms early (level {prev.delay_level})",
+                          f"ts >= {prev.deliver_ts}", ev.ts))
+    return out
+
+
+def check_dlq_early(h: History) -> list[Violation]:
+    """A copy reaches the DLQ only after failing max + 1 times (or a negative level)."""
+    out = []
+    backs = _send_backs(h)
+    for ev in h.events:
+        if ev.event != "store" or not ev.topic or not ev.topic.startswith(DLQ_PREFIX):
+            continue
+        group = group_of(ev.topic)
+        prev = _latest_before(backs.get((group, ev.msg_key), []), ev.seq)
+        if prev is None:
+            out.append(_v(h, Code.DLQ_EARLY, ev, f"DLQ copy of {ev.msg_key} without a send-back",
+                          "a send-back first", "none"))
+            continue
+        requested = _detail(prev, "requested_level", prev.delay_level)
+        limit = _detail(prev, "max", h.params.retry_max(group))
+        if (requested or 0) >= 0 and (ev.reconsume_times or 0) <= limit:
+            out.append(_v(h, Code.DLQ_EARLY, ev,
+                          f"{ev.msg_key} in {ev.topic} with reconsume_times {ev.reconsume_times}",
+                          f"reconsume_times > {limit}", ev.reconsume_times))
+    return out
+
+
+def check_dlq_missed(h: History) -> list[Violation]:
+    """A copy that failed max + 1 times is never retried or delivered again."""
+    out = []
+    backs = _send_backs(h)
+    for ev in h.events:
+        if ev.event not in ("store", "deliver") or not ev.topic:
+            continue
+        if ev.topic.startswith(RETRY_PREFIX):
+            group = group_of(ev.topic)
+            prev = _latest_before(backs.get((group, ev.msg_key), []), ev.seq)
+            limit = _detail(prev, "max", None) if prev is not None else None
+            if limit is None:
+                limit = h.params.retry_max(group)
+        elif ev.event == "deliver" and is_visible_topic(ev.topic):
+            limit = h.params.retry_max(ev.group)
+        else:
+            continue
+        if (ev.reconsume_times or 0) > limit:
+            out.append(_v(h, Code.DLQ_MISSED, ev,
+                          f"{ev.event} of {ev.msg_key} in {ev.topic} after the retry limit",
+                          f"reconsume_times <= {limit} (else DLQ)", ev.reconsume_times))
+    return out
+
+
+def check_dlq_landed(h: History) -> list[Violation]:
+    """After a drain, every send-back the routing rule sends to the DLQ has a DLQ copy."""
+    if not h.drained():
+        return []
+    events = _until_last_drain(h)
+    risky = _at_risk(events)
+    landed = {(group_of(e.topic), e.msg_key) for e in events
+              if e.event == "store" and e.topic and e.topic.startswith(DLQ_PREFIX)}
+    return [
+        _v(h, Code.DLQ_MISSED, ev, f"{ev.msg_key} sent back past the limit but no DLQ copy",
+           f"a copy in %DLQ%{ev.group}", "none")
+        for ev in events
+        if ev.event == "send_back" and ev.status == "DLQ" and ev.msg_key not in risky
+        and _detail(ev, "code", "SUCCESS") == "SUCCESS" and (ev.group, ev.msg_key) not in landed
+    ]
+
+
+def check_delay_early(h: History) -> list[Violation]:
+    """A delayed copy is never visible in its destination before ``deliver_ts``."""
+    out = []
+    due: dict[str, tuple[int, str]] = {}
+    for ev in h.events:
+        if ev.event == "send" and ev.status == "SEND_OK" and ev.delay_level:
+            due[ev.msg_key] = (ev.ts + h.params.delay_ms(ev.delay_level), ev.topic)
+        elif ev.event in ("store", "deliver") and ev.msg_key in due and ev.topic == due[ev.msg_key][1]:
+            when = due[ev.msg_key][0]
+            if ev.ts < when:
+                out.append(_v(h, Code.DELAY_EARLY, ev,
+                              f"delayed {ev.msg_key} visible in {ev.topic} {when - ev.ts} ms early",
+                              f"ts >= {when}", ev.ts))
+        elif ev.event == "schedule_fire" and ev.deliver_ts is not None and ev.ts < ev.deliver_ts:
+            out.append(_v(h, Code.DELAY_EARLY, ev, f"{ev.msg_key} fired early",
+                          f"ts >= {ev.deliver_ts}", ev.ts))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Locks and orderly consumption
+
+
+def _lock_key(ev: TraceEvent) -> tuple:
+    return (ev.group, ev.topic, ev.queue_id)
+
+
+def check_lock_overlap(h: History) -> list[Violation]:
+    """At most one client holds an unexpired broker lock on a queue at any instant."""
+    out = []
+    holder: dict[tuple, tuple[str, int]] = {}
+    for ev in h.events:
+        if ev.event == "crash":
+            holder.clear()
+        elif ev.event == "lock" and ev.status == "GRANTED":
+            key = _lock_key(ev)
+            prev = holder.get(key)
+            if prev and prev[0] != ev.client_id and ev.ts - prev[1] <= h.params.broker_lock_ms:
+                out.append(_v(h, Code.LOCK_OVERLAP, ev,
+                              f"{ev.client_id} granted {ev.topic}/{ev.queue_id} held by {prev[0]} "
+                              f"since {ev.ts - prev[1]} ms",
+                              f"denied until {prev[1] + h.params.broker_lock_ms + 1}", "GRANTED"))
+            holder[key] = (ev.client_id, ev.ts)
+        elif ev.event == "unlock":
+            key = _lock_key(ev)
+            if holder.get(key, (None,))[0] == ev.client_id:
+                del holder[key]
+    return out
+
+
+def check_orderly_without_lock(h: History) -> list[Violation]:
+    """Orderly consumption starts only under the client's own unexpired lock."""
+    out = []
+    holder: dict[tuple, tuple[str, int]] = {}
+    for ev in h.events:
+        if ev.event == "crash":
+            holder.clear()
+        elif ev.event == "lock" and ev.status == "GRANTED":
+            holder[_lock_key(ev)] = (ev.client_id, ev.ts)
+        elif ev.event == "unlock":
+            if holder.get(_lock_key(ev), (None,))[0] == ev.client_id:
+                del holder[_lock_key(ev)]
+        elif ev.event == "orderly_start":
+            prev = holder.get(_lock_key(ev))
+            if prev is None or prev[0] != ev.client_id:
+                out.append(_v(h, Code.ORDERLY_WITHOUT_LOCK, ev,
+                              f"{ev.client_id} consumes {ev.topic}/{ev.queue_id} orderly",
+                              f"lock held by {ev.client_id}", prev[0] if prev else "no lock"))
+            elif ev.ts - prev[1] > h.params.client_lock_ms:
+                out.append(_v(h, Code.ORDERLY_WITHOUT_LOCK, ev,
+                              f"{ev.client_id}'s lock on {ev.topic}/{ev.queue_id} expired",
+                              f"age <= {h.params.client_lock_ms}", ev.ts - prev[1]))
+    return out
+
+
+def check_orderly_concurrent(h: History) -> list[Violation]:
+    """Two clients' orderly windows on one queue never overlap."""
+    out = []
+    open_: dict[tuple, set[str]] = defaultdict(set)
+    for ev in h.events:
+        key = _lock_key(ev)
+        if ev.event == "orderly_start":
+            others = open_[key] - {ev.client_id}
+            if others:
+                out.append(_v(h, Code.ORDERLY_CONCURRENT, ev,
+                              f"{ev.client_id} and {sorted(others)} consume {ev.topic}/{ev.queue_id}",
+                              "one client at a time", f"{sorted(others | {ev.client_id})}"))
+            open_[key].add(ev.client_id)
+        elif ev.event == "orderly_end":
+            open_[key].discard(ev.client_id)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Transactions
+
+
+def _txn_index(h: History) -> dict[str, dict]:
+    txns: dict[str, dict] = {}
+    for ev in h.events:
+        if ev.event == "txn_half":
+            txns.setdefault(ev.msg_key, {"half": ev, "commit": [], "rollback": [], "checks": [],
+                                         "discard": None})
+    return txns
+
+
+def check_txn_visibility(h: History) -> list[Violation]:
+    """A half is never visible before its COMMIT; a rolled-back half never."""
+    out = []
+    txns = _txn_index(h)
+    state: dict[str, str] = {}
+    for ev in h.events:
+        if ev.msg_key not in txns:
+            continue
+        if ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+            if state.get(ev.msg_key) != "COMMIT":
+                state[ev.msg_key] = ev.status
+        elif ev.event in ("store", "deliver") and is_visible_topic(ev.topic):
+            now = state.get(ev.msg_key)
+            if now == "ROLLBACK":
+                out.append(_v(h, Code.TXN_ROLLBACK_VISIBLE, ev,
+                              f"rolled-back {ev.msg_key} visible in {ev.topic}", "invisible", ev.event))
+            elif now is None:
+                out.append(_v(h, Code.TXN_VISIBLE_BEFORE_COMMIT, ev,
+                              f"half {ev.msg_key} visible in {ev.topic} before COMMIT",
+                              "invisible until COMMIT", ev.event))
+    return out
+
+
+def check_txn_double_resolved(h: History) -> list[Violation]:
+    """A transaction is never both committed and rolled back, nor resolved after discard."""
+    out = []
+    seen: dict[str, set[str]] = defaultdict(set)
+    for ev in h.events:
+        if ev.event == "txn_discard":
+            seen[ev.msg_key].add("DISCARD")
+        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+            had = seen[ev.msg_key]
+            other = "ROLLBACK" if ev.status == "COMMIT" else "COMMIT"
+            if other in had or "DISCARD" in had:
+                out.append(_v(h, Code.TXN_DOUBLE_RESOLVED, ev,
+                              f"{ev.msg_key} {ev.status} after {sorted(had)}", "one resolution",
+                              sorted(had | {ev.status})))
+            had.add(ev.status)
+    return out
+
+
+def check_txn_check_early(h: History) -> list[Violation]:
+    """No transaction check before the half is ``transactionTimeOut`` old."""
+    txns = _txn_index(h)
+    out = []
+    for ev in h.events:
+        if ev.event == "txn_check" and ev.msg_key in txns:
+            half = txns[ev.msg_key]["half"]
+            if ev.ts - half.ts < h.params.transaction_timeout_ms:
+                out.append(_v(h, Code.TXN_CHECK_EARLY, ev,
+                              f"{ev.msg_key} checked {ev.ts - half.ts} ms after its half",
+                              f">= {h.params.transaction_timeout_ms} ms", ev.ts - half.ts))
+    return out
+
+
+def check_txn_check_exceeded(h: History) -> list[Violation]:
+    """A transaction is checked at most ``transactionCheckMax`` times."""
+    counts: Counter[str] = Counter()
+    out = []
+    for ev in h.events:
+        if ev.event == "txn_check":
+            counts[ev.msg_key] += 1
+            if counts[ev.msg_key] == h.params.transaction_check_max + 1:
+                out.append(_v(h, Code.TXN_CHECK_EXCEEDED, ev, f"{ev.msg_key} checked too often",
+                              f"<= {h.params.transaction_check_max} checks",
+                              counts[ev.msg_key]))
+    return out
+
+
+def check_txn_unresolved(h: History) -> list[Violation]:
+    """After a drain every half is committed, rolled back or discarded."""
+    if not h.drained():
+        return []
+    events = _until_last_drain(h)
+    risky = _at_risk(events)
+    done = {ev.msg_key for ev in events
+            if (ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"))
+            or ev.event == "txn_discard"}
+    return [
+        _v(h, Code.TXN_UNRESOLVED, ev, f"half {ev.msg_key} never resolved",
+           "COMMIT, ROLLBACK or discard", "pending after drain")
+        for ev in events if ev.event == "txn_half" and ev.msg_key not in done | risky
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Observations
+
+
+def observe_duplicated(h: History) -> list[Violation]:
+    """A group consumed one message successfully more than once (at-least-once)."""
+    seen: Counter[tuple] = Counter()
+    out = []
+    for ev in h.events:
+        if ev.event == "consume" and ev.status == "SUCCESS":
+            seen[(ev.group, ev.msg_key)] += 1
+            if seen[(ev.group, ev.msg_key)] > 1:
+                out.append(_v(h, ObservationCode.DUPLICATED, ev,
+                              f"{ev.group} consumed {ev.msg_key} again", 1,
+                              seen[(ev.group, ev.msg_key)]))
+    return out
+
+
+def observe_duplicate_commit(h: History) -> list[Violation]:
+    """A transaction was committed twice (RocketMQ 4.9 writes a second message)."""
+    seen: Counter[str] = Counter()
+    out = []
+    for ev in h.events:
+        if ev.event == "txn_end" and ev.status == "COMMIT":
+            seen[ev.msg_key] += 1
+            if seen[ev.msg_key] > 1:
+                out.append(_v(h, ObservationCode.DUPLICATE_COMMIT, ev,
+                              f"{ev.msg_key} committed again", 1, seen[ev.msg_key]))
+    return out
+
+
+def observe_recovered(h: History) -> list[Violation]:
+    """A message was delivered although its send was never acknowledged."""
+    acked, attempted = _sent_keys(h)
+    return [
+        _v(h, ObservationCode.RECOVERED, ev, f"{ev.msg_key} delivered without an acknowledged send",
+           "acknowledged", "unacknowledged")
+        for ev in h.events
+        if ev.event == "deliver" and ev.msg_key in attempted and ev.msg_key not in acked
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The table
+
+INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("QueueOrderProperty", Code.ORDER_QUEUE_GAP, "always",
+              "Queue offsets are dense and a pull returns a queue's entries in offset order.",
+              "ConsumeQueue / CommitLog.putMessage queue offset assignment", check_queue_order),
+    Invariant("NoUnexpectedProperty", Code.UNEXPECTED, "always",
+              "Consumers only see messages that were sent and that their subscription selects.",
+              "PullMessageProcessor + ExpressionMessageFilter (tagsCode)", check_unexpected),
+    Invariant("NoLossProperty", Code.LOST, "eventually",
+              "Every acknowledged send is eventually consumed by each group or lands in its DLQ.",
+              "at-least-once: SendMessageProcessor + ConsumeMessageConcurrentlyService",
+              check_no_loss),
+    Invariant("OffsetBelowUnackedProperty", Code.OFFSET_OVERRUN, "always",
+              "The committed offset never passes a delivered but unacknowledged message.",
+              "ProcessQueue.removeMessage + RemoteBrokerOffsetStore", check_offset_overrun),
+    Invariant("RetryNotEarlyProperty", Code.RETRY_EARLY, "always",
+              "A retry copy is never visible before its delay level has elapsed.",
+              "SendMessageProcessor.consumerSendMsgBack + ScheduleMessageService",
+              check_retry_early),
+    Invariant("DlqNotEarlyProperty", Code.DLQ_EARLY, "always",
+              "A message reaches the DLQ only after max + 1 failures or a negative level.",
+              "SendMessageProcessor.consumerSendMsgBack (maxReconsumeTimes)", check_dlq_early),
+    Invariant("DlqNotMissedProperty", Code.DLQ_MISSED, "always",
+              "A message that failed max + 1 times is never retried or delivered again.",
+              "SendMessageProcessor.consumerSendMsgBack (DLQ routing)", check_dlq_missed),
+    Invariant("DlqLandedProperty", Code.DLQ_MISSED, "eventually",
+              "Every send-back routed to the DLQ leaves a copy in the group's DLQ topic.",
+              "SendMessageProcessor.consumerSendMsgBack (DLQ routing)", check_dlq_landed),
+    Invariant("DelayNotEarlyProperty", Code.DELAY_EARLY, "always",
+              "A delayed message is never visible before its deliver timestamp.",
+              "ScheduleMessageService.DeliverDelayedMessageTimerTask", check_delay_early),
+    Invariant("LockExclusiveProperty", Code.LOCK_OVERLAP, "always",
+              "At most one client holds an unexpired broker lock on a queue.",
+              "RebalanceLockManager.tryLockBatch / LockEntry.isExpired", check_lock_overlap),
+    Invariant("OrderlyUnderLockProperty", Code.ORDERLY_WITHOUT_LOCK, "always",
+              "Orderly consumption runs only under the client's own unexpired lock.",
+              "ConsumeMessageOrderlyService.ConsumeRequest (isLocked, isLockExpired)",
+              check_orderly_without_lock),
+    Invariant("OrderlyExclusiveProperty", Code.ORDERLY_CONCURRENT, "always",
+              "Two clients never consume one queue orderly at the same time.",
+              "ConsumeMessageOrderlyService + RebalanceLockManager", check_orderly_concurrent),
+    Invariant("TxnInvisibleProperty", Code.TXN_VISIBLE_BEFORE_COMMIT, "always",
+              "A half message is invisible until it is committed (rollback keeps it invisible).",
+              "TransactionalMessageBridge.parseHalfMessageInner + EndTransactionProcessor",
+              check_txn_visibility),
+    Invariant("TxnSingleResolutionProperty", Code.TXN_DOUBLE_RESOLVED, "always",
+              "A transaction is never both committed and rolled back, nor resolved after discard.",
+              "EndTransactionProcessor + TransactionalMessageServiceImpl.check",
+              check_txn_double_resolved),
+    Invariant("TxnCheckNotEarlyProperty", Code.TXN_CHECK_EARLY, "always",
+              "A half is never checked before transactionTimeOut has passed since it was sent.",
+              "TransactionalMessageServiceImpl.check (valueOfCurrentMinusBorn < checkImmunityTime)",
+              check_txn_check_early),
+    Invariant("TxnCheckBoundedProperty", Code.TXN_CHECK_EXCEEDED, "always",
+              "A half is checked at most transactionCheckMax times.",
+              "TransactionalMessageServiceImpl.needDiscard (TRANSACTION_CHECK_TIMES)",
+              check_txn_check_exceeded),
+    Invariant("TxnResolvedProperty", Code.TXN_UNRESOLVED, "eventually",
+              "Every half is eventually committed, rolled back or discarded.",
+              "TransactionalMessageCheckService", check_txn_unresolved),
+    Invariant("DuplicatedObservation", ObservationCode.DUPLICATED, "observation",
+              "A group consumed one message successfully more than once.",
+              "at-least-once delivery (offset commit after consumption)", observe_duplicated),
+    Invariant("DuplicateCommitObservation", ObservationCode.DUPLICATE_COMMIT, "observation",
+              "A transaction was committed more than once.",
+              "EndTransactionProcessor does not de-duplicate (4.9)", observe_duplicate_commit),
+    Invariant("RecoveredObservation", ObservationCode.RECOVERED, "observation",
+              "A message was delivered although its send was never acknowledged.",
+              "CommitLog recovery keeps unacknowledged records", observe_recovered),
+)
+
+BY_NAME: dict[str, Invariant] = {inv.name: inv for inv in INVARIANTS}
+
+
+def name_of(code: str) -> str:
+    """The invariant reporting ``code`` (TXN_ROLLBACK_VISIBLE comes from TxnInvisibleProperty)."""
+    for inv in INVARIANTS:
+        if inv.code == code:
+            return inv.name
+    return "TxnInvisibleProperty" if code == Code.TXN_ROLLBACK_VISIBLE else code
+
+
+def of_kind(kind: str) -> tuple[Invariant, ...]:
+    return tuple(inv for inv in INVARIANTS if inv.kind == kind)
+
+
+def evaluate(h: History, kinds: Iterable[str]) -> list[Violation]:
+    """All violations of the invariants of ``kinds`` on ``h``, in table order."""
+    wanted = set(kinds)
+    out: list[Violation] = []
+    for inv in INVARIANTS:
+        if inv.kind in wanted:
+            out.extend(inv.check(h))
+    return out

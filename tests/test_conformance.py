@@ -1,0 +1,99 @@
+"""The conformance machine against the ModelBroker (vs itself, in lockstep) + sometimes checks."""
+
+from __future__ import annotations
+
+from hypothesis import settings as hsettings
+
+from rmqspec.model import ListRecorder
+from rmqspec.model.model_factory import factory as model_factory
+from rmqspec.properties.conformance import conformance_machine
+from rmqspec.properties.program import parse, render, replay
+from rmqspec.properties.runner import ConformanceTestCase, budget_settings, check_conformance
+
+# What must happen at least once within the ci budget (the "sometimes" properties).
+SOMETIMES = (
+    "send_plain", "send_keyed", "send_delayed", "send_batch", "pull", "pull_consume",
+    "orderly_lock", "orderly_unlock", "orderly_rebalance", "orderly_takeover", "orderly_finish",
+    "advance_small", "advance_large", "advance_to_deadline", "flush", "crash_recover",
+    "txn_send_half", "txn_end", "probe_filtered", "send_back_failure",
+    "pull:FOUND", "pull:NO_NEW_MSG", "pull:OFFSET_ILLEGAL", "send_back:RETRY", "send_back:DLQ",
+    "retry_fired", "delay_fired", "dlq_landed", "lock:GRANTED", "lock:DENIED",
+    "lock_takeover_after_expiry", "txn_check", "txn_discard", "check_answered",
+    "crash_recover:kill", "crash_recover:power", "drained", "txn_end:COMMIT:SUCCESS",
+    "txn_end:ROLLBACK:SUCCESS", "orderly_begin",
+)
+
+_RESULT = {}
+
+
+def _model_run():
+    if "r" not in _RESULT:
+        _RESULT["r"] = check_conformance(model_factory, settings=budget_settings(120, 40))
+    return _RESULT["r"]
+
+
+def test_model_broker_conforms_in_lockstep() -> None:
+    result = _model_run()
+    assert result.passed, result.render()
+    assert result.examples >= 40
+
+
+def test_sometimes_every_interesting_outcome_happens() -> None:
+    coverage = _model_run().coverage
+    missing = [name for name in SOMETIMES if coverage.get(name, 0) == 0]
+    assert not missing, f"never happened within the ci budget: {missing}; coverage {coverage}"
+
+
+def test_strict_profile_passes_for_the_model_without_lockstep() -> None:
+    result = check_conformance(model_factory, lockstep=False, profile="strict",
+                               settings=budget_settings(10, 20))
+    assert result.passed, result.render()
+
+
+def test_recorded_trace_is_a_quiescent_spec_trace() -> None:
+    traces: list[ListRecorder] = []
+
+    def make() -> ListRecorder:
+        traces.append(ListRecorder())
+        return traces[-1]
+
+    result = check_conformance(model_factory, settings=budget_settings(5, 20),
+                               recorder_factory=make)
+    assert result.passed, result.render()
+    for rec in traces:
+        names = [e.event for e in rec.events]
+        assert names[-1] == "drain" and names.count("drain") >= 1
+        assert [e.seq for e in rec.events] == list(range(len(rec.events)))
+        assert all(e.ts >= 0 for e in rec.events)
+    assert any(e.event == "store" for rec in traces for e in rec.events)
+
+
+def test_program_replays_and_round_trips() -> None:
+    cls = conformance_machine(model_factory)
+    machine = cls()
+    machine.init(queues=2, retry_max=1, orderly_max=1, flush="SYNC")
+    machine.send_plain(0, 1, "TagA", (), False)
+    machine.pull_consume(0, 1, "RECONSUME_LATER", -1, 0, "none")
+    machine.advance_large(3_600_000)
+    machine.teardown()
+    text = render(machine.program)
+    program = parse(text)
+    assert program == machine.program
+    again = replay(program, model_factory)
+    assert again.coverage["send_back:RETRY"] >= 1
+
+
+class TestModelAsCase(ConformanceTestCase):
+    """The importable TestCase helper, on a small budget."""
+
+    factory = staticmethod(model_factory)
+    max_examples = 5
+    steps = 15
+
+
+def test_machine_class_runs_under_hypothesis_directly() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    cls = conformance_machine(model_factory)
+    run_state_machine_as_test(cls, settings=hsettings(budget_settings(3, 10)))
+    assert len(cls.examples) >= 3
