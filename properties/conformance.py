@@ -715,6 +715,23 @@ class ConformanceBase(RuleBasedStateMachine):
     @rule(topic=PICK, queue=PICK, plan=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN", "LOST"]))
     def txn_send_half(self, topic: int, queue: int, plan: str) -> None:
         self._record("txn_send_half", topic=topic, queue=queue, plan=plan)
+        self._send_half(topic, queue, plan)
+        self._after()
+
+    def txn_half_before_check(self, topic: int, queue: int) -> None:
+        """CHECK: a half sent half a timeout before a check run must not be checked in that run."""
+        self._record("txn_half_before_check", topic=topic, queue=queue)
+        interval = self.config.transaction_check_interval_ms
+        boundary = START_MS + ((self._now() - START_MS) // interval + 1) * interval
+        probe = boundary - self.config.transaction_timeout_ms // 2
+        if probe > self._now():
+            self._advance(probe - self._now())
+        self._send_half(topic, queue, "LOST")
+        self._sometimes("txn_half_before_check")
+        self._advance(max(0, boundary - self._now()))
+        self._after()
+
+    def _send_half(self, topic: int, queue: int, plan: str) -> None:
         name = _pick(sorted(self.topics), topic)
         qid = queue % self.topics[name]
         msg = self._message(name, "TagA")
@@ -728,7 +745,6 @@ class ConformanceBase(RuleBasedStateMachine):
                        queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                        msg_key=msg.uniq_key, msg_id=res.msg_id, txn_id=msg.uniq_key,
                        status=res.status.value)
-        self._after()
 
     def _end(self, txn: Txn, action: TxnAction, commitlog_offset: int, tsto: int, from_check: bool) -> None:
         out = self._call(
@@ -776,6 +792,8 @@ class ConformanceBase(RuleBasedStateMachine):
         txn = self.txns.get(key)
         if txn is None or txn.discarded:
             return
+        if txn.decided is not None and self.profile.strict:
+            return  # strict: a producer never resolves a decided transaction twice
         if txn.decided is not None:
             action = TxnAction(txn.decided)
         elif txn.plan == "UNKNOWN":
@@ -926,11 +944,13 @@ class ConformanceBase(RuleBasedStateMachine):
         else:
             self.orderly_rebalance(mask, client)
 
-    @rule(kind=st.sampled_from(["small", "small", "large", "deadline", "deadline"]),
+    @rule(kind=st.sampled_from(["small", "small", "large", "deadline", "deadline", "check_probe"]),
           small=SMALL_MS, large=LARGE_MS, which=PICK,
           delta=st.sampled_from([-1000, -1, 0, 1, 1000]))
     def advance(self, kind: str, small: int, large: int, which: int, delta: int) -> None:
-        if kind == "deadline" and self._deadlines():
+        if kind == "check_probe" and self.topics:
+            self.txn_half_before_check(which, delta)
+        elif kind == "deadline" and self._deadlines():
             self.advance_to_deadline(which, delta)
         elif kind == "large":
             self.advance_large(large)

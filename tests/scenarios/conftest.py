@@ -14,12 +14,25 @@ from typing import Any
 
 import pytest
 
+from rmqspec.impl.broker import factory as mmap_factory
+from rmqspec.impl.verify import verify_store
 from rmqspec.model import BrokerConfig, Capability, ManualClock, factory
 
 Factory = Callable[[Any, BrokerConfig, Path], Any]
 
+# Stores the mmap factory opened during the current test: (workdir, delay levels).
+MMAP_STORES: list[tuple[Path, tuple[int, ...]]] = []
+
+
+def mmap(clock: Any, config: BrokerConfig, workdir: Path) -> Any:
+    """The MmapBroker; its store directory is verified after the test (``_verify_mmap_stores``)."""
+    MMAP_STORES.append((Path(workdir), config.delay_levels_ms))
+    return mmap_factory(clock, config, workdir)
+
+
 BROKERS: dict[str, Factory] = {
     "model": factory,
+    "mmap": mmap,
 }
 
 START_MS = 1_700_000_000_000  # 2023-11-14, any fixed instant works
@@ -83,3 +96,17 @@ def make_crash_broker(
         return BROKERS[crash_broker_name](clock, config or BrokerConfig(), tmp_path)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _verify_mmap_stores() -> Any:
+    """After every scenario, ``store verify`` must be clean on each store the mmap broker left."""
+    MMAP_STORES.clear()
+    yield
+    stores = list(dict.fromkeys(MMAP_STORES))
+    MMAP_STORES.clear()
+    for workdir, delays in stores:
+        report = verify_store(workdir, delay_levels_ms=delays)
+        assert report.ok, f"store verify on {workdir}: " + "; ".join(
+            f.line() for f in report.findings
+        )

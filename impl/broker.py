@@ -1,0 +1,650 @@
+"""``MmapBroker``: the ``Broker`` protocol on the mmap store (RocketMQ 4.9's on-disk format).
+
+Theory of operation
+-------------------
+One object per broker directory. Every operation reads ``clock.now()`` once,
+validates its request completely, then writes and emits SPEC §8 events through
+``recorder`` (``broker_events``) at the same points as ``ModelBroker``; a
+refused request writes nothing. The broker must be *observably identical* to
+the model for the same operation sequence — results, codes, stored messages
+(commitlog offsets, msg ids, properties), check requests and events — so the
+conformance machine can run both in lockstep. Concerns, one module each:
+
+- ``broker_store.BrokerLog`` — delay routing on put, size limits, lookups,
+  getMessage (S/CommitLog, S/DefaultMessageStore) over ``store.MessageStore``;
+- ``schedule_service`` — S/schedule/ScheduleMessageService, delayOffset.json;
+- ``txn_service`` — B/transaction/* and EndTransactionProcessor;
+- ``locks`` — B/client/rebalance/RebalanceLockManager (memory only);
+- ``offsets`` — B/offset/ConsumerOffsetManager, consumerOffset.json;
+- ``metadata`` — TopicConfigManager / SubscriptionGroupManager (topics.json,
+  subscriptionGroup.json, durable on every change).
+
+Request handling follows B/processor/SendMessageProcessor (send,
+consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor,
+AdminBrokerProcessor (lock / unlock batch) and ConsumerManageProcessor; the
+routing decisions are the shared ``lifecycle`` functions
+(``route_send_back``, ``effective_max_reconsume_times``, ``lock_decision``,
+``check_decision``, ``is_due`` / ``needs_correction``).
+
+``tick()`` runs the background services due at ``now`` in the model's fixed
+order: schedule deliveries (levels ascending), the transaction check (when
+``transaction_check_interval_ms`` elapsed since the last run or the start),
+consumer-offset persistence, delay-progress persistence.
+
+Lifecycle: ``open`` recovers the store (normal or abnormal by the abort file,
+SPEC §5) and loads topics, groups, consumer offsets and delay progress;
+``close`` flushes, persists offsets and progress and removes ``abort``;
+``reopen`` opens again; ``crash("kill")`` drops the process (every written byte
+survives, in-memory tables are lost), ``crash("power")`` also loses every
+byte past the flushed position; ``recover`` reopens with what survived. The
+lock table and the check timer never survive a restart; the UNIQ_KEY generator
+and the retry-queue counter belong to the object and carry on, like the
+model's.
+
+Deliberate choices shared with the model (model/README.md): pulls are served
+for any group; no long polling; the stored properties are the producer's wire
+properties; the broker assigns UNIQ_KEY when a message has none (same
+deterministic generator as the model); system topics are registered on first
+write; the retry queue is chosen round robin (RocketMQ: random) unless a
+``retry_queue_chooser`` is given.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from rmqspec.impl.broker_events import BrokerEvents
+from rmqspec.impl.broker_store import (
+    SCHEDULE_TOPIC,
+    BrokerLog,
+    Entry,
+    PutSpec,
+    SubscriptionError,
+    client_pull_status,
+    tag_filter,
+)
+from rmqspec.impl.locks import LockManager
+from rmqspec.impl.metadata import GroupConfig, Metadata
+from rmqspec.impl.offsets import ConsumerOffsetTable
+from rmqspec.impl.schedule_service import ScheduleService
+from rmqspec.impl.store import MessageStore, StoreConfig
+from rmqspec.impl.txn_service import (
+    CID_RMQ_SYS_TRANS,
+    HALF_TOPIC,
+    OP_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TxnChecker,
+    TxnHooks,
+    check_prepare,
+    commit_spec,
+    half_spec,
+    op_spec,
+    real_target_unparsable,
+)
+from rmqspec.model.clock import Clock
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.ids import UniqKeyFactory
+from rmqspec.model.lifecycle import DLQ, effective_max_reconsume_times, route_send_back
+from rmqspec.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
+    MessageQueue,
+    check_topic,
+)
+from rmqspec.model.protocol import Capability
+from rmqspec.model.results import (
+    BrokerError,
+    CheckRequest,
+    PullResult,
+    ResponseCode,
+    SendResult,
+    SendStatus,
+    TxnAction,
+)
+
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager
+DLQ_NUMS_PER_GROUP = 1
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (the ones a protocol client can name).
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        HALF_TOPIC,
+        OP_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+CRASH_KINDS = ("kill", "power")
+RUNNING, CLOSED, CRASHED = "RUNNING", "CLOSED", "CRASHED"
+
+# retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
+RetryQueueChooser = Callable[[str, int, int], int]
+
+
+def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
+    """The n-th successful send-back of the broker goes to retry queue ``n % nums``."""
+    return seq % nums
+
+
+def store_config(config: BrokerConfig) -> StoreConfig:
+    """The store settings a ``BrokerConfig`` implies (file size, flush, delays, address)."""
+    return StoreConfig(
+        commitlog_file_size=config.commitlog_file_size,
+        flush=config.flush,
+        delay_levels_ms=config.delay_levels_ms,
+        store_host=config.store_host,
+        store_port=config.store_port,
+    )
+
+
+class MmapBroker:
+    """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
+
+    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN})
+
+    def __init__(
+        self,
+        root: Path,
+        clock: Clock,
+        config: BrokerConfig,
+        recorder: Recorder | None,
+        retry_queue_chooser: RetryQueueChooser,
+        uniq_keys: UniqKeyFactory | None,
+    ) -> None:
+        # Use MmapBroker.open(); __init__ only sets fields.
+        self.root = root
+        self.clock = clock
+        self.config = config
+        self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
+        self.events = BrokerEvents(self.recorder, config)
+        self.retry_queue_chooser = retry_queue_chooser
+        self.uniq_keys = uniq_keys or UniqKeyFactory(
+            client_ip=config.store_host, pid=0, loader_hash=0x4D4F444C
+        )
+        self.retry_seq = 0
+        self.state = CLOSED
+        self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
+        self._records = 0  # message records in the commitlog
+        self._flushed = 0  # of which durable
+        self._crash_kind: str | None = None
+        self.store: MessageStore | None = None
+        self.log: BrokerLog
+        self.meta: Metadata
+        self.offsets: ConsumerOffsetTable
+        self.schedule: ScheduleService
+        self.locks = LockManager()
+        self.txn: TxnChecker
+        self.offsets_last_persist = 0
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        clock: Clock,
+        config: BrokerConfig | None = None,
+        recorder: Recorder | None = None,
+        *,
+        retry_queue_chooser: RetryQueueChooser = round_robin_retry_queue,
+        uniq_keys: UniqKeyFactory | None = None,
+    ) -> MmapBroker:
+        """Open (creating if needed) and recover the broker stored under ``root``."""
+        broker = cls(
+            Path(root),
+            clock,
+            config if config is not None else BrokerConfig(),
+            recorder,
+            retry_queue_chooser,
+            uniq_keys,
+        )
+        broker._start(broker.clock.now())
+        return broker
+
+    # ------------------------------------------------------------------
+    # start / restart
+
+    def _start(self, now: int) -> None:
+        """Open and recover the store, then load every persisted table."""
+        self.store = MessageStore.open(self.root, config=store_config(self.config))
+        self.log = BrokerLog(self.store, self.config)
+        self.meta = Metadata(self.store.config_dir)
+        self.meta.ensure_topic(
+            SCHEDULE_TOPIC, max(SCHEDULE_TOPIC_QUEUE_NUM, self.config.max_delay_level)
+        )
+        self._records = self.log.count_records()
+        self._flushed = self._records
+        self.offsets = ConsumerOffsetTable(self.store.consumer_offset_path)
+        self.offsets_last_persist = now
+        self.schedule = ScheduleService(self.config.delay_levels_ms, self.store.delay_offset_path, now)
+        self.schedule.load(self.log, now)
+        self.locks.clear()
+        self.txn = TxnChecker(now)
+        self._crash_kind = None
+        self.state = RUNNING
+
+    # ------------------------------------------------------------------
+    # helpers
+
+    def _require_running(self) -> None:
+        if self.state != RUNNING:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, f"broker is {self.state.lower()}")
+
+    def _append(self, spec: PutSpec, now: int) -> Entry:
+        return self._written(self.log.put(spec, now), now)
+
+    def _written(self, entry: Entry, now: int) -> Entry:
+        self._records += 1
+        if self.config.flush == "SYNC":
+            self._flushed = self._records
+        self.events.store(entry, now)
+        return entry
+
+    def _note_written(self, entry: Entry, now: int) -> None:
+        self._written(entry, now)
+
+    def _check_send_target(self, topic: str, queue_id: int) -> None:
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise BrokerError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        if not self.meta.has_topic(topic) and not topic.startswith(RETRY_PREFIX):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        nums = self.meta.queue_nums(topic, 1)
+        if not 0 <= queue_id < nums:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
+        if topic.startswith(RETRY_PREFIX) and topic[len(RETRY_PREFIX) :] not in self.meta.groups:
+            raise BrokerError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {topic[len(RETRY_PREFIX) :]}",
+            )
+
+    def _wire_props(self, msg: Message, now: int) -> tuple[dict[str, str], str]:
+        props = msg.wire_properties()
+        uniq = msg.uniq_key
+        if uniq is None:
+            uniq = self.uniq_keys.next(now)
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        return props, uniq
+
+    def _msg_id(self, entry: Entry) -> str:
+        return entry.msg_id(self.config)
+
+    # ------------------------------------------------------------------
+    # admin
+
+    def create_topic(self, topic: str, queue_nums: int) -> None:
+        """UPDATE_AND_CREATE_TOPIC: create, or change the queue count (topics.json)."""
+        self._require_running()
+        check_topic(topic)
+        if queue_nums <= 0:
+            raise ValueError(f"queue_nums must be positive, got {queue_nums}")
+        self.meta.set_topic(topic, queue_nums)
+
+    def create_group(self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (subscriptionGroup.json)."""
+        self._require_running()
+        self.meta.set_group(group, GroupConfig(retry_max_times, retry_queue_nums))
+
+    # ------------------------------------------------------------------
+    # producing
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        """SEND_MESSAGE. A delayed message answers with its schedule-queue offset."""
+        self._require_running()
+        now = self.clock.now()
+        self._check_send_target(msg.topic, queue_id)
+        props, uniq = self._wire_props(msg, now)
+        spec = PutSpec(
+            topic=msg.topic,
+            queue_id=queue_id,
+            body=msg.body,
+            properties=tuple(props.items()),
+            born_ts=now,
+            flag=msg.flag,
+            delay_level=msg.delay_level,
+        )
+        plan = self.log.prepare(spec, now)
+        self.meta.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
+        entry = self._written(self.log.append(plan), now)
+        self.events.send(entry, now, msg.topic, queue_id, uniq)
+        return SendResult(
+            SendStatus.SEND_OK, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset
+        )
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
+        """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
+        self._require_running()
+        now = self.clock.now()
+        self._check_send_target(msg.topic, queue_id)
+        props, uniq = self._wire_props(msg, now)
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
+        props[PROPERTY_TRANSACTION_PREPARED] = "true"
+        props[PROPERTY_PRODUCER_GROUP] = producer_group
+        plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now), now)
+        self.meta.ensure_topic(HALF_TOPIC, 1)
+        entry = self._written(self.log.append(plan), now)
+        self.events.txn_half(entry, now, producer_group, msg.topic, queue_id, uniq)
+        return SendResult(
+            SendStatus.SEND_OK, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset
+        )
+
+    def end_transaction(
+        self,
+        producer_group: str,
+        commitlog_offset: int,
+        tran_state_table_offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> ResponseCode:
+        """END_TRANSACTION. UNKNOWN does nothing; COMMIT/ROLLBACK validate, then write."""
+        self._require_running()
+        now = self.clock.now()
+        half = self.log.look(commitlog_offset)
+        txn_id = half.uniq_key if half is not None else None
+        if action is TxnAction.UNKNOWN:
+            self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
+            return ResponseCode.SUCCESS
+        if check_prepare(half, producer_group, commitlog_offset, tran_state_table_offset):
+            return ResponseCode.SYSTEM_ERROR
+        assert half is not None
+        if action is TxnAction.COMMIT:
+            if real_target_unparsable(half):
+                return ResponseCode.SYSTEM_ERROR
+            try:
+                plan = self.log.prepare(commit_spec(half, commitlog_offset), now)
+            except BrokerError:
+                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
+            real = self._written(self.log.append(plan), now)
+            topic = half.prop(PROPERTY_REAL_TOPIC) or ""
+            queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")
+            self.events.send(real, now, topic, queue_id, txn_id, group=producer_group, txn_id=txn_id)
+        self.meta.ensure_topic(OP_TOPIC, 1)
+        self._append(op_spec(half, now, self._store_v6), now)
+        self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
+        return ResponseCode.SUCCESS
+
+    # ------------------------------------------------------------------
+    # consuming
+
+    def pull(
+        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+    ) -> PullResult:
+        """PULL_MESSAGE, answered at once (no long polling), for any group."""
+        self._require_running()
+        now = self.clock.now()
+        if not self.meta.has_topic(mq.topic):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
+        if not 0 <= mq.queue_id < self.meta.topics[mq.topic]:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        try:
+            matches = tag_filter(subscription)
+        except SubscriptionError as e:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e)) from None
+        res = self.log.get_message(mq.topic, mq.queue_id, offset, max_nums, matches)
+        messages = tuple(e.to_stored(self.config) for e in res.entries)
+        for e in res.entries:
+            self.events.deliver(e, now, group)
+        return PullResult(
+            client_pull_status(res.status, offset),
+            messages,
+            res.next_begin_offset,
+            res.min_offset,
+            res.max_offset,
+        )
+
+    def send_back(
+        self,
+        group: str,
+        commitlog_offset: int,
+        delay_level: int,
+        origin_msg_id: str | None,
+        max_reconsume_times: int | None,
+    ) -> ResponseCode:
+        """CONSUMER_SEND_MSG_BACK (``origin_msg_id`` is only informational in 4.9)."""
+        self._require_running()
+        now = self.clock.now()
+        config = self.meta.groups.get(group)
+        if config is None:
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        if config.retry_queue_nums <= 0:
+            return ResponseCode.SUCCESS
+        retry = RETRY_PREFIX + group
+        queue_id = self.retry_queue_chooser(group, config.retry_queue_nums, self.retry_seq)
+        if not 0 <= queue_id < config.retry_queue_nums:
+            raise ValueError(f"retry queue chooser returned {queue_id} of {config.retry_queue_nums}")
+        self.meta.ensure_topic(retry, config.retry_queue_nums)
+        original = self.log.look(commitlog_offset)
+        if original is None:
+            return ResponseCode.SYSTEM_ERROR
+        props = original.properties
+        if PROPERTY_RETRY_TOPIC not in props:
+            props[PROPERTY_RETRY_TOPIC] = original.topic
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        max_times = effective_max_reconsume_times(max_reconsume_times, config.retry_max_times)
+        route, level = route_send_back(
+            original.reconsume_times, max_times, delay_level, self.config.max_delay_level
+        )
+        if route == DLQ:
+            topic, queue_id, put_level = DLQ_PREFIX + group, 0, 0
+            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+        else:
+            topic, put_level = retry, level
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = original.prop(
+            PROPERTY_ORIGIN_MESSAGE_ID
+        ) or self._msg_id(original)
+        spec = PutSpec(
+            topic=topic,
+            queue_id=queue_id,
+            body=original.body,
+            properties=tuple(props.items()),
+            sys_flag=original.sys_flag,
+            born_ts=original.born_ts,
+            flag=original.flag,
+            reconsume_times=original.reconsume_times + 1,
+            delay_level=put_level,
+        )
+        try:
+            plan = self.log.prepare(spec, now)
+        except BrokerError:
+            return ResponseCode.SYSTEM_ERROR
+        if route == DLQ:
+            self.meta.ensure_topic(topic, DLQ_NUMS_PER_GROUP)
+        else:
+            self.retry_seq += 1
+        copy = self._written(self.log.append(plan), now)
+        deliver_ts = copy.tags_code if route != DLQ else None
+        reported_level = level if route != DLQ else delay_level
+        self.events.send_back(
+            original, copy, now, group, route, reported_level, deliver_ts, (topic, queue_id)
+        )
+        return ResponseCode.SUCCESS
+
+    def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET: stored as given (the client keeps it increase-only)."""
+        self._require_running()
+        now = self.clock.now()
+        self.offsets.update(group, mq, offset)
+        self.events.commit_offset(now, group, mq, offset, actor=group)
+
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        """QUERY_CONSUMER_OFFSET: −1 when the group never committed on ``mq``."""
+        self._require_running()
+        return self.offsets.query(group, mq)
+
+    # ------------------------------------------------------------------
+    # orderly locks
+
+    def lock_batch(
+        self, group: str, client_id: str, mqs: Iterable[MessageQueue]
+    ) -> frozenset[MessageQueue]:
+        """LOCK_BATCH_MQ: returns the queues granted (renewed, free or expired)."""
+        self._require_running()
+        now = self.clock.now()
+        granted = []
+        for mq, ok in self.locks.lock_batch(
+            group, client_id, mqs, now, self.config.broker_lock_max_live_ms
+        ):
+            self.events.lock(now, group, mq, client_id, "GRANTED" if ok else "DENIED")
+            if ok:
+                granted.append(mq)
+        return frozenset(granted)
+
+    def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
+        """UNLOCK_BATCH_MQ: only the holder's entries are removed."""
+        self._require_running()
+        now = self.clock.now()
+        for mq in self.locks.unlock_batch(group, client_id, mqs):
+            self.events.unlock(now, group, mq, client_id)
+
+    # ------------------------------------------------------------------
+    # background services
+
+    def tick(self) -> list[CheckRequest]:
+        """Run the services due at ``clock.now()``; returns the transaction checks sent."""
+        self._require_running()
+        now = self.clock.now()
+        self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
+        requests: list[CheckRequest] = []
+        if self.txn.due(now, self.config.transaction_check_interval_ms):
+            requests = self.txn.check(self.log, self.offsets, self.config, now, self._hooks(now))
+        if now < self.offsets_last_persist:
+            self.offsets_last_persist = now
+        if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
+            self.offsets.persist()
+            self.offsets_last_persist = now
+        self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
+        return requests
+
+    def _fired(self, now: int, entry: Entry, new: Entry | None, level: int, deliver_ts: int) -> None:
+        if new is None:
+            return  # a delayed copy of a half: dropped, nothing stored
+        self._written(new, now)
+        self.events.schedule_fire(entry, new, now, level, deliver_ts)
+
+    def _hooks(self, now: int) -> TxnHooks:
+        return TxnHooks(
+            ensure_topic=self.meta.ensure_topic,
+            queue_nums=lambda topic: self.meta.topics[topic],
+            on_store=lambda entry: self._note_written(entry, now),
+            on_check=lambda old, new, times: self.events.txn_check(old, new, now, times),
+            on_discard=lambda half, _copy: self.events.txn_discard(half, now),
+            on_offset=lambda mq, offset: self.events.commit_offset(
+                now, CID_RMQ_SYS_TRANS, mq, offset, actor="broker"
+            ),
+        )
+
+    # ------------------------------------------------------------------
+    # durability, shutdown, crashes
+
+    def flush(self) -> None:
+        """Make every written record durable (an ASYNC broker's flush)."""
+        self._require_running()
+        assert self.store is not None
+        self.store.flush()
+        self._flushed = self._records
+
+    def close(self) -> None:
+        """Clean shutdown: records flushed, consumer offsets and delay progress persisted."""
+        self._require_running()
+        assert self.store is not None
+        now = self.clock.now()
+        self.offsets.persist()
+        self.schedule.persist(now)
+        self.store.close()
+        self._flushed = self._records
+        self.store = None
+        self.state = CLOSED
+
+    def reopen(self) -> None:
+        """Restart after ``close()``: durable state back, the lock table empty."""
+        if self.state != CLOSED:
+            raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state}")
+        now = self.clock.now()
+        self._start(now)
+        self.events.recover(now, "REOPEN", self._records, 0)
+
+    def crash(self, kind: str) -> None:
+        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``."""
+        if kind not in CRASH_KINDS:
+            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
+        self._require_running()
+        assert self.store is not None
+        now = self.clock.now()
+        self.store.crash(kind)
+        self.store = None
+        self.state = CRASHED
+        self._crash_kind = kind
+        self.events.crash(now, kind, self._records, self._flushed)
+
+    def recovery_choices(self) -> range:
+        """The numbers of commitlog records that may survive the current crash (as the model's)."""
+        if self.state != CRASHED:
+            raise RuntimeError("recovery_choices() is defined only after crash()")
+        if self._crash_kind == "kill":
+            return range(self._records, self._records + 1)
+        return range(self._flushed, self._records + 1)
+
+    def recover(self) -> None:
+        """Restart after a crash with exactly the records that survived (store recovery)."""
+        if self.state != CRASHED:
+            raise RuntimeError("recover() is defined only after crash()")
+        now = self.clock.now()
+        kind = self._crash_kind or ""
+        before = self._records
+        self._start(now)
+        self.events.recover(now, kind, self._records, before - self._records)
+
+    # ------------------------------------------------------------------
+    # inspection (tests, lockstep checkers)
+
+    def commitlog_record_count(self) -> int:
+        """Message records in the commitlog (after ``recover``: how many survived)."""
+        return self._records
+
+    def retry_queue_choices(self, group: str) -> range:
+        """The retry queues RocketMQ may pick for ``group``'s next send-back (random % nums)."""
+        config = self.meta.groups.get(group)
+        return range(max(config.retry_queue_nums, 1) if config else 1)
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.meta.has_topic(topic)
+
+    def records(self) -> tuple[Entry, ...]:
+        """Every record in commitlog order (read back from disk)."""
+        self._require_running()
+        assert self.store is not None
+        return tuple(self.log.all_entries())
+
+    @staticmethod
+    def is_system_topic(topic: str) -> bool:
+        return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+
+
+def factory(
+    clock: Clock,
+    config: BrokerConfig | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    recorder: Recorder | None = None,
+) -> MmapBroker:
+    """A ``MmapBroker`` whose store lives in ``workdir`` (required: the store is files)."""
+    if workdir is None:
+        raise ValueError("the mmap broker needs a workdir for its store")
+    return MmapBroker.open(workdir, clock, config, recorder)
+
+
+__all__ = ["MmapBroker", "factory", "round_robin_retry_queue", "store_config"]

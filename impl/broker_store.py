@@ -1,0 +1,442 @@
+"""The broker's view of the mmap store: routing on put, lookup by offset, getMessage.
+
+Theory of operation
+-------------------
+``MessageStore`` (store.py) appends encoded records and keeps consume queues;
+it knows nothing about delay levels as a *routing* rule, about the broker's
+size limits, or about pull batches. This module adds exactly that, following
+RocketMQ 4.9.8 (S = store/src/main/java/org/apache/rocketmq/store):
+
+- ``BrokerLog.prepare`` (S/CommitLog.asyncPutMessage + calMsgLength +
+  DefaultAppendMessageCallback.doAppend's checks): a record of transaction type
+  NOT or COMMIT whose property-*map* DELAY (``PutSpec.delay_level``) is > 0 is
+  clamped to the maximum level, gets REAL_TOPIC / REAL_QID and goes to
+  ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``. The properties *string* is
+  ``PutSpec.properties`` (callers such as the schedule service let the string
+  and the map differ, as RocketMQ does). Refusals, in RocketMQ's order:
+  properties over 32767 bytes → PROPERTIES_SIZE_EXCEEDED; a record over
+  ``maxMessageSize`` (4 MiB, headers included) → MESSAGE_ILLEGAL; a record that
+  cannot fit a commitlog file with its 8-byte end marker → MESSAGE_ILLEGAL.
+- ``BrokerLog.append`` writes through ``MessageStore.put``: the store assigns the
+  dense queue offset, rolls the file, dispatches the consume-queue unit with the
+  tagsCode (Java hash of TAGS; the deliver timestamp in the schedule topic) and
+  msyncs under SYNC.
+- ``BrokerLog.look`` (DefaultMessageStore.lookMessageByOffset): the record that
+  starts exactly at a commitlog offset, or None.
+- ``BrokerLog.get_message`` (DefaultMessageStore.getMessage, everything "in
+  memory", master): the status table and next-offset rules, the scan window
+  (to the end of the consume-queue file, at most ``max(16000, max_nums·20)/20``
+  units), the batch limits (``max_nums``, 32 messages, 256 KiB — the first
+  message always fits) and tag filtering by the tagsCode *read from the consume
+  queue unit* (ExpressionMessageFilter.isMatchedByConsumeQueue), so a filtered
+  unit's record is never read.
+
+The born host of a record is not observable through the protocol; it is the
+store host when its IP family matches the record's BORNHOST_V6 bit, else the
+loopback of the other family, so the encoded size always matches the sysFlag.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from rmqspec.impl.codec import CorruptRecord, DecodedRecord, MessageRecord
+from rmqspec.impl.codec import tags_code as compute_tags_code
+from rmqspec.impl.store import MessageStore
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.ids import offset_msg_id
+from rmqspec.model.javahash import java_string_hash
+from rmqspec.model.message import (
+    BORNHOST_V6_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    StoredMessage,
+    encode_properties,
+    record_size,
+    transaction_type,
+)
+from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize
+MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
+END_FILE_MIN_BLANK_LENGTH = 8
+MAX_TRANSFER_COUNT_IN_MEMORY = 32
+MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
+CQ_UNIT_BYTES = 20
+_SCAN_CHUNK = 64
+
+Props = tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
+class PutSpec:
+    """What a broker component asks to append (RocketMQ ``MessageExtBrokerInner``).
+
+    ``properties`` is the properties *string* to store (as ordered pairs);
+    ``delay_level`` is the DELAY of the property *map* CommitLog routes by.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: Props
+    sys_flag: int = 0
+    born_ts: int = 0
+    flag: int = 0
+    reconsume_times: int = 0
+    prepared_txn_offset: int = 0
+    delay_level: int = 0
+
+
+@attrs.frozen
+class Entry:
+    """One commitlog record as the broker's services see it (immutable)."""
+
+    commitlog_offset: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    flag: int
+    props: Props
+    sys_flag: int
+    born_ts: int
+    store_ts: int
+    reconsume_times: int
+    prepared_txn_offset: int
+    tags_code: int
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.props)
+
+    def prop(self, name: str) -> str | None:
+        for key, value in self.props:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.prop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def msg_id(self, config: BrokerConfig) -> str:
+        return offset_msg_id(config.store_host, config.store_port, self.commitlog_offset)
+
+    def to_stored(self, config: BrokerConfig) -> StoredMessage:
+        """MessageDecoder.decode of this record (what a consumer sees)."""
+        keys = self.prop(PROPERTY_KEYS)
+        return StoredMessage(
+            msg_id=self.msg_id(config),
+            uniq_key=self.uniq_key,
+            topic=self.topic,
+            queue_id=self.queue_id,
+            queue_offset=self.queue_offset,
+            commitlog_offset=self.commitlog_offset,
+            body=self.body,
+            tags=self.prop(PROPERTY_TAGS),
+            keys=tuple(k for k in keys.split(" ") if k) if keys else (),
+            properties=self.properties,
+            reconsume_times=self.reconsume_times,
+            born_ts=self.born_ts,
+            store_ts=self.store_ts,
+            sys_flag=self.sys_flag,
+            prepared_txn_offset=self.prepared_txn_offset,
+            flag=self.flag,
+        )
+
+
+@attrs.frozen
+class Plan:
+    """A validated, routed record ready to append."""
+
+    record: MessageRecord
+    size: int
+
+
+class GetStatus(enum.Enum):
+    """DefaultMessageStore's GetMessageStatus values a master with no expiry produces."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+
+
+@attrs.frozen
+class GetResult:
+    status: GetStatus
+    entries: tuple[Entry, ...]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+def client_pull_status(status: GetStatus, request_offset: int) -> PullStatus:
+    """PullMessageProcessor's response code as the client's PullAPIWrapper maps it.
+
+    FOUND → SUCCESS → FOUND; NO_MATCHED_MESSAGE → PULL_RETRY_IMMEDIATELY →
+    NO_MATCHED_MSG; OFFSET_OVERFLOW_ONE → PULL_NOT_FOUND → NO_NEW_MSG;
+    NO_MESSAGE_IN_QUEUE → PULL_NOT_FOUND only when the request offset is 0,
+    else PULL_OFFSET_MOVED; the other offset errors → PULL_OFFSET_MOVED →
+    OFFSET_ILLEGAL.
+    """
+    if status is GetStatus.FOUND:
+        return PullStatus.FOUND
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        return PullStatus.NO_MATCHED_MSG
+    if status is GetStatus.OFFSET_OVERFLOW_ONE:
+        return PullStatus.NO_NEW_MSG
+    if status is GetStatus.NO_MESSAGE_IN_QUEUE:
+        return PullStatus.NO_NEW_MSG if request_offset == 0 else PullStatus.OFFSET_ILLEGAL
+    return PullStatus.OFFSET_ILLEGAL
+
+
+def bridge_pull_status(status: GetStatus) -> PullStatus:
+    """TransactionalMessageBridge.getMessage: the broker reading its own queues."""
+    if status is GetStatus.FOUND:
+        return PullStatus.FOUND
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        return PullStatus.NO_MATCHED_MSG
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
+        return PullStatus.NO_NEW_MSG
+    return PullStatus.OFFSET_ILLEGAL
+
+
+class SubscriptionError(ValueError):
+    """A subscription expression FilterAPI.buildSubscriptionData refuses."""
+
+
+def tag_filter(subscription: str | None) -> Callable[[int], bool] | None:
+    """FilterAPI.buildSubscriptionData + isMatchedByConsumeQueue; None matches everything.
+
+    ``A || B`` keeps the Java hash codes of the trimmed non-empty parts; a unit
+    matches when ``tagsCode.intValue()`` is one of them. Java's
+    ``split("\\|\\|")`` drops trailing empty strings; nothing left is an error.
+    """
+    if subscription is None or subscription in ("*", ""):
+        return None
+    parts = subscription.split("||")
+    while parts and parts[-1] == "":
+        parts.pop()
+    if not parts:
+        raise SubscriptionError(f"subscription {subscription!r}: subString split error")
+    codes = frozenset(java_string_hash(p.strip()) for p in parts if p.strip())
+
+    def matches(tags_code: int) -> bool:
+        low = tags_code & 0xFFFFFFFF  # Long.intValue()
+        return (low - 0x1_0000_0000 if low & 0x8000_0000 else low) in codes
+
+    return matches
+
+
+def entry_of(record: DecodedRecord, tags_code: int) -> Entry:
+    return Entry(
+        commitlog_offset=record.commitlog_offset,
+        size=record.size,
+        topic=record.topic,
+        queue_id=record.queue_id,
+        queue_offset=record.queue_offset,
+        body=record.body,
+        flag=record.flag,
+        props=tuple(record.properties.items()),
+        sys_flag=record.sys_flag,
+        born_ts=record.born_ts,
+        store_ts=record.store_ts,
+        reconsume_times=record.reconsume_times,
+        prepared_txn_offset=record.prepared_txn_offset,
+        tags_code=tags_code,
+    )
+
+
+class BrokerLog:
+    """Routing, limits, lookups and getMessage over one open ``MessageStore``."""
+
+    def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+        self.store = store
+        self.config = config
+        self.delays = config.delay_levels_ms
+        self.cq_file_units = store.config.cq_file_size // CQ_UNIT_BYTES
+        self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
+        host_v6 = self._store_v6
+        self._born_v4 = (config.store_host if not host_v6 else "127.0.0.1", 0)
+        self._born_v6 = (config.store_host if host_v6 else "::1", 0)
+
+    # -- writing ---------------------------------------------------------------
+
+    def prepare(self, spec: PutSpec, now: int) -> Plan:
+        """Route and validate ``spec`` as CommitLog would; raises ``BrokerError``."""
+        props = dict(spec.properties)
+        topic, queue_id = spec.topic, spec.queue_id
+        ttype = transaction_type(spec.sys_flag)
+        if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and spec.delay_level > 0:
+            level = min(spec.delay_level, len(self.delays))
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+            props[PROPERTY_REAL_TOPIC] = topic
+            props[PROPERTY_REAL_QUEUE_ID] = str(queue_id)
+            topic, queue_id = SCHEDULE_TOPIC, level - 1
+        sys_flag = spec.sys_flag & ~STOREHOST_V6_FLAG
+        if self._store_v6:
+            sys_flag |= STOREHOST_V6_FLAG
+        props_len = len(encode_properties(props).encode("utf-8"))
+        if props_len > MAX_PROPERTIES_LENGTH:
+            raise BrokerError(
+                ResponseCode.PROPERTIES_SIZE_EXCEEDED, f"properties {props_len} bytes"
+            )
+        size = record_size(len(spec.body), topic, props, sys_flag)
+        if size > MAX_MESSAGE_SIZE:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > maxMessageSize")
+        if size + END_FILE_MIN_BLANK_LENGTH > self.config.commitlog_file_size:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > commitlog file")
+        born = self._born_v6 if sys_flag & BORNHOST_V6_FLAG else self._born_v4
+        record = MessageRecord(
+            topic=topic,
+            queue_id=queue_id,
+            body=bytes(spec.body),
+            properties=props,
+            sys_flag=sys_flag,
+            born_ts=spec.born_ts,
+            store_ts=now,
+            born_host=born,
+            reconsume_times=spec.reconsume_times,
+            prepared_txn_offset=spec.prepared_txn_offset,
+            flag=spec.flag,
+        )
+        return Plan(record, size)
+
+    def append(self, plan: Plan) -> Entry:
+        r = plan.record
+        result = self.store.put(r)
+        code = compute_tags_code(r.topic, r.properties, r.store_ts, self.delays)
+        return Entry(
+            commitlog_offset=result.commitlog_offset,
+            size=result.size,
+            topic=r.topic,
+            queue_id=r.queue_id,
+            queue_offset=result.queue_offset,
+            body=r.body,
+            flag=r.flag,
+            props=tuple(r.properties.items()),
+            sys_flag=r.sys_flag,
+            born_ts=r.born_ts,
+            store_ts=r.store_ts,
+            reconsume_times=r.reconsume_times,
+            prepared_txn_offset=r.prepared_txn_offset,
+            tags_code=code,
+        )
+
+    def put(self, spec: PutSpec, now: int) -> Entry:
+        return self.append(self.prepare(spec, now))
+
+    # -- reading ---------------------------------------------------------------
+
+    def look(self, commitlog_offset: int) -> Entry | None:
+        """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
+        if commitlog_offset < 0:
+            return None
+        try:
+            record = self.store.read(commitlog_offset)
+        except CorruptRecord:
+            return None
+        return self._entry(record)
+
+    def _entry(self, record: DecodedRecord) -> Entry:
+        return entry_of(record, self.tags_code(record.topic, record.properties, record.store_ts))
+
+    def tags_code(self, topic: str, props: Mapping[str, str], store_ts: int) -> int:
+        return compute_tags_code(topic, props, store_ts, self.delays)
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.max_offset(topic, queue_id)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        return self.store.min_offset(topic, queue_id)
+
+    def entry(self, commitlog_offset: int, tags_code: int) -> Entry:
+        """The record a consume-queue unit points at, with the unit's tagsCode."""
+        return entry_of(self.store.read(commitlog_offset), tags_code)
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_nums: int,
+        matches: Callable[[int], bool] | None = None,
+    ) -> GetResult:
+        """DefaultMessageStore.getMessage (see the module docstring)."""
+        lo = self.min_offset(topic, queue_id)
+        hi = self.max_offset(topic, queue_id)
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, (), 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, (), lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, (), offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, (), hi, lo, hi)
+        file_end = (offset // self.cq_file_units + 1) * self.cq_file_units
+        limit_units = max(16000, max_nums * CQ_UNIT_BYTES) // CQ_UNIT_BYTES
+        end = min(hi, file_end, offset + limit_units)
+        found: list[Entry] = []
+        total_bytes = 0
+        scanned = 0
+        position = offset
+        full = False
+        while position < end and not full:
+            units = self.store.queue_units(topic, queue_id, position, min(_SCAN_CHUNK, end - position))
+            if not units:
+                break
+            for unit in units:
+                if found and (
+                    max_nums <= len(found)
+                    or total_bytes + unit.size > MAX_TRANSFER_BYTES_IN_MEMORY
+                    or len(found) > MAX_TRANSFER_COUNT_IN_MEMORY - 1
+                ):
+                    full = True
+                    break
+                scanned += 1
+                if matches is not None and not matches(unit.tags_code):
+                    continue
+                found.append(self.entry(unit.commitlog_offset, unit.tags_code))
+                total_bytes += unit.size
+            position += len(units)
+        status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, tuple(found), offset + scanned, lo, hi)
+
+    def all_entries(self) -> list[Entry]:
+        """Every message record in commitlog order, read back from the files."""
+        commitlog = self.store.commitlog
+        return [
+            self._entry(item)
+            for item in commitlog.scan(
+                commitlog.min_offset, limit=commitlog.max_offset, check_crc=False
+            )
+            if isinstance(item, DecodedRecord)
+        ]
+
+    def count_records(self) -> int:
+        """How many message records the commitlog holds (blank end markers excluded)."""
+        commitlog = self.store.commitlog
+        n = 0
+        for item in commitlog.scan(
+            commitlog.min_offset, limit=commitlog.max_offset, check_crc=False
+        ):
+            if isinstance(item, DecodedRecord):
+                n += 1
+        return n
