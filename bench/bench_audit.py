@@ -1,0 +1,129 @@
+"""Audit throughput: the Spark audit vs a bare Spark scan, and the reference checker.
+
+``python -m bench audit -- [--sizes 1M,10M,100M] [--master local[2]] [--work DIR]``
+
+For each size a clean trace is generated once with ``rmqspec trace gen``
+(kept in ``--work`` and reused), then in one Spark session:
+
+- baseline: a bare scan of the same Parquet files (read + count), events/s;
+- audit: ``run_audit`` over the files, events/s and the ratio audit/scan;
+- on the smallest size, the reference checker (``traces.checker.check``)
+  over the rows already in memory, events/s;
+- peak memory: the Python driver's max RSS (``getrusage``) and the JVM
+  driver's VmHWM from ``/proc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from rmqspec.cli.main import main as rmqspec
+from rmqspec.spark.job import run_audit
+from rmqspec.spark.session import audit_session
+from rmqspec.traces.checker import check
+from rmqspec.traces.io import open_trace
+
+_UNITS = {"K": 1_000, "M": 1_000_000, "G": 1_000_000_000}
+
+
+def _size(text: str) -> int:
+    text = text.strip().upper()
+    if text and text[-1] in _UNITS:
+        return int(float(text[:-1]) * _UNITS[text[-1]])
+    return int(text)
+
+
+def _label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}K"
+
+
+def _jvm_hwm_mb(spark: SparkSession) -> float | None:
+    try:
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, AttributeError):
+        return None
+    return None
+
+
+def _python_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _trace(work: Path, n: int) -> Path:
+    path = work / f"trace-{_label(n)}"
+    if not (path / "part-00000.parquet").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        code = rmqspec(["trace", "gen", "--events", str(n), "--out", str(path), "--seed", "1"])
+        if code != 0:
+            raise SystemExit(f"trace gen failed with exit code {code}")
+    return path
+
+
+def _scan(spark: SparkSession, path: Path) -> tuple[int, float]:
+    start = time.monotonic()
+    rows = spark.read.parquet(str(path)).count()
+    return rows, time.monotonic() - start
+
+
+def _reference(path: Path) -> tuple[int, float]:
+    rows = list(open_trace(path).iter_rows())
+    start = time.monotonic()
+    report = check(rows)
+    elapsed = time.monotonic() - start
+    if report.violations:
+        raise SystemExit(f"reference checker found violations in a clean trace: {report.violations[:3]}")
+    return len(rows), elapsed
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="bench audit", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1M", help="comma-separated event counts (1M,10M,100M)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="3g")
+    parser.add_argument("--work", default="/tmp/rmqspec-bench-audit", help="where traces are kept")
+    parser.add_argument("--no-reference", action="store_true", help="skip the reference checker")
+    args = parser.parse_args(argv)
+    sizes = [_size(s) for s in args.sizes.split(",") if s.strip()]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    traces = {n: _trace(work, n) for n in sizes}
+
+    spark = audit_session(
+        args.master,
+        {"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "8"},
+        app_name="rmqspec-bench-audit",
+    )
+    _scan(spark, traces[sizes[0]])  # warm up the JVM and the Parquet reader
+    print(f"{'size':>6} {'events':>11} {'scan ev/s':>12} {'audit ev/s':>12} {'ratio':>7} "
+          f"{'audit s':>8} {'jvm MB':>8} {'py MB':>7}")  # fmt: skip
+    for n in sizes:
+        rows, scan_s = _scan(spark, traces[n])
+        summary = run_audit(spark, [str(traces[n])], str(work / f"out-{_label(n)}"))
+        if summary.exit_code != 0:
+            print(f"warning: the clean {_label(n)} trace has violations: {dict(summary.violations)}")
+        scan_rate = rows / scan_s
+        audit_rate = summary.events_per_s
+        jvm = _jvm_hwm_mb(spark)
+        print(
+            f"{_label(n):>6} {rows:>11,} {scan_rate:>12,.0f} {audit_rate:>12,.0f} "
+            f"{audit_rate / scan_rate:>7.3f} {summary.wall_time_s:>8.1f} "
+            f"{jvm if jvm is not None else float('nan'):>8.0f} {_python_peak_mb():>7.0f}",
+            flush=True,
+        )
+    if not args.no_reference:
+        n = min(sizes)
+        count, ref_s = _reference(traces[n])
+        print(
+            f"reference checker on {_label(n)}: {count / ref_s:,.0f} events/s ({ref_s:.1f}s), "
+            f"python peak RSS {_python_peak_mb():.0f} MB"
+        )
+    return 0

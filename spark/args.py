@@ -1,0 +1,24 @@
+"""The audit's command-line arguments (shared by ``rmqspec audit`` and ``spark/job.py``).
+
+Kept free of pyspark imports so building the ``rmqspec`` parser stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    parser.add_argument("--config", metavar="FILE", help="audit parameters (JSON; spark/README.md)")
+    parser.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration (repeatable), e.g. spark.driver.memory=4g",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -1,0 +1,178 @@
+"""Reading trace inputs for the audit: Parquet directly, JSONL via the traces readers.
+
+Local Parquet files are opened with pyarrow first (footer and required
+columns), so a corrupt or foreign file is a one-line ``TraceReadError``
+before Spark starts a job. JSONL files are validated line by line by
+``rmqspec.traces.jsonl`` (a bad line is a ``Rejected`` with ``file:line``)
+and written as Parquet under the audit's work directory, which therefore
+must be visible to the executors (a local ``--out`` in local mode). URIs
+with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
+
+``load`` returns one DataFrame with the audit columns plus ``position``
+(``file#row``) and ``problem`` (why a row is rejected, null when valid):
+the same rules as ``traces.validate.check_row``, as column expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import reduce
+from pathlib import Path
+from urllib.parse import urlparse
+
+import attrs
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from rmqspec.model.events import EVENTS
+from rmqspec.traces.errors import Rejected, TraceReadError
+from rmqspec.traces.io import trace_files
+from rmqspec.traces.jsonl import iter_jsonl_batches
+from rmqspec.traces.parquet import ParquetWriter, open_parquet
+
+TYPES: dict[str, T.DataType] = {
+    "seq": T.LongType(),
+    "ts": T.LongType(),
+    "event": T.StringType(),
+    "actor": T.StringType(),
+    "group": T.StringType(),
+    "topic": T.StringType(),
+    "queue_id": T.IntegerType(),
+    "queue_offset": T.LongType(),
+    "commitlog_offset": T.LongType(),
+    "msg_key": T.StringType(),
+    "msg_id": T.StringType(),
+    "reconsume_times": T.IntegerType(),
+    "delay_level": T.IntegerType(),
+    "deliver_ts": T.LongType(),
+    "status": T.StringType(),
+    "client_id": T.StringType(),
+    "sharding_key": T.StringType(),
+    "txn_id": T.StringType(),
+}
+AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
+
+
+@attrs.frozen
+class Inputs:
+    """What Spark reads (``parquet``) and what the driver already rejected."""
+
+    paths: tuple[str, ...]
+    parquet: tuple[str, ...]
+    rejected: tuple[Rejected, ...]
+    jsonl_rows: int
+
+
+def _is_uri(path: str) -> bool:
+    scheme = urlparse(path).scheme
+    return len(scheme) > 1 and scheme != "file"
+
+
+def prepare(
+    paths: Sequence[str],
+    work_dir: str | Path,
+    on_progress: Callable[[int, int | None], None] | None = None,
+) -> Inputs:
+    """Check every input and convert JSONL to Parquet under ``work_dir/_jsonl``."""
+    parquet: list[str] = []
+    rejected: list[Rejected] = []
+    jsonl_rows = 0
+    part = 0
+    for raw in paths:
+        if _is_uri(raw):
+            parquet.append(raw)
+            continue
+        fmt, files = trace_files(raw)
+        if fmt == "parquet":
+            for f in files:
+                open_parquet(f)
+                parquet.append(str(Path(f).resolve()))
+            continue
+        if _is_uri(str(work_dir)):
+            raise TraceReadError(raw, "JSONL input needs a local --out (convert it to Parquet first)")
+        target = Path(work_dir) / "_jsonl"
+        target.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            out = target / f"part-{part:05d}.parquet"
+            part += 1
+            writer = None
+            for batch in iter_jsonl_batches(f, 65_536, rejected.append):
+                if writer is None:
+                    writer = ParquetWriter(out)
+                writer.write_batch(batch)
+                jsonl_rows += batch.num_rows
+                if on_progress:
+                    on_progress(jsonl_rows, None)
+            if writer is not None:
+                writer.close()
+                parquet.append(str(out.resolve()))
+    return Inputs(tuple(paths), tuple(parquet), tuple(rejected), jsonl_rows)
+
+
+def _empty(spark: SparkSession) -> DataFrame:
+    fields = [T.StructField(n, t) for n, t in TYPES.items()]
+    return spark.createDataFrame([], T.StructType(fields))
+
+
+def _problem(df: DataFrame) -> tuple[list[Column], Column]:
+    """(normalised columns, the reason a row is rejected or null)."""
+    present = {f.name: f.dataType for f in df.schema.fields}
+    cols: list[Column] = []
+    checks: list[tuple[Column, Column]] = []
+    for name in ("seq", "ts", "event"):
+        if name in present:
+            checks.append((F.col(name).isNull(), F.lit(f"missing required field {name!r}")))
+    for name, dtype in TYPES.items():
+        if name not in present:
+            cols.append(F.lit(None).cast(dtype).alias(name))
+            continue
+        src = F.col(name)
+        cast = src.cast(dtype)
+        if present[name] != dtype:
+            kind = "a string" if isinstance(dtype, T.StringType) else "an integer"
+            bad = src.isNotNull() & cast.isNull()
+            if isinstance(present[name], (T.FloatType, T.DoubleType, T.DecimalType)):
+                bad = bad | (src.isNotNull() & (cast != src))
+            checks.append(
+                (
+                    bad,
+                    F.format_string(f"field {name!r}: expected {kind}, got %s", src.cast("string")),
+                )
+            )
+        cols.append(cast.alias(name))
+    known = F.col("event").isin(*EVENTS)
+    checks.append((~known, F.format_string("unknown event '%s'", F.col("event"))))
+    problem = reduce(lambda acc, c: acc.when(c[0], c[1]), checks[1:], F.when(*checks[0]))
+    return cols, problem
+
+
+def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
+    """(rows with ``trace``, audit columns, ``position``, ``problem``; has trace_id)."""
+    if not inputs.parquet:
+        df = _empty(spark)
+        position = F.lit(None).cast("string")
+    else:
+        try:
+            df = spark.read.option("mergeSchema", "true").parquet(*inputs.parquet)
+            df.schema  # noqa: B018 - resolve the schema now: incompatible files fail here
+        except Exception as exc:  # pyspark raises several unrelated types here
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise TraceReadError(", ".join(inputs.paths), f"cannot read as Parquet: {first}") from None
+        missing = [c for c in ("seq", "ts", "event") if c not in df.columns]
+        if missing:
+            raise TraceReadError(", ".join(inputs.paths), f"missing column(s) {', '.join(missing)}")
+        position = F.concat(
+            F.regexp_replace(F.col("_metadata.file_path"), "^file:", ""),
+            F.lit("#"),
+            F.col("_metadata.row_index").cast("string"),
+        )
+    has_trace_id = "trace_id" in df.columns
+    trace = F.lit("")
+    if has_trace_id:  # extras written by rmqspec.traces are JSON-encoded strings
+        raw = F.col("trace_id").cast("string")
+        decoded = F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v")
+        trace = F.coalesce(F.when(raw.rlike('^".*"$'), decoded).otherwise(raw), F.lit(""))
+    cols, problem = _problem(df)
+    out = df.select(trace.alias("trace"), *cols, position.alias("position"), problem.alias("problem"))
+    return out, has_trace_id

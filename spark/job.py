@@ -1,0 +1,345 @@
+"""The Spark audit job: read traces once, run every §8.1 rule, write the results.
+
+``run_audit(spark, paths, out, config)`` is the library entry (the CLI's
+``rmqspec audit`` and ``spark-submit`` both call it through ``main``):
+
+1. prepare: check the inputs, convert JSONL to Parquet (driver side);
+2. scan: read all Parquet once, validate every row, cache the audit
+   columns, and compute per-trace facts in one aggregation (row counts,
+   drain seq, crash/recover seqs for epochs, rows lacking needed fields);
+3. rules: ``rules.all_findings`` (one shuffle per key family), persisted,
+   written to ``OUT/violations`` and ``OUT/observations`` (Parquet);
+4. summary: ``OUT/rejected`` (Parquet: position, seq, reason) and
+   ``OUT/summary.json``.
+
+Run it on a cluster with ``spark-submit`` (see ``spark/README.md``)::
+
+    spark-submit --master yarn --py-files rmqspec.zip spark/job.py TRACE... --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import attrs
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
+from rmqspec.spark import inputs as inputs_mod
+from rmqspec.spark.args import add_arguments
+from rmqspec.spark.config import AuditConfig, ConfigError, load_config
+from rmqspec.spark.rules import all_findings
+from rmqspec.traces.checker import not_judged_reasons
+from rmqspec.traces.checks_common import NEEDS
+from rmqspec.traces.errors import TraceReadError
+
+__all__ = ["AuditSummary", "add_arguments", "main", "render_summary", "run", "run_audit"]
+
+NEEDS_FLAT: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
+    (code, event, fields) for code, needs in NEEDS.items() for event, fields in needs
+)
+OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
+
+
+@attrs.frozen
+class AuditSummary:
+    """What ``summary.json`` holds; ``samples`` are the first violations for the terminal."""
+
+    violations: Mapping[str, int]
+    observations: Mapping[str, int]
+    events_read: int
+    rows_rejected: int
+    not_judged: Mapping[str, str]
+    wall_time_s: float
+    inputs: tuple[str, ...]
+    master: str
+    out: str
+    rejected_sample: tuple[str, ...] = ()
+    samples: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events_read / self.wall_time_s if self.wall_time_s > 0 else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(self.violations.values()) else 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "violations": dict(self.violations),
+            "observations": dict(self.observations),
+            "events_read": self.events_read,
+            "rows_rejected": self.rows_rejected,
+            "not_judged": dict(self.not_judged),
+            "wall_time_s": round(self.wall_time_s, 3),
+            "events_per_s": round(self.events_per_s, 1),
+            "inputs": list(self.inputs),
+            "master": self.master,
+            "out": self.out,
+            "rejected_sample": list(self.rejected_sample),
+        }
+
+
+def _is_local(path: str) -> bool:
+    scheme = urlparse(path).scheme
+    return len(scheme) <= 1 or scheme == "file"
+
+
+def _write_text(spark: SparkSession, path: str, text: str) -> None:
+    if _is_local(path):
+        Path(path.removeprefix("file:")).write_text(text, encoding="utf-8")
+        return
+    jvm = spark.sparkContext._jvm  # Hadoop FileSystem for hdfs://, s3a://, …
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    stream = fs.create(hpath, True)
+    stream.write(bytearray(text.encode("utf-8")))
+    stream.close()
+
+
+def _facts(cached: DataFrame) -> list[Any]:
+    valid = F.col("problem").isNull()
+    aggs = [
+        F.count(F.lit(1)).alias("n"),
+        F.sum(F.when(valid, 1).otherwise(0)).alias("good"),
+        F.max(F.when(valid & (F.col("event") == "drain"), F.col("seq"))).alias("drain"),
+        F.array_sort(F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq")))).alias(
+            "bounds"
+        ),
+    ]
+    for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
+        lacks = F.lit(False)
+        for f in fields:
+            lacks = lacks | F.col(f).isNull()
+        aggs.append(F.sum(F.when(valid & (F.col("event") == event) & lacks, 1).otherwise(0)).alias(f"lack{i}"))
+    return cached.groupBy("trace").agg(*aggs).collect()
+
+
+def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) -> DataFrame:
+    small = [(r["trace"], r["drain"], list(r["bounds"])) for r in facts if r["good"]]
+    if not any(d is not None or b for _, d, b in small):
+        return base.withColumn("epoch", F.lit(0)).withColumn("drain", F.lit(None).cast("bigint"))
+    schema = T.StructType(
+        [
+            T.StructField("trace", T.StringType()),
+            T.StructField("drain", T.LongType()),
+            T.StructField("bounds", T.ArrayType(T.LongType())),
+        ]
+    )
+    table = spark.createDataFrame(small, schema)
+    joined = base.join(F.broadcast(table), "trace", "left")
+    bounds = F.coalesce(F.col("bounds"), F.array().cast("array<bigint>"))
+    epoch = F.size(F.filter(bounds, lambda b: b < F.col("seq")))
+    return joined.withColumn("epoch", epoch).drop("bounds")
+
+
+def run_audit(
+    spark: SparkSession,
+    paths: Sequence[str],
+    out: str,
+    config: AuditConfig | None = None,
+    *,
+    on_stage: Callable[[str], None] | None = None,
+) -> AuditSummary:
+    """Audit the traces at ``paths``; write ``out/{violations,observations,rejected}`` and
+    ``out/summary.json``. Raises ``TraceReadError`` for unreadable input."""
+    config = config or AuditConfig()
+    stage = on_stage or (lambda _name: None)
+    start = time.monotonic()
+    if _is_local(out):
+        Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
+
+    stage("prepare inputs")
+    prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
+
+    stage("read + validate")
+    rows, has_trace_id = inputs_mod.load(spark, prepared)
+    keep = ["trace", *inputs_mod.AUDIT_COLUMNS, "problem"]
+    for unused in ("actor", "commitlog_offset", "sharding_key"):
+        keep.remove(unused)
+    cached = rows.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        try:
+            facts = _facts(cached)
+        except Exception as exc:  # corrupt data pages surface only when Spark reads them
+            raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
+        spark_read = sum(r["n"] for r in facts)
+        spark_bad = sum(r["n"] - r["good"] for r in facts)
+        good_traces = [r for r in facts if r["good"]]
+        has_drain = bool(good_traces) and all(r["drain"] is not None for r in good_traces)
+        lacking: dict[tuple[str, str], int] = {}
+        for i, (code, event, _fields) in enumerate(NEEDS_FLAT):
+            n = sum(r[f"lack{i}"] for r in facts)
+            if n:
+                lacking[(code, event)] = lacking.get((code, event), 0) + n
+        not_judged = not_judged_reasons(has_drain, lacking)
+
+        stage("rules")
+        base = cached.filter(F.col("problem").isNull()).drop("problem")
+        base = _with_trace_facts(spark, base, facts)
+        any_drain = any(r["drain"] is not None for r in good_traces)
+        families: list[DataFrame] = []
+        findings = all_findings(
+            base,
+            config.params,
+            has_drain=any_drain,
+            subscriptions=config.subscriptions,
+            keep=families,
+        )
+        cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
+        # Materialise the findings once (persisted), then sort the small result:
+        # an orderBy on the full plan would run it twice (range sampling).
+        # The union has one partition per branch partition: coalesce to the cores.
+        width = max(1, spark.sparkContext.defaultParallelism)
+        raw = findings.withColumnRenamed("trace", "trace_id").coalesce(width)
+        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+        raw.count()
+        findings = raw.orderBy("trace_id", F.element_at("seqs", -1), "code", "seqs")
+        try:
+            for kind, name in (("violation", "violations"), ("observation", "observations")):
+                stage(f"write {name}")
+                (
+                    findings.filter(F.col("kind") == kind)
+                    .select(*cols)
+                    .coalesce(1)
+                    .write.mode("overwrite")
+                    .parquet(f"{out}/{name}")
+                )
+            counts = {(r["kind"], r["code"]): r["count"] for r in findings.groupBy("kind", "code").count().collect()}
+            samples = tuple(
+                (r["code"], tuple(r["seqs"]), r["reason"])
+                for r in findings.filter(F.col("kind") == "violation").limit(10).collect()
+            )
+        finally:
+            raw.unpersist()
+            for frame in families:
+                frame.unpersist()
+
+        stage("write rejected")
+        rejected = rows.filter(F.col("problem").isNotNull()).select("position", "seq", F.col("problem").alias("reason"))
+        driver_rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected]
+        if driver_rejected:
+            extra = spark.createDataFrame(driver_rejected, "position string, seq bigint, reason string")
+            rejected = extra.unionByName(rejected) if spark_bad else extra
+        elif not spark_bad:
+            rejected = spark.createDataFrame([], "position string, seq bigint, reason string")
+        rejected = rejected.persist()
+        rejected.coalesce(1).write.mode("overwrite").parquet(f"{out}/rejected")
+        sample = tuple(
+            f"{r['position']} (seq {'?' if r['seq'] is None else r['seq']}): {r['reason']}"
+            for r in rejected.limit(20).collect()
+        )
+        rejected.unpersist()
+    finally:
+        cached.unpersist()
+
+    summary = AuditSummary(
+        violations={c: counts.get(("violation", c), 0) for c in VIOLATION_CODES},
+        observations={c: counts.get(("observation", c), 0) for c in OBSERVATION_CODES},
+        events_read=spark_read + len(prepared.rejected),
+        rows_rejected=spark_bad + len(prepared.rejected),
+        not_judged=not_judged,
+        wall_time_s=time.monotonic() - start,
+        inputs=tuple(paths),
+        master=spark.sparkContext.master,
+        out=out,
+        rejected_sample=sample,
+        samples=samples,
+    )
+    _write_text(spark, f"{out}/summary.json", json.dumps(summary.as_json(), indent=2) + "\n")
+    return summary
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("An error occurred while calling"):
+            return line[:300]
+    return type(exc).__name__
+
+
+def render_summary(summary: AuditSummary) -> str:
+    """The terminal table: one line per code, then not-judged reasons and samples."""
+    lines = [
+        f"audited {summary.events_read} events ({summary.rows_rejected} rejected) in "
+        f"{summary.wall_time_s:.1f}s ({summary.events_per_s:,.0f} events/s) on {summary.master}",
+        f"{'code':<28}{'kind':<13}{'count':>10}",
+    ]
+    for code, n in summary.violations.items():
+        note = "  not judged" if code in summary.not_judged and not n else ""
+        lines.append(f"{code:<28}{'violation':<13}{n:>10}{note}")
+    for code, n in summary.observations.items():
+        lines.append(f"{code:<28}{'observation':<13}{n:>10}")
+    for code, why in summary.not_judged.items():
+        lines.append(f"not judged {code}: {why}")
+    for code, seqs, reason in summary.samples:
+        lines.append(f"{code} seqs={list(seqs)}: {reason}")
+    for text in summary.rejected_sample[:5]:
+        lines.append(f"rejected {text}")
+    total = sum(summary.violations.values())
+    lines.append(f"{total} violation(s); results in {summary.out}")
+    return "\n".join(lines)
+
+
+class AuditUsageError(ValueError):
+    """A bad option value (``--conf`` without ``=``…)."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the audit for parsed ``args``; raises ConfigError / TraceReadError / AuditUsageError."""
+    from rmqspec.spark.session import audit_session
+
+    config = load_config(args.config)
+    conf: dict[str, str] = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise AuditUsageError(f"--conf {item!r} is not KEY=VALUE")
+        conf[key] = value
+    for path in args.paths:  # fail before the JVM starts
+        if _is_local(path) and not Path(path).exists():
+            raise TraceReadError(path, "no such file or directory")
+    if args.master.startswith("local"):
+        conf.setdefault("spark.driver.memory", "2g")
+    started = time.monotonic()
+
+    def stage(name: str) -> None:
+        if not args.quiet:
+            print(f"audit: {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr, flush=True)
+
+    stage("starting Spark")
+    spark = audit_session(args.master, conf)
+    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage)
+    if args.json:
+        print(json.dumps(summary.as_json(), indent=2))
+    else:
+        print(render_summary(summary))
+    return summary.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``spark-submit spark/job.py PATH... --out DIR``: exit 0 clean, 1 violations, 2 bad input."""
+    parser = argparse.ArgumentParser(prog="rmqspec-audit", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except (TraceReadError, ConfigError, AuditUsageError) as exc:
+        print(f"rmqspec-audit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

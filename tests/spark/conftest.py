@@ -1,0 +1,184 @@
+"""One local[2] SparkSession for all Spark tests, and ONE audit run over a batch of traces.
+
+Spark start-up and job planning dominate the cost of a small audit, so the
+hand-written cases (``traces.checker_cases``), the generator's injected and
+clean traces and a few hundred Hypothesis-drawn random traces are put into
+one Parquet file, told apart by a ``trace_id`` column, and audited once by
+``run_audit``. The reference checker audits the same rows; tests compare
+per trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from rmqspec.properties.codes import VIOLATION_CODES
+from rmqspec.spark.config import load_config
+from rmqspec.spark.job import AuditSummary, run_audit
+from rmqspec.spark.session import audit_session
+from rmqspec.traces.checker import CheckReport, check
+from rmqspec.traces.checker_cases import CASES, CONFIG_JSON, PARAMS
+from rmqspec.traces.generator import GenConfig, generate_rows
+from rmqspec.traces.io import rows_to_table
+from rmqspec.traces.notation import parse
+
+RANDOM_TRACES = 300
+GEN_EVENTS = 2500
+
+# ------------------------------------------------------------ random traces
+
+_TS_STEPS = (0, 1, 999, 1000, 5999, 6000, 10_000, 29_999, 30_000, 30_001, 59_999, 60_000, 60_001)
+_STATUS = {
+    "send": ("SEND_OK", None, "FAILED"),
+    "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
+    "send_back": ("RETRY", "RETRY", "DLQ"),
+    "lock": ("GRANTED", "GRANTED", "DENIED"),
+    "txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN"),
+    "crash": ("kill",),
+}
+_EVENTS = (
+    "send", "store", "store", "deliver", "deliver", "consume", "consume", "send_back",
+    "schedule_fire", "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_start",
+    "orderly_end", "txn_half", "txn_end", "txn_check", "txn_discard", "crash", "recover",
+)  # fmt: skip
+
+
+@st.composite
+def _row(draw: Any) -> dict[str, Any]:
+    event = draw(st.sampled_from(_EVENTS))
+    due = draw(st.sampled_from((None, 0, 999, 1000, 10_000, 60_000)))
+    return {
+        "event": event,
+        "dt": draw(st.sampled_from(_TS_STEPS)),
+        "due": due,
+        "group": draw(st.sampled_from(("G", "G", "GSMALL", None))),
+        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "SCHEDULE_TOPIC_XXXX", None))),
+        "queue_id": draw(st.sampled_from((0, 1))),
+        "queue_offset": draw(st.integers(0, 4)),
+        "msg_key": draw(st.sampled_from(("K1", "K2", "K3", None))),
+        "reconsume_times": draw(st.sampled_from((0, 0, 1, 2, 3, 16, 17, None))),
+        "delay_level": draw(st.sampled_from((-1, 0, 1, 3, 18, None))),
+        "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
+        "client_id": draw(st.sampled_from(("C1", "C2", "C3"))),
+        "txn_id": draw(st.sampled_from(("K1", "K2", None))),
+    }
+
+
+@st.composite
+def random_trace(draw: Any) -> list[dict[str, Any]]:
+    """Plausible-enough event sequences over tiny key domains, so rules collide often."""
+    drafts = draw(st.lists(_row(), min_size=1, max_size=28))
+    rows: list[dict[str, Any]] = []
+    ts = draw(st.sampled_from((0, 1000)))
+    for seq, d in enumerate(drafts):
+        ts += d.pop("dt")
+        due = d.pop("due")
+        rows.append({"seq": seq, "ts": ts, **d, "deliver_ts": None if due is None else ts + due})
+    if draw(st.booleans()):
+        rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+    return rows
+
+
+def draw_random_traces(n: int) -> list[list[dict[str, Any]]]:
+    out: list[list[dict[str, Any]]] = []
+
+    @settings(
+        max_examples=n,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(random_trace())
+    def collect(rows: list[dict[str, Any]]) -> None:
+        out.append(rows)
+
+    collect()
+    return out
+
+
+# ------------------------------------------------------------------ batch
+
+
+@attrs.frozen
+class Batch:
+    """The audited batch: rows and expectations per trace_id, and both results."""
+
+    rows: dict[str, list[dict[str, Any]]]
+    truth: dict[str, list[tuple[str, tuple[int, ...]]]]
+    spark: dict[str, list[tuple[str, tuple[int, ...]]]]
+    checker: dict[str, list[tuple[str, tuple[int, ...]]]]
+    report: CheckReport
+    summary: AuditSummary
+    out: Path
+
+
+def findings_by_trace(items: list[tuple[str, str, tuple[int, ...]]]) -> dict[str, list]:
+    by: dict[str, list] = defaultdict(list)
+    for trace_id, code, seqs in items:
+        by[trace_id].append((code, tuple(seqs)))
+    return {k: sorted(v) for k, v in by.items()}
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return audit_session(
+        "local[2]",
+        {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"},
+        app_name="rmqspec-tests",
+    )
+
+
+@pytest.fixture(scope="session")
+def batch(spark, tmp_path_factory) -> Batch:
+    tmp = tmp_path_factory.mktemp("audit_batch")
+    rows: dict[str, list[dict[str, Any]]] = {}
+    truth: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    for i, case in enumerate(CASES):
+        rows[f"case{i:02d}"] = parse(case.text)
+        truth[f"case{i:02d}"] = sorted(case.expected)
+    for code in VIOLATION_CODES:
+        gen_rows, gen_truth = generate_rows(GenConfig(events=GEN_EVENTS, seed=7, inject=(code,)))
+        rows[f"gen:{code}"] = gen_rows
+        truth[f"gen:{code}"] = sorted((t["code"], tuple(t["seqs"])) for t in gen_truth)
+    for seed, crashes in ((11, 0), (12, 2)):
+        gen_rows, _ = generate_rows(GenConfig(events=GEN_EVENTS, seed=seed, crashes=crashes))
+        rows[f"clean:{seed}"] = gen_rows
+    for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
+        rows[f"hyp{i:03d}"] = trace
+    flat = [{**r, "trace_id": tid} for tid, trace in rows.items() for r in trace]
+    pq.write_table(rows_to_table(flat), tmp / "batch.parquet")
+    config_file = tmp / "audit.json"
+    config_file.write_text(json.dumps(CONFIG_JSON))
+    config = load_config(config_file)
+    assert config.params == PARAMS
+    out = tmp / "out"
+    summary = run_audit(spark, [str(tmp / "batch.parquet")], str(out), config)
+    got = []
+    for name in ("violations", "observations"):
+        table = pq.read_table(out / name)
+        for r in table.to_pylist():
+            got.append((r["trace_id"], r["code"], tuple(r["seqs"])))
+    report = check(flat, PARAMS)
+    ref = [(f.trace_id, f.code, f.seqs) for f in (*report.violations, *report.observations)]
+    return Batch(
+        rows=rows,
+        truth=truth,
+        spark=findings_by_trace(got),
+        checker=findings_by_trace(ref),
+        report=report,
+        summary=summary,
+        out=out,
+    )

@@ -1,0 +1,351 @@
+"""Hand-written traces, one or more per SPEC §8.1 code, with the findings they must give.
+
+Each ``Case`` is a small trace in the notation of ``traces.notation`` and the
+exact findings (code, seqs) the reference checker and the Spark audit must
+report — nothing more. They pin the boundaries of each rule (a lock exactly
+60000 ms old still holds, a delivery exactly at ``deliver_ts`` is on time,
+…) and show every rule reachable. ``PARAMS`` is the configuration they
+assume: RocketMQ's defaults plus ``GSMALL`` with max reconsume times 2.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from rmqspec.properties.codes import AuditParams
+
+PARAMS = AuditParams(group_retry_max=(("GSMALL", 2),))
+# The JSON config file equivalent of PARAMS (spark/config.py).
+CONFIG_JSON = {"groupMaxReconsumeTimes": {"GSMALL": 2}}
+
+
+@attrs.frozen
+class Case:
+    name: str
+    text: str
+    expected: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+_CONSUMED = """
+0 send t=1000 topic=T q=0 key=K1 st=SEND_OK
+1 store t=1000 topic=T q=0 off=0 key=K1
+2 deliver t=1010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+3 consume t=1020 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS
+4 commit_offset t=1030 g=G topic=T q=0 off=1
+"""
+
+CASES: tuple[Case, ...] = (
+    Case("clean consumed message", _CONSUMED + "5 drain t=9000\n", ()),
+    Case(
+        "ORDER_QUEUE_GAP skipped offset; a crash starts a new epoch",
+        """
+        0 store t=1 topic=T q=0 off=0 key=A
+        1 store t=2 topic=T q=0 off=1 key=B
+        2 store t=3 topic=T q=1 off=5 key=C
+        3 store t=4 topic=T q=0 off=3 key=D
+        4 crash t=5 st=kill
+        5 recover t=6
+        6 store t=7 topic=T q=0 off=2 key=E
+        7 store t=8 topic=T q=0 off=3 key=F
+        8 store t=9 topic=T q=0 off=3 key=G
+        """,
+        (("ORDER_QUEUE_GAP", (1, 3)), ("ORDER_QUEUE_GAP", (7, 8))),
+    ),
+    Case(
+        "ORDER_KEY_REORDERED within one ownership, not across a takeover",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 consume t=10 g=G topic=T q=0 off=0 key=A c=C1 st=SUCCESS
+        2 consume t=20 g=G topic=T q=0 off=1 key=B c=C1 st=SUCCESS
+        3 consume t=30 g=G topic=T q=0 off=1 key=B c=C1 st=SUCCESS
+        4 lock t=20000 g=G topic=T q=0 c=C1 st=GRANTED
+        5 consume t=20010 g=G topic=T q=0 off=1 key=B c=C1 st=RECONSUME_LATER
+        6 consume t=20020 g=G topic=T q=0 off=0 key=A c=C1 st=SUCCESS
+        7 lock t=90000 g=G topic=T q=0 c=C2 st=GRANTED
+        8 consume t=90010 g=G topic=T q=0 off=0 key=A c=C2 st=SUCCESS
+        9 unlock t=90020 g=G topic=T q=0 c=C2
+        10 lock t=90030 g=G topic=T q=0 c=C2 st=GRANTED
+        11 consume t=90040 g=G topic=T q=0 off=0 key=A c=C2 st=SUCCESS
+        """,
+        (
+            ("ORDER_KEY_REORDERED", (2, 3)),
+            ("ORDER_KEY_REORDERED", (3, 6)),
+            ("UNEXPECTED", (1,)),
+            ("UNEXPECTED", (2,)),
+            ("UNEXPECTED", (3,)),
+            ("UNEXPECTED", (5,)),
+            ("UNEXPECTED", (6,)),
+            ("UNEXPECTED", (8,)),
+            ("UNEXPECTED", (11,)),
+            ("DUPLICATED", (1, 6)),
+            ("DUPLICATED", (2, 3)),
+            ("DUPLICATED", (1, 8)),
+            ("DUPLICATED", (1, 11)),
+        ),
+    ),
+    Case(
+        "LOST: acknowledged, consumed by nobody in G; DLQ and other groups are fine",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SEND_OK
+        6 store t=2000 topic=T q=0 off=1 key=K2
+        7 send t=2100 topic=T q=0 key=K3
+        8 store t=2100 topic=T q=0 off=2 key=K3
+        9 send_back t=2200 g=G topic=T q=0 off=2 key=K3 rt=1 lvl=-1 st=DLQ
+        10 send t=2300 topic=U q=0 key=K4 st=SEND_OK
+        11 send t=2400 topic=T q=0 key=K5 st=FAILED
+        12 drain t=9000
+        """,
+        (("LOST", (5, 12)),),
+    ),
+    Case(
+        "LOST of a committed transaction (topic from the COMMIT)",
+        _CONSUMED
+        + """
+        5 txn_half t=2000 topic=RMQ_SYS_TRANS_HALF_TOPIC key=TX1 txn=TX1
+        6 txn_end t=2100 topic=T q=0 key=TX1 txn=TX1 st=COMMIT
+        7 drain t=9000
+        """,
+        (("LOST", (6, 7)),),
+    ),
+    Case(
+        "LOST is not judged without a drain",
+        _CONSUMED + "5 send t=2000 topic=T q=0 key=K2 st=SEND_OK\n",
+        (),
+    ),
+    Case(
+        "UNEXPECTED deliver and consume of a key never sent",
+        _CONSUMED
+        + """
+        5 deliver t=2000 g=G topic=T q=0 off=1 key=GHOST c=C1 rt=0
+        6 consume t=2010 g=G topic=T q=0 off=1 key=GHOST c=C1 st=SUCCESS
+        """,
+        (("UNEXPECTED", (5,)), ("UNEXPECTED", (6,))),
+    ),
+    Case(
+        "RETRY_EARLY: delivery exactly at deliver_ts is on time, 1 ms before is early",
+        """
+        0 send t=0 topic=T q=0 key=K1
+        1 store t=0 topic=T q=0 off=0 key=K1
+        2 deliver t=10 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        3 consume t=20 g=G topic=T q=0 off=0 key=K1 c=C1 st=RECONSUME_LATER
+        4 send_back t=30 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=3 due=10030 st=RETRY
+        5 deliver t=10030 g=G topic=%RETRY%G q=0 off=0 key=K1 c=C1 rt=1
+        6 consume t=10040 g=G topic=%RETRY%G q=0 off=0 key=K1 c=C1 st=RECONSUME_LATER
+        7 send_back t=10050 g=G topic=%RETRY%G q=0 off=0 key=K1 rt=2 lvl=4 due=40050 st=RETRY
+        8 deliver t=40049 g=G topic=%RETRY%G q=0 off=1 key=K1 c=C1 rt=2
+        9 send_back t=40060 g=G topic=%RETRY%G q=0 off=1 key=K1 rt=3 lvl=5 due=99999 st=RETRY
+        """,
+        (("RETRY_EARLY", (7, 8)), ("RETRY_EARLY", (9,))),
+    ),
+    Case(
+        "DLQ_EARLY / DLQ_MISSED at the default max 16 and a per-group max 2",
+        """
+        0 send t=0 topic=T q=0 key=K1
+        1 send_back t=10 g=G topic=%RETRY%G q=0 off=0 key=K1 rt=16 lvl=0 st=DLQ
+        2 send_back t=20 g=G topic=%RETRY%G q=0 off=1 key=K1 rt=17 lvl=0 st=DLQ
+        3 send_back t=30 g=G topic=%RETRY%G q=0 off=2 key=K1 rt=16 lvl=18 due=7200030 st=RETRY
+        4 send_back t=40 g=G topic=%RETRY%G q=0 off=3 key=K1 rt=17 lvl=18 due=7200040 st=RETRY
+        5 deliver t=50 g=G topic=%DLQ%G q=0 off=0 key=K1 c=C1 rt=17
+        6 send_back t=60 g=G topic=%RETRY%G q=0 off=4 key=K1 rt=1 lvl=-1 st=DLQ
+        7 send_back t=70 g=GSMALL topic=%RETRY%GSMALL q=0 off=0 key=K1 rt=3 lvl=0 st=DLQ
+        8 send_back t=80 g=GSMALL topic=%RETRY%GSMALL q=0 off=1 key=K1 rt=2 lvl=0 st=DLQ
+        9 deliver t=90 g=GSMALL topic=%RETRY%GSMALL q=0 off=2 key=K1 c=C1 rt=3
+        """,
+        (
+            ("DLQ_EARLY", (1,)),
+            ("DLQ_MISSED", (4,)),
+            ("DLQ_MISSED", (5,)),
+            ("RETRY_EARLY", (4, 5)),
+            ("DLQ_EARLY", (8,)),
+            ("DLQ_MISSED", (9,)),
+        ),
+    ),
+    Case(
+        "DELAY_EARLY: a fire at deliver_ts is on time, 1 ms before is early",
+        """
+        0 store t=0 topic=SCHEDULE_TOPIC_XXXX q=2 off=0 key=K1 lvl=3 due=10000
+        1 send t=0 topic=T q=0 key=K1 lvl=3
+        2 schedule_fire t=10000 topic=T q=0 key=K1 rt=0
+        3 store t=10000 topic=T q=0 off=0 key=K1
+        4 deliver t=10010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        5 store t=20000 topic=SCHEDULE_TOPIC_XXXX q=2 off=1 key=K2 lvl=3 due=30000
+        6 send t=20000 topic=T q=0 key=K2 lvl=3
+        7 schedule_fire t=29999 topic=T q=0 key=K2 rt=0
+        8 store t=29999 topic=T q=0 off=1 key=K2
+        9 deliver t=29999 g=G topic=T q=0 off=1 key=K2 c=C1 rt=0
+        10 store t=40000 topic=SCHEDULE_TOPIC_XXXX q=2 off=2 key=K3 lvl=3 due=50000
+        11 send t=40000 topic=T q=0 key=K3 lvl=3
+        12 deliver t=45000 g=G topic=T q=0 off=2 key=K3 c=C1 rt=0
+        """,
+        (("DELAY_EARLY", (5, 7)), ("DELAY_EARLY", (10, 12))),
+    ),
+    Case(
+        "LOCK_OVERLAP at exactly 60000 ms; 60001 ms and after an unlock are fine",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 lock t=60000 g=G topic=T q=0 c=C2 st=GRANTED
+        2 lock t=200000 g=G topic=T q=1 c=C1 st=GRANTED
+        3 lock t=260001 g=G topic=T q=1 c=C2 st=GRANTED
+        4 lock t=300000 g=G topic=T q=2 c=C1 st=GRANTED
+        5 unlock t=300001 g=G topic=T q=2 c=C1
+        6 lock t=300002 g=G topic=T q=2 c=C2 st=GRANTED
+        7 lock t=300003 g=G topic=T q=2 c=C1 st=DENIED
+        """,
+        (("LOCK_OVERLAP", (0, 1)),),
+    ),
+    Case(
+        "LOCK_OVERLAP renewals inside the other's lifetime, and across a crash none",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 lock t=1000 g=G topic=T q=0 c=C2 st=GRANTED
+        2 lock t=21000 g=G topic=T q=0 c=C2 st=GRANTED
+        3 lock t=70000 g=G topic=T q=0 c=C2 st=GRANTED
+        4 lock t=80000 g=G topic=T q=3 c=C1 st=GRANTED
+        5 crash t=80001 st=kill
+        6 recover t=80002
+        7 lock t=80003 g=G topic=T q=3 c=C2 st=GRANTED
+        """,
+        (("LOCK_OVERLAP", (0, 1)), ("LOCK_OVERLAP", (0, 2))),
+    ),
+    Case(
+        "ORDERLY_WITHOUT_LOCK missing, superseded, expired (30001 ms) but not at 30000",
+        """
+        0 orderly_start t=0 g=G topic=T q=0 c=C1
+        1 orderly_end t=1 g=G topic=T q=0 c=C1
+        2 lock t=10 g=G topic=T q=0 c=C1 st=GRANTED
+        3 orderly_start t=30010 g=G topic=T q=0 c=C1
+        4 orderly_end t=30011 g=G topic=T q=0 c=C1
+        5 orderly_start t=30011 g=G topic=T q=0 c=C1
+        6 orderly_end t=30012 g=G topic=T q=0 c=C1
+        7 lock t=100000 g=G topic=T q=0 c=C2 st=GRANTED
+        8 orderly_start t=100001 g=G topic=T q=0 c=C1
+        9 orderly_end t=100002 g=G topic=T q=0 c=C1
+        """,
+        (
+            ("ORDERLY_WITHOUT_LOCK", (0,)),
+            ("ORDERLY_WITHOUT_LOCK", (2, 5)),
+            ("ORDERLY_WITHOUT_LOCK", (7, 8)),
+        ),
+    ),
+    Case(
+        "ORDERLY_CONCURRENT overlapping windows; back-to-back windows are fine",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 orderly_start t=10 g=G topic=T q=0 c=C1
+        2 orderly_end t=20 g=G topic=T q=0 c=C1
+        3 lock t=70000 g=G topic=T q=0 c=C2 st=GRANTED
+        4 orderly_start t=70010 g=G topic=T q=0 c=C2
+        5 orderly_end t=70020 g=G topic=T q=0 c=C2
+        6 orderly_start t=70030 g=G topic=T q=0 c=C2
+        7 lock t=140000 g=G topic=T q=0 c=C1 st=GRANTED
+        8 orderly_start t=140010 g=G topic=T q=0 c=C1
+        9 orderly_end t=140020 g=G topic=T q=0 c=C1
+        """,
+        (("ORDERLY_CONCURRENT", (6, 8)),),
+    ),
+    Case(
+        "OFFSET_OVERRUN past an unacknowledged offset; send_back acknowledges",
+        """
+        0 send t=0 topic=T q=0 key=A
+        1 send t=0 topic=T q=0 key=B
+        2 send t=0 topic=T q=0 key=C
+        3 deliver t=10 g=G topic=T q=0 off=0 key=A c=C1 rt=0
+        4 deliver t=10 g=G topic=T q=0 off=1 key=B c=C1 rt=0
+        5 deliver t=10 g=G topic=T q=0 off=2 key=C c=C1 rt=0
+        6 consume t=20 g=G topic=T q=0 off=1 key=B c=C1 st=SUCCESS
+        7 commit_offset t=30 g=G topic=T q=0 off=0
+        8 commit_offset t=31 g=G topic=T q=0 off=2
+        9 send_back t=40 g=G topic=T q=0 off=0 key=A rt=1 lvl=3 due=10040 st=RETRY
+        10 commit_offset t=50 g=G topic=T q=0 off=2
+        11 commit_offset t=51 g=G topic=T q=0 off=3
+        """,
+        (("OFFSET_OVERRUN", (3, 8)), ("OFFSET_OVERRUN", (5, 11))),
+    ),
+    Case(
+        "TXN_VISIBLE_BEFORE_COMMIT and TXN_ROLLBACK_VISIBLE",
+        """
+        0 txn_half t=0 topic=RMQ_SYS_TRANS_HALF_TOPIC key=X1 txn=X1
+        1 deliver t=10 g=G topic=T q=0 off=0 key=X1 c=C1 rt=0
+        2 txn_end t=20 topic=T q=0 key=X1 txn=X1 st=COMMIT
+        3 deliver t=30 g=G topic=T q=0 off=1 key=X1 c=C1 rt=0
+        4 txn_half t=40 topic=RMQ_SYS_TRANS_HALF_TOPIC key=X2 txn=X2
+        5 deliver t=50 g=G topic=T q=0 off=2 key=X2 c=C1 rt=0
+        6 txn_end t=60 key=X2 txn=X2 st=ROLLBACK
+        7 deliver t=70 g=G topic=T q=0 off=3 key=X2 c=C1 rt=0
+        """,
+        (
+            ("TXN_VISIBLE_BEFORE_COMMIT", (0, 1)),
+            ("TXN_VISIBLE_BEFORE_COMMIT", (4, 5)),
+            ("TXN_ROLLBACK_VISIBLE", (6, 7)),
+        ),
+    ),
+    Case(
+        "TXN_DOUBLE_RESOLVED and DUPLICATE_COMMIT",
+        """
+        0 txn_half t=0 topic=H key=X1 txn=X1
+        1 txn_end t=10 key=X1 txn=X1 st=COMMIT
+        2 txn_end t=20 key=X1 txn=X1 st=COMMIT
+        3 txn_end t=30 key=X1 txn=X1 st=ROLLBACK
+        4 txn_half t=40 topic=H key=X2 txn=X2
+        5 txn_discard t=50 key=X2 txn=X2
+        6 txn_end t=60 key=X2 txn=X2 st=UNKNOWN
+        7 txn_end t=70 key=X2 txn=X2 st=ROLLBACK
+        """,
+        (
+            ("DUPLICATE_COMMIT", (1, 2)),
+            ("TXN_DOUBLE_RESOLVED", (1, 3)),
+            ("TXN_DOUBLE_RESOLVED", (5, 7)),
+        ),
+    ),
+    Case(
+        "TXN_CHECK_EARLY: a check at half + 6000 ms is on time, 5999 ms is early",
+        """
+        0 txn_half t=1000 topic=H key=X1 txn=X1
+        1 txn_check t=7000 key=X1 txn=X1
+        2 txn_half t=1000 topic=H key=X2 txn=X2
+        3 txn_check t=6999 key=X2 txn=X2
+        4 txn_end t=7000 key=X1 txn=X1 st=ROLLBACK
+        5 txn_end t=7000 key=X2 txn=X2 st=ROLLBACK
+        6 drain t=8000
+        """,
+        (("TXN_CHECK_EARLY", (2, 3)),),
+    ),
+    Case(
+        "TXN_CHECK_EXCEEDED: the 16th check with check max 15",
+        "0 txn_half t=0 topic=H key=X1 txn=X1\n"
+        + "".join(f"{i} txn_check t={i * 60000} key=X1 txn=X1\n" for i in range(1, 17))
+        + "17 txn_discard t=1000000 key=X1 txn=X1\n18 drain t=2000000\n",
+        (("TXN_CHECK_EXCEEDED", (0, 16)),),
+    ),
+    Case(
+        "TXN_UNRESOLVED at the drain; resolved and discarded halves are fine",
+        """
+        0 txn_half t=0 topic=H key=X1 txn=X1
+        1 txn_half t=0 topic=H key=X2 txn=X2
+        2 txn_half t=0 topic=H key=X3 txn=X3
+        3 txn_end t=10 key=X1 txn=X1 st=UNKNOWN
+        4 txn_end t=20 key=X2 txn=X2 st=ROLLBACK
+        5 txn_discard t=30 key=X3 txn=X3
+        6 drain t=100
+        """,
+        (("TXN_UNRESOLVED", (0, 6)),),
+    ),
+    Case(
+        "Observations: DUPLICATED and RECOVERED",
+        _CONSUMED
+        + """
+        5 deliver t=2000 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        6 consume t=2010 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS
+        7 store t=3000 topic=T q=0 off=1 key=K2
+        8 deliver t=3010 g=G topic=T q=0 off=1 key=K2 c=C1 rt=0
+        9 consume t=3020 g=G topic=T q=0 off=1 key=K2 c=C1 st=SUCCESS
+        10 send t=4000 topic=T q=0 key=K3 st=TIMEOUT
+        11 store t=4000 topic=T q=0 off=2 key=K3
+        12 deliver t=4010 g=G topic=T q=0 off=2 key=K3 c=C1 rt=0
+        13 consume t=4020 g=G topic=T q=0 off=2 key=K3 c=C1 st=SUCCESS
+        14 drain t=9000
+        """,
+        (("DUPLICATED", (3, 6)), ("RECOVERED", (8,)), ("RECOVERED", (12,))),
+    ),
+)

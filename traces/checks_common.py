@@ -1,0 +1,184 @@
+"""Shared vocabulary of the reference checker (``traces.checker``) and the Spark audit.
+
+Theory of operation
+-------------------
+A trace is a list of rows (plain dicts with the SPEC §8 columns) in ``seq``
+order. Each §8.1 rule is one detector function named after its anomaly that
+reads the whole trace and yields ``Finding`` values; nothing raises. The
+detectors are split by key family (``checks_order``, ``checks_delivery``,
+``checks_retry``, ``checks_lock``, ``checks_txn``); the Spark audit
+(``rmqspec.spark.rules``) implements the same rules with the same names and
+the same ``seqs`` conventions, and a differential test holds them equal.
+
+Conventions both sides share (also in ``spark/README.md`` under "Rules"):
+
+- ``seqs``: proving event(s) first, the offending row's seq last.
+- A row lacking a field a rule needs is ignored by that rule and counted in
+  ``not_judged`` (``NEEDS`` below).
+- An acknowledged ``send`` has a null status or one of RocketMQ's
+  ``SendStatus`` values; any other status (``FAILED``, ``TIMEOUT``…) marks a
+  send the producer never saw acknowledged.
+- ``deliver`` / ``consume`` / ``send_back`` name the stored copy
+  (retry copies live in ``%RETRY%{group}``); ``commit_offset`` carries the
+  committed offset in ``queue_offset``.
+- An optional extra column ``trace_id`` splits one input into independent
+  traces (every rule is evaluated per trace); without it the input is one trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from rmqspec.properties.codes import AuditParams, Code, ObservationCode
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DLQ_PREFIX = "%DLQ%"
+ACKED_SEND_STATUSES: frozenset[str] = frozenset(
+    {"SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}
+)
+KEY_COLUMNS: tuple[str, ...] = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
+
+# code -> ((event, fields the rule needs on that event), ...). A row of that
+# event lacking one of the fields is skipped by the rule and counted.
+NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    Code.ORDER_QUEUE_GAP: (("store", ("topic", "queue_id", "queue_offset")),),
+    Code.ORDER_KEY_REORDERED: (
+        ("lock", ("group", "topic", "queue_id", "client_id", "status")),
+        ("consume", ("group", "topic", "queue_id", "client_id", "queue_offset", "status")),
+    ),
+    Code.LOST: (("send", ("topic", "msg_key")), ("consume", ("group", "msg_key", "status"))),
+    Code.UNEXPECTED: (("deliver", ("msg_key",)), ("consume", ("msg_key",))),
+    Code.RETRY_EARLY: (
+        ("send_back", ("group", "msg_key", "reconsume_times")),
+        ("deliver", ("group", "msg_key", "reconsume_times")),
+    ),
+    Code.DLQ_EARLY: (("send_back", ("reconsume_times", "status")),),
+    Code.DLQ_MISSED: (
+        ("send_back", ("reconsume_times", "status")),
+        ("deliver", ("reconsume_times",)),
+    ),
+    Code.DELAY_EARLY: (("schedule_fire", ("msg_key",)), ("deliver", ("msg_key",))),
+    Code.LOCK_OVERLAP: (("lock", ("group", "topic", "queue_id", "client_id", "status")),),
+    Code.ORDERLY_WITHOUT_LOCK: (("orderly_start", ("group", "topic", "queue_id", "client_id")),),
+    Code.ORDERLY_CONCURRENT: (
+        ("orderly_start", ("group", "topic", "queue_id", "client_id")),
+        ("orderly_end", ("group", "topic", "queue_id", "client_id")),
+    ),
+    Code.OFFSET_OVERRUN: (
+        ("commit_offset", ("group", "topic", "queue_id", "queue_offset")),
+        ("deliver", ("group", "topic", "queue_id", "queue_offset")),
+    ),
+    Code.TXN_VISIBLE_BEFORE_COMMIT: (
+        ("txn_half", ("msg_key",)),
+        ("txn_end", ("msg_key", "status")),
+    ),
+    Code.TXN_ROLLBACK_VISIBLE: (("txn_half", ("msg_key",)), ("txn_end", ("msg_key", "status"))),
+    Code.TXN_DOUBLE_RESOLVED: (("txn_end", ("txn_id", "status")), ("txn_discard", ("txn_id",))),
+    Code.TXN_CHECK_EARLY: (("txn_check", ("txn_id",)),),
+    Code.TXN_CHECK_EXCEEDED: (("txn_check", ("txn_id",)),),
+    Code.TXN_UNRESOLVED: (("txn_half", ("txn_id",)),),
+}
+
+
+@attrs.frozen
+class Finding:
+    """One violation or observation: its code, the proving and offending seqs, keys, why."""
+
+    code: str
+    seqs: tuple[int, ...]
+    keys: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+    reason: str = ""
+    trace_id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "seqs": list(self.seqs)}
+        if self.trace_id is not None:
+            out["trace_id"] = self.trace_id
+        out.update({k: self.keys.get(k) for k in KEY_COLUMNS})
+        out["reason"] = self.reason
+        return out
+
+
+def keys_of(row: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """The key columns ``names`` of ``row`` (nulls included, others absent)."""
+    return {n: row.get(n) for n in names}
+
+
+def acked_send(row: Mapping[str, Any]) -> bool:
+    """A ``send`` the producer saw acknowledged (null status or a SendStatus value)."""
+    return row["status"] is None or row["status"] in ACKED_SEND_STATUSES
+
+
+def has(row: Mapping[str, Any], *fields: str) -> bool:
+    return all(row.get(f) is not None for f in fields)
+
+
+@attrs.frozen
+class Trace:
+    """One trace ready for the detectors: rows in seq order plus derived facts.
+
+    ``epochs[i]`` is the number of ``crash``/``recover`` rows before row ``i``
+    (SPEC §8.1 "epoch"); ``drain_seq`` is the seq of the last ``drain`` row or
+    None; ``consumers`` maps a topic to the groups that consume it (seen in
+    ``deliver``/``consume`` rows, plus the configured subscriptions).
+    """
+
+    rows: Sequence[Mapping[str, Any]]
+    epochs: Sequence[int]
+    drain_seq: int | None
+    consumers: Mapping[str, frozenset[str]]
+    params: AuditParams
+
+    @classmethod
+    def build(
+        cls,
+        rows: Sequence[Mapping[str, Any]],
+        params: AuditParams,
+        subscriptions: Mapping[str, Sequence[str]] | None = None,
+    ) -> Trace:
+        epochs = []
+        epoch = 0
+        drain = None
+        consumers: dict[str, set[str]] = {}
+        for group, topics in (subscriptions or {}).items():
+            for topic in topics:
+                consumers.setdefault(topic, set()).add(group)
+        for row in rows:
+            epochs.append(epoch)
+            ev = row["event"]
+            if ev in ("crash", "recover"):
+                epoch += 1
+            elif ev == "drain":
+                drain = row["seq"]
+            elif ev in ("deliver", "consume") and has(row, "group", "topic"):
+                consumers.setdefault(row["topic"], set()).add(row["group"])
+        return cls(
+            rows=rows,
+            epochs=epochs,
+            drain_seq=drain,
+            consumers={t: frozenset(g) for t, g in consumers.items()},
+            params=params,
+        )
+
+    def of(self, *events: str) -> Iterator[tuple[int, Mapping[str, Any]]]:
+        """(index, row) of the rows with one of ``events``, in seq order."""
+        for i, row in enumerate(self.rows):
+            if row["event"] in events:
+                yield i, row
+
+
+def violation(code: Code, seqs: Sequence[int], keys: Mapping[str, Any], reason: str) -> Finding:
+    return Finding(
+        code=code.value, seqs=tuple(int(s) for s in seqs), keys=dict(keys), reason=reason
+    )
+
+
+def observation(
+    code: ObservationCode, seqs: Sequence[int], keys: Mapping[str, Any], reason: str
+) -> Finding:
+    return Finding(
+        code=code.value, seqs=tuple(int(s) for s in seqs), keys=dict(keys), reason=reason
+    )

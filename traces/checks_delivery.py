@@ -1,0 +1,194 @@
+"""Delivery detectors (SPEC §4.2, §8.1): loss, unexpected keys, offset overrun, duplicates."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.traces.checks_common import (
+    Finding,
+    Trace,
+    acked_send,
+    has,
+    keys_of,
+    observation,
+    violation,
+)
+
+
+def _acknowledged(trace: Trace) -> dict[tuple[str, str], int]:
+    """(topic, msg_key) -> seq of the first acknowledged send or COMMIT ``txn_end``.
+
+    A COMMIT without a topic takes the topic of the first ``txn_half`` with
+    its msg_key.
+    """
+    half_topic: dict[str, str] = {}
+    for _, row in trace.of("txn_half"):
+        if has(row, "msg_key", "topic"):
+            half_topic.setdefault(row["msg_key"], row["topic"])
+    acked: dict[tuple[str, str], int] = {}
+    for _, row in trace.of("send", "txn_end"):
+        if row["msg_key"] is None:
+            continue
+        if row["event"] == "send":
+            if not acked_send(row):
+                continue
+            topic = row["topic"]
+        else:
+            if row["status"] != "COMMIT":
+                continue
+            topic = row["topic"] if row["topic"] is not None else half_topic.get(row["msg_key"])
+        if topic is not None:
+            acked.setdefault((topic, row["msg_key"]), row["seq"])
+    return acked
+
+
+def detect_lost(trace: Trace) -> Iterator[Finding]:
+    """LOST: an acknowledged message a group never consumed nor dead-lettered.
+
+    SPEC §8.1 / §4.2 (no loss): at ``drain``, an acknowledged ``send`` (or
+    COMMITted transaction) of a topic that a group consumes, with neither a
+    SUCCESS ``consume`` nor a ``send_back`` DLQ for that (group, msg_key)
+    before the drain. Not judged without ``drain``. Groups consuming a topic
+    are those seen delivering/consuming it plus configured subscriptions.
+    seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
+    """
+    drain = trace.drain_seq
+    if drain is None:
+        return
+    done: set[tuple[str, str]] = set()
+    for _, row in trace.of("consume", "send_back"):
+        if row["seq"] > drain or not has(row, "group", "msg_key"):
+            continue
+        if (row["event"] == "consume" and row["status"] == "SUCCESS") or (
+            row["event"] == "send_back" and row["status"] == "DLQ"
+        ):
+            done.add((row["group"], row["msg_key"]))
+    for (topic, key), seq in sorted(_acknowledged(trace).items(), key=lambda kv: kv[1]):
+        if seq > drain:
+            continue
+        for group in sorted(trace.consumers.get(topic, ())):
+            if (group, key) not in done:
+                yield violation(
+                    Code.LOST,
+                    (seq, drain),
+                    {"group": group, "topic": topic, "msg_key": key},
+                    f"acknowledged {key} never consumed by {group} nor sent to its DLQ",
+                )
+
+
+def detect_unexpected(trace: Trace) -> Iterator[Finding]:
+    """UNEXPECTED: a consumer saw a message nobody sent.
+
+    SPEC §8.1: a ``deliver``/``consume`` of a msg_key never sent, stored or
+    half-sent anywhere in the trace (RocketMQ never invents messages).
+    seqs = [deliver/consume].
+    """
+    known = {r["msg_key"] for _, r in trace.of("send", "store", "txn_half") if r["msg_key"] is not None}
+    for _, row in trace.of("deliver", "consume"):
+        if row["msg_key"] is not None and row["msg_key"] not in known:
+            yield violation(
+                Code.UNEXPECTED,
+                (row["seq"],),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"{row['event']} of {row['msg_key']}, which was never sent, stored or half-sent",
+            )
+
+
+def detect_offset_overrun(trace: Trace) -> Iterator[Finding]:
+    """OFFSET_OVERRUN: a committed offset skipped an unacknowledged message.
+
+    SPEC §8.1 / §4.2 (``ProcessQueue.removeMessage``): a ``commit_offset``
+    (offset in queue_offset) greater than the lowest offset delivered to that
+    group on that queue and not yet acknowledged. An offset is pending from
+    its latest ``deliver`` until a SUCCESS ``consume`` or a ``send_back`` of
+    it (same group, topic, queue, offset).
+    seqs = [deliver of the lowest pending offset, commit_offset].
+    """
+    pending: dict[tuple, dict[int, int]] = {}  # queue key -> offset -> deliver seq
+    heaps: dict[tuple, list[int]] = {}
+    for _, row in trace.of("deliver", "consume", "send_back", "commit_offset"):
+        if not has(row, "group", "topic", "queue_id", "queue_offset"):
+            continue
+        qkey = (row["group"], row["topic"], row["queue_id"])
+        offset, ev = row["queue_offset"], row["event"]
+        offsets = pending.setdefault(qkey, {})
+        heap = heaps.setdefault(qkey, [])
+        if ev == "deliver":
+            if offset not in offsets:
+                heapq.heappush(heap, offset)
+            offsets[offset] = row["seq"]
+        elif ev == "send_back" or (ev == "consume" and row["status"] == "SUCCESS"):
+            offsets.pop(offset, None)
+        elif ev == "commit_offset":
+            while heap and heap[0] not in offsets:
+                heapq.heappop(heap)
+            if heap and offset > heap[0]:
+                low = heap[0]
+                yield violation(
+                    Code.OFFSET_OVERRUN,
+                    (offsets[low], row["seq"]),
+                    keys_of(row, "group", "topic", "queue_id"),
+                    f"committed offset {offset} passes unacknowledged offset {low}",
+                )
+
+
+def detect_duplicated(trace: Trace) -> Iterator[Finding]:
+    """DUPLICATED (observation): a group consumed one msg_key with SUCCESS more than once.
+
+    SPEC §4.2 / §8.1 observations: at-least-once delivery allows duplicates; they are counted,
+    not violations. seqs = [first SUCCESS consume, duplicate consume].
+    """
+    first: dict[tuple[str, str], int] = {}
+    for _, row in trace.of("consume"):
+        if row["status"] != "SUCCESS" or not has(row, "group", "msg_key"):
+            continue
+        key = (row["group"], row["msg_key"])
+        if key in first:
+            yield observation(
+                ObservationCode.DUPLICATED,
+                (first[key], row["seq"]),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"{row['group']} consumed {row['msg_key']} with SUCCESS again",
+            )
+        else:
+            first[key] = row["seq"]
+
+
+def detect_recovered(trace: Trace) -> Iterator[Finding]:
+    """RECOVERED (observation): a message delivered although its send was never acknowledged.
+
+    SPEC §8 / §8.1 observations: the broker stored it (a ``store``, or a ``send`` with a failure
+    status) but no acknowledged ``send`` nor COMMIT exists for its msg_key,
+    and it is not a transaction half. seqs = [first deliver of the msg_key].
+    """
+    acked: set[str] = set()
+    half: set[str] = set()
+    seen: set[str] = set()
+    first_deliver: dict[str, Mapping[str, Any]] = {}
+    for _, row in trace.of("send", "store", "txn_half", "txn_end", "deliver"):
+        key = row["msg_key"]
+        if key is None:
+            continue
+        ev = row["event"]
+        if ev == "send":
+            (acked if acked_send(row) else seen).add(key)
+        elif ev == "store":
+            seen.add(key)
+        elif ev == "txn_half":
+            half.add(key)
+        elif ev == "txn_end":
+            if row["status"] == "COMMIT":
+                acked.add(key)
+        else:
+            first_deliver.setdefault(key, row)
+    for key, row in sorted(first_deliver.items(), key=lambda kv: kv[1]["seq"]):
+        if key in seen and key not in acked and key not in half:
+            yield observation(
+                ObservationCode.RECOVERED,
+                (row["seq"],),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"{key} delivered although its send was never acknowledged",
+            )

@@ -1,0 +1,131 @@
+"""Broker-lock and orderly-consumption detectors (SPEC §4.5, §8.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rmqspec.properties.codes import Code
+from rmqspec.traces.checks_common import Finding, Trace, has, keys_of, violation
+
+_QUEUE = ("group", "topic", "queue_id", "client_id")
+
+
+def detect_lock_overlap(trace: Trace) -> Iterator[Finding]:
+    """LOCK_OVERLAP: the broker granted a queue lock another client still held.
+
+    SPEC §8.1 / §4.5 (``RebalanceLockManager.tryLockBatch``: expired iff
+    ``now − lastUpdate > lockMaxLiveTime``): a ``lock`` GRANTED on (group,
+    topic, queue) to client c while the other client's last GRANTED is
+    ≤ broker lifetime old (exactly 60000 ms still holds) and not ``unlock``ed
+    by it since. "The other client" is the holder of the most recent GRANTED
+    to a client other than c, within the epoch (a crash empties the lock
+    table). Renewals by c inside that lifetime are offending too.
+    seqs = [other client's last GRANTED, offending GRANTED].
+    """
+    limit = trace.params.broker_lock_ms
+    last: dict[tuple, tuple[str, int, int]] = {}  # queue -> (client, seq, ts) of last grant
+    other: dict[tuple, tuple[str, int, int] | None] = {}  # queue -> grant before the current run
+    unlocked: dict[tuple, int] = {}  # (queue, client) -> seq of its last unlock
+    for i, row in trace.of("lock", "unlock"):
+        if not has(row, *_QUEUE):
+            continue
+        qkey = (trace.epochs[i], row["group"], row["topic"], row["queue_id"])
+        client = row["client_id"]
+        if row["event"] == "unlock":
+            unlocked[(qkey, client)] = row["seq"]
+            continue
+        if row["status"] != "GRANTED":
+            continue
+        prev = last.get(qkey)
+        if prev is not None and prev[0] != client:
+            other[qkey] = prev
+        held = other.get(qkey) if prev is not None else None
+        if held is not None:
+            o_client, o_seq, o_ts = held
+            freed = unlocked.get((qkey, o_client), -1) > o_seq
+            if not freed and row["ts"] - o_ts <= limit:
+                yield violation(
+                    Code.LOCK_OVERLAP,
+                    (o_seq, row["seq"]),
+                    keys_of(row, *_QUEUE),
+                    f"granted to {client} while {o_client}'s lock is {row['ts'] - o_ts} ms old"
+                    f" (lifetime {limit} ms)",
+                )
+        last[qkey] = (client, row["seq"], row["ts"])
+
+
+def detect_orderly_without_lock(trace: Trace) -> Iterator[Finding]:
+    """ORDERLY_WITHOUT_LOCK: orderly consumption started without a valid lock.
+
+    SPEC §8.1 / §4.5 (``ConsumeMessageOrderlyService.ConsumeRequest``: runs
+    only if ``processQueue.isLocked() && !isLockExpired()``, client lifetime
+    30000 ms): an ``orderly_start`` by c whose last GRANTED on that queue is
+    missing (seqs = [orderly_start]), superseded by a later GRANTED to
+    another client (seqs = [the most recent such GRANTED, orderly_start]),
+    or older than the client lifetime (> 30000 ms; seqs = [c's GRANTED,
+    orderly_start]). Superseded wins over expired.
+    """
+    limit = trace.params.client_lock_ms
+    mine: dict[tuple, tuple[int, int]] = {}  # (queue, client) -> (seq, ts) of its last grant
+    latest: dict[tuple, tuple[str, int]] = {}  # queue -> (client, seq) of the last grant
+    for _, row in trace.of("lock", "orderly_start"):
+        if not has(row, *_QUEUE):
+            continue
+        qkey = (row["group"], row["topic"], row["queue_id"])
+        client = row["client_id"]
+        if row["event"] == "lock":
+            if row["status"] == "GRANTED":
+                mine[(qkey, client)] = (row["seq"], row["ts"])
+                latest[qkey] = (client, row["seq"])
+            continue
+        keys = keys_of(row, *_QUEUE)
+        grant = mine.get((qkey, client))
+        if grant is None:
+            yield violation(
+                Code.ORDERLY_WITHOUT_LOCK, (row["seq"],), keys, f"{client} never locked this queue"
+            )
+        elif latest[qkey][0] != client:
+            yield violation(
+                Code.ORDERLY_WITHOUT_LOCK,
+                (latest[qkey][1], row["seq"]),
+                keys,
+                f"{client}'s lock was superseded by {latest[qkey][0]}",
+            )
+        elif row["ts"] - grant[1] > limit:
+            yield violation(
+                Code.ORDERLY_WITHOUT_LOCK,
+                (grant[0], row["seq"]),
+                keys,
+                f"{client}'s lock is {row['ts'] - grant[1]} ms old (client lifetime {limit} ms)",
+            )
+
+
+def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
+    """ORDERLY_CONCURRENT: two clients consumed one queue in orderly mode at once.
+
+    SPEC §8.1 / §4.5: two clients' ``orderly_start``…``orderly_end`` windows
+    on the same (group, topic, queue) overlap. A client's window opens at a
+    start when it has none open and closes at its next ``orderly_end``; an
+    unclosed window lasts to the end of the trace. Every start while another
+    client's window is open is offending.
+    seqs = [opening start of the most recently opened other window, offending start].
+    """
+    open_since: dict[tuple, dict[str, int]] = {}
+    for _, row in trace.of("orderly_start", "orderly_end"):
+        if not has(row, *_QUEUE):
+            continue
+        windows = open_since.setdefault((row["group"], row["topic"], row["queue_id"]), {})
+        client = row["client_id"]
+        if row["event"] == "orderly_end":
+            windows.pop(client, None)
+            continue
+        others = [(seq, c) for c, seq in windows.items() if c != client]
+        if others:
+            seq, other = max(others)
+            yield violation(
+                Code.ORDERLY_CONCURRENT,
+                (seq, row["seq"]),
+                keys_of(row, *_QUEUE),
+                f"{client} started while {other}'s orderly window is open",
+            )
+        windows.setdefault(client, row["seq"])

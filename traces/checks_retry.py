@@ -1,0 +1,165 @@
+"""Retry, dead-letter and delay detectors (SPEC §4.2–§4.4, §8.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rmqspec.properties.codes import Code
+from rmqspec.traces.checks_common import (
+    SCHEDULE_TOPIC,
+    Finding,
+    Trace,
+    has,
+    keys_of,
+    violation,
+)
+
+
+def detect_retry_early(trace: Trace) -> Iterator[Finding]:
+    """RETRY_EARLY: a retry came back before its level's delay.
+
+    SPEC §8.1 / §4.2: (a) a ``deliver`` of a retry copy (group, msg_key,
+    reconsume_times r ≥ 1) with ts before the ``deliver_ts`` of the latest
+    earlier ``send_back`` RETRY with the same (group, msg_key,
+    reconsume_times) — seqs = [send_back, deliver]; (b) a ``send_back``
+    RETRY (delay_level ≥ 1) whose ``deliver_ts − ts`` is shorter than
+    ``delay(level)`` (``SendMessageProcessor``: level 0 → 3 + reconsume_times,
+    then ``ScheduleMessageService``) — seqs = [send_back].
+    A delivery equal to ``deliver_ts`` is on time.
+    """
+    params = trace.params
+    created: dict[tuple, Mapping[str, Any]] = {}
+    for _, row in trace.of("send_back", "deliver"):
+        if row["event"] == "send_back":
+            if row["status"] != "RETRY":
+                continue
+            if has(row, "delay_level", "deliver_ts") and row["delay_level"] >= 1:
+                delay = params.delay_ms(row["delay_level"])
+                if row["deliver_ts"] - row["ts"] < delay:
+                    yield violation(
+                        Code.RETRY_EARLY,
+                        (row["seq"],),
+                        keys_of(row, "group", "topic", "msg_key"),
+                        f"retry due after {row['deliver_ts'] - row['ts']} ms, "
+                        f"level {row['delay_level']} needs {delay} ms",
+                    )
+            if has(row, "group", "msg_key", "reconsume_times", "deliver_ts"):
+                created[(row["group"], row["msg_key"], row["reconsume_times"])] = row
+        elif has(row, "group", "msg_key", "reconsume_times") and row["reconsume_times"] >= 1:
+            back = created.get((row["group"], row["msg_key"], row["reconsume_times"]))
+            if back is not None and row["ts"] < back["deliver_ts"]:
+                yield violation(
+                    Code.RETRY_EARLY,
+                    (back["seq"], row["seq"]),
+                    keys_of(row, "group", "topic", "msg_key"),
+                    f"retry {row['reconsume_times']} delivered at {row['ts']}, due at {back['deliver_ts']}",
+                )
+
+
+def detect_dlq_early(trace: Trace) -> Iterator[Finding]:
+    """DLQ_EARLY: a message dead-lettered before it failed max + 1 times.
+
+    SPEC §8.1 / §4.4: a ``send_back`` DLQ with delay_level ≥ 0 (null counts
+    as 0) whose new copy's reconsume_times ≤ the group's max
+    (``SendMessageProcessor``: DLQ iff reconsumeTimes ≥ max or level < 0;
+    the new copy carries reconsumeTimes + 1). seqs = [send_back].
+    """
+    for _, row in trace.of("send_back"):
+        if row["status"] != "DLQ" or row["reconsume_times"] is None:
+            continue
+        level = row["delay_level"] if row["delay_level"] is not None else 0
+        limit = trace.params.retry_max(row["group"])
+        if level >= 0 and row["reconsume_times"] <= limit:
+            yield violation(
+                Code.DLQ_EARLY,
+                (row["seq"],),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"dead-lettered after {row['reconsume_times']} failures, max is {limit}",
+            )
+
+
+def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
+    """DLQ_MISSED: a message retried past the group's max instead of dead-lettered.
+
+    SPEC §8.1 / §4.4: a ``send_back`` RETRY whose new copy's reconsume_times
+    > max (seqs = [send_back]), or any ``deliver`` with reconsume_times > max
+    (seqs = [deliver]) — also of a ``%DLQ%`` copy: SPEC §4.4 says the DLQ is
+    not consumed by the group's normal subscription.
+    """
+    for _, row in trace.of("send_back", "deliver"):
+        rt = row["reconsume_times"]
+        if rt is None:
+            continue
+        limit = trace.params.retry_max(row["group"])
+        if row["event"] == "send_back":
+            if row["status"] == "RETRY" and rt > limit:
+                yield violation(
+                    Code.DLQ_MISSED,
+                    (row["seq"],),
+                    keys_of(row, "group", "topic", "msg_key"),
+                    f"retry copy {rt} created, max is {limit}: should go to the DLQ",
+                )
+        elif rt > limit:
+            yield violation(
+                Code.DLQ_MISSED,
+                (row["seq"],),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"delivered with reconsume_times {rt}, max is {limit}",
+            )
+
+
+def detect_delay_early(trace: Trace) -> Iterator[Finding]:
+    """DELAY_EARLY: a delayed copy fired or was delivered before its deliver_ts.
+
+    SPEC §8.1 / §4.3 (``ScheduleMessageService``: never before
+    ``deliver_ts``). Fire clause: a ``schedule_fire`` whose SCHEDULE copy is
+    not yet due — its copy is the latest earlier ``store`` in
+    SCHEDULE_TOPIC_XXXX (with ``deliver_ts``) with the fire's ``msg_id``, or,
+    when the fire carries no msg_id, with its msg_key;
+    seqs = [store, schedule_fire]. Deliver clause, first-generation copies
+    only (reconsume_times 0 or null; an early retry copy is RETRY_EARLY): a
+    ``deliver`` before the ``deliver_ts`` of the latest earlier
+    first-generation SCHEDULE store of its msg_key, when no first-generation
+    fire of that msg_key happened since (an early fire is the offending
+    event, not its consequences); seqs = [store, deliver].
+    """
+    by_id: dict[tuple[str, str], Mapping[str, Any]] = {}
+    by_key: dict[str, Mapping[str, Any]] = {}
+    first_gen: dict[str, Mapping[str, Any]] = {}
+    fired_since: dict[str, bool] = {}
+    for _, row in trace.of("store", "schedule_fire", "deliver"):
+        key = row["msg_key"]
+        if key is None:
+            continue
+        ev = row["event"]
+        gen0 = (row["reconsume_times"] or 0) == 0
+        if ev == "store":
+            if row["topic"] == SCHEDULE_TOPIC and row["deliver_ts"] is not None:
+                by_key[key] = row
+                if row["msg_id"] is not None:
+                    by_id[(key, row["msg_id"])] = row
+                if gen0:
+                    first_gen[key] = row
+                    fired_since[key] = False
+            continue
+        if ev == "schedule_fire":
+            if gen0 and key in first_gen:
+                fired_since[key] = True
+            s = by_id.get((key, row["msg_id"])) if row["msg_id"] is not None else by_key.get(key)
+            if s is not None and row["ts"] < s["deliver_ts"]:
+                yield violation(
+                    Code.DELAY_EARLY,
+                    (s["seq"], row["seq"]),
+                    keys_of(row, "topic", "msg_key"),
+                    f"fired at {row['ts']}, due at {s['deliver_ts']}",
+                )
+            continue
+        s = first_gen.get(key)
+        if gen0 and s is not None and not fired_since[key] and row["ts"] < s["deliver_ts"]:
+            yield violation(
+                Code.DELAY_EARLY,
+                (s["seq"], row["seq"]),
+                keys_of(row, "group", "topic", "msg_key"),
+                f"delivered at {row['ts']}, due at {s['deliver_ts']}",
+            )
