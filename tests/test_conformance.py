@@ -20,7 +20,7 @@ SOMETIMES = (
     "retry_fired", "delay_fired", "dlq_landed", "lock:GRANTED", "lock:DENIED",
     "lock_takeover_after_expiry", "txn_check", "txn_discard", "check_answered",
     "crash_recover:kill", "crash_recover:power", "drained", "txn_end:COMMIT:SUCCESS",
-    "txn_end:ROLLBACK:SUCCESS", "orderly_begin",
+    "txn_end:ROLLBACK:SUCCESS", "orderly_begin", "txn_half_before_check",
 )
 
 _RESULT = {}
@@ -36,6 +36,16 @@ def test_model_broker_conforms_in_lockstep() -> None:
     result = _model_run()
     assert result.passed, result.render()
     assert result.examples >= 40
+
+
+def test_mmap_broker_conforms_in_lockstep() -> None:
+    """SPEC §7: MmapBroker (real mmap files, real recovery) agrees with the model step by step."""
+    from rmqspec.properties.adapters import load_factory
+
+    result = check_conformance(load_factory("rmqspec.impl:factory"), settings=budget_settings())
+    assert result.passed, result.render()
+    assert result.examples >= 40
+    assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"
 
 
 def test_sometimes_every_interesting_outcome_happens() -> None:

@@ -10,7 +10,7 @@ and ``events_to_jsonl`` convert a ``ListRecorder``'s events after the fact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +71,18 @@ class _Buffered:
 
 
 class JsonlRecorder(_Buffered):
-    """Records to a JSONL file."""
+    """Records to a JSONL file; ``extra`` columns (e.g. ``trace_id``) are added to every row."""
 
-    def __init__(self, path: str | Path, *, buffer_rows: int = 4096) -> None:
+    def __init__(
+        self, path: str | Path, *, buffer_rows: int = 4096, extra: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(buffer_rows)
         self.path = Path(path)
+        self.extra = dict(extra or {})
         self._writer = JsonlWriter(self.path)
 
     def _write(self, events: list[TraceEvent]) -> None:
-        self._writer.write_rows(event_to_row(e) for e in events)
+        self._writer.write_rows({**event_to_row(e), **self.extra} for e in events)
 
     def _close(self) -> None:
         self._writer.close()
