@@ -217,3 +217,6 @@ BROKEN: dict[str, Callable[..., Any]] = {
 }
 
 __all__ = ["BROKEN", "Iterable", "MessageQueue"]
+
+# Importable as ``broken_brokers:commit_ignored`` for ``rmqspec check --broker`` (tests/cli/test_check_cli.py).
+commit_ignored = BROKEN["commit_ignored"]

@@ -44,14 +44,8 @@ from rmqspec.cli.report_model import (
     collect_versions,
 )
 from rmqspec.cli.report_plots import extract_plot_data
-from rmqspec.model import ListRecorder, ManualClock, Message, ModelBroker, TxnAction, factory
-from rmqspec.model.client_timers import Driver
-from rmqspec.model.consumer import ConsumeFromWhere, ConsumerConfig
-from rmqspec.model.consumer_concurrent import ConcurrentConsumer, ConsumeConcurrentlyStatus
-from rmqspec.model.consumer_orderly import ConsumeOrderlyStatus, OrderlyConsumer
-from rmqspec.model.directory import Directory
-from rmqspec.model.ids import UniqKeyFactory
-from rmqspec.model.producer import Producer, TransactionProducer
+from rmqspec.cli.workload import ANALYTICS_MAX, T0, run_workload
+from rmqspec.model import ListRecorder, ManualClock, ModelBroker, factory
 from rmqspec.properties.brokerconf import BrokerConf
 from rmqspec.properties.codes import AuditParams
 from rmqspec.properties.configcheck import verify_config
@@ -61,92 +55,15 @@ from rmqspec.traces.checker import check, report_json
 
 REPO = Path(__file__).resolve().parents[2]
 ENSURE = "scripts/ensure-chromium.sh"
-T0 = 1_700_000_000_000
-OK = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
-ANALYTICS_MAX = 3  # G-analytics dead-letters after 3 retries
 CONFORMANCE_BUDGET = (10, 30)  # examples, steps
 CHROMIUM_TIMEOUT_S = 120
 
 
 def run_scenario() -> list[dict[str, Any]]:
-    """Drive the model broker and the reference client; return the trace rows."""
+    """Drive the model broker with the reference client's workload; return the trace rows."""
     clock = ManualClock(T0)
     rec = ListRecorder()
-    broker = ModelBroker(clock, recorder=rec)
-    d = Directory()
-    d.create_topic(broker, "Orders", 2)
-    d.create_topic(broker, "Ledger", 2)
-    d.create_topic(broker, "Payments", 1)
-    for group in ("G-orders", "G-analytics", "G-ledger", "G-payments"):
-        d.create_group(broker, group)
-    driver = Driver(clock, broker, max_step_ms=500)
-
-    def cfg(**kw: Any) -> ConsumerConfig:
-        return ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
-
-    def orders(msgs, ctx):  # "flaky-N" fails N times, then succeeds
-        m = msgs[0]
-        fails = int(m.body.split(b"-")[1]) if m.body.startswith(b"flaky-") else 0
-        return LATER if m.reconsume_times < fails else OK
-
-    def analytics(msgs, ctx):  # never accepts a flaky message: DLQ after ANALYTICS_MAX retries
-        return LATER if msgs[0].body.startswith(b"flaky-") else OK
-
-    def ledger(msgs, ctx):
-        return ConsumeOrderlyStatus.SUCCESS
-
-    c_orders = ConcurrentConsumer(broker, clock, d, "G-orders", "orders-1", orders, config=cfg(), recorder=rec)
-    c_orders.subscribe("Orders")
-    c_analytics = ConcurrentConsumer(broker, clock, d, "G-analytics", "analytics-1", analytics,
-                                     config=cfg(max_reconsume_times=ANALYTICS_MAX), recorder=rec)
-    c_analytics.subscribe("Orders")
-    c_pay = ConcurrentConsumer(broker, clock, d, "G-payments", "pay-1", lambda m, x: OK, config=cfg(),
-                               recorder=rec)
-    c_pay.subscribe("Payments")
-    ledger_a = OrderlyConsumer(broker, clock, d, "G-ledger", "ledger-a", ledger, config=cfg(), recorder=rec)
-    ledger_a.subscribe("Ledger")
-    ledger_b = OrderlyConsumer(broker, clock, d, "G-ledger", "ledger-b", ledger, config=cfg(), recorder=rec)
-    ledger_b.subscribe("Ledger")
-    producer = Producer(broker, clock, d, "P-orders", recorder=rec, uniq_keys=UniqKeyFactory("10.0.0.5", pid=101))
-    check_answers = {b"txn-lost": TxnAction.COMMIT, b"txn-lost-rb": TxnAction.ROLLBACK}
-    txp = TransactionProducer(
-        broker, clock, d, "P-payments", recorder=rec, uniq_keys=UniqKeyFactory("10.0.0.6", pid=202),
-        check_listener=lambda m: check_answers.get(m.body, TxnAction.UNKNOWN),
-    )
-    for participant in (c_orders, c_analytics, c_pay, ledger_a, producer, txp):
-        driver.add(participant)
-    for consumer in (c_orders, c_analytics, c_pay, ledger_a):
-        consumer.start()
-    driver.step()
-
-    for n in range(1, 7):
-        producer.send(Message("Orders", b"flaky-%d" % n))
-    for level in (1, 2, 3, 4, 5, 6, 7, 9):
-        producer.send(Message("Orders", b"later-%d" % level, delay_level=level))
-    for i in range(6):
-        producer.send(Message("Ledger", b"entry-%d" % i), sharding_key=f"acct-{i % 3}")
-    committed = txp.send_in_transaction(Message("Payments", b"txn-commit"), lambda m: TxnAction.COMMIT)
-    txp.send_in_transaction(Message("Payments", b"txn-rollback"), lambda m: TxnAction.ROLLBACK)
-    txp.send_in_transaction(Message("Payments", b"txn-lost"), lambda m: TxnAction.COMMIT, lose_end=True)
-    txp.send_in_transaction(Message("Payments", b"txn-lost-rb"), lambda m: None)
-    txp.send_in_transaction(Message("Payments", b"txn-pending"), lambda m: None)  # UNKNOWN until discarded
-    driver.run_for(120_000)
-
-    driver.add(ledger_b)  # joins: ledger-a unlocks Ledger q1, ledger-b locks it
-    ledger_b.start()
-    for i in range(6, 12):
-        producer.send(Message("Ledger", b"entry-%d" % i), sharding_key=f"acct-{i % 3}")
-    driver.run_for(240_000)
-
-    # A second END_TRANSACTION COMMIT: RocketMQ 4.9 writes the message again.
-    txp.end_transaction(committed.send_result.commitlog_offset, committed.send_result.queue_offset,
-                        TxnAction.COMMIT, msg_key=committed.transaction_id, txn_id=committed.transaction_id)
-    ledger_a.kill()  # dies holding Ledger q0: ledger-b is DENIED until the broker lock expires
-    for i in range(12, 18):
-        producer.send(Message("Ledger", b"entry-%d" % i), sharding_key=f"acct-{i % 3}")
-    driver.run_for(20 * 60_000)  # the pending half is checked 15 times, then discarded
-    rec.emit("drain", clock.now(), actor="driver")
+    run_workload(ModelBroker(clock, recorder=rec), clock, rec)
     return [e.as_row() for e in rec.events]
 
 

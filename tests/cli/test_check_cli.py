@@ -1,0 +1,78 @@
+"""``rmqspec check`` end to end: a broken broker fails it and the report shows why.
+
+The full campaign (z3, conformance machine, Spark audit, report) runs once here
+against a deliberately broken broker (``tests/broken_brokers.py``: END_TRANSACTION
+COMMIT is ignored) with the quick budget; the clean run of the bundled
+MmapBroker is what ``make check`` does. Usage mistakes exit 2 without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rmqspec.cli.main import main
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
+    out = tmp_path_factory.mktemp("check-broken")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(TESTS)  # the adapter module sits beside the tests, as a user's would beside them
+    try:
+        code = main(["check", "--broker", "broken_brokers:commit_ignored", "--budget", "quick",
+                     "--out", str(out), "--master", "local[2]", "--quiet"])
+    finally:
+        mp.undo()
+    return code, out
+
+
+def test_a_broken_broker_makes_check_exit_1(broken_run: tuple[int, Path]) -> None:
+    code, out = broken_run
+    assert code == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_code"] == 1
+    assert summary["conformance"]["status"] == "FAIL"
+
+
+def test_the_report_shows_the_counterexample(broken_run: tuple[int, Path]) -> None:
+    _, out = broken_run
+    html = (out / "report.html").read_text()
+    assert 'id="conformance"' in html
+    assert "lockstep mismatch" in html
+    assert "Op.of(&#x27;txn_send_half&#x27;" in html or "Op.of('txn_send_half'" in html
+    assert "PROGRAM = [" in html
+
+
+def test_the_traces_of_the_run_are_kept_for_rerunning_the_audit(broken_run: tuple[int, Path]) -> None:
+    _, out = broken_run
+    assert sorted((out / "traces").glob("example-*.jsonl")), "one trace per conformance example"
+    assert (out / "audit" / "summary.json").exists()
+
+
+def test_an_unknown_broker_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "--broker", "no_such_module:factory", "--out", str(tmp_path / "o")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "no_such_module" in err and "Traceback" not in err
+
+
+def test_a_malformed_broker_conf_is_reported_with_its_line(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\ntransactionCheckMax=fifteen\n")
+    code = main(["check", "--config", str(conf), "--out", str(tmp_path / "o"), "--quiet"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "broker.conf:2" in err and "Traceback" not in err
+
+
+def test_out_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["check", "--out", str(target)]) == 2
+    assert "not a directory" in capsys.readouterr().err
