@@ -579,14 +579,15 @@ class ModelBroker:
         """CONSUMER_SEND_MSG_BACK (``origin_msg_id`` is only informational in 4.9)."""
         self._require_running()
         now = self._now()
+        forced, self.forced_retry_queue = self.forced_retry_queue, None  # one send-back only
         config = self.groups.get(group)
         if config is None:
             return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
         if config.retry_queue_nums <= 0:
             return ResponseCode.SUCCESS
         retry = retry_topic(group)
-        if self.forced_retry_queue is not None:
-            queue_id, self.forced_retry_queue = self.forced_retry_queue, None
+        if forced is not None:
+            queue_id = forced
         else:
             queue_id = self.retry_queue_chooser(group, config.retry_queue_nums, self.retry_seq)
         if not 0 <= queue_id < config.retry_queue_nums:

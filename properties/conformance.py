@@ -1167,7 +1167,9 @@ class ConformanceBase(RuleBasedStateMachine):
 
 
 def _fix_retry_queue(fork: Any, queue: int) -> None:
-    fork.retry_queue_chooser = lambda group, nums, seq, q=queue: q
+    """Pin the retry queue of this fork's *next* send-back only (a later send-back, of
+    another group perhaps, chooses again)."""
+    fork.force_retry_queue(queue)
 
 
 def _recovery_choices(fork: Any) -> list[Any]:
