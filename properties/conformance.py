@@ -939,10 +939,12 @@ class ConformanceBase(RuleBasedStateMachine):
             self._lock(_pick(others, to), [q])
         self._after()
 
-    @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover"]), client=PICK,
+    @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover", "finish"]), client=PICK,
           mask=st.integers(1, 15))
     def orderly(self, kind: str, client: int, mask: int) -> None:
-        if kind == "lock":
+        if kind == "finish" and self.windows:
+            self.orderly_finish(client, "SUSPEND" if mask % 3 == 0 else "SUCCESS")
+        elif kind == "lock":
             self.orderly_lock(client, mask)
         elif kind == "unlock":
             self.orderly_unlock(client, mask)

@@ -1,16 +1,31 @@
-"""Shared test set-up: Hypothesis profiles.
+"""Shared test set-up: Hypothesis profiles, and a fixed Hypothesis constant pool.
 
 - ``ci`` (default, used by ``make test``): fixed budgets, derandomized, no deadline.
 - ``thorough``: many more examples and steps, for local and nightly runs
   (``HYPOTHESIS_PROFILE=thorough make test``).
 - ``dev``: quick randomized runs while editing.
+
+Hypothesis mixes literals found in the project's loaded modules into what it
+generates (``hypothesis.internal.conjecture.providers._get_local_constants``),
+so a derandomized run depends on which ``rmqspec`` modules happen to be
+imported when it starts. Importing all of them here first makes every run —
+one file, a ``-k`` subset or the whole suite — draw from the same pool, so a
+result seen once is seen again.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 
 from hypothesis import HealthCheck, settings
+
+for _folder in ("model", "impl", "properties", "traces", "spark", "cli"):
+    _package = importlib.import_module(f"rmqspec.{_folder}")
+    for _info in pkgutil.walk_packages(_package.__path__, f"{_package.__name__}."):
+        if not _info.name.endswith("__main__"):
+            importlib.import_module(_info.name)
 
 settings.register_profile(
     "ci",

@@ -19,35 +19,31 @@ from rmqspec.properties.runner import budget_settings, check_conformance
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 BROKEN = importlib.import_module("broken_brokers").BROKEN  # a helper module beside this test
 
-# name -> (examples, steps, text that must appear in the failure) — lockstep mode
-LOCKSTEP = {
-    "dlq_one_retry_early": (150, 50, "lockstep mismatch in pull("),
-    "delay_one_second_early": (40, 30, "lockstep mismatch in pull("),
-    "lock_stolen_before_expiry": (150, 50, "lockstep mismatch in lock_batch("),
-    "lock_never_expires": (150, 50, "lockstep mismatch in lock_batch("),
-    "rollback_commits": (40, 30, "lockstep mismatch in pull("),
-    "commit_ignored": (40, 30, "lockstep mismatch in pull("),
-    "offset_plus_one": (40, 30, "lockstep mismatch in query_offset("),
-    "sync_send_lost_on_power": (40, 30, "lockstep mismatch in pull("),
-    "one_check_too_many": (40, 30, "TRANS_CHECK_MAX_TIME_TOPIC"),
-    "retry_level_off_by_one": (150, 50, "lockstep mismatch in pull("),
-    "tag_filter_ignored": (150, 50, "lockstep mismatch in pull("),
-    "queue_offset_skips": (40, 30, "lockstep mismatch in send("),
-    "dlq_wrong_reconsume_times": (150, 50, "reconsume_times"),
-    "duplicate_delivery": (40, 30, "next_begin_offset"),
-    "check_before_timeout": (40, 30, "lockstep mismatch in tick("),
-}
+# Lockstep mode: the candidate's first observable difference from the model is the catch
+# ("lockstep mismatch in <operation>"); which operation shows it first depends on the
+# program Hypothesis draws. name -> (examples, steps): the budget, generous because a
+# run stops at its first failure.
+LOCKSTEP = {name: (150, 50) for name in (
+    "dlq_one_retry_early", "delay_one_second_early", "lock_stolen_before_expiry",
+    "lock_never_expires", "rollback_commits", "commit_ignored", "offset_plus_one",
+    "sync_send_lost_on_power", "one_check_too_many", "retry_level_off_by_one",
+    "tag_filter_ignored", "queue_offset_skips", "dlq_wrong_reconsume_times",
+    "duplicate_delivery", "check_before_timeout",
+)}
+# Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
+LOCKSTEP["dlq_one_retry_early"] = (300, 80)
+LOCKSTEP_NEEDLE = "lockstep mismatch in "
 
 # invariants alone (no model beside the broker): name -> (examples, steps, code that catches it)
 INVARIANTS_ONLY = {
     "lock_stolen_before_expiry": (150, 50, "LOCK_OVERLAP"),
-    "rollback_commits": (40, 30, "TXN_"),
-    "commit_ignored": (40, 30, "LOST"),
-    "one_check_too_many": (40, 30, "TXN_CHECK_EXCEEDED"),
+    "rollback_commits": (150, 50, "TXN_"),
+    "commit_ignored": (150, 50, "LOST"),
+    "one_check_too_many": (150, 50, "TXN_CHECK_EXCEEDED"),
     "tag_filter_ignored": (150, 50, "UNEXPECTED"),
     "dlq_wrong_reconsume_times": (150, 50, "DLQ_"),
-    "duplicate_delivery": (40, 30, "ORDER_QUEUE_GAP"),
-    "check_before_timeout": (40, 30, "TXN_CHECK_EARLY"),
+    "duplicate_delivery": (150, 50, "ORDER_QUEUE_GAP"),
+    "check_before_timeout": (150, 50, "TXN_CHECK_EARLY"),
 }
 
 
@@ -62,19 +58,15 @@ def test_every_broken_broker_has_a_lockstep_test() -> None:
 
 def _ids(table: dict) -> list[str]:
     """Test ids name the broken rule and what catches it, e.g. ``commit_ignored-by-LOST``."""
-    out = []
-    for name in sorted(table):
-        needle = table[name][2]
-        out.append(f"{name}-by-{needle.strip('(').replace(' ', '_')}")
-    return out
+    return [f"{name}-by-{table[name][2] if len(table[name]) > 2 else 'lockstep'}" for name in sorted(table)]
 
 
 @pytest.mark.parametrize("name", sorted(LOCKSTEP), ids=_ids(LOCKSTEP))
 def test_caught_in_lockstep(name: str) -> None:
-    examples, steps, needle = LOCKSTEP[name]
+    examples, steps = LOCKSTEP[name]
     result = _run(name, True, examples, steps)
     assert not result.passed, f"{name} was not caught: {result.render()}"
-    assert needle in result.failure, result.failure
+    assert LOCKSTEP_NEEDLE in result.failure, result.failure
     assert result.program, "a failure carries its replayable program"
 
 

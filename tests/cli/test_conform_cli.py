@@ -36,8 +36,8 @@ def test_missing_attribute_exits_2(capsys) -> None:
 
 def test_broken_broker_exits_1_with_program(capsys, monkeypatch) -> None:
     monkeypatch.chdir(ROOT / "tests")
-    code = main(["conform", "--broker", "broken_brokers:QueueOffsetSkips", "--examples", "5",
-                 "--steps", "10", "--seed", "3"])
+    code = main(["conform", "--broker", "broken_brokers:QueueOffsetSkips", "--examples", "100",
+                 "--steps", "30"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert out.startswith("FAIL") and "lockstep mismatch in send(" in out and "PROGRAM = [" in out

@@ -159,7 +159,9 @@ def batch(spark, tmp_path_factory) -> Batch:
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
     flat = [{**r, "trace_id": tid} for tid, trace in rows.items() for r in trace]
-    pq.write_table(rows_to_table(flat), tmp / "batch.parquet")
+    # The notation keeps ``detail`` as its JSON text; trace files hold the mapping's JSON.
+    stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]
+    pq.write_table(rows_to_table(stored), tmp / "batch.parquet")
     config_file = tmp / "audit.json"
     config_file.write_text(json.dumps(CONFIG_JSON))
     config = load_config(config_file)
