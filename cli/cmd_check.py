@@ -307,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     t = time.monotonic()
     audit = _audit_section(summary, out, traces)
     plots = _plot_data(traces)
-    examples, steps, rounds = budget
+    examples, steps, _ = budget
     workload_text = (
         f"; workload {workload[0]:,} events over {workload[1] / 60000:.0f} simulated min"
         if workload else "; workload skipped (the factory takes no recorder)"
