@@ -470,7 +470,7 @@ class MmapBroker:
         deliver_ts = copy.tags_code if route != DLQ else None
         reported_level = level if route != DLQ else delay_level
         self.events.send_back(
-            original, copy, now, group, route, reported_level, deliver_ts, (topic, queue_id)
+            original, copy, now, group, route, reported_level, deliver_ts, (topic, queue_id), max_times
         )
         return ResponseCode.SUCCESS
 

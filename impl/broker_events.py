@@ -148,8 +148,10 @@ class BrokerEvents:
         level: int,
         deliver_ts: int | None,
         destination: tuple[str, int],
+        max_times: int,
     ) -> None:
-        """``destination``: the retry / DLQ queue asked for (a retry copy is stored in the schedule topic)."""
+        """``destination``: the retry / DLQ queue asked for (a retry copy is stored in the schedule topic);
+        ``max_times``: the max reconsume times in force (the request's or the group's)."""
         self.emit(
             "send_back",
             now,
@@ -169,6 +171,7 @@ class BrokerEvents:
                 "new_topic": destination[0],
                 "new_queue_id": destination[1],
                 "new_commitlog_offset": copy.commitlog_offset,
+                "max": max_times,
             },
         )
 

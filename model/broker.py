@@ -680,6 +680,7 @@ class ModelBroker:
                 "new_topic": topic,
                 "new_queue_id": queue_id,
                 "new_commitlog_offset": record.commitlog_offset,
+                "max": max_times,  # the max reconsume times in force (request's or group's)
             },
         )
         return ResponseCode.SUCCESS

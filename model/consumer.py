@@ -63,6 +63,7 @@ method, the max offset is read from an OFFSET_ILLEGAL pull far past the end
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -172,7 +173,7 @@ class PullRequest:
 # Offset stores
 
 
-class OffsetStore:
+class OffsetStore(abc.ABC):
     """The client's in-memory offset table (shared by both stores).
 
     ``update_offset`` is ``updateOffset(mq, offset, increaseOnly)``; it calls
@@ -197,14 +198,17 @@ class OffsetStore:
     def read_memory(self, mq: MessageQueue) -> int:
         return self.table.get(mq, -1)
 
+    @abc.abstractmethod
     def read_store(self, mq: MessageQueue) -> int:
-        raise NotImplementedError
+        """The offset in the backing store (the broker, or local memory)."""
 
+    @abc.abstractmethod
     def persist(self, mq: MessageQueue) -> None:
-        raise NotImplementedError
+        """Write one queue's offset to the backing store."""
 
+    @abc.abstractmethod
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        raise NotImplementedError
+        """Write the offsets of ``mqs`` to the backing store."""
 
     def remove_offset(self, mq: MessageQueue) -> None:
         self.table.pop(mq, None)
@@ -301,7 +305,7 @@ class ConsumerStateError(RuntimeError):
     """Caller misuse: the consumer is not in a state that allows the call."""
 
 
-class PushConsumer:
+class PushConsumer(abc.ABC):
     """DefaultMQPushConsumerImpl without its consume service (see subclasses)."""
 
     orderly = False
@@ -704,16 +708,17 @@ class PushConsumer:
             )
 
     # -- consume service hooks ---------------------------------------------
-    def _start_service(self) -> None:
+    def _start_service(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Arm the consume service's periodic tasks."""
 
-    def _shutdown_service(self) -> None:
+    def _shutdown_service(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Stop the consume service (orderly clustering unlocks everything)."""
 
+    @abc.abstractmethod
     def _submit_consume_request(
         self, msgs: Sequence[StoredMessage], pq: ProcessQueue, mq: MessageQueue, dispatch: bool
     ) -> None:
-        raise NotImplementedError
+        """Hand pulled messages to the consume service (concurrent or orderly)."""
 
     # -- helpers for drivers and invariants ---------------------------------
     def committed_offset(self, mq: MessageQueue) -> int:

@@ -10,6 +10,7 @@ and ``events_to_jsonl`` convert a ``ListRecorder``'s events after the fact.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rmqspec.traces.jsonl import JsonlWriter, dump_row
 from rmqspec.traces.parquet import DEFAULT_PART_ROWS
 
 
-class _Buffered:
+class _Buffered(abc.ABC):
     def __init__(self, buffer_rows: int) -> None:
         if buffer_rows <= 0:
             raise ValueError(f"buffer_rows must be positive, got {buffer_rows}")
@@ -50,8 +51,9 @@ class _Buffered:
             self._write(self._buffer)
             self._buffer = []
 
+    @abc.abstractmethod
     def _write(self, events: list[TraceEvent]) -> None:
-        raise NotImplementedError
+        """Write a batch of events to the backing file."""
 
     def close(self) -> None:
         if self.closed:
@@ -60,8 +62,9 @@ class _Buffered:
         self._close()
         self.closed = True
 
+    @abc.abstractmethod
     def _close(self) -> None:
-        raise NotImplementedError
+        """Close the backing file."""
 
     def __enter__(self) -> _Buffered:
         return self
