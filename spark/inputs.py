@@ -8,9 +8,12 @@ and written as Parquet under the audit's work directory, which therefore
 must be visible to the executors (a local ``--out`` in local mode). URIs
 with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
 
-``load`` returns one DataFrame with the audit columns plus ``position``
-(``file#row``) and ``problem`` (why a row is rejected, null when valid):
-the same rules as ``traces.validate.check_row``, as column expressions.
+``load`` returns one lazy DataFrame (never cached: each pass of the audit
+re-reads only the Parquet columns it needs) with the audit columns plus
+``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
+``position`` (``file#row``) and ``problem`` (why a row is rejected, null
+when valid): the same rules as ``traces.validate.check_row``, as column
+expressions.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ TYPES: dict[str, T.DataType] = {
     "txn_id": T.StringType(),
 }
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
+# Read out of ``detail`` by ``load`` for the rules that need them.
+DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times")
 
 
 @attrs.frozen
@@ -174,5 +179,64 @@ def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
         decoded = F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v")
         trace = F.coalesce(F.when(raw.rlike('^".*"$'), decoded).otherwise(raw), F.lit(""))
     cols, problem = _problem(df)
-    out = df.select(trace.alias("trace"), *cols, position.alias("position"), problem.alias("problem"))
+    risk = at_risk(df)
+    out = df.select(
+        trace.alias("trace"),
+        *cols,
+        risk.alias("at_risk"),
+        send_back_max(df).alias("sb_max"),
+        check_times(df).alias("check_times"),
+        position.alias("position"),
+        problem.alias("problem"),
+    )
     return out, has_trace_id
+
+
+def _variant_detail(df: DataFrame) -> Column:
+    return F.try_parse_json(F.col("detail").cast("string"))
+
+
+def send_back_max(df: DataFrame) -> Column:
+    """A ``send_back`` row's ``detail.max`` when it is a JSON integer (else null).
+
+    Same reading as ``traces.checks_retry.send_back_max``: the max reconsume
+    times the broker routed on; the audit falls back to the configured max.
+    """
+    if "detail" not in df.columns:
+        return F.lit(None).cast("int")
+    value = F.try_variant_get(_variant_detail(df), "$.max", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    return F.when((F.col("event") == "send_back") & integral, F.variant_get(value, "$", "int"))
+
+
+def check_times(df: DataFrame) -> Column:
+    """A ``txn_check`` row's ``detail.check_times`` as text (else null).
+
+    Same reading as ``traces.checks_txn.detect_txn_checks``: a re-check that
+    repeats a number already seen is not counted again.
+    """
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    value = F.try_variant_get(_variant_detail(df), "$.check_times", "variant")
+    text = F.when(F.schema_of_variant(value) == "STRING", F.variant_get(value, "$", "string")).otherwise(
+        F.to_json(value)
+    )
+    known = value.isNotNull() & (F.schema_of_variant(value) != "VOID")
+    return F.when((F.col("event") == "txn_check") & known, text)
+
+
+def at_risk(df: DataFrame) -> Column:
+    """The string entries of a ``crash`` row's ``detail.at_risk`` (null for other rows).
+
+    Same reading as ``traces.checks_common.at_risk_keys``: ``detail`` must be a
+    JSON object whose ``at_risk`` is a list; entries that are not strings are
+    ignored. Parsed only on ``crash`` rows (a variant, so types are visible).
+    """
+    if "detail" not in df.columns:
+        return F.lit(None).cast("array<string>")
+    parsed = F.try_variant_get(F.try_parse_json(F.col("detail").cast("string")), "$.at_risk", "array<variant>")
+    keys = F.transform(
+        F.filter(parsed, lambda x: F.schema_of_variant(x) == "STRING"),
+        lambda x: F.variant_get(x, "$", "string"),
+    )
+    return F.when(F.col("event") == "crash", keys)

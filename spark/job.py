@@ -4,13 +4,16 @@
 ``rmqspec audit`` and ``spark-submit`` both call it through ``main``):
 
 1. prepare: check the inputs, convert JSONL to Parquet (driver side);
-2. scan: read all Parquet once, validate every row, cache the audit
-   columns, and compute per-trace facts in one aggregation (row counts,
-   drain seq, crash/recover seqs for epochs, rows lacking needed fields);
-3. rules: ``rules.all_findings`` (one shuffle per key family), persisted,
-   written to ``OUT/violations`` and ``OUT/observations`` (Parquet);
-4. summary: ``OUT/rejected`` (Parquet: position, seq, reason) and
-   ``OUT/summary.json``.
+2. facts: one scan of the Parquet columns it needs, validating every row,
+   aggregated per trace (row counts, drain seq, crash/recover seqs for
+   epochs, at-risk keys of crashes, rows lacking needed fields). Nothing is
+   cached: Parquet is already a compact columnar copy, and each later pass
+   reads only its own columns of its own events;
+3. rules: ``rules.all_findings`` (one shuffle per key family, shuffle
+   partitions sized to the input), persisted, written to
+   ``OUT/violations`` and ``OUT/observations`` (Parquet);
+4. summary: ``OUT/rejected`` (Parquet: position, seq, reason; the input is
+   re-read for it only when some row was rejected) and ``OUT/summary.json``.
 
 Run it on a cluster with ``spark-submit`` (see ``spark/README.md``)::
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +54,10 @@ NEEDS_FLAT: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
     (code, event, fields) for code, needs in NEEDS.items() for event, fields in needs
 )
 OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
+# Input (compressed Parquet) bytes per shuffle partition: the widest family
+# shuffles ~5x its share of the input, so this gives ~64-128 MB partitions;
+# AQE coalesces the partitions of the smaller families.
+INPUT_BYTES_PER_PARTITION = 16 * 1024 * 1024
 
 
 @attrs.frozen
@@ -108,7 +117,7 @@ def _write_text(spark: SparkSession, path: str, text: str) -> None:
     stream.close()
 
 
-def _facts(cached: DataFrame) -> list[Any]:
+def _facts(rows: DataFrame) -> list[Any]:
     valid = F.col("problem").isNull()
     aggs = [
         F.count(F.lit(1)).alias("n"),
@@ -117,13 +126,39 @@ def _facts(cached: DataFrame) -> list[Any]:
         F.array_sort(F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq")))).alias(
             "bounds"
         ),
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk")))))).alias("at_risk"),
     ]
     for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
         lacks = F.lit(False)
         for f in fields:
             lacks = lacks | F.col(f).isNull()
         aggs.append(F.sum(F.when(valid & (F.col("event") == event) & lacks, 1).otherwise(0)).alias(f"lack{i}"))
-    return cached.groupBy("trace").agg(*aggs).collect()
+    return rows.groupBy("trace").agg(*aggs).collect()
+
+
+def _at_risk(spark: SparkSession, facts: list[Any]) -> DataFrame | None:
+    """(trace, msg_key) of every key a ``crash`` lists in ``detail.at_risk``; None if none."""
+    pairs = [(r["trace"], k) for r in facts if r["good"] for k in r["at_risk"]]
+    if not pairs:
+        return None
+    return spark.createDataFrame(pairs, "trace string, msg_key string")
+
+
+def _input_bytes(parquet: Sequence[str]) -> int:
+    total = 0
+    for path in parquet:
+        if _is_local(path):
+            try:
+                total += os.path.getsize(path.removeprefix("file:"))
+            except OSError:
+                continue
+    return total
+
+
+def _shuffle_partitions(spark: SparkSession, parquet: Sequence[str]) -> int:
+    """The configured shuffle partitions, raised to one per 16 MB of local Parquet input."""
+    configured = int(spark.conf.get("spark.sql.shuffle.partitions") or "200")
+    return max(configured, math.ceil(_input_bytes(parquet) / INPUT_BYTES_PER_PARTITION))
 
 
 def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) -> DataFrame:
@@ -165,13 +200,11 @@ def run_audit(
 
     stage("read + validate")
     rows, has_trace_id = inputs_mod.load(spark, prepared)
-    keep = ["trace", *inputs_mod.AUDIT_COLUMNS, "problem"]
-    for unused in ("actor", "commitlog_offset", "sharding_key"):
-        keep.remove(unused)
-    cached = rows.select(*keep).persist(StorageLevel.MEMORY_AND_DISK)
+    saved_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(_shuffle_partitions(spark, prepared.parquet)))
     try:
         try:
-            facts = _facts(cached)
+            facts = _facts(rows)
         except Exception as exc:  # corrupt data pages surface only when Spark reads them
             raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
         spark_read = sum(r["n"] for r in facts)
@@ -186,27 +219,29 @@ def run_audit(
         not_judged = not_judged_reasons(has_drain, lacking)
 
         stage("rules")
-        base = cached.filter(F.col("problem").isNull()).drop("problem")
+        base = rows.filter(F.col("problem").isNull()).select("trace", *inputs_mod.AUDIT_COLUMNS, *inputs_mod.DERIVED_COLUMNS)
         base = _with_trace_facts(spark, base, facts)
         any_drain = any(r["drain"] is not None for r in good_traces)
-        families: list[DataFrame] = []
         findings = all_findings(
             base,
             config.params,
             has_drain=any_drain,
             subscriptions=config.subscriptions,
-            keep=families,
+            at_risk=_at_risk(spark, facts),
         )
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
         # Materialise the findings once (persisted), then sort the small result:
         # an orderBy on the full plan would run it twice (range sampling).
-        # The union has one partition per branch partition: coalesce to the cores.
-        width = max(1, spark.sparkContext.defaultParallelism)
-        raw = findings.withColumnRenamed("trace", "trace_id").coalesce(width)
-        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
-        raw.count()
-        findings = raw.orderBy("trace_id", F.element_at("seqs", -1), "code", "seqs")
+        raw = findings.withColumnRenamed("trace", "trace_id").persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            try:
+                raw.count()
+            except Exception as exc:  # a corrupt page in a column the facts pass did not read
+                if "parquet" not in str(exc).lower():
+                    raise
+                raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
+            width = max(1, spark.sparkContext.defaultParallelism)
+            findings = raw.coalesce(width).orderBy("trace_id", F.element_at("seqs", -1), "code", "seqs")
             for kind, name in (("violation", "violations"), ("observation", "observations")):
                 stage(f"write {name}")
                 (
@@ -216,24 +251,25 @@ def run_audit(
                     .write.mode("overwrite")
                     .parquet(f"{out}/{name}")
                 )
-            counts = {(r["kind"], r["code"]): r["count"] for r in findings.groupBy("kind", "code").count().collect()}
+            counts = {(r["kind"], r["code"]): r["count"] for r in raw.groupBy("kind", "code").count().collect()}
             samples = tuple(
                 (r["code"], tuple(r["seqs"]), r["reason"])
                 for r in findings.filter(F.col("kind") == "violation").limit(10).collect()
             )
         finally:
             raw.unpersist()
-            for frame in families:
-                frame.unpersist()
 
         stage("write rejected")
-        rejected = rows.filter(F.col("problem").isNotNull()).select("position", "seq", F.col("problem").alias("reason"))
+        schema = "position string, seq bigint, reason string"
         driver_rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected]
-        if driver_rejected:
-            extra = spark.createDataFrame(driver_rejected, "position string, seq bigint, reason string")
-            rejected = extra.unionByName(rejected) if spark_bad else extra
-        elif not spark_bad:
-            rejected = spark.createDataFrame([], "position string, seq bigint, reason string")
+        if spark_bad:  # only then re-read the input for the rejected rows' positions
+            rejected = rows.filter(F.col("problem").isNotNull()).select(
+                "position", "seq", F.col("problem").alias("reason")
+            )
+            if driver_rejected:
+                rejected = spark.createDataFrame(driver_rejected, schema).unionByName(rejected)
+        else:
+            rejected = spark.createDataFrame(driver_rejected, schema)
         rejected = rejected.persist()
         rejected.coalesce(1).write.mode("overwrite").parquet(f"{out}/rejected")
         sample = tuple(
@@ -242,7 +278,7 @@ def run_audit(
         )
         rejected.unpersist()
     finally:
-        cached.unpersist()
+        spark.conf.set("spark.sql.shuffle.partitions", saved_partitions)
 
     summary = AuditSummary(
         violations={c: counts.get(("violation", c), 0) for c in VIOLATION_CODES},

@@ -5,32 +5,52 @@ Theory of operation
 Every rule here has the name, the definition and the ``seqs`` convention of
 its reference detector in ``rmqspec.traces.checks_*`` (read those
 docstrings for the exact meaning); a differential test holds the two equal.
-Rules are grouped by key family so each family costs one shuffle of the
-rows it needs, after which every window partitions by a superset of the
-family key (no further exchange, only sorts):
 
-==========  ===============================  =====================================
-family      repartitioned by                 rules
-==========  ===============================  =====================================
-row         (none: filters on the cache)     RETRY_EARLY (send_back), DLQ_EARLY,
-                                             DLQ_MISSED
-queue       trace, topic, queue_id           ORDER_QUEUE_GAP
-lock        trace, group, topic, queue_id    ORDER_KEY_REORDERED, LOCK_OVERLAP,
-                                             ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
-consumer    trace, group, topic, queue_id    OFFSET_OVERRUN
-message     trace, msg_key                   LOST, UNEXPECTED, RETRY_EARLY (deliver),
-                                             DELAY_EARLY, TXN_VISIBLE_BEFORE_COMMIT,
-                                             TXN_ROLLBACK_VISIBLE, DUPLICATED, RECOVERED
-txn         trace, txn_id                    TXN_DOUBLE_RESOLVED, TXN_CHECK_EARLY,
-                                             TXN_CHECK_EXCEEDED, TXN_UNRESOLVED,
-                                             DUPLICATE_COMMIT
-==========  ===============================  =====================================
+The input is lazy (never cached): Parquet is already a compact columnar
+copy of the trace, so each pass below reads only its own events and
+columns (filter and projection before the shuffle), shuffles them by its
+key and sorts them once per ordering it needs. Within a pass all windows
+partition by exactly the pass key and their orderings are prefixes of one
+sort order, declared most specific first, so Spark sorts once; rules of
+one pass are evaluated together (``_findings``: one struct per rule whose
+condition holds, exploded). "Later rows" frames are written as growing
+frames over a descending order (``_later``): Spark recomputes "n following
+.. unbounded following" frames for every row.
+
+=====================  =============================  ===============================================
+pass (rows read)       shuffled by, sort              rules
+=====================  =============================  ===============================================
+row: send_back,        none                           RETRY_EARLY (send_back), DLQ_EARLY, DLQ_MISSED
+deliver
+queue: store           trace, topic, queue_id;        ORDER_QUEUE_GAP
+                       epoch, seq
+lock: SUCCESS          trace, group, topic,           ORDER_KEY_REORDERED (ownership segments and the
+consume, lock, unlock  queue_id; epoch, seq           previous owned consume in one sort)
+lock: lock, unlock,    same key, one shuffle each     LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK,
+orderly_start/end      (a few % of the rows)          ORDERLY_CONCURRENT
+consumer: deliver,     trace, group, topic,           OFFSET_OVERRUN (pending intervals joined to
+acks, commit_offset    queue_id; offset, seq desc     commits in seq buckets of ``OFFSET_BUCKET``)
+message: the 8         trace, msg_key; group,         UNEXPECTED, RECOVERED, DUPLICATED,
+message events         reconsume_times, seq           RETRY_EARLY (deliver), TXN_VISIBLE_BEFORE_COMMIT,
+                                                      TXN_ROLLBACK_VISIBLE
+delay: SCHEDULE        trace, msg_key; msg_id, seq    DELAY_EARLY
+stores, fires, gen-0   and seq
+delivers
+lost: acks, halves,    trace, msg_key; then the       LOST (x broadcast consumers of the topic)
+completions            acks by (topic, seq)
+txn: txn_*             trace, txn_id; seq             TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
+                                                      TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
+                                                      TXN_UNRESOLVED
+=====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
 single trace), the SPEC §8 columns, ``epoch`` (crash/recover rows before
-the row) and ``drain`` (the trace's last drain seq or null). Output: one
-DataFrame with ``kind`` ('violation' / 'observation'), ``code``, ``seqs``
-(array<bigint>), the key columns and ``reason``.
+the row) and ``drain`` (the trace's last drain seq or null); optionally
+``at_risk`` = (trace, msg_key) of the keys crashes list in
+``detail.at_risk``, for which LOST, TXN_UNRESOLVED and RECOVERED are not
+reported (a small broadcast join). Output: one DataFrame with ``kind``
+('violation' / 'observation'), ``code``, ``seqs`` (array<bigint>), the
+key columns and ``reason``.
 """
 
 from __future__ import annotations
@@ -38,8 +58,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import reduce
 
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -78,7 +97,16 @@ def SEQ() -> Column:
 
 
 UNBOUNDED = Window.unboundedPreceding
-FOLLOWING = Window.unboundedFollowing
+
+
+def _later(spec: WindowSpec) -> WindowSpec:
+    """The rows after the current one (by seq) of ``spec``'s partition, as a growing frame.
+
+    Spark recomputes an "n following .. unbounded following" frame for every
+    row (quadratic in the partition); ordered by seq descending, the rows
+    after are the rows before, and "unbounded preceding .. -1" is linear.
+    """
+    return spec.orderBy(SEQ().desc()).rowsBetween(UNBOUNDED, -1)
 
 
 def _finding(
@@ -109,11 +137,50 @@ def _fmt(template: str, *cols: Column | str) -> Column:
     return F.format_string(template, *[F.col(c) if isinstance(c, str) else c for c in cols])
 
 
-def _keep(df: DataFrame, keep: list[DataFrame]) -> DataFrame:
-    """Persist a family frame several rules read (the caller unpersists ``keep``)."""
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    keep.append(df)
-    return df
+def _struct(
+    code: str,
+    seqs: Sequence[Column],
+    keys: Sequence[str] | Mapping[str, Column],
+    reason: Column,
+    kind: str = "violation",
+) -> Column:
+    """One finding of the current row as a struct (the columns of ``_finding``)."""
+    given = dict(keys) if isinstance(keys, Mapping) else {k: F.col(k) for k in keys}
+    fields = [
+        F.lit(kind).alias("kind"),
+        F.lit(code).alias("code"),
+        F.array(*[c.cast("bigint") for c in seqs]).alias("seqs"),
+        F.col("trace").alias("trace"),
+    ]
+    for name, dtype in KEYS:
+        fields.append(given.get(name, F.lit(None)).cast(dtype).alias(name))
+    fields.append(reason.alias("reason"))
+    return F.struct(*fields)
+
+
+def _findings(df: DataFrame, rules: Sequence[tuple[Column, Column]]) -> DataFrame:
+    """Several rules over one frame in one pass: (condition, ``_struct``) each.
+
+    A row yields one finding per rule whose condition holds (a null
+    condition does not); rows with none are dropped before the explode.
+    """
+    hit = reduce(lambda a, b: a | b, [F.coalesce(cond, F.lit(False)) for cond, _ in rules])
+    found = F.array(*[F.when(cond, found) for cond, found in rules])
+    return df.filter(hit).select(F.explode(F.filter(found, lambda f: f.isNotNull())).alias("f")).select("f.*")
+
+
+def _risky(df: DataFrame, at_risk: DataFrame | None, key: str = "msg_key") -> DataFrame:
+    """``df`` plus a boolean ``risky``: its ``key`` is an at-risk msg_key of its trace."""
+    if at_risk is None:
+        return df.withColumn("risky", F.lit(False))
+    flags = at_risk.select("trace", F.col("msg_key").alias("_rk"), F.lit(True).alias("_risky"))
+    joined = df.join(F.broadcast(flags), (df["trace"] == flags["trace"]) & (F.col(key) == F.col("_rk")), "left")
+    return (
+        joined.drop(flags["trace"])
+        .drop("_rk")
+        .withColumn("risky", F.coalesce(F.col("_risky"), F.lit(False)))
+        .drop("_risky")
+    )
 
 
 def _retry_limit(params: AuditParams) -> Column:
@@ -133,67 +200,94 @@ def _delay_ms(params: AuditParams, level: Column) -> Column:
 
 
 def row_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
-    """RETRY_EARLY (send_back clause), DLQ_EARLY, DLQ_MISSED: per-row filters."""
-    limit = _retry_limit(params)
-    sb = df.filter(EV() == "send_back")
+    """RETRY_EARLY (send_back clause), DLQ_EARLY, DLQ_MISSED: one shuffle by (group, msg_key).
+
+    The max a row is judged against (``traces.checks_retry``): a send_back's own
+    ``detail.max`` (``sb_max``) when the trace carries it; a deliver's, the
+    latest earlier send_back's of the same (group, msg_key); else the
+    configured max of the group.
+    """
+    rows = df.filter(EV().isin("send_back", "deliver")).select(
+        "trace", "seq", "ts", "event", "group", "topic", "msg_key", "status",
+        "reconsume_times", "delay_level", "deliver_ts", "sb_max",
+    )  # fmt: skip
+    sb = EV() == "send_back"
+    before = Window.partitionBy("trace", "group", "msg_key").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    in_force = F.last(F.when(sb, F.coalesce(F.col("sb_max"), _retry_limit(params))), ignorenulls=True).over(before)
+    rows = rows.withColumn(
+        "limit",
+        F.when(sb, F.coalesce(F.col("sb_max"), _retry_limit(params))).otherwise(
+            F.coalesce(in_force, _retry_limit(params))
+        ),
+    )
+    limit = F.col("limit")
     delay = _delay_ms(params, F.col("delay_level"))
-    early = sb.filter(
-        (F.col("status") == "RETRY")
+    level = F.coalesce(F.col("delay_level"), F.lit(0))
+    keys = ("group", "topic", "msg_key")
+    early = (
+        sb
+        & (F.col("status") == "RETRY")
         & _nn("delay_level", "deliver_ts")
         & (F.col("delay_level") >= 1)
         & (F.col("deliver_ts") - F.col("ts") < delay)
     )
-    out = [
-        _finding(
-            early,
-            Code.RETRY_EARLY,
-            [SEQ()],
-            ("group", "topic", "msg_key"),
-            _fmt(
-                "retry due after %d ms, level %d needs %d ms",
-                F.col("deliver_ts") - F.col("ts"),
-                "delay_level",
-                delay,
-            ),
-        )
-    ]
-    level = F.coalesce(F.col("delay_level"), F.lit(0))
-    dlq_early = sb.filter(
-        (F.col("status") == "DLQ")
+    dlq_early = (
+        sb
+        & (F.col("status") == "DLQ")
         & F.col("reconsume_times").isNotNull()
         & (level >= 0)
         & (F.col("reconsume_times") <= limit)
     )
-    out.append(
-        _finding(
-            dlq_early,
-            Code.DLQ_EARLY,
-            [SEQ()],
-            ("group", "topic", "msg_key"),
-            _fmt("dead-lettered after %d failures, max is %d", "reconsume_times", limit),
+    missed_sb = sb & (F.col("status") == "RETRY") & (F.col("reconsume_times") > limit)
+    missed_dv = (EV() == "deliver") & (F.col("reconsume_times") > limit)
+    return [
+        _findings(
+            rows,
+            [
+                (
+                    early,
+                    _struct(
+                        Code.RETRY_EARLY,
+                        [SEQ()],
+                        keys,
+                        _fmt(
+                            "retry due after %d ms, level %d needs %d ms",
+                            F.col("deliver_ts") - F.col("ts"),
+                            "delay_level",
+                            delay,
+                        ),
+                    ),
+                ),
+                (
+                    dlq_early,
+                    _struct(
+                        Code.DLQ_EARLY,
+                        [SEQ()],
+                        keys,
+                        _fmt("dead-lettered after %d failures, max is %d", "reconsume_times", limit),
+                    ),
+                ),
+                (
+                    missed_sb,
+                    _struct(
+                        Code.DLQ_MISSED,
+                        [SEQ()],
+                        keys,
+                        _fmt("retry copy %d created, max is %d: should go to the DLQ", "reconsume_times", limit),
+                    ),
+                ),
+                (
+                    missed_dv,
+                    _struct(
+                        Code.DLQ_MISSED,
+                        [SEQ()],
+                        keys,
+                        _fmt("delivered with reconsume_times %d, max is %d", "reconsume_times", limit),
+                    ),
+                ),
+            ],
         )
-    )
-    missed_sb = sb.filter((F.col("status") == "RETRY") & (F.col("reconsume_times") > limit))
-    out.append(
-        _finding(
-            missed_sb,
-            Code.DLQ_MISSED,
-            [SEQ()],
-            ("group", "topic", "msg_key"),
-            _fmt("retry copy %d created, max is %d: should go to the DLQ", "reconsume_times", limit),
-        )
-    )
-    missed_dv = df.filter((EV() == "deliver") & (F.col("reconsume_times") > limit))
-    out.append(
-        _finding(
-            missed_dv,
-            Code.DLQ_MISSED,
-            [SEQ()],
-            ("group", "topic", "msg_key"),
-            _fmt("delivered with reconsume_times %d, max is %d", "reconsume_times", limit),
-        )
-    )
-    return out
+    ]
 
 
 # -------------------------------------------------------------- queue family
@@ -202,7 +296,7 @@ def row_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
 def queue_rules(df: DataFrame) -> list[DataFrame]:
     """ORDER_QUEUE_GAP over stores per (trace, epoch, topic, queue_id)."""
     s = df.filter((EV() == "store") & _nn("topic", "queue_id", "queue_offset"))
-    s = s.repartition("trace", "topic", "queue_id")
+    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").repartition("trace", "topic", "queue_id")
     w = Window.partitionBy("trace", "epoch", "topic", "queue_id").orderBy("seq")
     s = s.withColumn("p_seq", F.lag("seq").over(w)).withColumn("p_off", F.lag("queue_offset").over(w))
     gap = s.filter(F.col("p_seq").isNotNull() & (F.col("queue_offset") != F.col("p_off") + 1))
@@ -228,22 +322,43 @@ _QUEUE = ("trace", "group", "topic", "queue_id")
 _QKEYS = ("group", "topic", "queue_id", "client_id")
 
 
-def lock_rules(df: DataFrame, params: AuditParams, keep: list[DataFrame]) -> list[DataFrame]:
-    fam = df.filter(
-        EV().isin("lock", "unlock", "consume", "orderly_start", "orderly_end")
-        & _nn("group", "topic", "queue_id", "client_id")
-    ).repartition(*_QUEUE)
-    fam = _keep(fam, keep)
+_LOCK_COLS = ("trace", "epoch", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status")
+
+
+def _lock_rows(df: DataFrame, *events: str, extra: Sequence[str] = (), where: Column | None = None) -> DataFrame:
+    """The rows of ``events`` carrying a full queue key, shuffled by queue (only the columns used)."""
+    cond = EV().isin(*events) & _nn("group", "topic", "queue_id", "client_id")
+    rows = df.filter(cond if where is None else cond & where)
+    return rows.select(*_LOCK_COLS, *extra).repartition(*_QUEUE)
+
+
+def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
+    """Each rule shuffles only its own events: the orderly and lock rules read a few
+    percent of the rows; ORDER_KEY_REORDERED also reads the SUCCESS consumes."""
+    grant_unlock = (EV() == "lock") | (EV() == "unlock")
+    ordered = _lock_rows(
+        df,
+        "lock",
+        "unlock",
+        "consume",
+        extra=("queue_offset",),
+        where=grant_unlock | ((F.col("status") == "SUCCESS") & F.col("queue_offset").isNotNull()),
+    )
     return [
-        _key_reordered(fam),
-        _lock_overlap(fam, params),
-        *_orderly_without_lock(fam, params),
-        _orderly_concurrent(fam),
+        _key_reordered(ordered),
+        _lock_overlap(_lock_rows(df, "lock", "unlock"), params),
+        *_orderly_without_lock(_lock_rows(df, "lock", "orderly_start"), params),
+        _orderly_concurrent(_lock_rows(df, "orderly_start", "orderly_end")),
     ]
 
 
 def _key_reordered(fam: DataFrame) -> DataFrame:
-    """ORDER_KEY_REORDERED: ownership segments from grants / effective unlocks."""
+    """ORDER_KEY_REORDERED: ownership segments from grants / effective unlocks.
+
+    One ordered window spec per (queue, epoch), hence one sort: the previous
+    owned SUCCESS consume of the same segment is the last owned consume
+    before the row when its segment is the row's.
+    """
     is_grant = (EV() == "lock") & (F.col("status") == "GRANTED")
     rows = fam.filter(
         is_grant
@@ -268,16 +383,26 @@ def _key_reordered(fam: DataFrame) -> DataFrame:
     rows = rows.withColumn("owner", owner)
     start = (is_grant & (F.col("owner").isNull() | (F.col("owner") != F.col("client_id")))) | F.col("eff_unlock")
     rows = rows.withColumn("seg", F.sum(start.cast("int")).over(w.rowsBetween(UNBOUNDED, 0)))
-    owned = rows.filter((EV() == "consume") & (F.col("owner") == F.col("client_id")))
-    w2 = Window.partitionBy(*_QUEUE, "epoch", "seg").orderBy("seq")
-    owned = owned.withColumn("p_seq", F.lag("seq").over(w2)).withColumn("p_off", F.lag("queue_offset").over(w2))
-    bad = owned.filter(F.col("p_seq").isNotNull() & (F.col("queue_offset") <= F.col("p_off")))
+    owned = (EV() == "consume") & (F.col("owner") == F.col("client_id"))
+    rows = rows.withColumn(
+        "prev",
+        F.last(
+            F.when(owned, F.struct(F.col("seg").alias("g"), SEQ().alias("s"), F.col("queue_offset").alias("o"))),
+            ignorenulls=True,
+        ).over(before),
+    )
+    bad = rows.filter(
+        owned
+        & F.col("prev").isNotNull()
+        & (F.col("prev.g") == F.col("seg"))
+        & (F.col("queue_offset") <= F.col("prev.o"))
+    )
     return _finding(
         bad,
         Code.ORDER_KEY_REORDERED,
-        [F.col("p_seq"), SEQ()],
+        [F.col("prev.s"), SEQ()],
         _QKEYS,
-        _fmt("orderly SUCCESS of offset %d after offset %d", "queue_offset", "p_off"),
+        _fmt("orderly SUCCESS of offset %d after offset %d", "queue_offset", "prev.o"),
     )
 
 
@@ -285,8 +410,8 @@ def _lock_overlap(fam: DataFrame, params: AuditParams) -> DataFrame:
     """LOCK_OVERLAP: the previous run's last grant, unless expired or unlocked since."""
     is_grant = (EV() == "lock") & (F.col("status") == "GRANTED")
     rows = fam.filter(is_grant | (EV() == "unlock"))
-    wc = Window.partitionBy(*_QUEUE, "epoch", "client_id").orderBy("seq")
-    rows = rows.withColumn("next_unlock", F.min(F.when(EV() == "unlock", SEQ())).over(wc.rowsBetween(1, FOLLOWING)))
+    wc = Window.partitionBy(*_QUEUE, "epoch", "client_id")
+    rows = rows.withColumn("next_unlock", F.min(F.when(EV() == "unlock", SEQ())).over(_later(wc)))
     grants = rows.filter(is_grant)
     w = Window.partitionBy(*_QUEUE, "epoch").orderBy("seq")
     prev = F.lag(
@@ -377,13 +502,14 @@ def _orderly_without_lock(fam: DataFrame, params: AuditParams) -> list[DataFrame
 def _orderly_concurrent(fam: DataFrame) -> DataFrame:
     """ORDERLY_CONCURRENT: running count of open windows; a join only for offenders."""
     rows = fam.filter(EV().isin("orderly_start", "orderly_end"))
-    wc = Window.partitionBy(*_QUEUE, "client_id").orderBy("seq")
+    wc_spec = Window.partitionBy(*_QUEUE, "client_id")
+    wc = wc_spec.orderBy("seq")
     rows = rows.withColumn("prev_ev", F.lag("event").over(wc))
     is_start = EV() == "orderly_start"
     opens = is_start & (F.col("prev_ev").isNull() | (F.col("prev_ev") == "orderly_end"))
     closes = (EV() == "orderly_end") & (F.col("prev_ev") == "orderly_start")
     rows = rows.withColumn("open_tr", opens).withColumn("close_tr", F.coalesce(closes, F.lit(False)))
-    rows = rows.withColumn("close_seq", F.min(F.when(F.col("close_tr"), SEQ())).over(wc.rowsBetween(1, FOLLOWING)))
+    rows = rows.withColumn("close_seq", F.min(F.when(F.col("close_tr"), SEQ())).over(_later(wc_spec)))
     delta = F.when(F.col("open_tr"), 1).when(F.col("close_tr"), -1).otherwise(0)
     w = Window.partitionBy(*_QUEUE).orderBy("seq")
     rows = rows.withColumn("open_before", F.coalesce(F.sum(delta).over(w.rowsBetween(UNBOUNDED, -1)), F.lit(0)))
@@ -415,17 +541,31 @@ def _orderly_concurrent(fam: DataFrame) -> DataFrame:
 # ----------------------------------------------------------- consumer family
 
 
-def consumer_rules(df: DataFrame, keep: list[DataFrame]) -> list[DataFrame]:
-    """OFFSET_OVERRUN: pending intervals (deliver → next deliver/ack of that offset)."""
+def consumer_rules(df: DataFrame) -> list[DataFrame]:
+    """OFFSET_OVERRUN: pending intervals (deliver → next deliver/ack of that offset).
+
+    One sort per queue, by (queue_offset, seq) descending: the end of a
+    deliver's interval is the nearest later non-commit row, i.e. the last one
+    before it in this order (a growing frame, linear; an "unbounded
+    following" frame would be quadratic), when it has the same offset. The
+    last commit of the queue is an unordered window over the same partition.
+    """
     ack = (EV() == "send_back") | ((EV() == "consume") & (F.col("status") == "SUCCESS"))
-    rows = df.filter(
-        (EV().isin("deliver", "commit_offset") | ack) & _nn("group", "topic", "queue_id", "queue_offset")
-    ).repartition(*_QUEUE)
+    need = _nn("group", "topic", "queue_id", "queue_offset")
+    rows = (
+        df.filter((EV().isin("deliver", "commit_offset") | ack) & need)
+        .select(*_QUEUE, "seq", "event", "queue_offset")
+        .repartition(*_QUEUE)
+    )
     wq = Window.partitionBy(*_QUEUE)
+    later_first = wq.orderBy(F.col("queue_offset").desc(), SEQ().desc()).rowsBetween(UNBOUNDED, -1)
+    nxt = F.last(
+        F.when(EV() != "commit_offset", F.struct(F.col("queue_offset").alias("o"), SEQ().alias("s"))),
+        ignorenulls=True,
+    ).over(later_first)
+    rows = rows.withColumn("nxt", nxt)
+    rows = rows.withColumn("end", F.when(F.col("nxt.o") == F.col("queue_offset"), F.col("nxt.s")))
     rows = rows.withColumn("max_commit", F.max(F.when(EV() == "commit_offset", SEQ())).over(wq))
-    wo = Window.partitionBy(*_QUEUE, "queue_offset").orderBy("seq")
-    rows = rows.withColumn("end", F.min(F.when(EV() != "commit_offset", SEQ())).over(wo.rowsBetween(1, FOLLOWING)))
-    rows = _keep(rows, keep)
     b = F.lit(OFFSET_BUCKET)
     intervals = rows.filter((EV() == "deliver") & F.col("max_commit").isNotNull() & (SEQ() < F.col("max_commit")))
     last = F.least(F.coalesce(F.col("end"), F.col("max_commit")), F.col("max_commit"))
@@ -436,7 +576,7 @@ def consumer_rules(df: DataFrame, keep: list[DataFrame]) -> list[DataFrame]:
         F.col("end").alias("e"),
         F.explode(F.sequence(F.floor(SEQ() / b), F.floor(last / b))).alias("b"),
     )
-    commits = rows.filter(EV() == "commit_offset").select(
+    commits = df.filter((EV() == "commit_offset") & need).select(
         *_QUEUE, "seq", F.col("queue_offset").alias("x"), F.floor(SEQ() / b).alias("b")
     )
     joined = commits.join(intervals, [*_QUEUE, "b"]).filter(
@@ -459,31 +599,57 @@ def consumer_rules(df: DataFrame, keep: list[DataFrame]) -> list[DataFrame]:
 # ------------------------------------------------------------ message family
 
 
+_MSG_EVENTS = ("send", "store", "deliver", "consume", "send_back", "schedule_fire", "txn_half", "txn_end")
+
+
 def message_rules(
     df: DataFrame,
     consumers: DataFrame,
     has_drain: bool,
-    keep: list[DataFrame],
+    at_risk: DataFrame | None = None,
 ) -> list[DataFrame]:
-    """Rules keyed by msg_key; ``consumers`` is (trace, topic, groups array)."""
-    fam = df.filter(
-        EV().isin(
-            "send",
-            "store",
-            "deliver",
-            "consume",
-            "send_back",
-            "schedule_fire",
-            "txn_half",
-            "txn_end",
-        )
-        & F.col("msg_key").isNotNull()
-    ).repartition("trace", "msg_key")
-    wk = Window.partitionBy("trace", "msg_key")
+    """Rules keyed by msg_key; ``consumers`` is (trace, topic, groups array).
+
+    Three shuffles by (trace, msg_key), each of only the rows and columns
+    its rules read: every row of the family, sorted once by (group,
+    reconsume_times, seq) within the msg_key, for the per-key facts,
+    UNEXPECTED, RECOVERED, DUPLICATED, RETRY_EARLY and transaction
+    visibility; the SCHEDULE stores, fires and first-generation delivers for
+    DELAY_EARLY; the acknowledgements and completions for LOST.
+    """
     acked_send = (EV() == "send") & (F.col("status").isNull() | F.col("status").isin(*sorted(ACKED_SEND_STATUSES)))
     commit = (EV() == "txn_end") & (F.col("status") == "COMMIT")
+    out = [_message_pass(df, acked_send, commit, at_risk), _delay_early(df)]
+    if has_drain:
+        out.append(_lost(df, consumers, acked_send, commit, at_risk))
+    return out
+
+
+def _message_pass(df: DataFrame, acked_send: Column, commit: Column, at_risk: DataFrame | None) -> DataFrame:
+    fam = (
+        df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
+        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "status", "reconsume_times", "deliver_ts")
+        .repartition("trace", "msg_key")
+    )
+    wk = Window.partitionBy("trace", "msg_key")
+    # The most specific ordering first: the coarser windows below reuse its sort.
+    w_grs = wk.orderBy("group", "reconsume_times", "seq")
+    w_group = wk.orderBy("group").rangeBetween(Window.currentRow, Window.currentRow)
     rollback = (EV() == "txn_end") & (F.col("status") == "ROLLBACK")
     half = EV() == "txn_half"
+    success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("group").isNotNull()
+    # RETRY_EARLY, deliver clause: the latest earlier send_back RETRY with the same
+    # (group, reconsume_times) is the last one before the row in this ordering when
+    # it carries the row's (group, reconsume_times).
+    is_back = (EV() == "send_back") & (F.col("status") == "RETRY") & _nn("deliver_ts", "group", "reconsume_times")
+    back = F.struct(
+        F.col("group").alias("g"),
+        F.col("reconsume_times").alias("r"),
+        SEQ().alias("s"),
+        F.col("deliver_ts").alias("due"),
+    )
+    fam = fam.withColumn("back", F.last(F.when(is_back, back), ignorenulls=True).over(w_grs.rowsBetween(UNBOUNDED, -1)))
+    fam = fam.withColumn("first_success", F.min(F.when(success, SEQ())).over(w_group))
     flag = lambda c: F.max(F.when(c, 1).otherwise(0)).over(wk)  # noqa: E731
     fam = (
         fam.withColumn("k_known", flag(EV().isin("send", "store", "txn_half")))
@@ -492,159 +658,172 @@ def message_rules(
         .withColumn("k_seen", flag((EV() == "store") | ((EV() == "send") & ~acked_send)))
         .withColumn("k_first_deliver", F.min(F.when(EV() == "deliver", SEQ())).over(wk))
         .withColumn("k_half_seq", F.min(F.when(half, SEQ())).over(wk))
-        .withColumn(
-            "k_half_topic",
-            F.min(F.when(half & F.col("topic").isNotNull(), F.struct(SEQ().alias("s"), "topic")))
-            .over(wk)
-            .getField("topic"),
-        )
         .withColumn("k_commit", F.min(F.when(commit, SEQ())).over(wk))
         .withColumn("k_rollback", F.min(F.when(rollback, SEQ())).over(wk))
     )
-    fam = _keep(fam, keep)
+    deliver = EV() == "deliver"
+    if at_risk is not None:
+        fam = _risky(fam, at_risk)
+        not_risky = ~F.col("risky")
+    else:
+        not_risky = F.lit(True)
     gk = ("group", "topic", "msg_key")
-    out: list[DataFrame] = []
-
-    unexpected = fam.filter(EV().isin("deliver", "consume") & (F.col("k_known") == 0))
-    out.append(
-        _finding(
-            unexpected,
-            Code.UNEXPECTED,
-            [SEQ()],
-            gk,
-            _fmt("%s of %s, which was never sent, stored or half-sent", "event", "msg_key"),
-        )
+    c, r = F.col("k_commit"), F.col("k_rollback")
+    after_half = deliver & F.col("k_half_seq").isNotNull() & (SEQ() > F.col("k_half_seq"))
+    rb_visible = c.isNull() & r.isNotNull() & (SEQ() > r)
+    before_commit = ~rb_visible & ((c.isNotNull() & (SEQ() < c)) | c.isNull())
+    retry_early = (
+        deliver
+        & _nn("group", "reconsume_times")
+        & (F.col("reconsume_times") >= 1)
+        & (F.col("back.g") == F.col("group"))
+        & (F.col("back.r") == F.col("reconsume_times"))
+        & (F.col("ts") < F.col("back.due"))
+    )
+    return _findings(
+        fam,
+        [
+            (
+                EV().isin("deliver", "consume") & (F.col("k_known") == 0),
+                _struct(
+                    Code.UNEXPECTED,
+                    [SEQ()],
+                    gk,
+                    _fmt("%s of %s, which was never sent, stored or half-sent", "event", "msg_key"),
+                ),
+            ),
+            (
+                deliver
+                & (SEQ() == F.col("k_first_deliver"))
+                & (F.col("k_seen") == 1)
+                & (F.col("k_acked") == 0)
+                & (F.col("k_half") == 0)
+                & not_risky,
+                _struct(
+                    ObservationCode.RECOVERED,
+                    [SEQ()],
+                    gk,
+                    _fmt("%s delivered although its send was never acknowledged", "msg_key"),
+                    kind="observation",
+                ),
+            ),
+            (
+                success & (SEQ() > F.col("first_success")),
+                _struct(
+                    ObservationCode.DUPLICATED,
+                    [F.col("first_success"), SEQ()],
+                    gk,
+                    _fmt("%s consumed %s with SUCCESS again", "group", "msg_key"),
+                    kind="observation",
+                ),
+            ),
+            (
+                retry_early,
+                _struct(
+                    Code.RETRY_EARLY,
+                    [F.col("back.s"), SEQ()],
+                    gk,
+                    _fmt("retry %d delivered at %d, due at %d", "reconsume_times", "ts", "back.due"),
+                ),
+            ),
+            (
+                after_half & rb_visible,
+                _struct(
+                    Code.TXN_ROLLBACK_VISIBLE,
+                    [r, SEQ()],
+                    gk,
+                    _fmt("%s delivered although its transaction was rolled back", "msg_key"),
+                ),
+            ),
+            (
+                after_half & before_commit,
+                _struct(
+                    Code.TXN_VISIBLE_BEFORE_COMMIT,
+                    [F.col("k_half_seq"), SEQ()],
+                    gk,
+                    _fmt("%s delivered before its transaction committed", "msg_key"),
+                ),
+            ),
+        ],
     )
 
-    recovered = fam.filter(
-        (EV() == "deliver")
-        & (SEQ() == F.col("k_first_deliver"))
-        & (F.col("k_seen") == 1)
-        & (F.col("k_acked") == 0)
-        & (F.col("k_half") == 0)
-    )
-    out.append(
-        _finding(
-            recovered,
-            ObservationCode.RECOVERED,
-            [SEQ()],
-            gk,
-            _fmt("%s delivered although its send was never acknowledged", "msg_key"),
-            kind="observation",
-        )
-    )
 
-    success = fam.filter((EV() == "consume") & (F.col("status") == "SUCCESS") & _nn("group"))
-    success = success.withColumn("first", F.min("seq").over(Window.partitionBy("trace", "msg_key", "group")))
-    dup = success.filter(SEQ() > F.col("first"))
-    out.append(
-        _finding(
-            dup,
-            ObservationCode.DUPLICATED,
-            [F.col("first"), SEQ()],
-            gk,
-            _fmt("%s consumed %s with SUCCESS again", "group", "msg_key"),
-            kind="observation",
-        )
-    )
-
-    # RETRY_EARLY, deliver clause.
-    is_back = (EV() == "send_back") & (F.col("status") == "RETRY") & F.col("deliver_ts").isNotNull()
-    retry = fam.filter(
-        _nn("group", "reconsume_times") & (is_back | ((EV() == "deliver") & (F.col("reconsume_times") >= 1)))
-    )
-    wr = Window.partitionBy("trace", "msg_key", "group", "reconsume_times").orderBy("seq")
-    retry = retry.withColumn(
-        "back",
-        F.last(
-            F.when(is_back, F.struct(SEQ().alias("s"), F.col("deliver_ts").alias("due"))),
-            ignorenulls=True,
-        ).over(wr.rowsBetween(UNBOUNDED, -1)),
-    )
-    early = retry.filter((EV() == "deliver") & F.col("back").isNotNull() & (F.col("ts") < F.col("back.due")))
-    out.append(
-        _finding(
-            early,
-            Code.RETRY_EARLY,
-            [F.col("back.s"), SEQ()],
-            gk,
-            _fmt("retry %d delivered at %d, due at %d", "reconsume_times", "ts", "back.due"),
-        )
-    )
-
-    # DELAY_EARLY: fires matched by (msg_key, msg_id) or by msg_key; delivers by first generation.
+def _delay_early(df: DataFrame) -> DataFrame:
+    """DELAY_EARLY: fires matched by (msg_key, msg_id) or by msg_key; delivers by first generation."""
     sched = (EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC) & F.col("deliver_ts").isNotNull()
     gen0 = F.coalesce(F.col("reconsume_times"), F.lit(0)) == 0
     fire = EV() == "schedule_fire"
-    copy = F.struct(SEQ().alias("s"), F.col("deliver_ts").alias("due"))
-    last_copy = lambda cond: F.last(F.when(cond, copy), ignorenulls=True)  # noqa: E731
-    by_key = Window.partitionBy("trace", "msg_key").orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    by_id = Window.partitionBy("trace", "msg_key", "msg_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    fires = fam.filter(sched | fire)
-    fires = fires.withColumn(
-        "st",
-        F.when(F.col("msg_id").isNotNull(), last_copy(sched).over(by_id)).otherwise(last_copy(sched).over(by_key)),
+    rows = (
+        df.filter(F.col("msg_key").isNotNull() & (sched | fire | ((EV() == "deliver") & gen0)))
+        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "msg_id", "reconsume_times", "deliver_ts")
+        .repartition("trace", "msg_key")
     )
-    fired = fires.filter(fire & F.col("st").isNotNull() & (F.col("ts") < F.col("st.due")))
-    out.append(
-        _finding(
-            fired,
-            Code.DELAY_EARLY,
-            [F.col("st.s"), SEQ()],
-            ("topic", "msg_key"),
-            _fmt("fired at %d, due at %d", "ts", "st.due"),
-        )
-    )
-    firsts = fam.filter((sched | fire | (EV() == "deliver")) & gen0)
-    firsts = firsts.withColumn("st", last_copy(sched).over(by_key)).withColumn(
-        "lf", F.max(F.when(fire, SEQ())).over(by_key)
-    )
-    no_fire = F.col("lf").isNull() | (F.col("lf") < F.col("st.s"))
-    delivered = firsts.filter((EV() == "deliver") & F.col("st").isNotNull() & (F.col("ts") < F.col("st.due")) & no_fire)
-    out.append(
-        _finding(
-            delivered,
-            Code.DELAY_EARLY,
-            [F.col("st.s"), SEQ()],
-            gk,
-            _fmt("delivered at %d, due at %d", "ts", "st.due"),
-        )
-    )
-
-    # Transaction visibility.
-    dv = fam.filter((EV() == "deliver") & F.col("k_half_seq").isNotNull() & (SEQ() > F.col("k_half_seq")))
-    c, r = F.col("k_commit"), F.col("k_rollback")
-    rb_visible = c.isNull() & r.isNotNull() & (SEQ() > r)
-    out.append(
-        _finding(
-            dv.filter(rb_visible),
-            Code.TXN_ROLLBACK_VISIBLE,
-            [r, SEQ()],
-            gk,
-            _fmt("%s delivered although its transaction was rolled back", "msg_key"),
-        )
-    )
-    before = ~rb_visible & ((c.isNotNull() & (SEQ() < c)) | c.isNull())
-    out.append(
-        _finding(
-            dv.filter(before),
-            Code.TXN_VISIBLE_BEFORE_COMMIT,
-            [F.col("k_half_seq"), SEQ()],
-            gk,
-            _fmt("%s delivered before its transaction committed", "msg_key"),
-        )
-    )
-
-    if has_drain:
-        out.append(_lost(fam, consumers, acked_send, commit))
-    return out
-
-
-def _lost(fam: DataFrame, consumers: DataFrame, acked_send: Column, commit: Column) -> DataFrame:
-    """LOST: first acknowledgement per (msg_key, topic) × consuming groups − done groups."""
     wk = Window.partitionBy("trace", "msg_key")
+    by_id = wk.orderBy("msg_id", "seq").rowsBetween(UNBOUNDED, -1)
+    by_key = wk.orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    copy = F.struct(SEQ().alias("s"), F.col("deliver_ts").alias("due"))
+    id_copy = F.struct(F.col("msg_id").alias("id"), SEQ().alias("s"), F.col("deliver_ts").alias("due"))
+    rows = rows.withColumn("st_id", F.last(F.when(sched, id_copy), ignorenulls=True).over(by_id))
+    rows = (
+        rows.withColumn("st_key", F.last(F.when(sched, copy), ignorenulls=True).over(by_key))
+        .withColumn("st0", F.last(F.when(sched & gen0, copy), ignorenulls=True).over(by_key))
+        .withColumn("lf", F.max(F.when(fire & gen0, SEQ())).over(by_key))
+    )
+    same_id = F.when(
+        F.col("st_id.id") == F.col("msg_id"),
+        F.struct(F.col("st_id.s").alias("s"), F.col("st_id.due").alias("due")),
+    )
+    rows = rows.withColumn("st", F.when(F.col("msg_id").isNotNull(), same_id).otherwise(F.col("st_key")))
+    no_fire = F.col("lf").isNull() | (F.col("lf") < F.col("st0.s"))
+    return _findings(
+        rows,
+        [
+            (
+                fire & F.col("st").isNotNull() & (F.col("ts") < F.col("st.due")),
+                _struct(
+                    Code.DELAY_EARLY,
+                    [F.col("st.s"), SEQ()],
+                    ("topic", "msg_key"),
+                    _fmt("fired at %d, due at %d", "ts", "st.due"),
+                ),
+            ),
+            (
+                (EV() == "deliver") & F.col("st0").isNotNull() & (F.col("ts") < F.col("st0.due")) & no_fire,
+                _struct(
+                    Code.DELAY_EARLY,
+                    [F.col("st0.s"), SEQ()],
+                    ("group", "topic", "msg_key"),
+                    _fmt("delivered at %d, due at %d", "ts", "st0.due"),
+                ),
+            ),
+        ],
+    )
+
+
+def _lost(
+    df: DataFrame,
+    consumers: DataFrame,
+    acked_send: Column,
+    commit: Column,
+    at_risk: DataFrame | None,
+) -> DataFrame:
+    """LOST: first acknowledgement per (msg_key, topic) × consuming groups − done groups."""
     done = ((EV() == "consume") & (F.col("status") == "SUCCESS")) | ((EV() == "send_back") & (F.col("status") == "DLQ"))
-    rows = fam.withColumn(
+    half = EV() == "txn_half"
+    rows = (
+        df.filter(F.col("msg_key").isNotNull() & (acked_send | commit | half | done))
+        .select("trace", "seq", "event", "group", "topic", "msg_key", "status", "drain")
+        .repartition("trace", "msg_key")
+    )
+    if at_risk is not None:
+        rows = rows.join(F.broadcast(at_risk), ["trace", "msg_key"], "left_anti")
+    wk = Window.partitionBy("trace", "msg_key")
+    rows = rows.withColumn(
+        "k_half_topic",
+        F.min(F.when(half & F.col("topic").isNotNull(), F.struct(SEQ().alias("s"), "topic")))
+        .over(wk)
+        .getField("topic"),
+    ).withColumn(
         "done_groups",
         F.collect_set(F.when(done & (SEQ() <= F.col("drain")), F.col("group"))).over(wk),
     )
@@ -680,20 +859,41 @@ def _lost(fam: DataFrame, consumers: DataFrame, acked_send: Column, commit: Colu
 # ---------------------------------------------------------------- txn family
 
 
-def txn_rules(df: DataFrame, params: AuditParams, has_drain: bool, keep: list[DataFrame]) -> list[DataFrame]:
-    fam = df.filter(
-        EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull()
-    ).repartition("trace", "txn_id")
+def txn_rules(
+    df: DataFrame,
+    params: AuditParams,
+    has_drain: bool,
+    at_risk: DataFrame | None = None,
+) -> list[DataFrame]:
+    """Every transaction rule in one pass: one shuffle by txn_id, one sort by seq."""
+    fam = (
+        df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
+        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "drain", "check_times")
+        .repartition("trace", "txn_id")
+    )
     kind = F.when(EV() == "txn_discard", F.lit("DISCARD")).when(EV() == "txn_end", F.col("status"))
     fam = fam.withColumn("kind", kind)
     wt = Window.partitionBy("trace", "txn_id")
     wo = wt.orderBy("seq")
     before = wo.rowsBetween(UNBOUNDED, -1)
     first = lambda k: F.min(F.when(F.col("kind") == k, SEQ())).over(before)  # noqa: E731
+    is_commit = F.col("kind") == "COMMIT"
+    is_rb = F.col("kind") == "ROLLBACK"
+    resolved = (F.col("kind") == "DISCARD") | is_commit | is_rb
     fam = (
         fam.withColumn("fc", first("COMMIT"))
         .withColumn("fr", first("ROLLBACK"))
         .withColumn("fd", first("DISCARD"))
+        # a re-check repeating a TRANSACTION_CHECK_TIMES already seen (after a crash) counts once
+        .withColumn(
+            "counted",
+            (EV() == "txn_check")
+            & (
+                F.col("check_times").isNull()
+                | (F.row_number().over(Window.partitionBy("trace", "txn_id", "check_times").orderBy("seq")) == 1)
+            ),
+        )
+        .withColumn("n_check", F.count(F.when(F.col("counted"), 1)).over(wo.rowsBetween(UNBOUNDED, 0)))
         .withColumn(
             "half",
             F.min(
@@ -703,82 +903,75 @@ def txn_rules(df: DataFrame, params: AuditParams, has_drain: bool, keep: list[Da
                 )
             ).over(wt),
         )
-        .withColumn("n_check", F.count(F.when(EV() == "txn_check", 1)).over(wo.rowsBetween(UNBOUNDED, 0)))
+        .withColumn("res", F.max(F.when(resolved & (SEQ() < F.col("drain")), 1).otherwise(0)).over(wt))
     )
-    fam = _keep(fam, keep)
     tk = ("txn_id", "msg_key")
-    out: list[DataFrame] = []
-    is_commit = F.col("kind") == "COMMIT"
-    is_rb = F.col("kind") == "ROLLBACK"
+    half_keys = {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")}
     earlier = F.when(is_commit, F.least("fr", "fd")).when(is_rb, F.least("fc", "fd"))
-    double = fam.withColumn("earlier", earlier).filter(F.col("earlier").isNotNull())
-    out.append(
-        _finding(
-            double,
-            Code.TXN_DOUBLE_RESOLVED,
-            [F.col("earlier"), SEQ()],
-            tk,
-            _fmt(
-                "transaction %s resolved %s after an earlier conflicting resolution",
-                "txn_id",
-                "kind",
-            ),
-        )
-    )
-    dup = fam.filter(is_commit & F.col("fc").isNotNull())
-    out.append(
-        _finding(
-            dup,
-            ObservationCode.DUPLICATE_COMMIT,
-            [F.col("fc"), SEQ()],
-            tk,
-            _fmt("transaction %s committed twice", "txn_id"),
-            kind="observation",
-        )
-    )
-    checks = fam.filter((EV() == "txn_check") & F.col("half").isNotNull()).withColumn("msg_key", F.col("half.k"))
+    check = (EV() == "txn_check") & F.col("half").isNotNull()
     due = F.col("half.t") + F.lit(params.transaction_timeout_ms)
-    out.append(
-        _finding(
-            checks.filter(F.col("ts") < due),
-            Code.TXN_CHECK_EARLY,
-            [F.col("half.s"), SEQ()],
-            tk,
-            _fmt("checked at %d, not before %d", "ts", due),
-        )
-    )
-    out.append(
-        _finding(
-            checks.filter(F.col("n_check") > params.transaction_check_max),
-            Code.TXN_CHECK_EXCEEDED,
-            [F.col("half.s"), SEQ()],
-            tk,
-            _fmt(
-                "check %d exceeds transactionCheckMax %d",
-                "n_check",
-                F.lit(params.transaction_check_max),
-            ),
-        )
-    )
-    if has_drain:
-        resolved = (F.col("kind") == "DISCARD") | is_commit | is_rb
-        un = fam.withColumn("res", F.max(F.when(resolved & (SEQ() < F.col("drain")), 1).otherwise(0)).over(wt)).filter(
-            (EV() == "txn_half")
-            & (SEQ() == F.col("half.s"))
-            & F.col("drain").isNotNull()
-            & (SEQ() < F.col("drain"))
-            & (F.col("res") == 0)
-        )
-        out.append(
-            _finding(
-                un,
-                Code.TXN_UNRESOLVED,
-                [SEQ(), F.col("drain")],
+    rules = [
+        (
+            earlier.isNotNull(),
+            _struct(
+                Code.TXN_DOUBLE_RESOLVED,
+                [earlier, SEQ()],
                 tk,
-                _fmt("transaction %s still unresolved at the drain", "txn_id"),
+                _fmt("transaction %s resolved %s after an earlier conflicting resolution", "txn_id", "kind"),
+            ),
+        ),
+        (
+            is_commit & F.col("fc").isNotNull(),
+            _struct(
+                ObservationCode.DUPLICATE_COMMIT,
+                [F.col("fc"), SEQ()],
+                tk,
+                _fmt("transaction %s committed twice", "txn_id"),
+                kind="observation",
+            ),
+        ),
+        (
+            check & (F.col("ts") < due),
+            _struct(
+                Code.TXN_CHECK_EARLY,
+                [F.col("half.s"), SEQ()],
+                half_keys,
+                _fmt("checked at %d, not before %d", "ts", due),
+            ),
+        ),
+        (
+            check & F.col("counted") & (F.col("n_check") > params.transaction_check_max),
+            _struct(
+                Code.TXN_CHECK_EXCEEDED,
+                [F.col("half.s"), SEQ()],
+                half_keys,
+                _fmt("check %d exceeds transactionCheckMax %d", "n_check", F.lit(params.transaction_check_max)),
+            ),
+        ),
+    ]
+    if has_drain:
+        if at_risk is not None:  # an at-risk half may vanish with the broker's unflushed pages
+            fam = _risky(fam.withColumn("half_key", F.col("half.k")), at_risk, key="half_key")
+            not_risky = ~F.col("risky")
+        else:
+            not_risky = F.lit(True)
+        rules.append(
+            (
+                (EV() == "txn_half")
+                & (SEQ() == F.col("half.s"))
+                & F.col("drain").isNotNull()
+                & (SEQ() < F.col("drain"))
+                & (F.col("res") == 0)
+                & not_risky,
+                _struct(
+                    Code.TXN_UNRESOLVED,
+                    [SEQ(), F.col("drain")],
+                    tk,
+                    _fmt("transaction %s still unresolved at the drain", "txn_id"),
+                ),
             )
         )
-    return out
+    return [_findings(fam, rules)]
 
 
 # --------------------------------------------------------------------- plan
@@ -803,20 +996,22 @@ def all_findings(
     *,
     has_drain: bool,
     subscriptions: Mapping[str, Sequence[str]] | None = None,
-    keep: list[DataFrame] | None = None,
+    at_risk: DataFrame | None = None,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
-    Family frames read by several rules are persisted and appended to
-    ``keep``; unpersist them once the findings are materialised.
+    ``df`` is read lazily, never cached: each branch reads only its own
+    events and columns (Parquet column pruning), shuffles them by its key
+    and sorts once per ordering it needs. ``at_risk`` is (trace, msg_key) of
+    the keys crashes list in ``detail.at_risk`` (None when there are none):
+    no LOST, TXN_UNRESOLVED or RECOVERED for them.
     """
-    keep = [] if keep is None else keep
     parts = [
         *row_rules(df, params),
         *queue_rules(df),
-        *lock_rules(df, params, keep),
-        *consumer_rules(df, keep),
-        *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, keep),
-        *txn_rules(df, params, has_drain, keep),
+        *lock_rules(df, params),
+        *consumer_rules(df),
+        *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, at_risk),
+        *txn_rules(df, params, has_drain, at_risk),
     ]
     return reduce(DataFrame.unionByName, parts)

@@ -22,6 +22,10 @@ DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ansi.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
+    # The audit raises spark.sql.shuffle.partitions to the input size (job.py);
+    # AQE coalesces the partitions of the small families.
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.adaptive.coalescePartitions.enabled": "true",
 }
 RUNTIME: dict[str, str] = {"spark.sql.ansi.enabled": "false"}
 

@@ -348,4 +348,62 @@ CASES: tuple[Case, ...] = (
         """,
         (("DUPLICATED", (3, 6)), ("RECOVERED", (8,)), ("RECOVERED", (12,))),
     ),
+    Case(
+        "crash detail.at_risk: no LOST, TXN_UNRESOLVED or RECOVERED for at-risk keys",
+        """
+        0 send t=1000 topic=T q=0 key=K1 st=SEND_OK
+        1 store t=1000 topic=T q=0 off=0 key=K1
+        2 send t=1001 topic=T q=0 key=K2 st=SEND_OK
+        3 store t=1001 topic=T q=0 off=1 key=K2
+        4 txn_half t=1002 topic=T key=K3 txn=X3
+        5 store t=1003 topic=T q=0 off=2 key=K4
+        6 send t=1004 topic=T q=0 key=7 st=SEND_OK
+        7 crash t=1005 st=power detail={"at_risk":["K2","K3","K4",7,null]}
+        8 recover t=1006
+        9 crash t=1007 st=kill detail={"at_risk":"K6"}
+        10 recover t=1008
+        11 deliver t=1010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        12 consume t=1020 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS
+        13 deliver t=1030 g=G topic=T q=0 off=2 key=K4 c=C1 rt=0
+        14 consume t=1040 g=G topic=T q=0 off=2 key=K4 c=C1 st=SUCCESS
+        15 txn_half t=1050 topic=T key=K5 txn=X5
+        16 send t=1060 topic=T q=0 key=K6 st=SEND_OK
+        17 store t=1061 topic=T q=0 off=3 key=K7
+        18 deliver t=1070 g=G topic=T q=0 off=3 key=K7 c=C1 rt=0
+        19 consume t=1080 g=G topic=T q=0 off=3 key=K7 c=C1 st=SUCCESS
+        20 drain t=9000
+        """,
+        (
+            ("LOST", (6, 20)),
+            ("LOST", (16, 20)),
+            ("RECOVERED", (18,)),
+            ("TXN_UNRESOLVED", (15, 20)),
+        ),
+    ),
+    Case(
+        "DLQ rules judge against the send_back's detail.max (the request's max) when present",
+        """
+        0 send t=900 topic=T q=0 key=K1 st=SEND_OK
+        1 store t=900 topic=T q=0 off=0 key=K1
+        2 send t=901 topic=T q=0 key=K2 st=SEND_OK
+        3 store t=901 topic=T q=0 off=1 key=K2
+        4 send t=902 topic=T q=0 key=K3 st=SEND_OK
+        5 store t=902 topic=T q=0 off=2 key=K3
+        6 send_back t=1000 g=G topic=T q=0 off=0 key=K1 rt=2 lvl=0 st=DLQ detail={"max":1}
+        7 send_back t=1000 g=G topic=T q=0 off=1 key=K2 rt=2 lvl=4 due=61000 st=RETRY detail={"max":1}
+        8 deliver t=61000 g=G topic=%RETRY%G q=0 off=0 key=K2 c=C1 rt=2
+        9 send_back t=2000 g=G topic=T q=0 off=2 key=K3 rt=1 lvl=3 due=12000 st=RETRY detail={"max":"x"}
+        10 deliver t=12000 g=G topic=%RETRY%G q=0 off=1 key=K3 c=C1 rt=1
+        """,
+        (("DLQ_MISSED", (7,)), ("DLQ_MISSED", (8,))),
+    ),
+    Case(
+        "TXN_CHECK_EXCEEDED: a re-check repeating a check_times after a crash counts once",
+        "0 txn_half t=0 key=X1 txn=X1\n"
+        + "".join(f"{i} txn_check t={i * 60000} key=X1 txn=X1 detail={{\"check_times\":{i}}}\n" for i in range(1, 16))
+        + "16 crash t=960000 st=kill\n17 recover t=960001\n"
+        + "18 txn_check t=1020000 key=X1 txn=X1 detail={\"check_times\":15}\n"
+        + "19 txn_check t=1080000 key=X1 txn=X1 detail={\"check_times\":\"16\"}\n",
+        (("TXN_CHECK_EXCEEDED", (0, 19)),),
+    ),
 )

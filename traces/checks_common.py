@@ -23,10 +23,17 @@ Conventions both sides share (also in ``spark/README.md`` under "Rules"):
   committed offset in ``queue_offset``.
 - An optional extra column ``trace_id`` splits one input into independent
   traces (every rule is evaluated per trace); without it the input is one trace.
+- At-risk keys: a ``crash`` whose ``detail`` has ``at_risk`` (a list of
+  msg_keys: written since the last flush when an ASYNC broker lost power)
+  makes those keys legitimately losable. LOST, TXN_UNRESOLVED (by the
+  half's msg_key) and RECOVERED are not reported for a msg_key listed by
+  any ``crash`` of the trace; other rules still judge them. Entries that
+  are not strings are ignored (``at_risk_keys``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -116,6 +123,32 @@ def has(row: Mapping[str, Any], *fields: str) -> bool:
     return all(row.get(f) is not None for f in fields)
 
 
+def detail_of(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A row's ``detail`` as a mapping (it may still be JSON text); {} when absent or not an object."""
+    detail = row.get("detail")
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            return {}
+    return detail if isinstance(detail, Mapping) else {}
+
+
+def at_risk_keys(row: Mapping[str, Any]) -> list[str]:
+    """The string entries of ``detail.at_risk`` of a ``crash`` row (else none).
+
+    ``detail`` may still be its JSON text (rows straight from a file) or a
+    mapping; anything that is not a JSON object with a list ``at_risk`` gives
+    no keys.
+    """
+    if row["event"] != "crash":
+        return []
+    keys = detail_of(row).get("at_risk")
+    if not isinstance(keys, list):
+        return []
+    return [k for k in keys if isinstance(k, str)]
+
+
 @attrs.frozen
 class Trace:
     """One trace ready for the detectors: rows in seq order plus derived facts.
@@ -123,7 +156,8 @@ class Trace:
     ``epochs[i]`` is the number of ``crash``/``recover`` rows before row ``i``
     (SPEC §8.1 "epoch"); ``drain_seq`` is the seq of the last ``drain`` row or
     None; ``consumers`` maps a topic to the groups that consume it (seen in
-    ``deliver``/``consume`` rows, plus the configured subscriptions).
+    ``deliver``/``consume`` rows, plus the configured subscriptions);
+    ``at_risk`` holds the msg_keys any ``crash`` lists in ``detail.at_risk``.
     """
 
     rows: Sequence[Mapping[str, Any]]
@@ -131,6 +165,7 @@ class Trace:
     drain_seq: int | None
     consumers: Mapping[str, frozenset[str]]
     params: AuditParams
+    at_risk: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -143,6 +178,7 @@ class Trace:
         epoch = 0
         drain = None
         consumers: dict[str, set[str]] = {}
+        at_risk: set[str] = set()
         for group, topics in (subscriptions or {}).items():
             for topic in topics:
                 consumers.setdefault(topic, set()).add(group)
@@ -151,6 +187,7 @@ class Trace:
             ev = row["event"]
             if ev in ("crash", "recover"):
                 epoch += 1
+                at_risk.update(at_risk_keys(row))
             elif ev == "drain":
                 drain = row["seq"]
             elif ev in ("deliver", "consume") and has(row, "group", "topic"):
@@ -161,6 +198,7 @@ class Trace:
             drain_seq=drain,
             consumers={t: frozenset(g) for t, g in consumers.items()},
             params=params,
+            at_risk=frozenset(at_risk),
         )
 
     def of(self, *events: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

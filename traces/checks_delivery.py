@@ -53,6 +53,8 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     SUCCESS ``consume`` nor a ``send_back`` DLQ for that (group, msg_key)
     before the drain. Not judged without ``drain``. Groups consuming a topic
     are those seen delivering/consuming it plus configured subscriptions.
+    A msg_key listed in a ``crash``'s ``detail.at_risk`` (written after the
+    last flush of an ASYNC broker that lost power) may be lost: not judged.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """
     drain = trace.drain_seq
@@ -67,7 +69,7 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
         ):
             done.add((row["group"], row["msg_key"]))
     for (topic, key), seq in sorted(_acknowledged(trace).items(), key=lambda kv: kv[1]):
-        if seq > drain:
+        if seq > drain or key in trace.at_risk:
             continue
         for group in sorted(trace.consumers.get(topic, ())):
             if (group, key) not in done:
@@ -162,7 +164,9 @@ def detect_recovered(trace: Trace) -> Iterator[Finding]:
 
     SPEC §8 / §8.1 observations: the broker stored it (a ``store``, or a ``send`` with a failure
     status) but no acknowledged ``send`` nor COMMIT exists for its msg_key,
-    and it is not a transaction half. seqs = [first deliver of the msg_key].
+    and it is not a transaction half. Not reported for a msg_key listed in a
+    ``crash``'s ``detail.at_risk`` (its acknowledgement may have been lost with
+    the broker's unflushed pages). seqs = [first deliver of the msg_key].
     """
     acked: set[str] = set()
     half: set[str] = set()
@@ -185,7 +189,7 @@ def detect_recovered(trace: Trace) -> Iterator[Finding]:
         else:
             first_deliver.setdefault(key, row)
     for key, row in sorted(first_deliver.items(), key=lambda kv: kv[1]["seq"]):
-        if key in seen and key not in acked and key not in half:
+        if key in seen and key not in acked and key not in half and key not in trace.at_risk:
             yield observation(
                 ObservationCode.RECOVERED,
                 (row["seq"],),

@@ -10,6 +10,7 @@ from rmqspec.traces.checks_common import (
     SCHEDULE_TOPIC,
     Finding,
     Trace,
+    detail_of,
     has,
     keys_of,
     violation,
@@ -57,19 +58,31 @@ def detect_retry_early(trace: Trace) -> Iterator[Finding]:
                 )
 
 
+def send_back_max(row: Mapping[str, Any], params: Any) -> int:
+    """The max reconsume times a ``send_back`` was judged against.
+
+    ``detail.max`` when the trace carries it (RocketMQ routes on the request's
+    ``maxReconsumeTimes`` when the client sends one, else the group's
+    ``retryMaxTimes``: ``SendMessageProcessor.consumerSendMsgBack``), else the
+    configured max of the group.
+    """
+    value = detail_of(row).get("max")
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else params.retry_max(row["group"])
+
+
 def detect_dlq_early(trace: Trace) -> Iterator[Finding]:
     """DLQ_EARLY: a message dead-lettered before it failed max + 1 times.
 
     SPEC §8.1 / §4.4: a ``send_back`` DLQ with delay_level ≥ 0 (null counts
-    as 0) whose new copy's reconsume_times ≤ the group's max
-    (``SendMessageProcessor``: DLQ iff reconsumeTimes ≥ max or level < 0;
-    the new copy carries reconsumeTimes + 1). seqs = [send_back].
+    as 0) whose new copy's reconsume_times ≤ the max in force
+    (``send_back_max``; ``SendMessageProcessor``: DLQ iff reconsumeTimes ≥ max
+    or level < 0; the new copy carries reconsumeTimes + 1). seqs = [send_back].
     """
     for _, row in trace.of("send_back"):
         if row["status"] != "DLQ" or row["reconsume_times"] is None:
             continue
         level = row["delay_level"] if row["delay_level"] is not None else 0
-        limit = trace.params.retry_max(row["group"])
+        limit = send_back_max(row, trace.params)
         if level >= 0 and row["reconsume_times"] <= limit:
             yield violation(
                 Code.DLQ_EARLY,
@@ -80,27 +93,33 @@ def detect_dlq_early(trace: Trace) -> Iterator[Finding]:
 
 
 def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
-    """DLQ_MISSED: a message retried past the group's max instead of dead-lettered.
+    """DLQ_MISSED: a message retried past its max instead of dead-lettered.
 
     SPEC §8.1 / §4.4: a ``send_back`` RETRY whose new copy's reconsume_times
-    > max (seqs = [send_back]), or any ``deliver`` with reconsume_times > max
-    (seqs = [deliver]) — also of a ``%DLQ%`` copy: SPEC §4.4 says the DLQ is
-    not consumed by the group's normal subscription.
+    > the max in force (``send_back_max``; seqs = [send_back]), or any
+    ``deliver`` with reconsume_times > max (seqs = [deliver]) — the max of the
+    latest earlier ``send_back`` of that (group, msg_key), else the group's —
+    also of a ``%DLQ%`` copy: SPEC §4.4 says the DLQ is not consumed by the
+    group's normal subscription.
     """
+    in_force: dict[tuple[Any, Any], int] = {}
     for _, row in trace.of("send_back", "deliver"):
         rt = row["reconsume_times"]
-        if rt is None:
-            continue
-        limit = trace.params.retry_max(row["group"])
         if row["event"] == "send_back":
-            if row["status"] == "RETRY" and rt > limit:
+            limit = send_back_max(row, trace.params)
+            in_force[(row["group"], row["msg_key"])] = limit
+            if rt is not None and row["status"] == "RETRY" and rt > limit:
                 yield violation(
                     Code.DLQ_MISSED,
                     (row["seq"],),
                     keys_of(row, "group", "topic", "msg_key"),
                     f"retry copy {rt} created, max is {limit}: should go to the DLQ",
                 )
-        elif rt > limit:
+            continue
+        if rt is None:
+            continue
+        limit = in_force.get((row["group"], row["msg_key"]), trace.params.retry_max(row["group"]))
+        if rt > limit:
             yield violation(
                 Code.DLQ_MISSED,
                 (row["seq"],),

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import Finding, Trace, keys_of, observation, violation
+from rmqspec.traces.checks_common import Finding, Trace, detail_of, keys_of, observation, violation
 
 
 def _halves(trace: Trace, column: str) -> dict[str, Mapping[str, Any]]:
@@ -109,11 +109,17 @@ def detect_txn_checks(trace: Trace) -> Iterator[Finding]:
     ``txn_check`` earlier than ``txn_half.ts + transactionTimeOut`` —
     seqs = [txn_half, txn_check]; every ``txn_check`` of a transaction beyond
     the ``transactionCheckMax``-th — seqs = [txn_half, that txn_check].
-    Checks of a txn_id without a ``txn_half`` are not judged.
+    A check whose ``detail.check_times`` (the re-put half's
+    TRANSACTION_CHECK_TIMES) repeats one already seen for the transaction is a
+    re-check after a crash (the check service resumes from its last persisted
+    offset, at least once) and does not count again; what
+    ``needDiscard`` bounds is that number. Checks of a txn_id without a
+    ``txn_half`` are not judged.
     """
     params = trace.params
     halves = _halves(trace, "txn_id")
     counts: dict[str, int] = {}
+    seen_times: set[tuple[str, object]] = set()
     for _, row in trace.of("txn_check"):
         half = halves.get(row["txn_id"]) if row["txn_id"] is not None else None
         if half is None:
@@ -127,6 +133,11 @@ def detect_txn_checks(trace: Trace) -> Iterator[Finding]:
                 keys,
                 f"checked at {row['ts']}, not before {due}",
             )
+        times = detail_of(row).get("check_times")
+        if times is not None:
+            if (row["txn_id"], str(times)) in seen_times:
+                continue
+            seen_times.add((row["txn_id"], str(times)))
         n = counts[row["txn_id"]] = counts.get(row["txn_id"], 0) + 1
         if n > params.transaction_check_max:
             yield violation(
@@ -143,7 +154,9 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     SPEC §8.1 / §4.6 (every half is eventually resolved or discarded): at
     ``drain``, a ``txn_half`` with no COMMIT/ROLLBACK ``txn_end`` and no
     ``txn_discard`` of its txn_id before the drain. Not judged without
-    ``drain``. seqs = [txn_half, drain].
+    ``drain``, nor for a half whose msg_key a ``crash`` lists in
+    ``detail.at_risk`` (an unflushed half may vanish with an ASYNC broker's
+    power loss). seqs = [txn_half, drain].
     """
     drain = trace.drain_seq
     if drain is None:
@@ -156,7 +169,7 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
         and (r["event"] == "txn_discard" or r["status"] in ("COMMIT", "ROLLBACK"))
     }
     for txn, half in sorted(_halves(trace, "txn_id").items(), key=lambda kv: kv[1]["seq"]):
-        if half["seq"] < drain and txn not in resolved:
+        if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk:
             yield violation(
                 Code.TXN_UNRESOLVED,
                 (half["seq"], drain),

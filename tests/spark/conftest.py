@@ -34,6 +34,41 @@ from rmqspec.traces.notation import parse
 
 RANDOM_TRACES = 300
 GEN_EVENTS = 2500
+CONFORMANCE_BUDGET = (12, 30)  # examples, steps per broker
+RECORDED_BROKERS = ("model", "mmap")
+
+
+def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
+    """Traces recorded from real runs of both brokers: every conformance example, and the
+    reference client's workload (``rmqspec check`` records the same two kinds)."""
+    from rmqspec.cli.workload import T0, run_workload
+    from rmqspec.impl import factory as mmap_factory
+    from rmqspec.model import BrokerConfig, ListRecorder, ManualClock
+    from rmqspec.model import factory as model_factory
+    from rmqspec.properties.runner import budget_settings, check_conformance
+
+    factories = {"model": model_factory, "mmap": mmap_factory}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in RECORDED_BROKERS:
+        recorders: list[ListRecorder] = []
+
+        def make() -> ListRecorder:
+            recorders.append(ListRecorder())
+            return recorders[-1]
+
+        result = check_conformance(factories[name], settings=budget_settings(*CONFORMANCE_BUDGET),
+                                   recorder_factory=make)
+        assert result.passed, result.render()
+        for i, rec in enumerate(recorders):
+            out[f"conf:{name}:{i:03d}"] = [e.as_row() for e in rec.events]
+        clock, rec = ManualClock(T0), ListRecorder()
+        workdir = tmp / f"workload-{name}"
+        workdir.mkdir()
+        broker = factories[name](clock, BrokerConfig(), workdir, recorder=rec)
+        run_workload(broker, clock, rec)
+        broker.close()
+        out[f"workload:{name}"] = [e.as_row() for e in rec.events]
+    return out
 
 # ------------------------------------------------------------ random traces
 
@@ -158,6 +193,7 @@ def batch(spark, tmp_path_factory) -> Batch:
         rows[f"clean:{seed}"] = gen_rows
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
+    rows.update(recorded_traces(tmp))
     flat = [{**r, "trace_id": tid} for tid, trace in rows.items() for r in trace]
     # The notation keeps ``detail`` as its JSON text; trace files hold the mapping's JSON.
     stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]

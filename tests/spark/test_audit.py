@@ -42,6 +42,18 @@ def test_clean_generated_trace_has_no_violation(batch, tid):
     assert batch.spark.get(tid, []) == batch.checker.get(tid, [])
 
 
+def test_recorded_broker_traces_audit_clean(batch):
+    """SPEC §8: what ModelBroker and MmapBroker really did — every conformance example and
+    the client workload — holds every §8.1 rule, in Spark and in the reference checker."""
+    recorded = [tid for tid in batch.rows if tid.startswith(("conf:", "workload:"))]
+    assert {tid.split(":")[1] for tid in recorded} == {"model", "mmap"}
+    assert sum(len(batch.rows[tid]) for tid in recorded) > 5000
+    for tid in recorded:
+        assert _violations(batch.spark.get(tid, [])) == [], tid
+        assert _violations(batch.checker.get(tid, [])) == [], tid
+        assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+
+
 def test_differential_random_traces(batch):
     """Hypothesis-drawn traces: Spark and the reference checker find the same things."""
     random_ids = [t for t in batch.rows if t.startswith("hyp")]

@@ -92,3 +92,24 @@ def test_trace_id_splits_independent_traces():
     report = check(a + b, PARAMS)
     assert {f.trace_id for f in report.violations} == {"a"}
     assert "LOST" in report.not_judged  # trace a has no drain
+
+
+def test_at_risk_keys_come_from_crash_details_as_text_or_mapping():
+    text = """
+    0 send t=1 topic=T q=0 key=K1 st=SEND_OK
+    1 send t=2 topic=T q=0 key=K2 st=SEND_OK
+    2 crash t=3 st=power
+    3 recover t=4
+    4 deliver t=5 g=G topic=T q=0 off=0 key=K9 c=C1 rt=0
+    5 drain t=9
+    """
+    rows = parse(text)
+    assert {f.seqs for f in check(rows).violations if f.code == "LOST"} == {(0, 5), (1, 5)}
+    rows[2]["detail"] = {"at_risk": ["K1"]}  # as the conformance machine records it
+    assert [f.seqs for f in check(rows).violations if f.code == "LOST"] == [(1, 5)]
+    rows[2]["detail"] = '{"at_risk": ["K1", "K2"]}'  # as a trace file stores it
+    assert [f.code for f in check(rows).violations if f.code == "LOST"] == []
+    # only a crash's detail counts
+    rows[2]["detail"] = None
+    rows[4]["detail"] = {"at_risk": ["K1", "K2"]}
+    assert len([f for f in check(rows).violations if f.code == "LOST"]) == 2
