@@ -219,7 +219,9 @@ def run_audit(
         not_judged = not_judged_reasons(has_drain, lacking)
 
         stage("rules")
-        base = rows.filter(F.col("problem").isNull()).select("trace", *inputs_mod.AUDIT_COLUMNS, *inputs_mod.DERIVED_COLUMNS)
+        base = rows.filter(F.col("problem").isNull()).select(
+            "trace", *inputs_mod.AUDIT_COLUMNS, *inputs_mod.DERIVED_COLUMNS
+        )
         base = _with_trace_facts(spark, base, facts)
         any_drain = any(r["drain"] is not None for r in good_traces)
         findings = all_findings(

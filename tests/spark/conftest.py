@@ -52,7 +52,7 @@ def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
     for name in RECORDED_BROKERS:
         recorders: list[ListRecorder] = []
 
-        def make() -> ListRecorder:
+        def make(recorders: list[ListRecorder] = recorders) -> ListRecorder:
             recorders.append(ListRecorder())
             return recorders[-1]
 
