@@ -2,7 +2,8 @@
 
 A ``Progress`` prints ``label: done/total (pct) rate/s`` at most every
 ``interval`` seconds, rewriting one line on a terminal and writing plain lines
-otherwise; ``close()`` prints the final line. Library code takes a plain
+otherwise; ``close()`` prints the final line (work that ends within the first
+``interval`` prints only that). Library code takes a plain
 ``on_progress(done, total)`` callback; the CLI passes ``Progress.update``.
 """
 
@@ -32,7 +33,9 @@ class Progress:
         self.enabled = enabled
         self.done = 0
         self._start = time.monotonic()
-        self._last = 0.0
+        # The first line comes after ``interval`` (a rate over a few microseconds means
+        # nothing); ``close`` always prints the final line.
+        self._last = self._start
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._printed = False
 
