@@ -179,20 +179,15 @@ def _workload(args: argparse.Namespace, factory: Callable[..., Any], traces: Pat
 
 
 def _audit_config(args: argparse.Namespace) -> Any:
-    from rmqspec.cli.workload import GROUP_RETRY_MAX
     from rmqspec.spark.config import ConfigError, load_config
 
     try:
-        config = load_config(args.audit_config)
+        return load_config(args.audit_config)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    known = dict(config.params.group_retry_max)
-    extra = tuple((g, m) for g, m in GROUP_RETRY_MAX if g not in known)
-    params = attrs.evolve(config.params, group_retry_max=config.params.group_retry_max + extra)
-    return attrs.evolve(config, params=params)
 
 
-def _audit(args: argparse.Namespace, traces: Path, out: Path) -> Any:
+def _audit(args: argparse.Namespace, traces: Path, out: Path, config: Any) -> Any:
     from rmqspec.spark.job import run_audit
     from rmqspec.spark.session import audit_session
 
@@ -202,7 +197,6 @@ def _audit(args: argparse.Namespace, traces: Path, out: Path) -> Any:
         if not args.quiet:
             print(f"audit: {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr, flush=True)
 
-    config = _audit_config(args)
     stage("starting Spark")
     conf = {"spark.driver.memory": "4g"} if args.master.startswith("local") else {}
     spark = audit_session(args.master, conf)
@@ -287,6 +281,7 @@ def run(args: argparse.Namespace) -> int:
         factory = load_factory(args.broker)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
+    audit_config = _audit_config(args)  # read every input before hours of work, not after
     out = Path(args.out)
     traces, work = _prepare_out(out)
     budget = BUDGETS[args.budget]
@@ -303,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     proofs = timed("proofs", lambda: _prove(args))
     _result, conformance = timed("conformance", lambda: _conform(args, factory, traces, budget))
     workload = timed("workload", lambda: _workload(args, factory, traces, work, budget[2]))
-    summary = timed("audit", lambda: _audit(args, traces, out))
+    summary = timed("audit", lambda: _audit(args, traces, out, audit_config))
     t = time.monotonic()
     audit = _audit_section(summary, out, traces)
     plots = _plot_data(traces)

@@ -16,7 +16,8 @@ lifecycles a person can read in the report's plots:
   by checks, an UNKNOWN half checked until it is discarded, and a duplicate
   commit (RocketMQ 4.9 writes the message twice: an observation).
 
-The audit must know ``G-analytics``'s retry max: ``GROUP_RETRY_MAX``.
+``G-analytics``'s max is the client's (a request max): the brokers record it in
+each ``send_back`` event's ``detail.max``, so the audit needs no configuration.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from rmqspec.model.results import TxnAction
 
 T0 = 1_700_000_000_000
 ANALYTICS_MAX = 3
-GROUP_RETRY_MAX: tuple[tuple[str, int], ...] = (("G-analytics", ANALYTICS_MAX),)
 OK = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 

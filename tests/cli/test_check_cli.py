@@ -71,6 +71,16 @@ def test_a_malformed_broker_conf_is_reported_with_its_line(tmp_path: Path,
     assert "broker.conf:2" in err and "Traceback" not in err
 
 
+def test_a_malformed_audit_config_is_refused_before_any_work(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "audit.json"
+    conf.write_text('{"maxReconsumeTimes": "many"}')
+    assert main(["check", "--audit-config", str(conf), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "maxReconsumeTimes" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_out_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "file"
     target.write_text("x")
