@@ -41,19 +41,25 @@ class BrokerEvents:
     def _id(self, entry: Entry) -> str:
         return entry.msg_id(self.config)
 
+    def _copy(self, entry: Entry) -> dict[str, Any]:
+        """The columns naming one stored copy: where it is and who it is."""
+        return {
+            "topic": entry.topic,
+            "queue_id": entry.queue_id,
+            "queue_offset": entry.queue_offset,
+            "commitlog_offset": entry.commitlog_offset,
+            "msg_key": entry.uniq_key,
+            "msg_id": self._id(entry),
+            "reconsume_times": entry.reconsume_times,
+        }
+
     def store(self, entry: Entry, now: int) -> None:
         scheduled = entry.topic == SCHEDULE_TOPIC
         self.emit(
             "store",
             now,
             actor="broker",
-            topic=entry.topic,
-            queue_id=entry.queue_id,
-            queue_offset=entry.queue_offset,
-            commitlog_offset=entry.commitlog_offset,
-            msg_key=entry.uniq_key,
-            msg_id=self._id(entry),
-            reconsume_times=entry.reconsume_times,
+            **self._copy(entry),
             delay_level=entry.queue_id + 1 if scheduled else None,
             deliver_ts=entry.tags_code if scheduled else None,
         )
@@ -129,13 +135,7 @@ class BrokerEvents:
             now,
             actor=group,
             group=group,
-            topic=entry.topic,
-            queue_id=entry.queue_id,
-            queue_offset=entry.queue_offset,
-            commitlog_offset=entry.commitlog_offset,
-            msg_key=entry.uniq_key,
-            msg_id=self._id(entry),
-            reconsume_times=entry.reconsume_times,
+            **self._copy(entry),
         )
 
     def send_back(
@@ -180,13 +180,7 @@ class BrokerEvents:
             "schedule_fire",
             now,
             actor="broker",
-            topic=new.topic,
-            queue_id=new.queue_id,
-            queue_offset=new.queue_offset,
-            commitlog_offset=new.commitlog_offset,
-            msg_key=new.uniq_key,
-            msg_id=self._id(new),
-            reconsume_times=new.reconsume_times,
+            **self._copy(new),
             delay_level=level,
             deliver_ts=deliver_ts,
             detail={

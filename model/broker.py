@@ -233,6 +233,18 @@ class ModelBroker:
     def _msg_id(self, record: Record) -> str:
         return record.msg_id(self.config)
 
+    def _copy(self, record: Record) -> dict[str, Any]:
+        """The trace columns naming one stored copy: where it is and who it is."""
+        return {
+            "topic": record.topic,
+            "queue_id": record.queue_id,
+            "queue_offset": record.queue_offset,
+            "commitlog_offset": record.commitlog_offset,
+            "msg_key": record.uniq_key,
+            "msg_id": self._msg_id(record),
+            "reconsume_times": record.reconsume_times,
+        }
+
     def _put(self, request: PutRequest, now: int) -> Record:
         record = self.store.put(request, now)
         self.durability.on_append(len(self.store.records))
@@ -259,13 +271,7 @@ class ModelBroker:
             "store",
             now,
             actor="broker",
-            topic=record.topic,
-            queue_id=record.queue_id,
-            queue_offset=record.queue_offset,
-            commitlog_offset=record.commitlog_offset,
-            msg_key=record.uniq_key,
-            msg_id=self._msg_id(record),
-            reconsume_times=record.reconsume_times,
+            **self._copy(record),
             delay_level=level,
             deliver_ts=deliver_ts,
         )
@@ -552,13 +558,7 @@ class ModelBroker:
                 now,
                 actor=group,
                 group=group,
-                topic=r.topic,
-                queue_id=r.queue_id,
-                queue_offset=r.queue_offset,
-                commitlog_offset=r.commitlog_offset,
-                msg_key=r.uniq_key,
-                msg_id=self._msg_id(r),
-                reconsume_times=r.reconsume_times,
+                **self._copy(r),
             )
         return PullResult(
             client_pull_status(res.status, offset),
@@ -800,13 +800,7 @@ class ModelBroker:
             "schedule_fire",
             now,
             actor="broker",
-            topic=new.topic,
-            queue_id=new.queue_id,
-            queue_offset=new.queue_offset,
-            commitlog_offset=new.commitlog_offset,
-            msg_key=new.uniq_key,
-            msg_id=self._msg_id(new),
-            reconsume_times=new.reconsume_times,
+            **self._copy(new),
             delay_level=level,
             deliver_ts=deliver_ts,
             detail={
