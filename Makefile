@@ -8,17 +8,29 @@ STAMP  := $(VENV)/.installed
 HYPOTHESIS_PROFILE ?= ci
 export HYPOTHESIS_PROFILE
 
-.PHONY: check test lint bench clean venv java chromium
+.PHONY: check test interop lint bench clean venv java chromium realrmq-deps
 
 check: $(STAMP) java
 	$(BIN)/rmqspec check
 
 test: $(STAMP) java chromium lint
 	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage run -m pytest --ignore=tests/interop
 	$(BIN)/coverage report --skip-empty
 	@echo "coverage of model/, impl/, properties/ (must stay above 90%):"
 	$(BIN)/coverage report --skip-empty --include='model/*,impl/*,properties/*' --fail-under=90 | tail -n 1
+
+# Tests against real Apache RocketMQ 4.9.8 (../shared/realrmq): Java, root (network namespaces) and the
+# Debian jar packages its install-deps.sh installs. Not part of `make test` (a fresh clone has no ../shared).
+REALRMQ ?= $(abspath ../shared/realrmq)
+export REALRMQ
+
+interop: $(STAMP) java realrmq-deps
+	$(BIN)/python -m pytest tests/interop -p no:randomly
+
+realrmq-deps:
+	@test -d "$(REALRMQ)" || { echo "make interop needs $(REALRMQ) (real RocketMQ 4.9.8 fixture)" >&2; exit 2; }
+	@bash "$(REALRMQ)/install-deps.sh"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -21,7 +21,7 @@ import pkgutil
 
 from hypothesis import HealthCheck, settings
 
-for _folder in ("model", "impl", "properties", "traces", "spark", "cli"):
+for _folder in ("model", "impl", "properties", "traces", "spark", "cli", "remoting"):
     _package = importlib.import_module(f"rmqspec.{_folder}")
     for _info in pkgutil.walk_packages(_package.__path__, f"{_package.__name__}."):
         if not _info.name.endswith("__main__"):
