@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,8 @@ from rmqspec.properties.history import (
 )
 from rmqspec.properties.lockstep import Lockstep, Outcome
 from rmqspec.properties.program import Op, render
+from rmqspec.properties.session import SessionView
+from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, sleep_until, wall_ms
 
 START_MS = 1_700_000_000_000
 OBSERVER = "rmqspec_observer"
@@ -149,6 +152,13 @@ def _pick(seq: list | tuple, i: int) -> Any:
     return seq[i % len(seq)]
 
 
+def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A precondition that depends on what the broker did and when. On the wall clock that is not
+    reproducible, and Hypothesis needs the choice of rules to be: there the rule is always drawn and
+    idles when ``cond`` does not hold (the rule body checks it again)."""
+    return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
+
+
 class ConformanceBase(RuleBasedStateMachine):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
@@ -162,12 +172,30 @@ class ConformanceBase(RuleBasedStateMachine):
     examples: list[int]
     last_program: list[Op]
     last_failure: list[str]
+    failed_program: list[Op]
+    first_failure: list[str]
     drain_on_teardown = True
+    # wall-clock mode (properties/wallclock.py): None = the manual clock
+    wall: WallOptions | None = None
+    base_config: BrokerConfig | None = None
+    lateness: WallLateness | None = None
 
     def __init__(self) -> None:
         super().__init__()
-        self.clock = ManualClock(START_MS)
-        self.config = BrokerConfig()
+        wall = type(self).wall
+        self.clock = ManualClock(wall_ms() if wall else START_MS)
+        self.config = type(self).base_config or BrokerConfig()
+        # names: fresh per example on a broker that outlives the example (wall-clock mode)
+        self.ns = f"_{wall.run_tag}{len(type(self).examples):03d}" if wall else ""
+        self.og, self.pg, self.obs, self.t0 = ORDERLY_GROUP + self.ns, TXN_GROUP + self.ns, OBSERVER + self.ns, \
+            "T0" + self.ns
+        self.client_lock_ms = CLIENT_LOCK_MS
+        if wall:  # the client never trusts a lock the broker may already have freed
+            self.client_lock_ms = min(CLIENT_LOCK_MS, self.config.broker_lock_max_live_ms
+                                      - wall.tolerance_ms - 2 * wall.guard_ms)
+        self.model_time = self.clock.now()  # wall: the model's background work is done up to here
+        self.check_phase: int | None = None  # wall: when the broker was last seen to run a check round
+        self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)
@@ -205,12 +233,23 @@ class ConformanceBase(RuleBasedStateMachine):
     # plumbing
 
     def _record(self, rule_name: str, **args: Any) -> None:
+        if type(self).wall is not None and self.ls is not None:
+            self._wall_before(rule_name)
         self.program.append(Op.of(rule_name, **args))
         self.history.step = len(self.program)
         self.coverage[rule_name] += 1
         # outside Hypothesis (program.replay) there is no test to attach an event to
         with contextlib.suppress(hypothesis.errors.InvalidArgument):
             hypothesis.event(f"rule {rule_name}")
+
+    def _holds(self, cond: Callable[[], Any]) -> bool:
+        """``cond`` after the wall-clock sync point (the broker may have moved on its own)."""
+        if type(self).wall is not None and self.ls is not None:
+            self._wall_before("")
+        return bool(cond())
+
+    def _idle(self, rule_name: str) -> None:
+        self._sometimes(f"idle:{rule_name}")
 
     def _sometimes(self, what: str) -> None:
         self.coverage[what] += 1
@@ -222,11 +261,14 @@ class ConformanceBase(RuleBasedStateMachine):
             "rmqspec.properties.program.replay(PROGRAM, factory)):\n" + render(self.program)
         )
         type(self).last_failure[:] = [message, render(self.program)]
+        if not type(self).failed_program:  # the first failure of a run is the finding
+            type(self).failed_program[:] = list(self.program)
+            type(self).first_failure[:] = [message]
         raise MachineFailure(text)
 
-    def _call(self, op: str, fn: Callable[[Any], Any]) -> Outcome:
+    def _call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
         try:
-            return self.ls.call(op, fn)
+            return self.ls.call(op, fn, candidate_fn)
         except MachineFailure:
             raise
         except AssertionError as exc:
@@ -264,7 +306,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.groups[group] = GroupState(retry_max, retry_queue_nums, orderly)
         self.history.set_group_max(group, retry_max)
         if orderly:
-            self.history.subscriptions[group] = {"T0"}
+            self.history.subscriptions[group] = {self.t0}
             self.history.orderly_groups.add(group)
         else:
             self.history.subscriptions[group] = set(self.topics)
@@ -279,21 +321,34 @@ class ConformanceBase(RuleBasedStateMachine):
         flush=st.sampled_from(["SYNC", "SYNC", "SYNC", "ASYNC"]),
     )
     def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC") -> None:
+        wall = type(self).wall
+        if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
+            flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
+                min(orderly_max, wall.max_retry)
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
                      flush=flush)
         self.config = attrs.evolve(self.config, flush=flush)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
+        if wall is not None:
+            candidate = SessionView(candidate, self.config.max_delay_level)
         model = None
         if type(self).lockstep_mode:
             make = type(self).model_factory or _default_model_factory()
             model = make(self.clock, self.config)
-        self.ls = Lockstep(candidate, model, self.clock)
+            if wall is not None:
+                model.external_check_rounds = True
+        self.ls = Lockstep(candidate, model, self.clock, normalize=mask_times if wall else None)
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
-        self._call(f"create_group({OBSERVER!r})", lambda b: b.create_group(OBSERVER, 16, 1))
-        self._create_topic("T0", queues)
-        self._create_group("G0", retry_max, 1, False)
-        self._create_group(ORDERLY_GROUP, orderly_max, 1, True)
+        self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs, 16, 1))
+        if wall is not None:
+            candidate.open(self.obs, self.clock)
+            for topic in sorted(candidate.existing):  # earlier examples made them: the model has them too
+                self.ls.on_forks(lambda b, topic=topic: b.store.ensure_topic(
+                    topic, self.config.max_delay_level if topic == SCHEDULE_TOPIC else 1))
+        self._create_topic(self.t0, queues)
+        self._create_group("G0" + self.ns, retry_max, 1, False)
+        self._create_group(self.og, orderly_max, 1, True)
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         self._after()
 
@@ -301,15 +356,17 @@ class ConformanceBase(RuleBasedStateMachine):
     @rule(queues=st.integers(1, 4))
     def create_topic(self, queues: int) -> None:
         self._record("create_topic", queues=queues)
-        self._create_topic(f"T{len(self.topics)}", queues)
+        self._create_topic(f"T{len(self.topics)}{self.ns}", queues)
         self._after()
 
     @precondition(lambda self: len([g for g in self.groups if g.startswith("G")]) < MAX_GROUPS)
     @rule(retry_max=st.sampled_from([0, 1, 2, 3, 16]), retry_queue_nums=st.sampled_from([1, 1, 2]))
     def create_group(self, retry_max: int, retry_queue_nums: int) -> None:
+        if type(self).wall is not None:
+            retry_max = min(retry_max, type(self).wall.max_retry)
         self._record("create_group", retry_max=retry_max, retry_queue_nums=retry_queue_nums)
         n = len([g for g in self.groups if g.startswith("G")])
-        self._create_group(f"G{n}", retry_max, retry_queue_nums, False)
+        self._create_group(f"G{n}{self.ns}", retry_max, retry_queue_nums, False)
         self._after()
 
     # ------------------------------------------------------------------
@@ -348,6 +405,8 @@ class ConformanceBase(RuleBasedStateMachine):
         self._after()
 
     def send_delayed(self, topic: int, queue: int, level: int) -> None:
+        if type(self).wall is not None:
+            level = min(level, type(self).wall.max_level)
         self._record("send_delayed", topic=topic, queue=queue, level=level)
         name = _pick(sorted(self.topics), topic)
         self._send(self._message(name, "TagB", delay=level), queue % self.topics[name])
@@ -540,7 +599,7 @@ class ConformanceBase(RuleBasedStateMachine):
     @rule(kind=st.sampled_from(["unknown_offset", "unknown_group"]))
     def send_back_failure(self, kind: str) -> None:
         self._record("send_back_failure", kind=kind)
-        group = "G0" if kind == "unknown_offset" else "NoSuchGroup"
+        group = "G0" + self.ns if kind == "unknown_offset" else "NoSuchGroup"
         offset = 987_654_321 if kind == "unknown_offset" else 0
         out = self._call(f"send_back({group!r}, {offset}, 0)",
                          lambda b: b.send_back(group, offset, 0, None, None))
@@ -552,7 +611,7 @@ class ConformanceBase(RuleBasedStateMachine):
         """The observer pulls with a tag subscription: only matching tags may come back."""
         self._record("probe_filtered", topic=topic, queue=queue, sub=sub)
         name = _pick(sorted(self.topics), topic)
-        self._pull(OBSERVER, MessageQueue(name, queue % self.topics[name]), 0, 32, OBSERVER,
+        self._pull(self.obs, MessageQueue(name, queue % self.topics[name]), 0, 32, self.obs,
                    sub=sub, deliver=False)
         self._after()
 
@@ -560,11 +619,13 @@ class ConformanceBase(RuleBasedStateMachine):
     # orderly consumer
 
     def _orderly_mqs(self) -> list[MessageQueue]:
-        return [MessageQueue("T0", q) for q in range(self.topics["T0"])]
+        return [MessageQueue(self.t0, q) for q in range(self.topics[self.t0])]
 
     def _lock(self, client: str, mqs: list[MessageQueue]) -> frozenset[MessageQueue]:
-        out = self._call(f"lock_batch({ORDERLY_GROUP!r}, {client!r}, {[m.queue_id for m in mqs]})",
-                         lambda b: b.lock_batch(ORDERLY_GROUP, client, mqs))
+        if type(self).wall is not None and self._wall_quiet(lock_op=True):
+            self._wall_tick()
+        out = self._call(f"lock_batch({self.og!r}, {client!r}, {[m.queue_id for m in mqs]})",
+                         lambda b: b.lock_batch(self.og, client, mqs))
         granted = out.value if out.error is None else frozenset()
         now = self._now()
         for mq in sorted(set(mqs)):
@@ -573,7 +634,7 @@ class ConformanceBase(RuleBasedStateMachine):
             if ok and prev and prev[0] != client:
                 self._sometimes("lock_takeover_after_expiry")
             self._sometimes("lock:GRANTED" if ok else "lock:DENIED")
-            self._emit("lock", actor="broker", group=ORDERLY_GROUP, client_id=client, topic=mq.topic,
+            self._emit("lock", actor="broker", group=self.og, client_id=client, topic=mq.topic,
                        queue_id=mq.queue_id, status="GRANTED" if ok else "DENIED")
             if ok:
                 if prev and prev[0] == client:
@@ -588,10 +649,10 @@ class ConformanceBase(RuleBasedStateMachine):
         return granted
 
     def _unlock(self, client: str, mqs: list[MessageQueue]) -> None:
-        self._call(f"unlock_batch({ORDERLY_GROUP!r}, {client!r}, {[m.queue_id for m in mqs]})",
-                   lambda b: b.unlock_batch(ORDERLY_GROUP, client, mqs))
+        self._call(f"unlock_batch({self.og!r}, {client!r}, {[m.queue_id for m in mqs]})",
+                   lambda b: b.unlock_batch(self.og, client, mqs))
         for mq in sorted(set(mqs)):
-            self._emit("unlock", actor=client, group=ORDERLY_GROUP, client_id=client,
+            self._emit("unlock", actor=client, group=self.og, client_id=client,
                        topic=mq.topic, queue_id=mq.queue_id)
             self.client_lock.pop((client, mq), None)
             self.opqs.pop((client, mq), None)
@@ -630,7 +691,7 @@ class ConformanceBase(RuleBasedStateMachine):
 
     def _client_holds(self, client: str, mq: MessageQueue) -> bool:
         ts = self.client_lock.get((client, mq))
-        return ts is not None and self._now() - ts <= CLIENT_LOCK_MS
+        return ts is not None and self._now() - ts <= self.client_lock_ms
 
     def _can_begin(self) -> list[tuple[str, MessageQueue]]:
         open_mqs = {mq for (_, mq) in self.windows}
@@ -642,24 +703,26 @@ class ConformanceBase(RuleBasedStateMachine):
         pq = self.opqs.get(key)
         if pq is None:
             pq = self.opqs[key] = ProcessQueue(self._now())
-            pq.next_offset = self._start_offset(ORDERLY_GROUP, mq)  # type: ignore[attr-defined]
+            pq.next_offset = self._start_offset(self.og, mq)  # type: ignore[attr-defined]
         if not pq.has_temp_message():
-            res = self._pull(ORDERLY_GROUP, mq, pq.next_offset, 8, client)  # type: ignore[attr-defined]
+            res = self._pull(self.og, mq, pq.next_offset, 8, client)  # type: ignore[attr-defined]
             if res is not None and res.status is PullStatus.FOUND:
                 pq.put_messages(res.messages)
                 pq.next_offset = res.next_begin_offset  # type: ignore[attr-defined]
         batch = pq.take_messages(n, self._now())
         if not batch:
             return False
-        self._emit("orderly_start", actor=client, group=ORDERLY_GROUP, client_id=client,
+        self._emit("orderly_start", actor=client, group=self.og, client_id=client,
                    topic=mq.topic, queue_id=mq.queue_id, queue_offset=batch[0].queue_offset,
                    detail={"offsets": [m.queue_offset for m in batch]})
         self.windows[key] = Window(client, mq, batch, self.client_lock[key])
         return True
 
-    @precondition(lambda self: self._can_begin())
+    @_enabled(lambda self: self._can_begin())
     @rule(which=PICK, n=st.integers(1, 3))
     def orderly_begin(self, which: int, n: int) -> None:
+        if not self._holds(lambda: self._can_begin()):
+            return self._idle('orderly_begin')
         self._record("orderly_begin", which=which, n=n)
         client, mq = _pick(self._can_begin(), which)
         self._begin(client, mq, n)
@@ -668,7 +731,7 @@ class ConformanceBase(RuleBasedStateMachine):
     def _finish(self, key: tuple[str, MessageQueue], result: str) -> None:
         w = self.windows.pop(key)
         pq = self.opqs.get(key)
-        group = ORDERLY_GROUP
+        group = self.og
         limit = self.groups[group].retry_max
         status = "SUCCESS"
         if result == "SUSPEND":
@@ -706,9 +769,11 @@ class ConformanceBase(RuleBasedStateMachine):
                    topic=w.mq.topic, queue_id=w.mq.queue_id, status=status)
         self._commit(group, w.mq, offset, w.client)
 
-    @precondition(lambda self: self.windows)
+    @_enabled(lambda self: self.windows)
     @rule(which=PICK, result=st.sampled_from(["SUCCESS", "SUCCESS", "SUSPEND"]))
     def orderly_finish(self, which: int, result: str) -> None:
+        if not self._holds(lambda: self.windows):
+            return self._idle('orderly_finish')
         self._record("orderly_finish", which=which, result=result)
         key = _pick(sorted(self.windows, key=lambda k: (k[0], k[1].queue_id)), which)
         self._finish(key, result)
@@ -741,24 +806,24 @@ class ConformanceBase(RuleBasedStateMachine):
         qid = queue % self.topics[name]
         msg = self._message(name, "TagA")
         out = self._call(f"send_half({name}/{qid}, {msg.uniq_key})",
-                         lambda b: b.send_half(msg, qid, TXN_GROUP))
+                         lambda b: b.send_half(msg, qid, self.pg))
         if out.error is None:
             res = out.value
             self.txns[msg.uniq_key] = Txn(msg.uniq_key, name, qid, res.commitlog_offset,
                                           res.queue_offset, plan)
-            self._emit("txn_half", actor=TXN_GROUP, group=TXN_GROUP, topic=name, queue_id=qid,
+            self._emit("txn_half", actor=self.pg, group=self.pg, topic=name, queue_id=qid,
                        queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                        msg_key=msg.uniq_key, msg_id=res.msg_id, txn_id=msg.uniq_key,
                        status=res.status.value)
 
     def _end(self, txn: Txn, action: TxnAction, commitlog_offset: int, tsto: int, from_check: bool) -> None:
         out = self._call(
-            f"end_transaction({TXN_GROUP!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
-            lambda b: b.end_transaction(TXN_GROUP, commitlog_offset, tsto, action, from_check))
+            f"end_transaction({self.pg!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
+            lambda b: b.end_transaction(self.pg, commitlog_offset, tsto, action, from_check))
         code = out.value if out.error is None else ResponseCode.SYSTEM_ERROR
         self._sometimes(f"txn_end:{action.value}:{ResponseCode(code).name}")
         if code == ResponseCode.SUCCESS:
-            self._emit("txn_end", actor=TXN_GROUP, group=TXN_GROUP, topic=txn.topic,
+            self._emit("txn_end", actor=self.pg, group=self.pg, topic=txn.topic,
                        queue_id=txn.queue_id, msg_key=txn.key, txn_id=txn.key, status=action.value,
                        commitlog_offset=commitlog_offset, detail={"from_check": from_check})
             if action is not TxnAction.UNKNOWN:
@@ -767,10 +832,12 @@ class ConformanceBase(RuleBasedStateMachine):
     def _open_txns(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if not t.ended and not t.discarded]
 
-    @precondition(lambda self: self._open_txns())
+    @_enabled(lambda self: self._open_txns())
     @rule(which=PICK)
     def txn_end(self, which: int) -> None:
         """The producer's local transaction finished: it sends its plan (or loses the request)."""
+        if not self._holds(lambda: self._open_txns()):
+            return self._idle('txn_end')
         self._record("txn_end", which=which)
         txn = _pick(self._open_txns(), which)
         txn.ended = True
@@ -785,10 +852,12 @@ class ConformanceBase(RuleBasedStateMachine):
     def _committed(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if t.decided == "COMMIT" and not t.maybe_lost]
 
-    @precondition(lambda self: not self.profile.strict and self._committed())
+    @_enabled(lambda self: not self.profile.strict and self._committed())
     @rule(which=PICK)
     def txn_recommit(self, which: int) -> None:
         """A duplicate END_TRANSACTION COMMIT (4.9 writes a second message: an observation)."""
+        if not self._holds(lambda: not self.profile.strict and self._committed()):
+            return self._idle('txn_recommit')
         self._record("txn_recommit", which=which)
         txn = _pick(self._committed(), which)
         self._end(txn, TxnAction.COMMIT, txn.commitlog_offset, txn.half_offset, False)
@@ -810,9 +879,11 @@ class ConformanceBase(RuleBasedStateMachine):
         self._sometimes("check_answered")
         self._end(txn, action, req.commitlog_offset, req.tran_state_table_offset, True)
 
-    @precondition(lambda self: self.pending_checks)
+    @_enabled(lambda self: self.pending_checks)
     @rule(which=PICK, answer=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN"]), lose=st.booleans())
     def answer_check(self, which: int, answer: str, lose: bool) -> None:
+        if not self._holds(lambda: self.pending_checks):
+            return self._idle('answer_check')
         self._record("answer_check", which=which, answer=answer, lose=lose)
         req = self.pending_checks.pop(which % len(self.pending_checks))
         if lose:
@@ -825,8 +896,14 @@ class ConformanceBase(RuleBasedStateMachine):
     # time
 
     def _tick(self) -> None:
+        if type(self).wall is not None:
+            self._wall_tick()
+            return
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
-        for req in (out.value or []) if out.error is None else []:
+        self._checks_received(out.value or [] if out.error is None else [])
+
+    def _checks_received(self, requests: list[CheckRequest]) -> None:
+        for req in requests:
             self.pending_checks.append(req)
             m = req.message
             self._sometimes("txn_check")
@@ -843,12 +920,165 @@ class ConformanceBase(RuleBasedStateMachine):
 
     def _advance(self, ms: int) -> None:
         limit = self._window_limit()
+        wall = type(self).wall
+        if wall is not None:  # a bounded sleep that never ends inside a quiet window
+            ms = min(ms, wall.small_ms if ms <= 10_000 else wall.large_ms)
+            limit = None if limit is None else limit - wall.tolerance_ms - 2 * wall.guard_ms
         target = self._now() + ms
         if limit is not None:
             target = min(target, limit)
+        if wall is not None:
+            self._wall_sleep(target)
+            return
         if target > self._now():
             self.clock.set(target)
         self._tick()
+
+    # ------------------------------------------------------------------
+    # wall-clock mode (properties/wallclock.py: quiet windows, the model replays background work)
+
+    def _sync(self) -> int:
+        """The machine's clock follows the wall (never backwards)."""
+        self.clock.set(max(self.clock.now(), wall_ms()))
+        return self.clock.now()
+
+    def _open_txn_pending(self) -> bool:
+        return any(not t.decided and not t.discarded for t in self.txns.values())
+
+    def _rounds_between(self, start: int, end: int) -> list[int]:
+        """Predicted check rounds in ``(start, end]`` from the last one seen."""
+        if self.check_phase is None or not self._open_txn_pending():
+            return []
+        interval = self.config.transaction_check_interval_ms
+        first = self.check_phase + max(1, (start - self.check_phase) // interval + 1) * interval
+        return list(range(first, end + 1, interval))
+
+    def _quiet_deadlines(self, lock_op: bool) -> list[int]:
+        now = self._now()
+        out = [d for d in self.expect_fire.values()]
+        wall = type(self).wall
+        horizon = now + wall.guard_ms + wall.tolerance_ms
+        out += self._rounds_between(now - wall.tolerance_ms - wall.guard_ms, horizon)
+        if lock_op:
+            out += [ts + self.config.broker_lock_max_live_ms for _, ts in self.broker_grants.values()]
+        return out
+
+    def _wall_before(self, rule_name: str, lock_op: bool = False) -> None:
+        """Before a request: out of every quiet window, the model caught up with the broker."""
+        self._wall_quiet(lock_op)
+        self._await_first_round()
+        self._renew_window_locks()
+        self._wall_tick()
+
+    def _wall_quiet(self, lock_op: bool) -> bool:
+        """Sleep out of every quiet window; True if it slept."""
+        wall = type(self).wall
+        slept = False
+        for _ in range(64):
+            now = self._sync()
+            inside = [d for d in self._quiet_deadlines(lock_op) if in_window(now, d, wall.guard_ms, wall.tolerance_ms)]
+            if not inside:
+                break
+            self._sometimes("wall_quiet_wait")
+            sleep_until(max(inside) + wall.tolerance_ms + 1)
+            slept = True
+        return slept
+
+    def _await_first_round(self) -> None:
+        """A half is due for its first check but the broker's round phase is unknown: wait for it."""
+        if self.check_phase is not None:
+            return
+        now = self._now()
+        due = [h.ts + self.config.transaction_timeout_ms for h in self.history.events
+               if h.event == "txn_half" and (t := self.txns.get(h.msg_key)) is not None
+               and not t.decided and not t.discarded]
+        if not due or min(due) > now:
+            return
+        wall = type(self).wall
+        give_up = min(due) + self.config.transaction_check_interval_ms + wall.tolerance_ms
+        while not self.buffered_checks and wall_ms() < give_up:
+            time.sleep(0.05)
+            self.buffered_checks += self.ls.candidate.tick_timed(wall_ms())
+        self._sometimes("wall_first_round_seen" if self.buffered_checks else "wall_first_round_missing")
+        self._sync()
+
+    def _renew_window_locks(self) -> None:
+        """An open orderly batch renews its broker lock before the broker could free it (as the
+        Java client's lockAll does every lockInterval)."""
+        wall = type(self).wall
+        margin = wall.tolerance_ms + 4 * wall.guard_ms
+        for (client, mq), w in sorted(self.windows.items(), key=lambda kv: (kv[0][0], kv[0][1].queue_id)):
+            if self._now() - w.lock_ts > self.config.broker_lock_max_live_ms - margin - 2000 \
+                    and mq in self._lock(client, [mq]):
+                w.lock_ts = self.client_lock[(client, mq)]
+                self._sometimes("wall_window_lock_renewed")
+
+    def _wall_sleep(self, target: int) -> None:
+        wall = type(self).wall
+        for d in sorted(self._quiet_deadlines(False) + self._rounds_between(self._now(), target)):
+            if in_window(target, d, wall.guard_ms, wall.tolerance_ms):
+                target = d + wall.tolerance_ms + 1
+        sleep_until(target)
+        self._sync()
+        self._wall_tick()
+
+    def _wall_tick(self) -> None:
+        """The model replays, in time order, what the broker did on its own since the last tick:
+        copies fired at their due times, check rounds where the broker was seen to run them."""
+        now = self._sync()
+        timed = self.buffered_checks + self.ls.candidate.tick_timed(now)
+        self.buffered_checks = []
+        wall = type(self).wall
+        fires = sorted({d for d in self.expect_fire.values() if self.model_time < d <= now})
+        # the checks one round sends arrive together; rounds are an interval apart
+        seen: dict[int, list[CheckRequest]] = {}
+        for at, req in sorted(timed, key=lambda p: p[0]):
+            start = next((r for r in seen if at - r <= wall.tolerance_ms), None)
+            seen.setdefault(at if start is None else start, []).append(req)
+        seen = {max(r, self.model_time + 1): reqs for r, reqs in seen.items()}
+        if seen:
+            self.check_phase = max(seen)
+        rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms)
+                  if all(abs(r - s) > wall.tolerance_ms for s in seen)]
+        steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]])
+        for at, kind in steps:
+            self.clock.set(max(at, self.model_time))
+            if kind == 0:
+                self.ls.on_forks(lambda b: b.tick())
+            else:
+                self._model_round(at, seen.get(at, []))
+        self.clock.set(now)
+        self.ls.on_forks(lambda b: b.tick())
+        self.model_time = now
+        self._checks_received([req for _, req in sorted(timed, key=lambda p: p[0])])
+
+    def _model_round(self, at: int, observed: list[CheckRequest]) -> None:
+        """One check round of every fork at ``at``, judged against what the broker sent in it.
+        A half first due within the tolerance of ``at`` may fall either side: the forks split."""
+        wall = type(self).wall
+        timeout = self.config.transaction_timeout_ms
+        borderline = any(abs(h.ts + timeout - at) <= wall.tolerance_ms for h in self.history.events
+                         if h.event == "txn_half" and h.msg_key in self.txns)
+        if borderline and self.ls.enabled:
+            self.ls.split(lambda f: [at - wall.tolerance_ms, at + wall.tolerance_ms],
+                          lambda f, when: setattr(f, "_wall_round_at", when))
+            self._sometimes("wall_round_forked")
+        clock = self.clock
+
+        def model_round(b: Any) -> list[CheckRequest]:
+            when = getattr(b, "_wall_round_at", at)
+            if hasattr(b, "_wall_round_at"):
+                del b._wall_round_at
+            saved = clock.now()
+            clock.set(when)
+            try:
+                return b.check_round()
+            finally:
+                clock.set(saved)
+
+        out = self._call(f"check round at {at}", model_round, candidate_fn=lambda b: observed)
+        if out.error is None and observed:
+            self._sometimes("wall_round_matched")
 
     def advance_small(self, ms: int) -> None:
         self._record("advance_small", ms=ms)
@@ -870,8 +1100,10 @@ class ConformanceBase(RuleBasedStateMachine):
         for _mq, (_, ts) in self.broker_grants.items():
             out.append(ts + self.config.broker_lock_max_live_ms)
         for (_, _), ts in self.client_lock.items():
-            out.append(ts + CLIENT_LOCK_MS)
-        if self.txns:  # the check service runs every interval since the broker started
+            out.append(ts + self.client_lock_ms)
+        if self.txns and type(self).wall is not None:  # the broker's rounds, from the phase seen
+            out += self._rounds_between(now, now + self.config.transaction_check_interval_ms)
+        elif self.txns:  # the check service runs every interval since the broker started
             interval = self.config.transaction_check_interval_ms
             boundary = START_MS + ((now - START_MS) // interval + 1) * interval
             out += [boundary, boundary - self.config.transaction_timeout_ms // 2]
@@ -881,6 +1113,13 @@ class ConformanceBase(RuleBasedStateMachine):
         """Jump to a known deadline (due time, check timeout, lock expiry) ± a hair and tick."""
         self._record("advance_to_deadline", which=which, delta=delta)
         target = _pick(self._deadlines(), which) + delta
+        wall = type(self).wall
+        if wall is not None:  # the window's edges: the last instant before it, the first after it
+            deadline = target - delta
+            target = deadline - wall.guard_ms - 1 if delta < 0 else deadline + wall.tolerance_ms + 1
+            self._wall_sleep(min(target, self._now() + wall.large_ms))
+            self._after()
+            return
         self._advance(max(0, target - self._now()))
         self._after()
 
@@ -917,6 +1156,8 @@ class ConformanceBase(RuleBasedStateMachine):
           max_choice=st.sampled_from(["none", "group", "client"]))
     def consumer(self, kind: str, which: int, n: int, max_nums: int, beyond: bool, result: str,
                  ack_index: int, level: int, max_choice: str) -> None:
+        if type(self).wall is not None and level > 0:
+            level = min(level, type(self).wall.max_level)
         if kind == "consume" and self._pq_keys():
             self.consume(which, n, result, ack_index, level, max_choice)
         elif kind == "pull_consume" and self._ready():
@@ -933,7 +1174,9 @@ class ConformanceBase(RuleBasedStateMachine):
             q = _pick(held, mq)
             holder, ts = self.broker_grants[q]
             target = ts + self.config.broker_lock_max_live_ms + 1
-            if target > self._now():
+            if type(self).wall is not None:
+                self._wall_sleep(target + type(self).wall.tolerance_ms)
+            elif target > self._now():
                 self._advance(target - self._now())
             others = [c for c in CLIENTS if c != holder]
             self._lock(_pick(others, to), [q])
@@ -957,7 +1200,7 @@ class ConformanceBase(RuleBasedStateMachine):
           small=SMALL_MS, large=LARGE_MS, which=PICK,
           delta=st.sampled_from([-1000, -1, 0, 1, 1000]))
     def advance(self, kind: str, small: int, large: int, which: int, delta: int) -> None:
-        if kind == "check_probe" and self.topics:
+        if kind == "check_probe" and self.topics and type(self).wall is None:
             self.txn_half_before_check(which, delta)
         elif kind == "deadline" and self._deadlines():
             self.advance_to_deadline(which, delta)
@@ -969,9 +1212,11 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # crash and recovery
 
-    @precondition(lambda self: self.can_crash and not self.profile.strict and not self.windows)
+    @_enabled(lambda self: self.can_crash and not self.profile.strict and not self.windows)
     @rule(kind=st.sampled_from(["kill", "power"]))
     def crash_recover(self, kind: str) -> None:
+        if not self._holds(lambda: self.can_crash and not self.profile.strict and not self.windows):
+            return self._idle('crash_recover')
         self._record("crash_recover", kind=kind)
         at_risk: list[str] = []
         if kind == "power" and self.config.flush == "ASYNC":
@@ -1019,8 +1264,8 @@ class ConformanceBase(RuleBasedStateMachine):
             self.frontier.setdefault(mq, 0)
             for _ in range(64):
                 start = self.frontier[mq]
-                out = self._call(f"pull({OBSERVER!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
-                                 lambda b, mq=mq, start=start: b.pull(OBSERVER, mq, start, 32, "*"))
+                out = self._call(f"pull({self.obs!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
+                                 lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
                 if out.error is not None:
                     if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
                             mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
@@ -1051,6 +1296,8 @@ class ConformanceBase(RuleBasedStateMachine):
         fire = self.expect_fire.pop((m.topic, m.uniq_key, m.reconsume_times), None)
         if fire is not None:
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
+            if type(self).wall is not None:
+                self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
             self._emit("schedule_fire", actor="broker", topic=m.topic, queue_id=m.queue_id,
                        queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                        reconsume_times=m.reconsume_times, deliver_ts=fire)
@@ -1061,9 +1308,24 @@ class ConformanceBase(RuleBasedStateMachine):
             if txn is not None and not txn.discarded:
                 txn.discarded = True
                 self._sometimes("txn_discard")
-                self._emit("txn_discard", actor="broker", group=TXN_GROUP, topic=txn.topic,
+                self._emit("txn_discard", actor="broker", group=self.pg, topic=txn.topic,
                            msg_key=m.uniq_key, txn_id=m.uniq_key,
                            commitlog_offset=m.commitlog_offset)
+
+    def _judge_lateness(self, kind: str, due: int, m: StoredMessage) -> None:
+        """Wall clock: a fired copy is stored never before its due time (the broker's due time is
+        no earlier than the machine's, which read the clock before the request) and within the
+        tolerance after it."""
+        late = m.store_ts - due
+        tolerance = type(self).wall.tolerance_ms
+        if late < 0:
+            code = "RETRY_EARLY" if kind == "retry" else "DELAY_EARLY"
+            self._fail(f"invariant {inv.name_of(code)} violated: {code} {kind} copy {m.msg_id} of {m.uniq_key} "
+                       f"stored at {m.store_ts}, {-late} ms before it was due ({due})")
+        if late > tolerance:
+            self._fail(f"wall-clock window violated: {kind} copy {m.msg_id} of {m.uniq_key} stored {late} ms "
+                       f"after it was due ({due}); tolerance {tolerance} ms")
+        type(self).lateness.note(kind, late)
 
     # ------------------------------------------------------------------
     # invariants
@@ -1140,13 +1402,18 @@ class ConformanceBase(RuleBasedStateMachine):
             due = [d for d in self.expect_fire.values() if d > self._now()]
             step = self.config.transaction_check_interval_ms
             target = min(due) if due else self._now() + step
-            self.clock.set(max(target, self._now() + 1000))
+            if type(self).wall is not None:
+                self._wall_sleep(max(target + type(self).wall.tolerance_ms, self._now() + 200))
+            else:
+                self.clock.set(max(target, self._now() + 1000))
         self._emit("drain", actor="machine")
         self._sometimes("drained")
 
-    @precondition(lambda self: len(self.program) > 8 and not self.history.drained())
+    @_enabled(lambda self: len(self.program) > 8 and not self.history.drained())
     @rule()
     def drain_now(self) -> None:
+        if not self._holds(lambda: len(self.program) > 8 and not self.history.drained()):
+            return self._idle('drain_now')
         self._record("drain_now")
         self.drain()
         self._judge(("always", "eventually"))
@@ -1199,12 +1466,16 @@ def conformance_machine(
     profile: str = "rocketmq-4.9",
     recorder_factory: Callable[[], Any] | None = None,
     model_factory: Callable[..., Any] | None = None,
+    config: BrokerConfig | None = None,
+    wall: WallOptions | None = None,
 ) -> type[ConformanceBase]:
     """A ``RuleBasedStateMachine`` class driving ``broker_factory(clock, config, workdir)``.
 
     ``lockstep``: compare every result with a ``ModelBroker`` on the same clock.
     ``profile``: ``rocketmq-4.9`` (faithful) or ``strict`` (observations fail).
     ``recorder_factory``: called once per example; receives the SPEC §8 trace.
+    ``config``: the broker configuration the model follows (default RocketMQ 4.9's).
+    ``wall``: run on the wall clock against a broker with its own clock (``wallclock.py``).
     The class carries ``coverage`` (rule and outcome counts across examples),
     ``observations``, ``last_program`` and ``last_failure``.
     """
@@ -1221,5 +1492,10 @@ def conformance_machine(
         "examples": [],
         "last_program": [],
         "last_failure": [],
+        "failed_program": [],
+        "first_failure": [],
+        "base_config": config,
+        "wall": wall,
+        "lateness": WallLateness(wall.tolerance_ms) if wall else None,
     }
     return type("ConformanceMachine", (ConformanceBase,), attrs_)

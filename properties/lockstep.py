@@ -114,11 +114,14 @@ def _wellformed_checker() -> Callable[[Any], Any] | None:
 class Lockstep:
     """The candidate plus the model forks that still agree with it."""
 
-    def __init__(self, candidate: Any, model: Any | None, clock: Any) -> None:
+    def __init__(self, candidate: Any, model: Any | None, clock: Any,
+                 normalize: Callable[[Any], Any] | None = None) -> None:
         self.candidate = candidate
         self.forks: list[Any] = [] if model is None else [model]
         self.clock = clock
         self.truncated = 0
+        # Wall-clock mode compares observations with what is judged by time windows masked out.
+        self.normalize = normalize or (lambda value: value)
         self._wellformed = _wellformed_checker() if model is not None else None
 
     @property
@@ -132,16 +135,24 @@ class Lockstep:
     def _copy(self, broker: Any) -> Any:
         return copy.deepcopy(broker, memo={id(self.clock): self.clock})
 
-    def call(self, op: str, fn: Callable[[Any], Any]) -> Outcome:
-        """Apply ``fn`` to the candidate and every fork; keep the agreeing forks."""
-        actual = observe(fn, self.candidate)
+    def _same(self, a: Outcome, b: Outcome) -> bool:
+        return a.error == b.error and self.normalize(a.value) == self.normalize(b.value)
+
+    def call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
+        """Apply ``fn`` to the candidate and every fork; keep the agreeing forks.
+
+        ``candidate_fn`` (default ``fn``) is what the candidate is asked: wall-clock mode passes
+        what the candidate was *seen* to do on its own (its check rounds) for the forks to match.
+        """
+        actual = observe(candidate_fn or fn, self.candidate)
         if not self.forks:
             return actual
         outcomes = [observe(fn, fork) for fork in self.forks]
-        keep = [fork for fork, out in zip(self.forks, outcomes, strict=True) if out == actual]
+        keep = [fork for fork, out in zip(self.forks, outcomes, strict=True) if self._same(out, actual)]
         if not keep:
             expected = outcomes[0]
-            lines = diff(expected.value, actual.value) if expected.error is None and actual.error is None else []
+            lines = diff(self.normalize(expected.value), self.normalize(actual.value)) \
+                if expected.error is None and actual.error is None else []
             detail = "; ".join(lines[:6]) if lines else f"expected {expected.render()}, actual {actual.render()}"
             alt = f" ({len(outcomes)} allowed model behaviours, none matches)" if len(outcomes) > 1 else ""
             raise LockstepMismatch(
@@ -152,6 +163,12 @@ class Lockstep:
         self.forks = keep
         self._check_wellformed(op)
         return actual
+
+    def on_forks(self, fn: Callable[[Any], Any]) -> None:
+        """Apply ``fn`` to every fork, comparing nothing (the model catching up on background work
+        the candidate did unobserved; the next observations judge it)."""
+        for fork in self.forks:
+            fn(fork)
 
     def split(self, choices_of: Callable[[Any], list[Any]], apply: Callable[[Any, Any], None]) -> int:
         """Replace each fork by one copy per allowed choice; returns the new fork count."""

@@ -63,6 +63,8 @@ def replay(
     profile: str = "rocketmq-4.9",
     drain: bool = True,
     recorder: Any = None,
+    config: Any = None,
+    wall: Any = None,
 ) -> Any:
     """Run ``program`` through a fresh conformance machine; returns the machine.
 
@@ -71,7 +73,7 @@ def replay(
     """
     from rmqspec.properties.conformance import conformance_machine
 
-    kwargs: dict[str, Any] = {"lockstep": lockstep, "profile": profile}
+    kwargs: dict[str, Any] = {"lockstep": lockstep, "profile": profile, "config": config, "wall": wall}
     if recorder is not None:
         kwargs["recorder_factory"] = lambda: recorder
     cls = conformance_machine(broker_factory, **kwargs)

@@ -27,9 +27,11 @@ from hypothesis import HealthCheck, Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import TraceEvent
 from rmqspec.properties.conformance import conformance_machine
 from rmqspec.properties.program import Op, render
+from rmqspec.properties.wallclock import WALL_BUDGET, WallOptions
 
 # Budgets per Hypothesis profile (tests/conftest.py): (max_examples, stateful_step_count)
 BUDGETS = {"ci": (40, 30), "dev": (20, 30), "thorough": (400, 80)}
@@ -44,6 +46,8 @@ class ConformanceResult:
     program: tuple[Op, ...] = ()
     coverage: dict[str, int] = attrs.field(factory=dict)
     observations: dict[str, int] = attrs.field(factory=dict)
+    # wall-clock runs: the tolerance used and the worst lateness seen per kind
+    wall: dict[str, Any] | None = None
 
     @property
     def program_text(self) -> str:
@@ -54,6 +58,11 @@ class ConformanceResult:
         text = f"{head}: {self.examples} examples in {self.seconds:.1f} s"
         if self.observations:
             text += "; observations " + ", ".join(f"{k}={v}" for k, v in sorted(self.observations.items()))
+        if self.wall is not None:
+            worst = self.wall["worst_lateness_ms"]
+            text += (f"\nwall clock: tolerance {self.wall['tolerance_ms']} ms; worst lateness "
+                     + (", ".join(f"{k} {v} ms ({self.wall['judged'][k]} judged)" for k, v in worst.items())
+                        or "none judged"))
         if not self.passed:
             text += f"\n{self.failure}\n\nreplayable program:\n{self.program_text}"
         return text
@@ -66,10 +75,12 @@ def budget_settings(
     seed: int | None = None,
     profile: str | None = None,
     shrink: bool = True,
+    wall: bool = False,
 ) -> Settings:
-    """Explicit settings derived from the active Hypothesis profile's budget."""
+    """Explicit settings derived from the active Hypothesis profile's budget (``wall``: the
+    wall-clock budget, every step of which may sleep)."""
     name = profile or os.environ.get("HYPOTHESIS_PROFILE", "ci")
-    default_examples, default_steps = BUDGETS.get(name, BUDGETS["ci"])
+    default_examples, default_steps = WALL_BUDGET if wall else BUDGETS.get(name, BUDGETS["ci"])
     return Settings(
         max_examples=max_examples or default_examples,
         stateful_step_count=steps or default_steps,
@@ -78,7 +89,8 @@ def budget_settings(
         database=None,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
-        phases=tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate),
+        # a wall-clock run does not replay the same way twice: no shrinking
+        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate),
     )
 
 
@@ -131,13 +143,18 @@ def check_conformance(
     seed: int | None = None,
     trace_dir: str | Path | None = None,
     recorder_factory: Callable[[], Any] | None = None,
+    config: BrokerConfig | None = None,
+    wall: WallOptions | None = None,
 ) -> ConformanceResult:
-    """Run the conformance machine against ``factory``; never raises on a finding."""
+    """Run the conformance machine against ``factory``; never raises on a finding.
+
+    ``config``: the broker's configuration (the model follows it); ``wall``: wall-clock mode.
+    """
     if trace_dir is not None and recorder_factory is None:
         recorder_factory = jsonl_recorder_factory(trace_dir)
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
-                                  recorder_factory=recorder_factory)
-    settings = settings or budget_settings(seed=seed)
+                                  recorder_factory=recorder_factory, config=config, wall=wall)
+    settings = settings or budget_settings(seed=seed, wall=wall is not None)
     if seed is not None:
         settings = Settings(settings, derandomize=False)
     test = lambda: run_state_machine_as_test(machine, settings=settings)  # noqa: E731
@@ -148,9 +165,12 @@ def check_conformance(
     try:
         test()
     except AssertionError as exc:
-        failure = machine.last_failure[0] if machine.last_failure else repr(exc)
+        failure = machine.first_failure[0] if machine.first_failure else repr(exc)
     except Exception as exc:  # the candidate raised: that is the finding
-        failure = f"candidate raised {type(exc).__name__}: {exc!r}"
+        # (on the wall clock a failing run need not fail again when Hypothesis replays it:
+        # the failure seen first is the finding, not Hypothesis's Flaky report)
+        failure = machine.first_failure[0] if machine.first_failure else \
+            f"candidate raised {type(exc).__name__}: {exc!r}"
     finally:
         for rec in getattr(recorder_factory, "opened", ()):
             rec.close()
@@ -159,9 +179,10 @@ def check_conformance(
         examples=len(machine.examples),
         seconds=time.monotonic() - started,
         failure=failure,
-        program=tuple(machine.last_program) if failure else (),
+        program=tuple(machine.failed_program or machine.last_program) if failure else (),
         coverage=dict(machine.coverage),
         observations=dict(Counter(machine.observations)),
+        wall=machine.lateness.as_dict() if machine.lateness is not None else None,
     )
 
 

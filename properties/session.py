@@ -1,0 +1,193 @@
+"""A per-example view of a long-running broker: offsets rebased so the example starts at zero.
+
+Theory of operation
+-------------------
+In wall-clock mode the conformance machine drives a broker that outlives
+its examples (``rmqspec serve``, a real RocketMQ 4.9.8): every example finds
+the CommitLog and the shared system queues (``SCHEDULE_TOPIC_XXXX``, the
+half, op and discard topics) where the previous one left them, while the
+model beside it starts empty. The machine gives every example fresh topic
+and group names; ``SessionView`` does the rest: at ``open()`` it measures the
+broker's CommitLog end and the end of each shared queue, then presents the
+broker to the machine as if those were zero — offsets in results are
+lowered by the base, offsets in arguments raised, offset message ids
+(``msgId``, ``ORIGIN_MESSAGE_ID``) rewritten to match.
+
+The CommitLog end is measured with probe sends to a private topic: three
+records of one size, back to back; the base is the third's offset plus that
+size. Unequal spacing means something else wrote in between (a late
+background write): the measurement is repeated (``OPEN_ATTEMPTS``) and
+otherwise refused with a clear error. A shared queue's end is its
+``max_offset`` (a pull far beyond it answers OFFSET_ILLEGAL with it).
+
+What it cannot hide: a write the broker makes on its own during the example
+that belongs to an earlier one; the lockstep then reports a mismatch that
+names the operation (it has never been seen after a drained example).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from rmqspec.model.ids import offset_msg_id, parse_offset_msg_id
+from rmqspec.model.message import Message, MessageQueue, StoredMessage
+from rmqspec.model.results import BrokerError, CheckRequest, PullResult, ResponseCode, SendResult, TxnAction
+from rmqspec.properties.history import DISCARD_TOPIC, HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC
+
+PROBE_TOPIC = "rmqspec_probe"
+OPEN_ATTEMPTS = 5
+FAR = 1 << 40
+
+
+class SessionError(RuntimeError):
+    """The broker's offsets could not be measured (it keeps writing on its own)."""
+
+
+class SessionView:
+    """Wraps ``broker`` (whose delay table has ``levels`` levels); call ``open`` before use."""
+
+    def __init__(self, broker: Any, levels: int) -> None:
+        self.broker = broker
+        self.levels = levels
+        self.base = 0
+        self.queue_base: dict[MessageQueue, int] = {}
+        self.existing: set[str] = set()  # shared system topics the broker already has
+        self.capabilities = getattr(broker, "capabilities", frozenset())
+        self.crash_kinds = getattr(broker, "crash_kinds", ("kill", "power"))
+
+    def __getattr__(self, name: str) -> Any:  # recovery_choices, crash, recover, ...
+        return getattr(self.broker, name)
+
+    # -- measuring ---------------------------------------------------------------------------
+
+    def open(self, observer: str, clock: Any) -> None:
+        """Measure the bases; ``observer`` is a group that may pull every queue."""
+        shared = [MessageQueue(SCHEDULE_TOPIC, q) for q in range(self.levels)]
+        shared += [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
+        for mq in shared:
+            self.queue_base[mq] = self._queue_end(observer, mq)
+        self.broker.create_topic(PROBE_TOPIC, 1)
+        for _ in range(OPEN_ATTEMPTS):
+            offsets = [self.broker.send(self._probe(clock), 0).commitlog_offset for _ in range(3)]
+            step = offsets[1] - offsets[0]
+            if step > 0 and offsets[2] - offsets[1] == step:
+                self.base = offsets[2] + step
+                return
+        raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
+                           f"(offsets {offsets}): it is not quiescent, cannot start an example")
+
+    @staticmethod
+    def _probe(clock: Any) -> Message:
+        return Message(topic=PROBE_TOPIC, body=b"probe", tags=None, keys=(), properties={},
+                       uniq_key="%032X" % (clock.now() & ((1 << 128) - 1)))
+
+    def _queue_end(self, observer: str, mq: MessageQueue) -> int:
+        try:
+            res = self.broker.pull(observer, mq, FAR, 1, "*")
+        except BrokerError:
+            return 0
+        self.existing.add(mq.topic)
+        return res.max_offset
+
+    # -- translation -------------------------------------------------------------------------
+
+    def _qbase(self, mq: MessageQueue) -> int:
+        return self.queue_base.get(mq, 0)
+
+    def _msg_id(self, msg_id: str | None) -> str | None:
+        if not msg_id:
+            return msg_id
+        try:
+            host, port, off = parse_offset_msg_id(msg_id)
+        except ValueError:
+            return msg_id
+        return offset_msg_id(host, port, off - self.base)
+
+    def _stored(self, m: StoredMessage, queue_base: int | None = None) -> StoredMessage:
+        qb = self._qbase(m.queue) if queue_base is None else queue_base
+        props = dict(m.properties)
+        if "ORIGIN_MESSAGE_ID" in props:
+            props["ORIGIN_MESSAGE_ID"] = self._msg_id(props["ORIGIN_MESSAGE_ID"]) or ""
+        return attrs.evolve(
+            m, commitlog_offset=m.commitlog_offset - self.base, msg_id=self._msg_id(m.msg_id),
+            queue_offset=m.queue_offset - qb, properties=props,
+            prepared_txn_offset=m.prepared_txn_offset - self.base if m.prepared_txn_offset else 0)
+
+    def _sent(self, res: SendResult, mq: MessageQueue | None) -> SendResult:
+        qb = self._qbase(mq) if mq is not None else 0
+        return attrs.evolve(res, commitlog_offset=res.commitlog_offset - self.base, msg_id=self._msg_id(res.msg_id),
+                            queue_offset=res.queue_offset - qb)
+
+    # -- the Broker protocol -----------------------------------------------------------------
+
+    def create_topic(self, topic: str, queue_nums: int) -> None:
+        self.broker.create_topic(topic, queue_nums)
+
+    def create_group(self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1) -> None:
+        self.broker.create_group(group, retry_max_times, retry_queue_nums)
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        res = self.broker.send(msg, queue_id)
+        mq = MessageQueue(SCHEDULE_TOPIC, min(msg.delay_level, self.levels) - 1) if msg.delay_level > 0 else None
+        return self._sent(res, mq)
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
+        return self._sent(self.broker.send_half(msg, queue_id, producer_group), MessageQueue(HALF_TOPIC, 0))
+
+    def end_transaction(self, producer_group: str, commitlog_offset: int, tran_state_table_offset: int,
+                        action: TxnAction, from_check: bool) -> ResponseCode:
+        return self.broker.end_transaction(producer_group, commitlog_offset + self.base,
+                                           tran_state_table_offset + self._qbase(MessageQueue(HALF_TOPIC, 0)),
+                                           action, from_check)
+
+    def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
+             subscription: str = "*") -> PullResult:
+        qb = self._qbase(mq)
+        res = self.broker.pull(group, mq, offset + qb, max_nums, subscription)
+        return attrs.evolve(
+            res, messages=tuple(self._stored(m, qb) for m in res.messages),
+            next_begin_offset=max(0, res.next_begin_offset - qb), min_offset=max(0, res.min_offset - qb),
+            max_offset=max(0, res.max_offset - qb))
+
+    def send_back(self, group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
+                  max_reconsume_times: int | None) -> ResponseCode:
+        return self.broker.send_back(group, commitlog_offset + self.base, delay_level, origin_msg_id,
+                                     max_reconsume_times)
+
+    def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        self.broker.update_offset(group, mq, offset)
+
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        return self.broker.query_offset(group, mq)
+
+    def lock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> frozenset[MessageQueue]:
+        return self.broker.lock_batch(group, client_id, mqs)
+
+    def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
+        self.broker.unlock_batch(group, client_id, mqs)
+
+    def _check(self, r: CheckRequest) -> CheckRequest:
+        half = self._qbase(MessageQueue(HALF_TOPIC, 0))
+        return attrs.evolve(r, commitlog_offset=r.commitlog_offset - self.base,
+                            tran_state_table_offset=r.tran_state_table_offset - half,
+                            message=self._stored(r.message, half))
+
+    def tick(self) -> list[CheckRequest]:
+        return [self._check(r) for r in self.broker.tick()]
+
+    def tick_timed(self, now: int) -> list[tuple[int, CheckRequest]]:
+        """The checks received since the last tick with their arrival times (a broker without
+        ``tick_timed`` gives none: all arrive ``now``)."""
+        timed = getattr(self.broker, "tick_timed", None)
+        pairs = timed() if timed is not None else [(now, r) for r in self.broker.tick()]
+        return [(at, self._check(r)) for at, r in pairs]
+
+    def flush(self) -> None:
+        self.broker.flush()
+
+    def close(self) -> None:
+        self.broker.close()
+
