@@ -21,10 +21,17 @@ _cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cases)
 JAVA_CASES: list[tuple[bytes, list[tuple[str, str, int]]]] = _cases.JAVA_CASES
 REAL_FIXTURE_CONF: str = _cases.REAL_FIXTURE_CONF
-_DEBIAN_JARS = (
-    "netty-buffer netty-common netty-transport netty-handler netty-codec slf4j-api logback-classic "
-    "logback-core commons-lang3"
-).split()
+_DEBIAN_JARS = [
+    "netty-buffer",
+    "netty-common",
+    "netty-transport",
+    "netty-handler",
+    "netty-codec",
+    "slf4j-api",
+    "logback-classic",
+    "logback-core",
+    "commons-lang3",
+]
 
 
 def _unhex(text: str) -> str:

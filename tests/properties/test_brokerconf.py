@@ -16,7 +16,6 @@ from rmqspec.properties.brokerconf import (
     broker_conf_from_text,
     broker_config_from_file,
     delay_levels_text,
-    load_broker_conf,
     parse_properties,
 )
 
