@@ -48,7 +48,8 @@ def check_encode(topic: str, properties_text: str, body_len: int, record_size: i
     """MessageExtEncoder.encode (after routing), then rmqspec's two refusals."""
     props_bytes = len(properties_text.encode("utf-8", "surrogatepass"))
     if props_bytes > MAX_PROPERTIES_LENGTH:
-        return ResponseCode.PROPERTIES_SIZE_EXCEEDED, "properties", f"{props_bytes} UTF-8 bytes > {MAX_PROPERTIES_LENGTH}"
+        reason = f"{props_bytes} UTF-8 bytes > {MAX_PROPERTIES_LENGTH}"
+        return ResponseCode.PROPERTIES_SIZE_EXCEEDED, "properties", reason
     if body_len > MAX_BODY_BYTES:
         return ResponseCode.MESSAGE_ILLEGAL, "body", f"{body_len} bytes > {MAX_BODY_BYTES}"
     if record_size > MAX_RECORD_BYTES:
@@ -57,5 +58,6 @@ def check_encode(topic: str, properties_text: str, body_len: int, record_size: i
     if topic_bytes > MAX_TOPIC_CHARS:
         return ResponseCode.MESSAGE_ILLEGAL, "topic", f"{topic_bytes} UTF-8 bytes > {MAX_TOPIC_CHARS} (rmqspec)"
     if record_size + END_FILE_MIN_BLANK_LENGTH > file_size:
-        return ResponseCode.MESSAGE_ILLEGAL, "record", f"{record_size} bytes + 8 > a commitlog file of {file_size} (rmqspec)"
+        reason = f"{record_size} bytes + 8 > a commitlog file of {file_size} (rmqspec)"
+        return ResponseCode.MESSAGE_ILLEGAL, "record", reason
     return None
