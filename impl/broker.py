@@ -42,8 +42,9 @@ and the retry-queue counter belong to the object and carry on, like the
 model's.
 
 Deliberate choices shared with the model (model/README.md): pulls are served
-for any group; no long polling; the stored properties are the producer's wire
-properties; the broker assigns UNIQ_KEY when a message has none (same
+for any group; no long polling; the stored properties follow SendMessageProcessor
+(``model.sendpath``: CLUSTER added, WAIT kept out of a plain copy, empty values
+dropped); the broker assigns UNIQ_KEY when a message has none (same
 deterministic generator as the model); system topics are registered on first
 write; the retry queue is chosen round robin (RocketMQ: random) unless a
 ``retry_queue_chooser`` is given.

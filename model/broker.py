@@ -37,7 +37,8 @@ cheaply — records are immutable and shared; the clock and recorder are shared.
 
 Deliberate simplifications (see model/README.md): pulls are served for any
 group (no subscription-group check); no long polling; the stored properties
-are the producer's wire properties (RocketMQ also adds CLUSTER); a broker
+follow SendMessageProcessor (``sendpath``: CLUSTER added, WAIT kept out of a
+plain copy, empty values dropped), in insertion order; a broker
 assigns UNIQ_KEY when the message has none (RocketMQ 5 does, 4.9 does not);
 system topics are registered on first write.
 """

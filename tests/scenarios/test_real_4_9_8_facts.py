@@ -165,3 +165,10 @@ def test_topic_validation_is_on_the_send_path(broker):
     with pytest.raises(BrokerError, match="illegal characters") as info:
         broker.send(msg, 0)
     assert info.value.code == ResponseCode.SYSTEM_ERROR
+
+
+@pytest.mark.parametrize("name", ["CLUSTER", "INSTANCE_ID", "TTL", "MSG_TYPE", "INNER_MULTI_QUEUE_OFFSET"])
+def test_names_reserved_by_4_9_8_are_refused(name):
+    # MessageConst.STRING_HASH_SET (Message.putUserProperty refuses these names)
+    with pytest.raises(ValueError, match="system property name"):
+        Message("T", b"x", properties={name: "v"})
