@@ -42,8 +42,9 @@ and the retry-queue counter belong to the object and carry on, like the
 model's.
 
 Deliberate choices shared with the model (model/README.md): pulls are served
-for any group; no long polling; the stored properties are the producer's wire
-properties; the broker assigns UNIQ_KEY when a message has none (same
+for any group; no long polling; the stored properties follow SendMessageProcessor
+(``model.sendpath``: CLUSTER added, WAIT kept out of a plain copy, empty values
+dropped); the broker assigns UNIQ_KEY when a message has none (same
 deterministic generator as the model); system topics are registered on first
 write; the retry queue is chosen round robin (RocketMQ: random) unless a
 ``retry_queue_chooser`` is given.
@@ -102,6 +103,7 @@ from rmqspec.model.message import (
     Message,
     MessageQueue,
     check_topic,
+    validate_topic,
 )
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import (
@@ -113,6 +115,7 @@ from rmqspec.model.results import (
     SendStatus,
     TxnAction,
 )
+from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -257,6 +260,9 @@ class MmapBroker:
         self._written(entry, now)
 
     def _check_send_target(self, topic: str, queue_id: int) -> None:
+        refusal = validate_topic(topic)
+        if refusal is not None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, refusal)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
@@ -307,7 +313,8 @@ class MmapBroker:
         self._require_running()
         now = self.clock.now()
         self._check_send_target(msg.topic, queue_id)
-        props, uniq = self._wire_props(msg, now)
+        wire, uniq = self._wire_props(msg, now)
+        props = plain_send_properties(wire, self.config.broker_cluster_name, delayed=msg.delay_level > 0)
         spec = PutSpec(
             topic=msg.topic,
             queue_id=queue_id,
@@ -330,10 +337,11 @@ class MmapBroker:
         self._require_running()
         now = self.clock.now()
         self._check_send_target(msg.topic, queue_id)
-        props, uniq = self._wire_props(msg, now)
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
-        props[PROPERTY_TRANSACTION_PREPARED] = "true"
-        props[PROPERTY_PRODUCER_GROUP] = producer_group
+        wire, uniq = self._wire_props(msg, now)
+        wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
+        wire[PROPERTY_TRANSACTION_PREPARED] = "true"
+        wire[PROPERTY_PRODUCER_GROUP] = producer_group
+        props = half_send_properties(wire, self.config.broker_cluster_name)
         plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now), now)
         self.meta.ensure_topic(HALF_TOPIC, 1)
         entry = self._written(self.log.append(plan), now)

@@ -13,10 +13,11 @@ RocketMQ 4.9.8 (S = store/src/main/java/org/apache/rocketmq/store):
   clamped to the maximum level, gets REAL_TOPIC / REAL_QID and goes to
   ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``. The properties *string* is
   ``PutSpec.properties`` (callers such as the schedule service let the string
-  and the map differ, as RocketMQ does). Refusals, in RocketMQ's order:
-  properties over 32767 bytes → PROPERTIES_SIZE_EXCEEDED; a record over
-  ``maxMessageSize`` (4 MiB, headers included) → MESSAGE_ILLEGAL; a record that
-  cannot fit a commitlog file with its 8-byte end marker → MESSAGE_ILLEGAL.
+  and the map differ, as RocketMQ does). Refusals: ``model.limits`` in
+  RocketMQ's order (checkMessage on the string as given: 127 chars of topic,
+  32767 chars of properties; then, after routing, 32767 UTF-8 bytes of
+  properties → PROPERTIES_SIZE_EXCEEDED, a body over 4 MiB), plus rmqspec's two
+  refusals where RocketMQ writes an unreadable or no record.
 - ``BrokerLog.append`` writes through ``MessageStore.put``: the store assigns the
   dense queue offset, rolls the file, dispatches the consume-queue unit with the
   tagsCode (Java hash of TAGS; the deliver timestamp in the schedule topic) and
@@ -50,6 +51,7 @@ from rmqspec.impl.store import MessageStore
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
+from rmqspec.model.limits import check_encode, check_message
 from rmqspec.model.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -66,12 +68,9 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
-from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
+from rmqspec.model.results import BrokerError, PullStatus
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize
-MAX_PROPERTIES_LENGTH = 32767  # Short.MAX_VALUE
-END_FILE_MIN_BLANK_LENGTH = 8
 MAX_TRANSFER_COUNT_IN_MEMORY = 32
 MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
 CQ_UNIT_BYTES = 20
@@ -283,6 +282,9 @@ class BrokerLog:
         """Route and validate ``spec`` as CommitLog would; raises ``BrokerError``."""
         props = dict(spec.properties)
         topic, queue_id = spec.topic, spec.queue_id
+        refusal = check_message(topic, encode_properties(props))
+        if refusal is not None:
+            raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(spec.sys_flag)
         if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and spec.delay_level > 0:
             level = min(spec.delay_level, len(self.delays))
@@ -293,16 +295,12 @@ class BrokerLog:
         sys_flag = spec.sys_flag & ~STOREHOST_V6_FLAG
         if self._store_v6:
             sys_flag |= STOREHOST_V6_FLAG
-        props_len = len(encode_properties(props).encode("utf-8"))
-        if props_len > MAX_PROPERTIES_LENGTH:
-            raise BrokerError(
-                ResponseCode.PROPERTIES_SIZE_EXCEEDED, f"properties {props_len} bytes"
-            )
         size = record_size(len(spec.body), topic, props, sys_flag)
-        if size > MAX_MESSAGE_SIZE:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > maxMessageSize")
-        if size + END_FILE_MIN_BLANK_LENGTH > self.config.commitlog_file_size:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > commitlog file")
+        refusal = check_encode(
+            topic, encode_properties(props), len(spec.body), size, self.config.commitlog_file_size
+        )
+        if refusal is not None:
+            raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")
         born = self._born_v6 if sys_flag & BORNHOST_V6_FLAG else self._born_v4
         record = MessageRecord(
             topic=topic,

@@ -2,9 +2,10 @@
 
 Layout (big-endian): physicMsgTimestamp @0 (storeTs of the last record flushed
 in the CommitLog), logicsMsgTimestamp @8 (storeTs of the last record whose
-consume-queue unit was flushed), indexMsgTimestamp @16 (rmqspec has no index
-files and writes 0 there, except it copies the logics timestamp so a broker
-with ``messageIndexSafe`` reads a sensible value). The rest is zero.
+consume-queue unit was flushed), indexMsgTimestamp @16 (0: rmqspec builds no
+index files; the real store also leaves 0 until an index file fills up, so a
+broker with ``messageIndexSafe`` recovers from the first CommitLog file). The
+rest is zero.
 
 Abnormal recovery starts re-dispatching at the last CommitLog file whose first
 record's storeTs ≤ ``min_timestamp()`` = min(physic, logics) − 3000 ms (floored

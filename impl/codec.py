@@ -48,10 +48,9 @@ import attrs
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
+from rmqspec.model.limits import check_encode, check_message
 from rmqspec.model.message import (
     BORNHOST_V6_FLAG,
-    MAX_BODY_BYTES,
-    MAX_PROPERTIES_BYTES,
     NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -61,9 +60,7 @@ from rmqspec.model.message import (
     STOREHOST_V6_FLAG,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    InvalidMessage,
     StoredMessage,
-    check_topic,
     decode_properties,
     encode_properties,
     record_size,
@@ -358,20 +355,21 @@ def prepare(
     record: MessageRecord,
     store_host: Host,
     delay_levels_ms: Sequence[int] = DEFAULT_DELAY_LEVELS_MS,
+    file_size: int = INT32_MAX,
 ) -> Prepared:
     """Validate ``record`` as RocketMQ's store does and encode its variable parts.
 
-    Raises ``PutError``: MESSAGE_ILLEGAL for a bad topic, a body over 4 MiB or
-    a malformed field; PROPERTIES_SIZE_EXCEEDED for properties over 32767 bytes.
+    Raises ``PutError`` with ``model.limits``' answer (RocketMQ's checkMessage
+    then encode: MESSAGE_ILLEGAL for a topic over 127 chars or properties over
+    32767 chars or a body over 4 MiB, PROPERTIES_SIZE_EXCEEDED for properties
+    over 32767 UTF-8 bytes) or MESSAGE_ILLEGAL for a malformed field. The topic
+    is not checked against ``[%|a-zA-Z0-9_-]``: that is the broker's send path
+    (TopicValidator), the store takes any topic.
     """
-    try:
-        check_topic(record.topic)
-    except InvalidMessage as exc:
-        raise PutError(ResponseCode.MESSAGE_ILLEGAL, "topic", record.topic, exc.reason) from exc
+    if not isinstance(record.topic, str) or not record.topic:
+        raise PutError(ResponseCode.MESSAGE_ILLEGAL, "topic", record.topic, "must be a non-empty string")
     if not isinstance(record.body, (bytes, bytearray)):
         raise PutError(ResponseCode.MESSAGE_ILLEGAL, "body", record.body, "must be bytes")
-    if len(record.body) > MAX_BODY_BYTES:
-        raise PutError(ResponseCode.MESSAGE_ILLEGAL, "body", record.body, f"larger than {MAX_BODY_BYTES} bytes")
     _check_int("queue_id", record.queue_id, 0, INT32_MAX)
     _check_int("flag", record.flag, INT32_MIN, INT32_MAX)
     _check_int("sys_flag", record.sys_flag, INT32_MIN, INT32_MAX)
@@ -383,14 +381,11 @@ def prepare(
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, "property name", name, "empty or contains \\x01/\\x02")
         if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"property {name}", value, "contains \\x01/\\x02")
-    props = encode_properties(record.properties).encode("utf-8")
-    if len(props) > MAX_PROPERTIES_BYTES:
-        raise PutError(
-            ResponseCode.PROPERTIES_SIZE_EXCEEDED,
-            "properties",
-            f"<{len(props)} bytes encoded>",
-            f"longer than {MAX_PROPERTIES_BYTES} bytes",
-        )
+    text = encode_properties(record.properties)
+    refusal = check_message(record.topic, text)
+    if refusal is not None:
+        raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])
+    props = text.encode("utf-8")
     if record.topic == SCHEDULE_TOPIC:
         delay = record.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if delay is not None and parse_delay_level(delay) is None:
@@ -405,6 +400,9 @@ def prepare(
         sys_flag |= STOREHOST_V6_FLAG
     topic = record.topic.encode("utf-8")
     size = record_size(len(record.body), record.topic, record.properties, sys_flag)
+    refusal = check_encode(record.topic, text, len(record.body), size, file_size)
+    if refusal is not None:
+        raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])
     return Prepared(
         record=record,
         size=size,
@@ -415,6 +413,14 @@ def prepare(
         props=props,
         body_crc=body_crc(record.body),
     )
+
+
+def _shown(record: MessageRecord, field: str) -> object:
+    if field == "topic":
+        return record.topic
+    if field == "properties":
+        return f"<{len(record.properties)} properties>"
+    return record.body if field == "body" else f"<{len(record.body)}-byte body>"
 
 
 def body_crc(body: bytes) -> int:

@@ -12,7 +12,9 @@ need, single-threaded and deterministic:
   CommitLog before returning. With ``ASYNC`` nothing is durable until
   ``flush()``.
 - ``flush()`` msyncs the CommitLog, then every consume queue, then writes the
-  checkpoint (physic and logics timestamps = the last record's storeTs).
+  checkpoint (physic = storeTs of the last record flushed, logics = storeTs of
+  the last record dispatched to a consume queue, index = 0, as a real 4.9.8
+  store leaves them after a clean shutdown).
 - ``close()`` flushes, writes the checkpoint and removes ``abort``.
 - ``crash("kill")`` drops the process: every written byte survives (the
   page cache outlives the process), ``abort`` stays. ``crash("power")`` also
@@ -32,7 +34,9 @@ When a record whose storeTs is at or below the durable checkpoint's
 the store first lowers the checkpoint's logics timestamp so abnormal recovery
 can never start re-dispatching after units that were not yet flushed.
 
-Single process: a ``lock`` file in the root is held with ``flock`` while open.
+Single process: a ``lock`` file in the root is held with ``flock`` while open and
+holds the text ``lock``; ``index/`` is created empty (rmqspec builds no index
+files), as in a real store directory.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ from rmqspec.impl.configfiles import CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE
 from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, ConsumeQueue, CQUnit
 from rmqspec.impl.mappedfile import StoreError, fsync_dir
 from rmqspec.impl.recovery import RecoveryReport, recover
-from rmqspec.model.message import MAX_TOPIC_BYTES, TOPIC_PATTERN
+from rmqspec.model.limits import MAX_TOPIC_CHARS
+from rmqspec.model.message import java_length
 
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 FLUSH_MODES = ("SYNC", "ASYNC")
@@ -163,7 +168,7 @@ class MessageStore:
 
     def _open(self) -> None:
         root = self.root
-        for d in (root, root / "commitlog", root / "consumequeue", self.config_dir):
+        for d in (root, root / "commitlog", root / "consumequeue", root / "index", self.config_dir):
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -199,12 +204,13 @@ class MessageStore:
             os.close(fd)
             raise StoreError(path, None, "store is locked by another open MessageStore") from exc
         self._lock_fd = fd
+        os.pwrite(fd, b"lock", 0)  # DefaultMessageStore.start writes "lock" into the file it locks
 
     def _load_queues(self) -> None:
         base = self.root / "consumequeue"
         for topic_dir in sorted(base.iterdir()):
             topic = topic_dir.name
-            if not topic_dir.is_dir() or not TOPIC_PATTERN.match(topic) or len(topic.encode()) > MAX_TOPIC_BYTES:
+            if not topic_dir.is_dir() or java_length(topic) > MAX_TOPIC_CHARS or len(topic.encode()) > MAX_TOPIC_CHARS:
                 raise StoreError(topic_dir, None, "not a consume-queue topic directory")
             for qdir in sorted(topic_dir.iterdir()):
                 if not qdir.is_dir() or not re.fullmatch(r"0|[1-9][0-9]{0,9}", qdir.name):
@@ -238,7 +244,12 @@ class MessageStore:
     def put(self, record: MessageRecord) -> PutResult:
         """Append ``record``; raises ``PutError`` (codec) for what RocketMQ refuses."""
         self._check_open()
-        prepared = prepare(record, (self.config.store_host, self.config.store_port), self.config.delay_levels_ms)
+        prepared = prepare(
+            record,
+            (self.config.store_host, self.config.store_port),
+            self.config.delay_levels_ms,
+            self.config.commitlog_file_size,
+        )
         _offset, new_file = self.commitlog.next_position(prepared)
         if new_file:
             self._guard_checkpoint(record.store_ts)
@@ -276,7 +287,9 @@ class MessageStore:
         self.commitlog.flush()
         for cq in self._queues.values():
             cq.flush()
-        cp = Checkpoint(self.commitlog.last_store_ts, self._last_dispatched_ts, self._last_dispatched_ts)
+        # physic: storeTs of the last record flushed; logics: of the last unit dispatched; index: 0,
+        # as the real store leaves it (no index file ever filled up, see checkpoint.py).
+        cp = Checkpoint(self.commitlog.last_store_ts, self._last_dispatched_ts, 0)
         if cp != self._durable_cp:
             write_checkpoint(self.checkpoint_path, cp)
             self._durable_cp = cp

@@ -373,7 +373,9 @@ class _QueueCheck:
             queue_id=int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
             queue_offset=new.queue_offset,
             commitlog_offset=new.commitlog_offset,
-            properties=props,
+            # renewHalfMessageInner shares the map and sets WAIT=false after the string was built:
+            # the stored copy keeps WAIT=true, the message sent with the check says false.
+            properties={**props, PROPERTY_WAIT_STORE_MSG_OK: "false"},
         )
         return CheckRequest(
             producer_group=half.prop(PROPERTY_PRODUCER_GROUP) or "",

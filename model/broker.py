@@ -37,7 +37,8 @@ cheaply — records are immutable and shared; the clock and recorder are shared.
 
 Deliberate simplifications (see model/README.md): pulls are served for any
 group (no subscription-group check); no long polling; the stored properties
-are the producer's wire properties (RocketMQ also adds CLUSTER); a broker
+follow SendMessageProcessor (``sendpath``: CLUSTER added, WAIT kept out of a
+plain copy, empty values dropped), in insertion order; a broker
 assigns UNIQ_KEY when the message has none (RocketMQ 5 does, 4.9 does not);
 system topics are registered on first write.
 """
@@ -83,6 +84,7 @@ from rmqspec.model.message import (
     Message,
     MessageQueue,
     check_topic,
+    validate_topic,
 )
 from rmqspec.model.offsets import ConsumerOffsets
 from rmqspec.model.protocol import Capability
@@ -114,6 +116,7 @@ from rmqspec.model.results import (
     TxnAction,
 )
 from rmqspec.model.schedule import ScheduleService
+from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
     CheckHooks,
@@ -280,6 +283,9 @@ class ModelBroker:
         )
 
     def _check_send_target(self, topic: str, queue_id: int) -> None:
+        refusal = validate_topic(topic)
+        if refusal is not None:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, refusal)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise BrokerError(
                 ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
@@ -329,7 +335,8 @@ class ModelBroker:
         self._require_running()
         now = self._now()
         self._check_send_target(msg.topic, queue_id)
-        props, uniq = self._wire_props(msg, now)
+        wire, uniq = self._wire_props(msg, now)
+        props = plain_send_properties(wire, self.config.broker_cluster_name, delayed=msg.delay_level > 0)
         request = PutRequest(
             topic=msg.topic,
             queue_id=queue_id,
@@ -388,10 +395,11 @@ class ModelBroker:
         self._require_running()
         now = self._now()
         self._check_send_target(msg.topic, queue_id)
-        props, uniq = self._wire_props(msg, now)
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
-        props[PROPERTY_TRANSACTION_PREPARED] = "true"
-        props[PROPERTY_PRODUCER_GROUP] = producer_group
+        wire, uniq = self._wire_props(msg, now)
+        wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
+        wire[PROPERTY_TRANSACTION_PREPARED] = "true"
+        wire[PROPERTY_PRODUCER_GROUP] = producer_group
+        props = half_send_properties(wire, self.config.broker_cluster_name)
         request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
         try:
             record = self.store.prepare(request, now)

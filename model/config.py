@@ -20,14 +20,23 @@ _LEVEL = re.compile(r"^(\d+)([smhd])$")
 def parse_delay_levels(text: str) -> tuple[int, ...]:
     """Parse ``messageDelayLevel`` into delays in ms; level ``i`` is index ``i-1``.
 
-    Raises ``ValueError`` naming the offending token, as RocketMQ's
-    ``ScheduleMessageService.parseDelayLevel`` refuses an unknown unit.
+    Tokens are separated by single spaces, as RocketMQ's
+    ``ScheduleMessageService.parseDelayLevel`` (``split(" ")``) reads them. Raises
+    ``ValueError`` naming the offending token where RocketMQ's parse fails (an
+    unknown unit, a tab, a doubled or leading blank); RocketMQ then refuses to start.
     """
-    tokens = text.split()
+    tokens = text.split(" ")
+    while tokens and not tokens[-1]:
+        tokens.pop()  # Java's String.split drops trailing empty strings
     if not tokens:
         raise ValueError("messageDelayLevel is empty")
     delays = []
     for index, token in enumerate(tokens, start=1):
+        if not token:
+            raise ValueError(
+                f"messageDelayLevel token {index} is empty (a leading or doubled blank: "
+                "RocketMQ splits on single spaces and its parseDelayLevel fails)"
+            )
         m = _LEVEL.match(token)
         if not m:
             raise ValueError(
@@ -70,6 +79,8 @@ class BrokerConfig:
     store_host: str = "127.0.0.1"
     store_port: int = 10911
     broker_name: str = "broker-a"
+    # brokerClusterName: the send path stores it as property CLUSTER on client messages.
+    broker_cluster_name: str = "DefaultCluster"
     # CommitLog mapped-file size (mappedFileSizeCommitLog, 1 GiB); a record that
     # does not fit (size + 8 > room left) rolls to the next multiple of this.
     commitlog_file_size: int = attrs.field(default=1 << 30, validator=_positive)

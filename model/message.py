@@ -52,6 +52,19 @@ PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_CLUSTER = "CLUSTER"  # the broker's send path stores its brokerClusterName here
+# Also reserved by 4.9.8's MessageConst.STRING_HASH_SET (Message.putUserProperty refuses them).
+RESERVED_4_9_8_NAMES = (
+    "INSTANCE_ID",
+    "CORRELATION_ID",
+    "REPLY_TO_CLIENT",
+    "TTL",
+    "ARRIVE_TIME",
+    "PUSH_REPLY_TIME",
+    PROPERTY_CLUSTER,
+    "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET",
+)
 
 SYSTEM_PROPERTY_NAMES: frozenset[str] = frozenset(
     {
@@ -80,6 +93,7 @@ SYSTEM_PROPERTY_NAMES: frozenset[str] = frozenset(
         PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
         PROPERTY_TRANSACTION_CHECK_TIMES,
         PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+        *RESERVED_4_9_8_NAMES,
     }
 )
 
@@ -119,15 +133,26 @@ def encode_properties(properties: Mapping[str, str]) -> str:
 
 
 def decode_properties(text: str) -> dict[str, str]:
-    """Inverse of ``encode_properties``; malformed pairs (no ``\\x01``) are skipped."""
+    """``MessageDecoder.string2messageProperties``: what every RocketMQ reader makes of the string.
+
+    A pair is kept only with a non-empty name and a non-empty value (Java tests
+    ``kvSepIndex > index && kvSepIndex < newIndex - 1``): ``A\\x01`` (an empty
+    value) and pairs without ``\\x01`` are dropped; the value runs to the next
+    ``\\x02`` and may itself hold ``\\x01``; a repeated name keeps its last value.
+    """
     result: dict[str, str] = {}
     if not text:
         return result
     for item in text.split(PROPERTY_SEPARATOR):
         name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and name:
+        if sep and name and value:
             result[name] = value
     return result
+
+
+def java_length(text: str) -> int:
+    """``String.length()`` in Java: UTF-16 code units (a character beyond U+FFFF counts 2)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def check_topic(topic: str) -> None:
@@ -138,6 +163,23 @@ def check_topic(topic: str) -> None:
         raise InvalidMessage("topic", topic, f"longer than {MAX_TOPIC_BYTES} bytes")
     if not TOPIC_PATTERN.match(topic):
         raise InvalidMessage("topic", topic, "may contain only characters [%|a-zA-Z0-9_-]")
+
+
+def validate_topic(topic: str) -> str | None:
+    """TopicValidator.validateTopic on the broker's send path: None, or its remark (SYSTEM_ERROR).
+
+    The store itself takes any topic of at most 127 chars (``limits.check_message``).
+    """
+    if not topic.strip():
+        return "The specified topic is blank."
+    if any(ch not in _TOPIC_CHARS for ch in topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if java_length(topic) > MAX_TOPIC_BYTES:
+        return "The specified topic is longer than topic max length."
+    return None
+
+
+_TOPIC_CHARS = frozenset("%|-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
@@ -215,14 +257,16 @@ class Message:
     def wire_properties(self) -> dict[str, str]:
         """The full property map as the producer puts it on the wire.
 
-        Order: user properties, then TAGS, KEYS, DELAY, UNIQ_KEY (when set).
-        Both brokers store exactly this map for a plain send.
+        Order: user properties, then TAGS, KEYS, WAIT=true (the Java client's
+        ``Message`` constructor always sets it), DELAY, UNIQ_KEY (when set). What
+        a broker stores from it is ``model.sendpath``'s business.
         """
         props = dict(self.properties)
         if self.tags is not None:
             props[PROPERTY_TAGS] = self.tags
         if self.keys:
             props[PROPERTY_KEYS] = " ".join(self.keys)
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "true"
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         if self.uniq_key is not None:

@@ -22,9 +22,9 @@ Facts followed (RocketMQ 4.9.8, S = store/src/main/java/org/apache/rocketmq/stor
   the write position; a record that does not fit (size + 8 > room left in the
   current file) rolls to the next file, i.e. the next multiple of
   ``commitlog_file_size``. PREPARED/ROLLBACK records get queue offset 0 and no
-  consume-queue entry. ``calMsgLength`` is ``message.record_size``; a record
-  over ``maxMessageSize`` (4 MiB, headers included) or with properties over
-  32767 bytes is refused.
+  consume-queue entry. ``calMsgLength`` is ``message.record_size``; the size
+  limits and their order are ``limits`` (DefaultMessageStore.checkMessage, then
+  MessageExtEncoder.encode).
 - S/CommitLog.checkMessageAndReturnSize (dispatch): tagsCode = Java hash of
   TAGS (0 without tags); in the schedule topic, store_ts + delay(level).
 - S/DefaultMessageStore.getMessage + isTheBatchFull and
@@ -50,6 +50,7 @@ import attrs
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
+from rmqspec.model.limits import check_encode, check_message
 from rmqspec.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -90,8 +91,6 @@ CQ_FILE_UNITS = 300_000  # mappedFileSizeConsumeQueue / 20
 CQ_UNIT_BYTES = 20
 MAX_TRANSFER_COUNT_IN_MEMORY = 32
 MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
-MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-MAX_PROPERTIES_LENGTH = 32767
 END_FILE_MIN_BLANK_LENGTH = 8
 
 
@@ -316,6 +315,9 @@ class Store:
         """The record ``req`` would become if appended now (raises ``PutError``)."""
         props = dict(req.properties)
         topic, queue_id = req.topic, req.queue_id
+        refusal = check_message(topic, encode_properties(props))
+        if refusal is not None:
+            raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(req.sys_flag)
         if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and req.delay_level > 0:
             level = min(req.delay_level, len(self.delays))
@@ -326,15 +328,11 @@ class Store:
         sys_flag = req.sys_flag
         if self._store_v6:
             sys_flag |= STOREHOST_V6_FLAG
-        props_len = len(encode_properties(props).encode("utf-8"))
-        if props_len > MAX_PROPERTIES_LENGTH:
-            raise PutError(ResponseCode.PROPERTIES_SIZE_EXCEEDED, f"properties {props_len} bytes")
         size = record_size(len(req.body), topic, props, sys_flag)
-        if size > MAX_MESSAGE_SIZE:
-            raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > maxMessageSize")
         file_size = self.config.commitlog_file_size
-        if size + END_FILE_MIN_BLANK_LENGTH > file_size:
-            raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"record of {size} bytes > commitlog file")
+        refusal = check_encode(topic, encode_properties(props), len(req.body), size, file_size)
+        if refusal is not None:
+            raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
         pos = self.write_pos
         room = file_size - pos % file_size
         if size + END_FILE_MIN_BLANK_LENGTH > room:

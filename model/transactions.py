@@ -418,7 +418,9 @@ class TransactionService:
             queue_id=int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
             queue_offset=new.queue_offset,
             commitlog_offset=new.commitlog_offset,
-            properties=props,
+            # renewHalfMessageInner shares the map and sets WAIT=false after the string was built:
+            # the stored copy keeps WAIT=true, the message sent with the check says false.
+            properties={**props, PROPERTY_WAIT_STORE_MSG_OK: "false"},
         )
         uniq = half.prop(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         return CheckRequest(

@@ -1,36 +1,45 @@
-"""Read a broker/client configuration file (``broker.conf``) for verification.
+"""Read a broker/client configuration file (``broker.conf``) as RocketMQ does.
 
 Theory of operation
 -------------------
-``parse_properties`` follows ``java.util.Properties.load`` as far as a
-``broker.conf`` needs: the file is read as ISO-8859-1 (``load(InputStream)``);
-lines end in ``\\n``, ``\\r`` or ``\\r\\n``; leading blanks are skipped; a line
-whose first non-blank character is ``#`` or ``!`` is a comment; blank lines
-are skipped; a line ending in an odd number of backslashes continues on the
-next (whose leading blanks are dropped); the key ends at the first unescaped
-``=``, ``:`` or blank, then blanks and one ``=``/``:`` and blanks are skipped;
-escapes ``\\t \\n \\r \\f \\uXXXX`` and ``\\x`` → ``x`` are decoded. Values
-are trimmed (RocketMQ's ``MixAll.properties2Object`` feeds them to
-``Integer/Long.parseLong``, which rejects blanks). The last occurrence of a key
-wins, as in Java.
+``broker.conf`` is a ``java.util.Properties`` file: RocketMQ 4.9.8's
+``BrokerStartup.createBrokerController`` reads it with ``Properties.load(InputStream)``
+and hands the values to ``MixAll.properties2Object``. ``parse_properties`` lets the
+``javaproperties`` library do the lexing exactly as ``Properties.load`` does (the file
+is ISO-8859-1; ``\\n``, ``\\r`` or ``\\r\\n`` line ends; ``#``/``!`` comments;
+continuation lines; ``\\uXXXX`` escapes, surrogate pairs combined; the key ends at
+the first unescaped ``=``, ``:`` or blank) and adds what the library leaves out: the
+number of the line each property starts on, and the reason a line is wrong.
+Values are kept as Java sees them, trailing blanks included; the last occurrence of
+a key wins, as in Java.
 
-Stricter than Java, to catch editing mistakes: a line whose key is not a
-property name (``[A-Za-z_][A-Za-z0-9_.:/-]*``, e.g. ``[broker]``) or that is
-a bare word without a separator or value is reported as "not a property".
+Stricter than Java, to catch editing mistakes: a line whose key is not a property
+name (``[A-Za-z_][A-Za-z0-9_.:/-]*``, e.g. ``[broker]``) or that is a bare word
+without a separator or value is reported as "not a property"; a malformed
+``\\uXXXX`` escape is an error (Java's ``load`` throws, the broker does not start).
 
-``load_broker_conf`` turns the keys rmqspec uses into a typed ``BrokerConf``
-(defaults are RocketMQ 4.9's, plus rmqspec's assumptions for clock drift and
-request latency) and lists the other keys as ignored. Every problem raises
+Values RocketMQ would silently drop are errors here: ``properties2Object`` calls
+``Integer/Long.parseInt`` and ``FlushDiskType.valueOf`` and swallows the exception, so
+``transactionCheckMax=5 `` (a trailing blank) leaves the real broker at its default
+while the file seems to say 5.
+
+``load_broker_conf`` turns the keys configuration verification uses into a typed
+``BrokerConf`` (defaults are RocketMQ 4.9's, plus rmqspec's assumptions for clock
+drift and request latency) and lists the other keys as ignored;
+``broker_config_from_file`` turns a file into the ``BrokerConfig`` a broker runs
+with (``rmqspec serve``, wall-clock conformance). Every problem raises
 ``ConfigError`` naming the file, the line and the reason.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
+import javaproperties
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, BrokerConfig, parse_delay_levels
 from rmqspec.model.process_queue import LOCK_INTERVAL_MS, LOCK_MAX_LIVE_MS
@@ -54,93 +63,38 @@ class Property:
     line: int  # 1-based number of the line where the logical line starts
 
 
-_BLANK = " \t\f"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/\-]*$")
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_SEPARATOR = re.compile(r"^(?:[^\\=:\s]|\\.)*\s*[=:]", re.DOTALL)
 
 
-def _unescape(text: str, path: str, line: int) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ConfigError(path, line, f"malformed \\uxxxx escape {text[i : i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Join continuation lines; drop comments and blank lines. Returns (first line no, text)."""
-    physical = re.split(r"\r\n|\r|\n", text)
-    result: list[tuple[int, str]] = []
-    i = 0
-    while i < len(physical):
-        start = i
-        line = physical[i].lstrip(_BLANK)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        parts = []
-        while True:
-            trailing = len(line) - len(line.rstrip("\\"))
-            if trailing % 2 == 1:
-                parts.append(line[:-1])
-                if i >= len(physical):
-                    break
-                line = physical[i].lstrip(_BLANK)
-                i += 1
-                continue
-            parts.append(line)
-            break
-        result.append((start + 1, "".join(parts)))
-    return result
+def _lines_in(source: str) -> int:
+    return len(_LINE_END.findall(source))
 
 
 def parse_properties(text: str, path: str = "<string>") -> tuple[Property, ...]:
-    """Parse Java properties text into ``Property`` rows in file order."""
+    """Parse Java properties text into ``Property`` rows in file order (see the module doc)."""
     props: list[Property] = []
-    for lineno, line in _logical_lines(text):
-        k = 0
-        while k < len(line):
-            ch = line[k]
-            if ch == "\\":
-                k += 2
-                continue
-            if ch in "=:" or ch in _BLANK:
-                break
-            k += 1
-        raw_key = line[:k]
-        rest = line[k:].lstrip(_BLANK)
-        has_separator = bool(rest) and rest[0] in "=:"
-        if has_separator:
-            rest = rest[1:].lstrip(_BLANK)
-        key = _unescape(raw_key, path, lineno)
-        value = _unescape(rest, path, lineno).strip()
-        if not key:
-            raise ConfigError(path, lineno, f"not a property: {line.strip()!r} has no key")
-        if not _NAME.match(key):
-            raise ConfigError(
-                path,
-                lineno,
-                f"not a property: {line.strip()!r} (key {key!r} is not a property name)",
-            )
-        if not has_separator and not value:
-            raise ConfigError(
-                path, lineno, f"not a property: {line.strip()!r} has no '=' and no value"
-            )
-        props.append(Property(key, value, lineno))
+    line = 1
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            element = next(elements)
+        except StopIteration:
+            break
+        except javaproperties.InvalidUEscapeError as exc:
+            raise ConfigError(path, line, f"malformed \\uxxxx escape {exc.escape!r}") from None
+        start, line = line, line + _lines_in(element.source)
+        if not isinstance(element, javaproperties.KeyValue):
+            continue  # a comment or a blank line
+        shown = element.source.strip()
+        if not element.key:
+            raise ConfigError(path, start, f"not a property: {shown!r} has no key")
+        if not _NAME.match(element.key):
+            raise ConfigError(path, start, f"not a property: {shown!r} (key {element.key!r} is not a property name)")
+        if not element.value and not _SEPARATOR.match(element.source.lstrip()):
+            raise ConfigError(path, start, f"not a property: {shown!r} has no '=' and no value")
+        props.append(Property(element.key, element.value, start))
     return tuple(props)
 
 
@@ -156,8 +110,17 @@ _INT64 = 2**63 - 1
 _INTEGER = re.compile(r"^[+-]?[0-9]+$")
 
 
+def _blanks(text: str) -> None:
+    if text != text.strip():
+        raise ValueError(
+            f"{text!r} has leading or trailing blanks: RocketMQ's parser refuses it and "
+            "MixAll.properties2Object silently keeps the default"
+        )
+
+
 def _integer(limit: int, low: int, what: str) -> Callable[[str], int]:
     def parse(text: str) -> int:
+        _blanks(text)
         if not _INTEGER.match(text):
             raise ValueError(f"{text!r} is not an integer")
         value = int(text)
@@ -181,6 +144,32 @@ def _drift(text: str) -> int:
 
 def _delays(text: str) -> tuple[int, ...]:
     return parse_delay_levels(text)
+
+
+def _host(text: str) -> str:
+    _blanks(text)
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IP address (rmqspec puts it in every msgId)") from None
+
+
+def _flush(text: str) -> str:
+    if text not in _FLUSH_TYPES:
+        raise ValueError(
+            f"{text!r} is not SYNC_FLUSH or ASYNC_FLUSH (FlushDiskType.valueOf would throw "
+            "and the broker silently keeps ASYNC_FLUSH)"
+        )
+    return _FLUSH_TYPES[text]
+
+
+def _name(text: str) -> str:
+    if not text:
+        raise ValueError("is empty")
+    return text
+
+
+_FLUSH_TYPES = {"SYNC_FLUSH": "SYNC", "ASYNC_FLUSH": "ASYNC"}
 
 
 _ANY_INT32 = -(2**31)
@@ -261,3 +250,76 @@ def load_broker_conf(path: str | Path) -> BrokerConf:
     except OSError as exc:
         raise ConfigError(name, None, f"cannot read: {exc.strerror or exc}") from None
     return broker_conf_from_text(data.decode("iso-8859-1"), name)
+
+
+# ---------------------------------------------------------------------------
+# The BrokerConfig a broker runs with
+
+# key -> (BrokerConfig field, parser) for keys BrokerConf does not type.
+BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
+    "brokerClusterName": ("broker_cluster_name", _name),
+    "brokerName": ("broker_name", _name),
+    "brokerIP1": ("store_host", _host),
+    "listenPort": ("store_port", _integer(_INT32, 1, "a TCP port (1..65535)")),
+    "flushDiskType": ("flush", _flush),
+    "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
+}
+
+# BrokerConf field -> (key, BrokerConfig field)
+_FROM_CONF = {
+    "transaction_timeout_ms": ("transactionTimeOut", "transaction_timeout_ms"),
+    "transaction_check_max": ("transactionCheckMax", "transaction_check_max"),
+    "transaction_check_interval_ms": ("transactionCheckInterval", "transaction_check_interval_ms"),
+    "broker_lock_ms": ("rocketmq.broker.rebalance.lockMaxLiveTime", "broker_lock_max_live_ms"),
+}
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
+
+
+def delay_levels_text(delays_ms: tuple[int, ...]) -> str:
+    """``messageDelayLevel`` text for delays in ms (each in its largest exact unit)."""
+    tokens = []
+    for ms in delays_ms:
+        unit, size = next((u, n) for u, n in _UNITS if ms % n == 0)
+        tokens.append(f"{ms // size}{unit}")
+    return " ".join(tokens)
+
+
+def broker_config_from_conf(conf: BrokerConf) -> BrokerConfig:
+    """The ``BrokerConfig`` of a parsed file (``ConfigError`` for a value the broker cannot run with).
+
+    Keys absent from the file take RocketMQ 4.9.8's defaults (``flushDiskType``
+    ASYNC_FLUSH, ``brokerClusterName`` DefaultCluster, ``listenPort`` 10911,
+    ``mappedFileSizeCommitLog`` 1 GiB, the transaction and lock timings), except
+    ``brokerName`` and ``brokerIP1``, whose RocketMQ defaults are the machine's host
+    name and address: rmqspec's ``broker-a`` and ``127.0.0.1``.
+    ``rocketmq.broker.rebalance.lockMaxLiveTime`` is a JVM system property for
+    RocketMQ (``-D``); rmqspec reads it as a key of the file.
+    """
+    values: dict[str, object] = {"flush": "ASYNC"}
+    if "messageDelayLevel" in conf.sources:
+        values["message_delay_level"] = delay_levels_text(conf.delay_levels_ms)
+    for conf_field, (key, field) in _FROM_CONF.items():
+        value = getattr(conf, conf_field)
+        if value <= 0:
+            raise ConfigError(
+                conf.path, conf.sources.get(key), f"{key}: {value} must be > 0 for a broker to run with it"
+            )
+        values[field] = value
+    for prop in conf.ignored:
+        if prop.key not in BROKER_KEYS:
+            continue
+        field, parse = BROKER_KEYS[prop.key]
+        try:
+            values[field] = parse(prop.value)
+        except ValueError as exc:
+            raise ConfigError(conf.path, prop.line, f"{prop.key}: {exc}") from None
+    port = values.get("store_port", 0)
+    if isinstance(port, int) and port > 65535:
+        line = next(p.line for p in conf.ignored if p.key == "listenPort")
+        raise ConfigError(conf.path, line, f"listenPort: {port} is not a TCP port (1..65535)")
+    return BrokerConfig(**values)  # type: ignore[arg-type]
+
+
+def broker_config_from_file(path: str | Path) -> BrokerConfig:
+    """Read ``path`` (a ``broker.conf``) into the ``BrokerConfig`` a broker runs with."""
+    return broker_config_from_conf(load_broker_conf(path))

@@ -34,7 +34,7 @@ from rmqspec.impl.store import MessageStore
 from rmqspec.impl.verify import verify_store
 from rmqspec.model import BrokerConfig, ListRecorder, ManualClock, Message, MessageQueue, ModelBroker
 from rmqspec.model.javahash import java_string_hash
-from rmqspec.model.results import BrokerError, TxnAction
+from rmqspec.model.results import BrokerError, ResponseCode, TxnAction
 
 START_MS = 1_700_000_000_000
 # Small files so the scenario rolls the commitlog; 2 checks before a half is discarded.
@@ -357,9 +357,12 @@ def test_refusals_match_the_model(tmp_path):
     big = Message("T", b"z" * 3000)
     # fits the producer's 32767-byte limit, not once the broker adds the half's properties
     near_limit = Message("T", b"p", properties={"k": "v" * 32_700}, uniq_key="A" * 32)
+    # 2-byte characters: under 32767 Java chars, over 32767 UTF-8 bytes once the half's are added
+    wide = Message("T", b"p", properties={"k": "é" * 16_330}, uniq_key="B" * 32)
     for fn in (
         lambda b: b.send(big, 0),
         lambda b: b.send_half(near_limit, 0, "pg"),
+        lambda b: b.send_half(wide, 0, "pg"),
         lambda b: b.send(Message("%RETRY%nobody", b"r"), 0),
         lambda b: b.pull("g", T0, 0, subscription="||"),
         lambda b: b.end_transaction("pg", 0, 0, TxnAction.COMMIT, False),
@@ -367,7 +370,10 @@ def test_refusals_match_the_model(tmp_path):
         refused = attempt(lambda fn=fn: fn(mmap))
         assert refused == attempt(lambda fn=fn: fn(model))
         assert refused == 1 or refused[0] == "refused"  # SYSTEM_ERROR as a code, or refused
-    assert attempt(lambda: mmap.send_half(near_limit, 0, "pg"))[1] == 213  # PROPERTIES_SIZE_EXCEEDED
+    # DefaultMessageStore.checkMessage counts Java chars first (MESSAGE_ILLEGAL); the encoder's
+    # UTF-8 byte limit gives PROPERTIES_SIZE_EXCEEDED (both verified with oracle.sh write)
+    assert attempt(lambda: mmap.send_half(near_limit, 0, "pg"))[1] == ResponseCode.MESSAGE_ILLEGAL
+    assert attempt(lambda: mmap.send_half(wide, 0, "pg"))[1] == ResponseCode.PROPERTIES_SIZE_EXCEEDED
     mmap.close()
     with pytest.raises(BrokerError):
         mmap.send(Message("T", b"closed"), 0)

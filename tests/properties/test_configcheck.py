@@ -46,7 +46,7 @@ def test_separators_comments_blank_lines_and_trimming() -> None:
         ("a", "1", 4),
         ("b", "2", 5),
         ("c", "3", 6),
-        ("d", "spaced value", 7),
+        ("d", "spaced value  ", 7),  # Java keeps trailing blanks
         ("e", "", 8),
         ("f", "x=y:z", 9),
     ]

@@ -72,10 +72,12 @@ def test_commitlog_rolls_to_the_next_file_when_a_record_does_not_fit(make_broker
     broker = make_broker(BrokerConfig(commitlog_file_size=1024))
     broker.create_topic("T", 1)
     offsets = [
-        broker.send(Message("T", b"y" * 200, uniq_key="A" * 32), 0).commitlog_offset
+        # 333-byte records (the broker adds CLUSTER=DefaultCluster, drops WAIT): 3 fit, the 4th rolls
+        broker.send(Message("T", b"y" * 177, uniq_key="A" * 32), 0).commitlog_offset
         for _ in range(4)
     ]
     size = offsets[1] - offsets[0]
+    assert size == 333
     assert offsets[:3] == [0, size, 2 * size]
     assert 3 * size + size + 8 > 1024
     assert offsets[3] == 1024
