@@ -4,19 +4,33 @@ from __future__ import annotations
 
 import argparse
 
-from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, UsageError
+from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, InputError, UsageError
 from rmqspec.properties.adapters import FactoryError, builtin_names, load_factory
+from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
 from rmqspec.properties.conformance import PROFILES
 from rmqspec.properties.runner import budget_settings, check_conformance
+from rmqspec.properties.wallclock import DEFAULT_TOLERANCE_MS, WALL_BUDGET, WallOptions
 
 NAME = "conform"
 HELP = "check a broker (package.module:factory) against the RocketMQ 4.9 semantics"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker", required=True, metavar="MODULE:FACTORY",
-                        help=f"factory (clock, config, workdir) -> Broker; built in: "
+    parser.add_argument("--broker", required=True, metavar="MODULE:FACTORY|rocketmq://HOST:PORT",
+                        help=f"factory (clock, config, workdir) -> Broker, or a running broker's name "
+                             f"server address (rocketmq://127.0.0.1:9876: wall-clock mode); built in: "
                              f"{', '.join(builtin_names())}")
+    parser.add_argument("--config", default=None, metavar="broker.conf",
+                        help="the broker's configuration (Java properties); the model follows it "
+                             "(delay levels, transaction timeout/interval/max, lock lifetime, flush)")
+    parser.add_argument("--tolerance", type=int, default=DEFAULT_TOLERANCE_MS, metavar="MS",
+                        help=f"rocketmq:// (wall clock): how late a timed action may be (default "
+                             f"{DEFAULT_TOLERANCE_MS} ms); default budget there {WALL_BUDGET[0]} examples × "
+                             f"{WALL_BUDGET[1]} steps")
+    parser.add_argument("--crash-cmd", default=None, metavar="SHELL",
+                        help="rocketmq://: a shell command that kills the broker (enables kill crashes)")
+    parser.add_argument("--restart-cmd", default=None, metavar="SHELL",
+                        help="rocketmq://: a shell command that restarts it on the same store")
     parser.add_argument("--profile", default="rocketmq-4.9", choices=sorted(PROFILES),
                         help="rocketmq-4.9 (faithful) or strict (observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
@@ -33,17 +47,35 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name} must be positive, got {value}")
+    remote = args.broker.startswith("rocketmq://")
+    if (args.crash_cmd or args.restart_cmd) and not (remote and args.crash_cmd and args.restart_cmd):
+        raise UsageError("--crash-cmd and --restart-cmd go together, with --broker rocketmq://HOST:PORT")
+    if args.tolerance < 0:
+        raise UsageError(f"--tolerance must be ≥ 0 ms, got {args.tolerance}")
+    config = None
+    if args.config is not None:
+        try:
+            config = broker_config_from_file(args.config)
+        except ConfigError as exc:
+            raise InputError(str(exc)) from None
+        except OSError as exc:
+            raise InputError(f"{args.config}: {exc.strerror or exc}") from None
+    # a remote broker runs on its own clock: wall-clock mode (default budget WALL_BUDGET)
+    wall = WallOptions(tolerance_ms=args.tolerance) if remote else None
     try:
-        factory = load_factory(args.broker)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd) \
+            if remote else load_factory(args.broker)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     result = check_conformance(
         factory,
         lockstep=not args.no_lockstep,
         profile=args.profile,
-        settings=budget_settings(args.examples, args.steps, seed=args.seed),
+        settings=budget_settings(args.examples, args.steps, seed=args.seed, wall=wall is not None),
         seed=args.seed,
         trace_dir=args.trace_out,
+        config=config,
+        wall=wall,
     )
     print(result.render())
     return EXIT_OK if result.passed else EXIT_FINDINGS

@@ -1,0 +1,169 @@
+"""Wall-clock conformance against a broker with its own clock and background services.
+
+The candidate is a real MmapBroker (or a broken model broker) on the wall clock whose schedule and
+check services run in a thread every 50 ms (``wall_broker.BackgroundBroker``, as ``rmqspec serve`` runs
+them), shared by every example the way a long-running remote broker is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqspec.impl import factory as impl_factory
+from rmqspec.model.broker import ModelBroker
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.message import Message, MessageQueue, StoredMessage
+from rmqspec.model.results import PullResult
+from rmqspec.properties.runner import budget_settings, check_conformance
+from rmqspec.properties.session import SessionError, SessionView
+from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, wall_ms
+from tests.properties.wall_broker import BackgroundBroker, Connection
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+BROKEN = importlib.import_module("broken_brokers").BROKEN
+
+SHORT = BrokerConfig(message_delay_level="1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s",
+                     transaction_timeout_ms=2000, transaction_check_interval_ms=3000, transaction_check_max=3,
+                     broker_lock_max_live_ms=5000)
+
+
+def shared_factory(make, tmp_path: Path):
+    """One broker for the whole run; each example gets a connection to it."""
+    holder: dict[str, BackgroundBroker] = {}
+
+    def factory(clock, config, workdir):
+        if "b" not in holder:
+            holder["b"] = BackgroundBroker(make, config)
+        return Connection(holder["b"])
+
+    factory.holder = holder  # type: ignore[attr-defined]
+    return factory
+
+
+def _run(factory, examples: int, steps: int):
+    try:
+        return check_conformance(factory, config=SHORT, wall=WallOptions(),
+                                 settings=budget_settings(examples, steps, wall=True))
+    finally:
+        for b in factory.holder.values():
+            b.close()
+
+
+def test_honest_mmap_broker_on_its_own_clock_passes(tmp_path: Path) -> None:
+    factory = shared_factory(lambda clock, config: impl_factory(clock, config, tmp_path / "store"), tmp_path)
+    result = _run(factory, 5, 18)
+    assert result.passed, result.render()
+    assert result.examples >= 5
+    assert result.wall is not None and result.wall["tolerance_ms"] == 500
+    for kind, worst in result.wall["worst_lateness_ms"].items():
+        assert 0 <= worst <= 500, (kind, worst)
+    assert result.coverage["init"] >= 5
+
+
+def test_a_broken_broker_on_its_own_clock_is_caught(tmp_path: Path) -> None:
+    """ROLLBACK that commits: the revealed copy has no counterpart in the model."""
+    factory = shared_factory(lambda clock, config: BROKEN["rollback_commits"](clock, config), tmp_path)
+    result = _run(factory, 12, 20)
+    assert not result.passed
+    assert "lockstep mismatch" in result.failure
+    assert result.program and result.program[0].rule == "init"
+
+
+def test_session_view_rebases_a_shared_broker(tmp_path: Path) -> None:
+    broker = impl_factory(_Clock(), SHORT, tmp_path / "store")
+    broker.create_group("obs", 16, 1)
+    first = SessionView(broker, SHORT.max_delay_level)
+    first.open("obs", _Clock())
+    first.create_topic("A", 1)
+    a = first.send(_msg("A"), 0)
+    assert a.commitlog_offset == 0 and a.msg_id.endswith("0" * 16)
+    second = SessionView(broker, SHORT.max_delay_level)
+    second.open("obs", _Clock())
+    second.create_topic("B", 1)
+    b = second.send(_msg("B"), 0)
+    assert b.commitlog_offset == 0, "the second session starts at zero too"
+    pulled: PullResult = second.pull("obs", MessageQueue("B", 0), 0)
+    assert [m.commitlog_offset for m in pulled.messages] == [0]
+    delayed = second.send(attrs_evolve_delay(_msg("B")), 0)
+    assert delayed.queue_offset == 0, "the schedule queue is rebased as well"
+    assert second.pull("obs", MessageQueue("SCHEDULE_TOPIC_XXXX", 1), 0).messages[0].queue_offset == 0
+
+
+def test_session_view_refuses_a_broker_that_keeps_writing(tmp_path: Path) -> None:
+    """Another writer slips a record of a new size between every probe: no base can be measured."""
+    broker = impl_factory(_Clock(), SHORT, tmp_path / "store")
+    broker.create_group("obs", 16, 1)
+    broker.create_topic("noise", 1)
+    sizes = iter(range(1, 1000))
+
+    class Busy:
+        def __getattr__(self, name: str):
+            return getattr(broker, name)
+
+        def send(self, msg: Message, queue_id: int):
+            broker.send(_msg("noise", body=b"x" * next(sizes)), 0)
+            return broker.send(msg, queue_id)
+
+    with pytest.raises(SessionError, match="not quiescent"):
+        SessionView(Busy(), SHORT.max_delay_level).open("obs", _Clock())
+
+
+def test_window_helpers() -> None:
+    assert in_window(1000, 1000, 250, 500) and in_window(750, 1000, 250, 500) and in_window(1500, 1000, 250, 500)
+    assert not in_window(749, 1000, 250, 500) and not in_window(1501, 1000, 250, 500)
+    late = WallLateness(500)
+    late.note("retry", 40)
+    late.note("retry", 90)
+    other = WallLateness(500)
+    other.note("delay", 12)
+    late.merge(other)
+    assert late.as_dict() == {"tolerance_ms": 500, "worst_lateness_ms": {"delay": 12, "retry": 90},
+                              "judged": {"delay": 1, "retry": 2}}
+    assert "retry worst 90 ms over 2" in late.render()
+    m = StoredMessage(msg_id="X", uniq_key="K", topic="T", queue_id=0, queue_offset=0, commitlog_offset=0,
+                      body=b"", tags=None, keys=(), properties={}, reconsume_times=0, born_ts=5, store_ts=7,
+                      sys_flag=0, prepared_txn_offset=0)
+    masked = mask_times([m])[0]
+    assert (masked.born_ts, masked.store_ts) == (0, 0) and masked.body == m.body
+    assert WallOptions().run_tag and abs(wall_ms() - time.time() * 1000) < 1000
+    with pytest.raises(ValueError):
+        WallOptions(tolerance_ms=-1)
+
+
+class _Clock:
+    def now(self) -> int:
+        return wall_ms()
+
+
+def _msg(topic: str, body: bytes = b"probe-body") -> Message:
+    return Message(topic=topic, body=body, tags="t", keys=(), properties={},
+                   uniq_key="%032X" % (time.perf_counter_ns() & ((1 << 128) - 1)))
+
+
+def attrs_evolve_delay(msg: Message) -> Message:
+    import attrs
+
+    return attrs.evolve(msg, delay_level=2)
+
+
+def test_model_broker_check_rounds_can_be_driven_from_outside() -> None:
+    clock = _Manual()
+    model = ModelBroker(clock, SHORT)
+    model.external_check_rounds = True
+    model.create_topic("T", 1)
+    model.send_half(_msg("T"), 0, "PG")
+    clock.t += 10_000
+    assert model.tick() == [], "no round of its own"
+    assert len(model.check_round()) == 1
+
+
+class _Manual:
+    t = 1_000_000
+
+    def now(self) -> int:
+        return self.t
