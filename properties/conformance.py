@@ -331,6 +331,10 @@ class ConformanceBase(RuleBasedStateMachine):
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
         if wall is not None:
+            address = getattr(candidate, "broker_addr", None)
+            if isinstance(address, str) and ":" in address:  # offset msgIds name the broker's own address
+                host, _, port = address.rpartition(":")
+                self.config = attrs.evolve(self.config, store_host=host, store_port=int(port))
             candidate = SessionView(candidate, self.config.max_delay_level)
         model = None
         if type(self).lockstep_mode:
