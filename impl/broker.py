@@ -490,9 +490,15 @@ class MmapBroker:
         self.events.commit_offset(now, group, mq, offset, actor=group)
 
     def query_offset(self, group: str, mq: MessageQueue) -> int:
-        """QUERY_CONSUMER_OFFSET: −1 when the group never committed on ``mq``."""
+        """QUERY_CONSUMER_OFFSET (ConsumerManageProcessor.queryConsumerOffset): the committed
+        offset; never committed: 0 while the queue's min offset is ≤ 0 (its first message is
+        not swapped out: ``checkInDiskByConsumeOffset`` is false on stores this size), else −1
+        (QUERY_NOT_FOUND)."""
         self._require_running()
-        return self.offsets.query(group, mq)
+        offset = self.offsets.query(group, mq)
+        if offset >= 0:
+            return offset
+        return 0 if self.store.min_offset(mq.topic, mq.queue_id) <= 0 else -1
 
     # ------------------------------------------------------------------
     # orderly locks
