@@ -1002,7 +1002,7 @@ class ConformanceBase(RuleBasedStateMachine):
         give_up = min(due) + self.config.transaction_check_interval_ms + wall.tolerance_ms
         while not self.buffered_checks and wall_ms() < give_up:
             time.sleep(0.05)
-            self.buffered_checks += self.ls.candidate.tick_timed()
+            self.buffered_checks += self.ls.candidate.tick_timed(wall_ms())
         self._sometimes("wall_first_round_seen" if self.buffered_checks else "wall_first_round_missing")
         self._sync()
 
@@ -1030,7 +1030,7 @@ class ConformanceBase(RuleBasedStateMachine):
         """The model replays, in time order, what the broker did on its own since the last tick:
         copies fired at their due times, check rounds where the broker was seen to run them."""
         now = self._sync()
-        timed = self.buffered_checks + self.ls.candidate.tick_timed()
+        timed = self.buffered_checks + self.ls.candidate.tick_timed(now)
         self.buffered_checks = []
         wall = type(self).wall
         fires = sorted({d for d in self.expect_fire.values() if self.model_time < d <= now})

@@ -178,10 +178,13 @@ class SessionView:
     def tick(self) -> list[CheckRequest]:
         return [self._check(r) for r in self.broker.tick()]
 
-    def tick_timed(self) -> list[tuple[int, CheckRequest]]:
-        """The checks received since the last tick, each with the time of the check round that sent
-        it: the store time of the re-put half the check carries (the broker's own clock)."""
-        return [(r.message.store_ts, self._check(r)) for r in self.broker.tick()]
+    def tick_timed(self, now: int) -> list[tuple[int, CheckRequest]]:
+        """The checks received since the last tick, each with its arrival time. A broker without
+        ``tick_timed`` gives none: they all arrived ``now``. (The check's message cannot say when
+        its round ran: 4.9.8 sends the half as read, with the previous copy's store time.)"""
+        timed = getattr(self.broker, "tick_timed", None)
+        pairs = timed() if timed is not None else [(now, r) for r in self.broker.tick()]
+        return [(at, self._check(r)) for at, r in pairs]
 
     def flush(self) -> None:
         self.broker.flush()

@@ -17,7 +17,7 @@ class BackgroundBroker:
         self.broker = make(self.clock, config)
         self.capabilities = frozenset()
         self._lock = threading.Lock()
-        self._checks: list[Any] = []
+        self._checks: list[tuple[int, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(period,), daemon=True)
         self._thread.start()
@@ -25,12 +25,17 @@ class BackgroundBroker:
     def _run(self, period: float) -> None:
         while not self._stop.wait(period):
             with self._lock:
-                self._checks += self.broker.tick()
+                now = self.clock.now()
+                self._checks += [(now, req) for req in self.broker.tick()]
 
-    def tick(self) -> list[Any]:
+    def tick_timed(self) -> list[tuple[int, Any]]:
+        """The checks sent since the last call, each with the time it was sent (ms)."""
         with self._lock:
             out, self._checks = self._checks, []
             return out
+
+    def tick(self) -> list[Any]:
+        return [req for _, req in self.tick_timed()]
 
     def close(self) -> None:
         self._stop.set()
