@@ -20,6 +20,10 @@ background write): the measurement is repeated (``OPEN_ATTEMPTS``) and
 otherwise refused with a clear error. A shared queue's end is its
 ``max_offset`` (a pull far beyond it answers OFFSET_ILLEGAL with it).
 
+One record's *size* depends on an offset: the op message END_TRANSACTION
+writes has the half's queue offset as its decimal body, so the base moves by
+the difference in digits after every COMMIT / ROLLBACK.
+
 What it cannot hide: a write the broker makes on its own during the example
 that belongs to an earlier one; the lockstep then reports a mismatch that
 names the operation (it has never been seen after a drained example).
@@ -139,9 +143,14 @@ class SessionView:
 
     def end_transaction(self, producer_group: str, commitlog_offset: int, tran_state_table_offset: int,
                         action: TxnAction, from_check: bool) -> ResponseCode:
-        return self.broker.end_transaction(producer_group, commitlog_offset + self.base,
-                                           tran_state_table_offset + self._qbase(MessageQueue(HALF_TOPIC, 0)),
+        half_offset = tran_state_table_offset + self._qbase(MessageQueue(HALF_TOPIC, 0))
+        code = self.broker.end_transaction(producer_group, commitlog_offset + self.base, half_offset,
                                            action, from_check)
+        if code == ResponseCode.SUCCESS and action is not TxnAction.UNKNOWN:
+            # the op message's body is the half's queue offset in decimal: on the broker it may have
+            # more digits than in the example's zero-based view, and every later record moves by that
+            self.base += len(str(half_offset)) - len(str(tran_state_table_offset))
+        return code
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
              subscription: str = "*") -> PullResult:
