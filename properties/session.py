@@ -21,8 +21,10 @@ otherwise refused with a clear error. A shared queue's end is its
 ``max_offset`` (a pull far beyond it answers OFFSET_ILLEGAL with it).
 
 One record's *size* depends on an offset: the op message END_TRANSACTION
-writes has the half's queue offset as its decimal body, so the base moves by
-the difference in digits after every COMMIT / ROLLBACK.
+writes has the half's queue offset as its decimal body, so where it has more
+digits on the broker than in the example's view, every later record moves:
+the view keeps CommitLog *segments* (from the op's offset on, a larger base),
+finding the op through the op queue.
 
 What it cannot hide: a write the broker makes on its own during the example
 that belongs to an earlier one; the lockstep then reports a mismatch that
@@ -56,7 +58,10 @@ class SessionView:
     def __init__(self, broker: Any, levels: int) -> None:
         self.broker = broker
         self.levels = levels
-        self.base = 0
+        # CommitLog offsets: the broker's offset c is the example's c - base_i for the last segment
+        # (start_i, base_i) with start_i <= c (an op message with a longer body opens a segment)
+        self.segments: list[tuple[int, int]] = [(0, 0)]
+        self.op_next = 0  # the next op-queue offset on the broker
         self.queue_base: dict[MessageQueue, int] = {}
         self.existing: set[str] = set()  # shared system topics the broker already has
         self.capabilities = getattr(broker, "capabilities", frozenset())
@@ -69,6 +74,7 @@ class SessionView:
 
     def open(self, observer: str, clock: Any) -> None:
         """Measure the bases; ``observer`` is a group that may pull every queue."""
+        self._observer = observer
         shared = [MessageQueue(SCHEDULE_TOPIC, q) for q in range(self.levels)]
         shared += [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
         for mq in shared:
@@ -78,7 +84,8 @@ class SessionView:
             offsets = [self.broker.send(self._probe(clock), 0).commitlog_offset for _ in range(3)]
             step = offsets[1] - offsets[0]
             if step > 0 and offsets[2] - offsets[1] == step:
-                self.base = offsets[2] + step
+                self.segments = [(0, offsets[2] + step)]
+                self.op_next = self.queue_base.get(MessageQueue(OP_TOPIC, 0), 0)
                 return
         raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
                            f"(offsets {offsets}): it is not quiescent, cannot start an example")
@@ -101,6 +108,21 @@ class SessionView:
     def _qbase(self, mq: MessageQueue) -> int:
         return self.queue_base.get(mq, 0)
 
+    @property
+    def base(self) -> int:
+        return self.segments[-1][1]
+
+    def down(self, offset: int) -> int:
+        """The broker's CommitLog offset as the example sees it."""
+        return offset - next(base for start, base in reversed(self.segments) if start <= offset)
+
+    def up(self, offset: int) -> int:
+        """The example's CommitLog offset on the broker."""
+        for start, base in reversed(self.segments):
+            if offset + base >= start:
+                return offset + base
+        return offset + self.segments[0][1]
+
     def _msg_id(self, msg_id: str | None) -> str | None:
         if not msg_id:
             return msg_id
@@ -108,7 +130,7 @@ class SessionView:
             host, port, off = parse_offset_msg_id(msg_id)
         except ValueError:
             return msg_id
-        return offset_msg_id(host, port, off - self.base)
+        return offset_msg_id(host, port, self.down(off))
 
     def _stored(self, m: StoredMessage, queue_base: int | None = None) -> StoredMessage:
         qb = self._qbase(m.queue) if queue_base is None else queue_base
@@ -116,13 +138,13 @@ class SessionView:
         if "ORIGIN_MESSAGE_ID" in props:
             props["ORIGIN_MESSAGE_ID"] = self._msg_id(props["ORIGIN_MESSAGE_ID"]) or ""
         return attrs.evolve(
-            m, commitlog_offset=m.commitlog_offset - self.base, msg_id=self._msg_id(m.msg_id),
+            m, commitlog_offset=self.down(m.commitlog_offset), msg_id=self._msg_id(m.msg_id),
             queue_offset=m.queue_offset - qb, properties=props,
-            prepared_txn_offset=m.prepared_txn_offset - self.base if m.prepared_txn_offset else 0)
+            prepared_txn_offset=self.down(m.prepared_txn_offset) if m.prepared_txn_offset else 0)
 
     def _sent(self, res: SendResult, mq: MessageQueue | None) -> SendResult:
         qb = self._qbase(mq) if mq is not None else 0
-        return attrs.evolve(res, commitlog_offset=res.commitlog_offset - self.base, msg_id=self._msg_id(res.msg_id),
+        return attrs.evolve(res, commitlog_offset=self.down(res.commitlog_offset), msg_id=self._msg_id(res.msg_id),
                             queue_offset=res.queue_offset - qb)
 
     # -- the Broker protocol -----------------------------------------------------------------
@@ -144,13 +166,25 @@ class SessionView:
     def end_transaction(self, producer_group: str, commitlog_offset: int, tran_state_table_offset: int,
                         action: TxnAction, from_check: bool) -> ResponseCode:
         half_offset = tran_state_table_offset + self._qbase(MessageQueue(HALF_TOPIC, 0))
-        code = self.broker.end_transaction(producer_group, commitlog_offset + self.base, half_offset,
+        code = self.broker.end_transaction(producer_group, self.up(commitlog_offset), half_offset,
                                            action, from_check)
         if code == ResponseCode.SUCCESS and action is not TxnAction.UNKNOWN:
-            # the op message's body is the half's queue offset in decimal: on the broker it may have
-            # more digits than in the example's zero-based view, and every later record moves by that
-            self.base += len(str(half_offset)) - len(str(tran_state_table_offset))
+            self._op_written(len(str(half_offset)) - len(str(tran_state_table_offset)))
         return code
+
+    def _op_written(self, longer: int) -> None:
+        """The op message's body is the half's queue offset in decimal: on the broker it may have
+        more digits than in the example's zero-based view, and every later record moves by that.
+        The op queue says where the op landed."""
+        op_mq = MessageQueue(OP_TOPIC, 0)
+        at = self.op_next
+        self.op_next += 1
+        if longer == 0:
+            return
+        res = self.broker.pull(self._observer, op_mq, at, 1, "*")
+        if not res.messages:
+            raise SessionError(f"the op message of an END_TRANSACTION is not at {OP_TOPIC} offset {at}")
+        self.segments.append((res.messages[0].commitlog_offset + 1, self.base + longer))
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
              subscription: str = "*") -> PullResult:
@@ -163,7 +197,7 @@ class SessionView:
 
     def send_back(self, group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
                   max_reconsume_times: int | None) -> ResponseCode:
-        return self.broker.send_back(group, commitlog_offset + self.base, delay_level, origin_msg_id,
+        return self.broker.send_back(group, self.up(commitlog_offset), delay_level, origin_msg_id,
                                      max_reconsume_times)
 
     def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
@@ -180,7 +214,7 @@ class SessionView:
 
     def _check(self, r: CheckRequest) -> CheckRequest:
         half = self._qbase(MessageQueue(HALF_TOPIC, 0))
-        return attrs.evolve(r, commitlog_offset=r.commitlog_offset - self.base,
+        return attrs.evolve(r, commitlog_offset=self.down(r.commitlog_offset),
                             tran_state_table_offset=r.tran_state_table_offset - half,
                             message=self._stored(r.message, half))
 
