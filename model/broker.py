@@ -794,12 +794,13 @@ class ModelBroker:
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 
-    def check_round(self) -> list[CheckRequest]:
-        """Run one transaction-check round at ``clock.now()`` (the check service's body)."""
+    def check_round(self, reput_visible: bool = True) -> list[CheckRequest]:
+        """Run one transaction-check round at ``clock.now()`` (the check service's body);
+        ``reput_visible``: see ``TransactionService.check``."""
         self._require_running()
         now = self._now()
         self.txn.last_check = now
-        return self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now))
+        return self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now), reput_visible)
 
     def _fired(
         self, now: int, entry: Record, new: Record | None, level: int, deliver_ts: int

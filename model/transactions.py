@@ -222,11 +222,17 @@ class TransactionService:
         config: BrokerConfig,
         now: int,
         hooks: CheckHooks,
+        reput_visible: bool = True,
     ) -> list[CheckRequest]:
+        """One check round. ``reput_visible``: the copies this round re-puts reach the half
+        queue before the scan does (our stores dispatch at once; in 4.9.8 the ReputMessageService
+        dispatches them a moment later, so a real round may stop at them instead — a copy that
+        reached ``transactionCheckMax`` is then discarded in the next round, not this one)."""
         store.ensure_topic(HALF_TOPIC, 1)  # fetchMessageQueues → selectTopicConfig creates it
         requests: list[CheckRequest] = []
         for queue_id in range(store.topics[HALF_TOPIC]):
-            requests.extend(self._check_queue(store, offsets, config, now, queue_id, hooks))
+            limit = None if reput_visible else store.max_offset(HALF_TOPIC, queue_id)
+            requests.extend(self._check_queue(store, offsets, config, now, queue_id, hooks, limit))
         return requests
 
     def _fetch_offset(self, store: Store, offsets: ConsumerOffsets, mq: MessageQueue) -> int:
@@ -274,6 +280,7 @@ class TransactionService:
         now: int,
         queue_id: int,
         hooks: CheckHooks,
+        limit: int | None = None,
     ) -> list[CheckRequest]:
         start = now
         timeout = config.transaction_timeout_ms
@@ -295,6 +302,8 @@ class TransactionService:
         while True:
             if i in remove_map:
                 done.append(remove_map.pop(i))
+            elif limit is not None and i >= limit:
+                break  # not dispatched yet: the scan sees no new message (NO_NEW_MSG)
             else:
                 res = store.get_message(HALF_TOPIC, queue_id, i, 1)
                 if res.status is not GetStatus.FOUND:

@@ -1058,25 +1058,32 @@ class ConformanceBase(RuleBasedStateMachine):
 
     def _model_round(self, at: int, observed: list[CheckRequest]) -> None:
         """One check round of every fork at ``at``, judged against what the broker sent in it.
-        A half first due within the tolerance of ``at`` may fall either side: the forks split."""
+        Two things may fall either side, so the forks split and the broker's observations prune
+        them: a half first due within the tolerance of ``at`` (checked in this round or the next);
+        a copy this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (discarded in
+        this round if 4.9.8's reput service dispatched it before the scan got there, else in the
+        next: ``ModelBroker.check_round(reput_visible=...)``)."""
         wall = type(self).wall
         timeout = self.config.transaction_timeout_ms
         borderline = any(abs(h.ts + timeout - at) <= wall.tolerance_ms for h in self.history.events
                          if h.event == "txn_half" and h.msg_key in self.txns)
-        if borderline and self.ls.enabled:
-            self.ls.split(lambda f: [at - wall.tolerance_ms, at + wall.tolerance_ms],
-                          lambda f, when: setattr(f, "_wall_round_at", when))
+        at_max = str(self.config.transaction_check_max)
+        lagging = any(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
+        whens = [at - wall.tolerance_ms, at + wall.tolerance_ms] if borderline else [at]
+        choices = [(when, visible) for when in whens for visible in ([True, False] if lagging else [True])]
+        if len(choices) > 1 and self.ls.enabled:
+            self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))
             self._sometimes("wall_round_forked")
         clock = self.clock
 
         def model_round(b: Any) -> list[CheckRequest]:
-            when = getattr(b, "_wall_round_at", at)
-            if hasattr(b, "_wall_round_at"):
-                del b._wall_round_at
+            when, visible = getattr(b, "_wall_round", (at, True))
+            if hasattr(b, "_wall_round"):
+                del b._wall_round
             saved = clock.now()
             clock.set(when)
             try:
-                return b.check_round()
+                return b.check_round(reput_visible=visible)
             finally:
                 clock.set(saved)
 
