@@ -825,6 +825,8 @@ class ConformanceBase(RuleBasedStateMachine):
             f"end_transaction({self.pg!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
             lambda b: b.end_transaction(self.pg, commitlog_offset, tsto, action, from_check))
         code = out.value if out.error is None else ResponseCode.SYSTEM_ERROR
+        if type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS:
+            self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
         self._sometimes(f"txn_end:{action.value}:{ResponseCode(code).name}")
         if code == ResponseCode.SUCCESS:
             self._emit("txn_end", actor=self.pg, group=self.pg, topic=txn.topic,

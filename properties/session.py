@@ -23,8 +23,8 @@ otherwise refused with a clear error. A shared queue's end is its
 One record's *size* depends on an offset: the op message END_TRANSACTION
 writes has the half's queue offset as its decimal body, so where it has more
 digits on the broker than in the example's view, every later record moves:
-the view keeps CommitLog *segments* (from the op's offset on, a larger base),
-finding the op through the op queue.
+the view keeps CommitLog *segments* (after the op, a larger base); the
+machine says where the op landed (``op_landed``: where the model wrote it).
 
 What it cannot hide: a write the broker makes on its own during the example
 that belongs to an earlier one; the lockstep then reports a mismatch that
@@ -61,7 +61,7 @@ class SessionView:
         # CommitLog offsets: the broker's offset c is the example's c - base_i for the last segment
         # (start_i, base_i) with start_i <= c (an op message with a longer body opens a segment)
         self.segments: list[tuple[int, int]] = [(0, 0)]
-        self.op_next = 0  # the next op-queue offset on the broker
+        self.op_longer = 0  # how many digits longer the last op's body is on the broker
         self.queue_base: dict[MessageQueue, int] = {}
         self.existing: set[str] = set()  # shared system topics the broker already has
         self.capabilities = getattr(broker, "capabilities", frozenset())
@@ -74,7 +74,6 @@ class SessionView:
 
     def open(self, observer: str, clock: Any) -> None:
         """Measure the bases; ``observer`` is a group that may pull every queue."""
-        self._observer = observer
         shared = [MessageQueue(SCHEDULE_TOPIC, q) for q in range(self.levels)]
         shared += [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
         for mq in shared:
@@ -85,7 +84,6 @@ class SessionView:
             step = offsets[1] - offsets[0]
             if step > 0 and offsets[2] - offsets[1] == step:
                 self.segments = [(0, offsets[2] + step)]
-                self.op_next = self.queue_base.get(MessageQueue(OP_TOPIC, 0), 0)
                 return
         raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
                            f"(offsets {offsets}): it is not quiescent, cannot start an example")
@@ -169,22 +167,16 @@ class SessionView:
         code = self.broker.end_transaction(producer_group, self.up(commitlog_offset), half_offset,
                                            action, from_check)
         if code == ResponseCode.SUCCESS and action is not TxnAction.UNKNOWN:
-            self._op_written(len(str(half_offset)) - len(str(tran_state_table_offset)))
+            self.op_longer = len(str(half_offset)) - len(str(tran_state_table_offset))
         return code
 
-    def _op_written(self, longer: int) -> None:
-        """The op message's body is the half's queue offset in decimal: on the broker it may have
-        more digits than in the example's zero-based view, and every later record moves by that.
-        The op queue says where the op landed."""
-        op_mq = MessageQueue(OP_TOPIC, 0)
-        at = self.op_next
-        self.op_next += 1
-        if longer == 0:
-            return
-        res = self.broker.pull(self._observer, op_mq, at, 1, "*")
-        if not res.messages:
-            raise SessionError(f"the op message of an END_TRANSACTION is not at {OP_TOPIC} offset {at}")
-        self.segments.append((res.messages[0].commitlog_offset + 1, self.base + longer))
+    def op_landed(self, offset: int) -> None:
+        """The op message of the last END_TRANSACTION starts at ``offset`` in the example's view
+        (where the model wrote it: up to the op the two agree). Its body is the half's queue offset in
+        decimal, which may have more digits on the broker: every later record moves by that."""
+        if self.op_longer:
+            self.segments.append((offset + self.base + 1, self.base + self.op_longer))
+        self.op_longer = 0
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
              subscription: str = "*") -> PullResult:
