@@ -105,11 +105,13 @@ from rmqspec.model.message import (
     check_topic,
     validate_topic,
 )
+from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import (
     BrokerError,
     CheckRequest,
     PullResult,
+    PullStatus,
     ResponseCode,
     SendResult,
     SendStatus,
@@ -406,8 +408,13 @@ class MmapBroker:
         messages = tuple(e.to_stored(self.config) for e in res.entries)
         for e in res.entries:
             self.events.deliver(e, now, group)
+        status = client_pull_status(res.status, offset)
+        if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
+            self._append(PutSpec(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
+                group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
+                offset_moved_properties(group), born_ts=now), now)
         return PullResult(
-            client_pull_status(res.status, offset),
+            status,
             messages,
             res.next_begin_offset,
             res.min_offset,

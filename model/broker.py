@@ -86,6 +86,7 @@ from rmqspec.model.message import (
     check_topic,
     validate_topic,
 )
+from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.offsets import ConsumerOffsets
 from rmqspec.model.protocol import Capability
 from rmqspec.model.queues import (
@@ -110,6 +111,7 @@ from rmqspec.model.results import (
     BrokerError,
     CheckRequest,
     PullResult,
+    PullStatus,
     ResponseCode,
     SendResult,
     SendStatus,
@@ -571,8 +573,13 @@ class ModelBroker:
                 group=group,
                 **self._copy(r),
             )
+        status = client_pull_status(res.status, offset)
+        if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
+            self._put(PutRequest(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
+                group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
+                offset_moved_properties(group), born_ts=now), now)
         return PullResult(
-            client_pull_status(res.status, offset),
+            status,
             messages,
             res.next_begin_offset,
             res.min_offset,

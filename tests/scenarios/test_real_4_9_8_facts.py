@@ -172,3 +172,19 @@ def test_names_reserved_by_4_9_8_are_refused(name):
     # MessageConst.STRING_HASH_SET (Message.putUserProperty refuses these names)
     with pytest.raises(ValueError, match="system property name"):
         Message("T", b"x", properties={name: "v"})
+
+
+def test_a_pull_answered_offset_moved_stores_an_offset_moved_event(broker):
+    """B13: PullMessageProcessor.generateOffsetMovedEvent on a master. The real store's record after a
+    pull at 2**40 by ``rmqspec_observer_4a67000`` is 347 bytes (body {"consumerGroup":…,"messageQueue":
+    {…},"offsetNew":0,"offsetRequest":1099511627776}, KEYS/DELAY=0/TAGS = the group)."""
+    broker.create_topic("T", 1)
+    a = broker.send(Message("T", b"x", uniq_key="C" * 32), 0)
+    b = broker.send(Message("T", b"x", uniq_key="D" * 32), 0)
+    moved = broker.pull("rmqspec_observer_4a67000", MessageQueue("SCHEDULE_TOPIC_XXXX", 0), 1 << 40)
+    assert moved.status is PullStatus.OFFSET_ILLEGAL
+    c = broker.send(Message("T", b"x", uniq_key="E" * 32), 0)
+    assert c.commitlog_offset - b.commitlog_offset == (b.commitlog_offset - a.commitlog_offset) + 347
+    assert broker.pull("g", MessageQueue("T", 0), 1).status is PullStatus.FOUND  # a found pull writes nothing
+    d = broker.send(Message("T", b"x", uniq_key="F" * 32), 0)
+    assert d.commitlog_offset - c.commitlog_offset == b.commitlog_offset - a.commitlog_offset
