@@ -9,6 +9,7 @@ Java 4.9.8 client and broker (``wire_fixtures``), not from hand-written replies.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable
@@ -32,10 +33,8 @@ class PeerConn:
             self.sock.sendall(data)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
 
 
@@ -62,10 +61,8 @@ class Peer:
 
     def stop(self) -> None:
         self._stopped = True
-        try:
+        with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._listener.close()
         for conn in self.conns:
             conn.close()

@@ -174,9 +174,9 @@ def test_peer_closing_mid_frame_is_connection_lost() -> None:
 
 
 def test_peer_closing_between_frames() -> None:
-    with Peer(lambda conn, cmd: conn.close()) as peer, RemotingClient.connect(peer.address) as client:
-        with pytest.raises(ConnectionLost, match="the peer closed the connection$"):
-            client.invoke(request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    with Peer(lambda conn, cmd: conn.close()) as peer, RemotingClient.connect(peer.address) as client, \
+            pytest.raises(ConnectionLost, match=r"the peer closed the connection$"):
+        client.invoke(request(RequestCode.GET_BROKER_CLUSTER_INFO))
 
 
 def test_an_oversized_frame_from_the_peer_is_a_protocol_error() -> None:
