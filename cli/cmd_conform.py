@@ -15,8 +15,13 @@ HELP = "check a broker (package.module:factory) against the RocketMQ 4.9 semanti
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", required=True, metavar="MODULE:FACTORY",
-                        help=f"factory (clock, config, workdir) -> Broker; built in: "
-                             f"{', '.join(builtin_names())}")
+                        help=f"factory (clock, config, workdir) -> Broker, or rocketmq://HOST:PORT (the name "
+                             f"server of a running RocketMQ 4.9 broker); built in: {', '.join(builtin_names())}")
+    parser.add_argument("--crash-cmd", default=None, metavar="SHELL",
+                        help="rocketmq:// only: shell command that kills the broker (e.g. kill -9 PID); with "
+                             "--restart-cmd it gives the remote broker the kill-crash capability")
+    parser.add_argument("--restart-cmd", default=None, metavar="SHELL",
+                        help="rocketmq:// only: shell command that starts the killed broker again on its store")
     parser.add_argument("--profile", default="rocketmq-4.9", choices=sorted(PROFILES),
                         help="rocketmq-4.9 (faithful) or strict (observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
@@ -34,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value <= 0:
             raise UsageError(f"--{name} must be positive, got {value}")
     try:
-        factory = load_factory(args.broker)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     result = check_conformance(

@@ -20,7 +20,7 @@ from rmqspec.remoting import bodies
 from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.codes import REQUESTS, RequestCode
 from rmqspec.remoting.command import RemotingCommand, response_to
-from tests.remoting.capture_pairs import Exchange, broker_requests, exchanges
+from tests.remoting.capture_pairs import Exchange, broker_requests, check_body, exchanges
 
 # The Java client adds the broker name to broker requests, its pull consumer ReqT; the broker ignores both.
 JAVA_ONLY = {"bname", "ReqT"}
@@ -223,20 +223,9 @@ def test_name_server_answers() -> None:
     assert ops.parse_route_queues(binary.response, "broker-a") == (4, 4)
 
 
-def _check_body(ext: dict[str, str]) -> bytes:
-    """The check's record as the captured frame began it (the capture kept 160 of its 316 bytes)."""
-    props = {"REAL_TOPIC": "RS_TXN_931679", "TRANSACTION_CHECK_TIMES": "1", "TRAN_MSG": "true",
-             "UNIQ_KEY": ext["msgId"], "CLUSTER": "DefaultCluster", "PGROUP": "PG_TXN_931679", "WAIT": "false",
-             "REAL_QID": "0", "KEYS": "tx-unknown", "TAGS": "unknown"}
-    rec = MessageRecord(topic="RS_TXN_931679", queue_id=0, body=b"txn unknown", properties=props,
-                        born_ts=1795344960781, store_ts=1795344960784, born_host=("127.0.0.1", 48546))
-    return encode_record(rec, queue_offset=int(ext["tranStateTableOffset"]),
-                         physical_offset=int(ext["commitLogOffset"]))
-
-
 def test_check_requests_become_check_requests() -> None:
     java = next(c for c in broker_requests() if c.code == RequestCode.CHECK_TRANSACTION_STATE)
-    body = _check_body(dict(java.ext_fields))
+    body = check_body(dict(java.ext_fields))
     assert len(body) == 316
     assert struct.unpack_from(">i", java.body) == (316,)
     assert body[:160] == java.body  # every captured byte, fixed header, topic and the first properties
@@ -248,6 +237,6 @@ def test_check_requests_become_check_requests() -> None:
     with pytest.raises(ops.ResponseMalformed, match="CHECK_TRANSACTION_STATE: body: body byte 0"):
         ops.parse_check(java)  # as captured: cut
     with pytest.raises(ops.ResponseMalformed, match="2 records, expected 1"):
-        ops.parse_check(attrs.evolve(java, body=body + _check_body({**java.ext_fields, "commitLogOffset": "8703"})))
+        ops.parse_check(attrs.evolve(java, body=body + check_body({**java.ext_fields, "commitLogOffset": "8703"})))
     with pytest.raises(ops.ResponseMalformed, match="commitLogOffset: missing ext field"):
         ops.parse_check(attrs.evolve(java, body=body, ext_fields={"tranStateTableOffset": "3"}))
