@@ -27,7 +27,9 @@ module only moves bytes and matches answers to questions.
   the connection or the socket failed (``ConnectionLost``; "mid-frame" when it
   closed inside a frame), the peer sent bytes that are not frames
   (``PeerProtocolError``: the ``FrameError`` with its stream offset), a
-  request too large to send (``RequestTooLarge``). Every error names the
+  request that cannot be framed — over 16 MiB, or a field that does not fit
+  the binary ROCKETMQ header (``RequestNotEncodable``; nothing is sent, the
+  connection stays usable). Every error names the
   address and, where there is one, the request code and opaque. Once the
   connection has failed, every waiting and every later request raises the
   same kind of error; the client does not reconnect (its owner does).
@@ -42,6 +44,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -49,7 +52,7 @@ from collections.abc import Callable
 import attrs
 
 from rmqspec.remoting.codes import unsupported_remark
-from rmqspec.remoting.command import FLAG_ONEWAY, RemotingCommand, response_to
+from rmqspec.remoting.command import FLAG_ONEWAY, RemotingCommand, SerializeType, response_to
 from rmqspec.remoting.frame import MAX_FRAME, FrameDecoder, FrameError, encode_frame
 
 DEFAULT_CONNECT_TIMEOUT_MS = 3000
@@ -92,7 +95,7 @@ class PeerProtocolError(RemotingError):
     what = "peer broke the framing"
 
 
-class RequestTooLarge(RemotingError):
+class RequestNotEncodable(RemotingError):
     what = "request not sent"
 
 
@@ -246,7 +249,10 @@ class RemotingClient:
         try:
             data = encode_frame(cmd)
         except FrameError as exc:
-            raise RequestTooLarge(self.address, exc.reason, code=code, opaque=opaque) from None
+            raise RequestNotEncodable(self.address, exc.reason, code=code, opaque=opaque) from None
+        except struct.error as exc:  # a number out of range for the ROCKETMQ header's int16/int32 fields
+            raise RequestNotEncodable(self.address, f"{SerializeType(cmd.serialize_type).name} header: {exc}",
+                                      code=code, opaque=opaque) from None
         with self._send_lock:
             try:
                 self._sock.sendall(data)

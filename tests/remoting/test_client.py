@@ -15,8 +15,8 @@ from rmqspec.remoting.client import (
     ConnectionLost,
     PeerProtocolError,
     RemotingClient,
+    RequestNotEncodable,
     RequestTimeout,
-    RequestTooLarge,
     parse_address,
 )
 from rmqspec.remoting.codes import RequestCode
@@ -205,12 +205,16 @@ def test_a_bad_header_from_the_peer_is_a_protocol_error_naming_the_stream_offset
         assert len(good) + 8 <= offset < len(good) + 13  # inside the second frame's header
 
 
-def test_an_oversized_request_is_refused_before_sending() -> None:
+def test_an_oversized_or_unencodable_request_is_refused_before_sending() -> None:
     with Peer(lambda conn, cmd: conn.send(attrs.evolve(cmd, flag=1))) as peer, \
             RemotingClient.connect(peer.address) as client:
-        with pytest.raises(RequestTooLarge, match="exceeds the 16777216-byte limit"):
+        with pytest.raises(RequestNotEncodable, match="exceeds the 16777216-byte limit"):
             client.invoke(request(RequestCode.SEND_MESSAGE_V2, body=b"x" * MAX_FRAME))
         assert client.invoke(request(RequestCode.GET_BROKER_CLUSTER_INFO)).is_response  # still usable
+        # Java's RocketMQSerializable casts the code to short; we refuse a code the int16 cannot hold
+        with pytest.raises(RequestNotEncodable, match=r"request code=99999 opaque=2 request not sent: ROCKETMQ"):
+            client.invoke(request(99999, serialize_type=SerializeType.ROCKETMQ))
+        assert client.invoke(request(99999)).is_response  # JSON headers carry any int
 
 
 def test_oneway_requests_carry_flag_2_and_get_no_answer() -> None:
