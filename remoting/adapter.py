@@ -40,7 +40,9 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
   heartbeat carries every producer group used for halves (the broker sends
   checks only to a channel registered for the half's group, so a new group
   is heartbeated *before* its first half) and the consumer groups created
-  through ``create_group`` (with the topics they pulled).
+  through ``create_group`` (with the topics they pulled). A consumer heartbeat
+  makes the broker create ``%RETRY%<group>`` at once, as for a Java
+  consumer; ``heartbeat_consumers=False`` leaves consumer groups out.
 - ``flush()`` sends nothing: a remote broker flushes by its own
   ``flushDiskType``; the protocol has no flush request.
 - ``close()`` sends UNREGISTER_CLIENT 35 per group (best effort) and closes
@@ -159,7 +161,8 @@ class RemoteBroker:
                  crash_cmd: str | None = None, restart_cmd: str | None = None, client_id: str | None = None,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, producer_group: str = DEFAULT_PRODUCER_GROUP,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, route_wait_ms: int = ROUTE_WAIT_MS,
-                 recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None) -> None:
+                 recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None,
+                 heartbeat_consumers: bool = True) -> None:
         self.namesrv_addr = namesrv_addr
         self.clock = clock
         self.config = config if config is not None else BrokerConfig()
@@ -171,6 +174,7 @@ class RemoteBroker:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.route_wait_ms = route_wait_ms
         self.recover_timeout_ms = recover_timeout_ms
+        self.heartbeat_consumers = heartbeat_consumers
         self.capabilities: frozenset[Capability] = (
             frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
         self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
@@ -216,8 +220,8 @@ class RemoteBroker:
 
     def _heartbeat(self) -> None:
         assert self._broker is not None
-        resp = self._broker.invoke(ops.heartbeat_request(self.client_id, self._producer_groups,
-                                                         self._consumer_groups))
+        consumers = self._consumer_groups if self.heartbeat_consumers else {}
+        resp = self._broker.invoke(ops.heartbeat_request(self.client_id, self._producer_groups, consumers))
         ops.expect_success(resp, "HEART_BEAT")
         self._last_heartbeat = time.monotonic()
 
@@ -250,7 +254,8 @@ class RemoteBroker:
         ops.expect_success(resp, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP")
         if group not in self._consumer_groups:
             self._consumer_groups[group] = set()
-            self._heartbeat()
+            if self.heartbeat_consumers:
+                self._heartbeat()
 
     # ------------------------------------------------------------------ producing
 

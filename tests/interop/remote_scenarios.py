@@ -137,6 +137,13 @@ def basic(args: dict) -> dict:
     obs["send_bad_queue"] = attempt(lambda: b.send(Message("RT_BASIC", b"x"), 9))
     obs["send_uncreated_topic"] = attempt(lambda: b.send(Message("RT_AUTO", b"x"), 0))
     obs["pull_uncreated_group"] = attempt(lambda: b.pull("RG_NEVER_CREATED", mq, 0))
+    # a consumer heartbeat makes the broker create %RETRY%<group>; without one it does not exist yet
+    obs["retry_topic_heartbeated"] = attempt(lambda: b.pull("RG_BASIC", MessageQueue("%RETRY%RG_BASIC", 0), 0))
+    quiet = RemoteBroker(NAMESRV, WallClock(), heartbeat_consumers=False)
+    quiet.create_group("RG_QUIET")
+    obs["retry_topic_not_heartbeated"] = attempt(
+        lambda: quiet.pull("RG_QUIET", MessageQueue("%RETRY%RG_QUIET", 0), 0))
+    quiet.close()
     b.flush()
     obs["consumers_before_close"] = consumer_ids("RG_BASIC")
     obs["client_id"] = b.client_id

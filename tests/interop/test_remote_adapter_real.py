@@ -99,6 +99,8 @@ def test_routes_send_pull_offsets_and_close(rmq: Fixture) -> None:
     # the fixture runs with autoCreateTopicEnable / autoCreateSubscriptionGroup = true
     assert o["send_uncreated_topic"]["status"] == "SEND_OK"
     assert o["pull_uncreated_group"]["status"] == "FOUND"
+    assert o["retry_topic_heartbeated"]["status"] == "NO_NEW_MSG"  # created by the consumer heartbeat
+    assert o["retry_topic_not_heartbeated"]["code"] == "TOPIC_NOT_EXIST"
     assert o["consumers_before_close"] == [o["client_id"]]  # the heartbeat registered the consumer group
     assert o["consumers_after_close"] == ["code 1: no consumer for this group, RG_BASIC"]  # UNREGISTER_CLIENT
 

@@ -130,6 +130,18 @@ def test_operations_map_to_requests_and_the_heartbeat_names_the_groups() -> None
             broker.send(Message("T", b"x"), 0)
 
 
+def test_consumer_groups_can_be_left_out_of_the_heartbeat() -> None:
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock(), heartbeat_consumers=False)
+        broker.create_group("G")
+        broker.send_half(Message("T", b"h"), 0, "PG")
+        beats = [bodies.loads_object(b.body, "hb") for b in peer.broker_side(4)
+                 if b.code == RequestCode.HEART_BEAT]
+        assert [(b["consumerDataSet"], b["producerDataSet"]) for b in beats] == [([], []),
+                                                                                 ([], [{"groupName": "PG"}])]
+        broker.close()
+
+
 def test_tick_returns_the_checks_the_broker_pushed_and_re_heartbeats() -> None:
     java = next(c for c in broker_requests() if c.code == RequestCode.CHECK_TRANSACTION_STATE)
     check = attrs.evolve(java, body=check_body(dict(java.ext_fields)))
