@@ -117,6 +117,7 @@ def test_delayed_send_waits_in_the_schedule_topic_then_fires(rmq: Fixture) -> No
     (fired,) = _msgs(o["fired"])
     assert fired["uniq_key"] == copy["uniq_key"] and fired["msg_id"] != copy["msg_id"]
     assert (fired["topic"], fired["queue_id"], fired["queue_offset"]) == ("RT_DELAY", 0, 0)
+    print(f"delay level 2 (2000 ms): fired {fired['store_ts'] - copy['store_ts']} ms after the schedule copy")
     assert 2000 <= fired["store_ts"] - copy["store_ts"] <= 2000 + TOLERANCE_MS
     assert {k: fired["properties"][k] for k in ("REAL_TOPIC", "REAL_QID", "DELAY")} == {
         "REAL_TOPIC": "RT_DELAY", "REAL_QID": "0", "DELAY": "2"}  # kept on the delivered copy (SPEC §4.3)
@@ -134,6 +135,7 @@ def test_send_back_retries_then_dead_letters(rmq: Fixture) -> None:
         assert m["properties"]["RETRY_TOPIC"] == "RT_RETRY" and m["uniq_key"] == orig["uniq_key"]
         assert m["born_ts"] == orig["born_ts"] and m["body"] == orig["body"]
         assert delay_ms - 100 <= r["waited_ms"] <= delay_ms + TOLERANCE_MS
+    print("retry levels 3, 4: visible", [r["waited_ms"] for r in o["retries"]], "ms after the send-back answer")
     assert o["third_failure"] == "SUCCESS"
     (dead,) = _msgs(o["dlq"])
     assert (dead["topic"], dead["queue_id"], dead["queue_offset"], dead["reconsume_times"]) == (
@@ -157,6 +159,7 @@ def test_locks_grant_deny_expire_unlock(rmq: Fixture) -> None:
     assert o["a_first"] == [q0]
     assert o["b_denied"] == [q1]  # the free queue of the batch is granted, the held one is not
     assert o["a_renew"] == [q0] and o["b_after_renew"] == []
+    print(f"lock (lockMaxLiveTime 5000): another client got it {o['b_granted_after_ms']} ms after the last renewal")
     assert 5000 <= o["b_granted_after_ms"] <= 5000 + TOLERANCE_MS and o["b_granted"] == [q0]
     assert o["a_denied"] == [] and o["a_after_own_unlock_attempt"] == []  # only the owner's unlock releases
     assert o["a_after_b_unlock"] == [q0] and o["other_group"] == [q0]
@@ -185,6 +188,7 @@ def test_transactions_commit_rollback_and_checks(rmq: Fixture) -> None:
     assert msg["properties"]["TRANSACTION_CHECK_TIMES"] == "1"
     assert check["commitlog_offset"] == msg["commitlog_offset"] > h3["commitlog_offset"]  # the re-put copy
     assert check["tran_state_table_offset"] == msg["queue_offset"] > h3["queue_offset"]
+    print(f"transaction check: {o['check_after_ms']} ms after the UNKNOWN end (timeout 2000, interval 3000)")
     assert 2000 - 100 <= o["check_after_ms"] <= 2000 + 3000 + TOLERANCE_MS
     assert o["check_answer"] == "SUCCESS"
     final = _msgs(o["final"])
@@ -241,4 +245,5 @@ def test_kill_and_restart(rmq: Fixture) -> None:
     assert o["while_down"]["code"] == "SERVICE_NOT_AVAILABLE"
     assert [m["msg_id"] for m in _msgs(o["after_recover"])] == [s["msg_id"] for s in o["sent"]]
     assert o["sent_after"]["queue_offset"] == 5
+    print(f"kill -9: crash command {o['crash_ms']} ms; restart + registered + heartbeat {o['recover_ms']} ms")
     assert o["recover_ms"] < 180_000
