@@ -131,9 +131,9 @@ def locate_broker(namesrv_addr: str, broker_name: str | None, timeout_ms: int) -
     try:
         with RemotingClient.connect(namesrv_addr, connect_timeout_ms=timeout_ms, timeout_ms=timeout_ms) as ns:
             cluster = ops.parse_cluster_info(ns.invoke(ops.cluster_info_request()))
-    except (RemotingError, BrokerError, ops.ResponseMalformed) as exc:
-        raise RemoteSetupError(f"name server {namesrv_addr}: {exc}") from None
-    except RemoteSetupError as exc:
+    except RemotingError as exc:
+        raise RemoteSetupError(f"name server {namesrv_addr}: {exc.what}: {exc.reason}") from None
+    except (BrokerError, ops.ResponseMalformed) as exc:
         raise RemoteSetupError(f"name server {namesrv_addr}: {exc}") from None
     try:
         return find_broker(cluster, broker_name)
@@ -343,7 +343,7 @@ class RemoteBroker:
         for cmd in conn.drain_server_requests():
             if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
                 check = ops.parse_check(cmd)
-                self._half_keys.setdefault(check.commitlog_offset, check.transaction_id or "")
+                self._half_keys.setdefault(check.commitlog_offset, check.transaction_id or check.message.msg_id)
                 checks.append(check)
             elif cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
                 self.notifications += 1
