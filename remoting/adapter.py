@@ -184,6 +184,7 @@ class RemoteBroker:
         self._producer_groups: set[str] = set()
         self._consumer_groups: dict[str, set[str]] = {}
         self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
+        self._carried: list[RemotingCommand] = []  # broker requests received on a connection since lost
         self._crashed = False
         self._closed = False
         self._last_heartbeat = float("-inf")
@@ -205,6 +206,8 @@ class RemoteBroker:
         if self._crashed:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker was crashed; call recover()")
         if self._broker is None or self._broker.closed:
+            if self._broker is not None:  # keep what the lost connection had received for tick()
+                self._carried += self._broker.drain_server_requests()
             self._connect()
         assert self._broker is not None
         return self._broker
@@ -340,7 +343,8 @@ class RemoteBroker:
         if (time.monotonic() - self._last_heartbeat) * 1000 >= self.heartbeat_interval_ms:
             self._heartbeat()
         checks: list[CheckRequest] = []
-        for cmd in conn.drain_server_requests():
+        received, self._carried = [*self._carried, *conn.drain_server_requests()], []
+        for cmd in received:
             if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
                 check = ops.parse_check(cmd)
                 self._half_keys.setdefault(check.commitlog_offset, check.transaction_id or check.message.msg_id)

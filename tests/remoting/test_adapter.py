@@ -184,6 +184,22 @@ def test_a_lost_connection_fails_the_call_and_the_next_call_reconnects() -> None
         broker.close()
 
 
+def test_checks_received_before_a_connection_loss_still_reach_tick() -> None:
+    java = next(c for c in broker_requests() if c.code == RequestCode.CHECK_TRANSACTION_STATE)
+    check = attrs.evolve(java, body=check_body(dict(java.ext_fields)))
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock())
+        first = peer.conns[-1]
+        first.send(check)
+        time.sleep(0.1)
+        first.close()
+        time.sleep(0.05)
+        (got,) = broker.tick()  # reconnects, and still returns the check of the lost connection
+        assert got.commitlog_offset == 8387 and len(peer.conns) == 3
+        assert broker.tick() == []
+        broker.close()
+
+
 def test_crash_and_recover_run_the_commands_and_reconnect(tmp_path) -> None:
     marks = tmp_path / "marks"
     crash, restart = f"echo crash >> {marks}", f"echo restart >> {marks}"
