@@ -15,7 +15,7 @@ import pytest
 from rmqspec.cli.main import main
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.config import BrokerConfig
-from rmqspec.model.message import Message
+from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.protocol import Broker, Capability
 from rmqspec.model.results import BrokerError, ResponseCode, SendStatus, TxnAction
 from rmqspec.properties.adapters import FactoryError, load_factory
@@ -45,6 +45,7 @@ class CapturedBroker(Peer):
     def __init__(self, cluster: dict[str, dict[int, str]] | None = None) -> None:
         self.cluster = cluster
         self.silent: set[int] = set()
+        self.overrides: dict[int, RemotingCommand] = {}  # answer these codes with another captured response
         self.close_on: set[int] = set()  # close the connection instead of answering these codes (once)
         super().__init__(self._answer)
         if self.cluster is None:
@@ -63,8 +64,8 @@ class CapturedBroker(Peer):
             body = bodies.dumps({"brokerAddrTable": table, "clusterAddrTable": {"DefaultCluster": list(table)}},
                                 bare_int_keys=True)
             conn.send(attrs.evolve(ANSWERS[cmd.code], opaque=cmd.opaque, body=body))
-        elif cmd.code in ANSWERS:
-            conn.send(attrs.evolve(ANSWERS[cmd.code], opaque=cmd.opaque))
+        elif cmd.code in self.overrides or cmd.code in ANSWERS:
+            conn.send(attrs.evolve(self.overrides.get(cmd.code) or ANSWERS[cmd.code], opaque=cmd.opaque))
 
     def requests(self, code: int | None = None) -> list[RemotingCommand]:
         return [c for conn in self.conns for c in conn.received if code is None or c.code == code]
@@ -128,6 +129,48 @@ def test_operations_map_to_requests_and_the_heartbeat_names_the_groups() -> None
                       for c in unregistered) == ["C:G", "PG", "rmqspec_producer"]
         with pytest.raises(RuntimeError, match="closed"):
             broker.send(Message("T", b"x"), 0)
+
+
+def test_consumer_operations_return_what_the_captured_broker_answered() -> None:
+    not_found = next(e.response for e in exchanges() if e.request.code == RequestCode.PULL_MESSAGE
+                     and e.response is not None and e.response.code == 19)
+    lock = next(e for e in exchanges() if e.request.code == RequestCode.LOCK_BATCH_MQ
+                and b'"lockOKMQSet":[{' in e.response.body)
+    held = bodies.loads_object(lock.response.body, "lock")["lockOKMQSet"][0]
+    with CapturedBroker() as peer:
+        peer.overrides[RequestCode.PULL_MESSAGE] = not_found
+        broker = RemoteBroker(peer.address, ManualClock())
+        broker.create_group("G")
+        mq = MessageQueue(held["topic"], held["queueId"])
+        res = broker.pull("G", mq, 5, max_nums=4, subscription="a || b")
+        assert (res.status.name, res.next_begin_offset) == ("NO_NEW_MSG", int(not_found.ext_fields["nextBeginOffset"]))
+        assert broker.send_back("G", 597, 0, "U", -1) is ResponseCode.SUCCESS
+        broker.update_offset("G", mq, 3)
+        assert broker.query_offset("G", mq) == int(ANSWERS[RequestCode.QUERY_CONSUMER_OFFSET].ext_fields["offset"])
+        assert broker.lock_batch("G", "c1", [mq, MessageQueue("other", 0)]) == frozenset({mq})
+        broker.unlock_batch("G", "c1", [mq])
+        broker.flush()
+        sent = peer.broker_side(9)
+        pull, back, update, query, lock_req, unlock = sent[3:]
+        assert (pull.ext_fields["queueOffset"], pull.ext_fields["maxMsgNums"], pull.ext_fields["subscription"]) == (
+            "5", "4", "a || b")
+        assert back.ext_fields["maxReconsumeTimes"] == "16"  # -1 is sent as the Java consumer sends it
+        assert (update.code, query.code, lock_req.code, unlock.code) == (15, 14, 41, 42)
+        assert [m["topic"] for m in bodies.loads_object(lock_req.body, "lock")["mqSet"]] == [mq.topic, "other"]
+        assert len(sent) == 9  # flush() sent nothing
+        broker.close()
+
+
+def test_a_route_that_never_shows_is_topic_not_exist() -> None:
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock(), route_wait_ms=300)
+        with pytest.raises(BrokerError, match=r"does not show topic T with 7 queues on broker-a within 300 ms "
+                                              r"\(last seen read/write queues: \(\d+, \d+\)\)") as err:
+            broker.create_topic("T", 7)
+        assert err.value.code is ResponseCode.TOPIC_NOT_EXIST
+        with pytest.raises(ValueError, match="queue_nums must be positive"):
+            broker.create_topic("T", 0)
+        broker.close()
 
 
 def test_consumer_groups_can_be_left_out_of_the_heartbeat() -> None:
