@@ -63,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
     # a remote broker runs on its own clock: wall-clock mode (default budget WALL_BUDGET)
     wall = WallOptions(tolerance_ms=args.tolerance) if remote else None
     try:
-        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd) \
-            if remote else load_factory(args.broker)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     result = check_conformance(

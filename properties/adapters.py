@@ -5,6 +5,14 @@ names: ``rmqspec.model:factory`` (the ModelBroker) and, once the mmap broker
 exists, ``rmqspec.impl:factory``. The current directory is importable, so an
 adapter file next to the caller works (``rmqspec conform --broker
 my_adapter:factory``). This is the only place ``properties`` imports ``impl``.
+
+``rocketmq://HOST:PORT`` names a running RocketMQ 4.9 name server (or
+``rmqspec serve``): the factory makes a ``rmqspec.remoting.adapter.RemoteBroker``
+per call; the name server is asked for the broker at once, so an unreachable
+address is a ``FactoryError``. ``crash_cmd`` / ``restart_cmd`` (shell commands)
+give it the kill-crash capability; they are refused for other factories.
+``rmqspec.remoting`` is imported only then (and this is the only place
+``properties`` imports it).
 """
 
 from __future__ import annotations
@@ -44,9 +52,29 @@ def builtin_names() -> list[str]:
     return sorted(BUILTIN)
 
 
-def load_factory(spec: str) -> Callable[..., Any]:
-    """Resolve ``package.module:attr`` or ``package.module.attr`` to a callable."""
+REMOTE_SCHEME = "rocketmq://"
+
+
+def _remote_factory(spec: str, crash_cmd: str | None, restart_cmd: str | None) -> Callable[..., Any]:
+    from rmqspec.remoting.adapter import RemoteSetupError, parse_url, remote_factory
+
+    try:
+        address = parse_url(spec)
+    except ValueError as exc:
+        raise FactoryError(f"broker {spec!r} must look like rocketmq://HOST:PORT ({exc})") from None
+    try:
+        return remote_factory(address, crash_cmd=crash_cmd, restart_cmd=restart_cmd)
+    except RemoteSetupError as exc:
+        raise FactoryError(f"cannot use {spec}: {exc}") from None
+
+
+def load_factory(spec: str, crash_cmd: str | None = None, restart_cmd: str | None = None) -> Callable[..., Any]:
+    """Resolve ``package.module:attr``, ``package.module.attr`` or ``rocketmq://HOST:PORT`` to a factory."""
     spec = spec.strip()
+    if spec.startswith(REMOTE_SCHEME):
+        return _remote_factory(spec, crash_cmd, restart_cmd)
+    if crash_cmd or restart_cmd:
+        raise FactoryError(f"crash and restart commands apply to a rocketmq://HOST:PORT broker, not {spec!r}")
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
     elif "." in spec:

@@ -1,0 +1,465 @@
+"""``RemoteBroker``: the ``Broker`` protocol (SPEC §3) over the wire, against a running name server + broker.
+
+Theory of operation
+-------------------
+``RemoteBroker(namesrv, clock)`` asks the name server (GET_BROKER_CLUSTER_INFO)
+for the master (broker id 0) of the broker named ``config.broker_name``
+(``broker-a``; a cluster with a single broker of another name is accepted),
+opens one ``RemotingClient`` to it and one to the name server, and maps each
+operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
+
+- ``create_topic`` → UPDATE_AND_CREATE_TOPIC 17, then polls
+  GET_ROUTEINFO_BY_TOPIC 105 (bounded by ``route_wait_ms``) until the name
+  server shows the topic on our broker with the requested queue counts (the
+  broker re-registers after the update); ``create_group`` →
+  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200.
+- ``send`` → SEND_MESSAGE_V2 310 as the Java producer sends it: properties =
+  ``Message.wire_properties()`` with a UNIQ_KEY we assign when the message
+  has none (``UniqKeyFactory``: our IP, pid), ``bornTimestamp`` from the
+  injected clock (the only use of the clock: the remote broker keeps its own
+  time), producer group ``producer_group``. ``send_half`` adds sysFlag 4,
+  TRAN_MSG=true and PGROUP, and drops DELAY, as the transactional producer.
+- ``end_transaction`` → END_TRANSACTION 37 *as a request*, where the Java
+  client sends it oneway: so the broker's answer code (e.g. SYSTEM_ERROR "The
+  transaction state table offset wrong") is observable. Exception: UNKNOWN
+  (commitOrRollback 0) is sent oneway and answers SUCCESS, because the 4.9.8
+  ``EndTransactionProcessor`` returns no response at all for it. ``msgId``
+  is the half's UNIQ_KEY when this adapter sent the half or received its
+  check, otherwise the offset msg id.
+- ``pull`` → PULL_MESSAGE 11, never suspended (sysFlag 4 = subscription in
+  the request, suspendTimeoutMillis 0, expressionType TAG): the broker answers
+  at once; records decode with ``impl``'s codec.
+- ``send_back`` → CONSUMER_SEND_MSG_BACK 36; ``max_reconsume_times`` −1 is
+  sent as 16, as the Java consumer's ``getMaxReconsumeTimes`` does.
+  ``update_offset`` / ``query_offset`` → 15 / 14 (as requests);
+  ``lock_batch`` / ``unlock_batch`` → 41 / 42 with our broker's name in mqSet.
+- ``tick()`` drains the requests the broker sent on our connection:
+  CHECK_TRANSACTION_STATE 39 becomes a ``CheckRequest``; NOTIFY_CONSUMER_IDS_
+  CHANGED 40 is dropped (counted in ``notifications``). It also sends
+  HEART_BEAT 34 when ``heartbeat_interval_ms`` of wall time have passed. The
+  heartbeat carries every producer group used for halves (the broker sends
+  checks only to a channel registered for the half's group, so a new group
+  is heartbeated *before* its first half) and the consumer groups created
+  through ``create_group`` (with the topics they pulled). A consumer heartbeat
+  makes the broker create ``%RETRY%<group>`` at once, as for a Java
+  consumer; ``heartbeat_consumers=False`` leaves consumer groups out.
+- ``flush()`` sends nothing: a remote broker flushes by its own
+  ``flushDiskType``; the protocol has no flush request.
+- ``close()`` sends UNREGISTER_CLIENT 35 per group (best effort) and closes
+  both connections.
+
+Crash capability: only when both ``crash_cmd`` and ``restart_cmd`` are given
+(shell commands). ``crash("kill")`` runs ``crash_cmd`` (e.g. ``kill -9`` of
+the broker pid) and drops the connections; ``recover()`` runs ``restart_cmd``
+and then waits, bounded by ``recover_timeout_ms``, until the name server
+lists the broker again and the broker answers a heartbeat; then it is used
+as before. A remote broker can be killed, not power-cut: ``crash_kinds`` is
+``("kill",)``. No ``EXACT_TIME``: the broker runs on its own wall clock.
+
+Errors: refusals as the protocol says (``BrokerError`` / a ``ResponseCode``);
+the wire's failures as ``RemotingError`` subclasses (address, code, opaque);
+a malformed answer as ``client_ops.ResponseMalformed``; setup problems
+(unreachable name server, no such broker) as ``RemoteSetupError``; a crash or
+restart command that fails, or a broker that does not come back, as
+``CrashCommandError``. After a connection is lost outside a crash, the
+failing call raises and the next call reconnects (and re-heartbeats).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from rmqspec.model.clock import Clock
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.ids import UniqKeyFactory, offset_msg_id
+from rmqspec.model.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageQueue, check_topic
+from rmqspec.model.protocol import Capability
+from rmqspec.model.results import (
+    BrokerError,
+    CheckRequest,
+    PullResult,
+    ResponseCode,
+    SendResult,
+    TxnAction,
+)
+from rmqspec.remoting import client_ops as ops
+from rmqspec.remoting.client import RemotingClient, RemotingError, parse_address
+from rmqspec.remoting.codes import RequestCode
+from rmqspec.remoting.command import RemotingCommand
+
+DEFAULT_TIMEOUT_MS = 5000
+DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
+HEARTBEAT_INTERVAL_MS = 10_000  # re-heartbeat period (the Java client's heartbeatBrokerInterval is 30 s)
+ROUTE_WAIT_MS = 15_000
+RECOVER_TIMEOUT_MS = 180_000
+MASTER_ID = 0  # MixAll.MASTER_ID
+DEFAULT_MAX_RECONSUME_TIMES = 16  # DefaultMQPushConsumer.getMaxReconsumeTimes for -1
+
+_instances = itertools.count(1)
+
+
+class RemoteSetupError(Exception):
+    """The remote broker cannot be reached or found (address and reason)."""
+
+
+class CrashCommandError(Exception):
+    """A crash or restart command failed, or the broker did not come back in time."""
+
+
+def find_broker(cluster: dict[str, dict[int, str]], wanted: str | None) -> tuple[str, str]:
+    """(broker name, master address) of ``wanted``, or of the only broker when ``wanted`` is absent."""
+    if wanted is not None and wanted in cluster:
+        name = wanted
+    elif len(cluster) == 1:
+        name = next(iter(cluster))
+    else:
+        listed = ", ".join(sorted(cluster)) or "none"
+        raise RemoteSetupError(f"no broker named {wanted!r} registered (brokers: {listed})")
+    addrs = cluster[name]
+    if MASTER_ID not in addrs:
+        raise RemoteSetupError(f"broker {name!r} has no master (broker id 0) registered: {addrs}")
+    return name, addrs[MASTER_ID]
+
+
+def locate_broker(namesrv_addr: str, broker_name: str | None, timeout_ms: int) -> tuple[str, str]:
+    """Ask the name server where the broker is; ``RemoteSetupError`` naming the address and the reason."""
+    try:
+        with RemotingClient.connect(namesrv_addr, connect_timeout_ms=timeout_ms, timeout_ms=timeout_ms) as ns:
+            cluster = ops.parse_cluster_info(ns.invoke(ops.cluster_info_request()))
+    except RemotingError as exc:
+        raise RemoteSetupError(f"name server {namesrv_addr}: {exc.what}: {exc.reason}") from None
+    except (BrokerError, ops.ResponseMalformed) as exc:
+        raise RemoteSetupError(f"name server {namesrv_addr}: {exc}") from None
+    try:
+        return find_broker(cluster, broker_name)
+    except RemoteSetupError as exc:
+        raise RemoteSetupError(f"name server {namesrv_addr}: {exc}") from None
+
+
+def _run(command: str, what: str, timeout_ms: int) -> None:
+    try:
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=timeout_ms / 1000,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise CrashCommandError(f"{what} command {command!r} did not finish within {timeout_ms} ms") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise CrashCommandError(f"{what} command {command!r} exited with {done.returncode}: {' | '.join(tail)}")
+
+
+class RemoteBroker:
+    """A broker reached over RocketMQ 4.9's remoting protocol; see the module docstring."""
+
+    crash_kinds: tuple[str, ...] = ("kill",)
+
+    def __init__(self, namesrv_addr: str, clock: Clock, config: BrokerConfig | None = None, *,
+                 crash_cmd: str | None = None, restart_cmd: str | None = None, client_id: str | None = None,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, producer_group: str = DEFAULT_PRODUCER_GROUP,
+                 heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, route_wait_ms: int = ROUTE_WAIT_MS,
+                 recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None,
+                 heartbeat_consumers: bool = True) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.clock = clock
+        self.config = config if config is not None else BrokerConfig()
+        self.crash_cmd = crash_cmd
+        self.restart_cmd = restart_cmd
+        self.client_id = client_id or f"127.0.0.1@rmqspec-{os.getpid()}-{next(_instances)}"
+        self.timeout_ms = timeout_ms
+        self.producer_group = producer_group
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.route_wait_ms = route_wait_ms
+        self.recover_timeout_ms = recover_timeout_ms
+        self.heartbeat_consumers = heartbeat_consumers
+        self.capabilities: frozenset[Capability] = (
+            frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
+        self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
+        self.other_requests: list[RemotingCommand] = []  # any other request the broker sent us
+        self._wanted_name = broker_name or self.config.broker_name
+        self._uniq = UniqKeyFactory("127.0.0.1", os.getpid())
+        self._producer_groups: set[str] = set()
+        self._consumer_groups: dict[str, set[str]] = {}
+        self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
+        self._carried: list[RemotingCommand] = []  # broker requests received on a connection since lost
+        self._crashed = False
+        self._closed = False
+        self._last_heartbeat = float("-inf")
+        self._namesrv: RemotingClient | None = None
+        self._broker: RemotingClient | None = None
+        self.broker_name, self.broker_addr = locate_broker(namesrv_addr, self._wanted_name, timeout_ms)
+        self._connect()
+
+    # ------------------------------------------------------------------ connections
+
+    def _connect(self) -> None:
+        self._broker = RemotingClient.connect(self.broker_addr, connect_timeout_ms=self.timeout_ms,
+                                              timeout_ms=self.timeout_ms)
+        self._heartbeat()
+
+    def _conn(self) -> RemotingClient:
+        if self._closed:
+            raise RuntimeError("RemoteBroker is closed")
+        if self._crashed:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker was crashed; call recover()")
+        if self._broker is None or self._broker.closed:
+            if self._broker is not None:  # keep what the lost connection had received for tick()
+                self._carried += self._broker.drain_server_requests()
+            self._connect()
+        assert self._broker is not None
+        return self._broker
+
+    def _ns(self) -> RemotingClient:
+        if self._namesrv is None or self._namesrv.closed:
+            self._namesrv = RemotingClient.connect(self.namesrv_addr, connect_timeout_ms=self.timeout_ms,
+                                                   timeout_ms=self.timeout_ms)
+        return self._namesrv
+
+    def _invoke(self, cmd: RemotingCommand) -> RemotingCommand:
+        return self._conn().invoke(cmd)
+
+    def _heartbeat(self) -> None:
+        assert self._broker is not None
+        consumers = self._consumer_groups if self.heartbeat_consumers else {}
+        resp = self._broker.invoke(ops.heartbeat_request(self.client_id, self._producer_groups, consumers))
+        ops.expect_success(resp, "HEART_BEAT")
+        self._last_heartbeat = time.monotonic()
+
+    # ------------------------------------------------------------------ admin
+
+    def create_topic(self, topic: str, queue_nums: int) -> None:
+        check_topic(topic)
+        if queue_nums <= 0:
+            raise ValueError(f"queue_nums must be positive, got {queue_nums}")
+        ops.expect_success(self._invoke(ops.create_topic_request(topic, queue_nums)), "UPDATE_AND_CREATE_TOPIC")
+        self.wait_for_route(topic, queue_nums)
+
+    def wait_for_route(self, topic: str, queue_nums: int) -> None:
+        """Poll the name server until ``topic`` has ``queue_nums`` read and write queues on our broker."""
+        deadline = time.monotonic() + self.route_wait_ms / 1000
+        seen: tuple[int, int] | None = None
+        while True:
+            seen = ops.parse_route_queues(self._ns().invoke(ops.route_request(topic)), self.broker_name)
+            if seen == (queue_nums, queue_nums):
+                return
+            if time.monotonic() >= deadline:
+                raise BrokerError(ResponseCode.TOPIC_NOT_EXIST,
+                                  f"name server {self.namesrv_addr} does not show topic {topic} with {queue_nums} "
+                                  f"queues on {self.broker_name} within {self.route_wait_ms} ms "
+                                  f"(last seen read/write queues: {seen})")
+            time.sleep(0.1)
+
+    def create_group(self, group: str, retry_max_times: int = 16, retry_queue_nums: int = 1) -> None:
+        resp = self._invoke(ops.create_group_request(group, retry_max_times, retry_queue_nums))
+        ops.expect_success(resp, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP")
+        if group not in self._consumer_groups:
+            self._consumer_groups[group] = set()
+            if self.heartbeat_consumers:
+                self._heartbeat()
+
+    # ------------------------------------------------------------------ producing
+
+    def _properties(self, msg: Message) -> tuple[dict[str, str], str]:
+        props = msg.wire_properties()
+        uniq = msg.uniq_key
+        if uniq is None:
+            uniq = self._uniq.next(self.clock.now())
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        return props, uniq
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        props, uniq = self._properties(msg)
+        cmd = ops.send_request(self.producer_group, msg, queue_id, props, self.clock.now(), self.broker_name)
+        return ops.parse_send(self._invoke(cmd), uniq)
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
+        conn = self._conn()
+        if producer_group not in self._producer_groups:
+            self._producer_groups.add(producer_group)
+            self._heartbeat()  # the broker checks a half only through a channel registered for its group
+        props, uniq = self._properties(msg)
+        cmd = ops.send_request(producer_group, msg, queue_id, ops.half_properties(props, producer_group),
+                               self.clock.now(), self.broker_name, sys_flag=ops.HALF_SYS_FLAG)
+        result = ops.parse_send(conn.invoke(cmd), uniq)
+        self._half_keys[result.commitlog_offset] = uniq
+        return result
+
+    def end_transaction(self, producer_group: str, commitlog_offset: int, tran_state_table_offset: int,
+                        action: TxnAction, from_check: bool) -> ResponseCode:
+        uniq = self._half_keys.get(commitlog_offset)
+        msg_id = uniq or self._offset_msg_id(commitlog_offset)
+        cmd = ops.end_transaction_request(producer_group, commitlog_offset, tran_state_table_offset, action,
+                                          from_check, msg_id, uniq if from_check else None)
+        if action is TxnAction.UNKNOWN:
+            self._conn().invoke_oneway(cmd)  # EndTransactionProcessor answers nothing for UNKNOWN
+            return ResponseCode.SUCCESS
+        return ops.parse_code(self._invoke(cmd))
+
+    def _offset_msg_id(self, commitlog_offset: int) -> str:
+        host, _, port = self.broker_addr.rpartition(":")
+        try:
+            return offset_msg_id(host.strip("[]"), int(port), commitlog_offset)
+        except ValueError:
+            return f"{commitlog_offset:032X}"
+
+    # ------------------------------------------------------------------ consuming
+
+    def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
+             subscription: str = "*") -> PullResult:
+        topics = self._consumer_groups.get(group)
+        if topics is not None:
+            topics.add(mq.topic)
+        return ops.parse_pull(self._invoke(ops.pull_request(group, mq, offset, max_nums, subscription)))
+
+    def send_back(self, group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
+                  max_reconsume_times: int | None) -> ResponseCode:
+        if max_reconsume_times == -1:
+            max_reconsume_times = DEFAULT_MAX_RECONSUME_TIMES
+        cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
+        return ops.parse_code(self._invoke(cmd))
+
+    def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        ops.expect_success(self._invoke(ops.update_offset_request(group, mq, offset)), "UPDATE_CONSUMER_OFFSET")
+
+    def query_offset(self, group: str, mq: MessageQueue) -> int:
+        return ops.parse_query_offset(self._invoke(ops.query_offset_request(group, mq)))
+
+    def lock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> frozenset[MessageQueue]:
+        asked = list(mqs)
+        return ops.parse_lock(self._invoke(ops.lock_request(group, client_id, asked, self.broker_name)), asked)
+
+    def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
+        resp = self._invoke(ops.unlock_request(group, client_id, list(mqs), self.broker_name))
+        ops.expect_success(resp, "UNLOCK_BATCH_MQ")
+
+    # ------------------------------------------------------------------ background
+
+    def tick(self) -> list[CheckRequest]:
+        """The transaction checks received since the last tick; re-heartbeats when one is due."""
+        conn = self._conn()
+        if (time.monotonic() - self._last_heartbeat) * 1000 >= self.heartbeat_interval_ms:
+            self._heartbeat()
+        checks: list[CheckRequest] = []
+        received, self._carried = [*self._carried, *conn.drain_server_requests()], []
+        for cmd in received:
+            if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
+                check = ops.parse_check(cmd)
+                self._half_keys.setdefault(check.commitlog_offset, check.transaction_id or check.message.msg_id)
+                checks.append(check)
+            elif cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                self.notifications += 1
+            else:
+                self.other_requests.append(cmd)
+        return checks
+
+    def flush(self) -> None:
+        """Nothing on the wire: the remote broker flushes by its own ``flushDiskType``."""
+
+    def close(self) -> None:
+        """UNREGISTER_CLIENT per group (best effort: a dead connection is just closed), then close both."""
+        if self._closed:
+            return
+        broker, self._broker = self._broker, None
+        if broker is not None and not broker.closed and not self._crashed:
+            requests = [ops.unregister_request(self.client_id, producer_group=g)
+                        for g in sorted(self._producer_groups | {self.producer_group})]
+            requests += [ops.unregister_request(self.client_id, consumer_group=g)
+                         for g in sorted(self._consumer_groups)]
+            for cmd in requests:
+                try:
+                    broker.invoke(cmd)
+                except RemotingError:
+                    break
+        for conn in (broker, self._namesrv):
+            if conn is not None:
+                conn.close()
+        self._namesrv = None
+        self._closed = True
+
+    # ------------------------------------------------------------------ crash capability
+
+    def crash(self, kind: str) -> None:
+        """Run ``crash_cmd`` (``kind`` must be "kill") and drop the connections."""
+        if kind not in self.crash_kinds:
+            raise ValueError(f"a remote broker can only be crashed with {self.crash_kinds}, not {kind!r}")
+        if not self.crash_cmd or not self.restart_cmd:
+            raise RuntimeError("crash() needs crash_cmd and restart_cmd (Capability.CRASH is not declared)")
+        _run(self.crash_cmd, "crash", self.recover_timeout_ms)
+        self._crashed = True
+        for conn in (self._broker, self._namesrv):
+            if conn is not None:
+                conn.close()
+        self._broker = self._namesrv = None
+
+    def recover(self) -> None:
+        """Run ``restart_cmd``, wait until the broker is registered and answers, reconnect, re-heartbeat."""
+        if not self._crashed:
+            raise RuntimeError("recover() is defined only after crash()")
+        assert self.restart_cmd is not None
+        started = time.monotonic()
+        _run(self.restart_cmd, "restart", self.recover_timeout_ms)
+        deadline = started + self.recover_timeout_ms / 1000
+        last = "no attempt"
+        while time.monotonic() < deadline:
+            try:
+                name, addr = locate_broker(self.namesrv_addr, self._wanted_name, self.timeout_ms)
+                self.broker_name, self.broker_addr = name, addr
+                self._broker = RemotingClient.connect(addr, connect_timeout_ms=self.timeout_ms,
+                                                      timeout_ms=self.timeout_ms)
+                self._heartbeat()
+            except (RemoteSetupError, RemotingError, BrokerError) as exc:
+                last = str(exc)
+                if self._broker is not None:
+                    self._broker.close()
+                    self._broker = None
+                time.sleep(0.5)
+                continue
+            self._crashed = False
+            return
+        raise CrashCommandError(f"broker {self._wanted_name} did not come back within {self.recover_timeout_ms} ms "
+                                f"after {self.restart_cmd!r} (last: {last})")
+
+    def __repr__(self) -> str:
+        return f"RemoteBroker({self.namesrv_addr} → {self.broker_name}@{self.broker_addr})"
+
+
+BrokerFactory = Callable[..., RemoteBroker]
+
+
+def remote_factory(namesrv_addr: str, *, crash_cmd: str | None = None, restart_cmd: str | None = None,
+                   client_id: str | None = None, timeout_ms: int = DEFAULT_TIMEOUT_MS,
+                   **options: Any) -> BrokerFactory:
+    """``factory(clock, config, workdir) -> RemoteBroker`` for the name server at ``namesrv_addr``.
+
+    The name server is asked for the broker now, so an unreachable address fails here
+    (``RemoteSetupError``), before any test work. ``workdir`` is ignored (the store is remote);
+    ``config`` only names the broker (``broker_name``) and is kept as ``broker.config``.
+    ``options`` go to ``RemoteBroker`` (``producer_group``, ``heartbeat_interval_ms``, ...).
+    """
+    if bool(crash_cmd) != bool(restart_cmd):
+        raise RemoteSetupError("crash and restart commands go together: give both or neither")
+    locate_broker(namesrv_addr, options.get("broker_name"), timeout_ms)
+
+    def factory(clock: Clock, config: BrokerConfig | None = None, workdir: Any = None,
+                **_ignored: Any) -> RemoteBroker:
+        return RemoteBroker(namesrv_addr, clock, config, crash_cmd=crash_cmd, restart_cmd=restart_cmd,
+                            client_id=client_id, timeout_ms=timeout_ms, **options)
+
+    return factory
+
+
+def parse_url(spec: str) -> str:
+    """``rocketmq://HOST:PORT`` → ``HOST:PORT`` (``ValueError`` naming what is wrong)."""
+    prefix = "rocketmq://"
+    if not spec.startswith(prefix):
+        raise ValueError(f"{spec!r} does not start with {prefix}")
+    address = spec[len(prefix):].rstrip("/")
+    parse_address(address)
+    return address
+
+
+__all__ = ["CrashCommandError", "RemoteBroker", "RemoteSetupError", "find_broker", "locate_broker", "parse_url",
+           "remote_factory"]

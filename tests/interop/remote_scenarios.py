@@ -1,0 +1,366 @@
+"""Scenarios of RemoteBroker against the real 4.9.8 name server + broker, run INSIDE the fixture's namespace.
+
+The pytest process cannot enter the fixture's network namespace (Python 3.11 has no ``os.setns``), so
+``test_remote_adapter_real.py`` runs each scenario here as a child process::
+
+    ip netns exec $RMQ_NETNS .venv/bin/python -m tests.interop.remote_scenarios SCENARIO '{"storedir": ...}'
+
+A scenario only *observes*: it drives ``RemoteBroker`` (and, for the replay, ``RemotingClient``), and
+prints one JSON object of what it saw (results as data: attrs values as dicts, bytes as text, enums by
+name, elapsed times in ms) as the last line of stdout. A failed operation is an observation too
+(``{"error": type, "message": ...}``); an unexpected exception prints ``{"crashed": traceback}``. The
+test process judges the observations against SPEC / the model and fails with the whole observation.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from rmqspec.model.clock import WallClock
+from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.results import BrokerError, PullResult, TxnAction
+from rmqspec.remoting import client_ops as ops
+from rmqspec.remoting.adapter import RemoteBroker
+from rmqspec.remoting.client import RemotingClient, RemotingError
+from rmqspec.remoting.codes import RequestCode
+from rmqspec.remoting.command import RemotingCommand, SerializeType, request
+
+NAMESRV = "127.0.0.1:9876"
+PORTS = {9876: "127.0.0.1:9876", 10911: "127.0.0.1:10911"}
+
+
+def jsonable(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return {f.name: jsonable(getattr(value, f.name)) for f in attrs.fields(type(value))
+                if not f.name.startswith("_")}
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [jsonable(v) for v in value]
+        return sorted(items, key=json.dumps) if isinstance(value, (set, frozenset)) else items
+    return value
+
+
+def attempt(fn: Callable[[], Any]) -> Any:
+    """The result, or the refusal / wire failure as data."""
+    try:
+        return jsonable(fn())
+    except (BrokerError, RemotingError, ops.ResponseMalformed) as exc:
+        out = {"error": type(exc).__name__, "message": str(exc)}
+        if isinstance(exc, BrokerError):
+            out["code"] = exc.code.name
+        return out
+
+
+def ms_since(t0: float) -> int:
+    return round((time.monotonic() - t0) * 1000)
+
+
+def poll_pull(b: RemoteBroker, group: str, mq: MessageQueue, offset: int, timeout_s: float,
+              want: int = 1) -> tuple[PullResult, int]:
+    """Pull (non-suspended) every 20 ms until ``want`` messages are visible; (result, ms waited).
+
+    The real broker answers a send once the commitlog has the record; the consume queue a pull reads is
+    built a moment later by its ReputMessageService, so "sent" and "pullable" are not the same instant.
+    """
+    t0 = time.monotonic()
+    while True:
+        res = b.pull(group, mq, offset)
+        if len(res.messages) >= want or time.monotonic() - t0 > timeout_s:
+            return res, ms_since(t0)
+        time.sleep(0.02)
+
+
+def pulled(b: RemoteBroker, group: str, mq: MessageQueue, offset: int, obs: dict, key: str, want: int = 1,
+           timeout_s: float = 5) -> PullResult:
+    res, waited = poll_pull(b, group, mq, offset, timeout_s, want)
+    obs[key] = jsonable(res)
+    obs.setdefault("visible_after_ms", {})[key] = waited
+    return res
+
+
+def consumer_ids(group: str) -> list[str]:
+    with RemotingClient.connect(PORTS[10911]) as c:
+        resp = c.invoke(request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
+    if resp.code != 0:
+        return [f"code {resp.code}: {resp.remark}"]
+    return sorted(ops._json_body(resp, "GET_CONSUMER_LIST_BY_GROUP").get("consumerIdList") or [])
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+
+
+def basic(args: dict) -> dict:
+    b = RemoteBroker(NAMESRV, WallClock())
+    obs: dict[str, Any] = {"broker": [b.broker_name, b.broker_addr], "capabilities": jsonable(b.capabilities)}
+    t0 = time.monotonic()
+    b.create_topic("RT_BASIC", 4)
+    obs["create_topic_ms"] = ms_since(t0)
+    b.create_group("RG_BASIC", 16, 1)
+    mq = MessageQueue("RT_BASIC", 2)
+    msgs = [Message("RT_BASIC", f"body{i}".encode(), tags="ab"[i % 2], keys=(f"k{i}", "kk"),
+                    properties={"user": str(i)}) for i in range(3)]
+    obs["wire_properties"] = []
+    obs["sent"] = []
+    for m in msgs:
+        before = b.clock.now()
+        r = b.send(m, 2)
+        obs["sent"].append(jsonable(r) | {"born_min": before, "born_max": b.clock.now()})
+        obs["wire_properties"].append(m.wire_properties() | {"UNIQ_KEY": r.uniq_key})
+    pulled(b, "RG_BASIC", mq, 0, obs, "pull_all", want=3)
+    obs["pull_one"] = jsonable(b.pull("RG_BASIC", mq, 1, max_nums=1))
+    obs["pull_tag_a"] = jsonable(b.pull("RG_BASIC", mq, 0, subscription="a"))
+    obs["pull_tag_none"] = jsonable(b.pull("RG_BASIC", mq, 0, subscription="zzz"))
+    obs["pull_at_max"] = jsonable(b.pull("RG_BASIC", mq, 3))
+    obs["pull_beyond"] = jsonable(b.pull("RG_BASIC", mq, 10))
+    obs["pull_empty_queue"] = jsonable(b.pull("RG_BASIC", MessageQueue("RT_BASIC", 0), 0))
+    obs["query_before_commit"] = b.query_offset("RG_BASIC", mq)
+    obs["query_empty_queue"] = b.query_offset("RG_BASIC", MessageQueue("RT_BASIC", 1))
+    b.update_offset("RG_BASIC", mq, 2)
+    obs["query_after_commit"] = b.query_offset("RG_BASIC", mq)
+    obs["query_other_group"] = b.query_offset("RG_OTHER", mq)
+    obs["pull_unknown_topic"] = attempt(lambda: b.pull("RG_BASIC", MessageQueue("RT_NOPE", 0), 0))
+    obs["pull_bad_queue"] = attempt(lambda: b.pull("RG_BASIC", MessageQueue("RT_BASIC", 9), 0))
+    obs["send_bad_queue"] = attempt(lambda: b.send(Message("RT_BASIC", b"x"), 9))
+    obs["send_uncreated_topic"] = attempt(lambda: b.send(Message("RT_AUTO", b"x"), 0))
+    obs["pull_uncreated_group"] = attempt(lambda: b.pull("RG_NEVER_CREATED", mq, 0))
+    # a consumer heartbeat makes the broker create %RETRY%<group>; without one it does not exist yet
+    obs["retry_topic_heartbeated"] = attempt(lambda: b.pull("RG_BASIC", MessageQueue("%RETRY%RG_BASIC", 0), 0))
+    quiet = RemoteBroker(NAMESRV, WallClock(), heartbeat_consumers=False)
+    quiet.create_group("RG_QUIET")
+    obs["retry_topic_not_heartbeated"] = attempt(
+        lambda: quiet.pull("RG_QUIET", MessageQueue("%RETRY%RG_QUIET", 0), 0))
+    quiet.close()
+    b.flush()
+    obs["consumers_before_close"] = consumer_ids("RG_BASIC")
+    obs["client_id"] = b.client_id
+    b.close()
+    obs["consumers_after_close"] = consumer_ids("RG_BASIC")
+    return obs
+
+
+def delay(args: dict) -> dict:
+    b = RemoteBroker(NAMESRV, WallClock())
+    b.create_topic("RT_DELAY", 1)
+    b.create_group("RG_DELAY")
+    sent = b.send(Message("RT_DELAY", b"later", tags="t", delay_level=2), 0)
+    obs: dict[str, Any] = {"sent": jsonable(sent)}
+    pulled(b, "RG_DELAY", MessageQueue("SCHEDULE_TOPIC_XXXX", 1), sent.queue_offset, obs, "schedule_copy")
+    obs["real_topic_at_once"] = jsonable(b.pull("RG_DELAY", MessageQueue("RT_DELAY", 0), 0))
+    fired, waited = poll_pull(b, "RG_DELAY", MessageQueue("RT_DELAY", 0), 0, 10)
+    obs["fired"] = jsonable(fired)
+    obs["waited_ms"] = waited
+    b.close()
+    return obs
+
+
+def retry_dlq(args: dict) -> dict:
+    b = RemoteBroker(NAMESRV, WallClock())
+    b.create_topic("RT_RETRY", 1)
+    b.create_group("RG_RETRY", 16, 1)
+    b.create_group("RG_RETRY0", 0, 1)
+    obs: dict[str, Any] = {}
+    sent = b.send(Message("RT_RETRY", b"fails", tags="t"), 0)
+    orig = pulled(b, "RG_RETRY", MessageQueue("RT_RETRY", 0), 0, obs, "original_pull").messages[0]
+    obs["original"] = jsonable(orig)
+    retry_mq = MessageQueue("%RETRY%RG_RETRY", 0)
+    copies = []
+    current = orig
+    for _ in range(2):  # two failures that retry (max 2): levels 3 and 4
+        code = b.send_back("RG_RETRY", current.commitlog_offset, 0, sent.uniq_key, 2)
+        t0 = time.monotonic()
+        res, _ = poll_pull(b, "RG_RETRY", retry_mq, len(copies), 15)
+        copies.append({"send_back": code.name, "waited_ms": ms_since(t0), "pull": jsonable(res)})
+        current = res.messages[0] if res.messages else current
+    obs["retries"] = copies
+    obs["third_failure"] = b.send_back("RG_RETRY", current.commitlog_offset, 0, sent.uniq_key, 2).name
+    pulled(b, "RG_RETRY", MessageQueue("%DLQ%RG_RETRY", 0), 0, obs, "dlq")
+    obs["retry_after_dlq"] = jsonable(b.pull("RG_RETRY", retry_mq, len(copies)))
+    obs["negative_level"] = b.send_back("RG_RETRY", orig.commitlog_offset, -1, sent.uniq_key, None).name
+    pulled(b, "RG_RETRY", MessageQueue("%DLQ%RG_RETRY", 0), 1, obs, "dlq_after_negative")
+    # retry_max_times 0 of the group (no max in the request): the first failure goes to the DLQ
+    obs["group_max_0"] = b.send_back("RG_RETRY0", orig.commitlog_offset, 0, sent.uniq_key, None).name
+    pulled(b, "RG_RETRY0", MessageQueue("%DLQ%RG_RETRY0", 0), 0, obs, "dlq_group_max_0")
+    obs["bad_offset"] = b.send_back("RG_RETRY", 987_654_321, 0, None, None).name
+    obs["uncreated_group"] = b.send_back("RG_NEVER_CREATED_2", orig.commitlog_offset, 0, None, None).name
+    b.close()
+    return obs
+
+
+def locks(args: dict) -> dict:
+    b = RemoteBroker(NAMESRV, WallClock())
+    b.create_topic("RT_LOCK", 2)
+    mq = MessageQueue("RT_LOCK", 0)
+    obs: dict[str, Any] = {}
+    obs["a_first"] = jsonable(b.lock_batch("RG_LOCK", "cA", [mq]))
+    obs["b_denied"] = jsonable(b.lock_batch("RG_LOCK", "cB", [mq, MessageQueue("RT_LOCK", 1)]))
+    time.sleep(2)
+    obs["a_renew"] = jsonable(b.lock_batch("RG_LOCK", "cA", [mq]))
+    renewed = time.monotonic()
+    time.sleep(2)
+    obs["b_after_renew"] = jsonable(b.lock_batch("RG_LOCK", "cB", [mq]))
+    while True:
+        got = b.lock_batch("RG_LOCK", "cB", [mq])
+        if got or time.monotonic() - renewed > 15:
+            break
+        time.sleep(0.05)
+    obs["b_granted_after_ms"] = ms_since(renewed)
+    obs["b_granted"] = jsonable(got)
+    obs["a_denied"] = jsonable(b.lock_batch("RG_LOCK", "cA", [mq]))
+    b.unlock_batch("RG_LOCK", "cA", [mq])
+    obs["a_after_own_unlock_attempt"] = jsonable(b.lock_batch("RG_LOCK", "cA", [mq]))
+    b.unlock_batch("RG_LOCK", "cB", [mq])
+    obs["a_after_b_unlock"] = jsonable(b.lock_batch("RG_LOCK", "cA", [mq]))
+    obs["other_group"] = jsonable(b.lock_batch("RG_LOCK2", "cB", [mq]))
+    b.close()
+    return obs
+
+
+def transactions(args: dict) -> dict:
+    b = RemoteBroker(NAMESRV, WallClock())
+    b.create_topic("RT_TXN", 1)
+    b.create_group("RG_TXN")
+    mq = MessageQueue("RT_TXN", 0)
+    obs: dict[str, Any] = {}
+    h1 = b.send_half(Message("RT_TXN", b"commit me", tags="c"), 0, "PG_TXN")
+    obs["half1"] = jsonable(h1)
+    pulled(b, "RG_TXN", MessageQueue("RMQ_SYS_TRANS_HALF_TOPIC", 0), h1.queue_offset, obs, "half_topic")
+    obs["before_commit"] = jsonable(b.pull("RG_TXN", mq, 0))
+    obs["wrong_table_offset"] = b.end_transaction("PG_TXN", h1.commitlog_offset, h1.queue_offset + 7,
+                                                  TxnAction.COMMIT, False).name
+    obs["wrong_group"] = b.end_transaction("PG_OTHER", h1.commitlog_offset, h1.queue_offset, TxnAction.COMMIT,
+                                           False).name
+    obs["unknown_offset"] = b.end_transaction("PG_TXN", 987_654_321, 0, TxnAction.COMMIT, False).name
+    obs["commit"] = b.end_transaction("PG_TXN", h1.commitlog_offset, h1.queue_offset, TxnAction.COMMIT,
+                                      False).name
+    pulled(b, "RG_TXN", mq, 0, obs, "after_commit")
+    obs["commit_again"] = b.end_transaction("PG_TXN", h1.commitlog_offset, h1.queue_offset, TxnAction.COMMIT,
+                                            False).name
+    h2 = b.send_half(Message("RT_TXN", b"roll me back"), 0, "PG_TXN")
+    obs["rollback"] = b.end_transaction("PG_TXN", h2.commitlog_offset, h2.queue_offset, TxnAction.ROLLBACK,
+                                        False).name
+    h3 = b.send_half(Message("RT_TXN", b"ask me"), 0, "PG_TXN")
+    obs["half3"] = jsonable(h3)
+    obs["unknown"] = b.end_transaction("PG_TXN", h3.commitlog_offset, h3.queue_offset, TxnAction.UNKNOWN,
+                                       False).name
+    t0 = time.monotonic()
+    checks: list = []
+    while not checks and time.monotonic() - t0 < 15:
+        checks = b.tick()
+        time.sleep(0.05)
+    obs["check_after_ms"] = ms_since(t0)
+    obs["checks"] = jsonable(checks)
+    if checks:
+        c = checks[0]
+        obs["check_answer"] = b.end_transaction(c.producer_group, c.commitlog_offset, c.tran_state_table_offset,
+                                                TxnAction.COMMIT, True).name
+    pulled(b, "RG_TXN", mq, 0, obs, "final", want=3)
+    time.sleep(1)
+    obs["final_later"] = jsonable(b.pull("RG_TXN", mq, 0))
+    obs["later_checks"] = jsonable(b.tick())
+    b.close()
+    return obs
+
+
+def crash(args: dict) -> dict:
+    sd = args["storedir"]
+    b = RemoteBroker(NAMESRV, WallClock(), crash_cmd=f"kill -9 $(cat {sd}/broker.pid)",
+                     restart_cmd=f"{args['restart_script']} {sd} {' '.join(args['jvm_props'])}")
+    obs: dict[str, Any] = {"capabilities": jsonable(b.capabilities), "crash_kinds": list(b.crash_kinds)}
+    b.create_topic("RT_CRASH", 1)
+    mq = MessageQueue("RT_CRASH", 0)
+    obs["sent"] = [jsonable(b.send(Message("RT_CRASH", f"m{i}".encode()), 0)) for i in range(5)]
+    t0 = time.monotonic()
+    b.crash("kill")
+    obs["crash_ms"] = ms_since(t0)
+    obs["while_down"] = attempt(lambda: b.send(Message("RT_CRASH", b"x"), 0))
+    t0 = time.monotonic()
+    b.recover()
+    obs["recover_ms"] = ms_since(t0)
+    pulled(b, "RG_CRASH", mq, 0, obs, "after_recover", want=5)
+    obs["sent_after"] = jsonable(b.send(Message("RT_CRASH", b"after"), 0))
+    b.close()
+    return obs
+
+
+def replay(args: dict) -> dict:
+    """Every captured Java request, decoded by us and re-encoded, in its own header type and in the other."""
+    from tests.remoting.capture_pairs import exchanges
+
+    jobs = []
+    for port in (9876, 10911):
+        reqs = [e.request for e in exchanges() if e.server_port == port]
+        for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
+            jobs.append((port, stype, [attrs.evolve(r, serialize_type=stype) for r in reqs]))
+    results: list[dict] = [{} for _ in jobs]
+
+    def run(i: int, port: int, stype: SerializeType, reqs: list[RemotingCommand]) -> None:
+        out = results[i]
+        out.update(port=port, serialize_type=stype.name, sent=0, oneway=0, answers=[], problems=[], skipped=[])
+        try:
+            with RemotingClient.connect(PORTS[port], timeout_ms=5000) as c:
+                pending = []
+                for r in reqs:
+                    if stype is SerializeType.ROCKETMQ and not -(1 << 15) <= r.code < (1 << 15):
+                        out["skipped"].append(r.code)  # the binary header's code is an int16
+                        continue
+                    out["sent"] += 1
+                    if r.is_oneway:
+                        c.invoke_oneway(r)
+                        out["oneway"] += 1
+                    else:
+                        pending.append((r, c.send(r)))
+                deadline = time.monotonic() + 40  # long-polling pulls are held up to 15 s (+5 s)
+                for r, slot in pending:
+                    try:
+                        resp = slot.wait(max(0, round((deadline - time.monotonic()) * 1000)))
+                    except RemotingError as exc:
+                        out["problems"].append({"code": r.code, "error": str(exc)})
+                        continue
+                    out["answers"].append({"code": r.code, "opaque": r.opaque, "sys_flag": r.ext("sysFlag"),
+                                           "resp_code": resp.code,
+                                           "remark": resp.remark, "resp_serialize_type": resp.serialize_type.name,
+                                           "is_response": resp.is_response})
+                alive = c.invoke(ops.cluster_info_request() if port == 9876 else
+                                 request(RequestCode.GET_BROKER_RUNTIME_INFO))
+                out["alive_after"] = alive.code
+        except RemotingError as exc:
+            out["problems"].append({"error": str(exc)})
+
+    threads = [threading.Thread(target=run, args=(i, *job)) for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"runs": results, "requests": len(exchanges())}
+
+
+SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, locks,
+                                                                        transactions, crash, replay)}
+
+
+def main(argv: list[str]) -> int:
+    name, args = argv[0], json.loads(argv[1]) if len(argv) > 1 else {}
+    try:
+        obs = SCENARIOS[name](args)
+    except Exception:
+        obs = {"crashed": traceback.format_exc()}
+    sys.stdout.write(json.dumps(obs, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
