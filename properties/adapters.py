@@ -63,7 +63,10 @@ def _remote_factory(spec: str, crash_cmd: str | None, restart_cmd: str | None) -
     except ValueError as exc:
         raise FactoryError(f"broker {spec!r} must look like rocketmq://HOST:PORT ({exc})") from None
     try:
-        return remote_factory(address, crash_cmd=crash_cmd, restart_cmd=restart_cmd)
+        # The machine's consumers pull with their subscription in every request and never register
+        # as consumers: %RETRY% topics then appear at the first send-back, as in the model (a
+        # consumer heartbeat would make the broker create them at once).
+        return remote_factory(address, crash_cmd=crash_cmd, restart_cmd=restart_cmd, heartbeat_consumers=False)
     except RemoteSetupError as exc:
         raise FactoryError(f"cannot use {spec}: {exc}") from None
 

@@ -184,7 +184,7 @@ class RemoteBroker:
         self._producer_groups: set[str] = set()
         self._consumer_groups: dict[str, set[str]] = {}
         self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
-        self._carried: list[RemotingCommand] = []  # broker requests received on a connection since lost
+        self._carried: list[tuple[int, RemotingCommand]] = []  # (arrival ms, request) on a connection since lost
         self._crashed = False
         self._closed = False
         self._last_heartbeat = float("-inf")
@@ -207,7 +207,7 @@ class RemoteBroker:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker was crashed; call recover()")
         if self._broker is None or self._broker.closed:
             if self._broker is not None:  # keep what the lost connection had received for tick()
-                self._carried += self._broker.drain_server_requests()
+                self._carried += self._broker.drain_server_requests_timed()
             self._connect()
         assert self._broker is not None
         return self._broker
@@ -339,16 +339,22 @@ class RemoteBroker:
 
     def tick(self) -> list[CheckRequest]:
         """The transaction checks received since the last tick; re-heartbeats when one is due."""
+        return [check for _, check in self.tick_timed()]
+
+    def tick_timed(self) -> list[tuple[int, CheckRequest]]:
+        """``tick`` with the wall-clock ms each check arrived (a wall-clock run tells the broker's
+        check rounds apart by it)."""
         conn = self._conn()
         if (time.monotonic() - self._last_heartbeat) * 1000 >= self.heartbeat_interval_ms:
             self._heartbeat()
-        checks: list[CheckRequest] = []
-        received, self._carried = [*self._carried, *conn.drain_server_requests()], []
-        for cmd in received:
+        checks: list[tuple[int, CheckRequest]] = []
+        now = time.time_ns() // 1_000_000
+        received, self._carried = [*self._carried, *conn.drain_server_requests_timed()], []
+        for arrived, cmd in received:
             if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
                 check = ops.parse_check(cmd)
                 self._half_keys.setdefault(check.commitlog_offset, check.transaction_id or check.message.msg_id)
-                checks.append(check)
+                checks.append((arrived or now, check))
             elif cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
                 self.notifications += 1
             else:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -52,7 +51,7 @@ from collections.abc import Callable
 import attrs
 
 from rmqspec.remoting.codes import unsupported_remark
-from rmqspec.remoting.command import FLAG_ONEWAY, RemotingCommand, SerializeType, response_to
+from rmqspec.remoting.command import FLAG_ONEWAY, RemotingCommand, response_to
 from rmqspec.remoting.frame import MAX_FRAME, FrameDecoder, FrameError, encode_frame
 
 DEFAULT_CONNECT_TIMEOUT_MS = 3000
@@ -155,6 +154,7 @@ class RemotingClient:
         self._lock = threading.Lock()  # pending table, opaque counter, failure
         self._send_lock = threading.Lock()
         self._server_requests: collections.deque[RemotingCommand] = collections.deque()
+        self._arrival_ms: dict[int, int] = {}  # id(request from the peer) -> wall-clock ms it arrived
         self._arrived = threading.Condition(self._lock)
         self._failure: RemotingError | None = None
         self._closing = False
@@ -250,9 +250,6 @@ class RemotingClient:
             data = encode_frame(cmd)
         except FrameError as exc:
             raise RequestNotEncodable(self.address, exc.reason, code=code, opaque=opaque) from None
-        except struct.error as exc:  # a number out of range for the ROCKETMQ header's int16/int32 fields
-            raise RequestNotEncodable(self.address, f"{SerializeType(cmd.serialize_type).name} header: {exc}",
-                                      code=code, opaque=opaque) from None
         with self._send_lock:
             try:
                 self._sock.sendall(data)
@@ -269,9 +266,14 @@ class RemotingClient:
 
     def drain_server_requests(self) -> list[RemotingCommand]:
         """Every request the peer sent since the last drain, oldest first."""
+        return [cmd for _, cmd in self.drain_server_requests_timed()]
+
+    def drain_server_requests_timed(self) -> list[tuple[int, RemotingCommand]]:
+        """Like ``drain_server_requests``, each with the wall-clock ms its frame was read."""
         with self._lock:
-            out = list(self._server_requests)
+            out = [(self._arrival_ms.pop(id(cmd), 0), cmd) for cmd in self._server_requests]
             self._server_requests.clear()
+            self._arrival_ms.clear()
             return out
 
     def wait_server_request(self, timeout_ms: int,
@@ -327,6 +329,7 @@ class RemotingClient:
             return
         with self._arrived:
             self._server_requests.append(cmd)
+            self._arrival_ms[id(cmd)] = time.time_ns() // 1_000_000
             self._arrived.notify_all()
         if not cmd.is_oneway and self.answer_unsupported:
             answer = response_to(cmd, REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(cmd.code))

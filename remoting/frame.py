@@ -133,6 +133,10 @@ def decode_json_header(data: bytes, base: int = 0) -> dict[str, Any]:
 
 
 def encode_binary_header(cmd: RemotingCommand) -> bytes:
+    for name, value, bits in (("code", cmd.code, 16), ("version", cmd.version, 16), ("opaque", cmd.opaque, 32),
+                              ("flag", cmd.flag, 32)):
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            raise FrameError(0, f"header.{name}", f"{value} does not fit the ROCKETMQ header's int{bits}")
     parts = [_BIN_FIXED.pack(cmd.code, int(cmd.language), cmd.version, cmd.opaque, cmd.flag)]
     remark = (cmd.remark or "").encode("utf-8")
     parts.append(_I32.pack(len(remark)) if cmd.remark is not None else _I32.pack(0))

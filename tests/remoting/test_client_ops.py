@@ -45,8 +45,8 @@ def test_send_ext_is_the_java_producers() -> None:
         dict(ours.ext_fields))
     assert {k: v for k, v in ours.ext_fields.items() if k != "i"} == \
         {k: v for k, v in java.ext_fields.items() if k != "i"}
-    # the Java Message constructor adds WAIT=true; rmqspec stores exactly wire_properties (SPEC §2)
-    assert decode_properties(ours.ext_fields["i"]) == {k: v for k, v in props.items() if k != "WAIT"}
+    # WAIT=true included, as the Java Message constructor adds it (fidelity B1)
+    assert decode_properties(ours.ext_fields["i"]) == props
 
 
 def test_half_properties_are_the_transactional_producers() -> None:

@@ -149,3 +149,11 @@ def test_response_answers_in_the_request_serialize_type() -> None:
     resp = response_to(req, 17, "No topic route info")
     assert resp.serialize_type is SerializeType.ROCKETMQ and resp.opaque == 7 and resp.is_response
     assert decode_frame(encode_frame(resp)[4:]) == resp
+
+
+def test_values_the_binary_header_cannot_carry_are_frame_errors() -> None:
+    """RocketMQSerializable writes code and version as int16: 99999 (the unknown-code probe) fits JSON only."""
+    big = request(99999, serialize_type=SerializeType.ROCKETMQ)
+    with pytest.raises(FrameError, match=r"header\.code: 99999 does not fit"):
+        encode_frame(big)
+    assert decode_frame(encode_frame(request(99999))[4:]).code == 99999
