@@ -1,0 +1,113 @@
+"""rmqspec serve and bad input on the wire (issue 10, item 5): clear answers or a closed connection,
+the other connections keep being served, nothing stored twice or lost, never a traceback."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from rmqspec.model.broker import ModelBroker
+from rmqspec.remoting.command import request, response_to
+from rmqspec.remoting.frame import MAX_FRAME, encode_frame
+from tests.remoting.conftest import create_topic_ext, heartbeat, pull_ext, send_ext
+from tests.remoting.wire_client import WireClient, split
+
+
+def _max(b: WireClient, topic: str = "T") -> int:
+    return int(b.call(30, {"topic": topic, "queueId": "0"}).ext_fields["offset"])
+
+
+def test_missing_and_malformed_ext_fields_are_system_error_naming_the_field(serve) -> None:
+    b = serve().client()
+    ext = send_ext("T")
+    del ext["b"]
+    r = b.call(310, ext, b"x")
+    assert (r.code, r.remark) == (1, "RemotingCommandException: the custom field <b> is null")
+    r = b.call(310, send_ext("T", e="abc"), b"x")
+    assert (r.code, r.remark) == (1, "RemotingCommandException: the custom field <queueId>: not an integer: 'abc'")
+    r = b.call(11, pull_ext("G", "T", queueOffset="1e3"))
+    assert r.code == 1 and "<queueOffset>" in r.remark
+    r = b.call(14, {"consumerGroup": "G", "topic": "T", "queueId": "99999999999"})
+    assert r.code == 1 and "<queueId>: 99999999999 is out of range for a Java int" in r.remark
+    r = b.call(36, {"offset": "0", "group": "G"})
+    assert (r.code, r.remark) == (1, "RemotingCommandException: the custom field <delayLevel> is null")
+    assert b.request(15, {"consumerGroup": "G"}, oneway=True) is None  # oneway: no answer, still serving
+    assert b.call(30, {"topic": "T", "queueId": "0"}).code == 0
+
+
+def test_undecodable_frames_close_only_their_connection(serve) -> None:
+    s = serve()
+    good = s.client()
+    good.call(17, create_topic_ext("T", 1))
+    header = b'{"code":310,"opa'
+    cases = [
+        struct.pack(">i", MAX_FRAME) + b"\0" * 64,  # beyond 16 MiB
+        struct.pack(">i", 2) + b"\0" * 8,  # shorter than its own mark
+        struct.pack(">ii", 4 + len(header), len(header)) + header,  # bad JSON header
+        struct.pack(">ii", 8, 7 << 24) + b"\0" * 4,  # unknown serialize type
+        struct.pack(">ii", 12, 1 << 24 | 8) + b"\0" * 8,  # a ROCKETMQ header too short
+    ]
+    for data in cases:
+        with WireClient(s.server.broker_addr) as bad:
+            bad.send_raw(data)
+            assert bad.closed_by_server(5), data[:16]
+        assert good.call(310, send_ext("T"), b"ok").code == 0
+    assert _max(good) == len(cases)
+
+
+def test_a_client_gone_mid_frame_stores_nothing_of_that_frame(serve) -> None:
+    s = serve()
+    good = s.client()
+    good.call(17, create_topic_ext("T", 1))
+    whole = encode_frame(request(310, send_ext("T"), b"complete", opaque=1))
+    cut = encode_frame(request(310, send_ext("T"), b"cut short", opaque=2))
+    sock = socket.create_connection(split(s.server.broker_addr))
+    sock.sendall(whole + cut[:len(cut) // 2])
+    sock.close()
+    assert good.call(310, send_ext("T"), b"after").code == 0
+    assert _max(good) == 2
+    good.call(34, body=heartbeat("c@1", {"G": ["T"]}))
+    from rmqspec.remoting.bodies import decode_messages
+
+    bodies = [m.body for m in decode_messages(good.call(11, pull_ext("G", "T")).body)]
+    assert bodies == [b"complete", b"after"]
+
+
+def test_responses_sent_by_a_client_are_ignored(serve) -> None:
+    b = serve().client()
+    b.send_raw(encode_frame(response_to(request(310, opaque=99), 0, "stray")))
+    assert b.call(30, {"topic": "T", "queueId": "0"}).code == 0
+
+
+def test_several_frames_in_one_write_and_one_frame_in_many(serve) -> None:
+    s = serve()
+    b = s.client()
+    frames = b"".join(encode_frame(request(30, {"topic": "T", "queueId": str(i)}, opaque=100 + i))
+                      for i in range(5))
+    for i in range(0, len(frames), 7):
+        b.send_raw(frames[i:i + 7])
+    assert [b.wait_response(100 + i).code for i in range(5)] == [0] * 5
+
+
+class _Exploding(ModelBroker):
+    """A broker with a bug: LOCK_BATCH_MQ raises."""
+
+    def lock_batch(self, group: str, client_id: str, mqs: Any) -> frozenset:
+        raise RuntimeError("lock table on fire")
+
+
+def _exploding(clock, config=None, workdir=None) -> _Exploding:
+    return _Exploding(clock, config)
+
+
+def test_a_broker_bug_is_answered_system_error_and_serving_goes_on(serve) -> None:
+    s = serve(factory=_exploding)
+    b = s.client()
+    body = b'{"clientId":"c","consumerGroup":"g","mqSet":[{"brokerName":"broker-a","queueId":0,"topic":"T"}]}'
+    r = b.call(41, body=body)
+    assert (r.code, r.remark) == (1, "RuntimeError: lock table on fire")
+    assert b.call(310, send_ext("T"), b"x").code == 0
+    assert b.call(30, {"topic": "T", "queueId": "0"}).ext_fields == {"offset": "1"}  # probe pull of a generic broker
+    r = b.call(33, {"offset": "0"})
+    assert r.code == 1 and "cannot look messages up" in r.remark
