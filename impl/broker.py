@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_store import (
@@ -638,10 +639,10 @@ class MmapBroker:
     # ------------------------------------------------------------------
     # read-only views a wire server needs (rmqspec serve), beyond the Broker protocol
 
-    def topic_queue_nums(self) -> dict[str, int]:
-        """Every topic the broker knows (topics.json) → its queue count."""
+    def topic_queue_nums(self) -> Mapping[str, int]:
+        """Every topic the broker knows (topics.json) → its queue count (a live read-only view)."""
         self._require_running()
-        return dict(self.meta.topics)
+        return MappingProxyType(self.meta.topics)
 
     def group_config(self, group: str) -> tuple[int, int] | None:
         """(retry_max_times, retry_queue_nums) of a subscription group, or None if unknown."""

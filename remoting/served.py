@@ -59,7 +59,7 @@ class ServedBroker:
     def topics(self) -> dict[str, int]:
         """topic → queue count, every topic the broker is known to have."""
         if self._tables:
-            return self.broker.topic_queue_nums()
+            return dict(self.broker.topic_queue_nums())
         return dict(self._topics)
 
     def queue_nums(self, topic: str) -> int | None:

@@ -29,6 +29,11 @@ prints a traceback:
 - anything else a handler raises: SYSTEM_ERROR "<ExceptionType>: <message>",
   logged as one line.
 
+A client that does not read its responses fills the transport's write buffer;
+past asyncio's high-water mark (64 KiB) the server stops answering and reading
+that connection (``pause_writing``; decoded requests wait in order) until the
+buffer drains, so one slow client cannot grow the server's memory without bound.
+
 Each frame is handled exactly once and its effects are complete before the
 next is read, so a message is stored once per accepted send and never when a
 send is refused or cut short.
@@ -52,6 +57,7 @@ broker flushes, persists consumer offsets and delay progress, removes
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import logging
@@ -154,6 +160,8 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.closed = False
+        self.paused = False
+        self.backlog: collections.deque[RemotingCommand] = collections.deque()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -166,15 +174,17 @@ class _Conn(asyncio.Protocol):
         if self.closed:
             return
         try:
-            commands = self.decoder.feed(data)
+            self.backlog.extend(self.decoder.feed(data))
         except FrameError as exc:
             log.warning("closing %s: bad frame at %s", self.peer, exc)
             self.close()
             return
-        for cmd in commands:
-            if self.closed:
-                return
-            self.server.dispatch(self, cmd)
+        self._work()
+
+    def _work(self) -> None:
+        """Answer the decoded requests in order, stopping while the client does not read."""
+        while self.backlog and not self.closed and not self.paused:
+            self.server.dispatch(self, self.backlog.popleft())
         self.server.after_requests()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -183,6 +193,18 @@ class _Conn(asyncio.Protocol):
                      self.decoder.pending)
         self.closed = True
         self.server.connection_closed(self)
+
+    def pause_writing(self) -> None:
+        """The client does not read its responses: stop answering and reading until it does."""
+        self.paused = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+            self._work()
 
     def send(self, cmd: RemotingCommand) -> None:
         if self.closed or self.transport is None:
@@ -283,8 +305,8 @@ class RmqServer:
         if self.ctx is not None:
             try:
                 self.ctx.broker.close()
-            except BrokerError as exc:
-                log.warning("broker close: %s", exc)
+            except Exception as exc:  # reported in one line; the trace is still closed
+                log.error("broker close: %s: %s", type(exc).__name__, exc)
         if self.trace is not None:
             self.trace.close()
 

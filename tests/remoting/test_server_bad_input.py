@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
+import time
 from typing import Any
 
 from rmqspec.model.broker import ModelBroker
@@ -111,3 +113,24 @@ def test_a_broker_bug_is_answered_system_error_and_serving_goes_on(serve) -> Non
     assert b.call(30, {"topic": "T", "queueId": "0"}).ext_fields == {"offset": "1"}  # probe pull of a generic broker
     r = b.call(33, {"offset": "0"})
     assert r.code == 1 and "cannot look messages up" in r.remark
+
+
+def test_a_client_that_does_not_read_is_paused_not_buffered_forever(serve) -> None:
+    s = serve()
+    slow = s.client()
+    n = 20000  # ~22 MB of responses: more than the kernel's loopback buffers hold
+    frames = b"".join(encode_frame(request(26, opaque=i)) for i in range(1, n + 1))
+    writer = threading.Thread(target=slow.send_raw, args=(frames,))
+    writer.start()
+    time.sleep(1.5)
+
+    def buffers() -> list[tuple[int, bool]]:
+        return [(c.transport.get_write_buffer_size(), c.transport.is_reading()) for c in s.server.conns]
+
+    held = s.on_loop(buffers)
+    assert any(not reading for _, reading in held)  # the server stopped reading the slow client
+    assert max(size for size, _ in held) < 1 << 20  # and does not buffer its responses without bound
+    other = s.client()
+    assert other.call(30, {"topic": "T", "queueId": "0"}).code == 0  # everyone else is served
+    assert all(slow.wait_response(i).code == 0 for i in range(1, n + 1))  # and nothing was dropped
+    writer.join(30)
