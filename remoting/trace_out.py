@@ -19,7 +19,8 @@ appends each as one JSON object per line. Two files, one ``seq`` space:
 A restart with the same ``DIR`` continues the numbering (the next file pair,
 ``seq`` after the largest seq found) and starts the new file with a
 ``recover`` event (status ``RESTART``): the broker's lock table and check
-timer did not survive, so the audit must treat it as a new epoch.
+timer did not survive, so the audit must treat it as a new epoch. A partial
+last line left by a run that was killed mid-write is cut first.
 
 ``DIR/_audit.json`` is the audit configuration (``rmqspec audit --config``)
 matching the served broker's timing (delay levels, transaction timeout and
@@ -44,6 +45,14 @@ SIDE = "_commit_offset-{:03d}.jsonl"
 AUDIT_CONFIG = "_audit.json"
 SIDE_EVENTS = frozenset({"commit_offset"})
 _NUMBERED = re.compile(r"^(?:serve|_commit_offset)-(\d{3,})\.jsonl$")
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """A previous run killed mid-write leaves a partial last line: cut it (it was never a whole event)."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
 
 
 def _last_seq(path: Path) -> int:
@@ -77,6 +86,8 @@ class TraceWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         numbers = [int(m.group(1)) for f in self.directory.iterdir() if (m := _NUMBERED.match(f.name))]
         previous = [f for f in self.directory.iterdir() if _NUMBERED.match(f.name)]
+        for f in previous:
+            _drop_torn_tail(f)
         self._seq = max((_last_seq(f) for f in previous), default=-1) + 1
         index = max(numbers, default=-1) + 1
         self.path = self.directory / MAIN.format(index)

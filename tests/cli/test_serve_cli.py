@@ -101,7 +101,7 @@ def test_serve_stops_cleanly_and_leaves_a_verifiable_store(tmp_path: Path, sig: 
 
 def test_a_restart_continues_the_trace_as_a_new_epoch(tmp_path: Path) -> None:
     store, trace = tmp_path / "store", tmp_path / "trace"
-    for _ in range(2):
+    for run in range(2):
         proc = ServeProcess(store, "--trace-out", str(trace)).start()
         try:
             with WireClient(proc.broker) as b:
@@ -109,6 +109,9 @@ def test_a_restart_continues_the_trace_as_a_new_epoch(tmp_path: Path) -> None:
             assert proc.terminate()[0] == 0
         finally:
             proc.kill()
+        if run == 0:
+            with (trace / "serve-000.jsonl").open("a") as fh:
+                fh.write('{"seq": 99, "ev')  # as if killed mid-write
     first, second = _rows(trace / "serve-000.jsonl"), _rows(trace / "serve-001.jsonl")
     assert second[0]["event"] == "recover" and second[0]["status"] == "RESTART"
     assert second[0]["seq"] == first[-1]["seq"] + 1
