@@ -20,8 +20,9 @@ prints a traceback:
 
 - a frame that cannot be decoded (length below 4 or above 16 MiB, unknown
   serialize type, a header that is not JSON / not a valid ROCKETMQ header):
-  the connection is closed, as RocketMQ's ``NettyDecoder`` does — no opaque can
-  be trusted to answer; one line is logged with the byte offset and reason;
+  the frames before it are answered, then the connection is closed, as
+  RocketMQ's ``NettyDecoder`` does — no opaque can be trusted to answer the
+  bad one; one line is logged with the byte offset and reason;
 - a client that disconnects mid-frame: the partial frame is dropped unseen;
 - a missing or malformed ext field, a malformed body: SYSTEM_ERROR with a
   remark naming the field (``fields.command_error_remark``) or the body byte;
@@ -174,9 +175,12 @@ class _Conn(asyncio.Protocol):
         if self.closed:
             return
         try:
-            self.backlog.extend(self.decoder.feed(data))
+            for cmd in self.decoder.feed_each(data):
+                self.backlog.append(cmd)
         except FrameError as exc:
             log.warning("closing %s: bad frame at %s", self.peer, exc)
+            self.paused = False  # the frames before the bad one are answered (as Netty would), then it closes
+            self._work()
             self.close()
             return
         self._work()
