@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"factory (clock, config, workdir) -> Broker (default {DEFAULT_BROKER})")
     parser.add_argument("--tick-ms", type=int, default=100, metavar="MS",
                         help="period of the background services (default 100)")
+    parser.add_argument("--no-cluster-property", action="store_true",
+                        help="do not add CLUSTER=<cluster> to stored messages (the real broker does); sends then "
+                             "store exactly what an in-process broker stores (same commitlog offsets)")
     parser.add_argument("--verbose", action="store_true", help="log connections and dropped checks")
 
 
@@ -171,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
     broker_ip = conf.broker_ip or (args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
     settings = ServeSettings(host=args.host, namesrv_port=args.namesrv_port, port=port, broker_ip=broker_ip,
                              broker_name=conf.broker_name, cluster=conf.cluster, tick_ms=args.tick_ms,
-                             store_dir=str(store.resolve()), extra_properties=conf.others)
+                             store_dir=str(store.resolve()), extra_properties=conf.others,
+                             cluster_property=not args.no_cluster_property)
     server = RmqServer(factory, conf.config, settings, store, trace_dir=args.trace_out)
     return asyncio.run(_serve(server, started))
 

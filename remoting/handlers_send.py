@@ -20,7 +20,8 @@ Follows RocketMQ 4.9.8's ``SendMessageProcessor`` / ``AbstractSendMessageProcess
    goes to ``%DLQ%G`` queue 0 without delay.
 3. The wire properties become a ``Message``: TAGS, KEYS, DELAY, UNIQ_KEY map
    to its fields; TRAN_MSG=true makes it a ``send_half`` for PGROUP (else the
-   header's producer group); CLUSTER=<cluster> is added as the real broker does;
+   header's producer group); CLUSTER=<cluster> is added as the real broker does
+   (unless ``ServeSettings.cluster_property`` is off);
    the other system properties RocketMQ clients may send (WAIT — 4.9.8 drops
    it too —, RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME,
    MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, ...) cannot travel through the
@@ -154,7 +155,8 @@ def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int
         except ValueError:
             raise CommandError("properties.DELAY", f"not an integer: {delay_text!r}") from None
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES and k not in _MAPPED}
-    user[PROPERTY_CLUSTER] = ctx.settings.cluster
+    if ctx.settings.cluster_property:
+        user[PROPERTY_CLUSTER] = ctx.settings.cluster
     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or None
     try:
         return Message(topic, body, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS, ""),

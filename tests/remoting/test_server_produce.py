@@ -37,6 +37,23 @@ def test_send_v2_answers_like_the_broker_and_stores_the_wire_properties(serve) -
                                     "UNIQ_KEY": key}
 
 
+def test_without_the_cluster_property_offsets_equal_an_in_process_broker(serve, tmp_path) -> None:
+    from rmqspec.impl.broker import MmapBroker
+    from rmqspec.model import ManualClock, Message
+
+    s = serve(cluster_property=False)
+    b = s.client()
+    b.call(17, create_topic_ext("T", 1))
+    keys = [uniq_key() for _ in range(3)]
+    wire = [int(b.call(310, send_ext("T", properties=props(TAGS="a", UNIQ_KEY=k)), b"x" * i).ext_fields["msgId"][16:],
+                16) for i, k in enumerate(keys)]
+    local = MmapBroker.open(tmp_path / "local", ManualClock(0))
+    local.create_topic("T", 1)
+    assert wire == [local.send(Message("T", b"x" * i, tags="a", uniq_key=k), 0).commitlog_offset
+                    for i, k in enumerate(keys)]
+    local.close()
+
+
 def test_send_v1_uses_the_long_header_names(serve) -> None:
     s = serve()
     b = s.client()
