@@ -131,10 +131,16 @@ def _run_java(netns: str, cp: str, build: Path, home: Path, n: int, size: int, t
     cmd = ["ip", "netns", "exec", netns, "java", *_env_array("RMQ_CLIENT_HEAP"), *_env_array("RMQ_JDK17_OPTS"),
            f"-Duser.home={home}", f"-Drocketmq.client.logRoot={home}/logs", "-Drocketmq.client.logLevel=WARN",
            "-cp", f"{cp}:{build}", "ServeBench", "127.0.0.1:9876", str(n), str(size), tag, str(threads)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
-    if r.returncode != 0 or not lines:
-        raise RuntimeError(f"ServeBench failed ({r.returncode}): {r.stdout[-2000:]} {r.stderr[-2000:]}")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:  # a hung JVM: its whole process group goes
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+    lines = [x for x in out.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"ServeBench failed ({proc.returncode}): {out[-2000:]} {err[-2000:]}")
     return json.loads(lines[-1])
 
 

@@ -107,11 +107,17 @@ def _scenarios(lines: str) -> dict[str, dict[str, Any]]:
 def runs(served: Served, realrmq: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(serve's scenario results, the real broker's) — one RealScenarios run, about 70 s."""
     env = {**os.environ, "SCN_JAVA_OPTS": f"-Dscn.lockMaxLiveTime={LOCK_MS}"}
-    r = subprocess.run([str(realrmq / "run-scenarios.sh"), str(served.root)], capture_output=True, text=True,
-                       env=env, timeout=600)
-    (served.root / "scenarios.jsonl").write_text(r.stdout)
-    ours = _scenarios(r.stdout)
-    assert r.returncode == 0 and "error" not in json.dumps(ours), r.stdout[-4000:] + r.stderr[-4000:]
+    proc = subprocess.Popen([str(realrmq / "run-scenarios.sh"), str(served.root)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:  # a hung scenario JVM: the whole process group goes
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=60)
+    (served.root / "scenarios.jsonl").write_text(out)
+    ours = _scenarios(out)
+    assert proc.returncode == 0 and "error" not in json.dumps(ours), out[-4000:] + err[-4000:]
     real = _scenarios((realrmq / "results" / "scenarios.jsonl").read_text())
     return ours, real
 
