@@ -54,8 +54,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_store import (
@@ -102,6 +103,7 @@ from rmqspec.model.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     MessageQueue,
+    StoredMessage,
     check_topic,
     validate_topic,
 )
@@ -654,6 +656,42 @@ class MmapBroker:
     @staticmethod
     def is_system_topic(topic: str) -> bool:
         return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
+
+    # ------------------------------------------------------------------
+    # read-only views a wire server needs (rmqspec serve), beyond the Broker protocol
+
+    def topic_queue_nums(self) -> Mapping[str, int]:
+        """Every topic the broker knows (topics.json) → its queue count (a live read-only view)."""
+        self._require_running()
+        return MappingProxyType(self.meta.topics)
+
+    def group_config(self, group: str) -> tuple[int, int] | None:
+        """(retry_max_times, retry_queue_nums) of a subscription group, or None if unknown."""
+        self._require_running()
+        config = self.meta.groups.get(group)
+        return None if config is None else (config.retry_max_times, config.retry_queue_nums)
+
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(min, max) queue offsets of a queue; max is one past the last unit, (0, 0) if never written."""
+        self._require_running()
+        return self.log.min_offset(topic, queue_id), self.log.max_offset(topic, queue_id)
+
+    def message_at(self, commitlog_offset: int) -> StoredMessage | None:
+        """The stored copy starting at ``commitlog_offset`` in any topic (lookMessageByOffset), or None."""
+        self._require_running()
+        entry = self.log.look(commitlog_offset)
+        return None if entry is None else entry.to_stored(self.config)
+
+    def queue_units(
+        self, topic: str, queue_id: int, start: int, count: int
+    ) -> list[tuple[int, int, int]] | None:
+        """Consume-queue units ``(commitlog offset, size, tagsCode)`` from ``start``; None if no such queue."""
+        self._require_running()
+        assert self.store is not None
+        if not self.store.has_queue(topic, queue_id):
+            return None
+        units = self.store.queue_units(topic, queue_id, start, max(count, 0))
+        return [(u.commitlog_offset, u.size, u.tags_code) for u in units]
 
 
 def factory(

@@ -312,6 +312,10 @@ class MessageStore:
             self.commitlog.read(u.commitlog_offset) for u in self.queue_units(topic, queue_id, start_offset, max_units)
         ]
 
+    def has_queue(self, topic: str, queue_id: int) -> bool:
+        """Whether (topic, queue) has a consume queue (it was ever written)."""
+        return (topic, queue_id) in self._queues
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get((topic, queue_id))
         return 0 if cq is None else cq.min_offset

@@ -164,7 +164,7 @@ REQUESTS: dict[RequestCode, RequestSpec] = {s.code: s for s in (
     RequestSpec(RequestCode.GET_BROKER_CONFIG, "broker", response_body=Body.TEXT),
     RequestSpec(RequestCode.GET_BROKER_RUNTIME_INFO, "broker", response_body=Body.JSON),
     RequestSpec(RequestCode.QUERY_CONSUME_QUEUE, "broker",
-                _fields("topic", "queueId", "index", "count", "consumerGroup"), response_body=Body.JSON),
+                _fields("topic", "queueId", "index", "count", "consumerGroup?"), response_body=Body.JSON),
 )}
 
 

@@ -257,6 +257,11 @@ class FrameDecoder:
         self._buf += data
         return list(self._frames())
 
+    def feed_each(self, data: bytes) -> Iterator[RemotingCommand]:
+        """Like ``feed``, one frame at a time: the frames before a bad one are yielded before the error."""
+        self._buf += data
+        yield from self._frames()
+
     def _frames(self) -> Iterator[RemotingCommand]:
         while len(self._buf) >= 4:
             (total,) = _I32.unpack_from(self._buf, 0)

@@ -1,0 +1,210 @@
+"""``rmqspec serve``: a RocketMQ 4.9 name server + broker on 127.0.0.1, for integration tests.
+
+``rmqspec serve --store DIR [--config broker.conf] [--namesrv-port 9876] [--port 10911]
+[--host 127.0.0.1] [--trace-out TDIR] [--broker MODULE:FACTORY]`` serves the ``Broker``
+the factory builds (default: the mmap broker in DIR) on the wall clock
+(``rmqspec.remoting.server``). It prints one line when it serves::
+
+    rmqspec serve: ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911 store=DIR (0.41 s)
+
+(the seconds since the command started)
+
+and runs until SIGTERM or SIGINT, then stops accepting, closes the broker
+(records flushed, consumer offsets and delay progress persisted, ``abort``
+removed: ``rmqspec store verify DIR`` accepts the store) and exits 0. Port 0
+picks a free port (the ready line names it). Exit 2: unusable arguments, a
+port in use, a store that cannot be opened, an unreadable ``--config``.
+
+``--config`` is a Java-properties ``broker.conf``; ``_serve_config`` below reads
+the keys serve needs. It is a private stand-in for
+``properties.brokerconf.broker_config_from_file`` (being added on another
+branch) and is meant to be swapped for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import attrs
+
+from rmqspec.cli.common import EXIT_OK, InputError, UsageError
+from rmqspec.model.config import BrokerConfig, parse_delay_levels
+from rmqspec.properties.adapters import FactoryError, load_factory
+
+NAME = "serve"
+HELP = "serve a broker over RocketMQ 4.9's wire protocol (name server + broker on 127.0.0.1)"
+DEFAULT_BROKER = "rmqspec.impl:factory"
+_LOADED = time.monotonic()  # cli.main imports every command module first thing: ~ process start
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", required=True, metavar="DIR", help="store directory (created if absent)")
+    parser.add_argument("--config", metavar="FILE", default=None, help="broker.conf (Java properties)")
+    parser.add_argument("--namesrv-port", type=int, default=9876, metavar="PORT",
+                        help="name server port (default 9876; 0 = any free port)")
+    parser.add_argument("--port", type=int, default=None, metavar="PORT",
+                        help="broker port (default: listenPort of --config, else 10911; 0 = any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--trace-out", default=None, metavar="DIR",
+                        help="write the SPEC §8 trace as DIR/serve-NNN.jsonl (audit with rmqspec audit DIR)")
+    parser.add_argument("--broker", default=DEFAULT_BROKER, metavar="MODULE:FACTORY",
+                        help=f"factory (clock, config, workdir) -> Broker (default {DEFAULT_BROKER})")
+    parser.add_argument("--tick-ms", type=int, default=100, metavar="MS",
+                        help="period of the background services (default 100)")
+    parser.add_argument("--no-cluster-property", action="store_true",
+                        help="do not add CLUSTER=<cluster> to stored messages (the real broker does); sends then "
+                             "store exactly what an in-process broker stores (same commitlog offsets)")
+    parser.add_argument("--verbose", action="store_true", help="log connections and dropped checks")
+
+
+# ----------------------------------------------------------------------------------------------
+# broker.conf → BrokerConfig + server settings (private; to be replaced by broker_config_from_file)
+
+
+@attrs.frozen
+class _ServeConf:
+    config: BrokerConfig
+    broker_name: str = "broker-a"
+    cluster: str = "DefaultCluster"
+    listen_port: int | None = None
+    broker_ip: str | None = None
+    others: tuple[tuple[str, str], ...] = ()
+
+
+def _serve_config(path: str | None) -> _ServeConf:
+    """Read the broker.conf keys ``rmqspec serve`` uses; InputError names file:line and the reason."""
+    if path is None:
+        return _ServeConf(BrokerConfig())
+    from rmqspec.properties.brokerconf import ConfigError, parse_properties
+
+    try:
+        text = Path(path).read_bytes().decode("iso-8859-1")
+        props = parse_properties(text, path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, not a properties file") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    values = {p.key: p for p in props}  # last occurrence wins, as in Java
+    fields: dict[str, object] = {}
+    ints = {"transactionTimeOut": "transaction_timeout_ms", "transactionCheckInterval": "transaction_check_interval_ms",
+            "transactionCheckMax": "transaction_check_max",
+            "rocketmq.broker.rebalance.lockMaxLiveTime": "broker_lock_max_live_ms",
+            "mappedFileSizeCommitLog": "commitlog_file_size", "fileReservedTime": "file_reserved_hours",
+            "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
+            "flushDelayOffsetInterval": "flush_delay_offset_interval_ms"}
+
+    def where(key: str) -> str:
+        return f"{path}:{values[key].line}: {key}"
+
+    for key, field in ints.items():
+        if key in values:
+            try:
+                fields[field] = int(values[key].value)
+            except ValueError:
+                raise InputError(f"{where(key)}: {values[key].value!r} is not an integer") from None
+    if "messageDelayLevel" in values:
+        try:
+            parse_delay_levels(values["messageDelayLevel"].value)
+        except ValueError as exc:
+            raise InputError(f"{where('messageDelayLevel')}: {exc}") from None
+        fields["message_delay_level"] = values["messageDelayLevel"].value
+    if "flushDiskType" in values:
+        kind = values["flushDiskType"].value
+        if kind not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
+            raise InputError(f"{where('flushDiskType')}: {kind!r} is neither SYNC_FLUSH nor ASYNC_FLUSH")
+        fields["flush"] = "SYNC" if kind == "SYNC_FLUSH" else "ASYNC"
+    try:
+        config = BrokerConfig(**fields)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    port = None
+    if "listenPort" in values:
+        try:
+            port = int(values["listenPort"].value)
+        except ValueError:
+            raise InputError(f"{where('listenPort')}: not an integer") from None
+    used = {*ints, "messageDelayLevel", "flushDiskType", "listenPort", "brokerIP1", "brokerName",
+            "brokerClusterName"}
+    return _ServeConf(
+        config=config,
+        broker_name=values["brokerName"].value if "brokerName" in values else "broker-a",
+        cluster=values["brokerClusterName"].value if "brokerClusterName" in values else "DefaultCluster",
+        listen_port=port,
+        broker_ip=values["brokerIP1"].value if "brokerIP1" in values else None,
+        others=tuple((k, p.value) for k, p in values.items() if k not in used),
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    started = _LOADED
+    from rmqspec.remoting.context import ServeSettings
+    from rmqspec.remoting.server import RmqServer
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
+                        format="rmqspec serve: %(message)s")
+    for name in ("namesrv_port", "port"):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value <= 65535:
+            raise UsageError(f"--{name.replace('_', '-')} must be a port number (0-65535), got {value}")
+    if args.tick_ms <= 0:
+        raise UsageError(f"--tick-ms must be positive, got {args.tick_ms}")
+    conf = _serve_config(args.config)
+    try:
+        factory = load_factory(args.broker)
+    except FactoryError as exc:
+        raise UsageError(str(exc)) from None
+    store = Path(args.store)
+    if store.exists() and not store.is_dir():
+        raise UsageError(f"--store {store}: not a directory")
+    port = args.port if args.port is not None else (conf.listen_port if conf.listen_port is not None else 10911)
+    broker_ip = conf.broker_ip or (args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
+    settings = ServeSettings(host=args.host, namesrv_port=args.namesrv_port, port=port, broker_ip=broker_ip,
+                             broker_name=conf.broker_name, cluster=conf.cluster, tick_ms=args.tick_ms,
+                             store_dir=str(store.resolve()), extra_properties=conf.others,
+                             cluster_property=not args.no_cluster_property)
+    server = RmqServer(factory, conf.config, settings, store, trace_dir=args.trace_out)
+    return asyncio.run(_serve(server, started))
+
+
+async def _serve(server: object, started: float) -> int:
+    from rmqspec.impl.configfiles import ConfigFileError
+    from rmqspec.impl.mappedfile import StoreError
+    from rmqspec.remoting.server import RmqServer
+
+    assert isinstance(server, RmqServer)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except OSError as exc:
+        await server.stop()
+        raise UsageError(f"cannot listen on {server.settings.host}: {exc.strerror or exc}") from None
+    except (StoreError, ConfigFileError) as exc:
+        await server.stop()
+        raise InputError(str(exc)) from None
+    except Exception as exc:  # a user-supplied factory that fails: one line, no traceback
+        await server.stop()
+        raise UsageError(f"the broker factory failed: {type(exc).__name__}: {exc}") from None
+    where = os.fspath(server.workdir)
+    print(f"rmqspec serve: ready namesrv={server.namesrv_addr} broker={server.broker_addr} store={where} "
+          f"({time.monotonic() - started:.2f} s)", flush=True)
+    await stop.wait()
+    await server.stop()
+    print("rmqspec serve: stopped (broker closed, offsets persisted)", flush=True)
+    return EXIT_OK

@@ -1,0 +1,242 @@
+"""Consumer-side requests: PULL_MESSAGE 11, QUERY/UPDATE_CONSUMER_OFFSET 14/15, HEART_BEAT 34,
+UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38, LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42.
+
+Theory of operation
+-------------------
+Follows RocketMQ 4.9.8's ``PullMessageProcessor``, ``ConsumerManageProcessor``,
+``ClientManageProcessor`` and ``AdminBrokerProcessor`` (lock/unlock) over the
+``Broker`` protocol:
+
+PULL_MESSAGE: the subscription group is auto-created; the topic must exist
+(TOPIC_NOT_EXIST) and the queue id be below its queue count (SYSTEM_ERROR);
+the filter is the request's ``subscription`` when sysFlag has the
+subscription bit (4), else the subscription the group's last heartbeat gave
+for the topic (SUBSCRIPTION_NOT_EXIST without one, SUBSCRIPTION_NOT_LATEST 25
+when the request's subVersion is newer); only TAG expressions are served
+(SYSTEM_ERROR for SQL92, as a broker without enablePropertyFilter). The
+broker's ``PullResult`` maps to the response code and the remark the store
+status gives (``pull_answer``): FOUND → 0 with the messages in commitlog
+format; NO_NEW_MSG → 19 PULL_NOT_FOUND (OFFSET_OVERFLOW_ONE, or
+NO_MESSAGE_IN_QUEUE on an empty queue); NO_MATCHED_MSG → 20
+PULL_RETRY_IMMEDIATELY; OFFSET_ILLEGAL → 21 PULL_OFFSET_MOVED (OFFSET_TOO_SMALL
+/ OFFSET_OVERFLOW_BADLY / NO_MESSAGE_IN_QUEUE). A PULL_NOT_FOUND with the
+suspend bit (2) is held (``longpoll``) for ``suspendTimeoutMillis``. With the
+commit bit (1) the request's ``commitOffset`` is stored — also for a held pull,
+never again when the held pull is re-run.
+
+QUERY_CONSUMER_OFFSET: the committed offset; a queue never committed whose
+min offset is 0 answers 0 (``checkInDiskByConsumeOffset`` is false for a
+store this size), else QUERY_NOT_FOUND 22.
+
+HEART_BEAT registers the connection (``clients``), auto-creates each consumer
+group and its ``%RETRY%`` topic, and notifies the groups that changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqspec.model.message import MessageQueue
+from rmqspec.model.results import BrokerError, PullResult, PullStatus, ResponseCode
+from rmqspec.remoting import bodies
+from rmqspec.remoting.bodies import BodyError
+from rmqspec.remoting.clients import parse_heartbeat
+from rmqspec.remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+from rmqspec.remoting.command import RemotingCommand
+from rmqspec.remoting.context import FAQ, Ctx, ok, refuse
+from rmqspec.remoting.fields import INT64, get_int, get_long, get_str
+from rmqspec.remoting.longpoll import HeldPull
+from rmqspec.remoting.records import encode_many
+from rmqspec.remoting.served import RETRY_PREFIX
+
+PULL_NOT_FOUND = 19
+PULL_RETRY_IMMEDIATELY = 20
+PULL_OFFSET_MOVED = 21
+QUERY_NOT_FOUND = 22
+SUBSCRIPTION_NOT_LATEST = 25
+
+
+def pull_answer(result: PullResult, offset: int) -> tuple[int, str]:
+    """(response code, remark = GetMessageStatus name) of a pull result."""
+    if result.status is PullStatus.FOUND:
+        return ResponseCode.SUCCESS, "FOUND"
+    if result.status is PullStatus.NO_MATCHED_MSG:
+        return PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE"
+    if result.status is PullStatus.NO_NEW_MSG:
+        return PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE" if result.max_offset == 0 else "OFFSET_OVERFLOW_ONE"
+    if result.max_offset == 0:
+        return PULL_OFFSET_MOVED, "NO_MESSAGE_IN_QUEUE"
+    return PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL" if offset < result.min_offset else "OFFSET_OVERFLOW_BADLY"
+
+
+def _subscription(ctx: Ctx, req: RemotingCommand, group: str, topic: str, sys_flag: int) -> str:
+    if sys_flag & PULL_FLAG_SUBSCRIPTION:
+        expression = req.ext_fields.get("subscription") or "*"
+        kind = req.ext_fields.get("expressionType") or "TAG"
+    else:
+        info = ctx.clients.consumer_group(group)
+        if info is None:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
+        sub = info.subscriptions.get(topic)
+        if sub is None:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
+        if sub.sub_version < get_long(req, "subVersion"):
+            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        expression, kind = sub.sub_string, sub.expression_type
+    if kind.upper() != "TAG":
+        raise BrokerError(ResponseCode.SYSTEM_ERROR,
+                          f"The broker does not support consumer to filter message by {kind}")
+    return expression
+
+
+def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
+    """PullMessageProcessor.processRequest; ``allow_suspend`` false when a held pull is re-run."""
+    group = get_str(req, "consumerGroup")
+    topic = get_str(req, "topic")
+    queue_id = get_int(req, "queueId")
+    offset = get_long(req, "queueOffset")
+    max_nums = get_int(req, "maxMsgNums")
+    sys_flag = get_int(req, "sysFlag")
+    commit_offset = get_long(req, "commitOffset")
+    suspend_ms = get_long(req, "suspendTimeoutMillis")
+    get_long(req, "subVersion")
+    ctx.served.ensure_group(group)
+    nums = ctx.served.queue_nums(topic)
+    if nums is None:
+        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+    if not 0 <= queue_id < nums:
+        raise BrokerError(ResponseCode.SYSTEM_ERROR,
+                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{nums}] "
+                          f"consumer:[{conn.peer}]")
+    expression = _subscription(ctx, req, group, topic, sys_flag)
+    mq = MessageQueue(topic, queue_id)
+    try:
+        result = ctx.broker.pull(group, mq, offset, max(max_nums, 1), expression)
+    except BrokerError as exc:
+        if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
+            raise BrokerError(exc.code, "parse the consumer's subscription failed") from None
+        raise
+    code, remark = pull_answer(result, offset)
+    now = ctx.now()
+    response: RemotingCommand | None
+    ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+           "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+    if code == ResponseCode.SUCCESS:
+        for msg in result.messages:
+            ctx.wire.deliver(now, msg, group)
+        body = encode_many(result.messages, ctx.store_host, ctx.born_host)
+        response = ok(req, ext, body, remark)
+    elif code == PULL_NOT_FOUND and allow_suspend and sys_flag & PULL_FLAG_SUSPEND:
+        ctx.held.hold(HeldPull(conn, req, topic, queue_id, offset, now + max(suspend_ms, 0)))
+        response = None
+    else:
+        response = refuse(req, code, remark, ext)
+    if allow_suspend and sys_flag & PULL_FLAG_COMMIT_OFFSET:
+        ctx.broker.update_offset(group, mq, commit_offset)
+        ctx.wire.commit_offset(now, group, mq, commit_offset)
+    return response
+
+
+def pull_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
+    return process_pull(ctx, conn, req, allow_suspend=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# offsets
+
+
+def query_consumer_offset(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    group, topic, queue_id = get_str(req, "consumerGroup"), get_str(req, "topic"), get_int(req, "queueId")
+    offset = ctx.broker.query_offset(group, MessageQueue(topic, queue_id))
+    if offset >= 0:
+        return ok(req, {"offset": str(offset)})
+    low, _high = ctx.served.queue_range(topic, queue_id)
+    if low <= 0:
+        return ok(req, {"offset": "0"})
+    return refuse(req, QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+
+
+def update_consumer_offset(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    group, topic, queue_id = get_str(req, "consumerGroup"), get_str(req, "topic"), get_int(req, "queueId")
+    offset = get_int(req, "commitOffset", bounds=INT64)
+    mq = MessageQueue(topic, queue_id)
+    ctx.broker.update_offset(group, mq, offset)
+    ctx.wire.commit_offset(ctx.now(), group, mq, offset)
+    return ok(req)
+
+
+# ----------------------------------------------------------------------------------------------
+# clients
+
+
+def heart_beat(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    hb = parse_heartbeat(bodies.loads_object(req.body, "HeartbeatData"))
+    for data in hb.consumers:
+        _max, retry_queues = ctx.served.ensure_group(data.group)
+        ctx.served.ensure_topic(RETRY_PREFIX + data.group, max(retry_queues, 1))
+    changed = ctx.clients.heartbeat(conn, hb, req.language.name, req.version, ctx.now())
+    for group in changed:
+        ctx.notify_consumers(group)
+    return ok(req)
+
+
+def unregister_client(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    get_str(req, "clientID")
+    for group in ctx.clients.unregister(conn, req.ext_fields.get("producerGroup"),
+                                        req.ext_fields.get("consumerGroup")):
+        ctx.notify_consumers(group)
+    return ok(req)
+
+
+def consumer_list(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    group = get_str(req, "consumerGroup")
+    ids = ctx.clients.consumer_ids(group)
+    if not ids:
+        return refuse(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+    return ok(req, body=bodies.dumps({"consumerIdList": ids}))
+
+
+# ----------------------------------------------------------------------------------------------
+# orderly locks
+
+
+def _lock_body(ctx: Ctx, req: RemotingCommand) -> tuple[str, str, list[MessageQueue]]:
+    doc = bodies.loads_object(req.body, "LockBatchRequestBody")
+    group, client = doc.get("consumerGroup"), doc.get("clientId")
+    if not isinstance(group, str):
+        raise BodyError(0, "consumerGroup: expected a string")
+    if not isinstance(client, str):
+        raise BodyError(0, "clientId: expected a string")
+    raw = doc.get("mqSet") or []
+    if not isinstance(raw, list):
+        raise BodyError(0, "mqSet: expected a list")
+    mqs = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str) \
+                or type(item.get("queueId")) is not int:
+            raise BodyError(0, f"mqSet[{i}]: expected {{topic, brokerName, queueId}}")
+        mqs.append(MessageQueue(item["topic"], item["queueId"],
+                                str(item.get("brokerName") or ctx.settings.broker_name)))
+    return group, client, mqs
+
+
+def _mq_json(mq: MessageQueue) -> dict[str, Any]:
+    return {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic}
+
+
+def lock_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    group, client, mqs = _lock_body(ctx, req)
+    granted = ctx.broker.lock_batch(group, client, mqs)
+    now = ctx.now()
+    for mq in mqs:
+        ctx.wire.lock(now, group, mq, client, mq in granted)
+    return ok(req, body=bodies.dumps({"lockOKMQSet": [_mq_json(mq) for mq in sorted(granted)]}))
+
+
+def unlock_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    group, client, mqs = _lock_body(ctx, req)
+    ctx.broker.unlock_batch(group, client, mqs)
+    now = ctx.now()
+    for mq in mqs:
+        ctx.wire.unlock(now, group, mq, client)
+    return ok(req)
