@@ -35,7 +35,7 @@ from pathlib import Path
 import attrs
 
 from rmqspec.cli.common import EXIT_OK, InputError, UsageError
-from rmqspec.model.config import BrokerConfig, parse_delay_levels
+from rmqspec.model.config import BrokerConfig
 from rmqspec.properties.adapters import FactoryError, load_factory
 
 NAME = "serve"
@@ -58,14 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"factory (clock, config, workdir) -> Broker (default {DEFAULT_BROKER})")
     parser.add_argument("--tick-ms", type=int, default=100, metavar="MS",
                         help="period of the background services (default 100)")
-    parser.add_argument("--no-cluster-property", action="store_true",
-                        help="do not add CLUSTER=<cluster> to stored messages (the real broker does); sends then "
-                             "store exactly what an in-process broker stores (same commitlog offsets)")
     parser.add_argument("--verbose", action="store_true", help="log connections and dropped checks")
 
 
 # ----------------------------------------------------------------------------------------------
-# broker.conf → BrokerConfig + server settings (private; to be replaced by broker_config_from_file)
+# broker.conf → BrokerConfig + server settings
 
 
 @attrs.frozen
@@ -79,70 +76,24 @@ class _ServeConf:
 
 
 def _serve_config(path: str | None) -> _ServeConf:
-    """Read the broker.conf keys ``rmqspec serve`` uses; InputError names file:line and the reason."""
+    """The broker.conf as the broker reads it (``broker_config_from_file``'s rules); InputError names
+    file:line and the reason."""
     if path is None:
         return _ServeConf(BrokerConfig())
-    from rmqspec.properties.brokerconf import ConfigError, parse_properties
+    from rmqspec.properties.brokerconf import ConfigError, broker_config_from_conf, load_broker_conf
 
     try:
-        text = Path(path).read_bytes().decode("iso-8859-1")
-        props = parse_properties(text, path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a properties file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        conf = load_broker_conf(path)
+        config = broker_config_from_conf(conf)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    values = {p.key: p for p in props}  # last occurrence wins, as in Java
-    fields: dict[str, object] = {}
-    ints = {"transactionTimeOut": "transaction_timeout_ms", "transactionCheckInterval": "transaction_check_interval_ms",
-            "transactionCheckMax": "transaction_check_max",
-            "rocketmq.broker.rebalance.lockMaxLiveTime": "broker_lock_max_live_ms",
-            "mappedFileSizeCommitLog": "commitlog_file_size", "fileReservedTime": "file_reserved_hours",
-            "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
-            "flushDelayOffsetInterval": "flush_delay_offset_interval_ms"}
-
-    def where(key: str) -> str:
-        return f"{path}:{values[key].line}: {key}"
-
-    for key, field in ints.items():
-        if key in values:
-            try:
-                fields[field] = int(values[key].value)
-            except ValueError:
-                raise InputError(f"{where(key)}: {values[key].value!r} is not an integer") from None
-    if "messageDelayLevel" in values:
-        try:
-            parse_delay_levels(values["messageDelayLevel"].value)
-        except ValueError as exc:
-            raise InputError(f"{where('messageDelayLevel')}: {exc}") from None
-        fields["message_delay_level"] = values["messageDelayLevel"].value
-    if "flushDiskType" in values:
-        kind = values["flushDiskType"].value
-        if kind not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
-            raise InputError(f"{where('flushDiskType')}: {kind!r} is neither SYNC_FLUSH nor ASYNC_FLUSH")
-        fields["flush"] = "SYNC" if kind == "SYNC_FLUSH" else "ASYNC"
-    try:
-        config = BrokerConfig(**fields)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    port = None
-    if "listenPort" in values:
-        try:
-            port = int(values["listenPort"].value)
-        except ValueError:
-            raise InputError(f"{where('listenPort')}: not an integer") from None
-    used = {*ints, "messageDelayLevel", "flushDiskType", "listenPort", "brokerIP1", "brokerName",
-            "brokerClusterName"}
     return _ServeConf(
         config=config,
-        broker_name=values["brokerName"].value if "brokerName" in values else "broker-a",
-        cluster=values["brokerClusterName"].value if "brokerClusterName" in values else "DefaultCluster",
-        listen_port=port,
-        broker_ip=values["brokerIP1"].value if "brokerIP1" in values else None,
-        others=tuple((k, p.value) for k, p in values.items() if k not in used),
+        broker_name=config.broker_name,
+        cluster=config.broker_cluster_name,
+        listen_port=config.store_port if "listenPort" in conf.sources else None,
+        broker_ip=config.store_host if "brokerIP1" in conf.sources else None,
+        others=tuple((p.key, p.value) for p in conf.ignored),
     )
 
 
@@ -174,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     broker_ip = conf.broker_ip or (args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
     settings = ServeSettings(host=args.host, namesrv_port=args.namesrv_port, port=port, broker_ip=broker_ip,
                              broker_name=conf.broker_name, cluster=conf.cluster, tick_ms=args.tick_ms,
-                             store_dir=str(store.resolve()), extra_properties=conf.others,
-                             cluster_property=not args.no_cluster_property)
+                             store_dir=str(store.resolve()), extra_properties=conf.others)
     server = RmqServer(factory, conf.config, settings, store, trace_dir=args.trace_out)
     return asyncio.run(_serve(server, started))
 

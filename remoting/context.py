@@ -68,9 +68,6 @@ class ServeSettings:
     region: str = "DefaultRegion"
     tick_ms: int = 100
     store_dir: str = ""
-    # SendMessageProcessor adds CLUSTER=<cluster> to every message; off, a send stores exactly the Message the
-    # wire describes (commitlog offsets then equal an in-process broker's for the same sends)
-    cluster_property: bool = True
     # extra broker.conf keys shown by GET_BROKER_CONFIG (key -> value), besides the ones the server derives
     extra_properties: tuple[tuple[str, str], ...] = ()
 

@@ -20,8 +20,8 @@ Follows RocketMQ 4.9.8's ``SendMessageProcessor`` / ``AbstractSendMessageProcess
    goes to ``%DLQ%G`` queue 0 without delay.
 3. The wire properties become a ``Message``: TAGS, KEYS, DELAY, UNIQ_KEY map
    to its fields; TRAN_MSG=true makes it a ``send_half`` for PGROUP (else the
-   header's producer group); CLUSTER=<cluster> is added as the real broker does
-   (unless ``ServeSettings.cluster_property`` is off);
+   header's producer group); the broker's send path adds CLUSTER=<cluster> as
+   the real broker does (``model/sendpath.py``);
    the other system properties RocketMQ clients may send (WAIT — 4.9.8 drops
    it too —, RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME,
    MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, ...) cannot travel through the
@@ -72,7 +72,6 @@ from rmqspec.remoting.fields import get_bool, get_int, get_long, get_str, opt_in
 from rmqspec.remoting.records import decode_batch
 from rmqspec.remoting.served import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, DLQ_PREFIX, RETRY_PREFIX
 
-PROPERTY_CLUSTER = "CLUSTER"
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 _TOPIC = re.compile(r"[%|a-zA-Z0-9_-]+")
 # TopicValidator.SYSTEM_TOPIC_SET (+ the "rmq_sys_" prefix) and NOT_ALLOWED_SEND_TOPIC_SET
@@ -155,8 +154,6 @@ def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int
         except ValueError:
             raise CommandError("properties.DELAY", f"not an integer: {delay_text!r}") from None
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES and k not in _MAPPED}
-    if ctx.settings.cluster_property:
-        user[PROPERTY_CLUSTER] = ctx.settings.cluster
     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or None
     try:
         return Message(topic, body, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS, ""),

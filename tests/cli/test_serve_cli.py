@@ -158,7 +158,8 @@ def test_usage_and_input_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     bad.write_text("transactionTimeOut = soon\n")
     assert f"{bad}:1: transactionTimeOut" in _serve_fails(tmp_path, "--config", str(bad))
     bad.write_text("flushDiskType = MAYBE\n")
-    assert "neither SYNC_FLUSH nor ASYNC_FLUSH" in _serve_fails(tmp_path, "--config", str(bad))
+    assert f"{bad}:1: flushDiskType: 'MAYBE' is not SYNC_FLUSH or ASYNC_FLUSH" in \
+        _serve_fails(tmp_path, "--config", str(bad))
     assert "cannot import" in _serve_fails(tmp_path, "--broker", "no_such_module:factory")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

@@ -37,11 +37,12 @@ def test_send_v2_answers_like_the_broker_and_stores_the_wire_properties(serve) -
                                     "UNIQ_KEY": key}
 
 
-def test_without_the_cluster_property_offsets_equal_an_in_process_broker(serve, tmp_path) -> None:
+def test_offsets_equal_an_in_process_broker(serve, tmp_path) -> None:
+    """The broker's send path adds CLUSTER itself (fidelity B2): served and in-process sends store the same."""
     from rmqspec.impl.broker import MmapBroker
     from rmqspec.model import ManualClock, Message
 
-    s = serve(cluster_property=False)
+    s = serve()
     b = s.client()
     b.call(17, create_topic_ext("T", 1))
     keys = [uniq_key() for _ in range(3)]
