@@ -198,6 +198,7 @@ class ConformanceBase(RuleBasedStateMachine):
         # wall: a check round ran without checks since the last one: no re-put copy of a resolved half
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
+        self.last_change_ms = 0  # wall: the last consumer-offset commit or fired copy
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
@@ -496,6 +497,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if offset < 0 or offset <= self.client_committed.get(key, -1):
             return
         self.client_committed[key] = offset
+        self.last_change_ms = self._now()
         self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset})",
                    lambda b: b.update_offset(group, mq, offset))
         stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
@@ -993,6 +995,21 @@ class ConformanceBase(RuleBasedStateMachine):
             slept = True
         return slept
 
+    def _wall_persisted(self) -> None:
+        """Before a kill: wait until the broker has surely persisted its consumer offsets (every
+        flushConsumerOffsetInterval) and delay progress (flushDelayOffsetInterval), as the model has,
+        so what survives the kill is one state, not a race between the two clocks."""
+        wall = type(self).wall
+        quiet = max(self.config.flush_consumer_offset_interval_ms, self.config.flush_delay_offset_interval_ms)
+        for _ in range(16):
+            pending = [d for d in self.expect_fire.values()]
+            target = max([*pending, self.last_change_ms]) + quiet + wall.tolerance_ms
+            if target <= self._sync():
+                return
+            self._sometimes("wall_wait_persisted")
+            self._wall_sleep(target)
+            self._after()
+
     def _await_first_round(self) -> None:
         """A half is due for its first check but the broker's round phase is unknown: wait for it."""
         if self.check_phase is not None:
@@ -1234,6 +1251,11 @@ class ConformanceBase(RuleBasedStateMachine):
     def crash_recover(self, kind: str) -> None:
         if not self._holds(lambda: self.can_crash and not self.profile.strict and not self.windows):
             return self._idle('crash_recover')
+        if type(self).wall is not None:
+            if self._open_txn_pending() or not self.txn_settled:
+                return self._idle('crash_recover')  # the check service's progress moves every round
+            kind = kind if kind in getattr(self.ls.candidate, "crash_kinds", ("kill", "power")) else "kill"
+            self._wall_persisted()
         self._record("crash_recover", kind=kind)
         at_risk: list[str] = []
         if kind == "power" and self.config.flush == "ASYNC":
@@ -1257,6 +1279,9 @@ class ConformanceBase(RuleBasedStateMachine):
                 self._sometimes("recovery_forked")
         self._emit("recover", actor="broker", status=kind)
         self._sometimes(f"crash_recover:{kind}")
+        if type(self).wall is not None:  # a restarted broker: new service phases
+            self.check_phase = None
+            self.model_time = self._sync()
         # the clients restart with the broker: process queues, locks and pending checks go
         self.pqs.clear()
         self.next_pull.clear()
@@ -1312,6 +1337,7 @@ class ConformanceBase(RuleBasedStateMachine):
                    deliver_ts=deliver_ts, detail={"store_ts": m.store_ts})
         fire = self.expect_fire.pop((m.topic, m.uniq_key, m.reconsume_times), None)
         if fire is not None:
+            self.last_change_ms = max(self.last_change_ms, m.store_ts)
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
             if type(self).wall is not None:
                 self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
