@@ -2,8 +2,10 @@
 
 The fixture (``../shared/realrmq/start-rmq.sh``) runs a real name server + broker in a private network
 namespace with shortened timing; ``conform`` runs inside that namespace (``ip netns exec``) at the
-wall-clock default budget, in lockstep with the model configured by the same broker.conf. Every
-difference it ever found is fixed in the model or recorded in ``docs/fidelity.md``.
+wall-clock default budget, in lockstep with the model configured by the same broker.conf, with kill
+crashes: ``--crash-cmd`` is ``kill -9`` of the broker JVM, ``--restart-cmd`` starts it again on the same
+store (``restart-broker.sh``). Every difference it ever found is fixed in the model or recorded in
+``docs/fidelity.md``.
 """
 
 from __future__ import annotations
@@ -43,13 +45,17 @@ def real_broker(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> Iter
         shutil.rmtree(storedir / "store", ignore_errors=True)
 
 
-def test_conform_against_real_rocketmq_passes_at_the_wall_clock_default_budget(real_broker, tmp_path) -> None:
-    _storedir, netns = real_broker
+def test_conform_against_real_rocketmq_passes_at_the_wall_clock_default_budget(real_broker, realrmq,
+                                                                                tmp_path) -> None:
+    storedir, netns = real_broker
+    restart = (f"REALRMQ={realrmq} {REPO / 'tests' / 'interop' / 'restart-broker.sh'} {storedir} "
+               f"-Drocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}")
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF + "\n")
     done = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-m", "rmqspec.cli", "conform",
                            "--broker", "rocketmq://127.0.0.1:9876", "--config", str(conf),
-                           "--trace-out", str(tmp_path / "traces")],
+                           "--trace-out", str(tmp_path / "traces"),
+                           "--crash-cmd", f"kill -9 $(cat {storedir / 'broker.pid'})", "--restart-cmd", restart],
                           cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     print(done.stdout)
     assert done.returncode == 0, f"conform failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"
