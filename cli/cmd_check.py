@@ -9,7 +9,8 @@ Phases, each with a progress line on stderr:
    model, writing one SPEC §8 trace per example to ``OUT/traces``;
 3. **workload** — the reference client against the same broker for simulated
    minutes (retries, DLQ, delays, lock hand-overs, transactions), recorded to
-   ``OUT/traces/workload.jsonl`` (skipped for a factory without ``recorder``);
+   ``OUT/traces/workload.jsonl`` (skipped for a factory without ``recorder`` and for a remote
+   ``rocketmq://`` broker, which runs on its own clock: wall-clock conformance instead);
 4. **audit** — the Spark audit of every trace in ``OUT/traces`` (``--master``,
    local by default), results in ``OUT/audit``;
 5. **report** — ``OUT/report.html`` (self-contained, with plots) and
@@ -52,14 +53,20 @@ WORKLOAD_TRACE = "workload"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker", default=DEFAULT_BROKER, metavar="FACTORY",
-                        help=f"broker factory package.module:factory (default {DEFAULT_BROKER})")
+                        help=f"broker factory package.module:factory (default {DEFAULT_BROKER}), or "
+                             "rocketmq://HOST:PORT: a running broker's name server (wall-clock conformance)")
     parser.add_argument("--budget", choices=sorted(BUDGETS), default="default",
                         help="how hard to look: quick, default or thorough (default: default)")
     parser.add_argument("--out", default="rmqspec-out", metavar="DIR",
                         help="where traces, audit results, report.html and summary.json go")
     parser.add_argument("--master", default="local[*]", metavar="URL",
                         help="Spark master for the audit (default local[*])")
-    parser.add_argument("--config", metavar="FILE", help="a broker.conf whose guarantees to verify too")
+    parser.add_argument("--config", metavar="FILE",
+                        help="a broker.conf: its guarantees are verified too and the model follows it")
+    parser.add_argument("--crash-cmd", metavar="SHELL", help="rocketmq://: kills the broker (kill crashes)")
+    parser.add_argument("--restart-cmd", metavar="SHELL", help="rocketmq://: restarts it on the same store")
+    parser.add_argument("--tolerance", type=int, default=None, metavar="MS",
+                        help="rocketmq://: how late a timed action may be (wall clock; default 500 ms)")
     parser.add_argument("--audit-config", metavar="FILE", help="the audit's JSON configuration (spark/README.md)")
     parser.add_argument("--profile", choices=("rocketmq-4.9", "strict"), default="rocketmq-4.9",
                         help="rocketmq-4.9 (faithful) or strict (observations fail too)")
@@ -115,7 +122,8 @@ def _example_recorders(traces: Path, bar: Progress) -> Callable[[], Any]:
     return make
 
 
-def _conform(args: argparse.Namespace, factory: Callable[..., Any], traces: Path, budget: tuple[int, int, int]):
+def _conform(args: argparse.Namespace, factory: Callable[..., Any], traces: Path, budget: tuple[int, int, int],
+             config: Any, wall: Any):
     from rmqspec.cli.report_model import ConformanceSection
     from rmqspec.properties.runner import budget_settings, check_conformance
 
@@ -123,7 +131,7 @@ def _conform(args: argparse.Namespace, factory: Callable[..., Any], traces: Path
     bar = Progress("conformance", total=examples, unit="examples", enabled=not args.quiet)
     result = check_conformance(
         factory, profile=args.profile, settings=budget_settings(examples, steps, seed=args.seed),
-        seed=args.seed, recorder_factory=_example_recorders(traces, bar),
+        seed=args.seed, recorder_factory=_example_recorders(traces, bar), config=config, wall=wall,
     )
     bar.close()
     return result, ConformanceSection.from_result(result, steps=steps)
@@ -178,11 +186,26 @@ def _workload(args: argparse.Namespace, factory: Callable[..., Any], traces: Pat
     return events, simulated
 
 
-def _audit_config(args: argparse.Namespace) -> Any:
-    from rmqspec.spark.config import ConfigError, load_config
+def _audit_config(args: argparse.Namespace, broker_config: Any) -> Any:
+    """``--audit-config``; without it, the audit's timing follows ``--config`` (the broker's own)."""
+    from rmqspec.properties.history import audit_params
+    from rmqspec.spark.config import AuditConfig, ConfigError, load_config
 
+    if args.audit_config is None and broker_config is not None:
+        return AuditConfig(params=audit_params(broker_config))
     try:
         return load_config(args.audit_config)
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _broker_config(args: argparse.Namespace) -> Any:
+    from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
+
+    if args.config is None:
+        return None
+    try:
+        return broker_config_from_file(args.config)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
 
@@ -276,15 +299,27 @@ def run(args: argparse.Namespace) -> int:
     from rmqspec.cli.report_html import render_html, render_text
     from rmqspec.cli.report_model import CheckRun, RunMeta, collect_versions
     from rmqspec.properties.adapters import FactoryError, load_factory
+    from rmqspec.properties.wallclock import DEFAULT_TOLERANCE_MS, WALL_BUDGET, WallOptions
 
+    remote = args.broker.startswith("rocketmq://")
+    if not remote and (args.crash_cmd or args.restart_cmd or args.tolerance is not None):
+        raise UsageError("--crash-cmd, --restart-cmd and --tolerance apply to --broker rocketmq://HOST:PORT")
+    if args.tolerance is not None and args.tolerance < 0:
+        raise UsageError(f"--tolerance must be ≥ 0 ms, got {args.tolerance}")
+    broker_config = _broker_config(args)
     try:
-        factory = load_factory(args.broker)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
-    audit_config = _audit_config(args)  # read every input before hours of work, not after
+    audit_config = _audit_config(args, broker_config)  # read every input before hours of work, not after
     out = Path(args.out)
     traces, work = _prepare_out(out)
     budget = BUDGETS[args.budget]
+    wall = None
+    if remote:  # every step of a wall-clock example may sleep; the broker runs no client workload of ours
+        wall = WallOptions(tolerance_ms=DEFAULT_TOLERANCE_MS if args.tolerance is None else args.tolerance)
+        scale = {"quick": 0.5, "default": 1, "thorough": 3}[args.budget]
+        budget = (max(1, int(WALL_BUDGET[0] * scale)), WALL_BUDGET[1], 0)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     phases: dict[str, float] = {}
 
@@ -296,8 +331,8 @@ def run(args: argparse.Namespace) -> int:
             phases[name] = time.monotonic() - t
 
     proofs = timed("proofs", lambda: _prove(args))
-    _result, conformance = timed("conformance", lambda: _conform(args, factory, traces, budget))
-    workload = timed("workload", lambda: _workload(args, factory, traces, work, budget[2]))
+    _result, conformance = timed("conformance", lambda: _conform(args, factory, traces, budget, broker_config, wall))
+    workload = None if remote else timed("workload", lambda: _workload(args, factory, traces, work, budget[2]))
     summary = timed("audit", lambda: _audit(args, traces, out, audit_config))
     t = time.monotonic()
     audit = _audit_section(summary, out, traces)
@@ -305,7 +340,8 @@ def run(args: argparse.Namespace) -> int:
     examples, steps, _ = budget
     workload_text = (
         f"; workload {workload[0]:,} events over {workload[1] / 60000:.0f} simulated min"
-        if workload else "; workload skipped (the factory takes no recorder)"
+        if workload else ("; workload skipped (a remote broker runs on its own clock)" if remote
+                          else "; workload skipped (the factory takes no recorder)")
     )
     phases["report"] = time.monotonic() - t
     meta = RunMeta(

@@ -174,6 +174,7 @@ class ConformanceBase(RuleBasedStateMachine):
     last_failure: list[str]
     failed_program: list[Op]
     first_failure: list[str]
+    last_change: list[int]  # [ms]: see changed_at
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock
     wall: WallOptions | None = None
@@ -198,7 +199,6 @@ class ConformanceBase(RuleBasedStateMachine):
         # wall: a check round ran without checks since the last one: no re-put copy of a resolved half
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
-        self.last_change_ms = 0  # wall: the last consumer-offset commit or fired copy
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
@@ -497,7 +497,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if offset < 0 or offset <= self.client_committed.get(key, -1):
             return
         self.client_committed[key] = offset
-        self.last_change_ms = self._now()
+        self.changed_at(self._now())
         self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset})",
                    lambda b: b.update_offset(group, mq, offset))
         stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
@@ -995,6 +995,11 @@ class ConformanceBase(RuleBasedStateMachine):
             slept = True
         return slept
 
+    def changed_at(self, ms: int) -> None:
+        """A consumer offset committed or a delayed copy fired at ``ms``: state the broker persists
+        only every few seconds. Kept across examples: they share the broker."""
+        type(self).last_change[0] = max(type(self).last_change[0], ms)
+
     def _wall_persisted(self) -> None:
         """Before a kill: wait until the broker has surely persisted its consumer offsets (every
         flushConsumerOffsetInterval) and delay progress (flushDelayOffsetInterval), as the model has,
@@ -1003,7 +1008,7 @@ class ConformanceBase(RuleBasedStateMachine):
         quiet = max(self.config.flush_consumer_offset_interval_ms, self.config.flush_delay_offset_interval_ms)
         for _ in range(16):
             pending = [d for d in self.expect_fire.values()]
-            target = max([*pending, self.last_change_ms]) + quiet + wall.tolerance_ms
+            target = max([*pending, type(self).last_change[0]]) + quiet + wall.tolerance_ms
             if target <= self._sync():
                 return
             self._sometimes("wall_wait_persisted")
@@ -1337,7 +1342,7 @@ class ConformanceBase(RuleBasedStateMachine):
                    deliver_ts=deliver_ts, detail={"store_ts": m.store_ts})
         fire = self.expect_fire.pop((m.topic, m.uniq_key, m.reconsume_times), None)
         if fire is not None:
-            self.last_change_ms = max(self.last_change_ms, m.store_ts)
+            self.changed_at(m.store_ts)
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
             if type(self).wall is not None:
                 self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
@@ -1539,6 +1544,7 @@ def conformance_machine(
         "last_failure": [],
         "failed_program": [],
         "first_failure": [],
+        "last_change": [0],
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,
