@@ -176,3 +176,26 @@ def test_restart_after_every_step_keeps_what_spec_promises(tmp_path, kind, flush
     if flush == "SYNC":
         assert not lost_somewhere
 
+
+
+@pytest.mark.parametrize("saved", [7, -3])
+def test_delay_progress_beyond_its_queue_is_clamped_at_load(tmp_path: Path, saved: int) -> None:
+    """Fidelity F7: ScheduleMessageService.correctDelayOffset clamps each level's saved progress into
+    [min, max] of its queue when it loads delayOffset.json. A progress past the end would otherwise skip
+    the next delayed message of that level forever."""
+    clock = ManualClock(START_MS)
+    broker = MmapBroker.open(tmp_path / "s", clock, BrokerConfig(message_delay_level="1s 2s"))
+    broker.create_topic("T", 1)
+    broker.send(Message("T", b"first", delay_level=1, uniq_key="A" * 32), 0)
+    clock.advance(1000)
+    broker.tick()
+    broker.close()
+    (tmp_path / "s" / "config" / "delayOffset.json").write_text('{"offsetTable":{1:%d}}' % saved)
+    broker = MmapBroker.open(tmp_path / "s", clock, BrokerConfig(message_delay_level="1s 2s"))
+    broker.send(Message("T", b"second", delay_level=1, uniq_key="B" * 32), 0)
+    clock.advance(1000)
+    broker.tick()
+    bodies = [m.body for m in broker.pull("g", T0, 0).messages]
+    broker.close()
+    # clamped to 1 (the end): only the new copy fires; clamped to 0 (the start): the first fires again too
+    assert bodies == ([b"first", b"second"] if saved > 0 else [b"first", b"first", b"second"])
