@@ -174,6 +174,14 @@ def test_names_reserved_by_4_9_8_are_refused(name):
         Message("T", b"x", properties={name: "v"})
 
 
+@pytest.mark.parametrize("name", ["TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS",
+                                  "TRAN_PREPARED_QUEUE_OFFSET"])
+def test_names_spec_reserves_beyond_4_9_8_are_refused(name):
+    # B10: a deliberate deviation — SPEC §3.1 reserves them although 4.9.8's STRING_HASH_SET does not
+    with pytest.raises(ValueError, match="system property name"):
+        Message("T", b"x", properties={name: "v"})
+
+
 def test_a_pull_answered_offset_moved_stores_an_offset_moved_event(broker):
     """B13: PullMessageProcessor.generateOffsetMovedEvent on a master. The real store's record after a
     pull at 2**40 by ``rmqspec_observer_4a67000`` is 347 bytes (body {"consumerGroup":…,"messageQueue":
