@@ -162,6 +162,24 @@ def test_model_broker_check_rounds_can_be_driven_from_outside() -> None:
     assert len(model.check_round()) == 1
 
 
+@pytest.mark.parametrize(("visible", "discard_round"), [(True, 3), (False, 4)])
+def test_a_copy_re_put_at_check_max_is_discarded_this_round_or_the_next(visible: bool, discard_round: int) -> None:
+    """Fidelity B8: 4.9.8 discards the 3rd re-put copy in the same round when its reput service dispatched it
+    before the scan got there, else in the next round; ``check_round(reput_visible=...)`` is either branch."""
+    clock = _Manual()
+    model = ModelBroker(clock, SHORT)
+    model.external_check_rounds = True
+    model.create_topic("T", 1)
+    model.send_half(_msg("T"), 0, "PG")
+    discarded = []
+    for round_no in range(1, 6):
+        clock.t += 3000
+        model.check_round(reput_visible=visible)
+        if model.store.has_topic("TRANS_CHECK_MAX_TIME_TOPIC") and not discarded:
+            discarded.append(round_no)
+    assert discarded == [discard_round]
+
+
 class _Manual:
     t = 1_000_000
 
