@@ -190,7 +190,7 @@ def test_delay_progress_beyond_its_queue_is_clamped_at_load(tmp_path: Path, save
     clock.advance(1000)
     broker.tick()
     broker.close()
-    (tmp_path / "s" / "config" / "delayOffset.json").write_text('{"offsetTable":{1:%d}}' % saved)
+    (tmp_path / "s" / "config" / "delayOffset.json").write_text(f'{{"offsetTable":{{1:{saved}}}}}')
     broker = MmapBroker.open(tmp_path / "s", clock, BrokerConfig(message_delay_level="1s 2s"))
     broker.send(Message("T", b"second", delay_level=1, uniq_key="B" * 32), 0)
     clock.advance(1000)
