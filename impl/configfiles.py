@@ -12,7 +12,9 @@ RocketMQ versions add ``dataVersion``) are ignored on read.
 
 Writes follow ``MixAll.string2File``, made durable: write ``{file}.tmp`` and
 fsync it, copy the previous content to ``{file}.bak`` (fsync), rename the tmp
-file over the file, fsync the directory. Reads follow ``ConfigManager.load``:
+file over the file, fsync the directory. With a durable-effects recorder
+installed (``effects``) each step is reported, between the marks
+``config_write`` (the new text) and ``config_done``. Reads follow ``ConfigManager.load``:
 if the file is missing, empty or unparsable, fall back to ``{file}.bak``; a
 missing ``.bak`` then means an empty table; an unparsable ``.bak`` is an error.
 """
@@ -27,6 +29,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from rmqspec.impl import effects
 from rmqspec.impl.mappedfile import fsync_dir
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -268,25 +271,47 @@ def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
-    _write_fsync(tmp, text.encode("utf-8"))
+    log = effects.active()
+    rel = None if log is None else log.rel(path)
+    if log is not None and rel is not None:
+        log.mark("config_write", file=rel, text=text)
+    write_fsync(tmp, text.encode("utf-8"))
     try:
         previous = path.read_bytes()
     except FileNotFoundError:
         previous = None
     if previous is not None:
-        _write_fsync(bak, previous)
+        write_fsync(bak, previous)
     os.replace(tmp, path)
+    if log is not None and rel is not None:
+        log.add(effects.Rename(rel + ".tmp", rel))
     fsync_dir(path.parent)
+    if log is not None and rel is not None:
+        log.mark("config_done", file=rel)
 
 
-def _write_fsync(path: Path, data: bytes) -> None:
+def write_fsync(path: Path, data: bytes) -> None:
+    """Write ``data`` as the whole content of ``path`` (``O_TRUNC``) and fsync it."""
+    tap = effects.tap_for(path)
+    if tap is not None:
+        existed = path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        if tap is not None:
+            if existed:
+                tap.resize(0)
+            else:
+                tap.create()
+            if data:
+                tap.resize(len(data))
+                tap.write(0, data)
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
+        if tap is not None:
+            tap.sync(0, len(data), meta=True)
     finally:
         os.close(fd)
 

@@ -33,6 +33,11 @@ the store first lowers the checkpoint's logics timestamp so abnormal recovery
 can never start re-dispatching after units that were not yet flushed.
 
 Single process: a ``lock`` file in the root is held with ``flock`` while open.
+
+Durable effects: with a recorder installed for the root (``effects``), the
+store marks every append (``append``: offset, size) and the end of recovery
+(``recovered``: the CommitLog end it kept), besides the file effects its
+components report.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from pathlib import Path
 
 import attrs
 
+from rmqspec.impl import effects
 from rmqspec.impl.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from rmqspec.impl.codec import (
     DEFAULT_DELAY_LEVELS_MS,
@@ -121,6 +127,8 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
+        log = effects.active()
+        self._effects = log if log is not None and log.rel(root) == "" else None
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -185,13 +193,19 @@ class MessageStore:
         last = self.recovery.last_store_ts
         self.commitlog.last_store_ts = last
         self._last_dispatched_ts = last
+        if self._effects is not None:
+            self._effects.mark("recovered", end=self.commitlog.max_offset)
         if not self.checkpoint_path.exists():
             write_checkpoint(self.checkpoint_path, self._durable_cp)
+        if self._effects is not None and not self.abort_path.exists():
+            self._effects.add(effects.Create("abort"))
         self.abort_path.touch()
         fsync_dir(root)
 
     def _lock(self) -> None:
         path = self.root / "lock"
+        if self._effects is not None and not path.exists():
+            self._effects.add(effects.Create("lock"))
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -246,6 +260,8 @@ class MessageStore:
         hidden = is_txn_hidden(prepared.sys_flag)
         queue_offset = 0 if hidden else self._next.get(key, 0)
         offset = self.commitlog.append(prepared, queue_offset)
+        if self._effects is not None:
+            self._effects.mark("append", offset=offset, size=prepared.size)
         if not hidden:
             self._next[key] = queue_offset + 1
             props = record.properties
@@ -336,6 +352,8 @@ class MessageStore:
             return
         self.flush()
         self._release(flush=True)
+        if self._effects is not None and self.abort_path.exists():
+            self._effects.add(effects.Unlink("abort"))
         self.abort_path.unlink(missing_ok=True)
         fsync_dir(self.root)
 
