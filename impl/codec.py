@@ -26,7 +26,13 @@ a ``DecodedRecord``, a ``BLANK`` end-of-file marker, ``END`` (zero bytes: no
 more data), or raises ``CorruptRecord`` with a finding code (``BAD_MAGIC``,
 ``BAD_CRC``, ``BAD_SIZE``, ``TRUNCATED``, ``BAD_PHYSICAL_OFFSET``) and the byte
 offset. Validation matches RocketMQ's (magic, CRC, totalSize = calMsgLength)
-plus the physical-offset check RocketMQ leaves implicit.
+plus the physical-offset check RocketMQ leaves implicit, plus a torn-write
+check RocketMQ lacks: a record whose properties end in a zero byte, or whose
+topic holds one, is ``TRUNCATED``. The CRC covers only the body, so a record
+whose properties were cut short by a power loss (the unwritten tail reads as
+zeros) passes RocketMQ's checks; topics never hold NUL, and ``prepare``
+refuses properties that end in NUL (RocketMQ stores them), so a zero there
+means the tail was never written.
 
 Deviation: the IPv6 bits of sysFlag (0x10, 0x20) are derived from the host
 addresses when encoding, so they can never disagree with the host lengths.
@@ -384,6 +390,13 @@ def prepare(
         if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"property {name}", value, "contains \\x01/\\x02")
     props = encode_properties(record.properties).encode("utf-8")
+    if props.endswith(b"\0"):
+        raise PutError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            "properties",
+            encode_properties(record.properties)[-40:],
+            "end in a NUL character: the record would end in a zero byte, which recovery reads as a torn write",
+        )
     if len(props) > MAX_PROPERTIES_BYTES:
         raise PutError(
             ResponseCode.PROPERTIES_SIZE_EXCEEDED,
@@ -524,6 +537,11 @@ def decode_at(
             f"totalSize {total} != computed length {p + max(props_len, 0) - pos}",
         )
     props_raw = bytes(buf[p : p + props_len])
+    if (props_len and buf[stop - 1] == 0) or b"\0" in topic_raw:
+        # Properties never end in NUL (``prepare`` refuses them) and topics hold no NUL:
+        # zeros there mean the record's tail was never written. RocketMQ checks only
+        # lengths and the body CRC and keeps such a record.
+        raise CorruptRecord("TRUNCATED", offset, "the record's tail is zeros: it was never written")
     if check_crc:
         actual = body_crc(body)
         if actual != crc:

@@ -204,6 +204,7 @@ def recording(root: str | Path) -> Iterator[EffectLog]:
         yield log
     finally:
         _active = None
+        log.paused += 1  # taps held by still-open files record nothing more
 
 
 def record_dir_sync(path: str | Path) -> None:

@@ -70,6 +70,29 @@ def file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def data_extents(fd: int, start: int, size: int) -> list[tuple[int, int]]:
+    """The allocated ranges of ``[start, size)`` of an open file (holes read as zeros).
+
+    Uses ``SEEK_DATA``/``SEEK_HOLE``; where the file system cannot answer, the
+    whole range counts as data.
+    """
+    extents: list[tuple[int, int]] = []
+    offset = start
+    while offset < size:
+        try:
+            data = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after offset
+                break
+            return [(offset, size)]
+        if data >= size:
+            break
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), size)
+        extents.append((data, hole))
+        offset = hole
+    return extents
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -181,22 +204,7 @@ class MappedFile:
         self.flushed = min(self.flushed, pos)
 
     def _data_extents(self, pos: int) -> list[tuple[int, int]]:
-        """The allocated ranges of ``[pos, size)`` (holes read as zeros); all of it without SEEK_DATA."""
-        extents: list[tuple[int, int]] = []
-        offset = pos
-        while offset < self.size:
-            try:
-                data = os.lseek(self._fd, offset, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:  # no data after offset
-                    break
-                return [(offset, self.size)]
-            if data >= self.size:
-                break
-            hole = min(os.lseek(self._fd, data, os.SEEK_HOLE), self.size)
-            extents.append((data, hole))
-            offset = hole
-        return extents
+        return data_extents(self._fd, pos, self.size)
 
     def close(self, *, flush: bool) -> None:
         if self.mm.closed:
@@ -312,6 +320,15 @@ class MappedFileQueue:
             if f.flushed < f.wrote:
                 flushed = f.flush() or flushed
         return flushed
+
+    def sync_all(self) -> None:
+        """msync every written byte, flushed or not (after a crash the page cache may still hold them)."""
+        for f in self.files:
+            if f.wrote > 0:
+                end = min(f.size, -(-f.wrote // PAGE) * PAGE)
+                f.mm.flush(0, end)
+                if f.tap is not None:
+                    f.tap.sync(0, end, meta=False)
 
     def set_end(self, offset: int) -> None:
         """After recovery: positions of every file end at ``offset`` (all on disk)."""

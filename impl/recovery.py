@@ -14,15 +14,21 @@ Theory of operation
    The scan stops at the first invalid record (bad magic, CRC mismatch, size
    mismatch, wrong physicalOffset) or at zeros; that offset is the end.
 3. Everything after the end is forgotten: later CommitLog files are deleted, the
-   rest of the file is zeroed, and every consume-queue unit pointing at or
-   past the end is dropped.
+   rest of the file is zeroed (always: a power cut can leave data after a run
+   of zeros, which RocketMQ leaves in place to be read back after a later
+   crash), and every consume-queue unit pointing at or past the end is dropped.
+   A blank end-of-file record with no file after it is not kept: the end is
+   where it starts (as RocketMQ's ``recoverNormally``/``recoverAbnormally``).
 4. Reput: records after the highest offset any consume queue covers are
    dispatched (``ReputMessageService`` from ``maxPhysicalPosInLogicQueue``).
 5. The per-queue next offsets are then the consume queues' max offsets
    (``recoverTopicQueueTable``) — the caller reads them off the queues.
 
-Re-dispatch is idempotent (``ConsumeQueue.put`` skips units already built),
-so scanning from too early a file only costs time; scanning from too late a
+Re-dispatch is idempotent (``ConsumeQueue.redispatch`` keeps a unit already
+built when it is exactly the one the record needs, and cuts the queue there
+when it is not — a unit torn by a power cut across a sector boundary can keep
+its offset and size but lose its tagsCode, which RocketMQ keeps), so scanning
+from too early a file only costs time; scanning from too late a
 file would lose units, which is why the store lowers the checkpoint when a
 record with an old timestamp opens a new file (see ``store.py``).
 """
@@ -95,10 +101,10 @@ def recover(
         if abnormal:
             valid.append(item)
     end = stop.offset
-    later_files = any(f.start > end for f in files)
     commitlog.files.set_end(end)
-    if stop.error is not None or later_files:
-        commitlog.files.truncate_from(end)
+    # Always: zeros where the scan stopped do not mean zeros after it (a page written back
+    # before the one holding the end), and stale bytes must never be read as records later.
+    commitlog.files.truncate_from(end)
     dropped = 0
     for cq in queues:
         if cq.max_physic_offset > end:

@@ -20,6 +20,10 @@ need, single-threaded and deterministic:
   first half of the first unflushed record (a torn record), an int keeps that
   many bytes.
 - ``open`` recovers (``recovery.py``): normal or abnormal by the abort file.
+  After an abnormal recovery everything it kept is msynced: a process crash
+  leaves written bytes in the page cache, and a later flush (which starts at
+  the recovered end) and checkpoint must not stand on bytes that are not on
+  disk yet (RocketMQ marks them flushed without syncing them).
 
 Durability guarantee (what the tests check): after any crash and reopen the
 CommitLog is a prefix of what was appended that contains every record
@@ -51,7 +55,7 @@ from pathlib import Path
 import attrs
 
 from rmqspec.impl import effects
-from rmqspec.impl.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from rmqspec.impl.checkpoint import CHECKPOINT_SIZE, Checkpoint, read_checkpoint, write_checkpoint
 from rmqspec.impl.codec import (
     DEFAULT_DELAY_LEVELS_MS,
     DecodedRecord,
@@ -189,14 +193,21 @@ class MessageStore:
             dispatch=self._dispatch,
             check_crc=self.config.check_crc_on_recover,
         )
+        if abnormal:
+            # What recovery kept may still sit only in the page cache (a process crash does not
+            # write it back): make it durable before anything later is flushed and checkpointed
+            # on top of it. RocketMQ marks it flushed without syncing it.
+            self.commitlog.files.sync_all()
+            for cq in self._queues.values():
+                cq.files.sync_all()
         self._next = {key: cq.max_offset for key, cq in self._queues.items()}
         last = self.recovery.last_store_ts
         self.commitlog.last_store_ts = last
         self._last_dispatched_ts = last
         if self._effects is not None:
             self._effects.mark("recovered", end=self.commitlog.max_offset)
-        if not self.checkpoint_path.exists():
-            write_checkpoint(self.checkpoint_path, self._durable_cp)
+        if not self.checkpoint_path.exists() or self.checkpoint_path.stat().st_size < CHECKPOINT_SIZE:
+            write_checkpoint(self.checkpoint_path, self._durable_cp)  # missing, or cut short by a crash
         if self._effects is not None and not self.abort_path.exists():
             self._effects.add(effects.Create("abort"))
         self.abort_path.touch()
@@ -242,7 +253,7 @@ class MessageStore:
             return False
         cq = self._queue(record.topic, record.queue_id)
         code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
-        done = cq.put(record.queue_offset, record.commitlog_offset, record.size, code)
+        done = cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code)
         if done:
             self._last_dispatched_ts = record.store_ts
         return done
