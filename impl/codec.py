@@ -461,12 +461,15 @@ def decode_at(
     limit: int | None = None,
     check_crc: bool = True,
     check_physical: bool = True,
+    check_tail: bool = True,
 ) -> DecodedRecord | Blank | End:
     """Decode what starts at ``buf[pos]``; its commitlog offset is ``base_offset + pos``.
 
     ``limit`` is the end of valid data in ``buf`` (default ``len(buf)``, i.e. the
     end of the file). Raises ``CorruptRecord`` for anything that is not a valid
-    record, a blank end marker or zeros.
+    record, a blank end marker or zeros. ``check_crc``, ``check_physical`` and
+    ``check_tail`` (properties ending in a zero byte, a topic holding one: a
+    torn write) can be turned off for lenient reads.
     """
     end = len(buf) if limit is None else limit
     offset = base_offset + pos
@@ -537,7 +540,7 @@ def decode_at(
             f"totalSize {total} != computed length {p + max(props_len, 0) - pos}",
         )
     props_raw = bytes(buf[p : p + props_len])
-    if (props_len and buf[stop - 1] == 0) or b"\0" in topic_raw:
+    if check_tail and ((props_len and buf[stop - 1] == 0) or b"\0" in topic_raw):
         # Properties never end in NUL (``prepare`` refuses them) and topics hold no NUL:
         # zeros there mean the record's tail was never written. RocketMQ checks only
         # lengths and the body CRC and keeps such a record.

@@ -399,8 +399,8 @@ def explore(
                 )
             )
         examples = tuple(in_recording + [_failed(name, s, v) for _p, name, s, v in failing])[:MAX_EXAMPLES]
-        minimal = in_recording[0] if in_recording else None
-        if failing:
+        minimal = in_recording[0] if in_recording else None  # the simplest: no crash state needed
+        if failing and minimal is None:
             prepared, name, state, violations = min(failing, key=lambda f: (_size(f[2]), f[2].point.index))
             if shrink:
                 state, violations = _shrink(prepared, state, violations, scratch)
