@@ -94,6 +94,8 @@ _BLANK = struct.Struct(">ii")
 _I64 = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTxnOffset, bodyLen
 _I16 = struct.Struct(">h")
+# totalSize … bodyLen with IPv4 born and store hosts: 88 bytes
+_HEAD4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _MIN_RECORD = record_size(0, "", {}, 0) - 0  # smallest possible record (empty body/topic/props)
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -132,7 +134,7 @@ Host = tuple[str, int]
 
 
 def _props(value: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(value))
+    return value if isinstance(value, MappingProxyType) else MappingProxyType(dict(value))
 
 
 @attrs.frozen
@@ -493,34 +495,59 @@ def decode_at(
         raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} below the minimum {_MIN_RECORD}")
     if total > avail:
         raise CorruptRecord("TRUNCATED", offset, f"totalSize {total} but only {avail} bytes left in the file")
-    (
-        _total,
-        _magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-    ) = _HEAD.unpack_from(buf, pos)
-    p = pos + _HEAD.size
-    born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
-    store_v6 = bool(sys_flag & STOREHOST_V6_FLAG)
-    born_len = 20 if born_v6 else 8
-    store_len = 20 if store_v6 else 8
-    fixed = _HEAD.size + born_len + 8 + store_len + _TAIL.size
+    if not sys_flag_v6(buf, pos) and total >= _HEAD4.size + 3:
+        # the common case: IPv4 born and store hosts, the whole fixed part in one unpack
+        (
+            _total,
+            _magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_ts,
+            born_ip,
+            born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            reconsume_times,
+            prepared_txn_offset,
+            body_len,
+        ) = _HEAD4.unpack_from(buf, pos)
+        born_host = (_ip_text(born_ip), born_port)
+        store_host = (_ip_text(store_ip), store_port)
+        p = pos + _HEAD4.size
+    else:
+        (
+            _total,
+            _magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_ts,
+        ) = _HEAD.unpack_from(buf, pos)
+        p = pos + _HEAD.size
+        born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
+        store_v6 = bool(sys_flag & STOREHOST_V6_FLAG)
+        born_len = 20 if born_v6 else 8
+        store_len = 20 if store_v6 else 8
+        fixed = _HEAD.size + born_len + 8 + store_len + _TAIL.size
+        if fixed + 3 > total:
+            raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} smaller than its header")
+        born_host = _decode_host(buf, p, born_v6)
+        p += born_len
+        (store_ts,) = _I64.unpack_from(buf, p)
+        p += 8
+        store_host = _decode_host(buf, p, store_v6)
+        p += store_len
+        reconsume_times, prepared_txn_offset, body_len = _TAIL.unpack_from(buf, p)
+        p += _TAIL.size
     stop = pos + total
-    if fixed + 3 > total:
-        raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} smaller than its header")
-    born_host = _decode_host(buf, p, born_v6)
-    p += born_len
-    (store_ts,) = _I64.unpack_from(buf, p)
-    p += 8
-    store_host = _decode_host(buf, p, store_v6)
-    p += store_len
-    reconsume_times, prepared_txn_offset, body_len = _TAIL.unpack_from(buf, p)
-    p += _TAIL.size
     if body_len < 0 or p + body_len + 3 > stop:
         raise CorruptRecord("BAD_SIZE", offset, f"bodyLen {body_len} overruns totalSize {total}")
     body = bytes(buf[p : p + body_len])
@@ -546,7 +573,7 @@ def decode_at(
         # lengths and the body CRC and keeps such a record.
         raise CorruptRecord("TRUNCATED", offset, "the record's tail is zeros: it was never written")
     if check_crc:
-        actual = body_crc(body)
+        actual = zlib.crc32(body) & 0x7FFFFFFF
         if actual != crc:
             raise CorruptRecord("BAD_CRC", offset, f"bodyCRC {crc} != CRC32(body) {actual}")
     if check_physical and physical_offset != offset:
@@ -554,25 +581,30 @@ def decode_at(
     topic = topic_raw.decode("utf-8", errors="replace")
     text = props_raw.decode("utf-8", errors="replace")
     return DecodedRecord(
-        commitlog_offset=offset,
-        size=total,
-        body_crc=crc,
-        queue_id=queue_id,
-        flag=flag,
-        queue_offset=queue_offset,
-        physical_offset=physical_offset,
-        sys_flag=sys_flag,
-        born_ts=born_ts,
-        born_host=born_host,
-        store_ts=store_ts,
-        store_host=store_host,
-        reconsume_times=reconsume_times,
-        prepared_txn_offset=prepared_txn_offset,
-        body=body,
-        topic=topic,
-        properties=decode_properties(text),
-        properties_text=text,
+        offset,
+        total,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume_times,
+        prepared_txn_offset,
+        body,
+        topic,
+        MappingProxyType(decode_properties(text)),
+        text,
     )
+
+
+def sys_flag_v6(buf: bytes | memoryview, pos: int) -> bool:
+    """Whether the record at ``pos`` has an IPv6 born or store host (its header is at least 40 bytes)."""
+    return bool(buf[pos + SYSFLAG_POSITION + 3] & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG))
 
 
 def decode_record(data: bytes, *, base_offset: int = 0, check_crc: bool = True) -> DecodedRecord:
