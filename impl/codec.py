@@ -265,6 +265,9 @@ def parse_delay_level(text: str | None) -> int | None:
     return value if INT32_MIN <= value <= INT32_MAX else None
 
 
+_tags_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
+
+
 def tags_code(
     topic: str,
     properties: Mapping[str, str],
@@ -279,7 +282,7 @@ def tags_code(
     code = 0
     tags = properties.get(PROPERTY_TAGS)
     if tags:
-        code = java_string_hash(tags)
+        code = _tags_hash(tags)
     if topic == SCHEDULE_TOPIC:
         level = parse_delay_level(properties.get(PROPERTY_DELAY_TIME_LEVEL))
         if level is not None and level > 0:
