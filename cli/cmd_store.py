@@ -12,7 +12,8 @@
   (``impl/crashtest.py``) and print states tried, failures with the minimal
   failing state (which writes persisted) and the time; exit 1 on failures.
   ``--materialize STATE_ID DIR`` writes one state (an id from a report) to
-  ``DIR`` for replay (``store verify``, or the real RocketMQ store).
+  ``DIR`` for replay (``store verify``, or the real RocketMQ store);
+  ``--recover`` then recovers it in place and prints what our store kept.
 
 Progress goes to stderr for stores larger than 64 MiB and for crashtest.
 """
@@ -84,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs=2,
         metavar=("STATE_ID", "DIR"),
         help="write the crash state STATE_ID (as a report names it) into the empty or new directory DIR",
+    )
+    c.add_argument(
+        "--recover",
+        action="store_true",
+        help="with --materialize: then recover DIR in place with our store and print what it kept",
     )
     c.add_argument("--list", action="store_true", help="list the workloads and exit")
     c.set_defaults(func=run_crashtest)
@@ -187,7 +193,9 @@ def run_crashtest(args: argparse.Namespace) -> int:
         print(f"{'random-OPS-SEED':<16} {'':<5} OPS random operations (--ops OPS --seed SEED)")
         return EXIT_OK
     if args.materialize:
-        return _materialize(*args.materialize)
+        return _materialize(*args.materialize, recover=args.recover)
+    if args.recover:
+        raise UsageError("--recover goes with --materialize STATE_ID DIR")
     if args.states <= 0:
         raise UsageError(f"--states must be positive, got {args.states}")
     if args.ops is not None:
@@ -220,12 +228,12 @@ def run_crashtest(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FINDINGS
 
 
-def _materialize(state_id: str, directory: str) -> int:
+def _materialize(state_id: str, directory: str, *, recover: bool) -> int:
     target = Path(directory)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target}: not an empty directory")
     try:
-        _state, lines = crashtest.materialize_state(state_id, target)
+        _state, lines = crashtest.materialize_state(state_id, target, recover=recover)
     except (KeyError, crashtest.StateIdError) as exc:
         raise UsageError(str(exc.args[0])) from exc
     print(f"crash state {state_id} written to {target}")

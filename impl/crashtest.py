@@ -10,7 +10,8 @@ Theory of operation
    missed an effect would make every later state a fiction);
 2. selects crash states (``select_states``): when a workload has at most its
    share of the budget, **every** state, in a fixed order (deterministic
-   enumeration); otherwise a seeded sample that visits every crash point in
+   enumeration; what it leaves of its share goes to the other workloads);
+   otherwise a seeded sample that visits every crash point in
    turn and mixes write-order prefixes, single pages, all-but-one, uniformly
    random subsets and torn last pages (seeded sampling). States that leave
    the same disk within a window are one state, checked with the latest
@@ -50,9 +51,12 @@ from typing import Any
 import attrs
 
 from rmqspec.impl import crashfs, crashoracle, crashwork
+from rmqspec.impl.broker import store_config
+from rmqspec.impl.commitlog import ScanStop
 from rmqspec.impl.crashfs import CrashPoint, CrashState
 from rmqspec.impl.crashoracle import Promises, Violation
 from rmqspec.impl.crashwork import Recording, Workload
+from rmqspec.impl.store import MessageStore
 
 ProgressFn = Callable[[int, int], None]
 MAX_EXAMPLES = 20  # failing states kept in a report
@@ -352,13 +356,7 @@ def explore(
     root = scratch_root() if workdir is None else Path(workdir)
     t0 = time.perf_counter()
     try:
-        plans = []
-        for i, workload in enumerate(workloads):
-            prepared = prepare(workload, root / f"w{i}")
-            share = states // len(workloads) + (1 if i < states % len(workloads) else 0)
-            rng = random.Random(f"{seed}/{workload.name}")
-            selected, exhaustive = select_states(prepared.points, share, rng)
-            plans.append((workload, prepared, selected, exhaustive))
+        plans = _plan(workloads, states, seed, root)
         total = sum(len(p[2]) for p in plans)
         done = 0
         stats: list[WorkloadStats] = []
@@ -409,6 +407,27 @@ def explore(
     finally:
         if own:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _plan(
+    workloads: Sequence[Workload], states: int, seed: int, root: Path
+) -> list[tuple[Workload, Prepared, list[CrashState], bool]]:
+    """Equal shares of the budget; what a completely enumerated workload leaves goes to the sampled ones."""
+    prepared = [prepare(w, root / f"w{i}") for i, w in enumerate(workloads)]
+    shares = [states // len(workloads) + (1 if i < states % len(workloads) else 0) for i in range(len(workloads))]
+    chosen: dict[int, tuple[list[CrashState], bool]] = {}
+    while True:
+        for i in range(len(workloads)):
+            if i not in chosen or not chosen[i][1]:
+                rng = random.Random(f"{seed}/{workloads[i].name}")
+                chosen[i] = select_states(prepared[i].points, shares[i], rng)
+        left = states - sum(len(c[0]) for c in chosen.values())
+        open_ = [i for i, (picked, exhaustive) in chosen.items() if not exhaustive and len(picked) >= shares[i]]
+        if left <= 0 or not open_:
+            break
+        for n, i in enumerate(open_):
+            shares[i] += left // len(open_) + (1 if n < left % len(open_) else 0)
+    return [(w, prepared[i], chosen[i][0], chosen[i][1]) for i, w in enumerate(workloads)]
 
 
 def _failed(name: str, state: CrashState, violations: Sequence[Violation]) -> FailedState:
@@ -476,12 +495,44 @@ def workload_by_name(name: str) -> Workload:
     return workloads_named([name])[0]
 
 
-def materialize_state(text: str, directory: Path) -> tuple[CrashState, list[str]]:
-    """Rebuild the state ``text`` names (re-recording its workload) into ``directory``; its description."""
+def materialize_state(text: str, directory: Path, *, recover: bool = False) -> tuple[CrashState, list[str]]:
+    """Rebuild the state ``text`` names (re-recording its workload) into ``directory``; its description.
+
+    With ``recover``, the store in ``directory`` is then recovered in place (``MessageStore.open`` with
+    the workload's store settings) and the description ends with what recovery kept.
+    """
     name = text.rsplit("/", 4)[0]
     workload = workload_by_name(name)
     with tempfile.TemporaryDirectory(dir=scratch_base(), prefix="rmqspec-replay-") as tmp:
         prepared = prepare(workload, Path(tmp))
     state = state_by_id(prepared.points, text)
     crashfs.materialize(state, directory)
-    return state, crashfs.describe(state)
+    lines = crashfs.describe(state)
+    if recover:
+        lines += recovered_summary(directory, workload)
+    return state, lines
+
+
+def recovered_summary(directory: Path, workload: Workload) -> list[str]:
+    """Recover the store in ``directory`` in place; one line for the CommitLog, one per consume queue."""
+    config = store_config(workload.config)
+    store = MessageStore.open(directory, config=config)
+    try:
+        report = store.recovery
+        assert report is not None
+        records = sum(
+            1
+            for item in store.commitlog.scan(store.commitlog_min_offset, limit=store.commitlog_max_offset)
+            if not isinstance(item, ScanStop)
+        )
+        lines = [
+            f"recovered ({report.kind}): commitlog [{store.commitlog_min_offset}, {store.commitlog_max_offset}), "
+            f"{records} records" + (f"; stopped at {report.corrupt}" if report.corrupt is not None else "")
+        ]
+        for key in store.queues():
+            units = store.queue_units(*key, 0, 1 << 30)
+            last = f", last {(units[-1].commitlog_offset, units[-1].size, units[-1].tags_code)}" if units else ""
+            lines.append(f"  {key[0]}/{key[1]}: {len(units)} units{last}")
+    finally:
+        store.close()
+    return lines
