@@ -112,3 +112,26 @@ def test_materialize_state_rebuilds_a_replayable_state(tmp_path: Path) -> None:
     assert (tmp_path / "s" / "commitlog" / "00000000000000000000").stat().st_size == 8192
     with pytest.raises(KeyError, match="unknown workload"):
         crashtest.materialize_state("nope/1/0/0/-", tmp_path / "t")
+
+
+def test_a_completely_enumerated_workload_leaves_its_share_to_the_others() -> None:
+    tiny = Workload("tiny", workload_config("ASYNC"), _tiny)
+    report = crashtest.explore([tiny, crashwork.WORKLOADS["restarts"]], states=600, seed=0)
+    small, big = report.workloads
+    assert small.exhaustive and not big.exhaustive
+    assert small.states < 300 and report.states == 600
+
+
+def test_a_recorder_that_misses_an_effect_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqspec.impl import effects
+    from rmqspec.impl.crashfs import ModelError
+
+    real_add = effects.EffectLog.add
+
+    def lossy(self: effects.EffectLog, effect: effects.Effect) -> None:
+        if not (isinstance(effect, effects.Write) and effect.path.startswith("consumequeue/")):
+            real_add(self, effect)
+
+    monkeypatch.setattr(effects.EffectLog, "add", lossy)
+    with tempfile.TemporaryDirectory() as tmp, pytest.raises(ModelError, match=r"do not rebuild.*consumequeue"):
+        crashtest.prepare(crashwork.WORKLOADS["offsets"], Path(tmp))
