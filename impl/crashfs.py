@@ -82,21 +82,26 @@ class DirtyPage:
     content: bytes = attrs.field(repr=False)
     writes: tuple[int, ...]  # effect indices, in order
     base: bytes | None = attrs.field(repr=False)  # the durable content (None: zeros)
+    choices: tuple[int, ...] = attrs.field(repr=False)  # see torn_choices
 
     @property
     def last_write(self) -> int:
         return self.writes[-1]
 
-    def torn_choices(self) -> list[int]:
+    def torn_choices(self) -> tuple[int, ...]:
         """The sector counts ``k`` whose torn page differs from both the old and the new page."""
-        old = self.base or ZERO_PAGE
-        new = self.content
-        diff = [old[s * SECTOR : (s + 1) * SECTOR] != new[s * SECTOR : (s + 1) * SECTOR] for s in range(SECTORS)]
-        return [k for k in range(1, SECTORS) if any(diff[:k]) and any(diff[k:])]
+        return self.choices
 
     def torn(self, k: int) -> bytes:
         old = self.base or ZERO_PAGE
         return self.content[: k * SECTOR] + old[k * SECTOR :]
+
+
+def torn_choices(base: bytes | None, content: bytes) -> tuple[int, ...]:
+    """The sector counts ``k`` for which the first ``k`` sectors new + the rest old is a third page."""
+    old = base or ZERO_PAGE
+    diff = [old[s * SECTOR : (s + 1) * SECTOR] != content[s * SECTOR : (s + 1) * SECTOR] for s in range(SECTORS)]
+    return tuple(k for k in range(1, SECTORS) if any(diff[:k]) and any(diff[k:]))
 
 
 @attrs.frozen(eq=False)
@@ -120,6 +125,7 @@ class CrashPoint:
     pending: tuple[MetaOp, ...]
     dirty: tuple[DirtyPage, ...]  # in write order (by last write)
     paths: dict[int, str]  # ino -> a name it had (for descriptions)
+    _live: dict[int, tuple[DirtyPage, ...]] = attrs.field(factory=dict, repr=False)  # dirty_for, memoized
 
     def namespace(self, prefix: int) -> tuple[dict[str, int], dict[int, int], Cuts]:
         """(names, lengths, shrinks) with the first ``prefix`` pending operations committed."""
@@ -132,11 +138,14 @@ class CrashPoint:
 
     def dirty_for(self, prefix: int) -> tuple[DirtyPage, ...]:
         """The dirty pages of files that exist with ``prefix`` metadata operations committed."""
-        if not self.pending:
-            live = set(self.durable.names.values())
-        else:
-            live = set(self.namespace(prefix)[0].values())
-        return tuple(d for d in self.dirty if d.ino in live)
+        found = self._live.get(prefix)
+        if found is None:
+            if not self.pending:
+                live = set(self.durable.names.values())
+            else:
+                live = set(self.namespace(prefix)[0].values())
+            found = self._live[prefix] = tuple(d for d in self.dirty if d.ino in live)
+        return found
 
 
 @attrs.frozen
@@ -197,7 +206,7 @@ class FsModel:
         self.paths: dict[int, str] = {}
         self._next_ino = 1
         self._window = 0
-        self._content_cache: dict[tuple[int, int, int], bytes] = {}
+        self._page_cache: dict[tuple[int, int, int, int], DirtyPage] = {}
 
     # -- effects -------------------------------------------------------------------------------
 
@@ -351,14 +360,14 @@ class FsModel:
         self._durable_dirty = False
         dirty = []
         for (ino, page), writes in sorted(self.dirty.items(), key=lambda kv: kv[1][-1]):
-            version = self.versions[(ino, page)]
-            ckey = (ino, page, version)
-            content = self._content_cache.get(ckey)
-            if content is None:
+            key = (ino, page, self.versions[(ino, page)], self.durable.serial)
+            found = self._page_cache.get(key)
+            if found is None:
                 content = bytes(self.pages[ino][page])
-                self._content_cache[ckey] = content
-            base = self.durable.pages.get(ino, {}).get(page)
-            dirty.append(DirtyPage(ino, page, version, content, tuple(writes), base))
+                base = self.durable.pages.get(ino, {}).get(page)
+                found = DirtyPage(key[0], key[1], key[2], content, tuple(writes), base, torn_choices(base, content))
+                self._page_cache[key] = found
+            dirty.append(found)
         return CrashPoint(index, self._window, self.durable, tuple(self.pending), tuple(dirty), dict(self.paths))
 
     def volatile_files(self) -> dict[str, bytes]:

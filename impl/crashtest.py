@@ -284,16 +284,20 @@ def select_states(points: Sequence[CrashPoint], budget: int, rng: random.Random)
         else:
             return sorted(chosen.values(), key=_order), True
         chosen.clear()
-    attempts = 0
+    misses = 0  # draws in a row that found nothing new: the reachable states are running out
     order = list(points)
-    while len(chosen) < budget and attempts < 40 * budget:
+    while len(chosen) < budget and misses < max(20 * len(points), 2000):
         rng.shuffle(order)
         for point in order:
-            attempts += 1
             state = _random_state(point, rng)
             old = chosen.get(state.key)
-            if old is None or old.point.index < state.point.index:
+            if old is None:
                 chosen[state.key] = state
+                misses = 0
+            else:
+                misses += 1
+                if old.point.index < state.point.index:
+                    chosen[state.key] = state
             if len(chosen) >= budget:
                 break
     return sorted(chosen.values(), key=_order), False

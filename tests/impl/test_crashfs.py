@@ -52,13 +52,13 @@ def test_a_torn_page_mixes_new_and_old_sectors() -> None:
     effects = [*_created("f", PAGE), Write("f", 0, b"x" * PAGE)]
     points, _ = replay(effects)
     (page,) = points[-1].dirty
-    assert page.torn_choices() == list(range(1, 8))
+    assert page.torn_choices() == tuple(range(1, 8))
     torn = CrashState(points[-1], 0, (), (page, 3))
     assert _file(torn, "f") == b"x" * (3 * SECTOR) + bytes(PAGE - 3 * SECTOR)
     assert "first 3 of 8 sectors" in "\n".join(describe(torn))
     # a write inside one sector has no torn variant distinct from lost or persisted
     single, _ = replay([*_created("g", PAGE), Write("g", 600, b"y" * 10)])
-    assert single[-1].dirty[0].torn_choices() == []
+    assert single[-1].dirty[0].torn_choices() == ()
 
 
 def test_metadata_commits_in_order_and_a_rename_is_atomic() -> None:
