@@ -84,10 +84,6 @@ class DirtyPage:
     base: bytes | None = attrs.field(repr=False)  # the durable content (None: zeros)
     choices: tuple[int, ...] = attrs.field(repr=False)  # see torn_choices
 
-    @property
-    def last_write(self) -> int:
-        return self.writes[-1]
-
     def torn_choices(self) -> tuple[int, ...]:
         """The sector counts ``k`` whose torn page differs from both the old and the new page."""
         return self.choices

@@ -18,7 +18,10 @@ a crash just after an acknowledgement leaves the same disk):
 
 ``check(state, …)`` materializes the state, opens ``MmapBroker`` on it (the
 real recovery) and checks the properties below; results are ``Violation``
-values, never exceptions. Each property is one named predicate:
+values, never exceptions. Each property is one predicate
+(``commitlog_is_prefix``, ``promised_records_survive``, ``queues_index_prefix``,
+``new_writes_in_place``; the config check, the recovery itself and
+``store verify`` in ``check``):
 
 =========================== ===============================================================
 ``RecoveryNeverFails``      the broker opens (config files load, recovery completes)
@@ -60,6 +63,7 @@ from rmqspec.impl.configfiles import (
 from rmqspec.impl.crashfs import CrashPoint, CrashState, materialize
 from rmqspec.impl.crashwork import Recording
 from rmqspec.impl.metadata import decode_groups, decode_topics
+from rmqspec.impl.store import MessageStore
 from rmqspec.impl.verify import verify_store
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.message import Message
@@ -128,9 +132,8 @@ class Promises:
 
 
 class _Builder:
-    def __init__(self, delay_levels_ms: Sequence[int], file_size: int) -> None:
+    def __init__(self, delay_levels_ms: Sequence[int]) -> None:
         self.delays = tuple(delay_levels_ms)
-        self.file_size = file_size
         self.written: list[Written] = []
         self.required_end = 0
         self.texts: dict[str, list[str]] = {}
@@ -186,7 +189,7 @@ class _Builder:
 
 def promises(recording: Recording, points: Sequence[CrashPoint]) -> list[Promises]:
     """The promises in force at each crash point (the marks right after a point count for it)."""
-    builder = _Builder(recording.config.delay_levels_ms, recording.config.commitlog_file_size)
+    builder = _Builder(recording.config.delay_levels_ms)
     out: list[Promises] = []
     next_point = 1
     for index, effect in enumerate(recording.effects):
@@ -269,12 +272,27 @@ def check(
 def _check_recovered(broker: MmapBroker, promised: Promises, file_size: int) -> list[Violation]:
     assert broker.store is not None
     store = broker.store
-    out: list[Violation] = []
     end = store.commitlog_max_offset
     written = promised.written
     kept = 0
     while kept < len(written) and written[kept].end <= end:
         kept += 1
+    expected: Units = {}
+    for w in written[:kept]:
+        if w.unit is not None:
+            expected.setdefault((w.topic, w.queue_id), []).append(w.unit)
+    return [
+        *commitlog_is_prefix(store, written, kept, file_size),
+        *promised_records_survive(promised, kept, end),
+        *queues_index_prefix(store, expected),
+        *new_writes_in_place(broker, end, file_size, len(expected.get((PROBE_TOPIC, 0), []))),
+    ]
+
+
+def commitlog_is_prefix(store: MessageStore, written: Sequence[Written], kept: int, file_size: int) -> list[Violation]:
+    """CommitLogIsPrefix: the recovered CommitLog is byte for byte the first ``kept`` records written."""
+    out = []
+    end = store.commitlog_max_offset
     files = store.commitlog.files
     for w in written[:kept]:
         if files.read(w.offset, len(w.data)) != w.data:
@@ -287,26 +305,35 @@ def _check_recovered(broker: MmapBroker, promised: Promises, file_size: int) -> 
         )
     elif end > tail_from and not _is_blank(files.read(tail_from, end - tail_from), tail_from, end, file_size):
         out.append(Violation("CommitLogIsPrefix", f"recovery kept [{tail_from}, {end}) that no record wrote"))
-    required = sum(1 for w in written if w.end <= promised.required_end)
-    if kept < required:
-        w = written[kept]
-        out.append(
-            Violation(
-                "PromisedRecordsSurvive",
-                f"the record at {w.offset} ({w.topic}/{w.queue_id} queue offset {w.queue_offset}) was promised "
-                f"(everything before {promised.required_end}) but recovery ends at {end}",
-            )
+    return out
+
+
+def promised_records_survive(promised: Promises, kept: int, end: int) -> list[Violation]:
+    """PromisedRecordsSurvive: every record ending at or before the promised end is among those kept."""
+    required = sum(1 for w in promised.written if w.end <= promised.required_end)
+    if kept >= required:
+        return []
+    w = promised.written[kept]
+    return [
+        Violation(
+            "PromisedRecordsSurvive",
+            f"the record at {w.offset} ({w.topic}/{w.queue_id} queue offset {w.queue_offset}) was promised "
+            f"(everything before {promised.required_end}) but recovery ends at {end}",
         )
-    expected: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
-    for w in written[:kept]:
-        if w.unit is not None:
-            expected.setdefault((w.topic, w.queue_id), []).append(w.unit)
+    ]
+
+
+Units = dict[tuple[str, int], list[tuple[int, int, int]]]  # (topic, queue) -> (offset, size, tagsCode)
+
+
+def queues_index_prefix(store: MessageStore, expected: Units) -> list[Violation]:
+    """QueuesIndexPrefix: each consume queue holds exactly the units of the kept records of its queue."""
+    out = []
     for key in sorted(set(expected) | set(store.queues())):
         want = expected.get(key, [])
         got = [(u.commitlog_offset, u.size, u.tags_code) for u in store.queue_units(*key, 0, len(want) + 1)]
         if got != want or store.min_offset(*key) != 0:
             out.append(Violation("QueuesIndexPrefix", f"{key[0]}/{key[1]}: {_unit_diff(want, got)}"))
-    out += _probe_write(broker, end, file_size, len(expected.get((PROBE_TOPIC, 0), [])))
     return out
 
 
@@ -329,7 +356,8 @@ def _unit_diff(want: list[tuple[int, int, int]], got: list[tuple[int, int, int]]
     return "min offset is not 0"
 
 
-def _probe_write(broker: MmapBroker, end: int, file_size: int, queue_offset: int) -> list[Violation]:
+def new_writes_in_place(broker: MmapBroker, end: int, file_size: int, queue_offset: int) -> list[Violation]:
+    """NewWritesInPlace: a new send lands at the recovered end (or the next file) with the next queue offset."""
     assert broker.store is not None
     if not broker.topic_exists(PROBE_TOPIC):
         broker.create_topic(PROBE_TOPIC, 2)
