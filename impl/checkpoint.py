@@ -10,6 +10,10 @@ rest is zero.
 Abnormal recovery starts re-dispatching at the last CommitLog file whose first
 record's storeTs ≤ ``min_timestamp()`` = min(physic, logics) − 3000 ms (floored
 at 0), as RocketMQ does.
+
+A file shorter than 4096 bytes reads as zero-padded, as RocketMQ's
+``StoreCheckpoint`` (which maps 4096 bytes, growing the file) reads it: a crash
+between creating the file and its first write leaves an empty one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import attrs
 
+from rmqspec.impl import effects
 from rmqspec.impl.mappedfile import StoreError
 
 CHECKPOINT_SIZE = 4096
@@ -43,23 +48,35 @@ class Checkpoint:
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
-    """Read a checkpoint file; a missing file is all zeros. Raises ``StoreError`` if too short."""
+    """Read a checkpoint file; a missing file is all zeros, a short one zero-padded."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return Checkpoint()
     except OSError as exc:
         raise StoreError(path, None, f"cannot read: {exc.strerror}") from exc
-    if len(data) < _LAYOUT.size:
-        raise StoreError(path, len(data), f"checkpoint has {len(data)} bytes, expected {CHECKPOINT_SIZE}")
+    data = data[: _LAYOUT.size].ljust(_LAYOUT.size, b"\0")
     return Checkpoint(*_LAYOUT.unpack_from(data, 0))
 
 
 def write_checkpoint(path: Path, checkpoint: Checkpoint) -> None:
     """Overwrite the checkpoint in place and fsync it (RocketMQ forces its mapped buffer)."""
+    tap = effects.tap_for(path)
+    existed = tap is not None and path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.pwrite(fd, checkpoint.encode(), 0)
+        data = checkpoint.encode()
+        if tap is not None:
+            size = os.fstat(fd).st_size
+            if not existed:
+                tap.create()
+            if size < len(data):
+                tap.resize(len(data))
+        os.pwrite(fd, data, 0)
+        if tap is not None:
+            tap.write(0, data)
         os.fsync(fd)
+        if tap is not None:
+            tap.sync(0, len(data), meta=True)
     finally:
         os.close(fd)

@@ -26,7 +26,13 @@ a ``DecodedRecord``, a ``BLANK`` end-of-file marker, ``END`` (zero bytes: no
 more data), or raises ``CorruptRecord`` with a finding code (``BAD_MAGIC``,
 ``BAD_CRC``, ``BAD_SIZE``, ``TRUNCATED``, ``BAD_PHYSICAL_OFFSET``) and the byte
 offset. Validation matches RocketMQ's (magic, CRC, totalSize = calMsgLength)
-plus the physical-offset check RocketMQ leaves implicit.
+plus the physical-offset check RocketMQ leaves implicit, plus a torn-write
+check RocketMQ lacks: a record whose properties end in a zero byte, or whose
+topic holds one, is ``TRUNCATED``. The CRC covers only the body, so a record
+whose properties were cut short by a power loss (the unwritten tail reads as
+zeros) passes RocketMQ's checks; topics never hold NUL, and ``prepare``
+refuses properties that end in NUL (RocketMQ stores them), so a zero there
+means the tail was never written.
 
 Deviation: the IPv6 bits of sysFlag (0x10, 0x20) are derived from the host
 addresses when encoding, so they can never disagree with the host lengths.
@@ -85,6 +91,8 @@ _BLANK = struct.Struct(">ii")
 _I64 = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTxnOffset, bodyLen
 _I16 = struct.Struct(">h")
+# totalSize … bodyLen with IPv4 born and store hosts: 88 bytes
+_HEAD4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _MIN_RECORD = record_size(0, "", {}, 0) - 0  # smallest possible record (empty body/topic/props)
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -123,7 +131,7 @@ Host = tuple[str, int]
 
 
 def _props(value: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(value))
+    return value if isinstance(value, MappingProxyType) else MappingProxyType(dict(value))
 
 
 @attrs.frozen
@@ -254,6 +262,9 @@ def parse_delay_level(text: str | None) -> int | None:
     return value if INT32_MIN <= value <= INT32_MAX else None
 
 
+_tags_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
+
+
 def tags_code(
     topic: str,
     properties: Mapping[str, str],
@@ -268,7 +279,7 @@ def tags_code(
     code = 0
     tags = properties.get(PROPERTY_TAGS)
     if tags:
-        code = java_string_hash(tags)
+        code = _tags_hash(tags)
     if topic == SCHEDULE_TOPIC:
         level = parse_delay_level(properties.get(PROPERTY_DELAY_TIME_LEVEL))
         if level is not None and level > 0:
@@ -386,6 +397,13 @@ def prepare(
     if refusal is not None:
         raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])
     props = text.encode("utf-8")
+    if props.endswith(b"\0"):
+        raise PutError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            "properties",
+            text[-40:],
+            "end in a NUL character: the record would end in a zero byte, which recovery reads as a torn write",
+        )
     if record.topic == SCHEDULE_TOPIC:
         delay = record.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if delay is not None and parse_delay_level(delay) is None:
@@ -454,12 +472,15 @@ def decode_at(
     limit: int | None = None,
     check_crc: bool = True,
     check_physical: bool = True,
+    check_tail: bool = True,
 ) -> DecodedRecord | Blank | End:
     """Decode what starts at ``buf[pos]``; its commitlog offset is ``base_offset + pos``.
 
     ``limit`` is the end of valid data in ``buf`` (default ``len(buf)``, i.e. the
     end of the file). Raises ``CorruptRecord`` for anything that is not a valid
-    record, a blank end marker or zeros.
+    record, a blank end marker or zeros. ``check_crc``, ``check_physical`` and
+    ``check_tail`` (properties ending in a zero byte, a topic holding one: a
+    torn write) can be turned off for lenient reads.
     """
     end = len(buf) if limit is None else limit
     offset = base_offset + pos
@@ -483,34 +504,59 @@ def decode_at(
         raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} below the minimum {_MIN_RECORD}")
     if total > avail:
         raise CorruptRecord("TRUNCATED", offset, f"totalSize {total} but only {avail} bytes left in the file")
-    (
-        _total,
-        _magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        physical_offset,
-        sys_flag,
-        born_ts,
-    ) = _HEAD.unpack_from(buf, pos)
-    p = pos + _HEAD.size
-    born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
-    store_v6 = bool(sys_flag & STOREHOST_V6_FLAG)
-    born_len = 20 if born_v6 else 8
-    store_len = 20 if store_v6 else 8
-    fixed = _HEAD.size + born_len + 8 + store_len + _TAIL.size
+    if not sys_flag_v6(buf, pos) and total >= _HEAD4.size + 3:
+        # the common case: IPv4 born and store hosts, the whole fixed part in one unpack
+        (
+            _total,
+            _magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_ts,
+            born_ip,
+            born_port,
+            store_ts,
+            store_ip,
+            store_port,
+            reconsume_times,
+            prepared_txn_offset,
+            body_len,
+        ) = _HEAD4.unpack_from(buf, pos)
+        born_host = (_ip_text(born_ip), born_port)
+        store_host = (_ip_text(store_ip), store_port)
+        p = pos + _HEAD4.size
+    else:
+        (
+            _total,
+            _magic,
+            crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_ts,
+        ) = _HEAD.unpack_from(buf, pos)
+        p = pos + _HEAD.size
+        born_v6 = bool(sys_flag & BORNHOST_V6_FLAG)
+        store_v6 = bool(sys_flag & STOREHOST_V6_FLAG)
+        born_len = 20 if born_v6 else 8
+        store_len = 20 if store_v6 else 8
+        fixed = _HEAD.size + born_len + 8 + store_len + _TAIL.size
+        if fixed + 3 > total:
+            raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} smaller than its header")
+        born_host = _decode_host(buf, p, born_v6)
+        p += born_len
+        (store_ts,) = _I64.unpack_from(buf, p)
+        p += 8
+        store_host = _decode_host(buf, p, store_v6)
+        p += store_len
+        reconsume_times, prepared_txn_offset, body_len = _TAIL.unpack_from(buf, p)
+        p += _TAIL.size
     stop = pos + total
-    if fixed + 3 > total:
-        raise CorruptRecord("BAD_SIZE", offset, f"totalSize {total} smaller than its header")
-    born_host = _decode_host(buf, p, born_v6)
-    p += born_len
-    (store_ts,) = _I64.unpack_from(buf, p)
-    p += 8
-    store_host = _decode_host(buf, p, store_v6)
-    p += store_len
-    reconsume_times, prepared_txn_offset, body_len = _TAIL.unpack_from(buf, p)
-    p += _TAIL.size
     if body_len < 0 or p + body_len + 3 > stop:
         raise CorruptRecord("BAD_SIZE", offset, f"bodyLen {body_len} overruns totalSize {total}")
     body = bytes(buf[p : p + body_len])
@@ -530,8 +576,13 @@ def decode_at(
             f"totalSize {total} != computed length {p + max(props_len, 0) - pos}",
         )
     props_raw = bytes(buf[p : p + props_len])
+    if check_tail and ((props_len and buf[stop - 1] == 0) or b"\0" in topic_raw):
+        # Properties never end in NUL (``prepare`` refuses them) and topics hold no NUL:
+        # zeros there mean the record's tail was never written. RocketMQ checks only
+        # lengths and the body CRC and keeps such a record.
+        raise CorruptRecord("TRUNCATED", offset, "the record's tail is zeros: it was never written")
     if check_crc:
-        actual = body_crc(body)
+        actual = zlib.crc32(body) & 0x7FFFFFFF
         if actual != crc:
             raise CorruptRecord("BAD_CRC", offset, f"bodyCRC {crc} != CRC32(body) {actual}")
     if check_physical and physical_offset != offset:
@@ -539,25 +590,30 @@ def decode_at(
     topic = topic_raw.decode("utf-8", errors="replace")
     text = props_raw.decode("utf-8", errors="replace")
     return DecodedRecord(
-        commitlog_offset=offset,
-        size=total,
-        body_crc=crc,
-        queue_id=queue_id,
-        flag=flag,
-        queue_offset=queue_offset,
-        physical_offset=physical_offset,
-        sys_flag=sys_flag,
-        born_ts=born_ts,
-        born_host=born_host,
-        store_ts=store_ts,
-        store_host=store_host,
-        reconsume_times=reconsume_times,
-        prepared_txn_offset=prepared_txn_offset,
-        body=body,
-        topic=topic,
-        properties=decode_properties(text),
-        properties_text=text,
+        offset,
+        total,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        physical_offset,
+        sys_flag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume_times,
+        prepared_txn_offset,
+        body,
+        topic,
+        MappingProxyType(decode_properties(text)),
+        text,
     )
+
+
+def sys_flag_v6(buf: bytes | memoryview, pos: int) -> bool:
+    """Whether the record at ``pos`` has an IPv6 born or store host (its header is at least 40 bytes)."""
+    return bool(buf[pos + SYSFLAG_POSITION + 3] & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG))
 
 
 def decode_record(data: bytes, *, base_offset: int = 0, check_crc: bool = True) -> DecodedRecord:

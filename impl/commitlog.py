@@ -156,6 +156,9 @@ class CommitLog:
                     yield ScanStop(f.start + pos)
                     return
                 if isinstance(item, Blank):
+                    if i + 1 == len(files):  # no file after it: the data ends before the blank
+                        yield ScanStop(f.start + pos)
+                        return
                     break
                 yield item
                 pos += item.size

@@ -10,15 +10,23 @@ identifier) keys and single-quoted strings, and tolerates any whitespace;
 ``dump_fastjson`` writes unquoted integer keys. Unknown top-level fields (later
 RocketMQ versions add ``dataVersion``) are ignored on read.
 
-Writes follow ``MixAll.string2File``, made durable: write ``{file}.tmp`` and
-fsync it, copy the previous content to ``{file}.bak`` (fsync), rename the tmp
-file over the file, fsync the directory. Reads follow ``ConfigManager.load``:
+Writes follow ``MixAll.string2File`` (new content under the name, the
+previous content kept as ``{file}.bak``), made crash-safe: write
+``{file}.tmp`` and fsync it, rename the previous file to ``{file}.bak``, rename
+the tmp file over the name, fsync the directory. No file is ever written in
+place, so none can be torn; between the two renames the name is missing and a
+reader falls back to ``.bak``, the previous complete content (RocketMQ writes
+the ``.bak`` in place and fsyncs nothing). With a durable-effects recorder
+installed (``effects``) each step is reported, between the marks
+``config_write`` (the new text) and ``config_done``.
+Reads follow ``ConfigManager.load``:
 if the file is missing, empty or unparsable, fall back to ``{file}.bak``; a
 missing ``.bak`` then means an empty table; an unparsable ``.bak`` is an error.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -27,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from rmqspec.impl import effects
 from rmqspec.impl.mappedfile import fsync_dir
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
@@ -52,6 +61,8 @@ class ConfigFileError(ValueError):
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _WS = re.compile(r"\s*")
+_PLAIN_DQ = re.compile(r'[^"\\]*')
+_PLAIN_SQ = re.compile(r"[^'\\]*")
 _ESCAPES = {
     '"': '"',
     "'": "'",
@@ -69,6 +80,7 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.surrogates = False  # a \u escape produced half of a surrogate pair
 
     def fail(self, reason: str, pos: int | None = None) -> ConfigFileError:
         return ConfigFileError(None, self.pos if pos is None else pos, reason)
@@ -174,37 +186,92 @@ class _Parser:
         self.pos += 1
         out: list[str] = []
         text = self.text
+        plain = _PLAIN_DQ if quote == '"' else _PLAIN_SQ
         while True:
+            m = plain.match(text, self.pos)  # a run of ordinary characters
+            if m.end() > self.pos:  # type: ignore[union-attr]
+                out.append(m.group(0))  # type: ignore[union-attr]
+                self.pos = m.end()  # type: ignore[union-attr]
             if self.pos >= len(text):
                 raise self.fail("unterminated string", start)
             ch = text[self.pos]
             if ch == quote:
                 self.pos += 1
                 return "".join(out)
-            if ch == "\\":
-                esc = text[self.pos + 1 : self.pos + 2]
-                if esc == "u":
-                    digits = text[self.pos + 2 : self.pos + 6]
-                    if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                        raise self.fail("bad \\u escape")
-                    out.append(chr(int(digits, 16)))
-                    self.pos += 6
-                    continue
-                if esc not in _ESCAPES:
-                    raise self.fail(f"bad escape \\{esc}")
-                out.append(_ESCAPES[esc])
-                self.pos += 2
+            # a backslash
+            esc = text[self.pos + 1 : self.pos + 2]
+            if esc == "u":
+                digits = text[self.pos + 2 : self.pos + 6]
+                if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                    raise self.fail("bad \\u escape")
+                code = int(digits, 16)
+                if 0xD800 <= code <= 0xDFFF:
+                    self.surrogates = True
+                out.append(chr(code))
+                self.pos += 6
                 continue
-            out.append(ch)
-            self.pos += 1
+            if esc not in _ESCAPES:
+                raise self.fail(f"bad escape \\{esc}")
+            out.append(_ESCAPES[esc])
+            self.pos += 2
 
 
 def parse_fastjson(text: str) -> Any:
     """Parse fastjson output (JSON plus unquoted integer keys). Raises ``ConfigFileError``."""
+    fast = _parse_fast(text)
+    if fast is not _NO_FAST_PATH:
+        return fast
     p = _Parser(text)
     result = p.document()
     # Surrogate pairs written as two \u escapes become one character.
-    return _join_surrogates(result)
+    return _join_surrogates(result) if p.surrogates else result
+
+
+# The fast path: quote the bare keys outside strings, then the C JSON decoder. Anything it
+# does not take (single quotes, odd whitespace, control characters, errors) goes to _Parser,
+# which gives the same value or the precise error.
+_NO_FAST_PATH = object()
+_INT_KEY = "\ufdd0"  # a noncharacter marks keys that were bare integers
+_CHUNKS = re.compile(r'"(?:[^"\\]|\\.)*"|[^"]+', re.S)
+_BARE_KEY = re.compile(r"([{,]\s*)(-?[0-9]+|[A-Za-z_$][A-Za-z0-9_$]*)(\s*:)")
+_DECODER = json.JSONDecoder(object_pairs_hook=lambda pairs: _fast_object(pairs), parse_constant=lambda c: _reject(c))
+
+
+def _reject(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a fastjson number")
+
+
+def _fast_object(pairs: list[tuple[str, Any]]) -> dict[Any, Any]:
+    return {(int(k[1:]) if k[:1] == _INT_KEY else k): v for k, v in pairs}
+
+
+def _bare_key(m: re.Match[str]) -> str:
+    key = m.group(2)
+    marked = _INT_KEY + key if key[0] in "-0123456789" else key
+    return f'{m.group(1)}"{marked}"{m.group(3)}'
+
+
+def _parse_fast(text: str) -> Any:
+    if _INT_KEY in text or "\\ufdd0" in text.lower():
+        return _NO_FAST_PATH
+    out = []
+    consumed = 0
+    for m in _CHUNKS.finditer(text):
+        if m.start() != consumed:
+            return _NO_FAST_PATH
+        chunk = m.group(0)
+        if chunk[0] != '"':
+            if "'" in chunk:
+                return _NO_FAST_PATH
+            chunk = _BARE_KEY.sub(_bare_key, chunk)
+        out.append(chunk)
+        consumed = m.end()
+    if consumed != len(text):
+        return _NO_FAST_PATH
+    try:
+        return _DECODER.decode("".join(out))
+    except ValueError:
+        return _NO_FAST_PATH
 
 
 def _join_surrogates(value: Any) -> Any:
@@ -264,29 +331,49 @@ def dump_fastjson(value: Any, indent: int = 0) -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """``MixAll.string2File`` made durable: tmp + fsync, previous → ``.bak``, rename."""
+    """``MixAll.string2File`` made crash-safe: tmp + fsync, previous renamed to ``.bak``, tmp renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     bak = path.with_name(path.name + ".bak")
-    _write_fsync(tmp, text.encode("utf-8"))
-    try:
-        previous = path.read_bytes()
-    except FileNotFoundError:
-        previous = None
-    if previous is not None:
-        _write_fsync(bak, previous)
+    log = effects.active()
+    rel = None if log is None else log.rel(path)
+    if log is not None and rel is not None:
+        log.mark("config_write", file=rel, text=text)
+    write_fsync(tmp, text.encode("utf-8"))
+    if path.exists():
+        os.replace(path, bak)
+        if log is not None and rel is not None:
+            log.add(effects.Rename(rel, rel + ".bak"))
     os.replace(tmp, path)
+    if log is not None and rel is not None:
+        log.add(effects.Rename(rel + ".tmp", rel))
     fsync_dir(path.parent)
+    if log is not None and rel is not None:
+        log.mark("config_done", file=rel)
 
 
-def _write_fsync(path: Path, data: bytes) -> None:
+def write_fsync(path: Path, data: bytes) -> None:
+    """Write ``data`` as the whole content of ``path`` (``O_TRUNC``) and fsync it."""
+    tap = effects.tap_for(path)
+    if tap is not None:
+        existed = path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        if tap is not None:
+            if existed:
+                tap.resize(0)
+            else:
+                tap.create()
+            if data:
+                tap.resize(len(data))
+                tap.write(0, data)
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
             view = view[n:]
         os.fsync(fd)
+        if tap is not None:
+            tap.sync(0, len(data), meta=True)
     finally:
         os.close(fd)
 

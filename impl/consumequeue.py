@@ -99,6 +99,25 @@ class ConsumeQueue:
         self.max_physic_offset = commitlog_offset + size
         return True
 
+    def redispatch(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> bool:
+        """Recovery's dispatch: keep unit ``queue_offset`` if it is exactly this one, else rewrite from it.
+
+        A unit that exists but differs (torn by a power cut, or left from a
+        CommitLog that recovery cut shorter) is dropped with every unit after
+        it; then the unit is appended. True when it was written.
+        """
+        at = queue_offset * UNIT_SIZE
+        if self.files.min_offset <= at < self.files.max_offset:
+            if self._unit_at(at) == (commitlog_offset, size, tags_code):
+                return False
+            self.files.truncate_from(at)
+            self.files.set_end(at)
+            self.max_physic_offset = -1
+            if at > self.files.min_offset:
+                clo, prev_size, _tags = self._unit_at(at - UNIT_SIZE)
+                self.max_physic_offset = clo + prev_size
+        return self.put(queue_offset, commitlog_offset, size, tags_code)
+
     # -- read ----------------------------------------------------------------------------------
 
     def units(self, start: int, max_units: int) -> list[CQUnit]:

@@ -18,24 +18,40 @@ module only provides ``last()`` / ``create_next()``.
 Two operations exist for recovery and crash simulation:
 
 - ``truncate_from(offset)`` forgets everything at and after ``offset``: later
-  files are deleted and the rest of the file holding ``offset`` is zeroed
-  (``ftruncate`` down and back up, so the file stays sparse and no stale
-  record can resurface after a later append).
+  files are deleted and the rest of the file holding ``offset`` is zeroed, so
+  no stale record can resurface after a later append. Zeroing writes zeros
+  over the file's allocated extents only (``SEEK_DATA``/``SEEK_HOLE``; holes
+  already read as zeros) and msyncs them; the file never changes size, so a
+  crash half-way through can leave stale bytes (recovery stops before them
+  again) but never a short file.
 - ``lose_unflushed(keep)`` simulates power loss: every byte past each file's
   flushed position is zeroed, except ``keep`` bytes right after the first
   unflushed position (a torn write).
+
+Loading tolerates an empty last file (a crash between a file's creation and
+its sizing leaves one): it is sized, and reads as zeros (RocketMQ's
+``MappedFileQueue.load`` refuses to start instead). Any other size mismatch is
+an error.
+
+Durable effects (``effects``): every file gets a ``FileTap`` when a recorder
+is installed; creation, writes, msyncs, zeroing and deletion are reported to
+it. Without a recorder the hooks cost one ``is None`` test.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from rmqspec.impl import effects
+
 NAME_PATTERN = re.compile(r"^[0-9]{20}$")
 PAGE = mmap.PAGESIZE
+_ZERO_CHUNK = bytes(1 << 16)
 
 
 class StoreError(Exception):
@@ -54,21 +70,47 @@ def file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def data_extents(fd: int, start: int, size: int) -> list[tuple[int, int]]:
+    """The allocated ranges of ``[start, size)`` of an open file (holes read as zeros).
+
+    Uses ``SEEK_DATA``/``SEEK_HOLE``; where the file system cannot answer, the
+    whole range counts as data.
+    """
+    extents: list[tuple[int, int]] = []
+    offset = start
+    while offset < size:
+        try:
+            data = os.lseek(fd, offset, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after offset
+                break
+            return [(offset, size)]
+        if data >= size:
+            break
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), size)
+        extents.append((data, hole))
+        offset = hole
+    return extents
+
+
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+    effects.record_dir_sync(path)
 
 
 class MappedFile:
     """One fixed-size file mapped read-write; positions are relative to ``start``."""
 
-    def __init__(self, path: Path, start: int, size: int, *, create: bool) -> None:
+    def __init__(self, path: Path, start: int, size: int, *, create: bool, allow_empty: bool = False) -> None:
         self.path = path
         self.start = start
         self.size = size
+        self.tap = effects.tap_for(path)
+        self.was_empty = False  # loaded with 0 bytes and sized
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         try:
             self._fd = os.open(path, flags, 0o644)
@@ -76,10 +118,19 @@ class MappedFile:
             raise StoreError(path, None, f"cannot open: {exc.strerror}") from exc
         try:
             if create:
-                os.ftruncate(self._fd, size)
+                if self.tap is not None:
+                    self.tap.create()
+                self._resize(size)
             else:
                 actual = os.fstat(self._fd).st_size
-                if actual != size:
+                if actual == 0 and allow_empty:
+                    # a crash between creating and sizing the file: it holds nothing
+                    self._resize(size)
+                    os.fsync(self._fd)
+                    if self.tap is not None:
+                        self.tap.sync(0, size, meta=True)
+                    self.was_empty = True
+                elif actual != size:
                     raise StoreError(path, None, f"file size {actual}, expected {size}")
             self.mm = mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
@@ -87,6 +138,11 @@ class MappedFile:
             raise
         self.wrote = 0
         self.flushed = 0
+
+    def _resize(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        if self.tap is not None:
+            self.tap.resize(size)
 
     @property
     def end(self) -> int:
@@ -98,12 +154,16 @@ class MappedFile:
 
     def write(self, pos: int, data: bytes) -> None:
         self.mm[pos : pos + len(data)] = data
+        if self.tap is not None:
+            self.tap.write(pos, data)
 
     def append(self, data: bytes) -> int:
         """Write ``data`` at the write position; return the position it went to."""
         pos = self.wrote
         self.mm[pos : pos + len(data)] = data
         self.wrote = pos + len(data)
+        if self.tap is not None:
+            self.tap.write(pos, data)
         return pos
 
     def flush(self) -> bool:
@@ -112,32 +172,54 @@ class MappedFile:
             return False
         start = self.flushed - self.flushed % PAGE
         self.mm.flush(start, self.wrote - start)
+        if self.tap is not None:
+            self.tap.sync(start, self.wrote, meta=False)
         self.flushed = self.wrote
         return True
 
     def zero_from(self, pos: int, keep: bytes = b"") -> None:
-        """Zero ``[pos, size)`` keeping the file sparse; then write ``keep`` at ``pos``."""
-        self.mm.flush()
-        self.mm.close()
-        os.ftruncate(self._fd, pos)
-        os.ftruncate(self._fd, self.size)
+        """Zero ``[pos, size)`` in place, write ``keep`` at ``pos``, msync; the size never changes."""
+        end = pos
+        mm = self.mm
+        for first, last in self._data_extents(pos):
+            for chunk in range(first, last, len(_ZERO_CHUNK)):
+                stop = min(chunk + len(_ZERO_CHUNK), last)
+                zeros = _ZERO_CHUNK[: stop - chunk]
+                if mm[chunk:stop] != zeros:
+                    mm[chunk:stop] = zeros
+                    if self.tap is not None:
+                        self.tap.write(chunk, zeros)
+                    end = stop
         if keep:
-            os.pwrite(self._fd, keep, pos)
-        os.fsync(self._fd)
-        self.mm = mmap.mmap(self._fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            mm[pos : pos + len(keep)] = keep
+            if self.tap is not None:
+                self.tap.write(pos, keep)
+            end = max(end, pos + len(keep))
+        if end > pos:
+            start = pos - pos % PAGE
+            mm.flush(start, end - start)
+            if self.tap is not None:
+                self.tap.sync(start, end, meta=False)
         self.wrote = min(self.wrote, pos)
         self.flushed = min(self.flushed, pos)
+
+    def _data_extents(self, pos: int) -> list[tuple[int, int]]:
+        return data_extents(self._fd, pos, self.size)
 
     def close(self, *, flush: bool) -> None:
         if self.mm.closed:
             return
         if flush:
             self.mm.flush()
+            if self.tap is not None:
+                self.tap.sync(0, self.size, meta=False)
         self.mm.close()
         os.close(self._fd)
 
     def destroy(self) -> None:
         self.close(flush=False)
+        if self.tap is not None:
+            self.tap.unlink()
         self.path.unlink(missing_ok=True)
 
 
@@ -167,7 +249,8 @@ class MappedFileQueue:
                 raise StoreError(path, None, f"name is not a multiple of the file size {self.file_size}")
             if expected is not None and start != expected:
                 raise StoreError(path, None, f"expected the next file to start at {expected}")
-            self.files.append(MappedFile(path, start, self.file_size, create=False))
+            last = name == names[-1]
+            self.files.append(MappedFile(path, start, self.file_size, create=False, allow_empty=last))
             expected = start + self.file_size
         for f in self.files:
             f.wrote = f.flushed = f.size  # recovery sets the real positions
@@ -237,6 +320,15 @@ class MappedFileQueue:
             if f.flushed < f.wrote:
                 flushed = f.flush() or flushed
         return flushed
+
+    def sync_all(self) -> None:
+        """msync every written byte, flushed or not (after a crash the page cache may still hold them)."""
+        for f in self.files:
+            if f.wrote > 0:
+                end = min(f.size, -(-f.wrote // PAGE) * PAGE)
+                f.mm.flush(0, end)
+                if f.tap is not None:
+                    f.tap.sync(0, end, meta=False)
 
     def set_end(self, offset: int) -> None:
         """After recovery: positions of every file end at ``offset`` (all on disk)."""

@@ -52,7 +52,7 @@ def _int(value: Any, what: str) -> int:
     raise ConfigFileError(None, 0, f"{what}: {value!r} is not an integer")
 
 
-def _decode_topics(doc: Any) -> dict[str, int]:
+def decode_topics(doc: Any) -> dict[str, int]:
     table = doc.get("topicConfigTable", {}) if isinstance(doc, dict) else None
     if not isinstance(table, dict):
         raise ConfigFileError(None, 0, "topicConfigTable is not an object")
@@ -64,7 +64,7 @@ def _decode_topics(doc: Any) -> dict[str, int]:
     return out
 
 
-def _decode_groups(doc: Any) -> dict[str, GroupConfig]:
+def decode_groups(doc: Any) -> dict[str, GroupConfig]:
     table = doc.get("subscriptionGroupTable", {}) if isinstance(doc, dict) else None
     if not isinstance(table, dict):
         raise ConfigFileError(None, 0, "subscriptionGroupTable is not an object")
@@ -125,9 +125,9 @@ class Metadata:
     def __init__(self, config_dir: Path) -> None:
         self.topics_path = config_dir / TOPICS_FILE
         self.groups_path = config_dir / GROUPS_FILE
-        self.topics: dict[str, int] = load_with_backup(self.topics_path, _decode_topics, dict).table
+        self.topics: dict[str, int] = load_with_backup(self.topics_path, decode_topics, dict).table
         self.groups: dict[str, GroupConfig] = load_with_backup(
-            self.groups_path, _decode_groups, dict
+            self.groups_path, decode_groups, dict
         ).table
 
     def has_topic(self, topic: str) -> bool:

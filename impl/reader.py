@@ -29,7 +29,7 @@ from pathlib import Path
 import attrs
 
 from rmqspec.impl.codec import Blank, CorruptRecord, DecodedRecord, End, decode_at, peek_size
-from rmqspec.impl.mappedfile import NAME_PATTERN
+from rmqspec.impl.mappedfile import NAME_PATTERN, data_extents
 
 
 @attrs.frozen
@@ -66,6 +66,8 @@ class ReadOnlyFile:
         fd = os.open(path, os.O_RDONLY)
         try:
             self.size = os.fstat(fd).st_size
+            # allocated ranges: the rest of a sparse file reads as zeros
+            self.extents: list[tuple[int, int]] = data_extents(fd, 0, self.size)
             if self.size > 0:
                 try:
                     self.buf: mmap.mmap | bytes = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)

@@ -9,27 +9,33 @@ Theory of operation
    - **abnormal** (``abort`` present: kill or power loss): walk back from the
      last file to the first whose first record is a message with a non-zero
      storeTs ≤ ``checkpoint.min_timestamp()`` (none → the first file), scan
-     from there and re-dispatch every record to the consume queues
-     (``recoverAbnormally``).
+     from there and re-dispatch every valid record to the consume queues as
+     it is read (``recoverAbnormally``).
    The scan stops at the first invalid record (bad magic, CRC mismatch, size
    mismatch, wrong physicalOffset) or at zeros; that offset is the end.
 3. Everything after the end is forgotten: later CommitLog files are deleted, the
-   rest of the file is zeroed, and every consume-queue unit pointing at or
-   past the end is dropped.
+   rest of the file is zeroed (always: a power cut can leave data after a run
+   of zeros, which RocketMQ leaves in place to be read back after a later
+   crash), and every consume-queue unit pointing at or past the end is dropped.
+   A blank end-of-file record with no file after it is not kept: the end is
+   where it starts (as RocketMQ's ``recoverNormally``/``recoverAbnormally``).
 4. Reput: records after the highest offset any consume queue covers are
    dispatched (``ReputMessageService`` from ``maxPhysicalPosInLogicQueue``).
 5. The per-queue next offsets are then the consume queues' max offsets
    (``recoverTopicQueueTable``) — the caller reads them off the queues.
 
-Re-dispatch is idempotent (``ConsumeQueue.put`` skips units already built),
-so scanning from too early a file only costs time; scanning from too late a
+Re-dispatch is idempotent (``ConsumeQueue.redispatch`` keeps a unit already
+built when it is exactly the one the record needs, and cuts the queue there
+when it is not — a unit torn by a power cut across a sector boundary can keep
+its offset and size but lose its tagsCode, which RocketMQ keeps), so scanning
+from too early a file only costs time; scanning from too late a
 file would lose units, which is why the store lowers the checkpoint when a
 record with an old timestamp opens a new file (see ``store.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 
 import attrs
 
@@ -66,15 +72,15 @@ def choose_abnormal_start(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
 
 def recover(
     commitlog: CommitLog,
-    queues: Iterable[ConsumeQueue],
+    queues: Collection[ConsumeQueue],
     checkpoint: Checkpoint,
     *,
     abnormal: bool,
     dispatch: Callable[[DecodedRecord], bool],
     check_crc: bool = True,
 ) -> RecoveryReport:
-    queues = list(queues)
-    for cq in queues:
+    # ``queues`` is a live view: dispatch adds the queues it has to create
+    for cq in list(queues):
         cq.recover()
     files = commitlog.files.files
     if not files:
@@ -85,27 +91,26 @@ def recover(
         index = max(0, len(files) - 3)
     scan_start = files[index].start
     stop = ScanStop(scan_start)
-    valid: list[DecodedRecord] = []
     last_ts = 0
+    redispatched = 0
     for item in commitlog.scan(scan_start, check_crc=check_crc):
         if isinstance(item, ScanStop):
             stop = item
             break
         last_ts = item.store_ts
-        if abnormal:
-            valid.append(item)
+        if abnormal and dispatch(item):  # as RocketMQ: while scanning; units past the end go below
+            redispatched += 1
     end = stop.offset
-    later_files = any(f.start > end for f in files)
     commitlog.files.set_end(end)
-    if stop.error is not None or later_files:
-        commitlog.files.truncate_from(end)
+    # Always: zeros where the scan stopped do not mean zeros after it (a page written back
+    # before the one holding the end), and stale bytes must never be read as records later.
+    commitlog.files.truncate_from(end)
     dropped = 0
-    for cq in queues:
+    for cq in list(queues):
         if cq.max_physic_offset > end:
             before = cq.max_offset
             cq.truncate_physical(end)
             dropped += before - cq.max_offset
-    redispatched = sum(1 for record in valid if dispatch(record))
     reput_from = max([commitlog.min_offset, *(cq.max_physic_offset for cq in queues)])
     reput = 0
     if reput_from < end:

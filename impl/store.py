@@ -22,6 +22,10 @@ need, single-threaded and deterministic:
   first half of the first unflushed record (a torn record), an int keeps that
   many bytes.
 - ``open`` recovers (``recovery.py``): normal or abnormal by the abort file.
+  After an abnormal recovery everything it kept is msynced: a process crash
+  leaves written bytes in the page cache, and a later flush (which starts at
+  the recovered end) and checkpoint must not stand on bytes that are not on
+  disk yet (RocketMQ marks them flushed without syncing them).
 
 Durability guarantee (what the tests check): after any crash and reopen the
 CommitLog is a prefix of what was appended that contains every record
@@ -37,6 +41,11 @@ can never start re-dispatching after units that were not yet flushed.
 Single process: a ``lock`` file in the root is held with ``flock`` while open and
 holds the text ``lock``; ``index/`` is created empty (rmqspec builds no index
 files), as in a real store directory.
+
+Durable effects: with a recorder installed for the root (``effects``), the
+store marks every append (``append``: offset, size) and the end of recovery
+(``recovered``: the CommitLog end it kept), besides the file effects its
+components report.
 """
 
 from __future__ import annotations
@@ -49,7 +58,8 @@ from pathlib import Path
 
 import attrs
 
-from rmqspec.impl.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+from rmqspec.impl import effects
+from rmqspec.impl.checkpoint import CHECKPOINT_SIZE, Checkpoint, read_checkpoint, write_checkpoint
 from rmqspec.impl.codec import (
     DEFAULT_DELAY_LEVELS_MS,
     DecodedRecord,
@@ -126,6 +136,8 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
+        log = effects.active()
+        self._effects = log if log is not None and log.rel(root) == "" else None
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -186,17 +198,30 @@ class MessageStore:
             dispatch=self._dispatch,
             check_crc=self.config.check_crc_on_recover,
         )
+        if abnormal:
+            # What recovery kept may still sit only in the page cache (a process crash does not
+            # write it back): make it durable before anything later is flushed and checkpointed
+            # on top of it. RocketMQ marks it flushed without syncing it.
+            self.commitlog.files.sync_all()
+            for cq in self._queues.values():
+                cq.files.sync_all()
         self._next = {key: cq.max_offset for key, cq in self._queues.items()}
         last = self.recovery.last_store_ts
         self.commitlog.last_store_ts = last
         self._last_dispatched_ts = last
-        if not self.checkpoint_path.exists():
-            write_checkpoint(self.checkpoint_path, self._durable_cp)
+        if self._effects is not None:
+            self._effects.mark("recovered", end=self.commitlog.max_offset)
+        if not self.checkpoint_path.exists() or self.checkpoint_path.stat().st_size < CHECKPOINT_SIZE:
+            write_checkpoint(self.checkpoint_path, self._durable_cp)  # missing, or cut short by a crash
+        if self._effects is not None and not self.abort_path.exists():
+            self._effects.add(effects.Create("abort"))
         self.abort_path.touch()
         fsync_dir(root)
 
     def _lock(self) -> None:
         path = self.root / "lock"
+        if self._effects is not None and not path.exists():
+            self._effects.add(effects.Create("lock"))
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -234,7 +259,7 @@ class MessageStore:
             return False
         cq = self._queue(record.topic, record.queue_id)
         code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
-        done = cq.put(record.queue_offset, record.commitlog_offset, record.size, code)
+        done = cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code)
         if done:
             self._last_dispatched_ts = record.store_ts
         return done
@@ -257,6 +282,8 @@ class MessageStore:
         hidden = is_txn_hidden(prepared.sys_flag)
         queue_offset = 0 if hidden else self._next.get(key, 0)
         offset = self.commitlog.append(prepared, queue_offset)
+        if self._effects is not None:
+            self._effects.mark("append", offset=offset, size=prepared.size)
         if not hidden:
             self._next[key] = queue_offset + 1
             props = record.properties
@@ -353,6 +380,8 @@ class MessageStore:
             return
         self.flush()
         self._release(flush=True)
+        if self._effects is not None and self.abort_path.exists():
+            self._effects.add(effects.Unlink("abort"))
         self.abort_path.unlink(missing_ok=True)
         fsync_dir(self.root)
 

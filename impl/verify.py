@@ -227,43 +227,65 @@ def _verify_queue(
         if first:
             q.min_offset = f.start // UNIT_SIZE
             first = False
-        for pos in range(0, usable, UNIT_SIZE):
-            clo, size, tags = _UNIT.unpack_from(f.buf, pos)
-            queue_offset = (f.start + pos) // UNIT_SIZE
-            if clo == 0 and size == 0 and tags == 0:
-                if ended_at is None:
-                    ended_at = (f, pos)
-                continue
-            if ended_at is not None:
-                hf, hpos = ended_at
-                findings.append(
-                    Finding(
-                        "CQ_GAP",
-                        name,
-                        pos,
-                        f"unit for queue offset {queue_offset} after a hole at {rel(root, hf.path)}@{hpos}",
+        done = 0  # units before this byte position were checked (or lie in a hole: zeros)
+        for lo, hi in _unit_ranges(f.extents, usable):
+            if lo > done and ended_at is None:
+                ended_at = (f, done)  # a hole: zero units
+            for index, (clo, size, tags) in enumerate(_UNIT.iter_unpack(f.buf[lo:hi])):
+                pos = lo + index * UNIT_SIZE
+                queue_offset = (f.start + pos) // UNIT_SIZE
+                if clo == 0 and size == 0 and tags == 0:
+                    if ended_at is None:
+                        ended_at = (f, pos)
+                    continue
+                if ended_at is not None:
+                    hf, hpos = ended_at
+                    findings.append(
+                        Finding(
+                            "CQ_GAP",
+                            name,
+                            pos,
+                            f"unit for queue offset {queue_offset} after a hole at {rel(root, hf.path)}@{hpos}",
+                        )
                     )
-                )
-                ended_at = None
-            if leading_blank and clo == 0 and size == PRE_BLANK_SIZE and tags == 0:
-                q.min_offset = queue_offset + 1
-                continue
-            leading_blank = False
-            if clo < 0 or size <= 0:
-                findings.append(Finding("CQ_GAP", name, pos, f"invalid unit (offset {clo}, size {size})"))
-                ended_at = (f, pos)
-                continue
-            q.end_offset = queue_offset + 1
-            stats["cq_units"] += 1
-            max_phys = max(max_phys, clo + size)
-            if clo < reader.min_offset:
-                stats["expired_units"] += 1
-                continue
-            _check_unit(q, name, pos, queue_offset, clo, size, tags, reader, delay_levels_ms, findings)
+                    ended_at = None
+                if leading_blank and clo == 0 and size == PRE_BLANK_SIZE and tags == 0:
+                    q.min_offset = queue_offset + 1
+                    continue
+                leading_blank = False
+                if clo < 0 or size <= 0:
+                    findings.append(Finding("CQ_GAP", name, pos, f"invalid unit (offset {clo}, size {size})"))
+                    ended_at = (f, pos)
+                    continue
+                q.end_offset = queue_offset + 1
+                stats["cq_units"] += 1
+                max_phys = max(max_phys, clo + size)
+                if clo < reader.min_offset:
+                    stats["expired_units"] += 1
+                    continue
+                _check_unit(q, name, pos, queue_offset, clo, size, tags, reader, delay_levels_ms, findings)
+            done = hi
+        if done < usable and ended_at is None:
+            ended_at = (f, done)
         if ended_at is None and f.size % UNIT_SIZE:
             findings.append(Finding("TRUNCATED", name, usable, f"{f.size % UNIT_SIZE} bytes of a partial unit"))
     q.end_offset = max(q.end_offset, q.min_offset)
     return max_phys
+
+
+def _unit_ranges(extents: list[tuple[int, int]], usable: int) -> list[tuple[int, int]]:
+    """The unit-aligned byte ranges of ``[0, usable)`` that may hold non-zero units."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in extents:
+        lo -= lo % UNIT_SIZE
+        hi = min(usable, hi + (-hi) % UNIT_SIZE)
+        if lo >= hi:
+            continue
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _check_unit(

@@ -33,6 +33,10 @@ def test_parse_rocketmq_output() -> None:
         "offsetTable"
     ] == {"1": 5}
     assert parse_fastjson("{'a':'b\\u00e9'}") == {"a": "bé"}
+    from rmqspec.impl.configfiles import _NO_FAST_PATH, _parse_fast
+
+    assert _parse_fast(ROCKETMQ_PRETTY) == doc  # the common case takes the C decoder
+    assert _parse_fast("{'a':1}") is _NO_FAST_PATH
 
 
 @pytest.mark.parametrize(
@@ -101,3 +105,42 @@ def test_delay_offsets(tmp_path: Path) -> None:
     path.write_text('{"offsetTable":{"1":"x"}}')
     loaded = load_delay_offsets(path)  # bad shape → .bak (the previous content)
     assert loaded.table == {1: 5, 2: 0} and loaded.main_error is not None
+
+
+_json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+)
+_json_docs = st.recursive(
+    _json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.integers(-5, 10**6), st.text(max_size=8)), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(doc=_json_docs, spacing=st.sampled_from(["", " ", "\n\t", "\u00a0"]), quote=st.booleans())
+def test_the_fast_path_parses_exactly_as_the_reference_parser(doc: object, spacing: str, quote: bool) -> None:
+    """parse_fastjson's C-decoder path and the hand-written parser agree (value or error offset)."""
+    from rmqspec.impl.configfiles import _parse_fast, _Parser
+
+    text = dump_fastjson(doc).replace("\t", spacing)
+    if quote:
+        text = text.replace('"', "'")
+    try:
+        slow = _Parser(text).document()
+    except ConfigFileError as exc:
+        with pytest.raises(ConfigFileError) as info:
+            parse_fastjson(text)
+        assert info.value.offset == exc.offset
+        return
+    except UnicodeDecodeError:  # a lone surrogate escape: the fast path keeps it as such
+        return
+    assert parse_fastjson(text) == slow
+    fast = _parse_fast(text)
+    if isinstance(fast, dict | list):
+        assert fast == slow

@@ -313,3 +313,19 @@ def test_independently_written_store_is_read_dumped_and_verified(tmp_path: Path)
         res = store.put(MessageRecord("Pay_Topic", 0, b"more", {"TAGS": "x"}, store_ts=9999))
         assert res.queue_offset == sum(1 for w in written if w[1] == "Pay_Topic")
     assert verify_store(tmp_path).ok
+
+
+def test_a_unit_after_unallocated_pages_is_a_gap(tmp_path: Path) -> None:
+    """verify walks only a sparse file's allocated extents; a hole of zero units still counts."""
+    cfg = StoreConfig(commitlog_file_size=CL_SIZE, cq_file_size=20 * 1000)
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        offsets = [store.put(MessageRecord("T", 0, b"b", {"TAGS": "t"}, store_ts=5)).commitlog_offset for _ in range(3)]
+    cq = tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}"
+    assert verify_store(tmp_path).ok
+    far = 3 * 4096 + 4 * 20 - (3 * 4096) % 20  # a unit in the fourth page, three pages of holes before it
+    with open(cq, "r+b") as f:
+        f.seek(far)
+        f.write(struct.pack(">qiq", offsets[0], 10, 0))
+    assert cq.stat().st_blocks * 512 < 20 * 1000  # still sparse
+    codes = _codes(verify_store(tmp_path).findings)
+    assert ("CQ_GAP", f"consumequeue/T/0/{0:020d}", far) in codes
