@@ -230,6 +230,10 @@ class MessageStore:
             raise StoreError(path, None, "store is locked by another open MessageStore") from exc
         self._lock_fd = fd
         os.pwrite(fd, b"lock", 0)  # DefaultMessageStore.start writes "lock" into the file it locks
+        if self._effects is not None:  # never read back: recorded as durable, so it adds no crash states
+            self._effects.add(effects.Resize("lock", max(4, os.fstat(fd).st_size)))
+            self._effects.add(effects.Write("lock", 0, b"lock"))
+            self._effects.add(effects.Sync("lock", 0, 4, True))
 
     def _load_queues(self) -> None:
         base = self.root / "consumequeue"
