@@ -81,6 +81,7 @@ from rmqspec.properties.history import (
 from rmqspec.properties.lockstep import Lockstep, Outcome
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.session import SessionView
+from rmqspec.properties.shrink import signature_of
 from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, sleep_until, wall_ms
 
 START_MS = 1_700_000_000_000
@@ -179,6 +180,8 @@ class ConformanceBase(RuleBasedStateMachine):
     last_failure: list[str]
     failed_program: list[Op]
     first_failure: list[str]
+    # every distinct failure of the run: signature -> (message, program when it happened)
+    failures: dict[str, tuple[str, list[Op]]]
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock
     wall: WallOptions | None = None
@@ -270,6 +273,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if not type(self).failed_program:  # the first failure of a run is the finding
             type(self).failed_program[:] = list(self.program)
             type(self).first_failure[:] = [message]
+        type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
         raise MachineFailure(text)
 
     def _call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
@@ -280,6 +284,10 @@ class ConformanceBase(RuleBasedStateMachine):
         except AssertionError as exc:
             self._fail(str(exc))
             raise  # unreachable
+        except Exception as exc:  # the candidate (or a model fork) raised: a finding with its program
+            message = f"candidate raised {type(exc).__name__} in {op}: {exc!r}"
+            type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+            raise
 
     def _now(self) -> int:
         return self.clock.now()
@@ -1515,6 +1523,7 @@ def conformance_machine(
         "last_failure": [],
         "failed_program": [],
         "first_failure": [],
+        "failures": {},
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,
