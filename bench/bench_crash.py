@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.bench_store import _records as store_records
 from rmqspec.impl import crashfs, crashtest, crashwork
 from rmqspec.impl.codec import MessageRecord
 from rmqspec.impl.store import MessageStore, StoreConfig
@@ -42,19 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _records(n: int) -> list[MessageRecord]:
-    body = bytes((i * 7 + 1) % 251 + 1 for i in range(200))
-    return [
-        MessageRecord(
-            "BenchTopic",
-            i % 8,
-            body,
-            {"TAGS": "TagA", "KEYS": f"key-{i}", "UNIQ_KEY": f"{i:032X}"},
-            born_ts=1_700_000_000_000 + i,
-            store_ts=1_700_000_000_000 + i,
-            born_host=("10.0.0.7", 40000),
-        )
-        for i in range(n)
-    ]
+    """The store benchmark's records (200-byte bodies)."""
+    return store_records(n, 200)
 
 
 def make_store(root: Path, n: int) -> int:
