@@ -31,7 +31,9 @@ def test_a_store_session_is_recorded_in_program_order(tmp_path: Path) -> None:
         put = store.put(MessageRecord("T", 0, b"body", {"TAGS": "a"}, store_ts=5))
         store.close()
     kinds = [type(e).__name__ for e in log.effects]
-    assert kinds[:2] == ["Create", "Mark"]  # the lock file, then recovery's mark
+    # the lock file (created, then "lock" written durably: 4.9.8's start writes it), then recovery's mark
+    assert kinds[:5] == ["Create", "Resize", "Write", "Sync", "Mark"]
+    assert log.effects[2] == Write("lock", 0, b"lock")
     cl = "commitlog/00000000000000000000"
     cq = "consumequeue/T/0/00000000000000000000"
     assert Create(cl) in log.effects and Resize(cl, 4096) in log.effects
