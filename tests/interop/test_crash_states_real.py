@@ -14,8 +14,8 @@ itself before recovery; anything else fails the test.
 
 Budget: the real store spends ~1.5 s per state (a fixed 1 s sleep in
 ``DefaultMessageStore.shutdown`` and start-up waits), so 1,000 states take
-~13 minutes with two JVMs; the default, 600 states, fits ~8 minutes
-(``RMQSPEC_INTEROP_CRASH_STATES`` overrides it).
+~13 minutes with two JVMs on a busy machine (the default;
+``RMQSPEC_INTEROP_CRASH_STATES`` overrides it).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from rmqspec.impl.consumequeue import UNIT_SIZE, unpack_unit
 from rmqspec.impl.crashfs import CrashState
 from rmqspec.impl.store import MessageStore, StoreConfig
 
-STATES = int(os.environ.get("RMQSPEC_INTEROP_CRASH_STATES", "600"))
+STATES = int(os.environ.get("RMQSPEC_INTEROP_CRASH_STATES", "1000"))
 JVMS = 2
 REPO = Path(__file__).resolve().parents[2]
 
