@@ -165,21 +165,25 @@ def check_conformance(
     try:
         test()
     except AssertionError as exc:
-        failure = machine.first_failure[0] if machine.first_failure else repr(exc)
+        # manual clock: Hypothesis replays the shrunk example last, so the last failure is the
+        # minimal one; wall clock: no shrinking, and a replay need not fail again — the first counts
+        recorded = machine.first_failure if wall is not None else machine.last_failure
+        failure = recorded[0] if recorded else repr(exc)
     except Exception as exc:  # the candidate raised: that is the finding
         # (on the wall clock a failing run need not fail again when Hypothesis replays it:
         # the failure seen first is the finding, not Hypothesis's Flaky report)
-        failure = machine.first_failure[0] if machine.first_failure else \
+        failure = machine.first_failure[0] if wall is not None and machine.first_failure else \
             f"candidate raised {type(exc).__name__}: {exc!r}"
     finally:
         for rec in getattr(recorder_factory, "opened", ()):
             rec.close()
+    program = machine.failed_program if wall is not None and machine.failed_program else machine.last_program
     return ConformanceResult(
         passed=failure is None,
         examples=len(machine.examples),
         seconds=time.monotonic() - started,
         failure=failure,
-        program=tuple(machine.failed_program or machine.last_program) if failure else (),
+        program=tuple(program) if failure else (),
         coverage=dict(machine.coverage),
         observations=dict(Counter(machine.observations)),
         wall=machine.lateness.as_dict() if machine.lateness is not None else None,
