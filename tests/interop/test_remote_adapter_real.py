@@ -78,7 +78,9 @@ def test_routes_send_pull_offsets_and_close(rmq: Fixture) -> None:
     assert [m["queue_offset"] for m in got] == [s["queue_offset"] for s in sent] == [0, 1, 2]
     for m, s, props in zip(got, sent, o["wire_properties"], strict=True):
         assert m["uniq_key"] == s["uniq_key"] and (m["topic"], m["queue_id"]) == ("RT_BASIC", 2)
-        assert m["properties"] == props | {"CLUSTER": "DefaultCluster"}  # the broker adds CLUSTER
+        # the broker adds CLUSTER and does not store the client's WAIT on a plain send (fidelity B2)
+        assert m["properties"] == {k: v for k, v in props.items() if k != "WAIT"} | {"CLUSTER": "DefaultCluster"}
+        assert props["WAIT"] == "true"
         assert s["born_min"] <= m["born_ts"] <= s["born_max"]  # bornTimestamp is ours
         assert (m["sys_flag"], m["reconsume_times"], m["prepared_txn_offset"]) == (0, 0, 0)
     assert [m["body"] for m in got] == ["body0", "body1", "body2"]
