@@ -1144,6 +1144,9 @@ class ConformanceBase(RuleBasedStateMachine):
             finally:
                 clock.set(saved)
 
+        # one round's checks leave in the scan's order but from a thread pool, so they may arrive in
+        # another: judged in the scan's order (the re-put copies' half-queue offsets)
+        observed = sorted(observed, key=lambda r: r.tran_state_table_offset)
         out = self._call(f"check round at {at}", model_round, candidate_fn=lambda b: observed)
         if out.error is None and observed:
             self._sometimes("wall_round_matched")
