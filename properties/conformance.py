@@ -60,6 +60,7 @@ from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.protocol import Capability
+from rmqspec.model.queues import HALF_TOPIC, OP_TOPIC
 from rmqspec.model.results import (
     CheckRequest,
     PullResult,
@@ -67,6 +68,7 @@ from rmqspec.model.results import (
     ResponseCode,
     TxnAction,
 )
+from rmqspec.model.transactions import CID_RMQ_SYS_TRANS
 from rmqspec.properties import invariants as inv
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
@@ -832,6 +834,12 @@ class ConformanceBase(RuleBasedStateMachine):
                        status=res.status.value)
 
     def _end(self, txn: Txn, action: TxnAction, commitlog_offset: int, tsto: int, from_check: bool) -> None:
+        if type(self).wall is not None and self.ls is not None:
+            # drain answers checks after its reveals, which may take seconds: by then the broker's next
+            # round may be re-putting the same half (4.9.8 checks a half every round until its op
+            # exists), so the answer, like every request, leaves outside a round's quiet window and
+            # after the model replayed the rounds before it (docs/fidelity.md O2)
+            self._wall_before("")
         out = self._call(
             f"end_transaction({self.pg!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
             lambda b: b.end_transaction(self.pg, commitlog_offset, tsto, action, from_check))
@@ -1002,8 +1010,9 @@ class ConformanceBase(RuleBasedStateMachine):
         return slept
 
     def changed_at(self, ms: int) -> None:
-        """A consumer offset committed or a delayed copy fired at ``ms``: state the broker persists
-        only every few seconds. Kept across examples: they share the broker."""
+        """A consumer offset committed, a delayed copy fired or a check round moved the check
+        service's progress (CID_RMQ_SYS_TRANS offsets) at ``ms``: state the broker persists only every
+        few seconds. Kept across examples: they share the broker."""
         type(self).last_change[0] = max(type(self).last_change[0], ms)
 
     def _wall_persisted(self) -> None:
@@ -1132,6 +1141,7 @@ class ConformanceBase(RuleBasedStateMachine):
             self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))
             self._sometimes("wall_round_forked")
         clock = self.clock
+        moved: list[int] = []  # when a fork's round moved the check service's progress
 
         def model_round(b: Any) -> list[CheckRequest]:
             when, visible = getattr(b, "_wall_round", (at, True))
@@ -1140,7 +1150,11 @@ class ConformanceBase(RuleBasedStateMachine):
             saved = clock.now()
             clock.set(when)
             try:
-                return b.check_round(reput_visible=visible)
+                before = _txn_progress(b)
+                checks = b.check_round(reput_visible=visible)
+                if _txn_progress(b) != before:
+                    moved.append(when)
+                return checks
             finally:
                 clock.set(saved)
 
@@ -1150,6 +1164,11 @@ class ConformanceBase(RuleBasedStateMachine):
         out = self._call(f"check round at {at}", model_round, candidate_fn=lambda b: observed)
         if out.error is None and observed:
             self._sometimes("wall_round_matched")
+        if moved:
+            # the round moved CID_RMQ_SYS_TRANS's offsets: consumer offsets the broker persists only
+            # every flushConsumerOffsetInterval, so a kill waits for them too (docs/fidelity.md O1)
+            self.changed_at(max(moved))
+            self._sometimes("wall_round_moved_progress")
 
     def advance_small(self, ms: int) -> None:
         self._record("advance_small", ms=ms)
@@ -1515,6 +1534,13 @@ class ConformanceBase(RuleBasedStateMachine):
             except Exception:
                 pass
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _txn_progress(fork: Any) -> tuple[int, int]:
+    """The check service's progress (TransactionalMessageBridge.fetchConsumeOffset): group
+    CID_RMQ_SYS_TRANS's offsets on the half queue and the op queue, kept with the consumer offsets."""
+    return (fork.query_offset(CID_RMQ_SYS_TRANS, MessageQueue(HALF_TOPIC, 0)),
+            fork.query_offset(CID_RMQ_SYS_TRANS, MessageQueue(OP_TOPIC, 0)))
 
 
 def _fix_retry_queue(fork: Any, queue: int) -> None:

@@ -16,9 +16,12 @@ import pytest
 
 from rmqspec.impl import factory as impl_factory
 from rmqspec.model.broker import ModelBroker
+from rmqspec.model.clock import WallClock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
-from rmqspec.model.results import PullResult
+from rmqspec.model.results import PullResult, TxnAction
+from rmqspec.properties.conformance import Txn, conformance_machine
+from rmqspec.properties.lockstep import Lockstep
 from rmqspec.properties.runner import budget_settings, check_conformance
 from rmqspec.properties.session import SessionError, SessionView
 from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, wall_ms
@@ -185,3 +188,93 @@ class _Manual:
 
     def now(self) -> int:
         return self.t
+
+
+def _wall_machine(candidate: object, model: ModelBroker) -> object:
+    """A wall-clock conformance machine wired to ``candidate`` and ``model`` without the ``init`` rule."""
+    machine = conformance_machine(lambda *a: candidate, config=SHORT, wall=WallOptions())()
+    model.clock = machine.clock
+    machine.ls = Lockstep(candidate, model, machine.clock)
+    return machine
+
+
+def test_a_model_round_that_moves_the_check_progress_delays_a_kill() -> None:
+    """Fidelity O1: 4.9.8 keeps the check service's progress (CID_RMQ_SYS_TRANS offsets, updated by
+    TransactionalMessageBridge.updateConsumeOffset) with the consumer offsets, persisted only every
+    flushConsumerOffsetInterval; a kill before that repeats the lost rounds (checks and discards again).
+    A round that moved the progress is a change ``_wall_persisted`` waits for; a round that moved
+    nothing is not."""
+    clock = _Manual()
+    candidate, model = ModelBroker(clock, SHORT), ModelBroker(clock, SHORT)
+    machine = _wall_machine(candidate, model)
+    for b in (candidate, model):
+        b.external_check_rounds = True
+        b.create_topic("T", 1)
+    machine.clock.set(machine.clock.now() + 1000)
+    candidate.clock = machine.clock
+    machine._model_round(machine.clock.now(), candidate.check_round())
+    assert type(machine).last_change[0] == 0, "an empty round moves nothing"
+    msg = _msg("T")
+    for b in (candidate, model):
+        b.send_half(msg, 0, "PG")
+    at = machine.clock.now() + 3000
+    machine.clock.set(at)
+    observed = candidate.check_round()
+    assert len(observed) == 1
+    machine._model_round(at, observed)
+    assert type(machine).last_change[0] == at
+
+
+def test_the_model_repeats_lost_check_rounds_after_a_kill() -> None:
+    """The 4.9.8 fact behind O1 (measured: docs/fidelity-o1-o2/run-A.txt): killed right after the
+    discard round, the broker restarts with older progress and discards the half again."""
+    for persisted in (False, True):
+        clock = _Manual()
+        model = ModelBroker(clock, SHORT)
+        model.external_check_rounds = True
+        model.create_topic("T", 1)
+        model.send_half(_msg("T"), 0, "PG")
+        for _ in range(4):
+            clock.t += 3000
+            model.check_round()
+        assert model.store.max_offset("TRANS_CHECK_MAX_TIME_TOPIC", 0) == 1
+        if persisted:
+            clock.t += SHORT.flush_consumer_offset_interval_ms
+            model.tick()
+        model.crash("kill")
+        model.recover()
+        clock.t += 3000
+        model.check_round()
+        clock.t += 3000
+        model.check_round()
+        copies = model.store.max_offset("TRANS_CHECK_MAX_TIME_TOPIC", 0)
+        assert copies == 1 if persisted else copies > 1, (persisted, copies)
+
+
+def test_an_end_transaction_leaves_outside_a_check_rounds_quiet_window() -> None:
+    """Fidelity O2: drain answers checks after its reveals; on a loaded machine that is seconds later, when
+    the broker's next round may be re-putting the same unanswered half. Like every request, the
+    END_TRANSACTION waits out the round's quiet window and the model replays the round first."""
+    broker = BackgroundBroker(lambda clock, config: ModelBroker(clock, config), SHORT)
+    try:
+        broker.broker.external_check_rounds = True
+        model = ModelBroker(WallClock(), SHORT)
+        model.external_check_rounds = True
+        machine = _wall_machine(SessionView(broker, SHORT.max_delay_level), model)
+        wall = type(machine).wall
+        machine._call("create_topic", lambda b: b.create_topic("T", 1))
+        msg = _msg("T")
+        sent = machine._call("send_half", lambda b: b.send_half(msg, 0, machine.pg)).value
+        txn = Txn(msg.uniq_key, "T", 0, sent.commitlog_offset, sent.queue_offset, "COMMIT")
+        machine.txns[txn.key] = txn
+        machine.model_time = machine._sync()
+        round_at = machine.model_time + 150  # the broker's next round, from the phase seen
+        machine.check_phase = round_at - SHORT.transaction_check_interval_ms
+        machine.txn_settled = False
+        machine._end(txn, TxnAction.COMMIT, sent.commitlog_offset, sent.queue_offset, False)
+        op = machine.ls.model.store.records[-1]
+        assert op.topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+        assert op.store_ts > round_at + wall.tolerance_ms, (op.store_ts, round_at)
+        assert machine.model_time > round_at
+    finally:
+        broker.close()
