@@ -184,6 +184,7 @@ class RemoteBroker:
         self.heartbeat_consumers = heartbeat_consumers
         self.dispatch_wait_ms = dispatch_wait_ms  # 0: no dispatch barrier
         self.dispatch_waits = 0  # writes after which the broker had not yet dispatched everything
+        self.dispatch_refused = 0  # GET_BROKER_RUNTIME_INFO refusals (asked again)
         self.capabilities: frozenset[Capability] = (
             frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
         self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
@@ -242,13 +243,18 @@ class RemoteBroker:
         thread (ReputMessageService, every 1 ms), so a pull right after an acknowledged send may not
         see the message yet. Poll GET_BROKER_RUNTIME_INFO until ``dispatchBehindBytes`` is 0
         (bounded by ``dispatch_wait_ms``); a broker that does not answer it (e.g. ``rmqspec
-        serve``, which dispatches as it writes) is never asked again."""
+        serve``, which dispatches as it writes) is never asked again; a refusal (a 4.9.8 broker's first
+        second after boot) is asked again until the bound."""
         if self.dispatch_wait_ms <= 0:
             return
         deadline = time.monotonic() + self.dispatch_wait_ms / 1000
         waited = False
         while True:
-            behind = ops.parse_dispatch_behind(self._invoke(ops.runtime_info_request()))
+            try:
+                behind = ops.parse_dispatch_behind(self._invoke(ops.runtime_info_request()))
+            except BrokerError:
+                self.dispatch_refused += 1
+                behind = 1  # unknown: ask again
             if behind is None:
                 self.dispatch_wait_ms = 0
                 return

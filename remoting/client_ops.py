@@ -316,9 +316,13 @@ def runtime_info_request() -> RemotingCommand:
 def parse_dispatch_behind(resp: RemotingCommand) -> int | None:
     """``dispatchBehindBytes`` of GET_BROKER_RUNTIME_INFO's KVTable body (``{"table": {...}}``): how far
     the broker's ReputMessageService is behind the CommitLog's end; ``None`` when the broker does not
-    answer the request or the table has no such entry (not a RocketMQ 4.9 broker)."""
-    if resp.code != ResponseCode.SUCCESS:
+    support the request or the table has no such entry (not a RocketMQ 4.9 broker). Any other refusal
+    is a ``BrokerError``: a 4.9.8 broker answers SYSTEM_ERROR (``NoSuchElementException`` from its TPS
+    statistics) for its first second or so."""
+    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
         return None
+    if resp.code != ResponseCode.SUCCESS:
+        raise refusal(resp, "GET_BROKER_RUNTIME_INFO")
     table = _json_body(resp, "GET_BROKER_RUNTIME_INFO").get("table")
     value = table.get("dispatchBehindBytes") if isinstance(table, dict) else None
     try:

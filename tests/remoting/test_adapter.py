@@ -376,6 +376,17 @@ def test_the_barrier_gives_up_after_its_bound_and_is_off_for_a_broker_without_ru
         assert 0.05 <= time.monotonic() - started < 3 and broker.dispatch_waits == 1
         broker.close()
     unsupported = next(e.response for e in exchanges() if e.response is not None and e.response.code == 3)
+    with CapturedBroker() as peer:  # a 4.9.8 broker's first second: SYSTEM_ERROR from its TPS statistics
+        refused = attrs.evolve(unsupported, code=1, remark="java.util.NoSuchElementException, "
+                               "java.base/java.util.LinkedList.getLast(LinkedList.java:261)")
+        peer.overrides[RequestCode.GET_BROKER_RUNTIME_INFO] = refused
+        broker = RemoteBroker(peer.address, ManualClock(), dispatch_wait_ms=50)
+        broker.send(Message("T", b"x"), 0)
+        assert broker.dispatch_refused >= 1 and broker.dispatch_wait_ms == 50  # asked again, still on
+        del peer.overrides[RequestCode.GET_BROKER_RUNTIME_INFO]
+        broker.send(Message("T", b"y"), 0)
+        assert broker.dispatch_waits == 1  # the refused write waited out its bound
+        broker.close()
     with CapturedBroker() as peer:
         peer.overrides[RequestCode.GET_BROKER_RUNTIME_INFO] = unsupported  # e.g. rmqspec serve
         broker = RemoteBroker(peer.address, ManualClock())
