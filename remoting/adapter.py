@@ -47,8 +47,8 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
   barrier*: GET_BROKER_RUNTIME_INFO 28 until ``dispatchBehindBytes`` is 0
   (bounded by ``dispatch_wait_ms``), because a 4.9 broker builds its consume
   queues in a background thread (a pull right after the send's answer may
-  not see the message: docs/fidelity.md W-dispatch). A broker that does not
-  answer code 28 is not asked again.
+  not see the message: docs/fidelity.md, wire row 4). A broker that does not
+  support code 28 is not asked again; a refusal is asked again.
 - ``flush()`` sends nothing: a remote broker flushes by its own
   ``flushDiskType``; the protocol has no flush request.
 - ``close()`` sends UNREGISTER_CLIENT 35 per group (best effort) and closes
