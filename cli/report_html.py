@@ -257,7 +257,8 @@ def _conformance(c: ConformanceSection | None) -> str:
         return ('<section id="conformance"><h2>Conformance</h2>'
                 '<p class="note">The conformance machine did not run.</p></section>')
     facts = [("result", _badge(c.status)), ("examples", f"{c.examples:,}"), ("steps per example", str(c.steps)),
-             ("examples/s", f"{c.examples_per_s:,.1f}"), ("time", _secs(c.seconds))]
+             ("examples/s", f"{c.examples_per_s:,.1f}"), ("time", _secs(c.seconds)),
+             ("generation", _secs(c.generate_seconds)), ("shrinking", _secs(c.shrink_seconds))]
     out = ['<section id="conformance"><h2>Conformance</h2>',
            '<p class="lead">The conformance state machine drives the broker under test and the model in '
            "lockstep, compares every observable result and checks every invariant on the ghost history.</p>",
@@ -274,6 +275,10 @@ def _conformance(c: ConformanceSection | None) -> str:
             out.append('<p class="note">Replay with <code>rmqspec.properties.program.replay(PROGRAM, factory)'
                        "</code>.</p>")
             out.append(f'<pre class="program">{esc(c.counterexample_program)}</pre>')
+        for i, f in enumerate(c.failures[1:], 2):
+            out.append(f"<h3>Failure {i} of {len(c.failures)}: <code>{esc(f.get('signature'))}</code></h3>")
+            out.append(f'<pre class="failure">{esc(str(f.get("message", "")).strip())}</pre>')
+            out.append(f'<pre class="program">{esc(f.get("program"))}</pre>')
     if c.rule_counts:
         out.append("<h3>Rules run</h3>")
         out.append(_counts_grid(c.rule_counts))

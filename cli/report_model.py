@@ -191,6 +191,10 @@ class ConformanceSection:
     expected: str | None = None
     actual: str | None = None
     counterexample_program: str | None = None
+    # generation and shrinking timed apart; every distinct failure with its own program
+    generate_seconds: float = 0.0
+    shrink_seconds: float = 0.0
+    failures: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self) -> None:
         if self.status not in (PASS, FAIL):
@@ -225,6 +229,9 @@ class ConformanceSection:
             expected=expected,
             actual=actual,
             counterexample_program=program,
+            generate_seconds=float(getattr(result, "generate_seconds", 0.0)),
+            shrink_seconds=float(getattr(result, "shrink_seconds", 0.0)),
+            failures=tuple(f.as_dict() for f in getattr(result, "failures", ())),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +248,9 @@ class ConformanceSection:
             "expected": self.expected,
             "actual": self.actual,
             "counterexample_program": self.counterexample_program,
+            "generate_seconds": round(self.generate_seconds, 3),
+            "shrink_seconds": round(self.shrink_seconds, 3),
+            "failures": [dict(f) for f in self.failures],
         }
 
 

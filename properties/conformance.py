@@ -81,6 +81,7 @@ from rmqspec.properties.history import (
 from rmqspec.properties.lockstep import Lockstep, Outcome
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.session import SessionView
+from rmqspec.properties.shrink import signature_of
 from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, sleep_until, wall_ms
 
 START_MS = 1_700_000_000_000
@@ -152,6 +153,11 @@ def _pick(seq: list | tuple, i: int) -> Any:
     return seq[i % len(seq)]
 
 
+def _origin(m: StoredMessage) -> str | None:
+    """The copy a retry descends from (ORIGIN_MESSAGE_ID); a first-generation copy is its own."""
+    return m.origin_message_id or (m.msg_id if m.reconsume_times == 0 else None)
+
+
 def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A precondition that depends on what the broker did and when. On the wall clock that is not
     reproducible, and Hypothesis needs the choice of rules to be: there the rule is always drawn and
@@ -175,6 +181,8 @@ class ConformanceBase(RuleBasedStateMachine):
     failed_program: list[Op]
     first_failure: list[str]
     last_change: list[int]  # [ms]: see changed_at
+    # every distinct failure of the run: signature -> (message, program when it happened)
+    failures: dict[str, tuple[str, list[Op]]]
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock
     wall: WallOptions | None = None
@@ -227,7 +235,8 @@ class ConformanceBase(RuleBasedStateMachine):
         self.pending_checks: list[CheckRequest] = []
         self.frontier: dict[MessageQueue, int] = {}
         self.unrevealable: set[str] = set()
-        self.expect_fire: dict[tuple[str, str, int], int] = {}
+        self.expect_fire: dict[tuple[str, str, int, str | None, int], int] = {}
+        self.expect_seq = 0
         self.sched_levels: set[int] = set()
         self.pull_seq = 0
         self.body_seq = 0
@@ -268,6 +277,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if not type(self).failed_program:  # the first failure of a run is the finding
             type(self).failed_program[:] = list(self.program)
             type(self).first_failure[:] = [message]
+        type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
         raise MachineFailure(text)
 
     def _call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
@@ -278,6 +288,10 @@ class ConformanceBase(RuleBasedStateMachine):
         except AssertionError as exc:
             self._fail(str(exc))
             raise  # unreachable
+        except Exception as exc:  # the candidate (or a model fork) raised: a finding with its program
+            message = f"candidate raised {type(exc).__name__} in {op}: {exc!r}"
+            type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+            raise
 
     def _now(self) -> int:
         return self.clock.now()
@@ -396,7 +410,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if msg.delay_level > 0:
             level = min(msg.delay_level, self.config.max_delay_level)
             self.sched_levels.add(level)
-            self.expect_fire[(msg.topic, msg.uniq_key, 0)] = self._now() + self.config.delay_ms(level)
+            self._expect_fire(msg.topic, msg.uniq_key, 0, None, self._now() + self.config.delay_ms(level))
 
     def send_plain(self, topic: int, queue: int, tags: str | None, keys: tuple, props: bool) -> None:
         self._record("send_plain", topic=topic, queue=queue, tags=tags, keys=keys, props=props)
@@ -464,7 +478,7 @@ class ConformanceBase(RuleBasedStateMachine):
                 commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                 reconsume_times=m.reconsume_times,
                 detail={"pull": self.pull_seq, "from": offset, "tags": m.tags,
-                        "subscription": sub, "client": deliver},
+                        "subscription": sub, "client": deliver, "origin": m.origin_message_id},
             )
         return res
 
@@ -530,13 +544,14 @@ class ConformanceBase(RuleBasedStateMachine):
             commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
             reconsume_times=m.reconsume_times + 1, delay_level=new_level, deliver_ts=deliver_ts,
             status="DLQ" if routed_dlq else "RETRY",
-            detail={"code": ResponseCode(code).name, "requested_level": level, "max": effective},
+            detail={"code": ResponseCode(code).name, "requested_level": level, "max": effective,
+                    "origin": _origin(m)},
         )
         if code == ResponseCode.SUCCESS:
             self._sometimes("send_back:DLQ" if routed_dlq else "send_back:RETRY")
             if not routed_dlq:
                 self.sched_levels.add(new_level)
-                self.expect_fire[(retry_topic(group), m.uniq_key, m.reconsume_times + 1)] = deliver_ts
+                self._expect_fire(retry_topic(group), m.uniq_key, m.reconsume_times + 1, _origin(m), deliver_ts)
         else:
             self._sometimes("send_back_failed")
         return ResponseCode(code)
@@ -1277,8 +1292,7 @@ class ConformanceBase(RuleBasedStateMachine):
         except Exception as exc:
             self._fail(f"candidate failed to crash({kind!r})/recover(): {exc!r}")
         if self.ls.enabled:
-            for fork in self.ls.forks:
-                fork.crash(kind)
+            self.ls.on_forks(lambda fork: fork.crash(kind))
             n = self.ls.split(_recovery_choices, _recover)
             if n > 1:
                 self._sometimes("recovery_forked")
@@ -1299,6 +1313,21 @@ class ConformanceBase(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------
     # revealing what the broker stored (the observer)
+
+    def _expect_fire(self, topic: str, key: str, r: int, origin: str | None, due: int) -> None:
+        """A delayed or retry copy will appear in ``topic``; one entry per copy, never merged
+        with another copy sharing the key (a duplicate commit, a re-consumption after a crash)."""
+        self.expect_seq += 1
+        self.expect_fire[(topic, key, r, origin, self.expect_seq)] = due
+
+    def _fired_due(self, m: StoredMessage) -> int | None:
+        """The due time of the expected copy ``m`` is: the earliest-due entry of its copy
+        (topic, key, reconsume_times, origin) — the first of them cannot come before it."""
+        origin = m.origin_message_id if m.topic.startswith("%RETRY%") else None
+        mine = [t for t in self.expect_fire if t[:4] == (m.topic, m.uniq_key, m.reconsume_times, origin)]
+        if not mine:
+            return None
+        return self.expect_fire.pop(min(mine, key=lambda t: (self.expect_fire[t], t[4])))
 
     def _reveal_mqs(self) -> list[MessageQueue]:
         mqs = [mq for mq in self.frontier if mq.topic not in self.unrevealable]
@@ -1339,8 +1368,8 @@ class ConformanceBase(RuleBasedStateMachine):
                    commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                    reconsume_times=m.reconsume_times,
                    delay_level=m.queue_id + 1 if m.topic == SCHEDULE_TOPIC else None,
-                   deliver_ts=deliver_ts, detail={"store_ts": m.store_ts})
-        fire = self.expect_fire.pop((m.topic, m.uniq_key, m.reconsume_times), None)
+                   deliver_ts=deliver_ts, detail={"store_ts": m.store_ts, "origin": m.origin_message_id})
+        fire = self._fired_due(m)
         if fire is not None:
             self.changed_at(m.store_ts)
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
@@ -1545,6 +1574,7 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
+        "failures": {},
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,

@@ -632,23 +632,24 @@ def _message_pass(df: DataFrame, acked_send: Column, commit: Column, at_risk: Da
         .repartition("trace", "msg_key")
     )
     wk = Window.partitionBy("trace", "msg_key")
-    # The most specific ordering first: the coarser windows below reuse its sort.
-    w_grs = wk.orderBy("group", "reconsume_times", "seq")
+    # The most specific ordering first (w_gr below: trace, msg_key, group, reconsume_times,
+    # seq): the coarser windows reuse its sort.
     w_group = wk.orderBy("group").rangeBetween(Window.currentRow, Window.currentRow)
     rollback = (EV() == "txn_end") & (F.col("status") == "ROLLBACK")
     half = EV() == "txn_half"
     success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("group").isNotNull()
-    # RETRY_EARLY, deliver clause: the latest earlier send_back RETRY with the same
-    # (group, reconsume_times) is the last one before the row in this ordering when
-    # it carries the row's (group, reconsume_times).
+    # RETRY_EARLY, deliver clause: the earliest-due earlier send_back RETRY with the same
+    # (group, reconsume_times): the min (due, seq) over the rows before the row within its
+    # (group, reconsume_times).
     is_back = (EV() == "send_back") & (F.col("status") == "RETRY") & _nn("deliver_ts", "group", "reconsume_times")
     back = F.struct(
+        F.col("deliver_ts").alias("due"),
+        SEQ().alias("s"),
         F.col("group").alias("g"),
         F.col("reconsume_times").alias("r"),
-        SEQ().alias("s"),
-        F.col("deliver_ts").alias("due"),
     )
-    fam = fam.withColumn("back", F.last(F.when(is_back, back), ignorenulls=True).over(w_grs.rowsBetween(UNBOUNDED, -1)))
+    w_gr = Window.partitionBy("trace", "msg_key", "group", "reconsume_times").orderBy("seq")
+    fam = fam.withColumn("back", F.min(F.when(is_back, back)).over(w_gr.rowsBetween(UNBOUNDED, -1)))
     fam = fam.withColumn("first_success", F.min(F.when(success, SEQ())).over(w_group))
     flag = lambda c: F.max(F.when(c, 1).otherwise(0)).over(wk)  # noqa: E731
     fam = (
@@ -955,6 +956,9 @@ def txn_rules(
             not_risky = ~F.col("risky")
         else:
             not_risky = F.lit(True)
+        skipped = _skipped_halves(df)
+        fam = fam.join(skipped, (fam["trace"] == skipped["s_trace"]) & (fam["txn_id"] == skipped["s_txn"]), "left")
+        not_risky = not_risky & F.col("s_txn").isNull()
         rules.append(
             (
                 (EV() == "txn_half")
@@ -972,6 +976,23 @@ def txn_rules(
             )
         )
     return [_findings(fam, rules)]
+
+
+def _skipped_halves(df: DataFrame) -> DataFrame:
+    """(s_trace, s_txn): halves sent after a power loss at a reused half-queue position below
+    1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
+    is_pos = EV().isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull()
+    power = (EV() == "crash") & (F.col("status") == "power")
+    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id")
+    w = Window.partitionBy("trace").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    seen = F.max(F.when(is_pos, F.col("queue_offset"))).over(w)
+    rows = rows.withColumn("bound_here", F.when(power, F.coalesce(seen, F.lit(-1)) + 1))
+    rows = rows.withColumn("bound", F.max("bound_here").over(w))
+    return (
+        rows.filter((EV() == "txn_half") & F.col("txn_id").isNotNull() & (F.col("queue_offset") < F.col("bound")))
+        .select(F.col("trace").alias("s_trace"), F.col("txn_id").alias("s_txn"))
+        .distinct()
+    )
 
 
 # --------------------------------------------------------------------- plan

@@ -139,6 +139,25 @@ CASES: tuple[Case, ...] = (
         (("RETRY_EARLY", (7, 8)), ("RETRY_EARLY", (9,))),
     ),
     Case(
+        "RETRY_EARLY: two copies share a key (duplicate COMMIT): each retry is judged against the "
+        "earliest-due send-back, never the latest",
+        """
+        0 txn_half t=0 topic=T key=K1 txn=K1
+        1 txn_end t=10 topic=T key=K1 txn=K1 st=COMMIT
+        2 txn_end t=20 topic=T key=K1 txn=K1 st=COMMIT
+        3 deliver t=30 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        4 deliver t=30 g=G topic=T q=0 off=1 key=K1 c=C1 rt=0
+        5 send_back t=40 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=1 due=1040 st=RETRY
+        6 send_back t=40 g=G topic=T q=0 off=1 key=K1 rt=1 lvl=2 due=5040 st=RETRY
+        7 deliver t=1040 g=G topic=%RETRY%G q=0 off=0 key=K1 c=C1 rt=1
+        8 deliver t=5040 g=G topic=%RETRY%G q=0 off=1 key=K1 c=C1 rt=1
+        9 send_back t=6000 g=G topic=%RETRY%G q=0 off=0 key=K1 rt=2 lvl=3 due=16000 st=RETRY
+        10 send_back t=6000 g=G topic=%RETRY%G q=0 off=1 key=K1 rt=2 lvl=3 due=16000 st=RETRY
+        11 deliver t=15999 g=G topic=%RETRY%G q=0 off=2 key=K1 c=C1 rt=2
+        """,
+        (("RETRY_EARLY", (9, 11)), ("DUPLICATE_COMMIT", (1, 2))),
+    ),
+    Case(
         "DLQ_EARLY / DLQ_MISSED at the default max 16 and a per-group max 2",
         """
         0 send t=0 topic=T q=0 key=K1
@@ -330,6 +349,27 @@ CASES: tuple[Case, ...] = (
         6 drain t=100
         """,
         (("TXN_UNRESOLVED", (0, 6)),),
+    ),
+    Case(
+        "TXN_UNRESOLVED: after a power loss, a half at a reused half-queue position below the saved "
+        "check progress may be skipped; one above it, or after a kill, may not",
+        """
+        0 txn_half t=0 topic=H q=0 off=0 key=X1 txn=X1
+        1 txn_half t=0 topic=H q=0 off=1 key=X2 txn=X2
+        2 txn_check t=60000 topic=H off=2 key=X1 txn=X1
+        3 txn_end t=60010 key=X1 txn=X1 st=COMMIT
+        4 txn_end t=60020 key=X2 txn=X2 st=COMMIT
+        5 crash t=70000 st=kill
+        6 recover t=70001
+        7 txn_half t=70002 topic=H q=0 off=3 key=X3 txn=X3
+        8 crash t=80000 st=power
+        9 recover t=80001
+        10 txn_half t=80002 topic=H q=0 off=0 key=X4 txn=X4
+        11 txn_half t=80003 topic=H q=0 off=3 key=X5 txn=X5
+        12 txn_half t=80004 topic=H q=0 off=4 key=X6 txn=X6
+        13 drain t=99000
+        """,
+        (("TXN_UNRESOLVED", (7, 13)), ("TXN_UNRESOLVED", (12, 13))),
     ),
     Case(
         "Observations: DUPLICATED and RECOVERED",

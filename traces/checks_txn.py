@@ -148,6 +148,30 @@ def detect_txn_checks(trace: Trace) -> Iterator[Finding]:
             )
 
 
+def skipped_halves(trace: Trace) -> set[str]:
+    """txn_ids of halves the check service may never see after a power loss.
+
+    RocketMQ 4.9.8 persists the check progress (a consumer offset on the half
+    queue) apart from the commitlog: after an ASYNC broker's power loss it may
+    point past the truncated half queue, and halves sent afterwards at reused
+    positions below it are skipped (docs/fidelity.md). A ``txn_half`` whose
+    queue_offset is below 1 + the highest half-queue position (``txn_half`` or
+    ``txn_check`` queue_offset) seen before an earlier ``crash`` with status
+    ``power`` is exempt; without reused positions nothing is.
+    """
+    seen, bound = -1, -1
+    out: set[str] = set()
+    for _, row in trace.of("txn_half", "txn_check", "crash"):
+        if row["event"] == "crash":
+            if row["status"] == "power":
+                bound = max(bound, seen + 1)
+        elif row["queue_offset"] is not None:
+            if row["event"] == "txn_half" and row["queue_offset"] < bound and row["txn_id"] is not None:
+                out.add(row["txn_id"])
+            seen = max(seen, row["queue_offset"])
+    return out
+
+
 def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     """TXN_UNRESOLVED: a half neither committed, rolled back nor discarded by the drain.
 
@@ -156,11 +180,12 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     ``txn_discard`` of its txn_id before the drain. Not judged without
     ``drain``, nor for a half whose msg_key a ``crash`` lists in
     ``detail.at_risk`` (an unflushed half may vanish with an ASYNC broker's
-    power loss). seqs = [txn_half, drain].
+    power loss), nor for one ``skipped_halves`` names. seqs = [txn_half, drain].
     """
     drain = trace.drain_seq
     if drain is None:
         return
+    skipped = skipped_halves(trace)
     resolved = {
         r["txn_id"]
         for _, r in trace.of("txn_end", "txn_discard")
@@ -169,7 +194,8 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
         and (r["event"] == "txn_discard" or r["status"] in ("COMMIT", "ROLLBACK"))
     }
     for txn, half in sorted(_halves(trace, "txn_id").items(), key=lambda kv: kv[1]["seq"]):
-        if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk:
+        if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk \
+                and txn not in skipped:
             yield violation(
                 Code.TXN_UNRESOLVED,
                 (half["seq"], drain),
