@@ -848,6 +848,9 @@ def _lost(
         F.col("a_topic").alias("topic"),
         F.explode("groups").alias("group"),
     ).filter(~F.array_contains(F.col("done_groups"), F.col("group")))
+    from rmqspec.spark.rules_lifecycle import skipped_by_saved_offsets  # it imports this module
+
+    lost = lost.join(skipped_by_saved_offsets(df), ["trace", "group", "msg_key"], "left_anti")
     return _finding(
         lost,
         Code.LOST,
@@ -908,7 +911,13 @@ def txn_rules(
     )
     tk = ("txn_id", "msg_key")
     half_keys = {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")}
-    earlier = F.when(is_commit, F.least("fr", "fd")).when(is_rb, F.least("fc", "fd"))
+    # a discard counts only when no resolution preceded it (a committed transaction whose newest
+    # re-put copy is discarded stays committed)
+    resolved_first = F.coalesce(F.col("fc") < F.col("fd"), F.lit(False)) | F.coalesce(
+        F.col("fr") < F.col("fd"), F.lit(False)
+    )
+    late = F.when(F.col("fd").isNotNull() & ~resolved_first, F.col("fd"))
+    earlier = F.when(is_commit, F.least(F.col("fr"), late)).when(is_rb, F.least(F.col("fc"), late))
     check = (EV() == "txn_check") & F.col("half").isNotNull()
     due = F.col("half.t") + F.lit(params.transaction_timeout_ms)
     rules = [
@@ -995,6 +1004,13 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
     )
 
 
+def _lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
+    """The deep lifecycle rules (``spark/rules_lifecycle.py``; imported here, it imports this module)."""
+    from rmqspec.spark.rules_lifecycle import lifecycle_rules
+
+    return lifecycle_rules(df, params, at_risk)
+
+
 # --------------------------------------------------------------------- plan
 
 
@@ -1034,5 +1050,6 @@ def all_findings(
         *consumer_rules(df),
         *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, at_risk),
         *txn_rules(df, params, has_drain, at_risk),
+        *_lifecycle_rules(df, params, at_risk),
     ]
     return reduce(DataFrame.unionByName, parts)
