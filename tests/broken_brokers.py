@@ -357,9 +357,10 @@ class DelayOffsetNotCorrected(ModelBroker):
 
 
 class FlushFailureAcked(ModelBroker):
-    """apache/rocketmq#2706 (4.8.0, still in 4.9.3 per #4306): with SYNC_FLUSH, a failed
-    force() is only logged and SEND_OK is still returned, so acknowledged messages are lost
-    when the power fails (here: from the 3rd record on the disk silently stops persisting)."""
+    """apache/rocketmq#2706 (4.8.0, still in 4.9.3 per #4306): a failed force() is only logged,
+    the flushed position still advances and SEND_OK (SYNC_FLUSH) is still returned, so messages
+    acknowledged as durable — or flushed — are lost when the power fails (here: from the 3rd
+    record on the disk silently stops persisting)."""
 
     FAIL_FROM = 3
 
@@ -367,7 +368,7 @@ class FlushFailureAcked(ModelBroker):
         super().__init__(clock, config)
 
     def recover(self, survivors: int | None = None) -> None:
-        if survivors is None and self.durability.crash_kind == "power" and self.durability.sync:
+        if survivors is None and self.durability.crash_kind == "power":  # SYNC, or ASYNC after a flush()
             keep = min(len(self.store.records), self.FAIL_FROM - 1)
             self.durability.flushed = min(self.durability.flushed, keep)
             super().recover(survivors=keep)

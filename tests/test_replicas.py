@@ -22,7 +22,7 @@ REPLICAS, ISSUES = _bb.REPLICAS, _bb.ISSUES
 # replica -> the invariant code that catches it without the model beside the broker
 INVARIANTS_ONLY = {
     "dlq_through_schedule": "DLQ_DELAYED",
-    "orderly_dlq_retried_forever": "LOST",
+    "orderly_dlq_retried_forever": "DLQ_MISSED",
     "check_after_resolution": "TXN_CHECK_AFTER_RESOLVED",
     "discard_before_check_max": "TXN_DISCARD_EARLY",
     "delay_progress_not_persisted_on_shutdown": "SCHEDULE_DUPLICATED",
