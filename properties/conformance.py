@@ -26,9 +26,11 @@ begin/finish (SUCCESS or SUSPEND, DLQ at the limit); half send, commit,
 rollback, UNKNOWN, lost end-transaction, duplicate commit (not in ``strict``),
 check replies; clock advance (small, large, and to a deadline ± 1 ms / 1 s)
 + tick; flush; crash (kill/power) + recover when the broker has
-``Capability.CRASH`` (not in ``strict``); drain. ``always`` invariants run
-after every step (``@invariant``), ``eventually`` ones after a drain; the
-teardown drains.
+``Capability.CRASH`` (not in ``strict``); drain. The deep rules of
+``composite.py`` (a mixin: clean shutdown + reopen, the lifecycle ladders, the
+``beat`` heartbeat, swarm families, depth targets, lifecycle coverage) add to
+them. ``always`` invariants run after every step (``@invariant``),
+``eventually`` ones after a drain; the teardown drains.
 
 Deviations from a real deployment: clients and broker share one clock (no
 drift); an orderly window never outlives the client's broker lock (the
