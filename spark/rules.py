@@ -992,10 +992,10 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
     1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
     is_pos = EV().isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull()
     power = (EV() == "crash") & (F.col("status") == "power")
-    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id")
+    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id", power.alias("power"))
     w = Window.partitionBy("trace").orderBy("seq").rowsBetween(UNBOUNDED, -1)
     seen = F.max(F.when(is_pos, F.col("queue_offset"))).over(w)
-    rows = rows.withColumn("bound_here", F.when(power, F.coalesce(seen, F.lit(-1)) + 1))
+    rows = rows.withColumn("bound_here", F.when(F.col("power"), F.coalesce(seen, F.lit(-1)) + 1))
     rows = rows.withColumn("bound", F.max("bound_here").over(w))
     return (
         rows.filter((EV() == "txn_half") & F.col("txn_id").isNotNull() & (F.col("queue_offset") < F.col("bound")))

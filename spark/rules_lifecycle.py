@@ -6,7 +6,8 @@ family                 shuffle / window                codes
 txn_half/end/check/    trace, txn_id; seq              TXN_CHECK_AFTER_RESOLVED (the copies and
 discard                                                ops before a check, as arrays),
                                                        TXN_DISCARD_EARLY
-send_back, %DLQ% store trace, group, msg_key; seq      DLQ_DELAYED
+send_back (DLQ),       trace, group, msg_key; seq      DLQ_DELAYED (a store answering an
+%DLQ% store                                            earlier send-back: counts)
 SCHEDULE store, fire   trace, msg_key, rt; seq         SCHEDULE_DUPLICATED (``crashes``: crash
                                                        rows before the row, from the job)
 commit_offset          trace, group, topic, queue;     OFFSET_LOST
@@ -100,7 +101,7 @@ def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataF
 
 
 def _dlq_delayed(df: DataFrame, params: AuditParams) -> DataFrame:
-    back = (EV() == "send_back") & _nn("group", "msg_key")
+    back = (EV() == "send_back") & (F.col("status") == "DLQ") & _nn("group", "msg_key")
     dlq = (EV() == "store") & F.col("topic").startswith(DLQ_PREFIX) & F.col("msg_key").isNotNull()
     rows = (
         df.filter(back | dlq)
@@ -108,15 +109,21 @@ def _dlq_delayed(df: DataFrame, params: AuditParams) -> DataFrame:
         .withColumn("grp", F.when(EV() == "send_back", F.col("group")).otherwise(F.expr("substring(topic, 6)")))
         .repartition("trace", "grp", "msg_key")
     )
-    before = Window.partitionBy("trace", "grp", "msg_key").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    by_key = Window.partitionBy("trace", "grp", "msg_key").orderBy("seq")
+    before = by_key.rowsBetween(UNBOUNDED, -1)
     last = F.struct(SEQ().alias("s"), F.col("ts").alias("t"), F.col("topic").alias("topic"))
-    rows = rows.withColumn("back", F.last(F.when(EV() == "send_back", last), ignorenulls=True).over(before))
+    rows = (
+        rows.withColumn("back", F.last(F.when(EV() == "send_back", last), ignorenulls=True).over(before))
+        .withColumn("backs", F.count(F.when(EV() == "send_back", 1)).over(before))
+        .withColumn("stores", F.count(F.when(EV() == "store", 1)).over(by_key.rowsBetween(UNBOUNDED, 0)))
+    )
     gap = F.col("ts") - F.col("back.t")
     return _findings(
         rows,
         [
             (
-                (EV() == "store") & F.col("back").isNotNull() & (gap >= params.shortest_delay_ms),
+                (EV() == "store") & F.col("back").isNotNull() & (F.col("stores") <= F.col("backs"))
+                & (gap >= params.shortest_delay_ms),
                 _struct(
                     Code.DLQ_DELAYED,
                     [F.col("back.s"), SEQ()],

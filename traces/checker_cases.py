@@ -429,8 +429,9 @@ CASES: tuple[Case, ...] = (
         (("TXN_DISCARD_EARLY", (0, 5)), ("TXN_DISCARD_EARLY", (1, 6))),
     ),
     Case(
-        "DLQ_DELAYED: a DLQ copy a delay level after its send-back; at once, 999 ms or in "
-        "another group it is fine",
+        "DLQ_DELAYED: a DLQ copy a delay level after its send-back; at once, 999 ms, in "
+        "another group, or recorded before its own DLQ send-back (as brokers record it: not "
+        "paired with an older RETRY or DLQ send-back) it is fine",
         """
         0 send_back t=1000 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=-1 st=DLQ
         1 store t=1000 topic=%DLQ%G q=0 off=0 key=K1 rt=1
@@ -439,6 +440,11 @@ CASES: tuple[Case, ...] = (
         4 send_back t=3000 g=G topic=T q=0 off=2 key=K3 rt=17 lvl=0 st=DLQ
         5 store t=4000 topic=%DLQ%G q=0 off=2 key=K3 rt=17
         6 store t=9000 topic=%DLQ%H q=0 off=0 key=K3 rt=17
+        7 send_back t=10000 g=G topic=T q=0 off=3 key=K4 rt=3 lvl=3 st=RETRY
+        8 store t=80000 topic=%DLQ%G q=0 off=3 key=K4 rt=17
+        9 send_back t=80000 g=G topic=T q=0 off=4 key=K4 rt=17 lvl=0 st=DLQ
+        10 store t=200000 topic=%DLQ%G q=0 off=4 key=K4 rt=17
+        11 send_back t=200000 g=G topic=T q=0 off=5 key=K4 rt=17 lvl=0 st=DLQ
         """,
         (("DLQ_DELAYED", (4, 5)),),
     ),

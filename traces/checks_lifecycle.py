@@ -110,22 +110,29 @@ def detect_dlq_delayed(trace: Trace) -> Iterator[Finding]:
 
     SPEC §8.1 extension (properties/README.md, "Deep lifecycle guarantees").
     ``SendMessageProcessor.consumerSendMsgBack`` writes the DLQ copy itself, with delay
-    level 0 — never through SCHEDULE_TOPIC_XXXX. A ``store`` in ``%DLQ%{group}`` whose ts is
-    at least the shortest delay level after the latest earlier ``send_back`` of that
-    (group, msg_key). seqs = [send_back, store].
+    level 0 — never through SCHEDULE_TOPIC_XXXX. A broker records that store before the
+    ``send_back`` row (status DLQ) of the same request; a store that answers an earlier
+    DLQ ``send_back`` instead — the (group, msg_key)'s stores in ``%DLQ%{group}`` so far, this
+    one included, do not outnumber its earlier DLQ send-backs — and whose ts is at least the
+    shortest delay level after the latest of them. seqs = [send_back, store].
     """
     last: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    counts: dict[tuple[Any, Any], list[int]] = {}  # [DLQ send-backs, DLQ stores]
     shortest = trace.params.shortest_delay_ms
     for _, row in trace.of("send_back", "store"):
         if row["event"] == "send_back":
-            if row["group"] is not None and row["msg_key"] is not None:
+            if row["status"] == "DLQ" and row["group"] is not None and row["msg_key"] is not None:
                 last[(row["group"], row["msg_key"])] = row
+                counts.setdefault((row["group"], row["msg_key"]), [0, 0])[0] += 1
             continue
         topic = row["topic"]
         if topic is None or not topic.startswith(DLQ_PREFIX) or row["msg_key"] is None:
             continue
-        back = last.get((topic[len(DLQ_PREFIX):], row["msg_key"]))
-        if back is not None and row["ts"] - back["ts"] >= shortest:
+        gk = (topic[len(DLQ_PREFIX):], row["msg_key"])
+        n = counts.setdefault(gk, [0, 0])
+        n[1] += 1
+        back = last.get(gk)
+        if back is not None and n[1] <= n[0] and row["ts"] - back["ts"] >= shortest:
             yield violation(
                 Code.DLQ_DELAYED,
                 (back["seq"], row["seq"]),

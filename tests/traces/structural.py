@@ -48,7 +48,8 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     last_success: dict[tuple, tuple[str, int, int]] = {}
     txn: dict[str, dict[str, Any]] = {}
     early_visible: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    last_back: dict[tuple, dict] = {}
+    last_back: dict[tuple, dict] = {}  # (group, key) -> latest DLQ send-back
+    dlq_counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (group, key) -> [send-backs, stores]
     fires: dict[tuple, list] = {}  # (key, rt) -> [scheduled, fired, first fire seq, crashes then]
     crashes = 0
     commits: dict[tuple, dict] = {}
@@ -70,8 +71,10 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 if f[1] > f[0] and f[3] == crashes:
                     v("SCHEDULE_DUPLICATED", f[2], seq)
         if ev == "store" and r["topic"].startswith("%DLQ%"):
+            n = dlq_counts[(r["topic"][5:], key)]
+            n[1] += 1
             sb = last_back.get((r["topic"][5:], key))
-            if sb is not None and ts - sb["ts"] >= DELAYS[0]:
+            if sb is not None and n[1] <= n[0] and ts - sb["ts"] >= DELAYS[0]:
                 v("DLQ_DELAYED", sb["seq"], seq)
         if ev == "commit_offset":
             before = commits.get(k)
@@ -128,7 +131,9 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                         v("ORDER_KEY_REORDERED", prev[2], seq)
                     last_success[k] = (cid, r["queue_offset"], seq)
         elif ev == "send_back":
-            last_back[(g, key)] = r
+            if r["status"] == "DLQ":
+                last_back[(g, key)] = r
+                dlq_counts[(g, key)][0] += 1
             unacked[k].pop(r["queue_offset"], None)
             rt = r["reconsume_times"]
             if r["status"] == "RETRY":
