@@ -381,19 +381,24 @@ class DeepRules:
         # the holder renews every lockInterval (20 s); a competitor asking 45 s after the last
         # renewal is refused: the broker's lock lives 60 s from the last grant
         other = _pick([x for x in CLIENTS if x != c], client // 3)
+        holder = c
         if not self.windows:
             for _ in range(3):
                 self._advance(20_000)
                 self._lock(c, [mq])
             self._advance(45_000)  # past a 30 s lifetime, within the broker's 60 s
             self._lock(other, [mq])
+            # the holder stops renewing: 60 s after its last grant the lock expires and the
+            # competitor takes the queue over (RebalanceLockManager.isExpired)
+            self._advance(self.config.broker_lock_max_live_ms - 45_000 + 1)
+            if mq in self._lock(other, [mq]):
+                holder, other = other, c
         # the queue is rebalanced away: another client unlocks what it does not hold, the holder
         # releases it, and the other's unlock then finds it free (RebalanceImpl.unlock)
         if not any(k[1] == mq for k in self.windows):
-            other = _pick([x for x in CLIENTS if x != c], client // 3)
-            self._lock(other, [mq])  # still held by c: denied
+            self._lock(other, [mq])  # still held by the holder: denied
             self._unlock(other, [mq])
-            self._unlock(c, [mq])
+            self._unlock(holder, [mq])
             self._unlock(other, [mq])
         self._after()
 
