@@ -138,6 +138,7 @@ span.detail { color: var(--muted); font-size: .85rem; overflow-wrap: anywhere; }
 .failed-proof { border-left: 4px solid var(--fail); padding: 2px 16px; margin: 16px 0; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.hit td { background: #fff5f5; }
+tr.miss td { background: #fff5f5; color: var(--fail); }
 .badge { display: inline-block; white-space: nowrap; padding: 1px 9px; border-radius: 999px;
          font-size: .8rem; font-weight: 700; letter-spacing: .03em; }
 .badge.pass { background: var(--pass-bg); color: var(--pass); }
@@ -279,6 +280,15 @@ def _conformance(c: ConformanceSection | None) -> str:
             out.append(f"<h3>Failure {i} of {len(c.failures)}: <code>{esc(f.get('signature'))}</code></h3>")
             out.append(f'<pre class="failure">{esc(str(f.get("message", "")).strip())}</pre>')
             out.append(f'<pre class="program">{esc(f.get("program"))}</pre>')
+    if c.coverage:
+        transitions = list(c.coverage.get("transitions", ()))
+        out.append("<h3>Lifecycle coverage</h3>")
+        out.append(f'<p class="note">{c.coverage.get("reached")} of {c.coverage.get("total")} transitions of the '
+                   "lifecycle tables (<code>model/lifecycle.py</code>, the rows the z3 theorems prove) were taken "
+                   "by the broker during the run.</p>")
+        out.append(_table(("transition", "count"),
+                          [(f"<code>{esc(t['transition'])}</code>", f"{int(t['count']):,}") for t in transitions],
+                          "coverage", ["miss" if not t["count"] else "" for t in transitions]))
     if c.rule_counts:
         out.append("<h3>Rules run</h3>")
         out.append(_counts_grid(c.rule_counts))

@@ -26,9 +26,11 @@ begin/finish (SUCCESS or SUSPEND, DLQ at the limit); half send, commit,
 rollback, UNKNOWN, lost end-transaction, duplicate commit (not in ``strict``),
 check replies; clock advance (small, large, and to a deadline ± 1 ms / 1 s)
 + tick; flush; crash (kill/power) + recover when the broker has
-``Capability.CRASH`` (not in ``strict``); drain. ``always`` invariants run
-after every step (``@invariant``), ``eventually`` ones after a drain; the
-teardown drains.
+``Capability.CRASH`` (not in ``strict``); drain. The deep rules of
+``composite.py`` (a mixin: clean shutdown + reopen, the lifecycle ladders, the
+``beat`` heartbeat, swarm families, depth targets, lifecycle coverage) add to
+them. ``always`` invariants run after every step (``@invariant``),
+``eventually`` ones after a drain; the teardown drains.
 
 Deviations from a real deployment: clients and broker share one clock (no
 drift); an orderly window never outlives the client's broker lock (the
@@ -68,6 +70,7 @@ from rmqspec.model.results import (
     TxnAction,
 )
 from rmqspec.properties import invariants as inv
+from rmqspec.properties.composite import SWARM, DeepRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
     DISCARD_TOPIC,
@@ -165,7 +168,7 @@ def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
 
 
-class ConformanceBase(RuleBasedStateMachine):
+class ConformanceBase(DeepRules, RuleBasedStateMachine):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
     broker_factory: Callable[..., Any]
@@ -183,6 +186,8 @@ class ConformanceBase(RuleBasedStateMachine):
     last_change: list[int]  # [ms]: see changed_at
     # every distinct failure of the run: signature -> (message, program when it happened)
     failures: dict[str, tuple[str, list[Op]]]
+    lifecycle: Counter  # lifecycle rows taken (properties/coverage.py), across examples
+    rules_run: Counter  # rules executed (the programs' ops), across examples
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock
     wall: WallOptions | None = None
@@ -225,6 +230,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.pqs: dict[tuple[str, MessageQueue], ProcessQueue] = {}
         self.next_pull: dict[tuple[str, MessageQueue], int] = {}
         self.client_committed: dict[tuple[str, MessageQueue], int] = {}
+        self.committed_keys: set[tuple[str, MessageQueue]] = set()  # ever committed (clean restart check)
         self.local_failures: Counter = Counter()
         self.client_lock: dict[tuple[str, MessageQueue], int] = {}
         self.opqs: dict[tuple[str, MessageQueue], ProcessQueue] = {}
@@ -237,6 +243,8 @@ class ConformanceBase(RuleBasedStateMachine):
         self.unrevealable: set[str] = set()
         self.expect_fire: dict[tuple[str, str, int, str | None, int], int] = {}
         self.expect_seq = 0
+        self.crashes = 0  # crashes so far (a copy fired before one may fire again)
+        self.fired_in_epoch: dict[tuple, int] = {}
         self.sched_levels: set[int] = set()
         self.pull_seq = 0
         self.body_seq = 0
@@ -336,15 +344,17 @@ class ConformanceBase(RuleBasedStateMachine):
         queues=st.integers(1, 4),
         retry_max=st.sampled_from([0, 1, 2, 3, 16]),
         orderly_max=st.sampled_from([0, 1, 2, 16]),
-        flush=st.sampled_from(["SYNC", "SYNC", "SYNC", "ASYNC"]),
+        flush=st.sampled_from(["ASYNC", "SYNC"]),
+        swarm=SWARM,
     )
-    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC") -> None:
+    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0) -> None:
         wall = type(self).wall
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
-                     flush=flush)
+                     flush=flush, swarm=swarm)
+        self._set_swarm(swarm)
         self.config = attrs.evolve(self.config, flush=flush)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
@@ -374,6 +384,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         self._after()
 
+    @precondition(lambda self: self._on("admin"))
     @precondition(lambda self: len(self.topics) < MAX_TOPICS)
     @rule(queues=st.integers(1, 4))
     def create_topic(self, queues: int) -> None:
@@ -381,6 +392,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._create_topic(f"T{len(self.topics)}{self.ns}", queues)
         self._after()
 
+    @precondition(lambda self: self._on("admin"))
     @precondition(lambda self: len([g for g in self.groups if g.startswith("G")]) < MAX_GROUPS)
     @rule(retry_max=st.sampled_from([0, 1, 2, 3, 16]), retry_queue_nums=st.sampled_from([1, 1, 2]))
     def create_group(self, retry_max: int, retry_queue_nums: int) -> None:
@@ -512,6 +524,7 @@ class ConformanceBase(RuleBasedStateMachine):
             return
         self.client_committed[key] = offset
         self.changed_at(self._now())
+        self.committed_keys.add(key)
         self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset})",
                    lambda b: b.update_offset(group, mq, offset))
         stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
@@ -549,6 +562,8 @@ class ConformanceBase(RuleBasedStateMachine):
         )
         if code == ResponseCode.SUCCESS:
             self._sometimes("send_back:DLQ" if routed_dlq else "send_back:RETRY")
+            if routed_dlq:  # the send-back itself writes the DLQ copy: it is there now
+                self._reveal(MessageQueue(dlq_topic(group), 0))
             if not routed_dlq:
                 self.sched_levels.add(new_level)
                 self._expect_fire(retry_topic(group), m.uniq_key, m.reconsume_times + 1, _origin(m), deliver_ts)
@@ -619,6 +634,7 @@ class ConformanceBase(RuleBasedStateMachine):
             self._consume(group, mq, n, result, ack_index, level, max_choice)
         self._after()
 
+    @precondition(lambda self: self._on("probe"))
     @precondition(lambda self: self.groups)
     @rule(kind=st.sampled_from(["unknown_offset", "unknown_group"]))
     def send_back_failure(self, kind: str) -> None:
@@ -630,6 +646,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._sometimes(f"send_back_failure:{out.render()}")
         self._after()
 
+    @precondition(lambda self: self._on("probe"))
     @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]))
     def probe_filtered(self, topic: int, queue: int, sub: str) -> None:
         """The observer pulls with a tag subscription: only matching tags may come back."""
@@ -742,6 +759,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.windows[key] = Window(client, mq, batch, self.client_lock[key])
         return True
 
+    @precondition(lambda self: self._on("orderly"))
     @_enabled(lambda self: self._can_begin())
     @rule(which=PICK, n=st.integers(1, 3))
     def orderly_begin(self, which: int, n: int) -> None:
@@ -793,6 +811,7 @@ class ConformanceBase(RuleBasedStateMachine):
                    topic=w.mq.topic, queue_id=w.mq.queue_id, status=status)
         self._commit(group, w.mq, offset, w.client)
 
+    @precondition(lambda self: self._on("orderly"))
     @_enabled(lambda self: self.windows)
     @rule(which=PICK, result=st.sampled_from(["SUCCESS", "SUCCESS", "SUSPEND"]))
     def orderly_finish(self, which: int, result: str) -> None:
@@ -806,6 +825,7 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # transactions
 
+    @precondition(lambda self: self._on("txn"))
     @rule(topic=PICK, queue=PICK, plan=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN", "LOST"]))
     def txn_send_half(self, topic: int, queue: int, plan: str) -> None:
         self._record("txn_send_half", topic=topic, queue=queue, plan=plan)
@@ -851,13 +871,15 @@ class ConformanceBase(RuleBasedStateMachine):
         if code == ResponseCode.SUCCESS:
             self._emit("txn_end", actor=self.pg, group=self.pg, topic=txn.topic,
                        queue_id=txn.queue_id, msg_key=txn.key, txn_id=txn.key, status=action.value,
-                       commitlog_offset=commitlog_offset, detail={"from_check": from_check})
+                       commitlog_offset=commitlog_offset, queue_offset=tsto,
+                       detail={"from_check": from_check})
             if action is not TxnAction.UNKNOWN:
                 txn.decided = action.value
 
     def _open_txns(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if not t.ended and not t.discarded]
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: self._open_txns())
     @rule(which=PICK)
     def txn_end(self, which: int) -> None:
@@ -878,6 +900,7 @@ class ConformanceBase(RuleBasedStateMachine):
     def _committed(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if t.decided == "COMMIT" and not t.maybe_lost]
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: not self.profile.strict and self._committed())
     @rule(which=PICK)
     def txn_recommit(self, which: int) -> None:
@@ -905,6 +928,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._sometimes("check_answered")
         self._end(txn, action, req.commitlog_offset, req.tran_state_table_offset, True)
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: self.pending_checks)
     @rule(which=PICK, answer=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN"]), lose=st.booleans())
     def answer_check(self, which: int, answer: str, lose: bool) -> None:
@@ -1177,6 +1201,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._advance(max(0, target - self._now()))
         self._after()
 
+    @precondition(lambda self: self._on("flush") and self.config.flush == "ASYNC")  # SYNC: nothing to flush
     @rule()
     def flush(self) -> None:
         self._record("flush")
@@ -1236,11 +1261,17 @@ class ConformanceBase(RuleBasedStateMachine):
             self._lock(_pick(others, to), [q])
         self._after()
 
+    @precondition(lambda self: self._on("orderly"))
     @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover", "finish"]), client=PICK,
           mask=st.integers(1, 15))
     def orderly(self, kind: str, client: int, mask: int) -> None:
         if kind == "finish" and self.windows:
             self.orderly_finish(client, "SUSPEND" if mask % 3 == 0 else "SUCCESS")
+        elif kind == "finish":  # no batch in flight: the consume service locks if it must, then starts one
+            if not self._can_begin():
+                self.orderly_lock(client, mask)
+            if self._can_begin():
+                self.orderly_begin(client, 1 + mask % 3)
         elif kind == "lock":
             self.orderly_lock(client, mask)
         elif kind == "unlock":
@@ -1266,6 +1297,7 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # crash and recovery
 
+    @precondition(lambda self: self._on("crash"))
     @_enabled(lambda self: self.can_crash and not self.profile.strict and not self.windows)
     @rule(kind=st.sampled_from(["kill", "power"]))
     def crash_recover(self, kind: str) -> None:
@@ -1277,11 +1309,19 @@ class ConformanceBase(RuleBasedStateMachine):
             kind = kind if kind in getattr(self.ls.candidate, "crash_kinds", ("kill", "power")) else "kill"
             self._wall_persisted()
         self._record("crash_recover", kind=kind)
+        self._crash_and_recover(kind)
+
+    def _crash_and_recover(self, kind: str) -> None:
+        """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it."""
+        self.crashes += 1
         at_risk: list[str] = []
         if kind == "power" and self.config.flush == "ASYNC":
             at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
                               if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
-                                                           "send_back", "schedule_fire")})
+                                                           "send_back", "schedule_fire",
+                                                           # a check re-put the half: the copy
+                                                           # the check service would see next
+                                                           "txn_check")})
         self._emit("crash", actor="broker", status=kind, detail={"at_risk": at_risk})
         for key in at_risk:
             if key in self.txns:
@@ -1322,42 +1362,56 @@ class ConformanceBase(RuleBasedStateMachine):
 
     def _fired_due(self, m: StoredMessage) -> int | None:
         """The due time of the expected copy ``m`` is: the earliest-due entry of its copy
-        (topic, key, reconsume_times, origin) — the first of them cannot come before it."""
+        (topic, key, reconsume_times, origin) — the first of them cannot come before it. A copy
+        of an identity that already fired before a crash, appearing before any entry is due, is
+        that copy fired again (at-least-once after a crash), not the next one: None."""
         origin = m.origin_message_id if m.topic.startswith("%RETRY%") else None
-        mine = [t for t in self.expect_fire if t[:4] == (m.topic, m.uniq_key, m.reconsume_times, origin)]
+        ident = (m.topic, m.uniq_key, m.reconsume_times, origin)
+        mine = [t for t in self.expect_fire if t[:4] == ident]
         if not mine:
             return None
-        return self.expect_fire.pop(min(mine, key=lambda t: (self.expect_fire[t], t[4])))
+        first = min(mine, key=lambda t: (self.expect_fire[t], t[4]))
+        if m.store_ts < self.expect_fire[first] and self.fired_in_epoch.get(ident, self.crashes) < self.crashes:
+            return None
+        self.fired_in_epoch[ident] = self.crashes
+        return self.expect_fire.pop(first)
 
     def _reveal_mqs(self) -> list[MessageQueue]:
-        mqs = [mq for mq in self.frontier if mq.topic not in self.unrevealable]
-        mqs += [MessageQueue(SCHEDULE_TOPIC, level - 1) for level in sorted(self.sched_levels)
-                if SCHEDULE_TOPIC not in self.unrevealable]
+        """Schedule queues first: a scheduled copy is seen before anything fired from it."""
+        mqs = [MessageQueue(SCHEDULE_TOPIC, level - 1) for level in sorted(self.sched_levels)
+               if SCHEDULE_TOPIC not in self.unrevealable]
+        mqs += [mq for mq in self.frontier if mq.topic not in self.unrevealable and mq.topic != SCHEDULE_TOPIC]
         return mqs
 
     def _after(self, after_crash: bool = False) -> None:
         for mq in self._reveal_mqs():
-            self.frontier.setdefault(mq, 0)
-            for _ in range(64):
-                start = self.frontier[mq]
-                out = self._call(f"pull({self.obs!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
-                                 lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
-                if out.error is not None:
-                    if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
-                            mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
-                        self.unrevealable.add(mq.topic)  # the broker does not expose it
-                    break
-                res: PullResult = out.value
-                if after_crash and res.max_offset < start:
-                    self.frontier[mq] = res.max_offset  # power loss truncated the tail
-                    continue
-                if res.status is not PullStatus.FOUND:
-                    break
-                for m in res.messages:
-                    self._revealed(m)
-                self.frontier[mq] = max(start + 1, res.next_begin_offset)
-                if len(res.messages) < 32:
-                    break
+            self._reveal(mq, after_crash)
+
+    def _reveal(self, mq: MessageQueue, after_crash: bool = False) -> None:
+        """Pull ``mq`` with the observer from its frontier to its end."""
+        if mq.topic in self.unrevealable:
+            return
+        self.frontier.setdefault(mq, 0)
+        for _ in range(64):
+            start = self.frontier[mq]
+            out = self._call(f"pull({self.obs!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
+                             lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
+            if out.error is not None:
+                if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
+                        mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
+                    self.unrevealable.add(mq.topic)  # the broker does not expose it
+                break
+            res: PullResult = out.value
+            if after_crash and res.max_offset < start:
+                self.frontier[mq] = res.max_offset  # power loss truncated the tail
+                continue
+            if res.status is not PullStatus.FOUND:
+                break
+            for m in res.messages:
+                self._revealed(m)
+            self.frontier[mq] = max(start + 1, res.next_begin_offset)
+            if len(res.messages) < 32:
+                break
 
     def _revealed(self, m: StoredMessage) -> None:
         deliver_ts = None
@@ -1375,6 +1429,11 @@ class ConformanceBase(RuleBasedStateMachine):
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
             if type(self).wall is not None:
                 self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
+        if fire is not None or (m.delay_level > 0 and not m.topic.startswith("%DLQ%")
+                                and m.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC)):
+            # every copy that came through the schedule topic (it keeps DELAY): one fire each
+            if fire is None:
+                self._sometimes("schedule_refired")
             self._emit("schedule_fire", actor="broker", topic=m.topic, queue_id=m.queue_id,
                        queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                        reconsume_times=m.reconsume_times, deliver_ts=fire)
@@ -1488,6 +1547,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._emit("drain", actor="machine")
         self._sometimes("drained")
 
+    @precondition(lambda self: self._on("drain"))
     @_enabled(lambda self: len(self.program) > 8 and not self.history.drained())
     @rule()
     def drain_now(self) -> None:
@@ -1500,8 +1560,13 @@ class ConformanceBase(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if not self.failed and self.drain_on_teardown and self.ls is not None:
-                self.drain()
-                self._judge(("always", "eventually"))
+                try:
+                    self.drain()
+                    self._judge(("always", "eventually"))
+                finally:
+                    self._account()
+            else:
+                self._account()
             for name, found in ((i.name, len(i.check(self.history)))
                                 for i in inv.of_kind("observation")):
                 self.observations[name] += found
@@ -1575,6 +1640,8 @@ def conformance_machine(
         "first_failure": [],
         "last_change": [0],
         "failures": {},
+        "lifecycle": Counter(),
+        "rules_run": Counter(),
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,

@@ -47,6 +47,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import TraceEvent
 from rmqspec.properties.conformance import MachineFailure, conformance_machine
+from rmqspec.properties.coverage import CoverageReport
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.shrink import DEFAULT_BUDGET, Outcome, shrink, signature_of
 from rmqspec.properties.wallclock import WALL_BUDGET, WallOptions
@@ -107,6 +108,7 @@ class ConformanceResult:
     generate_seconds: float = 0.0
     shrink_seconds: float = 0.0
     seed: int | None = None
+    coverage_report: CoverageReport | None = None
 
     @property
     def program_text(self) -> str:
@@ -126,6 +128,8 @@ class ConformanceResult:
             text += (f"\nwall clock: tolerance {self.wall['tolerance_ms']} ms; worst lateness "
                      + (", ".join(f"{k} {v} ms ({self.wall['judged'][k]} judged)" for k, v in worst.items())
                         or "none judged"))
+        if self.coverage_report is not None:
+            text += "\n" + self.coverage_report.render()
         if not self.passed:
             reports = self.failures or (FailureReport(signature_of(self.failure or ""), self.failure or "",
                                                       self.program),)
@@ -161,8 +165,9 @@ def budget_settings(
         print_blob=False,
         suppress_health_check=list(HealthCheck),
         # Phase.shrink marks "shrink the failures" (check_conformance does it, deterministically);
-        # a wall-clock run does not replay the same way twice: no shrinking
-        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate),
+        # a wall-clock run does not replay the same way twice: no shrinking. Phase.target:
+        # hypothesis.target pushes towards deep examples (properties/composite.depth_targets)
+        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     )
 
 
@@ -320,6 +325,7 @@ def check_conformance(
         generate_seconds=generated,
         shrink_seconds=shrink_seconds,
         seed=seed,
+        coverage_report=CoverageReport.of(machine.lifecycle, machine.coverage, machine.rules_run),
     )
 
 

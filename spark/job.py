@@ -126,6 +126,7 @@ def _facts(rows: DataFrame) -> list[Any]:
         F.array_sort(F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq")))).alias(
             "bounds"
         ),
+        F.array_sort(F.collect_list(F.when(valid & (F.col("event") == "crash"), F.col("seq")))).alias("crash_seqs"),
         F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk")))))).alias("at_risk"),
     ]
     for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
@@ -162,21 +163,30 @@ def _shuffle_partitions(spark: SparkSession, parquet: Sequence[str]) -> int:
 
 
 def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) -> DataFrame:
-    small = [(r["trace"], r["drain"], list(r["bounds"])) for r in facts if r["good"]]
-    if not any(d is not None or b for _, d, b in small):
-        return base.withColumn("epoch", F.lit(0)).withColumn("drain", F.lit(None).cast("bigint"))
+    """``epoch`` (crash/recover rows before the row), ``crashes`` (crash rows before it) and
+    ``drain`` (the trace's last drain seq) on every row."""
+    small = [(r["trace"], r["drain"], list(r["bounds"]), list(r["crash_seqs"])) for r in facts if r["good"]]
+    if not any(d is not None or b for _, d, b, _c in small):
+        return (
+            base.withColumn("epoch", F.lit(0))
+            .withColumn("crashes", F.lit(0))
+            .withColumn("drain", F.lit(None).cast("bigint"))
+        )
     schema = T.StructType(
         [
             T.StructField("trace", T.StringType()),
             T.StructField("drain", T.LongType()),
             T.StructField("bounds", T.ArrayType(T.LongType())),
+            T.StructField("crash_seqs", T.ArrayType(T.LongType())),
         ]
     )
     table = spark.createDataFrame(small, schema)
     joined = base.join(F.broadcast(table), "trace", "left")
     bounds = F.coalesce(F.col("bounds"), F.array().cast("array<bigint>"))
+    crash_seqs = F.coalesce(F.col("crash_seqs"), F.array().cast("array<bigint>"))
     epoch = F.size(F.filter(bounds, lambda b: b < F.col("seq")))
-    return joined.withColumn("epoch", epoch).drop("bounds")
+    crashes = F.size(F.filter(crash_seqs, lambda b: b < F.col("seq")))
+    return joined.withColumn("epoch", epoch).withColumn("crashes", crashes).drop("bounds", "crash_seqs")
 
 
 def run_audit(

@@ -848,6 +848,9 @@ def _lost(
         F.col("a_topic").alias("topic"),
         F.explode("groups").alias("group"),
     ).filter(~F.array_contains(F.col("done_groups"), F.col("group")))
+    from rmqspec.spark.rules_lifecycle import skipped_by_saved_offsets  # it imports this module
+
+    lost = lost.join(skipped_by_saved_offsets(df), ["trace", "group", "msg_key"], "left_anti")
     return _finding(
         lost,
         Code.LOST,
@@ -908,7 +911,13 @@ def txn_rules(
     )
     tk = ("txn_id", "msg_key")
     half_keys = {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")}
-    earlier = F.when(is_commit, F.least("fr", "fd")).when(is_rb, F.least("fc", "fd"))
+    # a discard counts only when no resolution preceded it (a committed transaction whose newest
+    # re-put copy is discarded stays committed)
+    resolved_first = F.coalesce(F.col("fc") < F.col("fd"), F.lit(False)) | F.coalesce(
+        F.col("fr") < F.col("fd"), F.lit(False)
+    )
+    late = F.when(F.col("fd").isNotNull() & ~resolved_first, F.col("fd"))
+    earlier = F.when(is_commit, F.least(F.col("fr"), late)).when(is_rb, F.least(F.col("fc"), late))
     check = (EV() == "txn_check") & F.col("half").isNotNull()
     due = F.col("half.t") + F.lit(params.transaction_timeout_ms)
     rules = [
@@ -983,16 +992,23 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
     1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
     is_pos = EV().isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull()
     power = (EV() == "crash") & (F.col("status") == "power")
-    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id")
+    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id", power.alias("power"))
     w = Window.partitionBy("trace").orderBy("seq").rowsBetween(UNBOUNDED, -1)
     seen = F.max(F.when(is_pos, F.col("queue_offset"))).over(w)
-    rows = rows.withColumn("bound_here", F.when(power, F.coalesce(seen, F.lit(-1)) + 1))
+    rows = rows.withColumn("bound_here", F.when(F.col("power"), F.coalesce(seen, F.lit(-1)) + 1))
     rows = rows.withColumn("bound", F.max("bound_here").over(w))
     return (
         rows.filter((EV() == "txn_half") & F.col("txn_id").isNotNull() & (F.col("queue_offset") < F.col("bound")))
         .select(F.col("trace").alias("s_trace"), F.col("txn_id").alias("s_txn"))
         .distinct()
     )
+
+
+def _lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
+    """The deep lifecycle rules (``spark/rules_lifecycle.py``; imported here, it imports this module)."""
+    from rmqspec.spark.rules_lifecycle import lifecycle_rules
+
+    return lifecycle_rules(df, params, at_risk)
 
 
 # --------------------------------------------------------------------- plan
@@ -1034,5 +1050,6 @@ def all_findings(
         *consumer_rules(df),
         *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, at_risk),
         *txn_rules(df, params, has_drain, at_risk),
+        *_lifecycle_rules(df, params, at_risk),
     ]
     return reduce(DataFrame.unionByName, parts)

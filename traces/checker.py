@@ -27,7 +27,7 @@ from rmqspec.properties.codes import (
     VIOLATION_CODES,
     AuditParams,
 )
-from rmqspec.traces import checks_delivery, checks_lock, checks_order, checks_retry, checks_txn
+from rmqspec.traces import checks_delivery, checks_lifecycle, checks_lock, checks_order, checks_retry, checks_txn
 from rmqspec.traces.checks_common import NEEDS, Finding, Trace
 from rmqspec.traces.errors import Rejected
 from rmqspec.traces.validate import check_row, readable_seq
@@ -66,6 +66,11 @@ DETECTORS: tuple[Detector, ...] = (
     checks_txn.detect_txn_double_resolved,
     checks_txn.detect_txn_checks,
     checks_txn.detect_txn_unresolved,
+    checks_lifecycle.detect_txn_check_after_resolved,
+    checks_lifecycle.detect_txn_discard_early,
+    checks_lifecycle.detect_dlq_delayed,
+    checks_lifecycle.detect_schedule_duplicated,
+    checks_lifecycle.detect_offset_lost,
 )
 
 

@@ -87,6 +87,11 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Code.TXN_CHECK_EARLY: (("txn_check", ("txn_id",)),),
     Code.TXN_CHECK_EXCEEDED: (("txn_check", ("txn_id",)),),
     Code.TXN_UNRESOLVED: (("txn_half", ("txn_id",)),),
+    Code.TXN_CHECK_AFTER_RESOLVED: (("txn_check", ("txn_id", "queue_offset")),),
+    Code.TXN_DISCARD_EARLY: (("txn_discard", ("txn_id",)),),
+    Code.DLQ_DELAYED: (("send_back", ("group", "msg_key")),),
+    Code.SCHEDULE_DUPLICATED: (("schedule_fire", ("msg_key",)),),
+    Code.OFFSET_LOST: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
 }
 
 

@@ -66,9 +66,13 @@ def detect_txn_double_resolved(trace: Trace) -> Iterator[Finding]:
     """TXN_DOUBLE_RESOLVED (and the DUPLICATE_COMMIT observation).
 
     SPEC §8.1 / §4.6: a transaction with both COMMIT and ROLLBACK, or
-    resolved after ``txn_discard``. Each COMMIT after a ROLLBACK or discard,
-    and each ROLLBACK after a COMMIT or discard, is offending;
-    seqs = [first earlier conflicting resolution, offending txn_end].
+    resolved after ``txn_discard``. Each COMMIT after a ROLLBACK, each
+    ROLLBACK after a COMMIT, and each resolution after a discard that no
+    resolution preceded, is offending; seqs = [first earlier conflicting
+    resolution or that discard, offending txn_end]. A transaction committed
+    before a discard stays committed: RocketMQ 4.9 discards the newest re-put
+    copy of a half when the COMMIT named an older one, and a later duplicate
+    COMMIT is only DUPLICATE_COMMIT.
     A COMMIT after a COMMIT is the DUPLICATE_COMMIT observation
     (RocketMQ 4.9 does not de-duplicate END_TRANSACTION);
     seqs = [first COMMIT, later COMMIT].
@@ -83,7 +87,10 @@ def detect_txn_double_resolved(trace: Trace) -> Iterator[Finding]:
             continue
         if kind != "DISCARD":
             opposite = "ROLLBACK" if kind == "COMMIT" else "COMMIT"
-            earlier = [first[(txn, k)] for k in (opposite, "DISCARD") if (txn, k) in first]
+            earlier = [first[(txn, opposite)]] if (txn, opposite) in first else []
+            discard = first.get((txn, "DISCARD"))
+            if discard is not None and not any(first.get((txn, k), discard) < discard for k in ("COMMIT", "ROLLBACK")):
+                earlier.append(discard)
             keys = keys_of(row, "txn_id", "msg_key")
             if earlier:
                 yield violation(
