@@ -354,7 +354,9 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
                 min(orderly_max, wall.max_retry)
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
                      flush=flush, swarm=swarm)
-        self._set_swarm(swarm)
+        # the wall clock's budget is a dozen examples: every family stays on (the draw is kept so the
+        # draw structure does not depend on the mode)
+        self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
