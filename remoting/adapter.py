@@ -43,6 +43,12 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
   through ``create_group`` (with the topics they pulled). A consumer heartbeat
   makes the broker create ``%RETRY%<group>`` at once, as for a Java
   consumer; ``heartbeat_consumers=False`` leaves consumer groups out.
+- After every write (send, half, end-transaction, send-back) a *dispatch
+  barrier*: GET_BROKER_RUNTIME_INFO 28 until ``dispatchBehindBytes`` is 0
+  (bounded by ``dispatch_wait_ms``), because a 4.9 broker builds its consume
+  queues in a background thread (a pull right after the send's answer may
+  not see the message: docs/fidelity.md W-dispatch). A broker that does not
+  answer code 28 is not asked again.
 - ``flush()`` sends nothing: a remote broker flushes by its own
   ``flushDiskType``; the protocol has no flush request.
 - ``close()`` sends UNREGISTER_CLIENT 35 per group (best effort) and closes
@@ -96,6 +102,7 @@ DEFAULT_TIMEOUT_MS = 5000
 DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
 HEARTBEAT_INTERVAL_MS = 10_000  # re-heartbeat period (the Java client's heartbeatBrokerInterval is 30 s)
 ROUTE_WAIT_MS = 15_000
+DISPATCH_WAIT_MS = 2_000
 RECOVER_TIMEOUT_MS = 180_000
 MASTER_ID = 0  # MixAll.MASTER_ID
 DEFAULT_MAX_RECONSUME_TIMES = 16  # DefaultMQPushConsumer.getMaxReconsumeTimes for -1
@@ -162,7 +169,7 @@ class RemoteBroker:
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, producer_group: str = DEFAULT_PRODUCER_GROUP,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, route_wait_ms: int = ROUTE_WAIT_MS,
                  recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None,
-                 heartbeat_consumers: bool = True) -> None:
+                 heartbeat_consumers: bool = True, dispatch_wait_ms: int = DISPATCH_WAIT_MS) -> None:
         self.namesrv_addr = namesrv_addr
         self.clock = clock
         self.config = config if config is not None else BrokerConfig()
@@ -175,6 +182,8 @@ class RemoteBroker:
         self.route_wait_ms = route_wait_ms
         self.recover_timeout_ms = recover_timeout_ms
         self.heartbeat_consumers = heartbeat_consumers
+        self.dispatch_wait_ms = dispatch_wait_ms  # 0: no dispatch barrier
+        self.dispatch_waits = 0  # writes after which the broker had not yet dispatched everything
         self.capabilities: frozenset[Capability] = (
             frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
         self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
@@ -228,6 +237,27 @@ class RemoteBroker:
         ops.expect_success(resp, "HEART_BEAT")
         self._last_heartbeat = time.monotonic()
 
+    def _dispatched(self) -> None:
+        """The dispatch barrier after a write: a 4.9 broker builds its consume queues in a background
+        thread (ReputMessageService, every 1 ms), so a pull right after an acknowledged send may not
+        see the message yet. Poll GET_BROKER_RUNTIME_INFO until ``dispatchBehindBytes`` is 0
+        (bounded by ``dispatch_wait_ms``); a broker that does not answer it (e.g. ``rmqspec
+        serve``, which dispatches as it writes) is never asked again."""
+        if self.dispatch_wait_ms <= 0:
+            return
+        deadline = time.monotonic() + self.dispatch_wait_ms / 1000
+        waited = False
+        while True:
+            behind = ops.parse_dispatch_behind(self._invoke(ops.runtime_info_request()))
+            if behind is None:
+                self.dispatch_wait_ms = 0
+                return
+            if behind <= 0 or time.monotonic() >= deadline:
+                self.dispatch_waits += waited
+                return
+            waited = True
+            time.sleep(0.001)
+
     # ------------------------------------------------------------------ admin
 
     def create_topic(self, topic: str, queue_nums: int) -> None:
@@ -273,7 +303,9 @@ class RemoteBroker:
     def send(self, msg: Message, queue_id: int) -> SendResult:
         props, uniq = self._properties(msg)
         cmd = ops.send_request(self.producer_group, msg, queue_id, props, self.clock.now(), self.broker_name)
-        return ops.parse_send(self._invoke(cmd), uniq)
+        result = ops.parse_send(self._invoke(cmd), uniq)
+        self._dispatched()
+        return result
 
     def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
         conn = self._conn()
@@ -285,6 +317,7 @@ class RemoteBroker:
                                self.clock.now(), self.broker_name, sys_flag=ops.HALF_SYS_FLAG)
         result = ops.parse_send(conn.invoke(cmd), uniq)
         self._half_keys[result.commitlog_offset] = uniq
+        self._dispatched()
         return result
 
     def end_transaction(self, producer_group: str, commitlog_offset: int, tran_state_table_offset: int,
@@ -296,7 +329,9 @@ class RemoteBroker:
         if action is TxnAction.UNKNOWN:
             self._conn().invoke_oneway(cmd)  # EndTransactionProcessor answers nothing for UNKNOWN
             return ResponseCode.SUCCESS
-        return ops.parse_code(self._invoke(cmd))
+        code = ops.parse_code(self._invoke(cmd))
+        self._dispatched()
+        return code
 
     def _offset_msg_id(self, commitlog_offset: int) -> str:
         host, _, port = self.broker_addr.rpartition(":")
@@ -319,7 +354,9 @@ class RemoteBroker:
         if max_reconsume_times == -1:
             max_reconsume_times = DEFAULT_MAX_RECONSUME_TIMES
         cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
-        return ops.parse_code(self._invoke(cmd))
+        code = ops.parse_code(self._invoke(cmd))
+        self._dispatched()
+        return code
 
     def update_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         ops.expect_success(self._invoke(ops.update_offset_request(group, mq, offset)), "UPDATE_CONSUMER_OFFSET")

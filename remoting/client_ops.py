@@ -309,6 +309,25 @@ def parse_code(resp: RemotingCommand) -> ResponseCode:
     return response_code(resp)
 
 
+def runtime_info_request() -> RemotingCommand:
+    return _req(RequestCode.GET_BROKER_RUNTIME_INFO)
+
+
+def parse_dispatch_behind(resp: RemotingCommand) -> int | None:
+    """``dispatchBehindBytes`` of GET_BROKER_RUNTIME_INFO's KVTable body (``{"table": {...}}``): how far
+    the broker's ReputMessageService is behind the CommitLog's end; ``None`` when the broker does not
+    answer the request or the table has no such entry (not a RocketMQ 4.9 broker)."""
+    if resp.code != ResponseCode.SUCCESS:
+        return None
+    table = _json_body(resp, "GET_BROKER_RUNTIME_INFO").get("table")
+    value = table.get("dispatchBehindBytes") if isinstance(table, dict) else None
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        raise ResponseMalformed("GET_BROKER_RUNTIME_INFO", "dispatchBehindBytes",
+                                f"not an integer: {value!r}") from None
+
+
 # ----------------------------------------------------------------------------------------------
 # consuming
 

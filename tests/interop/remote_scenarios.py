@@ -348,8 +348,30 @@ def replay(args: dict) -> dict:
     return {"runs": results, "requests": len(exchanges())}
 
 
+def dispatch(args: dict) -> dict:
+    """Send, then pull the message's offset at once, ``n`` times: with the dispatch barrier and
+    without it (``dispatch_wait_ms=0``), counting the pulls that did not see the message yet."""
+    obs: dict[str, Any] = {}
+    for label, wait_ms in (("barrier", 2000), ("no_barrier", 0)):
+        b = RemoteBroker(NAMESRV, WallClock(), dispatch_wait_ms=wait_ms)
+        topic = f"RT_DISPATCH_{label.upper()}"
+        b.create_topic(topic, 1)
+        b.create_group("RG_DISPATCH", 16, 1)
+        misses, t0 = [], time.monotonic()
+        for i in range(args.get("n", 200)):
+            sent = b.send(Message(topic, f"b{i}".encode()), 0)
+            got = b.pull("RG_DISPATCH", MessageQueue(topic, 0), sent.queue_offset, max_nums=1)
+            if [m.msg_id for m in got.messages] != [sent.msg_id]:
+                misses.append({"i": i, "status": got.status.name, "max_offset": got.max_offset})
+        obs[label] = {"misses": misses, "waits": b.dispatch_waits, "ms": ms_since(t0),
+                      "barrier_on": b.dispatch_wait_ms > 0}
+        b.close()
+    return obs
+
+
 SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, locks,
-                                                                        transactions, crash, replay)}
+                                                                        transactions, crash, replay,
+                                                                        dispatch)}
 
 
 def main(argv: list[str]) -> int:

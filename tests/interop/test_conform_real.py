@@ -33,8 +33,10 @@ BROKER_CONF = "\n".join(["brokerClusterName=DefaultCluster", "brokerName=broker-
 CLIENTS = "\n".join(["rocketmq.client.rebalance.lockMaxLiveTime=3000", "rocketmq.client.rebalance.lockInterval=1000"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def real_broker(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A fresh broker per test (it starts in ~3 s): a run that fails leaves halves the broker goes on
+    checking and discarding on its own, which the next run on that broker would see as its own."""
     storedir = tmp_path_factory.mktemp("rmq-conform")
     try:
         started = subprocess.run([str(realrmq / "start-rmq.sh"), str(storedir), *TIMING,

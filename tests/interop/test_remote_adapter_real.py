@@ -249,3 +249,14 @@ def test_kill_and_restart(rmq: Fixture) -> None:
     assert o["sent_after"]["queue_offset"] == 5
     print(f"kill -9: crash command {o['crash_ms']} ms; restart + registered + heartbeat {o['recover_ms']} ms")
     assert o["recover_ms"] < 180_000
+
+
+def test_a_pull_right_after_a_send_sees_it(rmq: Fixture) -> None:
+    """The dispatch barrier (fidelity: wire row 4): the real broker answers a send before its consume
+    queue has the message; after the barrier a pull at once always finds it. Without the barrier the
+    misses are counted, not asserted (they depend on the machine's load)."""
+    o = rmq.scenario("dispatch", n=200)
+    assert o["barrier"]["barrier_on"], o
+    assert o["barrier"]["misses"] == [], o
+    print(f"dispatch: no barrier {len(o['no_barrier']['misses'])} misses of 200 "
+          f"({o['no_barrier']['ms']} ms); barrier waited {o['barrier']['waits']} times ({o['barrier']['ms']} ms)")
