@@ -640,6 +640,10 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
     @precondition(lambda self: self.groups)
     @rule(kind=st.sampled_from(["unknown_offset", "unknown_group"]))
     def send_back_failure(self, kind: str) -> None:
+        if type(self).wall is not None and kind == "unknown_group":
+            # a running 4.9 broker creates the group (stock autoCreateSubscriptionGroup=true), the model
+            # does not (docs/fidelity.md, wire row 3): nothing to compare on the wall clock
+            return self._idle("send_back_failure")
         self._record("send_back_failure", kind=kind)
         group = "G0" + self.ns if kind == "unknown_offset" else "NoSuchGroup"
         offset = 987_654_321 if kind == "unknown_offset" else 0
