@@ -376,7 +376,8 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
         self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs, 16, 1))
         if wall is not None:
-            candidate.open(self.obs, self.clock)
+            candidate.open(self.obs, self.clock, settle_ms=self.config.transaction_timeout_ms
+                           + self.config.transaction_check_interval_ms + wall.tolerance_ms)
             for topic in sorted(candidate.existing):  # earlier examples made them: the model has them too
                 self.ls.on_forks(lambda b, topic=topic: b.store.ensure_topic(
                     topic, self.config.max_delay_level if topic == SCHEDULE_TOPIC else 1))

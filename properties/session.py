@@ -26,13 +26,23 @@ digits on the broker than in the example's view, every later record moves:
 the view keeps CommitLog *segments* (after the op, a larger base); the
 machine says where the op landed (``op_landed``: where the model wrote it).
 
-What it cannot hide: a write the broker makes on its own during the example
-that belongs to an earlier one; the lockstep then reports a mismatch that
-names the operation (it has never been seen after a drained example).
+Before measuring, ``open(settle_ms=…)`` waits until the transaction queues
+(half, op, discard) have kept their ends for ``settle_ms``: the broker's
+check service goes on with an earlier example's (or an earlier run's) halves
+on its own — a re-put per check round until ``transactionCheckMax``, then the
+discard; after a kill, the rounds its lost progress repeats — and those
+writes would otherwise land inside the next example (the machine asks for
+``transactionTimeOut + transactionCheckInterval + tolerance``: a half's first
+re-put comes at most that long after it was written).
+
+What it cannot hide: any other write the broker makes on its own during the
+example that belongs to an earlier one; the lockstep then reports a mismatch
+that names the operation.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,6 +55,7 @@ from rmqspec.properties.history import DISCARD_TOPIC, HALF_TOPIC, OP_TOPIC, SCHE
 
 PROBE_TOPIC = "rmqspec_probe"
 OPEN_ATTEMPTS = 5
+SETTLE_ROUNDS = 10
 FAR = 1 << 40
 
 
@@ -72,8 +83,11 @@ class SessionView:
 
     # -- measuring ---------------------------------------------------------------------------
 
-    def open(self, observer: str, clock: Any) -> None:
-        """Measure the bases; ``observer`` is a group that may pull every queue."""
+    def open(self, observer: str, clock: Any, settle_ms: int = 0) -> None:
+        """Measure the bases; ``observer`` is a group that may pull every queue. With ``settle_ms``
+        first wait (``settle``) until the transaction queues have not moved for that long."""
+        if settle_ms > 0:
+            self.settle(observer, settle_ms)
         shared = [MessageQueue(SCHEDULE_TOPIC, q) for q in range(self.levels)]
         shared += [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
         for mq in shared:
@@ -88,17 +102,41 @@ class SessionView:
         raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
                            f"(offsets {offsets}): it is not quiescent, cannot start an example")
 
+    def settle(self, observer: str, quiet_ms: int, poll_ms: int = 200) -> int:
+        """Wait until the half, op and discard queues have kept their ends for ``quiet_ms`` (at most
+        ``SETTLE_ROUNDS`` times that); returns the ms waited. A broker that has never stored a half
+        is settled at once. Why: the check service goes on with an earlier example's halves on its
+        own (a re-put per round until ``transactionCheckMax``, then the discard; after a kill, the
+        rounds its lost progress repeats), and those writes would land inside the next example."""
+        queues = [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
+        started = time.monotonic()
+        ends = [self._queue_end(observer, mq, note=False) for mq in queues]
+        if not any(ends):
+            return 0
+        since = started
+        while (time.monotonic() - since) * 1000 < quiet_ms:
+            if (time.monotonic() - started) * 1000 > SETTLE_ROUNDS * quiet_ms:
+                raise SessionError(f"the broker's transaction queues kept moving for "
+                                   f"{SETTLE_ROUNDS * quiet_ms} ms (ends {ends}): it is not quiescent, "
+                                   "cannot start an example")
+            time.sleep(poll_ms / 1000)
+            now = [self._queue_end(observer, mq, note=False) for mq in queues]
+            if now != ends:
+                ends, since = now, time.monotonic()
+        return round((time.monotonic() - started) * 1000)
+
     @staticmethod
     def _probe(clock: Any) -> Message:
         return Message(topic=PROBE_TOPIC, body=b"probe", tags=None, keys=(), properties={},
                        uniq_key="%032X" % (clock.now() & ((1 << 128) - 1)))
 
-    def _queue_end(self, observer: str, mq: MessageQueue) -> int:
+    def _queue_end(self, observer: str, mq: MessageQueue, note: bool = True) -> int:
         try:
             res = self.broker.pull(observer, mq, FAR, 1, "*")
         except BrokerError:
             return 0
-        self.existing.add(mq.topic)
+        if note:
+            self.existing.add(mq.topic)
         return res.max_offset
 
     # -- translation -------------------------------------------------------------------------
