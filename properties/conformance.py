@@ -95,6 +95,7 @@ ORDERLY_GROUP = "OG"
 CLIENTS = ("c1", "c2", "c3")
 TAGS = (None, "TagA", "TagB", "TagC")
 MAX_TOPICS = 3
+ROUND_QUIET_MS = 300  # wall: a round's checks are complete when none came for this long
 MAX_GROUPS = 3
 DRAIN_ROUNDS = 160
 CONSUME_TIMEOUT_ROUNDS = 64
@@ -1103,14 +1104,19 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         """The model replays, in time order, what the broker did on its own since the last tick:
         copies fired at their due times, check rounds where the broker was seen to run them."""
         now = self._sync()
-        timed = self.buffered_checks + self.ls.candidate.tick_timed(now)
+        timed = self._complete_rounds(self.buffered_checks + self.ls.candidate.tick_timed(now))
         self.buffered_checks = []
+        now = self._sync()
         wall = type(self).wall
         fires = sorted({d for d in self.expect_fire.values() if self.model_time < d <= now})
-        # the checks one round sends arrive together; rounds are an interval apart
+        # the checks one round sends arrive close together (4.9.8 hands each to a thread pool, so
+        # on a busy machine one may come hundreds of ms after the others); rounds are at least
+        # transactionCheckInterval apart (the service waits that long after each): arrivals within
+        # half an interval of a round's first belong to it
+        together = max(wall.tolerance_ms, self.config.transaction_check_interval_ms // 2)
         seen: dict[int, list[CheckRequest]] = {}
         for at, req in sorted(timed, key=lambda p: p[0]):
-            start = next((r for r in seen if at - r <= wall.tolerance_ms), None)
+            start = next((r for r in seen if at - r <= together), None)
             seen.setdefault(at if start is None else start, []).append(req)
         seen = {max(r, self.model_time + 1): reqs for r, reqs in seen.items()}
         if seen:
@@ -1129,6 +1135,24 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         self.ls.on_forks(lambda b: b.tick())
         self.model_time = now
         self._checks_received([req for _, req in sorted(timed, key=lambda p: p[0])])
+
+    def _complete_rounds(self, timed: list[tuple[int, CheckRequest]]) -> list[tuple[int, CheckRequest]]:
+        """A round's checks leave the broker one by one (a thread pool): once one has arrived,
+        keep draining until none has come for ``ROUND_QUIET_MS`` (at most half an interval after
+        the first), so a round is never judged on part of its checks."""
+        if not timed:
+            return timed
+        first = min(at for at, _ in timed)
+        limit = first + max(type(self).wall.tolerance_ms, self.config.transaction_check_interval_ms // 2)
+        last_new = wall_ms()
+        while wall_ms() - last_new < ROUND_QUIET_MS and wall_ms() < limit:
+            time.sleep(0.05)
+            more = self.ls.candidate.tick_timed(wall_ms())
+            if more:
+                timed = timed + more
+                last_new = wall_ms()
+                self._sometimes("wall_round_straggler")
+        return timed
 
     def _model_round(self, at: int, observed: list[CheckRequest]) -> None:
         """One check round of every fork at ``at``, judged against what the broker sent in it.
