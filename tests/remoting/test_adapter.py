@@ -47,6 +47,10 @@ class CapturedBroker(Peer):
         self.silent: set[int] = set()
         self.overrides: dict[int, RemotingCommand] = {}  # answer these codes with another captured response
         self.close_on: set[int] = set()  # close the connection instead of answering these codes (once)
+        # GET_BROKER_RUNTIME_INFO (the adapter's dispatch barrier): dispatchBehindBytes answered in turn,
+        # then 0 (the capture has no such exchange: the body is the KVTable 4.9.8's AdminBrokerProcessor
+        # writes, {"table": {...}})
+        self.behind: list[int] = []
         super().__init__(self._answer)
         if self.cluster is None:
             self.cluster = {"broker-a": {0: self.address}}
@@ -64,6 +68,10 @@ class CapturedBroker(Peer):
             body = bodies.dumps({"brokerAddrTable": table, "clusterAddrTable": {"DefaultCluster": list(table)}},
                                 bare_int_keys=True)
             conn.send(attrs.evolve(ANSWERS[cmd.code], opaque=cmd.opaque, body=body))
+        elif cmd.code == RequestCode.GET_BROKER_RUNTIME_INFO and cmd.code not in self.overrides:
+            behind = self.behind.pop(0) if self.behind else 0
+            body = bodies.dumps({"table": {"dispatchBehindBytes": str(behind), "brokerVersion": "413"}})
+            conn.send(attrs.evolve(ANSWERS[RequestCode.HEART_BEAT], opaque=cmd.opaque, body=body, ext_fields={}))
         elif cmd.code in self.overrides or cmd.code in ANSWERS:
             conn.send(attrs.evolve(self.overrides.get(cmd.code) or ANSWERS[cmd.code], opaque=cmd.opaque))
 
@@ -77,11 +85,12 @@ class CapturedBroker(Peer):
         return self.requests(code)[-1]
 
     def broker_side(self, count: int, timeout_s: float = 3) -> list[RemotingCommand]:
-        """What the broker connections received, waiting until there are ``count`` requests."""
+        """What the broker connections received, waiting until there are ``count`` requests (the
+        dispatch barrier's GET_BROKER_RUNTIME_INFO not counted: ``requests(28)``)."""
         deadline = time.monotonic() + timeout_s
         while True:
             got = [c for conn in self.conns if conn.received and conn.received[0].code == RequestCode.HEART_BEAT
-                   for c in conn.received]
+                   for c in conn.received if c.code != RequestCode.GET_BROKER_RUNTIME_INFO]
             if len(got) >= count or time.monotonic() > deadline:
                 return got
             time.sleep(0.01)
@@ -218,12 +227,12 @@ def test_a_lost_connection_fails_the_call_and_the_next_call_reconnects() -> None
         with pytest.raises(ConnectionLost, match="request code=310 opaque=1 connection lost: the peer closed"):
             broker.send(Message("T", b"x"), 0)
         assert broker.send(Message("T", b"y"), 0).status is SendStatus.SEND_OK
-        assert [c.code for c in peer.conns[-1].received] == [34, 310]  # a new connection, heartbeat first
+        assert [c.code for c in peer.conns[-1].received] == [34, 310, 28]  # a new connection, heartbeat first
         # a loss noticed between calls: the next call just reconnects
         peer.conns[-1].close()
         time.sleep(0.05)
         assert broker.send(Message("T", b"z"), 0).status is SendStatus.SEND_OK
-        assert [c.code for c in peer.conns[-1].received] == [34, 310]
+        assert [c.code for c in peer.conns[-1].received] == [34, 310, 28]  # 28: the dispatch barrier
         broker.close()
 
 
@@ -337,4 +346,40 @@ def test_one_caller_and_the_reader_thread() -> None:
         while len(got) < 200 and time.monotonic() < deadline:
             got += broker.tick()
         assert len(results) == 200 and len(got) == 200
+        broker.close()
+
+
+def test_every_write_ends_with_the_dispatch_barrier() -> None:
+    """A 4.9 broker answers a send before its consume queue has the message (fidelity: wire row 4):
+    after each write the adapter asks GET_BROKER_RUNTIME_INFO until dispatchBehindBytes is 0."""
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock())
+        peer.behind = [310, 120]  # the first send: behind twice, then caught up
+        broker.send(Message("T", b"x"), 0)
+        assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 3 and broker.dispatch_waits == 1
+        broker.send_back("G", 597, 0, "U", -1)
+        peer.overrides[RequestCode.END_TRANSACTION] = ANSWERS[RequestCode.SEND_MESSAGE_V2]  # any code-0 answer
+        broker.end_transaction("PG", 10, 0, TxnAction.COMMIT, False)
+        assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 5 and broker.dispatch_waits == 1
+        broker.end_transaction("PG", 10, 0, TxnAction.UNKNOWN, False)  # oneway, writes nothing
+        broker.query_offset("G", MessageQueue("T", 0))  # a read: no barrier
+        assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 5
+        broker.close()
+
+
+def test_the_barrier_gives_up_after_its_bound_and_is_off_for_a_broker_without_runtime_info() -> None:
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock(), dispatch_wait_ms=50)
+        peer.behind = [1] * 10_000  # never catches up
+        started = time.monotonic()
+        broker.send(Message("T", b"x"), 0)
+        assert 0.05 <= time.monotonic() - started < 3 and broker.dispatch_waits == 1
+        broker.close()
+    unsupported = next(e.response for e in exchanges() if e.response is not None and e.response.code == 3)
+    with CapturedBroker() as peer:
+        peer.overrides[RequestCode.GET_BROKER_RUNTIME_INFO] = unsupported  # e.g. rmqspec serve
+        broker = RemoteBroker(peer.address, ManualClock())
+        broker.send(Message("T", b"x"), 0)
+        broker.send(Message("T", b"y"), 0)
+        assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 1 and broker.dispatch_wait_ms == 0
         broker.close()
