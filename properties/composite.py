@@ -161,7 +161,9 @@ class DeepRules:
     def beat(self, n: int) -> None:
         """The workload's heartbeat, in a fixed cycle: consume, produce, a transaction, its end,
         consume, a flush (ASYNC) or a short wait, a duplicate commit, an orderly batch, a lock
-        takeover after expiry, a jump to the next deadline. Hypothesis
+        takeover after expiry, a jump to the next deadline (on the wall clock, where waiting means
+        sleeping: a short delayed send and a filtered probe instead of the waits, and no transactions
+        beyond those Hypothesis draws — see docs/fidelity.md "Open"). Hypothesis
         draws the first of its rules (ordered by their number of arguments, then name) far more
         often than the others; this one spreads that weight over the everyday actions, so every
         example runs them whatever rules it draws. Each action records itself."""
@@ -170,15 +172,15 @@ class DeepRules:
         manual = type(self).wall is None  # on the wall clock waiting means sleeping: the beat does not wait
         if beat == 1 and self.topics:
             self.send_plain(n, n, "TagA", (), False)
-        elif beat == 2 and self._on("txn"):
+        elif beat == 2 and self._on("txn") and manual:
             self.txn_send_half(n, n, ("COMMIT", "ROLLBACK", "UNKNOWN", "LOST")[self.beats // 8 % 4])
-        elif beat == 3 and self._on("txn") and self._open_txns():
+        elif beat == 3 and self._on("txn") and manual and self._open_txns():
             self.txn_end(n)
         elif beat == 5 and self.config.flush == "ASYNC" and self._on("flush"):
             self.flush()
         elif beat == 5 and manual:
             self.advance_small(250 * n)
-        elif beat == 6 and self._on("txn") and not self.profile.strict and self._committed():
+        elif beat == 6 and self._on("txn") and manual and not self.profile.strict and self._committed():
             self.txn_recommit(n)
         elif beat == 7 and self._on("orderly") and manual:
             # an orderly batch: lock if needed, begin, finish
@@ -188,8 +190,15 @@ class DeepRules:
                 self.orderly_begin(n, 1 + n % 3)
             if self.windows:
                 self.orderly_finish(n, "SUSPEND" if n % 4 == 0 else "SUCCESS")
+        elif beat == 4 and not manual and self.topics:
+            # the wall clock's budget is a dozen examples: every one sends a short delay
+            self.send_delayed(n, n, 1 + n % 3)
         elif beat == 8 and self._on("orderly") and manual and self.broker_grants:
             self.orderly_takeover(n, n)
+        elif beat == 8 and not manual and self.topics and self._on("probe"):
+            # ... and a tag the observer's filter must drop
+            self.send_plain(n, n, ("TagB", "TagC", None)[n % 3], (), n % 2 == 0)
+            self.probe_filtered(n, n, "TagA")
         elif beat == 9 and manual and self._deadlines():
             self.advance_to_deadline(n, (-1, 0, 1, 1000)[n % 4])
         else:
