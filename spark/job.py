@@ -321,7 +321,7 @@ def run_audit(
     saved = {key: spark.conf.get(key, None) for key in tuning}
     for key, value in tuning.items():
         spark.conf.set(key, value)
-    if small:  # one scan of the files; every pass then reads the cached rows
+    if small:  # one scan of the files into one cached partition; no pass then needs a shuffle
         rows = rows.persist(StorageLevel.MEMORY_ONLY)
     try:
         try:
@@ -465,7 +465,8 @@ def run(args: argparse.Namespace) -> int:
 
     stage("starting Spark")
     spark = audit_session(args.master, conf)
-    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage)
+    small = {"auto": None, "small": True, "scale": False}[getattr(args, "plan", "auto")]
+    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, small=small)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
     else:
