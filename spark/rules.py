@@ -55,9 +55,10 @@ key columns and ``reason``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 
+import attrs
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -65,7 +66,16 @@ from pyspark.sql import types as T
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
-__all__ = ["FINDING_COLUMNS", "OFFSET_BUCKET", "all_findings"]
+__all__ = [
+    "FINDING_COLUMNS",
+    "OFFSET_BUCKET",
+    "PASSES",
+    "PassInput",
+    "all_findings",
+    "pass_findings",
+    "register_pass",
+    "shuffled_by",
+]
 
 KEYS: tuple[tuple[str, T.DataType], ...] = (
     ("group", T.StringType()),
@@ -97,6 +107,23 @@ def SEQ() -> Column:
 
 
 UNBOUNDED = Window.unboundedPreceding
+
+
+def shuffled_by(*cols: str) -> Callable[[DataFrame], DataFrame]:
+    """For ``DataFrame.transform``: a pass's narrow rows hash-partitioned by its key ``cols``.
+
+    When the session runs on one shuffle partition (small inputs, ``job.SMALL_INPUT_CONF``:
+    the cached input is one partition), every window, aggregation and join already has the
+    distribution it needs, so the rows are left where they are: a shuffle would only copy
+    them (and cost a stage). Either way Spark's planner adds any shuffle a window needs.
+    """
+
+    def apply(df: DataFrame) -> DataFrame:
+        if df.sparkSession.conf.get("spark.sql.shuffle.partitions") == "1":
+            return df
+        return df.repartition(*cols)
+
+    return apply
 
 
 def _later(spec: WindowSpec) -> WindowSpec:
@@ -296,7 +323,9 @@ def row_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
 def queue_rules(df: DataFrame) -> list[DataFrame]:
     """ORDER_QUEUE_GAP over stores per (trace, epoch, topic, queue_id)."""
     s = df.filter((EV() == "store") & _nn("topic", "queue_id", "queue_offset"))
-    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").repartition("trace", "topic", "queue_id")
+    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").transform(
+        shuffled_by("trace", "topic", "queue_id")
+    )
     w = Window.partitionBy("trace", "epoch", "topic", "queue_id").orderBy("seq")
     s = s.withColumn("p_seq", F.lag("seq").over(w)).withColumn("p_off", F.lag("queue_offset").over(w))
     gap = s.filter(F.col("p_seq").isNotNull() & (F.col("queue_offset") != F.col("p_off") + 1))
@@ -329,7 +358,7 @@ def _lock_rows(df: DataFrame, *events: str, extra: Sequence[str] = (), where: Co
     """The rows of ``events`` carrying a full queue key, shuffled by queue (only the columns used)."""
     cond = EV().isin(*events) & _nn("group", "topic", "queue_id", "client_id")
     rows = df.filter(cond if where is None else cond & where)
-    return rows.select(*_LOCK_COLS, *extra).repartition(*_QUEUE)
+    return rows.select(*_LOCK_COLS, *extra).transform(shuffled_by(*_QUEUE))
 
 
 def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
@@ -555,7 +584,7 @@ def consumer_rules(df: DataFrame) -> list[DataFrame]:
     rows = (
         df.filter((EV().isin("deliver", "commit_offset") | ack) & need)
         .select(*_QUEUE, "seq", "event", "queue_offset")
-        .repartition(*_QUEUE)
+        .transform(shuffled_by(*_QUEUE))
     )
     wq = Window.partitionBy(*_QUEUE)
     later_first = wq.orderBy(F.col("queue_offset").desc(), SEQ().desc()).rowsBetween(UNBOUNDED, -1)
@@ -629,7 +658,7 @@ def _message_pass(df: DataFrame, acked_send: Column, commit: Column, at_risk: Da
     fam = (
         df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
         .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "status", "reconsume_times", "deliver_ts")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     wk = Window.partitionBy("trace", "msg_key")
     # The most specific ordering first (w_gr below: trace, msg_key, group, reconsume_times,
@@ -757,7 +786,7 @@ def _delay_early(df: DataFrame) -> DataFrame:
     rows = (
         df.filter(F.col("msg_key").isNotNull() & (sched | fire | ((EV() == "deliver") & gen0)))
         .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "msg_id", "reconsume_times", "deliver_ts")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     wk = Window.partitionBy("trace", "msg_key")
     by_id = wk.orderBy("msg_id", "seq").rowsBetween(UNBOUNDED, -1)
@@ -814,7 +843,7 @@ def _lost(
     rows = (
         df.filter(F.col("msg_key").isNotNull() & (acked_send | commit | half | done))
         .select("trace", "seq", "event", "group", "topic", "msg_key", "status", "drain")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     if at_risk is not None:
         rows = rows.join(F.broadcast(at_risk), ["trace", "msg_key"], "left_anti")
@@ -873,7 +902,7 @@ def txn_rules(
     fam = (
         df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
         .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "drain", "check_times")
-        .repartition("trace", "txn_id")
+        .transform(shuffled_by("trace", "txn_id"))
     )
     kind = F.when(EV() == "txn_discard", F.lit("DISCARD")).when(EV() == "txn_end", F.col("status"))
     fam = fam.withColumn("kind", kind)
@@ -1027,6 +1056,53 @@ def consumers_of(df: DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> D
     return seen.groupBy("c_trace", "c_topic").agg(F.array_sort(F.collect_set("group")).alias("groups"))
 
 
+@attrs.frozen
+class PassInput:
+    """What every pass gets besides the rows: the configuration and the trace facts."""
+
+    params: AuditParams
+    has_drain: bool
+    consumers: DataFrame
+    at_risk: DataFrame | None
+
+
+Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
+
+# The passes of the rules phase, in order: (name, pass). A new rules module adds
+# its pass here (``PASSES += (("name", fn),)``) or through ``register_pass``;
+# ``bench audit --profile`` times each pass on its own.
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("row", lambda df, c: row_rules(df, c.params)),
+    ("queue", lambda df, c: queue_rules(df)),
+    ("lock", lambda df, c: lock_rules(df, c.params)),
+    ("consumer", lambda df, c: consumer_rules(df)),
+    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk)),
+    ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk)),
+)
+
+
+def register_pass(name: str, fn: Pass) -> None:
+    """Add a pass (a rules module's entry) after the built-in ones; its findings join ``all_findings``."""
+    global PASSES
+    if name in dict(PASSES):
+        raise ValueError(f"pass {name!r} is already registered")
+    PASSES = (*PASSES, (name, fn))
+
+
+def pass_findings(
+    df: DataFrame,
+    params: AuditParams,
+    *,
+    has_drain: bool,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+    at_risk: DataFrame | None = None,
+) -> dict[str, DataFrame]:
+    """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
+    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk)
+    return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
+
+
 def all_findings(
     df: DataFrame,
     params: AuditParams,
@@ -1041,15 +1117,7 @@ def all_findings(
     events and columns (Parquet column pruning), shuffles them by its key
     and sorts once per ordering it needs. ``at_risk`` is (trace, msg_key) of
     the keys crashes list in ``detail.at_risk`` (None when there are none):
-    no LOST, TXN_UNRESOLVED or RECOVERED for them.
+    no LOST, TXN_UNRESOLVED or RECOVERED for them. The passes are ``PASSES``.
     """
-    parts = [
-        *row_rules(df, params),
-        *queue_rules(df),
-        *lock_rules(df, params),
-        *consumer_rules(df),
-        *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, at_risk),
-        *txn_rules(df, params, has_drain, at_risk),
-        *_lifecycle_rules(df, params, at_risk),
-    ]
-    return reduce(DataFrame.unionByName, parts)
+    parts = pass_findings(df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk)
+    return reduce(DataFrame.unionByName, parts.values())

@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky, _struct
+from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky, _struct, shuffled_by
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
 
 
@@ -42,7 +42,7 @@ def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataF
     fam = (
         df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
         .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times")
-        .repartition("trace", "txn_id")
+        .transform(shuffled_by("trace", "txn_id"))
     )
     before = Window.partitionBy("trace", "txn_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
     k = _check_number()
@@ -107,7 +107,7 @@ def _dlq_delayed(df: DataFrame, params: AuditParams) -> DataFrame:
         df.filter(back | dlq)
         .select("trace", "seq", "ts", "event", "group", "topic", "msg_key")
         .withColumn("grp", F.when(EV() == "send_back", F.col("group")).otherwise(F.expr("substring(topic, 6)")))
-        .repartition("trace", "grp", "msg_key")
+        .transform(shuffled_by("trace", "grp", "msg_key"))
     )
     by_key = Window.partitionBy("trace", "grp", "msg_key").orderBy("seq")
     before = by_key.rowsBetween(UNBOUNDED, -1)
@@ -142,7 +142,7 @@ def _schedule_duplicated(df: DataFrame) -> DataFrame:
         df.filter((sched | fire) & F.col("msg_key").isNotNull())
         .select("trace", "seq", "event", "topic", "msg_key", "crashes",
                 F.coalesce(F.col("reconsume_times"), F.lit(0)).alias("rt"))
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     upto = Window.partitionBy("trace", "msg_key", "rt").orderBy("seq").rowsBetween(UNBOUNDED, 0)
     rows = (
@@ -171,7 +171,7 @@ def _offset_lost(df: DataFrame) -> DataFrame:
     rows = (
         df.filter((EV() == "commit_offset") & _nn("group", "topic", "queue_id", "queue_offset"))
         .select("trace", "seq", "status", "group", "topic", "queue_id", "queue_offset", "crashes")
-        .repartition("trace", "group", "topic", "queue_id")
+        .transform(shuffled_by("trace", "group", "topic", "queue_id"))
     )
     w = Window.partitionBy("trace", "group", "topic", "queue_id").orderBy("seq")
     prev = F.lag(F.struct(SEQ().alias("s"), F.col("queue_offset").alias("o"), F.col("crashes").alias("c"))).over(w)

@@ -99,6 +99,19 @@ CASES: tuple[Case, ...] = (
         (("LOST", (5, 12)),),
     ),
     Case(
+        "LOST: a send answered with the response code SUCCESS is acknowledged; an unknown status is not",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SUCCESS
+        6 store t=2000 topic=T q=0 off=1 key=K2
+        7 send t=2100 topic=T q=0 key=K3 st=OK
+        8 store t=2100 topic=T q=0 off=2 key=K3
+        9 send t=2200 topic=T q=0 key=K4 st=SYSTEM_BUSY
+        10 drain t=9000
+        """,
+        (("LOST", (5, 10)),),
+    ),
+    Case(
         "LOST of a committed transaction (topic from the COMMIT)",
         _CONSUMED
         + """
