@@ -240,9 +240,9 @@ class OrderlyDlqRetriedForever(Wrapped):
 class _StaleOps(TransactionService):
     """fillOpRemoveMap misses the ops written in the last three check intervals."""
 
-    def check(self, store, offsets, config, now, hooks):
+    def check(self, store, offsets, config, now, hooks, reput_visible=True):
         self.now, self.interval = now, 3 * config.transaction_check_interval_ms
-        return super().check(store, offsets, config, now, hooks)
+        return super().check(store, offsets, config, now, hooks, reput_visible)
 
     def _fill_op_remove_map(self, store, offsets, op_mq, pull_offset, mini_offset, remove_map, done, hooks):
         fresh = {op.queue_offset for op in store.get_message(OP_TOPIC, op_mq.queue_id, pull_offset, 32).records
