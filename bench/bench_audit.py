@@ -1,6 +1,6 @@
 """Audit throughput: the Spark audit vs a bare Spark scan, and the reference checker.
 
-``python -m bench audit -- [--sizes 1M,10M,100M] [--master local[2]] [--work DIR]``
+``python -m bench audit -- [--sizes 1M,10M,100M] [--master local[2]] [--work DIR] [--profile] [--e2e N]``
 
 For each size a clean trace is generated once with ``rmqspec trace gen``
 (kept in ``--work`` as ``trace-<size>`` and reused; a symlink to an existing
@@ -14,6 +14,16 @@ trace directory works too), then in one Spark session:
   over the rows already in memory, events/s;
 - peak memory: the JVM driver's VmHWM and the Python driver's VmHWM, both
   from ``/proc`` (peaks since the session started, so cumulative over sizes).
+- ``--profile``: for each size, ``spark.profile.profile_audit`` — the facts
+  pass, the Python plan building and every rules pass alone (key family),
+  each with its Spark stages' totals (tasks, run/CPU time, shuffle bytes and
+  write time, spill), with the plan the audit chooses; with ``--plans``
+  ``small,scale`` both plans are profiled.
+- ``--e2e N``: ``rmqspec audit`` of the smallest trace converted to JSONL,
+  end to end in a fresh process (JVM start included), N rounds alternating
+  ``--plan auto`` with the baseline ``--plan scale`` (the plan every input
+  had before small inputs got their own); the machine load is printed with
+  each figure.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -30,6 +42,7 @@ from pyspark.sql import functions as F
 from rmqspec.cli.main import main as rmqspec
 from rmqspec.spark.inputs import AUDIT_COLUMNS
 from rmqspec.spark.job import run_audit
+from rmqspec.spark.profile import profile_audit, render_profile
 from rmqspec.spark.session import audit_session
 from rmqspec.traces.checker import check
 from rmqspec.traces.io import open_trace
@@ -102,6 +115,42 @@ def _reference(path: Path) -> tuple[int, float]:
     return len(rows), elapsed
 
 
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _e2e(work: Path, trace: Path, rounds: int) -> None:
+    """``rmqspec audit`` of ``trace`` as JSONL in fresh processes: ``--plan auto`` vs ``--plan scale``."""
+    jsonl = work / f"{trace.name}.jsonl"
+    if not jsonl.exists():
+        code = rmqspec(["trace", "convert", str(trace), str(jsonl)])
+        if code != 0:
+            raise SystemExit(f"trace convert failed with exit code {code}")
+    times: dict[str, list[float]] = {"auto": [], "scale": []}
+    for i in range(rounds):
+        for plan in ("auto", "scale") if i % 2 == 0 else ("scale", "auto"):
+            load = _load()
+            start = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-m", "rmqspec.cli", "audit", str(jsonl), "--out", str(work / f"e2e-{plan}"),
+                 "--master", "local[2]", "--quiet", "--plan", plan],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            elapsed = time.monotonic() - start
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"rmqspec audit failed: {done.stderr.strip()[-500:]}")
+            times[plan].append(elapsed)
+            print(f"e2e {jsonl.name} --plan {plan:<5} {elapsed:6.1f}s  (load {load})", flush=True)
+    best = {plan: min(ts) for plan, ts in times.items()}
+    median = {plan: sorted(ts)[len(ts) // 2] for plan, ts in times.items()}
+    print(
+        f"e2e best: auto {best['auto']:.1f}s, scale {best['scale']:.1f}s (ratio {best['auto'] / best['scale']:.2f}); "
+        f"median: auto {median['auto']:.1f}s, scale {median['scale']:.1f}s "
+        f"(ratio {median['auto'] / median['scale']:.2f})",
+        flush=True,
+    )
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="bench audit", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1M", help="comma-separated event counts (1M,10M,100M)")
@@ -109,6 +158,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--work", default="/tmp/rmqspec-bench-audit", help="where traces are kept")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference checker")
+    parser.add_argument("--profile", action="store_true", help="per-pass and per-stage breakdown for each size")
+    parser.add_argument("--plans", default="auto", help="plans to profile: auto, small, scale (comma-separated)")
+    parser.add_argument("--e2e", type=int, default=0, metavar="N",
+                        help="N rounds of rmqspec audit end to end on the smallest size as JSONL")  # fmt: skip
     args = parser.parse_args(argv)
     sizes = [_size(s) for s in args.sizes.split(",") if s.strip()]
     work = Path(args.work)
@@ -122,7 +175,7 @@ def main(argv: list[str]) -> int:
     )
     _scan(spark, traces[sizes[0]])  # warm up the JVM and the Parquet reader
     print(f"{'size':>6} {'events':>11} {'scan ev/s':>12} {'audit ev/s':>12} {'ratio':>7} "
-          f"{'audit s':>8} {'jvm MB':>8} {'py MB':>7}")  # fmt: skip
+          f"{'audit s':>8} {'jvm MB':>8} {'py MB':>7}  load")  # fmt: skip
     for n in sizes:
         rows, scan_s = _scan(spark, traces[n])
         summary = run_audit(spark, [str(traces[n])], str(work / f"out-{_label(n)}"))
@@ -134,9 +187,18 @@ def main(argv: list[str]) -> int:
         print(
             f"{_label(n):>6} {rows:>11,} {scan_rate:>12,.0f} {audit_rate:>12,.0f} "
             f"{audit_rate / scan_rate:>7.3f} {summary.wall_time_s:>8.1f} "
-            f"{jvm if jvm is not None else float('nan'):>8.0f} {_python_peak_mb():>7.0f}",
+            f"{jvm if jvm is not None else float('nan'):>8.0f} {_python_peak_mb():>7.0f}  {_load()}",
             flush=True,
         )
+    if args.profile:
+        for n in sizes:
+            for plan in [p.strip() for p in args.plans.split(",") if p.strip()]:
+                small = {"auto": None, "small": True, "scale": False}[plan]
+                print(f"profile {_label(n)} --plan {plan} (load {_load()})", flush=True)
+                profiles = profile_audit(spark, [str(traces[n])], str(work / f"out-{_label(n)}"), small=small)
+                print(render_profile(profiles), flush=True)
+    if args.e2e:
+        _e2e(work, traces[min(sizes)], args.e2e)
     if not args.no_reference:
         n = min(sizes)
         count, ref_s = _reference(traces[n])

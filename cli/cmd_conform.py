@@ -9,6 +9,7 @@ from rmqspec.properties.adapters import FactoryError, builtin_names, load_factor
 from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
 from rmqspec.properties.conformance import PROFILES
 from rmqspec.properties.runner import budget_settings, check_conformance
+from rmqspec.properties.shrink import DEFAULT_BUDGET
 from rmqspec.properties.wallclock import DEFAULT_TOLERANCE_MS, WALL_BUDGET, WallOptions
 
 NAME = "conform"
@@ -35,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rocketmq-4.9 (faithful) or strict (observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
     parser.add_argument("--steps", type=int, default=None, help="steps per example")
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed (default: derandomized); the same seed gives the same result")
+    parser.add_argument("--shrink-budget", type=int, default=DEFAULT_BUDGET, metavar="REPLAYS",
+                        help=f"replays spent shrinking each distinct failure (default {DEFAULT_BUDGET}; "
+                             "0: report the failing program as found)")
     parser.add_argument("--no-lockstep", action="store_true",
                         help="judge by the invariants only (no model beside the broker)")
     parser.add_argument("--trace-out", default=None, metavar="DIR",
@@ -47,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name} must be positive, got {value}")
+    if args.shrink_budget < 0:
+        raise UsageError(f"--shrink-budget must be ≥ 0, got {args.shrink_budget}")
     remote = args.broker.startswith("rocketmq://")
     if (args.crash_cmd or args.restart_cmd) and not (remote and args.crash_cmd and args.restart_cmd):
         raise UsageError("--crash-cmd and --restart-cmd go together, with --broker rocketmq://HOST:PORT")
@@ -70,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
         factory,
         lockstep=not args.no_lockstep,
         profile=args.profile,
-        settings=budget_settings(args.examples, args.steps, seed=args.seed, wall=wall is not None),
+        settings=budget_settings(args.examples, args.steps, seed=args.seed, wall=wall is not None,
+                                 shrink=args.shrink_budget > 0),
         seed=args.seed,
+        shrink_budget=args.shrink_budget,
         trace_dir=args.trace_out,
         config=config,
         wall=wall,

@@ -138,6 +138,7 @@ span.detail { color: var(--muted); font-size: .85rem; overflow-wrap: anywhere; }
 .failed-proof { border-left: 4px solid var(--fail); padding: 2px 16px; margin: 16px 0; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.hit td { background: #fff5f5; }
+tr.miss td { background: #fff5f5; color: var(--fail); }
 .badge { display: inline-block; white-space: nowrap; padding: 1px 9px; border-radius: 999px;
          font-size: .8rem; font-weight: 700; letter-spacing: .03em; }
 .badge.pass { background: var(--pass-bg); color: var(--pass); }
@@ -257,7 +258,8 @@ def _conformance(c: ConformanceSection | None) -> str:
         return ('<section id="conformance"><h2>Conformance</h2>'
                 '<p class="note">The conformance machine did not run.</p></section>')
     facts = [("result", _badge(c.status)), ("examples", f"{c.examples:,}"), ("steps per example", str(c.steps)),
-             ("examples/s", f"{c.examples_per_s:,.1f}"), ("time", _secs(c.seconds))]
+             ("examples/s", f"{c.examples_per_s:,.1f}"), ("time", _secs(c.seconds)),
+             ("generation", _secs(c.generate_seconds)), ("shrinking", _secs(c.shrink_seconds))]
     out = ['<section id="conformance"><h2>Conformance</h2>',
            '<p class="lead">The conformance state machine drives the broker under test and the model in '
            "lockstep, compares every observable result and checks every invariant on the ghost history.</p>",
@@ -274,6 +276,19 @@ def _conformance(c: ConformanceSection | None) -> str:
             out.append('<p class="note">Replay with <code>rmqspec.properties.program.replay(PROGRAM, factory)'
                        "</code>.</p>")
             out.append(f'<pre class="program">{esc(c.counterexample_program)}</pre>')
+        for i, f in enumerate(c.failures[1:], 2):
+            out.append(f"<h3>Failure {i} of {len(c.failures)}: <code>{esc(f.get('signature'))}</code></h3>")
+            out.append(f'<pre class="failure">{esc(str(f.get("message", "")).strip())}</pre>')
+            out.append(f'<pre class="program">{esc(f.get("program"))}</pre>')
+    if c.coverage:
+        transitions = list(c.coverage.get("transitions", ()))
+        out.append("<h3>Lifecycle coverage</h3>")
+        out.append(f'<p class="note">{c.coverage.get("reached")} of {c.coverage.get("total")} transitions of the '
+                   "lifecycle tables (<code>model/lifecycle.py</code>, the rows the z3 theorems prove) were taken "
+                   "by the broker during the run.</p>")
+        out.append(_table(("transition", "count"),
+                          [(f"<code>{esc(t['transition'])}</code>", f"{int(t['count']):,}") for t in transitions],
+                          "coverage", ["miss" if not t["count"] else "" for t in transitions]))
     if c.rule_counts:
         out.append("<h3>Rules run</h3>")
         out.append(_counts_grid(c.rule_counts))

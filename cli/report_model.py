@@ -191,6 +191,12 @@ class ConformanceSection:
     expected: str | None = None
     actual: str | None = None
     counterexample_program: str | None = None
+    # generation and shrinking timed apart; every distinct failure with its own program
+    generate_seconds: float = 0.0
+    shrink_seconds: float = 0.0
+    failures: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=tuple)
+    # properties.coverage.CoverageReport.as_dict(): transitions (every lifecycle row, counts), rules, results
+    coverage: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_dict)
 
     def __attrs_post_init__(self) -> None:
         if self.status not in (PASS, FAIL):
@@ -225,6 +231,10 @@ class ConformanceSection:
             expected=expected,
             actual=actual,
             counterexample_program=program,
+            generate_seconds=float(getattr(result, "generate_seconds", 0.0)),
+            shrink_seconds=float(getattr(result, "shrink_seconds", 0.0)),
+            failures=tuple(f.as_dict() for f in getattr(result, "failures", ())),
+            coverage=result.coverage_report.as_dict() if getattr(result, "coverage_report", None) else {},
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +251,10 @@ class ConformanceSection:
             "expected": self.expected,
             "actual": self.actual,
             "counterexample_program": self.counterexample_program,
+            "generate_seconds": round(self.generate_seconds, 3),
+            "shrink_seconds": round(self.shrink_seconds, 3),
+            "failures": [dict(f) for f in self.failures],
+            "coverage": dict(self.coverage),
         }
 
 
@@ -572,6 +586,8 @@ class CheckRun:
                                     secs.get("conformance")))
         else:
             summary = f"{_plural(c.examples, 'example')} × {c.steps} steps, {c.examples_per_s:.1f} examples/s"
+            if c.coverage:
+                summary += f", {c.coverage.get('reached')}/{c.coverage.get('total')} lifecycle transitions"
             if c.status == FAIL:
                 summary = f"{c.violated or 'failed'}; " + summary
             out.append(PhaseVerdict("conformance", c.status, summary, secs.get("conformance")))

@@ -44,6 +44,12 @@ def commitlog_layout(broker: Any) -> list[str]:
     store = broker.store
     fs = broker.config.commitlog_file_size
     end = 0
+    # records are immutable: a size already checked for this very record object is not recomputed
+    # (``record_size`` encodes the properties; re-checking every record after every operation was
+    # quadratic in a long run)
+    sized = getattr(broker, "_wf_sized", None)
+    if not isinstance(sized, dict):
+        sized = {}
     for i, r in enumerate(store.records):
         expected = end
         if r.size + END_FILE_MIN_BLANK_LENGTH > fs - end % fs:
@@ -52,12 +58,19 @@ def commitlog_layout(broker: Any) -> list[str]:
             problems.append(
                 f"record {i} at commitlog offset {r.commitlog_offset}, expected {expected}"
             )
-        size = record_size(len(r.body), r.topic, r.properties, r.sys_flag)
-        if r.size != size:
-            problems.append(f"record {i} size {r.size} != record_size {size}")
+        if sized.get(id(r)) is not r:
+            size = record_size(len(r.body), r.topic, r.properties, r.sys_flag)
+            if r.size != size:
+                problems.append(f"record {i} size {r.size} != record_size {size}")
+            else:
+                sized[id(r)] = r
         if store.index.get(r.commitlog_offset) != i:
             problems.append(f"record {i} not indexed at {r.commitlog_offset}")
         end = r.commitlog_offset + r.size
+    if len(sized) > 2 * len(store.records) + 64:  # forget records truncated away
+        live = {id(r) for r in store.records}
+        sized = {k: v for k, v in sized.items() if k in live}
+    broker._wf_sized = sized
     if store.write_pos != end:
         problems.append(f"write position {store.write_pos} != end of last record {end}")
     if len(store.index) != len(store.records):

@@ -32,6 +32,12 @@ class Code(enum.StrEnum):
     TXN_CHECK_EARLY = "TXN_CHECK_EARLY"
     TXN_CHECK_EXCEEDED = "TXN_CHECK_EXCEEDED"
     TXN_UNRESOLVED = "TXN_UNRESOLVED"
+    # issue 14: the deep lifecycle guarantees
+    TXN_CHECK_AFTER_RESOLVED = "TXN_CHECK_AFTER_RESOLVED"
+    TXN_DISCARD_EARLY = "TXN_DISCARD_EARLY"
+    DLQ_DELAYED = "DLQ_DELAYED"
+    SCHEDULE_DUPLICATED = "SCHEDULE_DUPLICATED"
+    OFFSET_LOST = "OFFSET_LOST"
 
 
 class ObservationCode(enum.StrEnum):
@@ -57,6 +63,7 @@ class AuditParams:
     client_lock_ms: int = 30_000
     transaction_timeout_ms: int = 6000
     transaction_check_max: int = 15
+    file_reserved_ms: int = 72 * 3_600_000  # fileReservedTime: a half older than this is discarded unchecked
     # Per-group overrides of retry_max_times (group -> max).
     group_retry_max: tuple[tuple[str, int], ...] = ()
 
@@ -65,6 +72,11 @@ class AuditParams:
             if name == group:
                 return value
         return self.retry_max_times
+
+    @property
+    def shortest_delay_ms(self) -> int:
+        """The shortest delay a scheduled copy waits (a DLQ copy is never scheduled)."""
+        return min(self.delay_levels_ms)
 
     def delay_ms(self, level: int) -> int:
         """Delay of ``level`` clamped to the table (level ≥ 1)."""

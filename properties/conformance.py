@@ -26,9 +26,11 @@ begin/finish (SUCCESS or SUSPEND, DLQ at the limit); half send, commit,
 rollback, UNKNOWN, lost end-transaction, duplicate commit (not in ``strict``),
 check replies; clock advance (small, large, and to a deadline ± 1 ms / 1 s)
 + tick; flush; crash (kill/power) + recover when the broker has
-``Capability.CRASH`` (not in ``strict``); drain. ``always`` invariants run
-after every step (``@invariant``), ``eventually`` ones after a drain; the
-teardown drains.
+``Capability.CRASH`` (not in ``strict``); drain. The deep rules of
+``composite.py`` (a mixin: clean shutdown + reopen, the lifecycle ladders, the
+``beat`` heartbeat, swarm families, depth targets, lifecycle coverage) add to
+them. ``always`` invariants run after every step (``@invariant``),
+``eventually`` ones after a drain; the teardown drains.
 
 Deviations from a real deployment: clients and broker share one clock (no
 drift); an orderly window never outlives the client's broker lock (the
@@ -70,6 +72,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.transactions import CID_RMQ_SYS_TRANS
 from rmqspec.properties import invariants as inv
+from rmqspec.properties.composite import SWARM, DeepRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
     DISCARD_TOPIC,
@@ -83,6 +86,7 @@ from rmqspec.properties.history import (
 from rmqspec.properties.lockstep import Lockstep, Outcome
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.session import SessionView
+from rmqspec.properties.shrink import signature_of
 from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, sleep_until, wall_ms
 
 START_MS = 1_700_000_000_000
@@ -155,6 +159,11 @@ def _pick(seq: list | tuple, i: int) -> Any:
     return seq[i % len(seq)]
 
 
+def _origin(m: StoredMessage) -> str | None:
+    """The copy a retry descends from (ORIGIN_MESSAGE_ID); a first-generation copy is its own."""
+    return m.origin_message_id or (m.msg_id if m.reconsume_times == 0 else None)
+
+
 def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """A precondition that depends on what the broker did and when. On the wall clock that is not
     reproducible, and Hypothesis needs the choice of rules to be: there the rule is always drawn and
@@ -162,7 +171,7 @@ def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
 
 
-class ConformanceBase(RuleBasedStateMachine):
+class ConformanceBase(DeepRules, RuleBasedStateMachine):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
     broker_factory: Callable[..., Any]
@@ -178,6 +187,10 @@ class ConformanceBase(RuleBasedStateMachine):
     failed_program: list[Op]
     first_failure: list[str]
     last_change: list[int]  # [ms]: see changed_at
+    # every distinct failure of the run: signature -> (message, program when it happened)
+    failures: dict[str, tuple[str, list[Op]]]
+    lifecycle: Counter  # lifecycle rows taken (properties/coverage.py), across examples
+    rules_run: Counter  # rules executed (the programs' ops), across examples
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock
     wall: WallOptions | None = None
@@ -220,6 +233,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.pqs: dict[tuple[str, MessageQueue], ProcessQueue] = {}
         self.next_pull: dict[tuple[str, MessageQueue], int] = {}
         self.client_committed: dict[tuple[str, MessageQueue], int] = {}
+        self.committed_keys: set[tuple[str, MessageQueue]] = set()  # ever committed (clean restart check)
         self.local_failures: Counter = Counter()
         self.client_lock: dict[tuple[str, MessageQueue], int] = {}
         self.opqs: dict[tuple[str, MessageQueue], ProcessQueue] = {}
@@ -230,7 +244,10 @@ class ConformanceBase(RuleBasedStateMachine):
         self.pending_checks: list[CheckRequest] = []
         self.frontier: dict[MessageQueue, int] = {}
         self.unrevealable: set[str] = set()
-        self.expect_fire: dict[tuple[str, str, int], int] = {}
+        self.expect_fire: dict[tuple[str, str, int, str | None, int], int] = {}
+        self.expect_seq = 0
+        self.crashes = 0  # crashes so far (a copy fired before one may fire again)
+        self.fired_in_epoch: dict[tuple, int] = {}
         self.sched_levels: set[int] = set()
         self.pull_seq = 0
         self.body_seq = 0
@@ -271,6 +288,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if not type(self).failed_program:  # the first failure of a run is the finding
             type(self).failed_program[:] = list(self.program)
             type(self).first_failure[:] = [message]
+        type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
         raise MachineFailure(text)
 
     def _call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
@@ -281,6 +299,10 @@ class ConformanceBase(RuleBasedStateMachine):
         except AssertionError as exc:
             self._fail(str(exc))
             raise  # unreachable
+        except Exception as exc:  # the candidate (or a model fork) raised: a finding with its program
+            message = f"candidate raised {type(exc).__name__} in {op}: {exc!r}"
+            type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+            raise
 
     def _now(self) -> int:
         return self.clock.now()
@@ -325,15 +347,19 @@ class ConformanceBase(RuleBasedStateMachine):
         queues=st.integers(1, 4),
         retry_max=st.sampled_from([0, 1, 2, 3, 16]),
         orderly_max=st.sampled_from([0, 1, 2, 16]),
-        flush=st.sampled_from(["SYNC", "SYNC", "SYNC", "ASYNC"]),
+        flush=st.sampled_from(["ASYNC", "SYNC"]),
+        swarm=SWARM,
     )
-    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC") -> None:
+    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0) -> None:
         wall = type(self).wall
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
-                     flush=flush)
+                     flush=flush, swarm=swarm)
+        # the wall clock's budget is a dozen examples: every family stays on (the draw is kept so the
+        # draw structure does not depend on the mode)
+        self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
@@ -364,6 +390,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         self._after()
 
+    @precondition(lambda self: self._on("admin"))
     @precondition(lambda self: len(self.topics) < MAX_TOPICS)
     @rule(queues=st.integers(1, 4))
     def create_topic(self, queues: int) -> None:
@@ -371,6 +398,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._create_topic(f"T{len(self.topics)}{self.ns}", queues)
         self._after()
 
+    @precondition(lambda self: self._on("admin"))
     @precondition(lambda self: len([g for g in self.groups if g.startswith("G")]) < MAX_GROUPS)
     @rule(retry_max=st.sampled_from([0, 1, 2, 3, 16]), retry_queue_nums=st.sampled_from([1, 1, 2]))
     def create_group(self, retry_max: int, retry_queue_nums: int) -> None:
@@ -400,7 +428,7 @@ class ConformanceBase(RuleBasedStateMachine):
         if msg.delay_level > 0:
             level = min(msg.delay_level, self.config.max_delay_level)
             self.sched_levels.add(level)
-            self.expect_fire[(msg.topic, msg.uniq_key, 0)] = self._now() + self.config.delay_ms(level)
+            self._expect_fire(msg.topic, msg.uniq_key, 0, None, self._now() + self.config.delay_ms(level))
 
     def send_plain(self, topic: int, queue: int, tags: str | None, keys: tuple, props: bool) -> None:
         self._record("send_plain", topic=topic, queue=queue, tags=tags, keys=keys, props=props)
@@ -468,7 +496,7 @@ class ConformanceBase(RuleBasedStateMachine):
                 commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                 reconsume_times=m.reconsume_times,
                 detail={"pull": self.pull_seq, "from": offset, "tags": m.tags,
-                        "subscription": sub, "client": deliver},
+                        "subscription": sub, "client": deliver, "origin": m.origin_message_id},
             )
         return res
 
@@ -502,6 +530,7 @@ class ConformanceBase(RuleBasedStateMachine):
             return
         self.client_committed[key] = offset
         self.changed_at(self._now())
+        self.committed_keys.add(key)
         self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset})",
                    lambda b: b.update_offset(group, mq, offset))
         stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
@@ -534,13 +563,16 @@ class ConformanceBase(RuleBasedStateMachine):
             commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
             reconsume_times=m.reconsume_times + 1, delay_level=new_level, deliver_ts=deliver_ts,
             status="DLQ" if routed_dlq else "RETRY",
-            detail={"code": ResponseCode(code).name, "requested_level": level, "max": effective},
+            detail={"code": ResponseCode(code).name, "requested_level": level, "max": effective,
+                    "origin": _origin(m)},
         )
         if code == ResponseCode.SUCCESS:
             self._sometimes("send_back:DLQ" if routed_dlq else "send_back:RETRY")
+            if routed_dlq:  # the send-back itself writes the DLQ copy: it is there now
+                self._reveal(MessageQueue(dlq_topic(group), 0))
             if not routed_dlq:
                 self.sched_levels.add(new_level)
-                self.expect_fire[(retry_topic(group), m.uniq_key, m.reconsume_times + 1)] = deliver_ts
+                self._expect_fire(retry_topic(group), m.uniq_key, m.reconsume_times + 1, _origin(m), deliver_ts)
         else:
             self._sometimes("send_back_failed")
         return ResponseCode(code)
@@ -608,6 +640,7 @@ class ConformanceBase(RuleBasedStateMachine):
             self._consume(group, mq, n, result, ack_index, level, max_choice)
         self._after()
 
+    @precondition(lambda self: self._on("probe"))
     @precondition(lambda self: self.groups)
     @rule(kind=st.sampled_from(["unknown_offset", "unknown_group"]))
     def send_back_failure(self, kind: str) -> None:
@@ -623,6 +656,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._sometimes(f"send_back_failure:{out.render()}")
         self._after()
 
+    @precondition(lambda self: self._on("probe"))
     @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]))
     def probe_filtered(self, topic: int, queue: int, sub: str) -> None:
         """The observer pulls with a tag subscription: only matching tags may come back."""
@@ -735,6 +769,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self.windows[key] = Window(client, mq, batch, self.client_lock[key])
         return True
 
+    @precondition(lambda self: self._on("orderly"))
     @_enabled(lambda self: self._can_begin())
     @rule(which=PICK, n=st.integers(1, 3))
     def orderly_begin(self, which: int, n: int) -> None:
@@ -786,6 +821,7 @@ class ConformanceBase(RuleBasedStateMachine):
                    topic=w.mq.topic, queue_id=w.mq.queue_id, status=status)
         self._commit(group, w.mq, offset, w.client)
 
+    @precondition(lambda self: self._on("orderly"))
     @_enabled(lambda self: self.windows)
     @rule(which=PICK, result=st.sampled_from(["SUCCESS", "SUCCESS", "SUSPEND"]))
     def orderly_finish(self, which: int, result: str) -> None:
@@ -799,6 +835,7 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # transactions
 
+    @precondition(lambda self: self._on("txn"))
     @rule(topic=PICK, queue=PICK, plan=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN", "LOST"]))
     def txn_send_half(self, topic: int, queue: int, plan: str) -> None:
         self._record("txn_send_half", topic=topic, queue=queue, plan=plan)
@@ -850,13 +887,15 @@ class ConformanceBase(RuleBasedStateMachine):
         if code == ResponseCode.SUCCESS:
             self._emit("txn_end", actor=self.pg, group=self.pg, topic=txn.topic,
                        queue_id=txn.queue_id, msg_key=txn.key, txn_id=txn.key, status=action.value,
-                       commitlog_offset=commitlog_offset, detail={"from_check": from_check})
+                       commitlog_offset=commitlog_offset, queue_offset=tsto,
+                       detail={"from_check": from_check})
             if action is not TxnAction.UNKNOWN:
                 txn.decided = action.value
 
     def _open_txns(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if not t.ended and not t.discarded]
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: self._open_txns())
     @rule(which=PICK)
     def txn_end(self, which: int) -> None:
@@ -877,6 +916,7 @@ class ConformanceBase(RuleBasedStateMachine):
     def _committed(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if t.decided == "COMMIT" and not t.maybe_lost]
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: not self.profile.strict and self._committed())
     @rule(which=PICK)
     def txn_recommit(self, which: int) -> None:
@@ -904,6 +944,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._sometimes("check_answered")
         self._end(txn, action, req.commitlog_offset, req.tran_state_table_offset, True)
 
+    @precondition(lambda self: self._on("txn"))
     @_enabled(lambda self: self.pending_checks)
     @rule(which=PICK, answer=st.sampled_from(["COMMIT", "ROLLBACK", "UNKNOWN"]), lose=st.booleans())
     def answer_check(self, which: int, answer: str, lose: bool) -> None:
@@ -1213,6 +1254,7 @@ class ConformanceBase(RuleBasedStateMachine):
         self._advance(max(0, target - self._now()))
         self._after()
 
+    @precondition(lambda self: self._on("flush") and self.config.flush == "ASYNC")  # SYNC: nothing to flush
     @rule()
     def flush(self) -> None:
         self._record("flush")
@@ -1272,11 +1314,17 @@ class ConformanceBase(RuleBasedStateMachine):
             self._lock(_pick(others, to), [q])
         self._after()
 
+    @precondition(lambda self: self._on("orderly"))
     @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover", "finish"]), client=PICK,
           mask=st.integers(1, 15))
     def orderly(self, kind: str, client: int, mask: int) -> None:
         if kind == "finish" and self.windows:
             self.orderly_finish(client, "SUSPEND" if mask % 3 == 0 else "SUCCESS")
+        elif kind == "finish":  # no batch in flight: the consume service locks if it must, then starts one
+            if not self._can_begin():
+                self.orderly_lock(client, mask)
+            if self._can_begin():
+                self.orderly_begin(client, 1 + mask % 3)
         elif kind == "lock":
             self.orderly_lock(client, mask)
         elif kind == "unlock":
@@ -1302,6 +1350,7 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # crash and recovery
 
+    @precondition(lambda self: self._on("crash"))
     @_enabled(lambda self: self.can_crash and not self.profile.strict and not self.windows)
     @rule(kind=st.sampled_from(["kill", "power"]))
     def crash_recover(self, kind: str) -> None:
@@ -1313,11 +1362,19 @@ class ConformanceBase(RuleBasedStateMachine):
             kind = kind if kind in getattr(self.ls.candidate, "crash_kinds", ("kill", "power")) else "kill"
             self._wall_persisted()
         self._record("crash_recover", kind=kind)
+        self._crash_and_recover(kind)
+
+    def _crash_and_recover(self, kind: str) -> None:
+        """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it."""
+        self.crashes += 1
         at_risk: list[str] = []
         if kind == "power" and self.config.flush == "ASYNC":
             at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
                               if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
-                                                           "send_back", "schedule_fire")})
+                                                           "send_back", "schedule_fire",
+                                                           # a check re-put the half: the copy
+                                                           # the check service would see next
+                                                           "txn_check")})
         self._emit("crash", actor="broker", status=kind, detail={"at_risk": at_risk})
         for key in at_risk:
             if key in self.txns:
@@ -1328,8 +1385,7 @@ class ConformanceBase(RuleBasedStateMachine):
         except Exception as exc:
             self._fail(f"candidate failed to crash({kind!r})/recover(): {exc!r}")
         if self.ls.enabled:
-            for fork in self.ls.forks:
-                fork.crash(kind)
+            self.ls.on_forks(lambda fork: fork.crash(kind))
             n = self.ls.split(_recovery_choices, _recover)
             if n > 1:
                 self._sometimes("recovery_forked")
@@ -1351,35 +1407,64 @@ class ConformanceBase(RuleBasedStateMachine):
     # ------------------------------------------------------------------
     # revealing what the broker stored (the observer)
 
+    def _expect_fire(self, topic: str, key: str, r: int, origin: str | None, due: int) -> None:
+        """A delayed or retry copy will appear in ``topic``; one entry per copy, never merged
+        with another copy sharing the key (a duplicate commit, a re-consumption after a crash)."""
+        self.expect_seq += 1
+        self.expect_fire[(topic, key, r, origin, self.expect_seq)] = due
+
+    def _fired_due(self, m: StoredMessage) -> int | None:
+        """The due time of the expected copy ``m`` is: the earliest-due entry of its copy
+        (topic, key, reconsume_times, origin) — the first of them cannot come before it. A copy
+        of an identity that already fired before a crash, appearing before any entry is due, is
+        that copy fired again (at-least-once after a crash), not the next one: None."""
+        origin = m.origin_message_id if m.topic.startswith("%RETRY%") else None
+        ident = (m.topic, m.uniq_key, m.reconsume_times, origin)
+        mine = [t for t in self.expect_fire if t[:4] == ident]
+        if not mine:
+            return None
+        first = min(mine, key=lambda t: (self.expect_fire[t], t[4]))
+        if m.store_ts < self.expect_fire[first] and self.fired_in_epoch.get(ident, self.crashes) < self.crashes:
+            return None
+        self.fired_in_epoch[ident] = self.crashes
+        return self.expect_fire.pop(first)
+
     def _reveal_mqs(self) -> list[MessageQueue]:
-        mqs = [mq for mq in self.frontier if mq.topic not in self.unrevealable]
-        mqs += [MessageQueue(SCHEDULE_TOPIC, level - 1) for level in sorted(self.sched_levels)
-                if SCHEDULE_TOPIC not in self.unrevealable]
+        """Schedule queues first: a scheduled copy is seen before anything fired from it."""
+        mqs = [MessageQueue(SCHEDULE_TOPIC, level - 1) for level in sorted(self.sched_levels)
+               if SCHEDULE_TOPIC not in self.unrevealable]
+        mqs += [mq for mq in self.frontier if mq.topic not in self.unrevealable and mq.topic != SCHEDULE_TOPIC]
         return mqs
 
     def _after(self, after_crash: bool = False) -> None:
         for mq in self._reveal_mqs():
-            self.frontier.setdefault(mq, 0)
-            for _ in range(64):
-                start = self.frontier[mq]
-                out = self._call(f"pull({self.obs!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
-                                 lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
-                if out.error is not None:
-                    if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
-                            mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
-                        self.unrevealable.add(mq.topic)  # the broker does not expose it
-                    break
-                res: PullResult = out.value
-                if after_crash and res.max_offset < start:
-                    self.frontier[mq] = res.max_offset  # power loss truncated the tail
-                    continue
-                if res.status is not PullStatus.FOUND:
-                    break
-                for m in res.messages:
-                    self._revealed(m)
-                self.frontier[mq] = max(start + 1, res.next_begin_offset)
-                if len(res.messages) < 32:
-                    break
+            self._reveal(mq, after_crash)
+
+    def _reveal(self, mq: MessageQueue, after_crash: bool = False) -> None:
+        """Pull ``mq`` with the observer from its frontier to its end."""
+        if mq.topic in self.unrevealable:
+            return
+        self.frontier.setdefault(mq, 0)
+        for _ in range(64):
+            start = self.frontier[mq]
+            out = self._call(f"pull({self.obs!r}, {mq.topic}/{mq.queue_id}, offset={start}) [reveal]",
+                             lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
+            if out.error is not None:
+                if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
+                        mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
+                    self.unrevealable.add(mq.topic)  # the broker does not expose it
+                break
+            res: PullResult = out.value
+            if after_crash and res.max_offset < start:
+                self.frontier[mq] = res.max_offset  # power loss truncated the tail
+                continue
+            if res.status is not PullStatus.FOUND:
+                break
+            for m in res.messages:
+                self._revealed(m)
+            self.frontier[mq] = max(start + 1, res.next_begin_offset)
+            if len(res.messages) < 32:
+                break
 
     def _revealed(self, m: StoredMessage) -> None:
         deliver_ts = None
@@ -1390,13 +1475,18 @@ class ConformanceBase(RuleBasedStateMachine):
                    commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                    reconsume_times=m.reconsume_times,
                    delay_level=m.queue_id + 1 if m.topic == SCHEDULE_TOPIC else None,
-                   deliver_ts=deliver_ts, detail={"store_ts": m.store_ts})
-        fire = self.expect_fire.pop((m.topic, m.uniq_key, m.reconsume_times), None)
+                   deliver_ts=deliver_ts, detail={"store_ts": m.store_ts, "origin": m.origin_message_id})
+        fire = self._fired_due(m)
         if fire is not None:
             self.changed_at(m.store_ts)
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
             if type(self).wall is not None:
                 self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
+        if fire is not None or (m.delay_level > 0 and not m.topic.startswith("%DLQ%")
+                                and m.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC)):
+            # every copy that came through the schedule topic (it keeps DELAY): one fire each
+            if fire is None:
+                self._sometimes("schedule_refired")
             self._emit("schedule_fire", actor="broker", topic=m.topic, queue_id=m.queue_id,
                        queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                        reconsume_times=m.reconsume_times, deliver_ts=fire)
@@ -1510,10 +1600,16 @@ class ConformanceBase(RuleBasedStateMachine):
         self._emit("drain", actor="machine")
         self._sometimes("drained")
 
+    @precondition(lambda self: self._on("drain"))
     @_enabled(lambda self: len(self.program) > 8 and not self.history.drained())
     @rule()
     def drain_now(self) -> None:
         if not self._holds(lambda: len(self.program) > 8 and not self.history.drained()):
+            if type(self).wall is not None:
+                # always drawn on the wall clock, and Hypothesis draws a rule without arguments far
+                # more often than the others: where it cannot drain it runs the workload's beat
+                self._sometimes("wall_drain_beat")
+                return self.beat(1 + len(self.program) % 8)
             return self._idle('drain_now')
         self._record("drain_now")
         self.drain()
@@ -1522,8 +1618,13 @@ class ConformanceBase(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             if not self.failed and self.drain_on_teardown and self.ls is not None:
-                self.drain()
-                self._judge(("always", "eventually"))
+                try:
+                    self.drain()
+                    self._judge(("always", "eventually"))
+                finally:
+                    self._account()
+            else:
+                self._account()
             for name, found in ((i.name, len(i.check(self.history)))
                                 for i in inv.of_kind("observation")):
                 self.observations[name] += found
@@ -1603,6 +1704,9 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
+        "failures": {},
+        "lifecycle": Counter(),
+        "rules_run": Counter(),
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,

@@ -83,6 +83,7 @@ def audit_params(config: BrokerConfig) -> AuditParams:
         client_lock_ms=CLIENT_LOCK_MS,
         transaction_timeout_ms=config.transaction_timeout_ms,
         transaction_check_max=config.transaction_check_max,
+        file_reserved_ms=config.file_reserved_hours * 3_600_000,
     )
 
 

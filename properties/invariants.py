@@ -79,10 +79,16 @@ def _v(h: History, code: str, ev: TraceEvent, reason: str, expected: object = ""
     )
 
 
+def _restart(ev: TraceEvent) -> bool:
+    """A broker restart: a crash, or a clean shutdown + reopen (``recover`` REOPEN without a
+    crash). Locks, a client's process queues and its locks do not survive either."""
+    return ev.event == "crash" or (ev.event == "recover" and ev.status == "REOPEN")
+
+
 def _epochs(events: Iterable[TraceEvent]) -> Iterable[tuple[int, TraceEvent]]:
     epoch = 0
     for ev in events:
-        if ev.event == "crash":
+        if _restart(ev):
             epoch += 1
         yield epoch, ev
 
@@ -172,13 +178,42 @@ def _sent_keys(h: History) -> tuple[set[str], set[str]]:
     return acked, attempted
 
 
+def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | None, str]]:
+    """(group, key) pairs a consumer may never see: a copy at a queue position below an offset
+    the group had committed on that queue before a crash.
+
+    RocketMQ 4.9.8 persists consumer offsets (consumerOffset.json, every 5 s) apart from the
+    commitlog, and a consumer may read and commit past the flushed position (apache/rocketmq
+    #8239). After an ASYNC broker's power loss the truncated queue's new messages reuse those
+    positions and the group, resuming from its saved offset, skips them (docs/fidelity.md T2).
+    Positions below a committed offset are reused only after a truncation: nothing else is
+    exempt.
+    """
+    crashes = 0
+    groups: dict[tuple, dict[str | None, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
+    out: set[tuple[str | None, str]] = set()
+    for ev in events:
+        if ev.event == "crash":
+            crashes += 1
+        elif ev.event == "commit_offset" and ev.queue_offset is not None:
+            groups[(ev.topic, ev.queue_id)][ev.group].append((crashes, ev.queue_offset))
+        elif ev.event in ("send", "store") and ev.msg_key and ev.queue_offset is not None \
+                and not (ev.event == "send" and ev.delay_level):  # a delayed send's offset is its schedule copy's
+            for group, seen in groups.get((ev.topic, ev.queue_id), {}).items():
+                if any(c < crashes and offset > ev.queue_offset for c, offset in seen):
+                    out.add((group, ev.msg_key))
+    return out
+
+
 def check_no_loss(h: History) -> list[Violation]:
     """At drain, every acknowledged send and every committed transaction was
-    consumed successfully by each subscribed group or landed in its DLQ."""
+    consumed successfully by each subscribed group or landed in its DLQ (a copy the
+    group may never see after a power loss, ``skipped_by_saved_offsets``, excepted)."""
     if not h.drained():
         return []
     events = _until_last_drain(h)
     risky = _at_risk(events)
+    skipped = skipped_by_saved_offsets(events)
     done: set[tuple[str, str]] = set()
     for ev in events:
         if ev.event == "consume" and ev.status == "SUCCESS":
@@ -196,7 +231,7 @@ def check_no_loss(h: History) -> list[Violation]:
             continue
         for group, topics in sorted(h.subscriptions.items()):
             key = (group, ev.msg_key)
-            if topic in topics and key not in done and key not in seen:
+            if topic in topics and key not in done and key not in seen and key not in skipped:
                 seen.add(key)
                 out.append(_v(h, Code.LOST, ev,
                               f"{ev.event} of {ev.msg_key} to {topic} never consumed by {group}",
@@ -235,7 +270,7 @@ def check_offset_overrun(h: History) -> list[Violation]:
     outstanding: dict[tuple, set[int]] = defaultdict(set)
     for ev in h.events:
         key = (ev.group, ev.topic, ev.queue_id)
-        if ev.event == "crash":
+        if _restart(ev):
             outstanding.clear()
         elif ev.event == "deliver" and _detail(ev, "client", True):
             outstanding[key].add(ev.queue_offset)
@@ -271,22 +306,40 @@ def _latest_before(events: list[TraceEvent], seq: int) -> TraceEvent | None:
     return best
 
 
+def _lineage(ev: TraceEvent) -> object:
+    """The copy a retry descends from: ORIGIN_MESSAGE_ID (the failed first-generation copy's offset
+    msgId, kept by every later retry), carried in ``detail.origin``; None when the event has none."""
+    return _detail(ev, "origin")
+
+
 def check_retry_early(h: History) -> list[Violation]:
     """A retry copy (reconsume_times r ≥ 1) is never visible before its level's delay
-    has passed since the send-back that created it."""
+    has passed since the send-back that created it.
+
+    Pairing is by the copy, not the key: two copies can share a UNIQ_KEY (a duplicate
+    COMMIT writes a second copy; a crash makes a copy be consumed and sent back again),
+    each send-back makes its own retry copy, and a retry descends from the copy named by
+    its ORIGIN_MESSAGE_ID (``detail.origin``). The candidates are the earlier successful
+    RETRY send-backs of the same (group, key, r, origin); the first retry of them cannot
+    be visible before the earliest of them is due, so a copy earlier than that is early.
+    """
     out = []
-    backs = _send_backs(h)
+    due: dict[tuple, tuple[int, TraceEvent]] = {}
     for ev in h.events:
+        if ev.event == "send_back" and ev.status == "RETRY" and _detail(ev, "code", "SUCCESS") == "SUCCESS" \
+                and ev.deliver_ts is not None:
+            key = (ev.group, ev.msg_key, ev.reconsume_times, _lineage(ev))
+            if key not in due or ev.deliver_ts < due[key][0]:
+                due[key] = (ev.deliver_ts, ev)
+            continue
         if ev.event not in ("store", "deliver") or not ev.topic or not ev.topic.startswith(RETRY_PREFIX):
             continue
-        group = group_of(ev.topic)
-        sb = [b for b in backs.get((group, ev.msg_key), ()) if b.reconsume_times == ev.reconsume_times]
-        prev = _latest_before(sb, ev.seq)
-        if prev is not None and prev.deliver_ts is not None and ev.ts < prev.deliver_ts:
+        found = due.get((group_of(ev.topic), ev.msg_key, ev.reconsume_times, _lineage(ev)))
+        if found is not None and ev.ts < found[0]:
             out.append(_v(h, Code.RETRY_EARLY, ev,
                           f"retry copy {ev.msg_key} r={ev.reconsume_times} visible "
-                          f"{prev.deliver_ts - ev.ts} ms early (level {prev.delay_level})",
-                          f"ts >= {prev.deliver_ts}", ev.ts))
+                          f"{found[0] - ev.ts} ms early (level {found[1].delay_level})",
+                          f"ts >= {found[0]}", ev.ts))
     return out
 
 
@@ -385,7 +438,7 @@ def check_lock_overlap(h: History) -> list[Violation]:
     out = []
     holder: dict[tuple, tuple[str, int]] = {}
     for ev in h.events:
-        if ev.event == "crash":
+        if _restart(ev):
             holder.clear()
         elif ev.event == "lock" and ev.status == "GRANTED":
             key = _lock_key(ev)
@@ -408,7 +461,7 @@ def check_orderly_without_lock(h: History) -> list[Violation]:
     out = []
     holder: dict[tuple, tuple[str, int]] = {}
     for ev in h.events:
-        if ev.event == "crash":
+        if _restart(ev):
             holder.clear()
         elif ev.event == "lock" and ev.status == "GRANTED":
             holder[_lock_key(ev)] = (ev.client_id, ev.ts)
@@ -483,12 +536,17 @@ def check_txn_visibility(h: History) -> list[Violation]:
 
 
 def check_txn_double_resolved(h: History) -> list[Violation]:
-    """A transaction is never both committed and rolled back, nor resolved after discard."""
+    """A transaction is never both committed and rolled back, nor first resolved after discard.
+
+    A transaction resolved before a discard stays resolved: when a COMMIT named an older copy
+    of the half, RocketMQ 4.9 goes on checking the newest re-put copy and may discard it; a
+    later duplicate COMMIT is then only DUPLICATE_COMMIT (an observation)."""
     out = []
     seen: dict[str, set[str]] = defaultdict(set)
     for ev in h.events:
         if ev.event == "txn_discard":
-            seen[ev.msg_key].add("DISCARD")
+            if not seen[ev.msg_key] & {"COMMIT", "ROLLBACK"}:
+                seen[ev.msg_key].add("DISCARD")
         elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
             had = seen[ev.msg_key]
             other = "ROLLBACK" if ev.status == "COMMIT" else "COMMIT"
@@ -538,12 +596,41 @@ def check_txn_check_exceeded(h: History) -> list[Violation]:
     return out
 
 
+def skipped_by_saved_progress(events: Iterable[TraceEvent]) -> set[str]:
+    """Halves the check service may never see: sent after a power loss at a half-queue
+    position below one observed before it.
+
+    RocketMQ 4.9.8 keeps the check progress (CID_RMQ_SYS_TRANS's offset on the half
+    queue) in consumerOffset.json, persisted every 5 s, apart from the commitlog. An
+    ASYNC broker that loses power can come back with the saved progress X past the
+    truncated half queue's end M; halves sent afterwards reuse positions M, M+1, …. A
+    check round that reads X while the queue is still shorter corrects the progress to M
+    (OFFSET_OVERFLOW_BADLY → next begin = max offset), but once the queue has grown past
+    X the scan starts at X and the halves at [M, X) are never checked (docs/fidelity.md).
+    The bound is 1 + the highest position seen (half or re-put copy) before the crash;
+    a position below it can only have been reused after a truncation, so a SYNC broker
+    or a kill never exempts anything.
+    """
+    seen = -1
+    bound = -1
+    out: set[str] = set()
+    for ev in events:
+        if ev.event in ("txn_half", "txn_check") and ev.queue_offset is not None:
+            if ev.event == "txn_half" and ev.queue_offset < bound and ev.msg_key:
+                out.add(ev.msg_key)
+            seen = max(seen, ev.queue_offset)
+        elif ev.event == "crash" and ev.status == "power":
+            bound = max(bound, seen + 1)
+    return out
+
+
 def check_txn_unresolved(h: History) -> list[Violation]:
-    """After a drain every half is committed, rolled back or discarded."""
+    """After a drain every half is committed, rolled back or discarded (except a half the
+    check service may legitimately never see: ``skipped_by_saved_progress``)."""
     if not h.drained():
         return []
     events = _until_last_drain(h)
-    risky = _at_risk(events)
+    risky = _at_risk(events) | skipped_by_saved_progress(events)
     done = {ev.msg_key for ev in events
             if (ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"))
             or ev.event == "txn_discard"}
@@ -552,6 +639,156 @@ def check_txn_unresolved(h: History) -> list[Violation]:
            "COMMIT, ROLLBACK or discard", "pending after drain")
         for ev in events if ev.event == "txn_half" and ev.msg_key not in done | risky
     ]
+
+
+# ---------------------------------------------------------------------------
+# Deep lifecycle guarantees (issue 14)
+
+
+def _check_times(ev: TraceEvent) -> int | None:
+    value = _detail(ev, "check_times")
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def check_txn_check_after_resolved(h: History) -> list[Violation]:
+    """No half copy is checked after an op resolved it.
+
+    A check with TRANSACTION_CHECK_TIMES k checks the copy of the half that carries k − 1
+    (the half itself for k = 1, else the copy the (k − 1)-th check re-put; after a crash a
+    number may repeat, so all copies with k − 1 are candidates). It is a violation when every
+    candidate's half-queue position was named by an earlier COMMIT/ROLLBACK — the op that
+    makes fillOpRemoveMap skip it. An END_TRANSACTION that names an older copy does not
+    resolve a later re-put one (RocketMQ then checks that copy again: allowed). Keys a
+    power loss may have lost (``at_risk``: the op may be gone) are not judged.
+    """
+    risky = _at_risk(h.events)
+    copies: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    resolved: dict[str, dict[int, TraceEvent]] = defaultdict(dict)
+    out = []
+    for ev in h.events:
+        if not ev.msg_key or ev.queue_offset is None:
+            continue
+        if ev.event == "txn_half":
+            copies[ev.msg_key][0].add(ev.queue_offset)
+        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+            resolved[ev.msg_key].setdefault(ev.queue_offset, ev)
+        elif ev.event == "txn_check":
+            times = _check_times(ev)
+            if times is None:
+                continue
+            checked = copies[ev.msg_key].get(times - 1, set())
+            done = resolved[ev.msg_key]
+            if checked and checked <= set(done) and ev.msg_key not in risky:
+                op = max((done[p] for p in checked), key=lambda e: e.seq)
+                out.append(_v(h, Code.TXN_CHECK_AFTER_RESOLVED, ev,
+                              f"{ev.msg_key} checked (check {times}) after {op.status} resolved "
+                              f"half position {sorted(checked)}", "no check-back", f"check {times}"))
+            copies[ev.msg_key][times].add(ev.queue_offset)
+    return out
+
+
+def check_txn_discard_early(h: History) -> list[Violation]:
+    """A half is discarded only after transactionCheckMax checks (or once older than fileReservedTime).
+
+    needDiscard: TRANSACTION_CHECK_TIMES ≥ transactionCheckMax; needSkip: older than the
+    reserved time. Checks count as for TXN_CHECK_EXCEEDED (a repeated number counts once).
+    """
+    halves: dict[str, TraceEvent] = {}
+    checks: dict[str, set[object]] = defaultdict(set)
+    out = []
+    for ev in h.events:
+        if ev.event == "txn_half" and ev.msg_key:
+            halves.setdefault(ev.msg_key, ev)
+        elif ev.event == "txn_check" and ev.msg_key:
+            times = _detail(ev, "check_times")
+            checks[ev.msg_key].add(str(times) if times is not None else ("seq", ev.seq))
+        elif ev.event == "txn_discard" and ev.msg_key in halves:
+            n, age = len(checks[ev.msg_key]), ev.ts - halves[ev.msg_key].ts
+            if n < h.params.transaction_check_max and age <= h.params.file_reserved_ms:
+                out.append(_v(h, Code.TXN_DISCARD_EARLY, ev,
+                              f"{ev.msg_key} discarded after {n} checks at age {age} ms",
+                              f">= {h.params.transaction_check_max} checks or age > "
+                              f"{h.params.file_reserved_ms} ms", f"{n} checks"))
+    return out
+
+
+def check_dlq_delayed(h: History) -> list[Violation]:
+    """A DLQ copy is stored by the send-back that routes it, never scheduled or delayed.
+
+    consumerSendMsgBack puts the DLQ copy with delay level 0 (no SCHEDULE_TOPIC_XXXX detour):
+    its store time (``detail.store_ts``, else when it became visible) is less than the
+    shortest delay level after the latest send-back of its (group, key).
+    """
+    last: dict[tuple, TraceEvent] = {}
+    out = []
+    for ev in h.events:
+        if ev.event == "send_back" and _detail(ev, "code", "SUCCESS") == "SUCCESS":
+            last[(ev.group, ev.msg_key)] = ev
+        elif ev.event == "store" and ev.topic and ev.topic.startswith(DLQ_PREFIX):
+            back = last.get((group_of(ev.topic), ev.msg_key))
+            stored = _detail(ev, "store_ts", ev.ts)
+            if back is not None and isinstance(stored, int) and stored - back.ts >= h.params.shortest_delay_ms:
+                out.append(_v(h, Code.DLQ_DELAYED, ev,
+                              f"DLQ copy of {ev.msg_key} stored {stored - back.ts} ms after its send-back",
+                              f"< {h.params.shortest_delay_ms} ms (no schedule)", stored - back.ts))
+    return out
+
+
+def check_schedule_duplicated(h: History) -> list[Violation]:
+    """A scheduled copy fires once: no more fires of a (key, reconsume_times) than copies were
+    scheduled, unless a crash (kill or power) lost the delay progress since the first fire.
+
+    The schedule service persists its progress every 10 s and on a clean shutdown, so after a
+    crash it may deliver a copy again (at-least-once, SPEC §4.3) but never after a clean
+    restart (``recover`` REOPEN) or without any restart.
+    """
+    scheduled: Counter[tuple] = Counter()
+    fired: Counter[tuple] = Counter()
+    first_fire: dict[tuple, int] = {}
+    crashes = 0
+    out = []
+    for ev in h.events:
+        key = (ev.msg_key, ev.reconsume_times or 0)
+        if ev.event == "crash":
+            crashes += 1
+        elif ev.event == "store" and ev.topic == SCHEDULE_TOPIC:
+            scheduled[key] += 1
+        elif ev.event == "schedule_fire":
+            fired[key] += 1
+            first_fire.setdefault(key, crashes)
+            if fired[key] > scheduled[key] and first_fire[key] == crashes:
+                out.append(_v(h, Code.SCHEDULE_DUPLICATED, ev,
+                              f"{ev.msg_key} r={ev.reconsume_times} fired {fired[key]} times, "
+                              f"{scheduled[key]} scheduled, no crash since its first fire",
+                              f"<= {scheduled[key]} fires", fired[key]))
+    return out
+
+
+def check_offset_lost(h: History) -> list[Violation]:
+    """Committed consumer offsets survive a clean restart.
+
+    After a clean shutdown + reopen (ConsumerOffsetManager persists on shutdown), the offset
+    the broker reports (``commit_offset`` RESTORED) is the last one committed on that queue.
+    A crash may lose the last 5 s of commits: it clears what is known.
+    """
+    known: dict[tuple, TraceEvent] = {}
+    out = []
+    for ev in h.events:
+        if ev.event == "crash":
+            known.clear()
+        elif ev.event == "commit_offset" and ev.queue_offset is not None:
+            key = (ev.group, ev.topic, ev.queue_id)
+            if ev.status == "RESTORED":
+                before = known.get(key)
+                if before is not None and before.queue_offset != ev.queue_offset:
+                    out.append(_v(h, Code.OFFSET_LOST, ev,
+                                  f"{ev.group} offset on {ev.topic}/{ev.queue_id} after a clean restart",
+                                  before.queue_offset, ev.queue_offset))
+            known[key] = ev
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -658,6 +895,25 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("TxnResolvedProperty", Code.TXN_UNRESOLVED, "eventually",
               "Every half is eventually committed, rolled back or discarded.",
               "TransactionalMessageCheckService", check_txn_unresolved),
+    Invariant("TxnNoCheckAfterResolutionProperty", Code.TXN_CHECK_AFTER_RESOLVED, "always",
+              "A half copy resolved by an op (COMMIT/ROLLBACK) is never checked back.",
+              "TransactionalMessageServiceImpl.check (removeMap from fillOpRemoveMap)",
+              check_txn_check_after_resolved),
+    Invariant("TxnDiscardAfterCheckMaxProperty", Code.TXN_DISCARD_EARLY, "always",
+              "A half is discarded only after transactionCheckMax checks or past fileReservedTime.",
+              "TransactionalMessageServiceImpl.needDiscard / needSkip", check_txn_discard_early),
+    Invariant("DlqNeverScheduledProperty", Code.DLQ_DELAYED, "always",
+              "A DLQ copy is stored by its send-back, never scheduled or delayed.",
+              "SendMessageProcessor.consumerSendMsgBack (DLQ: delayLevel 0)", check_dlq_delayed),
+    Invariant("ScheduleOnceWithoutCrashProperty", Code.SCHEDULE_DUPLICATED, "always",
+              "A scheduled copy is delivered once unless a crash lost the delay progress (never "
+              "twice across a clean restart).",
+              "ScheduleMessageService.persist (every 10 s and on shutdown; delayOffset.json)",
+              check_schedule_duplicated),
+    Invariant("OffsetSurvivesRestartProperty", Code.OFFSET_LOST, "always",
+              "Committed consumer offsets survive a clean restart.",
+              "ConsumerOffsetManager.persist (BrokerController.shutdown; consumerOffset.json)",
+              check_offset_lost),
     Invariant("DuplicatedObservation", ObservationCode.DUPLICATED, "observation",
               "A group consumed one message successfully more than once.",
               "at-least-once delivery (offset commit after consumption)", observe_duplicated),

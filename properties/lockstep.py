@@ -16,12 +16,20 @@ Nondeterminism is resolved by the candidate's observations: where the model
 has several allowed futures (``recovery_choices()`` after a power loss: which
 prefix survives; the retry queue among ``retry_queue_nums``), the fork is
 split into one deep copy per choice and the later comparisons prune the
-copies that disagree. ``MAX_FORKS`` bounds the set (the earliest choices are
-kept; a warning counter records truncation).
+copies that disagree. ``MAX_FORKS`` bounds how many copies are *live*; a cap
+never drops an allowed behaviour: the choices beyond it wait in a reserve
+(the fork as it was at the split, plus the choice), and the operations since
+are logged. Only when every live fork is refuted are reserved choices
+materialized, replayed through the log against the candidate's recorded
+outcomes, and kept if they still agree — so a mismatch means no allowed
+behaviour matches, however many there were. Live choices are taken from both
+ends of the choice list first (after a power loss: everything survived,
+only the flushed prefix survived, then inwards), the common answers.
 
 Model well-formedness (``rmqspec.model.wellformed``, when present) is checked
-on every surviving fork after each operation: a malformed model is a model
-bug, reported as such, never blamed on the candidate.
+on every surviving fork after each operation that can change state (not after
+a pull or an offset query, ``READ_ONLY``): a malformed model is a model bug,
+reported as such, never blamed on the candidate.
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ from rmqspec.model.message import InvalidMessage
 from rmqspec.model.results import BrokerError
 
 MAX_FORKS = 32
+# Requests that change no broker state (PULL_MESSAGE, QUERY_CONSUMER_OFFSET): the model's
+# well-formedness, which reads every record, is not checked again after them.
+READ_ONLY = ("pull(", "query_offset(")
 
 
 class LockstepMismatch(AssertionError):
@@ -111,6 +122,28 @@ def _wellformed_checker() -> Callable[[Any], Any] | None:
     return None
 
 
+def _ends_first(choices: list[Any]) -> list[Any]:
+    """``[a, b, c, d, e]`` → ``[e, a, d, b, c]``: the extremes first."""
+    out: list[Any] = []
+    lo, hi = 0, len(choices) - 1
+    while lo <= hi:
+        out.append(choices[hi])
+        if lo < hi:
+            out.append(choices[lo])
+        lo, hi = lo + 1, hi - 1
+    return out
+
+
+@attrs.frozen
+class _Reserved:
+    """A choice not yet materialized: the fork as it was at the split, and the log position."""
+
+    base: Any
+    choice: Any
+    apply: Callable[[Any, Any], None]
+    position: int
+
+
 class Lockstep:
     """The candidate plus the model forks that still agree with it."""
 
@@ -119,7 +152,10 @@ class Lockstep:
         self.candidate = candidate
         self.forks: list[Any] = [] if model is None else [model]
         self.clock = clock
-        self.truncated = 0
+        self.truncated = 0  # choices ever put in the reserve
+        self.reserve: list[_Reserved] = []
+        # since the oldest reserved choice: ("call", fn, outcome) / ("on", fn) / ("split", choices_of, apply)
+        self.log: list[tuple[Any, ...]] = []
         # Wall-clock mode compares observations with what is judged by time windows masked out.
         self.normalize = normalize or (lambda value: value)
         self._wellformed = _wellformed_checker() if model is not None else None
@@ -147,43 +183,94 @@ class Lockstep:
         actual = observe(candidate_fn or fn, self.candidate)
         if not self.forks:
             return actual
+        if self.reserve:
+            self.log.append(("call", fn, actual))
         outcomes = [observe(fn, fork) for fork in self.forks]
         keep = [fork for fork, out in zip(self.forks, outcomes, strict=True) if self._same(out, actual)]
+        tried = len(outcomes)
+        while not keep and self.reserve:  # every live fork refuted: try the reserved choices
+            batch, self.reserve = self.reserve[:MAX_FORKS], self.reserve[MAX_FORKS:]
+            tried += len(batch)
+            keep = [f for r in batch for f in self._replay(r)]
+        if not self.reserve:
+            self.log.clear()
         if not keep:
             expected = outcomes[0]
             lines = diff(self.normalize(expected.value), self.normalize(actual.value)) \
                 if expected.error is None and actual.error is None else []
             detail = "; ".join(lines[:6]) if lines else f"expected {expected.render()}, actual {actual.render()}"
-            alt = f" ({len(outcomes)} allowed model behaviours, none matches)" if len(outcomes) > 1 else ""
+            alt = f" ({tried} allowed model behaviours, none matches)" if tried > 1 else ""
             raise LockstepMismatch(
                 f"lockstep mismatch in {op}{alt}: {detail}\n"
                 f"  expected (model):    {expected.render()[:1500]}\n"
                 f"  actual (candidate):  {actual.render()[:1500]}"
             )
         self.forks = keep
-        self._check_wellformed(op)
+        if not op.startswith(READ_ONLY):
+            self._check_wellformed(op)
         return actual
 
     def on_forks(self, fn: Callable[[Any], Any]) -> None:
         """Apply ``fn`` to every fork, comparing nothing (the model catching up on background work
         the candidate did unobserved; the next observations judge it)."""
+        if self.reserve:
+            self.log.append(("on", fn))
         for fork in self.forks:
             fn(fork)
 
     def split(self, choices_of: Callable[[Any], list[Any]], apply: Callable[[Any, Any], None]) -> int:
-        """Replace each fork by one copy per allowed choice; returns the new fork count."""
+        """Replace each fork by one copy per allowed choice; returns the number of allowed
+        behaviours (live forks plus reserved choices). Beyond ``MAX_FORKS`` live forks the
+        choices wait in the reserve (see the module docstring)."""
+        per_fork = [(fork, _ends_first(list(choices_of(fork)) or [None])) for fork in self.forks]
+        total = sum(len(c) for _, c in per_fork)
+        if self.reserve:
+            self.log.append(("split", choices_of, apply))
+        if total > MAX_FORKS:
+            # live: round robin over the forks, extremes first; the rest is reserved
+            order = [(i, c) for depth in range(max(len(c) for _, c in per_fork))
+                     for i, (_, cs) in enumerate(per_fork) if depth < len(cs) for c in (cs[depth],)]
+            live, later = order[:MAX_FORKS], order[MAX_FORKS:]
+            bases = {i: self._copy(per_fork[i][0]) for i in {i for i, _ in later}}
+            position = len(self.log)
+            self.reserve += [_Reserved(bases[i], c, apply, position) for i, c in later]
+            self.truncated += len(later)
+        else:
+            live = [(i, c) for i, (_, cs) in enumerate(per_fork) for c in cs]
         forks: list[Any] = []
-        for fork in self.forks:
-            choices = list(choices_of(fork)) or [None]
-            for choice in choices:
-                twin = self._copy(fork) if len(choices) > 1 else fork
-                apply(twin, choice)
-                forks.append(twin)
-        if len(forks) > MAX_FORKS:
-            self.truncated += len(forks) - MAX_FORKS
-            forks = forks[:MAX_FORKS]
+        for i, choice in live:
+            fork = per_fork[i][0]
+            twin = self._copy(fork) if len(per_fork[i][1]) > 1 else fork
+            apply(twin, choice)
+            forks.append(twin)
         self.forks = forks
-        return len(forks)
+        return total
+
+    def _replay(self, reserved: _Reserved) -> list[Any]:
+        """Materialize one reserved choice and run it through the log; the copies that agree."""
+        twin = self._copy(reserved.base)
+        reserved.apply(twin, reserved.choice)
+        alive = [twin]
+        for entry in self.log[reserved.position:]:
+            if entry[0] == "call":
+                _, fn, actual = entry
+                alive = [f for f in alive if self._same(observe(fn, f), actual)]
+            elif entry[0] == "on":
+                for f in alive:
+                    entry[1](f)
+            else:
+                _, choices_of, apply = entry
+                grown = []
+                for f in alive:
+                    choices = list(choices_of(f)) or [None]
+                    for choice in choices:
+                        copy_ = self._copy(f) if len(choices) > 1 else f
+                        apply(copy_, choice)
+                        grown.append(copy_)
+                alive = grown
+            if not alive:
+                break
+        return alive
 
     def _check_wellformed(self, op: str) -> None:
         if self._wellformed is None:

@@ -3,21 +3,38 @@
 ``check_conformance(factory, ...)`` runs ``conformance_machine(factory)`` under
 ``hypothesis.stateful.run_state_machine_as_test`` with explicit settings and
 returns a ``ConformanceResult`` (data, not an exception): whether it passed,
-the shrunk counterexample (the violated invariant or lockstep mismatch and the
-replayable program), how many examples ran, the "sometimes" coverage counts
-and the observations. ``ConformanceTestCase`` is a ``unittest.TestCase``
-helper for a pytest suite. ``jsonl_recorder_factory(dir)`` writes each
-example's SPEC §8 trace as ``example-NNNN.jsonl``.
+every distinct failure found (each with its violated invariant or lockstep
+mismatch and its own shrunk, replayable program), how many examples ran, the
+"sometimes" coverage counts, the observations and the time spent generating
+and shrinking. ``ConformanceTestCase`` is a ``unittest.TestCase`` helper for a
+pytest suite. ``jsonl_recorder_factory(dir)`` writes each example's SPEC §8
+trace as ``example-NNNN.jsonl``.
+
+Two phases, timed apart:
+
+- **generation**: Hypothesis draws programs until the first one fails
+  (Hypothesis's own shrinking is off: it stops at a wall-clock cap and, with
+  several bugs, keeps generating for "10 seconds after the first" — both make a
+  run depend on the machine's load). With ``--seed`` the draws are a function
+  of the seed and of the constants Hypothesis mixes in from loaded modules;
+  ``stable_constant_pool`` imports every ``rmqspec`` module first (as
+  tests/conftest.py does), so two processes draw the same programs.
+- **shrinking** (``properties/shrink.py``): each failure is shrunk by replaying
+  programs, within a budget counted in replays; a replay that fails *another*
+  way is a further distinct failure, recorded and shrunk in turn.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
+import pkgutil
 import time
 import unittest
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +46,51 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import TraceEvent
-from rmqspec.properties.conformance import conformance_machine
+from rmqspec.properties.conformance import MachineFailure, conformance_machine
+from rmqspec.properties.coverage import CoverageReport
 from rmqspec.properties.program import Op, render
+from rmqspec.properties.shrink import DEFAULT_BUDGET, Outcome, shrink, signature_of
 from rmqspec.properties.wallclock import WALL_BUDGET, WallOptions
 
 # Budgets per Hypothesis profile (tests/conftest.py): (max_examples, stateful_step_count)
 BUDGETS = {"ci": (40, 30), "dev": (20, 30), "thorough": (400, 80)}
+# At most this many distinct failures are shrunk (the rest are reported as found).
+MAX_SHRUNK_FAILURES = 4
+
+
+def stable_constant_pool() -> None:
+    """Import every ``rmqspec`` module, so Hypothesis's pool of local constants (it mixes literals
+    of loaded modules into its draws) is the same in every process whatever was imported first."""
+    for folder in ("model", "impl", "properties", "traces", "spark", "cli", "remoting"):
+        try:
+            package = importlib.import_module(f"rmqspec.{folder}")
+        except ImportError:
+            continue
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if not info.name.endswith("__main__"):
+                with contextlib.suppress(ImportError):
+                    importlib.import_module(info.name)
+
+
+@attrs.frozen
+class FailureReport:
+    """One distinct failure: what broke, and the (shrunk) program that shows it."""
+
+    signature: str
+    message: str
+    program: tuple[Op, ...]
+    replays: int = 0  # replays spent shrinking it
+    seconds: float = 0.0
+    shrunk: bool = False
+
+    @property
+    def program_text(self) -> str:
+        return render(self.program)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"signature": self.signature, "message": self.message, "program": self.program_text,
+                "ops": len(self.program), "shrink_replays": self.replays,
+                "shrink_seconds": round(self.seconds, 3), "shrunk": self.shrunk}
 
 
 @attrs.frozen
@@ -42,12 +98,17 @@ class ConformanceResult:
     passed: bool
     examples: int
     seconds: float
-    failure: str | None = None
-    program: tuple[Op, ...] = ()
+    failure: str | None = None  # the first failure's message
+    program: tuple[Op, ...] = ()  # the first failure's (shrunk) program
     coverage: dict[str, int] = attrs.field(factory=dict)
     observations: dict[str, int] = attrs.field(factory=dict)
     # wall-clock runs: the tolerance used and the worst lateness seen per kind
     wall: dict[str, Any] | None = None
+    failures: tuple[FailureReport, ...] = ()
+    generate_seconds: float = 0.0
+    shrink_seconds: float = 0.0
+    seed: int | None = None
+    coverage_report: CoverageReport | None = None
 
     @property
     def program_text(self) -> str:
@@ -56,6 +117,10 @@ class ConformanceResult:
     def render(self) -> str:
         head = "PASS" if self.passed else "FAIL"
         text = f"{head}: {self.examples} examples in {self.seconds:.1f} s"
+        if self.shrink_seconds or self.failures:
+            text += f" (generation {self.generate_seconds:.1f} s, shrinking {self.shrink_seconds:.1f} s)"
+        if self.seed is not None:
+            text += f"; seed {self.seed}"
         if self.observations:
             text += "; observations " + ", ".join(f"{k}={v}" for k, v in sorted(self.observations.items()))
         if self.wall is not None:
@@ -63,8 +128,18 @@ class ConformanceResult:
             text += (f"\nwall clock: tolerance {self.wall['tolerance_ms']} ms; worst lateness "
                      + (", ".join(f"{k} {v} ms ({self.wall['judged'][k]} judged)" for k, v in worst.items())
                         or "none judged"))
+        if self.coverage_report is not None:
+            text += "\n" + self.coverage_report.render()
         if not self.passed:
-            text += f"\n{self.failure}\n\nreplayable program:\n{self.program_text}"
+            reports = self.failures or (FailureReport(signature_of(self.failure or ""), self.failure or "",
+                                                      self.program),)
+            if len(reports) > 1:
+                text += f"\n{len(reports)} distinct failures"
+            for i, f in enumerate(reports, 1):
+                title = f"\n\nfailure {i} of {len(reports)} ({f.signature})" if len(reports) > 1 else ""
+                how = (f"shrunk to {len(f.program)} ops in {f.replays} replays, {f.seconds:.1f} s"
+                       if f.shrunk else f"{len(f.program)} ops, not shrunk")
+                text += f"{title}\n{f.message}\n\nreplayable program ({how}):\n{f.program_text}"
         return text
 
 
@@ -89,8 +164,10 @@ def budget_settings(
         database=None,
         print_blob=False,
         suppress_health_check=list(HealthCheck),
-        # a wall-clock run does not replay the same way twice: no shrinking
-        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate),
+        # Phase.shrink marks "shrink the failures" (check_conformance does it, deterministically);
+        # a wall-clock run does not replay the same way twice: no shrinking. Phase.target:
+        # hypothesis.target pushes towards deep examples (properties/composite.depth_targets)
+        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     )
 
 
@@ -134,6 +211,47 @@ def jsonl_recorder_factory(directory: str | Path) -> Callable[[], JsonlTraceReco
     return make
 
 
+def _message(exc: BaseException) -> str:
+    text = str(exc)
+    if isinstance(exc, MachineFailure):
+        return text.split("\n\nreplayable program")[0]
+    return f"candidate raised {type(exc).__name__}: {exc!r}"
+
+
+def replay_outcome(program: Sequence[Op], factory: Callable[..., Any], **kwargs: Any) -> Outcome:
+    """Run ``program`` like ``program.replay`` and say how it failed (signature None: it passed).
+    A failure neither judged by the machine nor raised by a broker is the program's own
+    (``Outcome.genuine`` False)."""
+    cls = conformance_machine(factory, **kwargs)
+    machine = cls()
+    executed = 0
+    failure: BaseException | None = None
+    try:
+        for op in program:
+            getattr(machine, op.rule)(**op.kwargs())
+            machine.check_always()
+            executed += 1
+    except Exception as exc:  # the failure being shrunk, or another one
+        failure = exc
+    try:
+        machine.teardown()
+    except Exception as exc:
+        failure = failure or exc
+    if failure is None:
+        return Outcome(None)
+    message = _message(failure)
+    genuine = isinstance(failure, MachineFailure) or any(
+        type(failure).__name__ in m for m, _ in cls.failures.values())
+    return Outcome(signature_of(message), message, executed + 1 if executed < len(program) else None,
+                   genuine)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
 def check_conformance(
     factory: Callable[..., Any],
     *,
@@ -145,49 +263,96 @@ def check_conformance(
     recorder_factory: Callable[[], Any] | None = None,
     config: BrokerConfig | None = None,
     wall: WallOptions | None = None,
+    shrink_budget: int = DEFAULT_BUDGET,
 ) -> ConformanceResult:
     """Run the conformance machine against ``factory``; never raises on a finding.
 
     ``config``: the broker's configuration (the model follows it); ``wall``: wall-clock mode.
+    ``shrink_budget``: replays per failure when ``settings`` has ``Phase.shrink``.
     """
     if trace_dir is not None and recorder_factory is None:
         recorder_factory = jsonl_recorder_factory(trace_dir)
+    stable_constant_pool()
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
                                   recorder_factory=recorder_factory, config=config, wall=wall)
     settings = settings or budget_settings(seed=seed, wall=wall is not None)
     if seed is not None:
         settings = Settings(settings, derandomize=False)
+    do_shrink = Phase.shrink in settings.phases and wall is None
+    settings = Settings(settings, phases=tuple(p for p in settings.phases if p is not Phase.shrink),
+                        report_multiple_bugs=False)
+    if seed is not None:  # on the machine class: get_state_machine_test copies it from there
+        hypothesis.seed(seed)(machine)
     test = lambda: run_state_machine_as_test(machine, settings=settings)  # noqa: E731
-    if seed is not None:
-        test = hypothesis.seed(seed)(test)
     started = time.monotonic()
-    failure: str | None = None
+    raised: list[BaseException] = []
     try:
         test()
-    except AssertionError as exc:
-        # manual clock: Hypothesis replays the shrunk example last, so the last failure is the
-        # minimal one; wall clock: no shrinking, and a replay need not fail again — the first counts
-        recorded = machine.first_failure if wall is not None else machine.last_failure
-        failure = recorded[0] if recorded else repr(exc)
-    except Exception as exc:  # the candidate raised: that is the finding
-        # (on the wall clock a failing run need not fail again when Hypothesis replays it:
-        # the failure seen first is the finding, not Hypothesis's Flaky report)
-        failure = machine.first_failure[0] if wall is not None and machine.first_failure else \
-            f"candidate raised {type(exc).__name__}: {exc!r}"
+    except Exception as exc:  # a finding (the machine's, or the candidate raised)
+        raised = _leaves(exc)
     finally:
         for rec in getattr(recorder_factory, "opened", ()):
             rec.close()
-    program = machine.failed_program if wall is not None and machine.failed_program else machine.last_program
+    generated = time.monotonic() - started
+    found: dict[str, tuple[str, list[Op]]] = dict(machine.failures)
+    if wall is not None and machine.first_failure:
+        # on the wall clock a failing run need not fail again when Hypothesis replays it:
+        # the failure seen first is the finding, not Hypothesis's Flaky report
+        first = machine.first_failure[0]
+        found = {signature_of(first): (first, list(machine.failed_program)), **found}
+    for exc in raised:
+        message = _message(exc)
+        if signature_of(message) not in found and not isinstance(exc, hypothesis.errors.Flaky):
+            found[signature_of(message)] = (message, list(machine.last_program))
+    if raised and not found:
+        message = _message(raised[0])
+        found[signature_of(message)] = (message, list(machine.last_program))
+    reports = _shrink_all(found, factory, dict(lockstep=lockstep, profile=profile, config=config),
+                          shrink_budget) if do_shrink else \
+        [FailureReport(sig, msg, tuple(prog)) for sig, (msg, prog) in found.items()]
+    shrink_seconds = sum(r.seconds for r in reports)
+    first = reports[0] if reports else None
     return ConformanceResult(
-        passed=failure is None,
+        passed=not reports,
         examples=len(machine.examples),
         seconds=time.monotonic() - started,
-        failure=failure,
-        program=tuple(program) if failure else (),
+        failure=first.message if first else None,
+        program=first.program if first else (),
         coverage=dict(machine.coverage),
         observations=dict(Counter(machine.observations)),
         wall=machine.lateness.as_dict() if machine.lateness is not None else None,
+        failures=tuple(reports),
+        generate_seconds=generated,
+        shrink_seconds=shrink_seconds,
+        seed=seed,
+        coverage_report=CoverageReport.of(machine.lifecycle, machine.coverage, machine.rules_run),
     )
+
+
+def _shrink_all(found: dict[str, tuple[str, list[Op]]], factory: Callable[..., Any], kwargs: dict[str, Any],
+                budget: int) -> list[FailureReport]:
+    """Shrink each failure; replays that fail another way join the queue (at most
+    ``MAX_SHRUNK_FAILURES`` are shrunk; later ones are reported as found)."""
+    queue = dict(found)
+    done: dict[str, FailureReport] = {}
+
+    def run(program: Sequence[Op]) -> Outcome:
+        out = replay_outcome(program, factory, **kwargs)
+        if out.genuine and out.signature is not None and out.signature not in queue:
+            queue[out.signature] = (out.message, list(program))
+        return out
+
+    while len(done) < len(queue):
+        sig = next(s for s in queue if s not in done)
+        message, program = queue[sig]
+        if len(done) >= MAX_SHRUNK_FAILURES:
+            done[sig] = FailureReport(sig, message, tuple(program))
+            continue
+        shrunk = shrink(program, run, sig, budget)
+        replayed = bool(shrunk.message)
+        done[sig] = FailureReport(sig, shrunk.message if replayed else message, shrunk.program,
+                                  shrunk.replays, shrunk.seconds, replayed)
+    return list(done.values())
 
 
 class ConformanceTestCase(unittest.TestCase):

@@ -18,11 +18,13 @@ Ghost names (``Sym.g``): ``t`` time of the last action; message: ``d``
 deliveries, ``lr`` local re-consumptions (send_back failed), ``neg`` the DLQ
 send-back had a negative level, ``retried`` a RETRY send-back happened,
 ``sb_ts``/``sb_lvl`` time and routed level of the last RETRY send-back,
-``fire_ts`` last schedule fire, ``dl_ts`` last delivery; lock: ``o`` an
+``fire_ts`` last schedule fire, ``dl_ts`` last delivery, ``dlq_late`` a copy routed to the DLQ
+did not become DEAD at once (or a fire made one DEAD); lock: ``o`` an
 arbitrary observer client, ``live_o`` o holds a grant it has not unlocked,
 ``lg_o`` time of o's last grant; transaction: ``fc``/``lc`` first/last check
 time, ``committed``/``rolled``/``discarded`` ever happened, ``late`` a
-resolution was accepted after the discard.
+resolution was accepted after the discard, ``cres`` a check after the commit or
+rollback, ``dts`` the time of the discard.
 """
 
 from __future__ import annotations
@@ -210,6 +212,18 @@ MESSAGE_THEOREMS: tuple[Theorem, ...] = (
         aux=(_CLOCK, _SCHED_RETRIED),
     ),
     Theorem(
+        name="DlqNeverScheduledProperty",
+        code=Code.DLQ_DELAYED,
+        lifecycle="message",
+        kind=ALWAYS,
+        statement=(
+            "A send-back the routing sends to the DLQ makes the copy DEAD in the same step; "
+            "no schedule fire ever makes a copy DEAD (a DLQ copy is never scheduled or delayed)."
+        ),
+        source="B/processor/SendMessageProcessor.consumerSendMsgBack (DLQ: delayLevel 0, no schedule)",
+        prop=lambda s: z3.Not(s.g["dlq_late"]),
+    ),
+    Theorem(
         name="DeadAfterMaxPlusOneDeliveriesReachable",
         code=Code.DLQ_MISSED,
         lifecycle="message",
@@ -352,6 +366,30 @@ TRANSACTION_THEOREMS: tuple[Theorem, ...] = (
         source="B/processor/EndTransactionProcessor; TransactionalMessageServiceImpl.check",
         prop=lambda s: z3.And(z3.Not(z3.And(s.g["committed"], s.g["rolled"])), z3.Not(s.g["late"])),
         aux=(_TXN_STATES,),
+    ),
+    Theorem(
+        name="TxnNoCheckAfterResolutionProperty",
+        code=Code.TXN_CHECK_AFTER_RESOLVED,
+        lifecycle="transaction",
+        kind=ALWAYS,
+        statement="A committed or rolled-back half is never checked again.",
+        source="B/transaction/queue/TransactionalMessageServiceImpl.check (removeMap from fillOpRemoveMap)",
+        prop=lambda s: z3.Not(s.g["cres"]),
+    ),
+    Theorem(
+        name="TxnDiscardOnlyAfterCheckMaxProperty",
+        code=Code.TXN_DISCARD_EARLY,
+        lifecycle="transaction",
+        kind=ALWAYS,
+        statement=(
+            "A half is discarded only after transactionCheckMax checks, or when it was older than "
+            "fileReservedTime at the discard."
+        ),
+        source="B/transaction/queue/TransactionalMessageServiceImpl.needDiscard / needSkip",
+        prop=lambda s: _imp(
+            s.at("DISCARDED"),
+            z3.Or(s.v["checks"] >= s.v["check_max"], s.g["dts"] - s.v["born"] > s.v["reserved"]),
+        ),
     ),
     Theorem(
         name="TxnDiscardAfterCheckMaxReachable",

@@ -388,8 +388,11 @@ def _message_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
     dead_now = z3.And(send_back, post.at("DEAD"))
     deliver = act.is_("deliver")
     fire = z3.And(act.is_("fire"), pre.at("SCHEDULED"), post.at("STORED"))
-    _, level = z_route_send_back(pre.v["r"], pre.v["m"], a["level"], pre.v["max_level"])
+    dlq_routed, level = z_route_send_back(pre.v["r"], pre.v["m"], a["level"], pre.v["max_level"])
+    # a copy the routing sends to the DLQ that is not dead at once, or a copy a fire makes dead
+    late_dlq = z3.Or(z3.And(send_back, dlq_routed, z3.Not(post.at("DEAD"))), z3.And(act.is_("fire"), post.at("DEAD")))
     return {
+        "dlq_late": z3.Or(g["dlq_late"], late_dlq),
         "d": z3.If(deliver, g["d"] + 1, g["d"]),
         "lr": z3.If(act.is_("send_back_failed"), g["lr"] + 1, g["lr"]),
         "neg": z3.If(dead_now, a["level"] < 0, g["neg"]),
@@ -428,8 +431,10 @@ MESSAGE_ENC = Encoding(
         "sb_lvl": "int",
         "fire_ts": "int",
         "dl_ts": "int",
+        "dlq_late": "bool",
     },
     ghost_init=lambda s: z3.And(
+        z3.Not(s.g["dlq_late"]),
         s.g["t"] >= 0,
         s.g["d"] == 0,
         s.g["lr"] == 0,
@@ -490,7 +495,10 @@ def _txn_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
     # A check request is observed as the re-put with TRANSACTION_CHECK_TIMES + 1.
     checked = z3.And(act.is_("check"), post.v["checks"] > pre.v["checks"])
     resolve = act.is_("commit", "rollback")
+    discarded_now = z3.And(act.is_("check"), pre.at("PENDING"), post.at("DISCARDED"))
     return {
+        "cres": z3.Or(g["cres"], z3.And(checked, pre.at("COMMITTED", "ROLLED_BACK"))),
+        "dts": z3.If(discarded_now, now, g["dts"]),
         "fc": z3.If(z3.And(checked, pre.v["checks"] == 0), now, g["fc"]),
         "lc": z3.If(checked, now, g["lc"]),
         "committed": z3.Or(g["committed"], act.is_("commit")),
@@ -517,8 +525,12 @@ TRANSACTION_ENC = Encoding(
         "rolled": "bool",
         "discarded": "bool",
         "late": "bool",
+        "cres": "bool",
+        "dts": "int",
     },
     ghost_init=lambda s: z3.And(
+        z3.Not(s.g["cres"]),
+        s.g["dts"] == 0,
         s.g["t"] == s.v["born"],
         s.g["fc"] == 0,
         s.g["lc"] == 0,

@@ -22,3 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra Spark configuration (repeatable), e.g. spark.driver.memory=4g",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--plan",
+        choices=("auto", "small", "scale"),
+        default="auto",
+        help="small: cached input, one shuffle partition, one job for the rules; scale: AQE and shuffles "
+        "sized to the input; auto (default): small for local input up to 8 MB of Parquet",
+    )

@@ -10,6 +10,7 @@ Format (every key optional; names follow RocketMQ's configuration keys)::
       "clientLockMaxLiveTime": 30000,
       "transactionTimeOut": 6000,
       "transactionCheckMax": 15,
+      "fileReservedTimeMs": 259200000,
       "subscriptions": {"GID_ORDERS": ["TopicOrders"]}
     }
 
@@ -36,6 +37,7 @@ _INTS = {
     "clientLockMaxLiveTime": "client_lock_ms",
     "transactionTimeOut": "transaction_timeout_ms",
     "transactionCheckMax": "transaction_check_max",
+    "fileReservedTimeMs": "file_reserved_ms",
 }
 KEYS = frozenset({*_INTS, "messageDelayLevel", "groupMaxReconsumeTimes", "subscriptions"})
 

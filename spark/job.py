@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 import attrs
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -45,7 +45,7 @@ from rmqspec.spark.args import add_arguments
 from rmqspec.spark.config import AuditConfig, ConfigError, load_config
 from rmqspec.spark.rules import all_findings
 from rmqspec.traces.checker import not_judged_reasons
-from rmqspec.traces.checks_common import NEEDS
+from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY
 from rmqspec.traces.errors import TraceReadError
 
 __all__ = ["AuditSummary", "add_arguments", "main", "render_summary", "run", "run_audit"]
@@ -58,6 +58,16 @@ OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
 # shuffles ~5x its share of the input, so this gives ~64-128 MB partitions;
 # AQE coalesces the partitions of the smaller families.
 INPUT_BYTES_PER_PARTITION = 16 * 1024 * 1024
+# Local Parquet input up to this size (~1 M events of a generated trace) is
+# "small": Spark's per-stage and per-job costs dominate, not the data. It is
+# read once and cached, the rules run as one job (AQE off: AQE runs every
+# shuffle stage as a job of its own) over one shuffle partition, and the
+# findings are collected once.
+SMALL_INPUT_BYTES = 8 * 1024 * 1024
+SMALL_INPUT_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+}
 
 
 @attrs.frozen
@@ -117,23 +127,60 @@ def _write_text(spark: SparkSession, path: str, text: str) -> None:
     stream.close()
 
 
-def _facts(rows: DataFrame) -> list[Any]:
+def _unknown_status() -> Column:
+    """``event NUL status`` for a row whose status its event's rules do not know, else null."""
+    out = F.lit(None).cast("string")
+    for event, (known, _codes) in STATUS_VOCABULARY.items():
+        bad = (F.col("event") == event) & F.col("status").isNotNull() & ~F.col("status").isin(*sorted(known))
+        out = F.when(bad, F.concat(F.col("event"), F.lit("\0"), F.col("status"))).otherwise(out)
+    return out
+
+
+def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
+    """(one dict per trace: n, good, drain, bounds, crash_seqs, at_risk, lack<i>;
+    (event, status) -> rows with a status their rules do not know). One job: the
+    aggregation is grouped by trace and unknown status, merged per trace here."""
     valid = F.col("problem").isNull()
     aggs = [
         F.count(F.lit(1)).alias("n"),
         F.sum(F.when(valid, 1).otherwise(0)).alias("good"),
         F.max(F.when(valid & (F.col("event") == "drain"), F.col("seq"))).alias("drain"),
-        F.array_sort(F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq")))).alias(
-            "bounds"
-        ),
-        F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk")))))).alias("at_risk"),
+        F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq"))).alias("bounds"),
+        F.collect_list(F.when(valid & (F.col("event") == "crash"), F.col("seq"))).alias("crash_seqs"),
+        F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk"))))).alias("at_risk"),
     ]
     for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
         lacks = F.lit(False)
         for f in fields:
             lacks = lacks | F.col(f).isNull()
         aggs.append(F.sum(F.when(valid & (F.col("event") == event) & lacks, 1).otherwise(0)).alias(f"lack{i}"))
-    return rows.groupBy("trace").agg(*aggs).collect()
+    unknown_key = F.when(valid, _unknown_status())
+    grouped = rows.groupBy("trace", unknown_key.alias("unknown")).agg(*aggs).collect()
+    merged: dict[Any, dict[str, Any]] = {}
+    unknown: dict[tuple[str, str], int] = {}
+    for r in grouped:
+        row = r.asDict()
+        if row["unknown"] is not None:
+            event, _, status = row["unknown"].partition("\0")
+            unknown[(event, status)] = unknown.get((event, status), 0) + row["good"]
+        into = merged.get(row["trace"])
+        if into is None:
+            merged[row["trace"]] = row
+            continue
+        into["n"] += row["n"]
+        into["good"] += row["good"]
+        if row["drain"] is not None and (into["drain"] is None or row["drain"] > into["drain"]):
+            into["drain"] = row["drain"]
+        for key in ("bounds", "crash_seqs", "at_risk"):
+            into[key] = list(into[key]) + list(row[key])
+        for i in range(len(NEEDS_FLAT)):
+            into[f"lack{i}"] += row[f"lack{i}"]
+    facts = list(merged.values())
+    for row in facts:
+        row["bounds"] = sorted(row["bounds"])
+        row["crash_seqs"] = sorted(row["crash_seqs"])
+        row["at_risk"] = sorted(set(row["at_risk"]))
+    return facts, unknown
 
 
 def _at_risk(spark: SparkSession, facts: list[Any]) -> DataFrame | None:
@@ -162,21 +209,85 @@ def _shuffle_partitions(spark: SparkSession, parquet: Sequence[str]) -> int:
 
 
 def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) -> DataFrame:
-    small = [(r["trace"], r["drain"], list(r["bounds"])) for r in facts if r["good"]]
-    if not any(d is not None or b for _, d, b in small):
-        return base.withColumn("epoch", F.lit(0)).withColumn("drain", F.lit(None).cast("bigint"))
+    """``epoch`` (crash/recover rows before the row), ``crashes`` (crash rows before it) and
+    ``drain`` (the trace's last drain seq) on every row."""
+    small = [(r["trace"], r["drain"], list(r["bounds"]), list(r["crash_seqs"])) for r in facts if r["good"]]
+    if not any(d is not None or b for _, d, b, _c in small):
+        return (
+            base.withColumn("epoch", F.lit(0))
+            .withColumn("crashes", F.lit(0))
+            .withColumn("drain", F.lit(None).cast("bigint"))
+        )
     schema = T.StructType(
         [
             T.StructField("trace", T.StringType()),
             T.StructField("drain", T.LongType()),
             T.StructField("bounds", T.ArrayType(T.LongType())),
+            T.StructField("crash_seqs", T.ArrayType(T.LongType())),
         ]
     )
     table = spark.createDataFrame(small, schema)
     joined = base.join(F.broadcast(table), "trace", "left")
     bounds = F.coalesce(F.col("bounds"), F.array().cast("array<bigint>"))
+    crash_seqs = F.coalesce(F.col("crash_seqs"), F.array().cast("array<bigint>"))
     epoch = F.size(F.filter(bounds, lambda b: b < F.col("seq")))
-    return joined.withColumn("epoch", epoch).drop("bounds")
+    crashes = F.size(F.filter(crash_seqs, lambda b: b < F.col("seq")))
+    return joined.withColumn("epoch", epoch).withColumn("crashes", crashes).drop("bounds", "crash_seqs")
+
+
+def _is_small(parquet: Sequence[str]) -> bool:
+    """Whether the input is local and at most ``SMALL_INPUT_BYTES`` (a few hundred k events)."""
+    return all(_is_local(p) for p in parquet) and _input_bytes(parquet) <= SMALL_INPUT_BYTES
+
+
+Counts = dict[tuple[str, str], int]
+Samples = tuple[tuple[str, tuple[int, ...], str], ...]
+
+
+def _order(row: Any) -> tuple[Any, ...]:
+    return (row["trace_id"], row["seqs"][-1], row["code"], list(row["seqs"]))
+
+
+def _write_collected(
+    spark: SparkSession, findings: DataFrame, cols: list[str], out: str, stage: Callable[[str], None]
+) -> tuple[Counts, Samples]:
+    """Small inputs: one job collects every finding; they are sorted, counted and written from here."""
+    got = sorted(findings.collect(), key=_order)
+    counts: Counts = {}
+    for r in got:
+        counts[(r["kind"], r["code"])] = counts.get((r["kind"], r["code"]), 0) + 1
+    schema = findings.select(*cols).schema
+    for kind, name in (("violation", "violations"), ("observation", "observations")):
+        stage(f"write {name}")
+        part = [tuple(r[c] for c in cols) for r in got if r["kind"] == kind]
+        spark.createDataFrame(part, schema).coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
+    samples = tuple((r["code"], tuple(r["seqs"]), r["reason"]) for r in got if r["kind"] == "violation")[:10]
+    return counts, samples
+
+
+def _write_distributed(
+    spark: SparkSession, findings: DataFrame, cols: list[str], out: str, stage: Callable[[str], None]
+) -> tuple[Counts, Samples]:
+    """Large inputs: the findings are materialised once (persisted), then sorted and written by Spark."""
+    # An orderBy on the full plan would run it twice (range sampling).
+    raw = findings.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        raw.count()
+        width = max(1, spark.sparkContext.defaultParallelism)
+        ordered = raw.coalesce(width).orderBy("trace_id", F.element_at("seqs", -1), "code", "seqs")
+        for kind, name in (("violation", "violations"), ("observation", "observations")):
+            stage(f"write {name}")
+            ordered.filter(F.col("kind") == kind).select(*cols).coalesce(1).write.mode("overwrite").parquet(
+                f"{out}/{name}"
+            )
+        counts = {(r["kind"], r["code"]): r["count"] for r in raw.groupBy("kind", "code").count().collect()}
+        samples = tuple(
+            (r["code"], tuple(r["seqs"]), r["reason"])
+            for r in ordered.filter(F.col("kind") == "violation").limit(10).collect()
+        )
+    finally:
+        raw.unpersist()
+    return counts, samples
 
 
 def run_audit(
@@ -186,9 +297,13 @@ def run_audit(
     config: AuditConfig | None = None,
     *,
     on_stage: Callable[[str], None] | None = None,
+    small: bool | None = None,
 ) -> AuditSummary:
     """Audit the traces at ``paths``; write ``out/{violations,observations,rejected}`` and
-    ``out/summary.json``. Raises ``TraceReadError`` for unreadable input."""
+    ``out/summary.json``. Raises ``TraceReadError`` for unreadable input.
+
+    ``small`` forces the small-input plan (True) or the scale plan (False);
+    by default it is chosen from the size of local input (``SMALL_INPUT_BYTES``)."""
     config = config or AuditConfig()
     stage = on_stage or (lambda _name: None)
     start = time.monotonic()
@@ -200,11 +315,17 @@ def run_audit(
 
     stage("read + validate")
     rows, has_trace_id = inputs_mod.load(spark, prepared)
-    saved_partitions = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(_shuffle_partitions(spark, prepared.parquet)))
+    small = _is_small(prepared.parquet) if small is None else small
+    tuning = dict(SMALL_INPUT_CONF) if small else {}
+    tuning.setdefault("spark.sql.shuffle.partitions", str(_shuffle_partitions(spark, prepared.parquet)))
+    saved = {key: spark.conf.get(key, None) for key in tuning}
+    for key, value in tuning.items():
+        spark.conf.set(key, value)
+    if small:  # one scan of the files into one cached partition; no pass then needs a shuffle
+        rows = rows.persist(StorageLevel.MEMORY_ONLY)
     try:
         try:
-            facts = _facts(rows)
+            facts, unknown = _facts(rows)
         except Exception as exc:  # corrupt data pages surface only when Spark reads them
             raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
         spark_read = sum(r["n"] for r in facts)
@@ -216,7 +337,7 @@ def run_audit(
             n = sum(r[f"lack{i}"] for r in facts)
             if n:
                 lacking[(code, event)] = lacking.get((code, event), 0) + n
-        not_judged = not_judged_reasons(has_drain, lacking)
+        not_judged = not_judged_reasons(has_drain, lacking, unknown)
 
         stage("rules")
         base = rows.filter(F.col("problem").isNull()).select(
@@ -230,36 +351,15 @@ def run_audit(
             has_drain=any_drain,
             subscriptions=config.subscriptions,
             at_risk=_at_risk(spark, facts),
-        )
+        ).withColumnRenamed("trace", "trace_id")
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
-        # Materialise the findings once (persisted), then sort the small result:
-        # an orderBy on the full plan would run it twice (range sampling).
-        raw = findings.withColumnRenamed("trace", "trace_id").persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            try:
-                raw.count()
-            except Exception as exc:  # a corrupt page in a column the facts pass did not read
-                if "parquet" not in str(exc).lower():
-                    raise
-                raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
-            width = max(1, spark.sparkContext.defaultParallelism)
-            findings = raw.coalesce(width).orderBy("trace_id", F.element_at("seqs", -1), "code", "seqs")
-            for kind, name in (("violation", "violations"), ("observation", "observations")):
-                stage(f"write {name}")
-                (
-                    findings.filter(F.col("kind") == kind)
-                    .select(*cols)
-                    .coalesce(1)
-                    .write.mode("overwrite")
-                    .parquet(f"{out}/{name}")
-                )
-            counts = {(r["kind"], r["code"]): r["count"] for r in raw.groupBy("kind", "code").count().collect()}
-            samples = tuple(
-                (r["code"], tuple(r["seqs"]), r["reason"])
-                for r in findings.filter(F.col("kind") == "violation").limit(10).collect()
-            )
-        finally:
-            raw.unpersist()
+            write = _write_collected if small else _write_distributed
+            counts, samples = write(spark, findings, cols, out, stage)
+        except Exception as exc:  # a corrupt page in a column the facts pass did not read
+            if "parquet" not in str(exc).lower():
+                raise
+            raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
 
         stage("write rejected")
         schema = "position string, seq bigint, reason string"
@@ -280,7 +380,13 @@ def run_audit(
         )
         rejected.unpersist()
     finally:
-        spark.conf.set("spark.sql.shuffle.partitions", saved_partitions)
+        if small:
+            rows.unpersist()
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
     summary = AuditSummary(
         violations={c: counts.get(("violation", c), 0) for c in VIOLATION_CODES},
@@ -359,7 +465,8 @@ def run(args: argparse.Namespace) -> int:
 
     stage("starting Spark")
     spark = audit_session(args.master, conf)
-    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage)
+    small = {"auto": None, "small": True, "scale": False}[getattr(args, "plan", "auto")]
+    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, small=small)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
     else:

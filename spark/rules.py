@@ -55,9 +55,10 @@ key columns and ``reason``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 
+import attrs
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -65,7 +66,16 @@ from pyspark.sql import types as T
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
-__all__ = ["FINDING_COLUMNS", "OFFSET_BUCKET", "all_findings"]
+__all__ = [
+    "FINDING_COLUMNS",
+    "OFFSET_BUCKET",
+    "PASSES",
+    "PassInput",
+    "all_findings",
+    "pass_findings",
+    "register_pass",
+    "shuffled_by",
+]
 
 KEYS: tuple[tuple[str, T.DataType], ...] = (
     ("group", T.StringType()),
@@ -97,6 +107,23 @@ def SEQ() -> Column:
 
 
 UNBOUNDED = Window.unboundedPreceding
+
+
+def shuffled_by(*cols: str) -> Callable[[DataFrame], DataFrame]:
+    """For ``DataFrame.transform``: a pass's narrow rows hash-partitioned by its key ``cols``.
+
+    When the session runs on one shuffle partition (small inputs, ``job.SMALL_INPUT_CONF``:
+    the cached input is one partition), every window, aggregation and join already has the
+    distribution it needs, so the rows are left where they are: a shuffle would only copy
+    them (and cost a stage). Either way Spark's planner adds any shuffle a window needs.
+    """
+
+    def apply(df: DataFrame) -> DataFrame:
+        if df.sparkSession.conf.get("spark.sql.shuffle.partitions") == "1":
+            return df
+        return df.repartition(*cols)
+
+    return apply
 
 
 def _later(spec: WindowSpec) -> WindowSpec:
@@ -296,7 +323,9 @@ def row_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
 def queue_rules(df: DataFrame) -> list[DataFrame]:
     """ORDER_QUEUE_GAP over stores per (trace, epoch, topic, queue_id)."""
     s = df.filter((EV() == "store") & _nn("topic", "queue_id", "queue_offset"))
-    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").repartition("trace", "topic", "queue_id")
+    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").transform(
+        shuffled_by("trace", "topic", "queue_id")
+    )
     w = Window.partitionBy("trace", "epoch", "topic", "queue_id").orderBy("seq")
     s = s.withColumn("p_seq", F.lag("seq").over(w)).withColumn("p_off", F.lag("queue_offset").over(w))
     gap = s.filter(F.col("p_seq").isNotNull() & (F.col("queue_offset") != F.col("p_off") + 1))
@@ -329,7 +358,7 @@ def _lock_rows(df: DataFrame, *events: str, extra: Sequence[str] = (), where: Co
     """The rows of ``events`` carrying a full queue key, shuffled by queue (only the columns used)."""
     cond = EV().isin(*events) & _nn("group", "topic", "queue_id", "client_id")
     rows = df.filter(cond if where is None else cond & where)
-    return rows.select(*_LOCK_COLS, *extra).repartition(*_QUEUE)
+    return rows.select(*_LOCK_COLS, *extra).transform(shuffled_by(*_QUEUE))
 
 
 def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
@@ -555,7 +584,7 @@ def consumer_rules(df: DataFrame) -> list[DataFrame]:
     rows = (
         df.filter((EV().isin("deliver", "commit_offset") | ack) & need)
         .select(*_QUEUE, "seq", "event", "queue_offset")
-        .repartition(*_QUEUE)
+        .transform(shuffled_by(*_QUEUE))
     )
     wq = Window.partitionBy(*_QUEUE)
     later_first = wq.orderBy(F.col("queue_offset").desc(), SEQ().desc()).rowsBetween(UNBOUNDED, -1)
@@ -629,26 +658,27 @@ def _message_pass(df: DataFrame, acked_send: Column, commit: Column, at_risk: Da
     fam = (
         df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
         .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "status", "reconsume_times", "deliver_ts")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     wk = Window.partitionBy("trace", "msg_key")
-    # The most specific ordering first: the coarser windows below reuse its sort.
-    w_grs = wk.orderBy("group", "reconsume_times", "seq")
+    # The most specific ordering first (w_gr below: trace, msg_key, group, reconsume_times,
+    # seq): the coarser windows reuse its sort.
     w_group = wk.orderBy("group").rangeBetween(Window.currentRow, Window.currentRow)
     rollback = (EV() == "txn_end") & (F.col("status") == "ROLLBACK")
     half = EV() == "txn_half"
     success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("group").isNotNull()
-    # RETRY_EARLY, deliver clause: the latest earlier send_back RETRY with the same
-    # (group, reconsume_times) is the last one before the row in this ordering when
-    # it carries the row's (group, reconsume_times).
+    # RETRY_EARLY, deliver clause: the earliest-due earlier send_back RETRY with the same
+    # (group, reconsume_times): the min (due, seq) over the rows before the row within its
+    # (group, reconsume_times).
     is_back = (EV() == "send_back") & (F.col("status") == "RETRY") & _nn("deliver_ts", "group", "reconsume_times")
     back = F.struct(
+        F.col("deliver_ts").alias("due"),
+        SEQ().alias("s"),
         F.col("group").alias("g"),
         F.col("reconsume_times").alias("r"),
-        SEQ().alias("s"),
-        F.col("deliver_ts").alias("due"),
     )
-    fam = fam.withColumn("back", F.last(F.when(is_back, back), ignorenulls=True).over(w_grs.rowsBetween(UNBOUNDED, -1)))
+    w_gr = Window.partitionBy("trace", "msg_key", "group", "reconsume_times").orderBy("seq")
+    fam = fam.withColumn("back", F.min(F.when(is_back, back)).over(w_gr.rowsBetween(UNBOUNDED, -1)))
     fam = fam.withColumn("first_success", F.min(F.when(success, SEQ())).over(w_group))
     flag = lambda c: F.max(F.when(c, 1).otherwise(0)).over(wk)  # noqa: E731
     fam = (
@@ -756,7 +786,7 @@ def _delay_early(df: DataFrame) -> DataFrame:
     rows = (
         df.filter(F.col("msg_key").isNotNull() & (sched | fire | ((EV() == "deliver") & gen0)))
         .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "msg_id", "reconsume_times", "deliver_ts")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     wk = Window.partitionBy("trace", "msg_key")
     by_id = wk.orderBy("msg_id", "seq").rowsBetween(UNBOUNDED, -1)
@@ -813,7 +843,7 @@ def _lost(
     rows = (
         df.filter(F.col("msg_key").isNotNull() & (acked_send | commit | half | done))
         .select("trace", "seq", "event", "group", "topic", "msg_key", "status", "drain")
-        .repartition("trace", "msg_key")
+        .transform(shuffled_by("trace", "msg_key"))
     )
     if at_risk is not None:
         rows = rows.join(F.broadcast(at_risk), ["trace", "msg_key"], "left_anti")
@@ -847,6 +877,9 @@ def _lost(
         F.col("a_topic").alias("topic"),
         F.explode("groups").alias("group"),
     ).filter(~F.array_contains(F.col("done_groups"), F.col("group")))
+    from rmqspec.spark.rules_lifecycle import skipped_by_saved_offsets  # it imports this module
+
+    lost = lost.join(skipped_by_saved_offsets(df), ["trace", "group", "msg_key"], "left_anti")
     return _finding(
         lost,
         Code.LOST,
@@ -869,7 +902,7 @@ def txn_rules(
     fam = (
         df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
         .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "drain", "check_times")
-        .repartition("trace", "txn_id")
+        .transform(shuffled_by("trace", "txn_id"))
     )
     kind = F.when(EV() == "txn_discard", F.lit("DISCARD")).when(EV() == "txn_end", F.col("status"))
     fam = fam.withColumn("kind", kind)
@@ -907,7 +940,13 @@ def txn_rules(
     )
     tk = ("txn_id", "msg_key")
     half_keys = {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")}
-    earlier = F.when(is_commit, F.least("fr", "fd")).when(is_rb, F.least("fc", "fd"))
+    # a discard counts only when no resolution preceded it (a committed transaction whose newest
+    # re-put copy is discarded stays committed)
+    resolved_first = F.coalesce(F.col("fc") < F.col("fd"), F.lit(False)) | F.coalesce(
+        F.col("fr") < F.col("fd"), F.lit(False)
+    )
+    late = F.when(F.col("fd").isNotNull() & ~resolved_first, F.col("fd"))
+    earlier = F.when(is_commit, F.least(F.col("fr"), late)).when(is_rb, F.least(F.col("fc"), late))
     check = (EV() == "txn_check") & F.col("half").isNotNull()
     due = F.col("half.t") + F.lit(params.transaction_timeout_ms)
     rules = [
@@ -955,6 +994,9 @@ def txn_rules(
             not_risky = ~F.col("risky")
         else:
             not_risky = F.lit(True)
+        skipped = _skipped_halves(df)
+        fam = fam.join(skipped, (fam["trace"] == skipped["s_trace"]) & (fam["txn_id"] == skipped["s_txn"]), "left")
+        not_risky = not_risky & F.col("s_txn").isNull()
         rules.append(
             (
                 (EV() == "txn_half")
@@ -974,6 +1016,30 @@ def txn_rules(
     return [_findings(fam, rules)]
 
 
+def _skipped_halves(df: DataFrame) -> DataFrame:
+    """(s_trace, s_txn): halves sent after a power loss at a reused half-queue position below
+    1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
+    is_pos = EV().isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull()
+    power = (EV() == "crash") & (F.col("status") == "power")
+    rows = df.filter(is_pos | power).select("trace", "seq", "event", "queue_offset", "txn_id", power.alias("power"))
+    w = Window.partitionBy("trace").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    seen = F.max(F.when(is_pos, F.col("queue_offset"))).over(w)
+    rows = rows.withColumn("bound_here", F.when(F.col("power"), F.coalesce(seen, F.lit(-1)) + 1))
+    rows = rows.withColumn("bound", F.max("bound_here").over(w))
+    return (
+        rows.filter((EV() == "txn_half") & F.col("txn_id").isNotNull() & (F.col("queue_offset") < F.col("bound")))
+        .select(F.col("trace").alias("s_trace"), F.col("txn_id").alias("s_txn"))
+        .distinct()
+    )
+
+
+def _lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
+    """The deep lifecycle rules (``spark/rules_lifecycle.py``; imported here, it imports this module)."""
+    from rmqspec.spark.rules_lifecycle import lifecycle_rules
+
+    return lifecycle_rules(df, params, at_risk)
+
+
 # --------------------------------------------------------------------- plan
 
 
@@ -990,6 +1056,53 @@ def consumers_of(df: DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> D
     return seen.groupBy("c_trace", "c_topic").agg(F.array_sort(F.collect_set("group")).alias("groups"))
 
 
+@attrs.frozen
+class PassInput:
+    """What every pass gets besides the rows: the configuration and the trace facts."""
+
+    params: AuditParams
+    has_drain: bool
+    consumers: DataFrame
+    at_risk: DataFrame | None
+
+
+Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
+
+# The passes of the rules phase, in order: (name, pass). A new rules module adds
+# its pass here (``PASSES += (("name", fn),)``) or through ``register_pass``;
+# ``bench audit --profile`` times each pass on its own.
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("row", lambda df, c: row_rules(df, c.params)),
+    ("queue", lambda df, c: queue_rules(df)),
+    ("lock", lambda df, c: lock_rules(df, c.params)),
+    ("consumer", lambda df, c: consumer_rules(df)),
+    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk)),
+    ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk)),
+)
+
+
+def register_pass(name: str, fn: Pass) -> None:
+    """Add a pass (a rules module's entry) after the built-in ones; its findings join ``all_findings``."""
+    global PASSES
+    if name in dict(PASSES):
+        raise ValueError(f"pass {name!r} is already registered")
+    PASSES = (*PASSES, (name, fn))
+
+
+def pass_findings(
+    df: DataFrame,
+    params: AuditParams,
+    *,
+    has_drain: bool,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+    at_risk: DataFrame | None = None,
+) -> dict[str, DataFrame]:
+    """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
+    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk)
+    return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
+
+
 def all_findings(
     df: DataFrame,
     params: AuditParams,
@@ -1004,14 +1117,7 @@ def all_findings(
     events and columns (Parquet column pruning), shuffles them by its key
     and sorts once per ordering it needs. ``at_risk`` is (trace, msg_key) of
     the keys crashes list in ``detail.at_risk`` (None when there are none):
-    no LOST, TXN_UNRESOLVED or RECOVERED for them.
+    no LOST, TXN_UNRESOLVED or RECOVERED for them. The passes are ``PASSES``.
     """
-    parts = [
-        *row_rules(df, params),
-        *queue_rules(df),
-        *lock_rules(df, params),
-        *consumer_rules(df),
-        *message_rules(df, consumers_of(df, subscriptions or {}), has_drain, at_risk),
-        *txn_rules(df, params, has_drain, at_risk),
-    ]
-    return reduce(DataFrame.unionByName, parts)
+    parts = pass_findings(df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk)
+    return reduce(DataFrame.unionByName, parts.values())

@@ -16,7 +16,9 @@ import attrs
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.lifecycle import effective_max_reconsume_times
 from rmqspec.model.message import MessageQueue
-from rmqspec.model.results import PullResult, SendResult, TxnAction
+from rmqspec.model.queues import OP_TOPIC
+from rmqspec.model.results import PullResult, ResponseCode, SendResult, TxnAction
+from rmqspec.model.transactions import TransactionService
 
 
 class Wrapped:
@@ -189,6 +191,207 @@ class DuplicateDelivery(Wrapped):
         return res
 
 
+# ---------------------------------------------------------------------------
+# Replicas of real, reported Apache RocketMQ bugs (issue 14): each breaks the model the way the
+# cited issue describes the real broker misbehaving, so the suite shows what rmqspec would have
+# caught. ``REPLICAS`` maps a name to its factory; ``ISSUES`` to the issue it replicates.
+
+
+class DlqThroughSchedule(Wrapped):
+    """apache/rocketmq#2724 (4.x): a message that reached its max reconsume times keeps its delay
+    level on the way to the DLQ, so it detours through SCHEDULE_TOPIC_XXXX and lands in %DLQ%
+    that delay later (PRs #2723/#3008/#3318)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config, workdir)
+        self.pending: list[tuple[int, tuple]] = []
+
+    def send_back(self, group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times):
+        original, limit = self._original(commitlog_offset), self._max(group, max_reconsume_times)
+        if original is not None and limit is not None and delay_level >= 0 and original.reconsume_times >= limit:
+            level = min(3 + original.reconsume_times, self.inner.config.max_delay_level)
+            due = self.clock.now() + self.inner.config.delay_ms(level)
+            self.pending.append((due, (group, commitlog_offset, -1, origin_msg_id, max_reconsume_times)))
+            return ResponseCode.SUCCESS
+        return self.inner.send_back(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
+
+    def tick(self):
+        now = self.clock.now()
+        for item in [p for p in self.pending if p[0] <= now]:
+            self.pending.remove(item)
+            self.inner.send_back(*item[1])
+        return self.inner.tick()
+
+
+class OrderlyDlqRetriedForever(Wrapped):
+    """apache/rocketmq#6163 (5.0.0): an orderly consumer past setMaxReconsumeTimes is never
+    dead-lettered; the broker keeps putting the message back to %RETRY% (here: a send-back with
+    a negative level, the client's "straight to the DLQ", is retried like level 0)."""
+
+    def send_back(self, group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times):
+        if delay_level < 0:
+            original = self._original(commitlog_offset)
+            limit = self._max(group, max_reconsume_times)
+            if original is not None and limit is not None and original.reconsume_times < limit:
+                delay_level = 0
+        return self.inner.send_back(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
+
+
+class _StaleOps(TransactionService):
+    """fillOpRemoveMap misses the ops written in the last three check intervals."""
+
+    def check(self, store, offsets, config, now, hooks, reput_visible=True):
+        self.now, self.interval = now, 3 * config.transaction_check_interval_ms
+        return super().check(store, offsets, config, now, hooks, reput_visible)
+
+    def _fill_op_remove_map(self, store, offsets, op_mq, pull_offset, mini_offset, remove_map, done, hooks):
+        fresh = {op.queue_offset for op in store.get_message(OP_TOPIC, op_mq.queue_id, pull_offset, 32).records
+                 if op.born_ts > self.now - self.interval}
+        kept: dict[int, int] = {}
+        out = super()._fill_op_remove_map(store, offsets, op_mq, pull_offset, mini_offset, kept, done, hooks)
+        remove_map.update({half: op for half, op in kept.items() if op not in fresh})
+        return out
+
+
+class _DoubleCounted(TransactionService):
+    """needDiscard bumps TRANSACTION_CHECK_TIMES once more than the checks really sent."""
+
+    def _put_back(self, store, half, times, now, config, hooks):
+        return super()._put_back(store, half, times + 1, now, config, hooks)
+
+
+class _TxnServiceSwapped(ModelBroker):
+    service: type = TransactionService
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.txn = self.service(clock.now())
+
+    def _restart(self, now: int) -> None:
+        super()._restart(now)
+        self.txn = self.service(now)
+
+
+class CheckAfterResolution(_TxnServiceSwapped):
+    """apache/rocketmq#1517 (4.5.2) and #8003 (4.3.2): halves already committed or rolled back
+    are checked back: the check round does not see the op written shortly before it."""
+
+    service = _StaleOps
+
+
+class DiscardBeforeCheckMax(_TxnServiceSwapped):
+    """apache/rocketmq#8311 (4.4.0 ~ develop, bug 2): TRANSACTION_CHECK_TIMES grows on passes
+    that send no check, so a half is discarded to TRANS_CHECK_MAX_TIME_TOPIC before
+    transactionCheckMax checks were really sent (here: each check counts twice)."""
+
+    service = _DoubleCounted
+
+
+class DelayProgressNotPersistedOnShutdown(ModelBroker):
+    """apache/rocketmq#3473: the schedule offsets are not persisted when ScheduleMessageService
+    shuts down, so a clean restart delivers delayed messages again (fixed by PR #3478)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def tick(self):
+        # the persist timer runs on its own schedule, before the deliveries due at this instant
+        self.schedule.maybe_persist(self.clock.now(), self.config.flush_delay_offset_interval_ms)
+        return super().tick()
+
+    def close(self) -> None:
+        saved = self.schedule.persist
+        self.schedule.persist = lambda now: None  # type: ignore[method-assign]
+        try:
+            super().close()
+        finally:
+            self.schedule.persist = saved  # type: ignore[method-assign]
+
+
+class DelayReplayedAfterRestart(ModelBroker):
+    """apache/rocketmq#6881 (4.9.1 → 5.1.1): the periodic persist ran before the delay offsets
+    were loaded and overwrote delayOffset.json, so after the restart every delayed message
+    was replayed (here: the reopened broker finds the delay progress empty)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def reopen(self) -> None:
+        self.schedule.persisted = {}
+        super().reopen()
+
+
+class OffsetsLostOnRestart(ModelBroker):
+    """alibaba/rocketmq#28 (3.1.9): restarting the broker master made consumers consume again
+    what they had consumed: the committed offsets did not survive the restart (here: the
+    shutdown does not persist them, the last periodic persist comes back)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def close(self) -> None:
+        saved = self.offsets.persist
+        self.offsets.persist = lambda: None  # type: ignore[method-assign]
+        try:
+            super().close()
+        finally:
+            self.offsets.persist = saved  # type: ignore[method-assign]
+
+
+class DelayOffsetNotCorrected(ModelBroker):
+    """apache/rocketmq#1869 (fixed by PR #3358, correctDelayOffset): a delay offset in
+    delayOffset.json past its schedule queue is used as is, so the delayed messages stored
+    at the positions below it are never delivered (here: after a power loss truncated a
+    schedule queue)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def recover(self, survivors: int | None = None) -> None:
+        # the power loss takes everything not flushed (the case where the saved progress is past the queue)
+        super().recover(self.recovery_choices()[0] if survivors is None else survivors)
+
+    def _restart(self, now: int) -> None:
+        super()._restart(now)
+        self.schedule.progress = dict(self.schedule.persisted)
+
+
+class FlushFailureAcked(ModelBroker):
+    """apache/rocketmq#2706 (4.8.0, still in 4.9.3 per #4306): a failed force() is only logged,
+    the flushed position still advances and SEND_OK (SYNC_FLUSH) is still returned, so messages
+    acknowledged as durable — or flushed — are lost when the power fails (here: from the 3rd
+    record on the disk silently stops persisting)."""
+
+    FAIL_FROM = 3
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def recover(self, survivors: int | None = None) -> None:
+        if survivors is None and self.durability.crash_kind == "power":  # SYNC, or ASYNC after a flush()
+            keep = min(len(self.store.records), self.FAIL_FROM - 1)
+            self.durability.flushed = min(self.durability.flushed, keep)
+            super().recover(survivors=keep)
+            return
+        super().recover(survivors)
+
+
+class LockRenewalNotRecorded(Wrapped):
+    """rocketmq-client-go#1080: lockAll renewed the lock but not its last-lock timestamp, so a
+    lock the holder kept renewing expired (here, on the broker: a renewal by the holder does not
+    refresh last_update, and another client takes the queue 60 s after the first grant)."""
+
+    def lock_batch(self, group, client_id, mqs):
+        table = self.inner.locks
+        before = {mq: table.entries.get((group, mq)) for mq in mqs}
+        granted = self.inner.lock_batch(group, client_id, mqs)
+        for mq in granted:
+            prev = before.get(mq)
+            if prev is not None and prev.client_id == client_id:
+                table.entries[(group, mq)] = prev  # the renewal is not recorded
+        return granted
+
+
 def _factory(cls: type[Wrapped]) -> Callable[..., Any]:
     def make(clock: Any, config: Any, workdir: Any = None) -> Wrapped:
         return cls(clock, config, workdir)
@@ -216,7 +419,32 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "duplicate_delivery": _factory(DuplicateDelivery),
 }
 
-__all__ = ["BROKEN", "Iterable", "MessageQueue"]
+REPLICAS: dict[str, Callable[..., Any]] = {
+    "dlq_through_schedule": _factory(DlqThroughSchedule),
+    "orderly_dlq_retried_forever": _factory(OrderlyDlqRetriedForever),
+    "check_after_resolution": _factory(CheckAfterResolution),
+    "discard_before_check_max": _factory(DiscardBeforeCheckMax),
+    "delay_progress_not_persisted_on_shutdown": _factory(DelayProgressNotPersistedOnShutdown),
+    "delay_replayed_after_restart": _factory(DelayReplayedAfterRestart),
+    "offsets_lost_on_restart": _factory(OffsetsLostOnRestart),
+    "delay_offset_not_corrected": _factory(DelayOffsetNotCorrected),
+    "flush_failure_acked": _factory(FlushFailureAcked),
+    "lock_renewal_not_recorded": _factory(LockRenewalNotRecorded),
+}
+ISSUES: dict[str, str] = {
+    "dlq_through_schedule": "apache/rocketmq#2724",
+    "orderly_dlq_retried_forever": "apache/rocketmq#6163",
+    "check_after_resolution": "apache/rocketmq#1517, #8003",
+    "discard_before_check_max": "apache/rocketmq#8311",
+    "delay_progress_not_persisted_on_shutdown": "apache/rocketmq#3473",
+    "delay_replayed_after_restart": "apache/rocketmq#6881",
+    "offsets_lost_on_restart": "alibaba/rocketmq#28",
+    "delay_offset_not_corrected": "apache/rocketmq#1869",
+    "flush_failure_acked": "apache/rocketmq#2706",
+    "lock_renewal_not_recorded": "apache/rocketmq-client-go#1080",
+}
+
+__all__ = ["BROKEN", "ISSUES", "REPLICAS", "Iterable", "MessageQueue"]
 
 # Importable as ``broken_brokers:commit_ignored`` for ``rmqspec check --broker`` (tests/cli/test_check_cli.py).
 commit_ignored = BROKEN["commit_ignored"]

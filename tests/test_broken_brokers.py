@@ -76,3 +76,12 @@ def test_caught_by_invariants_alone(name: str) -> None:
     result = _run(name, False, examples, steps)
     assert not result.passed, f"{name} was not caught without lockstep: {result.render()}"
     assert code in result.failure, result.failure
+
+
+@pytest.mark.parametrize("name", sorted(LOCKSTEP))
+def test_caught_in_lockstep_at_the_default_budget(name: str) -> None:
+    """Issue 14: the deep rules reach every broken rule within ``rmqspec conform``'s default
+    budget (40 examples × 30 steps), not only at the generous budgets above."""
+    result = check_conformance(BROKEN[name], settings=budget_settings(shrink=False))
+    assert not result.passed, f"{name} was not caught at the default budget: {result.render()}"
+    assert LOCKSTEP_NEEDLE in result.failure, result.failure

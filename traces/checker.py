@@ -27,8 +27,8 @@ from rmqspec.properties.codes import (
     VIOLATION_CODES,
     AuditParams,
 )
-from rmqspec.traces import checks_delivery, checks_lock, checks_order, checks_retry, checks_txn
-from rmqspec.traces.checks_common import NEEDS, Finding, Trace
+from rmqspec.traces import checks_delivery, checks_lifecycle, checks_lock, checks_order, checks_retry, checks_txn
+from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY, Finding, Trace, unknown_statuses
 from rmqspec.traces.errors import Rejected
 from rmqspec.traces.validate import check_row, readable_seq
 
@@ -66,6 +66,11 @@ DETECTORS: tuple[Detector, ...] = (
     checks_txn.detect_txn_double_resolved,
     checks_txn.detect_txn_checks,
     checks_txn.detect_txn_unresolved,
+    checks_lifecycle.detect_txn_check_after_resolved,
+    checks_lifecycle.detect_txn_discard_early,
+    checks_lifecycle.detect_dlq_delayed,
+    checks_lifecycle.detect_schedule_duplicated,
+    checks_lifecycle.detect_offset_lost,
 )
 
 
@@ -116,13 +121,21 @@ def validate(rows: Iterable[Any]) -> tuple[list[dict[str, Any]], list[Rejected]]
     return good, bad
 
 
-def not_judged_reasons(has_drain: bool, lacking: Mapping[tuple[str, str], int]) -> dict[str, str]:
-    """code -> why it was (partly) not judged, from the drain and the rows lacking fields.
+def not_judged_reasons(
+    has_drain: bool,
+    lacking: Mapping[tuple[str, str], int],
+    unknown: Mapping[tuple[str, str], int] | None = None,
+) -> dict[str, str]:
+    """code -> why it was (partly) not judged, from the drain, the rows lacking fields
+    and the rows with a status the code's rules do not know.
 
     ``lacking[(code, event)]`` counts the rows of ``event`` lacking a field
-    ``NEEDS[code]`` lists for it. The Spark audit uses the same wording.
+    ``NEEDS[code]`` lists for it; ``unknown[(event, status)]`` counts the rows
+    of ``event`` whose status is outside ``STATUS_VOCABULARY[event]``. The
+    Spark audit uses the same wording.
     """
     out: dict[str, str] = {}
+    unknown = unknown or {}
     for code in VIOLATION_CODES:
         parts = []
         if code in NEEDS_DRAIN and not has_drain:
@@ -131,6 +144,9 @@ def not_judged_reasons(has_drain: bool, lacking: Mapping[tuple[str, str], int]) 
             n = lacking.get((code, event), 0)
             if n:
                 parts.append(f"{n} {event} row(s) lack one of {','.join(fields)}")
+        for (event, status), n in sorted(unknown.items()):
+            if n and code in STATUS_VOCABULARY[event][1]:
+                parts.append(f"{n} {event} row(s) with unknown status {status!r}")
         if parts:
             out[code] = "; ".join(parts)
     return out
@@ -184,7 +200,7 @@ def check(
         observations=tuple(sorted(observations, key=order)),
         events_read=len(raw),
         rows_rejected=len(rejected),
-        not_judged=not_judged_reasons(has_drain, _lacking(good)),
+        not_judged=not_judged_reasons(has_drain, _lacking(good), unknown_statuses(good)),
         rejected=tuple(rejected),
     )
 

@@ -99,6 +99,19 @@ CASES: tuple[Case, ...] = (
         (("LOST", (5, 12)),),
     ),
     Case(
+        "LOST: a send answered with the response code SUCCESS is acknowledged; an unknown status is not",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SUCCESS
+        6 store t=2000 topic=T q=0 off=1 key=K2
+        7 send t=2100 topic=T q=0 key=K3 st=OK
+        8 store t=2100 topic=T q=0 off=2 key=K3
+        9 send t=2200 topic=T q=0 key=K4 st=SYSTEM_BUSY
+        10 drain t=9000
+        """,
+        (("LOST", (5, 10)),),
+    ),
+    Case(
         "LOST of a committed transaction (topic from the COMMIT)",
         _CONSUMED
         + """
@@ -137,6 +150,25 @@ CASES: tuple[Case, ...] = (
         9 send_back t=40060 g=G topic=%RETRY%G q=0 off=1 key=K1 rt=3 lvl=5 due=99999 st=RETRY
         """,
         (("RETRY_EARLY", (7, 8)), ("RETRY_EARLY", (9,))),
+    ),
+    Case(
+        "RETRY_EARLY: two copies share a key (duplicate COMMIT): each retry is judged against the "
+        "earliest-due send-back, never the latest",
+        """
+        0 txn_half t=0 topic=T key=K1 txn=K1
+        1 txn_end t=10 topic=T key=K1 txn=K1 st=COMMIT
+        2 txn_end t=20 topic=T key=K1 txn=K1 st=COMMIT
+        3 deliver t=30 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        4 deliver t=30 g=G topic=T q=0 off=1 key=K1 c=C1 rt=0
+        5 send_back t=40 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=1 due=1040 st=RETRY
+        6 send_back t=40 g=G topic=T q=0 off=1 key=K1 rt=1 lvl=2 due=5040 st=RETRY
+        7 deliver t=1040 g=G topic=%RETRY%G q=0 off=0 key=K1 c=C1 rt=1
+        8 deliver t=5040 g=G topic=%RETRY%G q=0 off=1 key=K1 c=C1 rt=1
+        9 send_back t=6000 g=G topic=%RETRY%G q=0 off=0 key=K1 rt=2 lvl=3 due=16000 st=RETRY
+        10 send_back t=6000 g=G topic=%RETRY%G q=0 off=1 key=K1 rt=2 lvl=3 due=16000 st=RETRY
+        11 deliver t=15999 g=G topic=%RETRY%G q=0 off=2 key=K1 c=C1 rt=2
+        """,
+        (("RETRY_EARLY", (9, 11)), ("DUPLICATE_COMMIT", (1, 2))),
     ),
     Case(
         "DLQ_EARLY / DLQ_MISSED at the default max 16 and a per-group max 2",
@@ -281,21 +313,26 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
-        "TXN_DOUBLE_RESOLVED and DUPLICATE_COMMIT",
+        "TXN_DOUBLE_RESOLVED and DUPLICATE_COMMIT; a discard after the COMMIT leaves it committed",
         """
         0 txn_half t=0 topic=H key=X1 txn=X1
         1 txn_end t=10 key=X1 txn=X1 st=COMMIT
         2 txn_end t=20 key=X1 txn=X1 st=COMMIT
         3 txn_end t=30 key=X1 txn=X1 st=ROLLBACK
         4 txn_half t=40 topic=H key=X2 txn=X2
-        5 txn_discard t=50 key=X2 txn=X2
-        6 txn_end t=60 key=X2 txn=X2 st=UNKNOWN
-        7 txn_end t=70 key=X2 txn=X2 st=ROLLBACK
+        5 txn_discard t=259200050 key=X2 txn=X2
+        6 txn_end t=259200060 key=X2 txn=X2 st=UNKNOWN
+        7 txn_end t=259200070 key=X2 txn=X2 st=ROLLBACK
+        8 txn_half t=259200080 topic=H key=X3 txn=X3
+        9 txn_end t=259200090 key=X3 txn=X3 st=COMMIT
+        10 txn_discard t=518400090 key=X3 txn=X3
+        11 txn_end t=518400100 key=X3 txn=X3 st=COMMIT
         """,
         (
             ("DUPLICATE_COMMIT", (1, 2)),
             ("TXN_DOUBLE_RESOLVED", (1, 3)),
             ("TXN_DOUBLE_RESOLVED", (5, 7)),
+            ("DUPLICATE_COMMIT", (9, 11)),
         ),
     ),
     Case(
@@ -326,10 +363,135 @@ CASES: tuple[Case, ...] = (
         2 txn_half t=0 topic=H key=X3 txn=X3
         3 txn_end t=10 key=X1 txn=X1 st=UNKNOWN
         4 txn_end t=20 key=X2 txn=X2 st=ROLLBACK
-        5 txn_discard t=30 key=X3 txn=X3
-        6 drain t=100
+        5 txn_discard t=259200001 key=X3 txn=X3
+        6 drain t=259200100
         """,
         (("TXN_UNRESOLVED", (0, 6)),),
+    ),
+    Case(
+        "LOST: after a power loss, a send at a reused queue position below the group's committed "
+        "offset may be skipped; one at or above it, or of another group, may not",
+        """
+        0 send t=0 topic=T q=0 off=0 key=A1
+        1 deliver t=10 g=G topic=T q=0 off=0 key=A1 c=C1 rt=0
+        2 consume t=20 g=G topic=T q=0 off=0 key=A1 c=C1 st=SUCCESS
+        3 commit_offset t=30 g=G topic=T q=0 off=1
+        4 crash t=40 st=power
+        5 recover t=50
+        6 send t=60 topic=T q=0 off=0 key=A2
+        7 send t=70 topic=T q=0 off=1 key=A3
+        8 deliver t=80 g=H topic=T q=0 off=1 key=A3 c=C2 rt=0
+        9 drain t=90
+        """,
+        (("LOST", (0, 9)), ("LOST", (6, 9)), ("LOST", (7, 9)), ("LOST", (7, 9))),
+    ),
+    Case(
+        "TXN_UNRESOLVED: after a power loss, a half at a reused half-queue position below the saved "
+        "check progress may be skipped; one above it, or after a kill, may not",
+        """
+        0 txn_half t=0 topic=H q=0 off=0 key=X1 txn=X1
+        1 txn_half t=0 topic=H q=0 off=1 key=X2 txn=X2
+        2 txn_check t=60000 topic=H off=2 key=X1 txn=X1
+        3 txn_end t=60010 key=X1 txn=X1 st=COMMIT
+        4 txn_end t=60020 key=X2 txn=X2 st=COMMIT
+        5 crash t=70000 st=kill
+        6 recover t=70001
+        7 txn_half t=70002 topic=H q=0 off=3 key=X3 txn=X3
+        8 crash t=80000 st=power
+        9 recover t=80001
+        10 txn_half t=80002 topic=H q=0 off=0 key=X4 txn=X4
+        11 txn_half t=80003 topic=H q=0 off=3 key=X5 txn=X5
+        12 txn_half t=80004 topic=H q=0 off=4 key=X6 txn=X6
+        13 drain t=99000
+        """,
+        (("TXN_UNRESOLVED", (7, 13)), ("TXN_UNRESOLVED", (12, 13))),
+    ),
+    Case(
+        "TXN_CHECK_AFTER_RESOLVED: the copy an op named is not checked again; a re-put copy the "
+        "op did not name may be; a copy with no op may be checked after a crash repeats its number",
+        """
+        0 txn_half t=0 topic=T off=0 key=X1 txn=X1
+        1 txn_half t=0 topic=T off=1 key=X2 txn=X2
+        2 txn_end t=1000 key=X1 txn=X1 st=COMMIT off=0
+        3 txn_check t=60000 key=X1 txn=X1 off=2 detail={"check_times":1}
+        4 txn_check t=60000 key=X2 txn=X2 off=3 detail={"check_times":1}
+        5 txn_end t=60010 key=X2 txn=X2 st=COMMIT off=1
+        6 txn_check t=120000 key=X2 txn=X2 off=4 detail={"check_times":2}
+        7 crash t=120001 st=kill
+        8 recover t=120002
+        9 txn_check t=180000 key=X2 txn=X2 off=5 detail={"check_times":2}
+        10 txn_half t=180000 topic=T off=6 key=X3 txn=X3
+        11 txn_end t=181000 key=X3 txn=X3 st=ROLLBACK off=6
+        12 txn_check t=240000 key=X3 txn=X3 off=7 detail={"check_times":"1"}
+        """,
+        (("TXN_CHECK_AFTER_RESOLVED", (2, 3)), ("TXN_CHECK_AFTER_RESOLVED", (11, 12))),
+    ),
+    Case(
+        "TXN_DISCARD_EARLY: a discard before checkMax checks; at checkMax (a repeated number "
+        "counts once) or past fileReservedTime it is fine",
+        """
+        0 txn_half t=0 key=Y1 txn=Y1
+        1 txn_half t=0 key=Y2 txn=Y2
+        2 txn_half t=0 key=Y3 txn=Y3
+        3 txn_check t=60000 key=Y1 txn=Y1 detail={"check_times":1}
+        4 txn_check t=60000 key=Y1 txn=Y1 detail={"check_times":1}
+        5 txn_discard t=120000 key=Y1 txn=Y1
+        6 txn_discard t=259200000 key=Y2 txn=Y2
+        7 txn_discard t=259200001 key=Y3 txn=Y3
+        """,
+        (("TXN_DISCARD_EARLY", (0, 5)), ("TXN_DISCARD_EARLY", (1, 6))),
+    ),
+    Case(
+        "DLQ_DELAYED: a DLQ copy a delay level after its send-back; at once, 999 ms, in "
+        "another group, or recorded before its own DLQ send-back (as brokers record it: not "
+        "paired with an older RETRY or DLQ send-back) it is fine",
+        """
+        0 send_back t=1000 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=-1 st=DLQ
+        1 store t=1000 topic=%DLQ%G q=0 off=0 key=K1 rt=1
+        2 send_back t=2000 g=G topic=T q=0 off=1 key=K2 rt=17 lvl=0 st=DLQ
+        3 store t=2999 topic=%DLQ%G q=0 off=1 key=K2 rt=17
+        4 send_back t=3000 g=G topic=T q=0 off=2 key=K3 rt=17 lvl=0 st=DLQ
+        5 store t=4000 topic=%DLQ%G q=0 off=2 key=K3 rt=17
+        6 store t=9000 topic=%DLQ%H q=0 off=0 key=K3 rt=17
+        7 send_back t=10000 g=G topic=T q=0 off=3 key=K4 rt=3 lvl=3 st=RETRY
+        8 store t=80000 topic=%DLQ%G q=0 off=3 key=K4 rt=17
+        9 send_back t=80000 g=G topic=T q=0 off=4 key=K4 rt=17 lvl=0 st=DLQ
+        10 store t=200000 topic=%DLQ%G q=0 off=4 key=K4 rt=17
+        11 send_back t=200000 g=G topic=T q=0 off=5 key=K4 rt=17 lvl=0 st=DLQ
+        """,
+        (("DLQ_DELAYED", (4, 5)),),
+    ),
+    Case(
+        "SCHEDULE_DUPLICATED: a second fire without a crash between; after a crash it is fine",
+        """
+        0 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=K1 lvl=1 due=1000
+        1 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=1 key=K2 lvl=1 due=1000
+        2 schedule_fire t=1000 topic=T q=0 key=K1 rt=0
+        3 schedule_fire t=1000 topic=T q=0 key=K2
+        4 recover t=1500 st=REOPEN
+        5 schedule_fire t=2000 topic=T q=0 key=K1 rt=0
+        6 crash t=2500 st=kill
+        7 recover t=2600
+        8 schedule_fire t=3000 topic=T q=0 key=K2 rt=0
+        9 store t=4000 topic=SCHEDULE_TOPIC_XXXX q=1 off=0 key=K1 rt=1 lvl=2 due=9000
+        10 schedule_fire t=9000 topic=%RETRY%G q=0 key=K1 rt=1
+        """,
+        (("SCHEDULE_DUPLICATED", (2, 5)),),
+    ),
+    Case(
+        "OFFSET_LOST: a clean restart loses a commit; after a crash, or when equal, it is fine",
+        """
+        0 commit_offset t=1000 g=G topic=T q=0 off=5
+        1 commit_offset t=1000 g=G topic=T q=1 off=7
+        2 recover t=2000 st=REOPEN
+        3 commit_offset t=2001 g=G topic=T q=0 off=3 st=RESTORED
+        4 commit_offset t=2001 g=G topic=T q=1 off=7 st=RESTORED
+        5 commit_offset t=3000 g=G topic=T q=1 off=9
+        6 crash t=4000 st=kill
+        7 recover t=4001
+        8 commit_offset t=4002 g=G topic=T q=1 off=8 st=RESTORED
+        """,
+        (("OFFSET_LOST", (0, 3)),),
     ),
     Case(
         "Observations: DUPLICATED and RECOVERED",

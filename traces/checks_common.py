@@ -15,9 +15,13 @@ Conventions both sides share (also in ``spark/README.md`` under "Rules"):
 - ``seqs``: proving event(s) first, the offending row's seq last.
 - A row lacking a field a rule needs is ignored by that rule and counted in
   ``not_judged`` (``NEEDS`` below).
-- An acknowledged ``send`` has a null status or one of RocketMQ's
-  ``SendStatus`` values; any other status (``FAILED``, ``TIMEOUT``…) marks a
-  send the producer never saw acknowledged.
+- An acknowledged ``send`` has a null status, the response code ``SUCCESS``
+  or one of RocketMQ's ``SendStatus`` values; ``FAILED``, ``TIMEOUT`` and
+  the other response codes mark a send the producer never saw acknowledged.
+- Status vocabularies (``STATUS_VOCABULARY``): a row whose status is not
+  one its event's rules know is judged as the rules' "other" case (a send
+  not acknowledged…) and counted per value in ``not_judged`` of those rules
+  (``unknown_statuses``) — never a silent skip.
 - ``deliver`` / ``consume`` / ``send_back`` name the stored copy
   (retry copies live in ``%RETRY%{group}``); ``commit_offset`` carries the
   committed offset in ``queue_offset``.
@@ -34,18 +38,50 @@ Conventions both sides share (also in ``spark/README.md`` under "Rules"):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from rmqspec.model.results import ResponseCode, SendStatus
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DLQ_PREFIX = "%DLQ%"
-ACKED_SEND_STATUSES: frozenset[str] = frozenset(
-    {"SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}
+# SendStatus values (SPEC §2 SendResult) and the response code SUCCESS (SPEC §2
+# lists response codes as send results; SUCCESS is what the broker answers a
+# stored message with).
+ACKED_SEND_STATUSES: frozenset[str] = frozenset({*(s.value for s in SendStatus), ResponseCode.SUCCESS.name})
+# Statuses of a send the producer did not see acknowledged: the client's own
+# failures and every other response code.
+FAILED_SEND_STATUSES: frozenset[str] = frozenset(
+    {"FAILED", "TIMEOUT", *(c.name for c in ResponseCode if c.name not in ACKED_SEND_STATUSES)}
 )
+# event -> (the status values its rules know, the codes whose rules read that
+# status). A non-null status outside the set is judged as the rules' "other"
+# case and reported in those codes' ``not_judged`` with its count and value.
+STATUS_VOCABULARY: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "send": (ACKED_SEND_STATUSES | FAILED_SEND_STATUSES, (Code.LOST,)),
+    "send_back": (
+        frozenset({"RETRY", "DLQ"}),
+        (Code.LOST, Code.RETRY_EARLY, Code.DLQ_EARLY, Code.DLQ_MISSED, Code.DLQ_DELAYED),
+    ),
+    "lock": (
+        frozenset({"GRANTED", "DENIED"}),
+        (Code.ORDER_KEY_REORDERED, Code.LOCK_OVERLAP, Code.ORDERLY_WITHOUT_LOCK),
+    ),
+    "txn_end": (
+        frozenset({"COMMIT", "ROLLBACK", "UNKNOWN"}),
+        (
+            Code.LOST,
+            Code.TXN_VISIBLE_BEFORE_COMMIT,
+            Code.TXN_ROLLBACK_VISIBLE,
+            Code.TXN_DOUBLE_RESOLVED,
+            Code.TXN_UNRESOLVED,
+            Code.TXN_CHECK_AFTER_RESOLVED,
+        ),
+    ),
+}
 KEY_COLUMNS: tuple[str, ...] = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
 
 # code -> ((event, fields the rule needs on that event), ...). A row of that
@@ -87,6 +123,11 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Code.TXN_CHECK_EARLY: (("txn_check", ("txn_id",)),),
     Code.TXN_CHECK_EXCEEDED: (("txn_check", ("txn_id",)),),
     Code.TXN_UNRESOLVED: (("txn_half", ("txn_id",)),),
+    Code.TXN_CHECK_AFTER_RESOLVED: (("txn_check", ("txn_id", "queue_offset")),),
+    Code.TXN_DISCARD_EARLY: (("txn_discard", ("txn_id",)),),
+    Code.DLQ_DELAYED: (("send_back", ("group", "msg_key")),),
+    Code.SCHEDULE_DUPLICATED: (("schedule_fire", ("msg_key",)),),
+    Code.OFFSET_LOST: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
 }
 
 
@@ -115,8 +156,19 @@ def keys_of(row: Mapping[str, Any], *names: str) -> dict[str, Any]:
 
 
 def acked_send(row: Mapping[str, Any]) -> bool:
-    """A ``send`` the producer saw acknowledged (null status or a SendStatus value)."""
+    """A ``send`` the producer saw acknowledged (null status, SUCCESS or a SendStatus value)."""
     return row["status"] is None or row["status"] in ACKED_SEND_STATUSES
+
+
+def unknown_statuses(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """(event, status) -> rows whose non-null status the event's rules do not know."""
+    out: dict[tuple[str, str], int] = {}
+    for row in rows:
+        vocabulary = STATUS_VOCABULARY.get(row["event"])
+        status = row.get("status")
+        if vocabulary is not None and status is not None and status not in vocabulary[0]:
+            out[(row["event"], status)] = out.get((row["event"], status), 0) + 1
+    return out
 
 
 def has(row: Mapping[str, Any], *fields: str) -> bool:

@@ -45,6 +45,34 @@ def _acknowledged(trace: Trace) -> dict[tuple[str, str], int]:
     return acked
 
 
+def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
+    """(group, msg_key) a group may never see: a ``send`` (not delayed) or ``store`` of the key at a
+    queue_offset below a ``commit_offset`` of that group on that queue from before an earlier
+    ``crash`` (consumer offsets are persisted apart from the commitlog: after a power loss the
+    truncated queue reuses positions the group already passed, apache/rocketmq#8239 and
+    docs/fidelity.md T2). Positions below a committed offset exist only after a truncation."""
+    crashes = 0
+    commits: dict[tuple[Any, Any], dict[Any, list[tuple[int, int]]]] = {}
+    out: set[tuple[Any, Any]] = set()
+    for _, row in trace.of("crash", "commit_offset", "send", "store"):
+        ev = row["event"]
+        if ev == "crash":
+            crashes += 1
+        elif row["queue_offset"] is None or row["topic"] is None or row["queue_id"] is None:
+            continue
+        elif ev == "send" and row["delay_level"]:
+            continue  # a delayed send's queue_offset is its SCHEDULE_TOPIC_XXXX copy's
+        elif ev == "commit_offset":
+            if row["group"] is not None:
+                by_group = commits.setdefault((row["topic"], row["queue_id"]), {})
+                by_group.setdefault(row["group"], []).append((crashes, row["queue_offset"]))
+        elif row["msg_key"] is not None:
+            for group, seen in commits.get((row["topic"], row["queue_id"]), {}).items():
+                if any(c < crashes and offset > row["queue_offset"] for c, offset in seen):
+                    out.add((group, row["msg_key"]))
+    return out
+
+
 def detect_lost(trace: Trace) -> Iterator[Finding]:
     """LOST: an acknowledged message a group never consumed nor dead-lettered.
 
@@ -54,13 +82,14 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     before the drain. Not judged without ``drain``. Groups consuming a topic
     are those seen delivering/consuming it plus configured subscriptions.
     A msg_key listed in a ``crash``'s ``detail.at_risk`` (written after the
-    last flush of an ASYNC broker that lost power) may be lost: not judged.
+    last flush of an ASYNC broker that lost power) may be lost: not judged;
+    nor a (group, msg_key) ``skipped_by_saved_offsets`` names.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """
     drain = trace.drain_seq
     if drain is None:
         return
-    done: set[tuple[str, str]] = set()
+    done: set[tuple[str, str]] = set(skipped_by_saved_offsets(trace))
     for _, row in trace.of("consume", "send_back"):
         if row["seq"] > drain or not has(row, "group", "msg_key"):
             continue

@@ -21,9 +21,13 @@ def detect_retry_early(trace: Trace) -> Iterator[Finding]:
     """RETRY_EARLY: a retry came back before its level's delay.
 
     SPEC §8.1 / §4.2: (a) a ``deliver`` of a retry copy (group, msg_key,
-    reconsume_times r ≥ 1) with ts before the ``deliver_ts`` of the latest
-    earlier ``send_back`` RETRY with the same (group, msg_key,
-    reconsume_times) — seqs = [send_back, deliver]; (b) a ``send_back``
+    reconsume_times r ≥ 1) with ts before the ``deliver_ts`` of the
+    earliest-due earlier ``send_back`` RETRY with the same (group, msg_key,
+    reconsume_times) — seqs = [send_back, deliver]. Several send-backs can
+    share that key (a duplicate COMMIT writes a second copy; a crash makes a
+    copy be consumed and sent back again), each creating its own retry copy;
+    none of those copies can come before the earliest is due, so pairing a
+    retry with the *latest* send-back would cry wolf; (b) a ``send_back``
     RETRY (delay_level ≥ 1) whose ``deliver_ts − ts`` is shorter than
     ``delay(level)`` (``SendMessageProcessor``: level 0 → 3 + reconsume_times,
     then ``ScheduleMessageService``) — seqs = [send_back].
@@ -46,7 +50,9 @@ def detect_retry_early(trace: Trace) -> Iterator[Finding]:
                         f"level {row['delay_level']} needs {delay} ms",
                     )
             if has(row, "group", "msg_key", "reconsume_times", "deliver_ts"):
-                created[(row["group"], row["msg_key"], row["reconsume_times"])] = row
+                key = (row["group"], row["msg_key"], row["reconsume_times"])
+                if key not in created or row["deliver_ts"] < created[key]["deliver_ts"]:
+                    created[key] = row
         elif has(row, "group", "msg_key", "reconsume_times") and row["reconsume_times"] >= 1:
             back = created.get((row["group"], row["msg_key"], row["reconsume_times"]))
             if back is not None and row["ts"] < back["deliver_ts"]:

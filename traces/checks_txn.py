@@ -66,9 +66,13 @@ def detect_txn_double_resolved(trace: Trace) -> Iterator[Finding]:
     """TXN_DOUBLE_RESOLVED (and the DUPLICATE_COMMIT observation).
 
     SPEC §8.1 / §4.6: a transaction with both COMMIT and ROLLBACK, or
-    resolved after ``txn_discard``. Each COMMIT after a ROLLBACK or discard,
-    and each ROLLBACK after a COMMIT or discard, is offending;
-    seqs = [first earlier conflicting resolution, offending txn_end].
+    resolved after ``txn_discard``. Each COMMIT after a ROLLBACK, each
+    ROLLBACK after a COMMIT, and each resolution after a discard that no
+    resolution preceded, is offending; seqs = [first earlier conflicting
+    resolution or that discard, offending txn_end]. A transaction committed
+    before a discard stays committed: RocketMQ 4.9 discards the newest re-put
+    copy of a half when the COMMIT named an older one, and a later duplicate
+    COMMIT is only DUPLICATE_COMMIT.
     A COMMIT after a COMMIT is the DUPLICATE_COMMIT observation
     (RocketMQ 4.9 does not de-duplicate END_TRANSACTION);
     seqs = [first COMMIT, later COMMIT].
@@ -83,7 +87,10 @@ def detect_txn_double_resolved(trace: Trace) -> Iterator[Finding]:
             continue
         if kind != "DISCARD":
             opposite = "ROLLBACK" if kind == "COMMIT" else "COMMIT"
-            earlier = [first[(txn, k)] for k in (opposite, "DISCARD") if (txn, k) in first]
+            earlier = [first[(txn, opposite)]] if (txn, opposite) in first else []
+            discard = first.get((txn, "DISCARD"))
+            if discard is not None and not any(first.get((txn, k), discard) < discard for k in ("COMMIT", "ROLLBACK")):
+                earlier.append(discard)
             keys = keys_of(row, "txn_id", "msg_key")
             if earlier:
                 yield violation(
@@ -148,6 +155,30 @@ def detect_txn_checks(trace: Trace) -> Iterator[Finding]:
             )
 
 
+def skipped_halves(trace: Trace) -> set[str]:
+    """txn_ids of halves the check service may never see after a power loss.
+
+    RocketMQ 4.9.8 persists the check progress (a consumer offset on the half
+    queue) apart from the commitlog: after an ASYNC broker's power loss it may
+    point past the truncated half queue, and halves sent afterwards at reused
+    positions below it are skipped (docs/fidelity.md). A ``txn_half`` whose
+    queue_offset is below 1 + the highest half-queue position (``txn_half`` or
+    ``txn_check`` queue_offset) seen before an earlier ``crash`` with status
+    ``power`` is exempt; without reused positions nothing is.
+    """
+    seen, bound = -1, -1
+    out: set[str] = set()
+    for _, row in trace.of("txn_half", "txn_check", "crash"):
+        if row["event"] == "crash":
+            if row["status"] == "power":
+                bound = max(bound, seen + 1)
+        elif row["queue_offset"] is not None:
+            if row["event"] == "txn_half" and row["queue_offset"] < bound and row["txn_id"] is not None:
+                out.add(row["txn_id"])
+            seen = max(seen, row["queue_offset"])
+    return out
+
+
 def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     """TXN_UNRESOLVED: a half neither committed, rolled back nor discarded by the drain.
 
@@ -156,11 +187,12 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     ``txn_discard`` of its txn_id before the drain. Not judged without
     ``drain``, nor for a half whose msg_key a ``crash`` lists in
     ``detail.at_risk`` (an unflushed half may vanish with an ASYNC broker's
-    power loss). seqs = [txn_half, drain].
+    power loss), nor for one ``skipped_halves`` names. seqs = [txn_half, drain].
     """
     drain = trace.drain_seq
     if drain is None:
         return
+    skipped = skipped_halves(trace)
     resolved = {
         r["txn_id"]
         for _, r in trace.of("txn_end", "txn_discard")
@@ -169,7 +201,8 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
         and (r["event"] == "txn_discard" or r["status"] in ("COMMIT", "ROLLBACK"))
     }
     for txn, half in sorted(_halves(trace, "txn_id").items(), key=lambda kv: kv[1]["seq"]):
-        if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk:
+        if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk \
+                and txn not in skipped:
             yield violation(
                 Code.TXN_UNRESOLVED,
                 (half["seq"], drain),

@@ -202,6 +202,7 @@ class Simulation:
         self.work = 0
         self.producing = True
         self.crash_guard = 0  # >0 while a crash-sensitive scenario runs
+        self.half_pos: dict[str, int] = {}  # txn key -> half-queue position of its latest copy
         self.down_until = -1
         self.clo = 0
         self.next_off: dict[tuple[str, int], int] = {}
@@ -611,8 +612,9 @@ class Simulation:
         qid = rng.randrange(cfg.queues)
         key = self._new_key(producer)
         half = self.store(HALF_TOPIC, 0, key, 0, producer[1], 0, txn=key)
+        self.half_pos[key] = half[3]
         self.rows.append(
-            (self.now, "txn_half", producer[0], producer[1], topic, qid, None, half[4], key,
+            (self.now, "txn_half", producer[0], producer[1], topic, qid, half[3], half[4], key,
              half[5], None, None, None, "SEND_OK", None, None, key, None)
         )
         txn = [producer, topic, qid, key, self.now, 0]  # …, half ts, checks so far
@@ -635,7 +637,7 @@ class Simulation:
     def _txn_end(self, txn: list, status: str, from_check: bool) -> None:
         producer, topic, qid, key = txn[0], txn[1], txn[2], txn[3]
         self.rows.append(
-            (self.now, "txn_end", producer[0], producer[1], topic, qid, None, None, key, None,
+            (self.now, "txn_end", producer[0], producer[1], topic, qid, self.half_pos.get(key), None, key, None,
              None, None, None, status, None, None, key,
              '{"from_check":true}' if from_check else '{"from_check":false}')
         )
@@ -661,8 +663,10 @@ class Simulation:
             )
             return
         txn[5] += 1
+        reput = self.store(HALF_TOPIC, 0, key, 0, producer[1], 0, txn=key)  # the re-put copy
+        self.half_pos[key] = reput[3]
         self.rows.append(
-            (self.now, "txn_check", BROKER, producer[1], topic, qid, None, None, key, None, None,
+            (self.now, "txn_check", BROKER, producer[1], topic, qid, reput[3], None, key, None, None,
              None, None, None, None, None, key, f'{{"check_times":{txn[5]}}}')
         )
         x = self.rng.random()
@@ -714,6 +718,19 @@ class Simulation:
             self._fire((sched, topic, qid, group, DUP, level, dts))
         for producer, key, where in in_flight:  # the producer retries with the same UNIQ_KEY
             self._send_normal(producer, DUP, key, where)
+
+    def clean_restart(self) -> None:
+        """A clean shutdown + reopen (an injected scenario's): nothing is lost — offsets and
+        delay progress are persisted on shutdown — and the lock table comes back empty.
+        Nothing happens while it is down; ``recover`` (status REOPEN) follows without a crash."""
+        self.down_until = self.now + self.cfg.crash_downtime_ms
+        self.push(self.down_until, self._reopened, None)
+
+    def _reopened(self, _arg: Any) -> None:
+        self.emit("recover", actor=BROKER, status="REOPEN")
+        for lane in self.olanes:
+            if lane.alive:
+                self._lock(lane, lane.client, True)
 
     # -- scenarios ---------------------------------------------------------------
     def start_scenario(self, gen: Generator[int, None, None]) -> None:

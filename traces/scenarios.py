@@ -47,6 +47,11 @@ VIOLATION_CODES: tuple[str, ...] = (
     "TXN_CHECK_EARLY",
     "TXN_CHECK_EXCEEDED",
     "TXN_UNRESOLVED",
+    "TXN_CHECK_AFTER_RESOLVED",
+    "TXN_DISCARD_EARLY",
+    "DLQ_DELAYED",
+    "SCHEDULE_DUPLICATED",
+    "OFFSET_LOST",
 )
 
 Steps = Generator[int, None, None]
@@ -105,11 +110,12 @@ class _Ctx:
     def consume(self, copy: tuple, status: str = "SUCCESS", client: str | None = None) -> int:
         return self.sim.emit("consume", status=status, **self._copy_fields(copy, client or self.c1))
 
-    def commit(self, topic: str, qid: int, offset: int, client: str | None = None) -> int:
+    def commit(self, topic: str, qid: int, offset: int, client: str | None = None,
+               status: str | None = None) -> int:
         cid = client or self.c1
         return self.sim.emit(
             "commit_offset", actor=cid, client_id=cid, group=self.group, topic=topic,
-            queue_id=qid, queue_offset=offset,
+            queue_id=qid, queue_offset=offset, status=status,
         )
 
     def send_back(self, copy: tuple, status: str, rt: int, level: int,
@@ -127,20 +133,24 @@ class _Ctx:
         return self.sim.emit(event, actor=client, client_id=client, group=self.group,
                              topic=self.topic, queue_id=qid)
 
-    def half(self) -> tuple[int, str]:
+    def half(self, positioned: bool = False) -> tuple[int, str]:
+        """A half (``positioned``: its row carries the half-queue position, ``self.half_pos``)."""
         key = self.sim.inj_key()
         _, copy = self.store(HALF_TOPIC, 0, key, 0, self.pgroup, txn=key)
+        self.half_pos = copy[3]
         seq = self.sim.emit(
             "txn_half", actor=self.producer, group=self.pgroup, topic=self.topic, queue_id=0,
             commitlog_offset=copy[4], msg_key=key, msg_id=copy[5], txn_id=key, status="SEND_OK",
+            queue_offset=copy[3] if positioned else None,
         )
         return seq, key
 
     def txn(self, event: str, key: str, status: str | None = None,
-            detail: dict[str, object] | None = None) -> int:
+            detail: dict[str, object] | None = None, position: int | None = None) -> int:
         actor = self.producer if event == "txn_end" else "broker"
         return self.sim.emit(event, actor=actor, group=self.pgroup, topic=self.topic,
-                             queue_id=0, msg_key=key, txn_id=key, status=status, detail=detail)
+                             queue_id=0, msg_key=key, txn_id=key, status=status, detail=detail,
+                             queue_offset=position)
 
     def truth(self, seqs: list[int], reason: str) -> None:
         self.sim.add_truth(self.code, seqs, reason)
@@ -421,6 +431,86 @@ def txn_unresolved(ctx: _Ctx) -> Steps:
     ctx.sim.add_truth_at_drain(ctx.code, [half], "half neither committed, rolled back nor discarded")
 
 
+def txn_check_after_resolved(ctx: _Ctx) -> Steps:
+    _, key = ctx.half(positioned=True)
+    pos = ctx.half_pos
+    yield ctx.sim.cfg.transaction_timeout_ms // 2
+    end = ctx.txn("txn_end", key, "COMMIT", {"from_check": False}, position=pos)
+    _, copy = ctx.store(ctx.topic, 0, key, 0, ctx.pgroup, txn=key)
+    yield ctx.sim.cfg.transaction_check_interval_ms
+    _, reput = ctx.store(HALF_TOPIC, 0, key, 0, ctx.pgroup, txn=key)
+    check = ctx.txn("txn_check", key, detail={"check_times": 1}, position=reput[3])
+    ctx.truth([end, check], "the half its COMMIT named was checked back")
+    yield 5
+    ctx.deliver(copy)
+    ctx.consume(copy)
+    ctx.commit(ctx.topic, 0, copy[3] + 1)
+
+
+def txn_discard_early(ctx: _Ctx) -> Steps:
+    half, key = ctx.half()
+    yield ctx.sim.cfg.transaction_timeout_ms + 1000
+    ctx.txn("txn_check", key, detail={"check_times": 1})
+    yield 5
+    ctx.txn("txn_end", key, "UNKNOWN", {"from_check": True})
+    yield ctx.sim.cfg.transaction_check_interval_ms
+    seq = ctx.txn("txn_discard", key)
+    ctx.truth([half, seq], f"discarded after 1 check, transactionCheckMax is {ctx.sim.cfg.transaction_check_max}")
+
+
+def dlq_delayed(ctx: _Ctx) -> Steps:
+    _, copy = ctx.send()
+    yield 5
+    ctx.deliver(copy)
+    ctx.consume(copy, "RECONSUME_LATER")
+    back = ctx.send_back(copy, "DLQ", 1, -1)
+    ctx.commit(ctx.topic, 0, 1)
+    yield ctx.delays[0]
+    seq, _ = ctx.store(f"%DLQ%{ctx.group}", 0, copy[0], 1, ctx.group)
+    ctx.truth([back, seq], "DLQ copy stored a delay level after its send-back")
+
+
+def schedule_duplicated(ctx: _Ctx) -> Steps:
+    key = ctx.sim.inj_key()
+    dts = ctx.sim.now + ctx.delays[0]
+    detail = f'{{"real_queue_id":0,"real_topic":"{ctx.topic}"}}'
+    _, sched = ctx.store(SCHEDULE_TOPIC, 0, key, 0, ctx.pgroup, dl=1, dts=dts, detail=detail)
+    ctx.sim.emit("send", actor=ctx.producer, group=ctx.pgroup, topic=ctx.topic, queue_id=0,
+                 msg_key=key, msg_id=sched[5], delay_level=1, status="SEND_OK")
+    yield dts - ctx.sim.now
+    fires = []
+    for _ in range(2):
+        fires.append(ctx.sim.emit("schedule_fire", actor="broker", group=ctx.pgroup, topic=ctx.topic,
+                                  queue_id=0, msg_key=key, msg_id=sched[5], reconsume_times=0,
+                                  delay_level=1, deliver_ts=dts))
+        _, copy = ctx.store(ctx.topic, 0, key, 0, ctx.pgroup)
+        if len(fires) == 1:
+            first = copy
+            yield 1000
+    ctx.truth(fires, "the scheduled copy fired twice without a crash")
+    yield 5
+    ctx.deliver(first)
+    ctx.consume(first)
+    ctx.commit(ctx.topic, 0, copy[3] + 1)
+
+
+def offset_lost(ctx: _Ctx) -> Steps:
+    _, k0 = ctx.send()
+    _, k1 = ctx.send()
+    yield 5
+    for copy in (k0, k1):
+        ctx.deliver(copy)
+        ctx.consume(copy)
+    committed = ctx.commit(ctx.topic, 0, 2)
+    yield 5
+    while ctx.sim.crash_guard > 1:  # no other lock/orderly scenario may straddle the restart
+        yield 1000
+    ctx.sim.clean_restart()
+    yield ctx.sim.cfg.crash_downtime_ms + 10
+    seq = ctx.commit(ctx.topic, 0, 1, status="RESTORED")
+    ctx.truth([committed, seq], "offset 1 restored after a clean restart, 2 was committed")
+
+
 SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDER_QUEUE_GAP": order_queue_gap,
     "ORDER_KEY_REORDERED": order_key_reordered,
@@ -440,6 +530,11 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "TXN_CHECK_EARLY": txn_check_early,
     "TXN_CHECK_EXCEEDED": txn_check_exceeded,
     "TXN_UNRESOLVED": txn_unresolved,
+    "TXN_CHECK_AFTER_RESOLVED": txn_check_after_resolved,
+    "TXN_DISCARD_EARLY": txn_discard_early,
+    "DLQ_DELAYED": dlq_delayed,
+    "SCHEDULE_DUPLICATED": schedule_duplicated,
+    "OFFSET_LOST": offset_lost,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES
 
@@ -447,7 +542,8 @@ assert tuple(SCENARIOS) == VIOLATION_CODES
 # Lock/orderly rules may be judged per epoch (the broker's lock table is lost
 # in a crash), so no crash is simulated while one of these scenarios runs.
 CRASH_SENSITIVE = frozenset(
-    {"LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT", "ORDER_KEY_REORDERED"}
+    {"LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT", "ORDER_KEY_REORDERED",
+     "SCHEDULE_DUPLICATED", "OFFSET_LOST"}
 )
 
 

@@ -227,3 +227,31 @@ def test_render_text_aligns_and_colors_only_when_asked() -> None:
     assert "LOST" in text and "e.g. seqs [4, 9]: K lost" in text
     colored = render_text(run, color=True)
     assert "\033[1;31m" in colored and "\033[1;32m" in colored
+
+
+def test_conformance_coverage_and_every_failure_reach_the_report() -> None:
+    """issue 14: the lifecycle coverage (every row, zeros marked), generation and shrinking times
+    and every distinct failure with its own program are in summary.json, the HTML and the table."""
+    from rmqspec.properties.coverage import ALL_TRANSITIONS, CoverageReport
+    from rmqspec.properties.program import Op
+    from rmqspec.properties.runner import FailureReport
+
+    report = CoverageReport.of({t: 2 for t in ALL_TRANSITIONS[1:]}, {"init": 1, "pull:FOUND": 4}, {"init"})
+    first = FailureReport("lockstep:send", "lockstep mismatch in send(T0/0): queue_offset", (Op.of("init"),),
+                          replays=9, seconds=0.5, shrunk=True)
+    second = FailureReport("raised:TypeError", "candidate raised TypeError in flush()", (Op.of("flush"),))
+    result = ConformanceResult(passed=False, examples=3, seconds=2.0, failure=first.message, program=first.program,
+                               failures=(first, second), generate_seconds=1.5, shrink_seconds=0.5,
+                               coverage_report=report)
+    section = ConformanceSection.from_result(result, steps=30)
+    body = json.loads(json.dumps(CheckRun(META, [proof()], section, audit(), PlotData()).to_json()))
+    conf = body["conformance"]
+    assert conf["coverage"]["reached"] == len(ALL_TRANSITIONS) - 1 and conf["coverage"]["results"] == {"pull:FOUND": 4}
+    assert [t["count"] for t in conf["coverage"]["transitions"]][:2] == [0, 2]
+    assert (conf["generate_seconds"], conf["shrink_seconds"]) == (1.5, 0.5)
+    assert [f["signature"] for f in conf["failures"]] == ["lockstep:send", "raised:TypeError"]
+    page = render_html(CheckRun(META, [proof()], section, audit(), PlotData()))
+    assert "Lifecycle coverage" in page and esc(ALL_TRANSITIONS[0]) in page and 'class="miss"' in page
+    assert "Failure 2 of 2" in page and "candidate raised TypeError" in page
+    text = render_text(CheckRun(META, [proof()], section, audit(), PlotData()))
+    assert f"{len(ALL_TRANSITIONS) - 1}/{len(ALL_TRANSITIONS)} lifecycle transitions" in text

@@ -176,6 +176,38 @@ def discard_after_max() -> Encoding:
     return _txn(decide, z_decide)
 
 
+def discard_one_early() -> Encoding:
+    """needDiscard compares ``checks >= check_max - 1``: one check too few."""
+
+    def decide(v, a):
+        age = a["now"] - v.born
+        if v.checks >= v.check_max - 1 or age > v.reserved:
+            return lc.DISCARD
+        return lc.SKIP_YOUNG if 0 <= age < v.immunity else lc.CHECK
+
+    def z_decide(v, a):
+        age = a["now"] - v["born"]
+        discard = z3.Or(v["checks"] >= v["check_max"] - 1, age > v["reserved"])
+        young = z3.And(z3.Not(discard), age >= 0, age < v["immunity"])
+        return {
+            lc.DISCARD: discard,
+            lc.SKIP_YOUNG: young,
+            lc.CHECK: z3.And(z3.Not(discard), z3.Not(young)),
+        }
+
+    return _txn(decide, z_decide)
+
+
+def dlq_scheduled() -> Encoding:
+    """A DLQ-routed send-back goes through the schedule topic (SCHEDULED, then a fire) instead of
+    straight to DEAD."""
+    rows = tuple(
+        attrs.evolve(t, target="SCHEDULED", effect="retry") if t.guard == "dlq" else t
+        for t in lc.MESSAGE.transitions
+    )
+    return attrs.evolve(ENCODINGS["message"], lifecycle=attrs.evolve(lc.MESSAGE, transitions=rows))
+
+
 def _txn_row(row: lc.Transition) -> Encoding:
     table = attrs.evolve(lc.TRANSACTION, transitions=(*lc.TRANSACTION.transitions, row))
     return attrs.evolve(ENCODINGS["transaction"], lifecycle=table)
@@ -201,6 +233,13 @@ MUTANTS: list[tuple[str, Callable[[], Encoding], tuple[str, ...]]] = [
         "rollback after commit",
         lambda: _txn_row(lc.Transition("COMMITTED", "rollback", "", "ROLLED_BACK", "")),
         ("TxnResolvedOnceProperty",),
+    ),
+    ("needDiscard checks >= max - 1", discard_one_early, ("TxnDiscardOnlyAfterCheckMaxProperty",)),
+    ("DLQ copy scheduled", dlq_scheduled, ("DlqNeverScheduledProperty",)),
+    (
+        "check after commit",
+        lambda: _txn_row(lc.Transition("COMMITTED", "check", "check", "COMMITTED", "checked")),
+        ("TxnNoCheckAfterResolutionProperty",),
     ),
     (
         "commit after discard",

@@ -74,10 +74,10 @@ def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
 
 _TS_STEPS = (0, 1, 999, 1000, 5999, 6000, 10_000, 29_999, 30_000, 30_001, 59_999, 60_000, 60_001)
 _STATUS = {
-    "send": ("SEND_OK", None, "FAILED"),
+    "send": ("SEND_OK", None, "FAILED", "SUCCESS", "OK"),
     "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
     "send_back": ("RETRY", "RETRY", "DLQ"),
-    "lock": ("GRANTED", "GRANTED", "DENIED"),
+    "lock": ("GRANTED", "GRANTED", "DENIED", "EXPIRED"),
     "txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN"),
     "crash": ("kill",),
 }

@@ -74,6 +74,8 @@ def test_summary_counts_match_the_checker(batch):
     assert summary["rows_rejected"] == 0
     assert summary["not_judged"] == dict(batch.report.not_judged)
     assert "LOST" in summary["not_judged"]  # some traces have no drain
+    assert "send row(s) with unknown status 'OK'" in summary["not_judged"]["LOST"]
+    assert "lock row(s) with unknown status 'EXPIRED'" in summary["not_judged"]["LOCK_OVERLAP"]
     assert summary["events_per_s"] > 0 and summary["master"].startswith("local")
     assert batch.summary.exit_code == 1
 
@@ -89,3 +91,25 @@ def test_output_layout(batch):
     assert lock["group"] and lock["topic"] and lock["queue_id"] is not None and lock["client_id"]
     assert lock["reason"]
     assert pq.read_table(batch.out / "rejected").num_rows == 0
+
+
+def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path):
+    """The plan for large inputs (AQE, sized shuffles, findings sorted and written by Spark)
+    finds exactly what the small-input plan (cached rows, one collect) finds."""
+    import pyarrow as pa
+
+    from rmqspec.spark.job import run_audit
+    from rmqspec.traces.io import rows_to_table
+
+    tids = [t for t in batch.rows if t.startswith(("case", "gen:"))]
+    flat = [{**r, "trace_id": t} for t in tids for r in batch.rows[t]]
+    stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]
+    pq.write_table(rows_to_table(stored), tmp_path / "cases.parquet")
+    got = {}
+    for small in (True, False):
+        out = tmp_path / f"out-{small}"
+        summary = run_audit(spark, [str(tmp_path / "cases.parquet")], str(out), small=small)
+        tables = [pq.read_table(out / name) for name in ("violations", "observations")]
+        got[small] = (pa.concat_tables(tables).to_pylist(), summary.violations, summary.not_judged)
+    assert got[True] == got[False]
+    assert sum(got[False][1].values()) > 30

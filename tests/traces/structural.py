@@ -7,6 +7,7 @@ one exactly its ground truth. Observations are not reported.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -18,6 +19,12 @@ BROKER_LOCK = 60_000
 CLIENT_LOCK = 30_000
 TXN_TIMEOUT = 6000
 CHECK_MAX = 15
+FILE_RESERVED = 72 * 3_600_000
+
+
+def _detail(r: dict[str, Any]) -> dict[str, Any]:
+    d = r.get("detail")
+    return json.loads(d) if isinstance(d, str) else (d or {})
 
 
 def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -41,10 +48,41 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     last_success: dict[tuple, tuple[str, int, int]] = {}
     txn: dict[str, dict[str, Any]] = {}
     early_visible: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    last_back: dict[tuple, dict] = {}  # (group, key) -> latest DLQ send-back
+    dlq_counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])  # (group, key) -> [send-backs, stores]
+    fires: dict[tuple, list] = {}  # (key, rt) -> [scheduled, fired, first fire seq, crashes then]
+    crashes = 0
+    commits: dict[tuple, dict] = {}
     for r in rows:
         ev, seq, ts = r["event"], r["seq"], r["ts"]
         g, key = r.get("group"), r.get("msg_key")
         k = (g, r.get("topic"), r.get("queue_id"))
+        if ev == "crash":
+            crashes += 1
+            commits.clear()
+        if ev in ("store", "schedule_fire") and key is not None:
+            f = fires.setdefault((key, r.get("reconsume_times") or 0), [0, 0, None, 0])
+            if ev == "store" and r["topic"] == "SCHEDULE_TOPIC_XXXX":
+                f[0] += 1
+            elif ev == "schedule_fire":
+                f[1] += 1
+                if f[2] is None:
+                    f[2], f[3] = seq, crashes
+                if f[1] > f[0] and f[3] == crashes:
+                    v("SCHEDULE_DUPLICATED", f[2], seq)
+        if ev == "store" and r["topic"].startswith("%DLQ%"):
+            n = dlq_counts[(r["topic"][5:], key)]
+            n[1] += 1
+            sb = last_back.get((r["topic"][5:], key))
+            if sb is not None and n[1] <= n[0] and ts - sb["ts"] >= DELAYS[0]:
+                v("DLQ_DELAYED", sb["seq"], seq)
+        if ev == "commit_offset":
+            before = commits.get(k)
+            if r.get("status") == "RESTORED" and before is not None and before["queue_offset"] != r["queue_offset"]:
+                v("OFFSET_LOST", before["seq"], seq)
+            commits[k] = r
+            if r.get("status") == "RESTORED":
+                continue
         if ev in ("crash", "recover"):
             last_store.clear()
         elif ev == "store":
@@ -61,7 +99,9 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
             sends.append(r)
         elif ev == "txn_half":
             known.add(key)
-            txn[key] = {"half": r, "checks": 0}
+            txn[key] = {"half": r, "checks": 0, "times": set(), "copies": defaultdict(set), "ops": {}}
+            if r.get("queue_offset") is not None:
+                txn[key]["copies"][0].add(r["queue_offset"])
         elif ev in ("deliver", "consume"):
             if key not in known:
                 v("UNEXPECTED", seq)
@@ -91,6 +131,9 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                         v("ORDER_KEY_REORDERED", prev[2], seq)
                     last_success[k] = (cid, r["queue_offset"], seq)
         elif ev == "send_back":
+            if r["status"] == "DLQ":
+                last_back[(g, key)] = r
+                dlq_counts[(g, key)][0] += 1
             unacked[k].pop(r["queue_offset"], None)
             rt = r["reconsume_times"]
             if r["status"] == "RETRY":
@@ -155,8 +198,17 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 if "commit" in t or "discard" in t:
                     v("TXN_DOUBLE_RESOLVED", first, seq)
                 t.setdefault("rollback", seq)
+            if r["status"] in ("COMMIT", "ROLLBACK") and r.get("queue_offset") is not None:
+                t["ops"].setdefault(r["queue_offset"], seq)
         elif ev == "txn_check":
             t = txn[key]
+            times = _detail(r).get("check_times")
+            t["times"].add(str(times))
+            if isinstance(times, int) and r.get("queue_offset") is not None:
+                cands = t["copies"][times - 1]
+                if cands and all(p in t["ops"] for p in cands):
+                    v("TXN_CHECK_AFTER_RESOLVED", max(t["ops"][p] for p in cands), seq)
+                t["copies"][times].add(r["queue_offset"])
             t["checks"] += 1
             if ts < t["half"]["ts"] + TXN_TIMEOUT:
                 v("TXN_CHECK_EARLY", t["half"]["seq"], seq)
@@ -164,6 +216,8 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 v("TXN_CHECK_EXCEEDED", t["half"]["seq"], seq)
         elif ev == "txn_discard":
             t = txn[key]
+            if len(t["times"]) < CHECK_MAX and ts - t["half"]["ts"] <= FILE_RESERVED:
+                v("TXN_DISCARD_EARLY", t["half"]["seq"], seq)
             if "commit" in t or "rollback" in t:
                 v("TXN_DOUBLE_RESOLVED", t.get("commit") or t["rollback"], seq)
             t["discard"] = seq

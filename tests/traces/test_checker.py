@@ -113,3 +113,23 @@ def test_at_risk_keys_come_from_crash_details_as_text_or_mapping():
     rows[2]["detail"] = None
     rows[4]["detail"] = {"at_risk": ["K1", "K2"]}
     assert len([f for f in check(rows).violations if f.code == "LOST"]) == 2
+
+
+def test_send_status_success_is_acknowledged_and_unknown_statuses_are_reported():
+    """A send answered SUCCESS (a response code, SPEC §2) is acknowledged, so LOST judges it; a
+    status no rule knows is judged as not acknowledged and reported per value, never skipped."""
+    text = (
+        "0 send t=1 topic=T q=0 key=K1 st=SUCCESS\n"
+        "1 send t=2 topic=T q=0 key=K2 st=OK\n"
+        "2 send t=3 topic=T q=0 key=K3 st=OK\n"
+        "3 send t=4 topic=T q=0 key=K4 st=SYSTEM_BUSY\n"
+        "4 lock t=5 g=G topic=T q=0 c=C1 st=EXPIRED\n"
+        "5 deliver t=6 g=G topic=T q=0 off=9 key=KX c=C1 rt=0\n"
+        "6 drain t=7\n"
+    )
+    report = check(parse(text))
+    assert [(f.code, f.seqs) for f in report.violations if f.code == "LOST"] == [("LOST", (0, 6))]
+    assert report.not_judged["LOST"] == "2 send row(s) with unknown status 'OK'"
+    for code in ("LOCK_OVERLAP", "ORDER_KEY_REORDERED", "ORDERLY_WITHOUT_LOCK"):
+        assert report.not_judged[code] == "1 lock row(s) with unknown status 'EXPIRED'"
+    assert "TXN_UNRESOLVED" not in report.not_judged

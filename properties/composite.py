@@ -1,0 +1,450 @@
+"""Deep rules of the conformance machine: clean restarts, lifecycle ladders, swarm families.
+
+Theory of operation
+-------------------
+``DeepRules`` is a mixin of ``ConformanceBase`` (``properties/conformance.py``);
+it uses the machine's plumbing (``_record``, ``_call``, ``_send``,
+``_consume``, ``_lock``, ``_advance``, …) and adds what a random walk of 30
+steps rarely reaches:
+
+- ``close_reopen`` — a clean shutdown and reopen (``Capability.CLOSE_REOPEN``):
+  the clients restart, the restarted consumers read back every offset they had
+  committed (``commit_offset`` RESTORED, judged by OffsetSurvivesRestartProperty)
+  and scheduled copies must not fire twice (ScheduleOnceWithoutCrashProperty);
+- three *ladders*, each one rule that drives one message through its whole
+  lifecycle: ``dlq_ladder`` fails a fresh message in one concurrent group,
+  advancing the clock to each retry's due time, until the send-back routes it
+  to the DLQ (every RETRY level up to the group's max, then DEAD);
+  ``orderly_ladder`` suspends a fresh message in the orderly group until its
+  limit sends it to the DLQ; ``txn_ladder`` answers a fresh half UNKNOWN at
+  every check round until the check service discards it;
+- ``send_back_lost`` — the CONSUMER_SEND_MSG_BACK request is lost (a network
+  failure: ConsumeMessageConcurrentlyService re-consumes the message locally
+  after 5 s), the lifecycle's ``send_back_failed`` row.
+
+Swarm testing: ``init`` draws ``swarm``, a bit mask of the optional rule
+families in ``FAMILIES``; a set bit switches that family off for the whole
+example (0, the shrinking direction, enables all). ``_on(family)`` is the
+precondition. The mask depends on nothing the broker does, so the draw
+structure stays time-independent on the wall clock as well (where the ladders
+and restarts idle: they would sleep for minutes). ``depth_targets`` feeds
+``hypothesis.target`` at teardown with how deep the example went: one score adding the
+reconsume times reached, the checks done and the retries fired (capped). Restarts are not
+scored: the optimiser then filled the examples with clean restarts, the cheapest way up.
+
+A ladder records itself as one op; replaying it repeats the same steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+import hypothesis.errors
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from rmqspec.model.protocol import Capability
+from rmqspec.model.results import PullStatus
+from rmqspec.properties.coverage import classify
+
+# optional rule families (swarm testing): the disruptive and the incidental ones; producing,
+# consuming, time, the ladders and the lost send-back are always allowed (Hypothesis's own feature
+# flags still switch single rules off per example)
+FAMILIES: tuple[str, ...] = ("crash", "restart", "flush", "probe", "admin", "drain", "orderly", "txn")
+# one coin per family (an integer mask would be drawn with Hypothesis's bias towards "interesting"
+# integers and constants: one mask took half the examples)
+SWARM = st.tuples(*[st.booleans()] * len(FAMILIES)).map(lambda off: sum(1 << i for i, b in enumerate(off) if b))
+PICK = st.integers(0, 255)
+LADDER_ROUNDS = 40
+CLIENTS = ("c1", "c2", "c3")
+
+
+def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """As ``conformance._enabled``: always drawn on the wall clock (the body idles there)."""
+    return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
+
+
+def _pick(seq: list | tuple, i: int) -> Any:
+    return seq[i % len(seq)]
+
+
+def depth_targets(history: Any) -> dict[str, float]:
+    """How deep an example went (``hypothesis.target`` maximizes each)."""
+    max_r = max((e.reconsume_times or 0 for e in history.events if e.event == "deliver"), default=0)
+    checks = sum(1 for e in history.events if e.event == "txn_check")
+    retries = sum(1 for e in history.events if e.event == "schedule_fire" and (e.reconsume_times or 0) >= 1)
+    # one combined, capped score: with a label per depth (or restarts in it) the optimiser floods
+    # the examples with the cheapest way up (clean restarts) and starves the other families
+    return {"depth": float(max_r) + min(checks, 15) / 3 + min(retries, 16) / 4}
+
+
+class DeepRules:
+    """Mixin: the rules above (see the module docstring)."""
+
+    swarm_off: frozenset[str] = frozenset()
+
+    # -- swarm --------------------------------------------------------------
+
+    def _set_swarm(self, mask: int) -> None:
+        self.swarm_off = frozenset(f for i, f in enumerate(FAMILIES) if mask >> i & 1)
+
+    def _on(self, family: str) -> bool:
+        return family not in self.swarm_off
+
+    def _account(self) -> None:
+        """At teardown: what this example reached (coverage) and how deep (targets)."""
+        type(self).lifecycle.update(classify(self.history))
+        type(self).rules_run.update(op.rule for op in self.program)
+        self._target_depth()
+
+    def _target_depth(self) -> None:
+        for label, value in depth_targets(self.history).items():
+            with contextlib.suppress(hypothesis.errors.InvalidArgument):
+                hypothesis.target(value, label=label)
+
+    # -- clean restart ------------------------------------------------------
+
+    def _can_reopen(self) -> bool:
+        return (type(self).wall is None and self.ls is not None and not self.profile.strict
+                and Capability.CLOSE_REOPEN in getattr(self.ls.candidate, "capabilities", frozenset()))
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._on("restart") and self._can_reopen() and not self.windows)
+    @rule(down_ms=st.sampled_from([0, 0, 1000, 30_000, 600_000]), tick=st.booleans())
+    def close_reopen(self, down_ms: int = 0, tick: bool = True) -> None:
+        """Clean shutdown, ``down_ms`` of downtime, reopen: durable state back, offsets and
+        delay progress persisted (copies due meanwhile fire after the reopen, once; with
+        ``tick`` the reopened broker's services run at once)."""
+        if not self._holds(lambda: self._can_reopen() and not self.windows):
+            return self._idle("close_reopen")
+        self._record("close_reopen", down_ms=down_ms, tick=tick)
+        self._close_reopen(down_ms, tick)
+
+    def _close_reopen(self, down_ms: int, tick: bool = True) -> None:
+        try:
+            self.ls.candidate.close()
+        except Exception as exc:
+            self._fail(f"candidate failed to close(): {exc!r}")
+        self.ls.on_forks(lambda fork: fork.close())
+        if down_ms:
+            self.clock.set(self._now() + down_ms)
+        try:
+            self.ls.candidate.reopen()
+        except Exception as exc:
+            self._fail(f"candidate failed to reopen(): {exc!r}")
+        self.ls.on_forks(lambda fork: fork.reopen())
+        self._emit("recover", actor="broker", status="REOPEN", detail={"clean": True})
+        self._sometimes("close_reopen")
+        # the clients restart with the broker (as after a crash)
+        for table in (self.pqs, self.next_pull, self.client_committed, self.opqs, self.client_lock,
+                      self.broker_grants):
+            table.clear()
+        self.pending_checks.clear()
+        for group, mq in sorted(self.committed_keys, key=lambda k: (k[0], k[1].topic, k[1].queue_id)):
+            out = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id}) [after reopen]",
+                             lambda b, group=group, mq=mq: b.query_offset(group, mq))
+            if out.error is None:
+                self._emit("commit_offset", actor="consumer-" + group, group=group, topic=mq.topic,
+                           queue_id=mq.queue_id, queue_offset=out.value, status="RESTORED")
+                self._sometimes("offset_restored")
+        self._after()
+        if tick:
+            self._tick()  # the restarted services run at once: a copy due meanwhile fires now, once
+            self._after()
+
+    # -- the consumer's usual cycle, and a lost send-back ---------------------
+
+    @rule(n=st.integers(1, 8))
+    def beat(self, n: int) -> None:
+        """The workload's heartbeat, in a fixed cycle: consume, produce, a transaction, its end,
+        consume, a flush (ASYNC) or a short wait, a duplicate commit, an orderly batch, a lock
+        takeover after expiry, a jump to the next deadline (on the wall clock, where waiting means
+        sleeping: a short delayed send and a filtered probe instead of the waits, and only halves
+        ended at once — see docs/fidelity.md "Open"). Hypothesis
+        draws the first of its rules (ordered by their number of arguments, then name) far more
+        often than the others; this one spreads that weight over the everyday actions, so every
+        example runs them whatever rules it draws. Each action records itself."""
+        beat = self.beats % 10
+        self.beats += 1
+        manual = type(self).wall is None  # on the wall clock waiting means sleeping: the beat does not wait
+        if beat == 1 and self.topics:
+            self.send_plain(n, n, "TagA", (), False)
+        elif beat == 2 and self._on("txn") and manual:
+            self.txn_send_half(n, n, ("COMMIT", "ROLLBACK", "UNKNOWN", "LOST")[self.beats // 8 % 4])
+        elif beat == 2 and self._on("txn") and self.topics:
+            # wall clock: a half its producer ends at once (never checked)
+            self.txn_send_half(n, n, ("COMMIT", "ROLLBACK")[self.beats // 8 % 2])
+            if self._open_txns():
+                self.txn_end(len(self._open_txns()) - 1)
+        elif beat == 3 and self._on("txn") and manual and self._open_txns():
+            self.txn_end(n)
+        elif beat == 5 and self.config.flush == "ASYNC" and self._on("flush"):
+            self.flush()
+        elif beat == 5 and manual:
+            self.advance_small(250 * n)
+        elif beat == 6 and self._on("txn") and manual and not self.profile.strict and self._committed():
+            self.txn_recommit(n)
+        elif beat == 7 and self._on("orderly") and manual:
+            # an orderly batch: lock if needed, begin, finish
+            if not self.windows and not self._can_begin():
+                self.orderly_lock(n, n)
+            if not self.windows and self._can_begin():
+                self.orderly_begin(n, 1 + n % 3)
+            if self.windows:
+                self.orderly_finish(n, "SUSPEND" if n % 4 == 0 else "SUCCESS")
+        elif beat == 4 and not manual and self.topics:
+            # the wall clock's budget is a dozen examples: every one sends a short delay
+            self.send_delayed(n, n, 1 + n % 3)
+        elif beat == 8 and self._on("orderly") and manual and self.broker_grants:
+            self.orderly_takeover(n, n)
+        elif beat == 8 and not manual and self.topics and self._on("probe"):
+            # ... and a tag the observer's filter must drop
+            self.send_plain(n, n, ("TagB", "TagC", None)[n % 3], (), n % 2 == 0)
+            self.probe_filtered(n, n, "TagA")
+        elif beat == 9 and manual and self._deadlines():
+            self.advance_to_deadline(n, (-1, 0, 1, 1000)[n % 4])
+        else:
+            self.consume_next(n)
+
+    beats = 0
+
+    def consume_next(self, n: int = 8) -> None:
+        """The first ready queue's next batch (up to ``n``) is pulled and consumed successfully,
+        or, with nothing to consume, a producer sends one message."""
+        self._record("consume_next", n=n)
+        ready = self._ready()
+        if ready:
+            group, mq = ready[0]
+            self._pull_into_pq(group, mq, 8)
+            if self.pqs[(group, mq)].has_temp_message():
+                self._consume(group, mq, n, "SUCCESS", -1, 0, "none")
+        else:
+            msg = self._message(self.t0, "TagA")
+            self._send(msg, len(self.program) % self.topics[self.t0])
+        self._after()
+
+    @_enabled(lambda self: self._ready())
+    @rule(which=PICK)
+    def send_back_lost(self, which: int) -> None:
+        """The listener fails the first message; the CONSUMER_SEND_MSG_BACK request is lost, so
+        the client keeps it and re-consumes it locally (its reconsume count only in memory)."""
+        if not self._holds(lambda: self._ready()):
+            return self._idle("send_back_lost")
+        self._record("send_back_lost", which=which)
+        group, mq = _pick(self._ready(), which)
+        self._pull_into_pq(group, mq, 8)
+        pq = self.pqs[(group, mq)]
+        if not pq.has_temp_message():
+            self._after()
+            return
+        m = pq.get(pq.offsets()[0])
+        client = "consumer-" + group
+        self._emit("consume", actor=client, group=group, client_id=client, topic=m.topic,
+                   queue_id=m.queue_id, queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
+                   reconsume_times=m.reconsume_times, status="RECONSUME_LATER", detail={"listener": "LOST"})
+        self.history.emit("send_back", self._now(), trace=False, actor=client, group=group, client_id=client,
+                          topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                          commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
+                          reconsume_times=m.reconsume_times + 1, detail={"code": "LOST"})
+        self.local_failures[(group, m.commitlog_offset)] += 1
+        self._sometimes("send_back_failed")
+        self._after()
+
+    # -- ladders ------------------------------------------------------------
+
+    def _ladder_ok(self) -> bool:
+        return type(self).wall is None and not self.windows
+
+    def _fail_key_once(self, group: str, key: str, level: int, max_choice: str) -> str | None:
+        """Pull ``group``'s queues until the copy of ``key`` is in a process queue, ack what is
+        before it and fail it: the routing of its send-back (RETRY / DLQ), None if not found."""
+        for mq in self._group_mqs(group):
+            for _ in range(8):
+                pq = self.pqs.get((group, mq))
+                offsets = pq.offsets() if pq is not None else []
+                index = next((i for i, o in enumerate(offsets) if pq.get(o).uniq_key == key), None)
+                if index is not None:
+                    before = len(self.history.events)
+                    if index == 0:
+                        self._consume(group, mq, 1, "RECONSUME_LATER", -1, level, max_choice)
+                    else:
+                        self._consume(group, mq, index + 1, "SUCCESS", index - 1, level, max_choice)
+                    backs = [e for e in self.history.events[before:]
+                             if e.event == "send_back" and e.msg_key == key]
+                    return backs[-1].status if backs else None
+                res = self._pull_into_pq(group, mq, 32)
+                if res is None or res.status is not PullStatus.FOUND:
+                    break
+        return None
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._ladder_ok())
+    @rule(group=PICK, level=st.sampled_from([0, 0, 0, 1, 2, -1]),
+          max_choice=st.sampled_from(["none", "group", "client"]))
+    def dlq_ladder(self, group: int, level: int, max_choice: str) -> None:
+        """A fresh message fails in one group at every delivery until it lands in the DLQ."""
+        if not self._holds(self._ladder_ok):
+            return self._idle("dlq_ladder")
+        self._record("dlq_ladder", group=group, level=level, max_choice=max_choice)
+        g = _pick(self._consumer_groups(), group)
+        topics = sorted(self.history.subscriptions[g])
+        msg = self._message(topics[0], "TagB")
+        self._send(msg, 0)
+        self._after()
+        for _ in range(LADDER_ROUNDS):
+            routed = self._fail_key_once(g, msg.uniq_key, level, max_choice)
+            if routed != "RETRY":
+                if routed == "DLQ":
+                    self._sometimes("dlq_ladder:dead")
+                break
+            due = [d for t, d in self.expect_fire.items() if t[0] == f"%RETRY%{g}" and t[1] == msg.uniq_key]
+            if not due:
+                break
+            self._advance(max(0, min(due) - self._now()))
+            self._after()
+
+    def _power_ok(self) -> bool:
+        return self._ladder_ok() and self.can_crash and not self.profile.strict
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._on("restart") and self._ladder_ok() and self._can_reopen())
+    @rule(level=st.integers(1, 4), down_ms=st.sampled_from([0, 5000]))
+    def restart_ladder(self, level: int, down_ms: int) -> None:
+        """A delayed message fires and is consumed, then the broker restarts cleanly: its delay
+        progress and the group's offset must come back as they were (no second delivery)."""
+        if not self._holds(lambda: self._ladder_ok() and self._can_reopen()):
+            return self._idle("restart_ladder")
+        self._record("restart_ladder", level=level, down_ms=down_ms)
+        self._send(self._message(self.t0, "TagB", delay=level), 0)
+        self._after()
+        self._advance(self.config.delay_ms(level))
+        self._after()
+        self.consume_next_batch()
+        self._close_reopen(down_ms)
+        self.consume_next_batch()
+        self._sometimes("restart_ladder")
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._on("crash") and self._power_ok())
+    @rule(level=st.integers(1, 3), n=st.integers(1, 3))
+    def power_ladder(self, level: int, n: int) -> None:
+        """Delayed messages fire from schedule copies (unflushed on an ASYNC broker), their
+        progress (and the consumers' offsets) is persisted, the power fails (ASYNC: the copies are
+        gone and the saved progress points past the truncated queue; SYNC: nothing acknowledged
+        may go), then more delayed messages are sent at the reused positions: correctDelayOffset
+        must bring the progress back so they are delivered."""
+        if not self._holds(self._power_ok):
+            return self._idle("power_ladder")
+        self._record("power_ladder", level=level, n=n)
+        self._call("flush()", lambda b: b.flush())
+        self.last_flush_seq = len(self.history.events)
+        delay = self.config.delay_ms(level)
+        for round_ in range(2):
+            for i in range(n):
+                self._send(self._message(self.t0, "TagB", delay=level), i % self.topics[self.t0])
+            self._after()
+            self._advance(delay)
+            self._after()
+            self.consume_next_batch()
+            if round_ == 0:
+                self._advance(self.config.flush_delay_offset_interval_ms)  # progress and offsets persisted
+                self._after()
+                self._crash_and_recover("power")
+                self._sometimes("power_ladder:crashed")
+
+    def consume_next_batch(self) -> None:
+        """Consume what is ready in the first ready queue (as ``consume_next`` does, unrecorded)."""
+        ready = self._ready()
+        if ready:
+            group, mq = ready[0]
+            self._pull_into_pq(group, mq, 8)
+            if self.pqs[(group, mq)].has_temp_message():
+                self._consume(group, mq, 8, "SUCCESS", -1, 0, "none")
+            self._after()
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._ladder_ok())
+    @rule(client=PICK, queue=PICK)
+    def orderly_ladder(self, client: int, queue: int) -> None:
+        """A fresh message on an orderly queue is suspended until its limit sends it to the DLQ
+        (the messages before it are consumed)."""
+        if not self._holds(self._ladder_ok):
+            return self._idle("orderly_ladder")
+        self._record("orderly_ladder", client=client, queue=queue)
+        c = _pick(CLIENTS, client)
+        mq = _pick(self._orderly_mqs(), queue)
+        if mq not in self._lock(c, [mq]):
+            self._sometimes("orderly_ladder:denied")
+            self._after()
+            return
+        msg = self._message(self.t0, "TagA")
+        self._send(msg, mq.queue_id)
+        self._after()
+        for _ in range(LADDER_ROUNDS):
+            if not self._client_holds(c, mq) or not self._begin(c, mq, 1):
+                break
+            mine = self.windows[(c, mq)].batch[0].uniq_key == msg.uniq_key
+            before = len(self.history.events)
+            self._finish((c, mq), "SUSPEND" if mine else "SUCCESS")
+            if mine and any(e.event == "orderly_end" and e.status == "DLQ" for e in self.history.events[before:]):
+                self._sometimes("orderly_ladder:dead")
+                break
+        # the holder renews every lockInterval (20 s); a competitor asking 45 s after the last
+        # renewal is refused: the broker's lock lives 60 s from the last grant
+        other = _pick([x for x in CLIENTS if x != c], client // 3)
+        holder = c
+        if not self.windows:
+            for _ in range(3):
+                self._advance(20_000)
+                self._lock(c, [mq])
+            self._advance(45_000)  # past a 30 s lifetime, within the broker's 60 s
+            self._lock(other, [mq])
+            # the holder stops renewing: 60 s after its last grant the lock expires and the
+            # competitor takes the queue over (RebalanceLockManager.isExpired)
+            self._advance(self.config.broker_lock_max_live_ms - 45_000 + 1)
+            if mq in self._lock(other, [mq]):
+                holder, other = other, c
+        # the queue is rebalanced away: another client unlocks what it does not hold, the holder
+        # releases it, and the other's unlock then finds it free (RebalanceImpl.unlock)
+        if not any(k[1] == mq for k in self.windows):
+            self._lock(other, [mq])  # still held by the holder: denied
+            self._unlock(other, [mq])
+            self._unlock(holder, [mq])
+            self._unlock(other, [mq])
+        self._after()
+
+    @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
+    @_enabled(lambda self: self._ladder_ok())
+    @rule(topic=PICK, queue=PICK)
+    def txn_ladder(self, topic: int, queue: int) -> None:
+        """A fresh half is answered UNKNOWN at every check until the check service discards it."""
+        if not self._holds(self._ladder_ok):
+            return self._idle("txn_ladder")
+        self._record("txn_ladder", topic=topic, queue=queue)
+        known = set(self.txns)
+        self._send_half(topic, queue, "UNKNOWN")
+        self._after()
+        fresh = [t for k, t in self.txns.items() if k not in known]
+        if not fresh:
+            return
+        txn = fresh[0]
+        txn.ended = True  # its producer answers only checks, always UNKNOWN
+        interval, timeout = self.config.transaction_check_interval_ms, self.config.transaction_timeout_ms
+        for i in range(self.config.transaction_check_max + 3):
+            if i == 1 and timeout < interval:  # a half half a timeout before the next round: too young
+                self._advance(interval - timeout // 2)
+                self._send_half(topic + 1, queue, "ROLLBACK")
+                self._advance(timeout // 2)
+            else:
+                self._advance(interval)
+            mine = [r for r in self.pending_checks if r.message.uniq_key == txn.key]
+            for req in mine:
+                self.pending_checks.remove(req)
+                self._check_answer(req, "UNKNOWN")
+            self._after()
+            if txn.discarded:
+                self._sometimes("txn_ladder:discarded")
+                break

@@ -1,0 +1,169 @@
+"""What a conformance run reached: lifecycle transitions, rules and result kinds, with counts.
+
+Theory of operation
+-------------------
+``classify(history)`` reads one example's ghost history (``properties/history.py``)
+and names, for every observation that *is* a lifecycle step, the row of the
+tables in ``model/lifecycle.py`` it took — so the coverage is of the same rows
+the z3 theorems prove:
+
+- message (per copy and group): a client ``deliver`` is STORED→DELIVERED, a
+  SUCCESS ``consume`` DELIVERED→CONSUMED, a ``send_back`` RETRY / DLQ the
+  ``retry`` / ``dlq`` row, a send-back that did not succeed (refused, or its
+  request lost) ``send_back_failed``, a retry copy's ``schedule_fire`` the
+  ``due`` fire;
+- lock (per group and queue, the lock table replayed from grants and unlocks;
+  a restart empties it): a GRANTED on a free queue is FREE→HELD, on a held
+  one ``grant`` (renewal or takeover), DENIED ``deny``, and an unlock by the
+  holder, by another client or of a free queue the three ``unlock`` rows;
+- transaction (per half): COMMIT / ROLLBACK / UNKNOWN ``txn_end`` from PENDING,
+  a second COMMIT from COMMITTED, ``txn_check`` the ``check`` row,
+  ``txn_discard`` the ``discard`` row, and ``young`` when a check round (the
+  checks seen at one instant) left a pending half younger than the timeout
+  unchecked (the scan stops there).
+
+``CoverageReport.of(transitions, coverage, rules)`` lays the counts out: every
+row of every table (zero included), the rules run, the result kinds the machine
+noted. ``render`` is the text ``rmqspec conform`` prints; ``as_dict`` goes into
+``summary.json`` and the HTML report.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle, Transition
+from rmqspec.properties.history import History, is_visible_topic
+
+
+def label(lifecycle: Lifecycle | str, t: Transition) -> str:
+    name = lifecycle if isinstance(lifecycle, str) else lifecycle.name
+    guard = f"[{t.guard}]" if t.guard else ""
+    return f"{name}: {t.source} --{t.action}{guard}--> {t.target}"
+
+
+ALL_TRANSITIONS: tuple[str, ...] = tuple(label(lc, t) for lc in LIFECYCLES for t in lc.transitions)
+
+
+def _row(name: str, source: str, action: str, guard: str = "") -> str:
+    for lc in LIFECYCLES:
+        if lc.name == name:
+            for t in lc.transitions:
+                if (t.source, t.action, t.guard) == (source, action, guard):
+                    return label(lc, t)
+    raise KeyError(f"{name}: no row {source} --{action}[{guard}]")
+
+
+def _detail(ev: Any, key: str, default: object = None) -> object:
+    return (ev.detail or {}).get(key, default)
+
+
+def classify(history: History) -> Counter[str]:
+    """The lifecycle rows one example's observations took, with counts (see the module docstring)."""
+    out: Counter[str] = Counter()
+    holder: dict[tuple, str] = {}
+    txn: dict[str, str] = {}
+    halves: dict[str, int] = {}
+    rounds: set[int] = set()
+    timeout = history.params.transaction_timeout_ms
+    for ev in history.events:
+        e = ev.event
+        if e == "crash" or (e == "recover" and ev.status == "REOPEN"):
+            holder.clear()
+        elif e == "deliver" and _detail(ev, "client", True) and is_visible_topic(ev.topic):
+            out[_row("message", "STORED", "deliver")] += 1
+        elif e == "consume" and ev.status == "SUCCESS":
+            out[_row("message", "DELIVERED", "consume_success")] += 1
+        elif e == "send_back":
+            if _detail(ev, "code", "SUCCESS") != "SUCCESS":
+                out[_row("message", "DELIVERED", "send_back_failed")] += 1
+            elif ev.status == "DLQ":
+                out[_row("message", "DELIVERED", "send_back", "dlq")] += 1
+            else:
+                out[_row("message", "DELIVERED", "send_back", "retry")] += 1
+        elif e == "schedule_fire" and (ev.reconsume_times or 0) >= 1:
+            out[_row("message", "SCHEDULED", "fire", "due")] += 1
+        elif e == "lock":
+            key = (ev.group, ev.topic, ev.queue_id)
+            if ev.status == "GRANTED":
+                out[_row("lock", "HELD", "lock", "grant") if key in holder else _row("lock", "FREE", "lock")] += 1
+                holder[key] = ev.client_id
+            elif ev.status == "DENIED":
+                out[_row("lock", "HELD", "lock", "deny")] += 1
+        elif e == "unlock":
+            key = (ev.group, ev.topic, ev.queue_id)
+            if key not in holder:
+                out[_row("lock", "FREE", "unlock")] += 1
+            elif holder[key] == ev.client_id:
+                out[_row("lock", "HELD", "unlock", "holder")] += 1
+                del holder[key]
+            else:
+                out[_row("lock", "HELD", "unlock", "not_holder")] += 1
+        elif e == "txn_half" and ev.msg_key:
+            txn.setdefault(ev.msg_key, "PENDING")
+            halves.setdefault(ev.msg_key, ev.ts)
+        elif e == "txn_end" and ev.msg_key in txn:
+            state = txn[ev.msg_key]
+            if ev.status == "COMMIT" and state in ("PENDING", "COMMITTED"):
+                out[_row("transaction", state, "commit")] += 1
+                txn[ev.msg_key] = "COMMITTED"
+            elif ev.status == "ROLLBACK" and state == "PENDING":
+                out[_row("transaction", "PENDING", "rollback")] += 1
+                txn[ev.msg_key] = "ROLLED_BACK"
+            elif ev.status == "UNKNOWN" and state == "PENDING":
+                out[_row("transaction", "PENDING", "unknown")] += 1
+        elif e == "txn_check" and txn.get(ev.msg_key) == "PENDING":
+            out[_row("transaction", "PENDING", "check", "check")] += 1
+            if ev.ts not in rounds:  # a round: does it leave a young pending half behind?
+                rounds.add(ev.ts)
+                if any(txn.get(k) == "PENDING" and 0 <= ev.ts - born < timeout for k, born in halves.items()):
+                    out[_row("transaction", "PENDING", "check", "young")] += 1
+        elif e == "txn_discard" and txn.get(ev.msg_key) == "PENDING":
+            out[_row("transaction", "PENDING", "check", "discard")] += 1
+            txn[ev.msg_key] = "DISCARDED"
+    return out
+
+
+@attrs.frozen
+class CoverageReport:
+    """Counts of every lifecycle row, of the rules run and of the result kinds noted."""
+
+    transitions: tuple[tuple[str, int], ...]
+    rules: tuple[tuple[str, int], ...]
+    results: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, transitions: Mapping[str, int], coverage: Mapping[str, int], rules: Iterable[str]) -> CoverageReport:
+        rule_names = set(rules)
+        return cls(
+            transitions=tuple((t, int(transitions.get(t, 0))) for t in ALL_TRANSITIONS),
+            rules=tuple(sorted((k, int(v)) for k, v in coverage.items() if k in rule_names)),
+            results=tuple(sorted((k, int(v)) for k, v in coverage.items() if k not in rule_names)),
+        )
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(t for t, n in self.transitions if n == 0)
+
+    def render(self) -> str:
+        reached = len(self.transitions) - len(self.missing)
+        lines = [f"coverage: {reached}/{len(self.transitions)} lifecycle transitions reached"]
+        width = max(len(t) for t, _ in self.transitions)
+        for t, n in self.transitions:
+            lines.append(f"  {t:<{width}}  {n:>8,}" + ("  (never)" if n == 0 else ""))
+        lines.append("rules: " + ", ".join(f"{k} {v:,}" for k, v in self.rules))
+        lines.append("results: " + ", ".join(f"{k} {v:,}" for k, v in self.results))
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "transitions": [{"transition": t, "count": n} for t, n in self.transitions],
+            "reached": len(self.transitions) - len(self.missing),
+            "total": len(self.transitions),
+            "rules": dict(self.rules),
+            "results": dict(self.results),
+        }

@@ -1,0 +1,218 @@
+"""The deep lifecycle rules in Spark (issue 14), as ``traces.checks_lifecycle`` states them.
+
+=====================  ==============================  =========================================
+family                 shuffle / window                codes
+=====================  ==============================  =========================================
+txn_half/end/check/    trace, txn_id; seq              TXN_CHECK_AFTER_RESOLVED (the copies and
+discard                                                ops before a check, as arrays),
+                                                       TXN_DISCARD_EARLY
+send_back (DLQ),       trace, group, msg_key; seq      DLQ_DELAYED (a store answering an
+%DLQ% store                                            earlier send-back: counts)
+SCHEDULE store, fire   trace, msg_key, rt; seq         SCHEDULE_DUPLICATED (``crashes``: crash
+                                                       rows before the row, from the job)
+commit_offset          trace, group, topic, queue;     OFFSET_LOST
+                       seq
+=====================  ==============================  =========================================
+
+Each family reads only its own events and columns; the arrays of the
+transaction family are per transaction (a few dozen rows), so their growing
+frames stay small.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from rmqspec.properties.codes import AuditParams, Code
+from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky, _struct, shuffled_by
+from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
+
+
+def lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
+    return [_txn(df, params, at_risk), _dlq_delayed(df, params), _schedule_duplicated(df), _offset_lost(df)]
+
+
+def _check_number() -> Column:
+    ct = F.col("check_times")
+    return F.when(ct.rlike("^-?[0-9]+$"), ct.cast("long"))
+
+
+def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataFrame:
+    fam = (
+        df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
+        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times")
+        .transform(shuffled_by("trace", "txn_id"))
+    )
+    before = Window.partitionBy("trace", "txn_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    k = _check_number()
+    pos = F.col("queue_offset")
+    copy = F.when((EV() == "txn_half") & pos.isNotNull(), F.struct(F.lit(0).cast("long").alias("t"), pos.alias("p")))
+    copy = copy.when((EV() == "txn_check") & pos.isNotNull() & k.isNotNull(), F.struct(k.alias("t"), pos.alias("p")))
+    op = F.when(
+        (EV() == "txn_end") & F.col("status").isin("COMMIT", "ROLLBACK") & pos.isNotNull(),
+        F.struct(pos.alias("p"), SEQ().alias("s")),
+    )
+    check = EV() == "txn_check"
+    half = EV() == "txn_half"
+    fam = (
+        fam.withColumn("copies", F.collect_list(copy).over(before))
+        .withColumn("ops", F.collect_list(op).over(before))
+        .withColumn("half", F.min(F.when(half, F.struct(SEQ().alias("s"), F.col("ts").alias("t"),
+                                                         F.col("msg_key").alias("k")))).over(before))
+        .withColumn("named", F.size(F.array_distinct(F.collect_list(F.when(check, F.col("check_times"))).over(before))))
+        .withColumn("unnamed", F.count(F.when(check & F.col("check_times").isNull(), 1)).over(before))
+    )
+    fam = _risky(fam, at_risk)
+    cands = F.transform(F.filter("copies", lambda c: c["t"] == k - 1), lambda c: c["p"])
+    covered = F.forall(cands, lambda p: F.exists("ops", lambda o: o["p"] == p))
+    op_seq = F.array_max(
+        F.transform(cands, lambda p: F.array_min(F.transform(F.filter("ops", lambda o: o["p"] == p), lambda o: o["s"])))
+    )
+    n = F.col("named") + F.col("unnamed")
+    age = F.col("ts") - F.col("half.t")
+    tk = ("txn_id", "msg_key")
+    return _findings(
+        fam,
+        [
+            (
+                check & pos.isNotNull() & k.isNotNull() & (F.size(cands) > 0) & covered & ~F.col("risky"),
+                _struct(
+                    Code.TXN_CHECK_AFTER_RESOLVED,
+                    [op_seq, SEQ()],
+                    tk,
+                    _fmt("check %d of transaction %s after an op resolved its half copy", k, "txn_id"),
+                ),
+            ),
+            (
+                (EV() == "txn_discard")
+                & F.col("half").isNotNull()
+                & (n < params.transaction_check_max)
+                & (age <= params.file_reserved_ms),
+                _struct(
+                    Code.TXN_DISCARD_EARLY,
+                    [F.col("half.s"), SEQ()],
+                    {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")},
+                    _fmt("discarded after %d checks at age %d ms", n, age),
+                ),
+            ),
+        ],
+    )
+
+
+def _dlq_delayed(df: DataFrame, params: AuditParams) -> DataFrame:
+    back = (EV() == "send_back") & (F.col("status") == "DLQ") & _nn("group", "msg_key")
+    dlq = (EV() == "store") & F.col("topic").startswith(DLQ_PREFIX) & F.col("msg_key").isNotNull()
+    rows = (
+        df.filter(back | dlq)
+        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key")
+        .withColumn("grp", F.when(EV() == "send_back", F.col("group")).otherwise(F.expr("substring(topic, 6)")))
+        .transform(shuffled_by("trace", "grp", "msg_key"))
+    )
+    by_key = Window.partitionBy("trace", "grp", "msg_key").orderBy("seq")
+    before = by_key.rowsBetween(UNBOUNDED, -1)
+    last = F.struct(SEQ().alias("s"), F.col("ts").alias("t"), F.col("topic").alias("topic"))
+    rows = (
+        rows.withColumn("back", F.last(F.when(EV() == "send_back", last), ignorenulls=True).over(before))
+        .withColumn("backs", F.count(F.when(EV() == "send_back", 1)).over(before))
+        .withColumn("stores", F.count(F.when(EV() == "store", 1)).over(by_key.rowsBetween(UNBOUNDED, 0)))
+    )
+    gap = F.col("ts") - F.col("back.t")
+    return _findings(
+        rows,
+        [
+            (
+                (EV() == "store") & F.col("back").isNotNull() & (F.col("stores") <= F.col("backs"))
+                & (gap >= params.shortest_delay_ms),
+                _struct(
+                    Code.DLQ_DELAYED,
+                    [F.col("back.s"), SEQ()],
+                    {"group": F.col("grp"), "topic": F.col("back.topic"), "msg_key": F.col("msg_key")},
+                    _fmt("DLQ copy stored %d ms after its send-back", gap),
+                ),
+            )
+        ],
+    )
+
+
+def _schedule_duplicated(df: DataFrame) -> DataFrame:
+    sched = (EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC)
+    fire = EV() == "schedule_fire"
+    rows = (
+        df.filter((sched | fire) & F.col("msg_key").isNotNull())
+        .select("trace", "seq", "event", "topic", "msg_key", "crashes",
+                F.coalesce(F.col("reconsume_times"), F.lit(0)).alias("rt"))
+        .transform(shuffled_by("trace", "msg_key"))
+    )
+    upto = Window.partitionBy("trace", "msg_key", "rt").orderBy("seq").rowsBetween(UNBOUNDED, 0)
+    rows = (
+        rows.withColumn("fired", F.count(F.when(fire, 1)).over(upto))
+        .withColumn("scheduled", F.count(F.when(sched, 1)).over(upto))
+        .withColumn("first", F.min(F.when(fire, F.struct(SEQ().alias("s"), F.col("crashes").alias("c")))).over(upto))
+    )
+    return _findings(
+        rows,
+        [
+            (
+                fire & (F.col("fired") > F.col("scheduled")) & (F.col("first.c") == F.col("crashes")),
+                _struct(
+                    Code.SCHEDULE_DUPLICATED,
+                    [F.col("first.s"), SEQ()],
+                    ("topic", "msg_key"),
+                    _fmt("fire %d of %s (reconsume_times %d), %d scheduled, no crash since the first fire",
+                         "fired", "msg_key", "rt", "scheduled"),
+                ),
+            )
+        ],
+    )
+
+
+def _offset_lost(df: DataFrame) -> DataFrame:
+    rows = (
+        df.filter((EV() == "commit_offset") & _nn("group", "topic", "queue_id", "queue_offset"))
+        .select("trace", "seq", "status", "group", "topic", "queue_id", "queue_offset", "crashes")
+        .transform(shuffled_by("trace", "group", "topic", "queue_id"))
+    )
+    w = Window.partitionBy("trace", "group", "topic", "queue_id").orderBy("seq")
+    prev = F.lag(F.struct(SEQ().alias("s"), F.col("queue_offset").alias("o"), F.col("crashes").alias("c"))).over(w)
+    rows = rows.withColumn("prev", prev)
+    return _findings(
+        rows,
+        [
+            (
+                (F.col("status") == "RESTORED")
+                & F.col("prev").isNotNull()
+                & (F.col("prev.c") == F.col("crashes"))
+                & (F.col("prev.o") != F.col("queue_offset")),
+                _struct(
+                    Code.OFFSET_LOST,
+                    [F.col("prev.s"), SEQ()],
+                    ("group", "topic", "queue_id"),
+                    _fmt("offset %d after a clean restart, %d was committed", "queue_offset", "prev.o"),
+                ),
+            )
+        ],
+    )
+
+
+def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
+    """(trace, group, msg_key) a group may never see after a crash (``traces.checks_delivery.
+    skipped_by_saved_offsets``): a send/store of the key at a queue_offset below a commit of the
+    group on that queue made before an earlier crash (``crashes`` counts them per row)."""
+    commits = (
+        df.filter((EV() == "commit_offset") & _nn("group", "topic", "queue_id", "queue_offset"))
+        .groupBy("trace", "group", "topic", "queue_id", F.col("crashes").alias("cc"))
+        .agg(F.max("queue_offset").alias("committed"))
+    )
+    delayed = (EV() == "send") & F.coalesce(F.col("delay_level") != 0, F.lit(False))  # offset of the schedule copy
+    positions = df.filter(
+        EV().isin("send", "store") & _nn("topic", "queue_id", "queue_offset", "msg_key") & ~delayed
+    ).select(
+        "trace", "topic", "queue_id", "queue_offset", "msg_key", "crashes"
+    )
+    joined = positions.join(commits, ["trace", "topic", "queue_id"])
+    return (
+        joined.filter((F.col("cc") < F.col("crashes")) & (F.col("queue_offset") < F.col("committed")))
+        .select("trace", "group", "msg_key")
+        .distinct()
+    )

@@ -1,0 +1,71 @@
+"""Coverage (issue 14): what a run reached, and that the default budget reaches every row of every
+lifecycle table (model/lifecycle.py)."""
+
+from __future__ import annotations
+
+from rmqspec.model.lifecycle import LIFECYCLES
+from rmqspec.model.model_factory import factory as model_factory
+from rmqspec.properties.codes import AuditParams
+from rmqspec.properties.coverage import ALL_TRANSITIONS, CoverageReport, classify, label
+from rmqspec.properties.history import History
+from rmqspec.properties.runner import budget_settings, check_conformance
+
+
+def test_every_row_of_every_table_is_listed_once() -> None:
+    rows = [label(lc, t) for lc in LIFECYCLES for t in lc.transitions]
+    assert list(ALL_TRANSITIONS) == rows and len(set(rows)) == len(rows) == 19
+
+
+def test_classify_names_the_rows_the_observations_took() -> None:
+    h = History(params=AuditParams())
+    for event, ts, fields in [
+        ("deliver", 0, {"topic": "T", "group": "G", "msg_key": "K", "detail": {"client": True}}),
+        ("send_back", 1, {"group": "G", "msg_key": "K", "status": "RETRY", "detail": {"code": "SUCCESS"}}),
+        ("send_back", 1, {"group": "G", "msg_key": "K", "detail": {"code": "LOST"}}),
+        ("schedule_fire", 2, {"topic": "%RETRY%G", "msg_key": "K", "reconsume_times": 1}),
+        ("lock", 3, {"group": "OG", "topic": "T", "queue_id": 0, "client_id": "c1", "status": "GRANTED"}),
+        ("lock", 4, {"group": "OG", "topic": "T", "queue_id": 0, "client_id": "c2", "status": "DENIED"}),
+        ("unlock", 5, {"group": "OG", "topic": "T", "queue_id": 0, "client_id": "c2"}),
+        ("unlock", 6, {"group": "OG", "topic": "T", "queue_id": 0, "client_id": "c1"}),
+        ("unlock", 7, {"group": "OG", "topic": "T", "queue_id": 0, "client_id": "c1"}),
+        ("txn_half", 0, {"msg_key": "X"}),
+        ("txn_half", 57_000, {"msg_key": "Y"}),
+        ("txn_check", 60_000, {"msg_key": "X"}),
+        ("txn_end", 60_001, {"msg_key": "X", "status": "COMMIT"}),
+        ("txn_end", 60_002, {"msg_key": "X", "status": "COMMIT"}),
+    ]:
+        h.emit(event, ts, **fields)
+    got = classify(h)
+    assert got == {
+        "message: STORED --deliver--> DELIVERED": 1,
+        "message: DELIVERED --send_back[retry]--> SCHEDULED": 1,
+        "message: DELIVERED --send_back_failed--> DELIVERED": 1,
+        "message: SCHEDULED --fire[due]--> STORED": 1,
+        "lock: FREE --lock--> HELD": 1,
+        "lock: HELD --lock[deny]--> HELD": 1,
+        "lock: HELD --unlock[not_holder]--> HELD": 1,
+        "lock: HELD --unlock[holder]--> FREE": 1,
+        "lock: FREE --unlock--> FREE": 1,
+        "transaction: PENDING --check[check]--> PENDING": 1,
+        "transaction: PENDING --check[young]--> PENDING": 1,
+        "transaction: PENDING --commit--> COMMITTED": 1,
+        "transaction: COMMITTED --commit--> COMMITTED": 1,
+    }
+
+
+def test_report_lists_zeros_and_splits_rules_from_results() -> None:
+    report = CoverageReport.of({ALL_TRANSITIONS[0]: 3}, {"produce": 2, "pull:FOUND": 5}, {"produce"})
+    assert report.rules == (("produce", 2),) and report.results == (("pull:FOUND", 5),)
+    assert len(report.missing) == len(ALL_TRANSITIONS) - 1
+    text = report.render()
+    assert text.startswith(f"coverage: 1/{len(ALL_TRANSITIONS)} lifecycle transitions reached") and "(never)" in text
+    data = report.as_dict()
+    assert data["reached"] == 1 and data["total"] == 19 and data["rules"] == {"produce": 2}
+
+
+def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
+    """``rmqspec conform``'s default budget (ci: 40 × 30) takes every row of every table."""
+    result = check_conformance(model_factory, settings=budget_settings())
+    assert result.passed, result.render()
+    report = result.coverage_report
+    assert report is not None and report.missing == (), report.render()
