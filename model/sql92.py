@@ -17,9 +17,10 @@ decimals (int when they fit 32 bits, else long; suffix ``L``; overflow is a pars
 (``5.``, ``.5``, ``5E3``; ``0.0`` or an underflow is a parse error: ``createFloat`` rejects values below
 ``Double.MIN_VALUE``), ``TRUE FALSE NULL``. Comments ``/* */`` and ``-- …<newline>``.
 The generated parser has no end-of-input rule: it stops at the first token that cannot continue the
-expression, so ``a = 1 b`` is ``a = 1`` (text after that token is never even tokenized), and it looks
-two tokens ahead only for ``NOT BETWEEN`` / ``NOT IN``. ``parse`` feeds lark's interactive parser
-token by token from a lazy lexer to reproduce exactly that.
+expression, so ``a = 1 b`` is ``a = 1`` (text after that token is never even tokenized). A ``NOT``
+or ``IS`` after an operand enters the comparison loop, so ``a = 1 NOT x`` and ``a IS 5`` fail (real
+broker, ``tests/interop/test_sql92_real.py``). ``_parse_tree`` feeds lark's interactive parser token
+by token from a lazy lexer and stops where JavaCC stops.
 
 Parse-time checks (the factories throw, which the parser reports as a failure): ``=``/``<>`` with a
 ``NULL`` literal operand; ``TRUE = 'x'`` (a boolean literal on the left compared with a non-boolean
@@ -557,13 +558,6 @@ def _parse_tree(text: str):
             if complete:
                 return ip.feed_eof()
             raise FilterParseError(f"Encountered {pending.value!r} at column {pending.column}")
-        if pending.type == "NOT" and complete:  # LOOKAHEAD(2): NOT only as NOT BETWEEN / NOT IN here
-            following = next(toks, None)
-            if following is None or following.type not in ("BETWEEN", "IN"):
-                return ip.feed_eof()
-            ip.feed_token(pending)
-            pending = following
-            continue
         ip.feed_token(pending)
         pending = next(toks, None)
 
