@@ -21,6 +21,9 @@ from collections.abc import Callable, Mapping
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.model.sql92 import SQL92, FilterParseError, compile_filter, is_tag_type, matches
 
+# a judge's answer when the subscription itself does not compile
+UNJUDGED = None
+
 PARSE_FAILED_REMARK = "parse the consumer's subscription failed"
 
 
@@ -46,3 +49,29 @@ def property_filter(
     except FilterParseError as e:
         raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e)) from None
     return lambda props: matches(node, props)
+
+
+def subscription_matches(subscription: str | None, expression_type: str | None, tags: str | None,
+                         properties: Mapping[str, str] | None) -> bool | None:
+    """Does a message match a *client's* subscription (what a consumer should get)?
+
+    TAG: ``*`` / empty match all, otherwise the exact tag string must be in the ``||`` set (the client
+    re-checks strings after the broker's hash filter: ``PullAPIWrapper.processPullResult``). SQL92: the
+    4.9.8 evaluation on the message's properties (TAGS added from ``tags`` when absent). ``None`` when the
+    expression does not compile (nothing to judge against).
+    """
+    if is_tag_type(expression_type):
+        if not subscription or subscription == "*":
+            return True
+        wanted = {t.strip() for t in subscription.split("||") if t.strip()}
+        return tags in wanted
+    if expression_type != SQL92 or not subscription:
+        return UNJUDGED
+    try:
+        node = compile_filter(subscription)
+    except FilterParseError:
+        return UNJUDGED
+    props = dict(properties or {})
+    if tags is not None:
+        props.setdefault("TAGS", tags)
+    return matches(node, props)

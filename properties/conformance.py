@@ -71,6 +71,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.properties import invariants as inv
 from rmqspec.properties.composite import SWARM, DeepRules
+from rmqspec.properties.filters import FilterRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
     DISCARD_TOPIC,
@@ -168,7 +169,7 @@ def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
 
 
-class ConformanceBase(DeepRules, RuleBasedStateMachine):
+class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
     broker_factory: Callable[..., Any]
@@ -358,6 +359,8 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         # draw structure does not depend on the mode)
         self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
+        if wall is None:  # SQL92 pulls (properties/filters.py); a remote broker keeps its own setting
+            self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
         if wall is not None:

@@ -119,12 +119,20 @@ def _damage(text: str, kind: int, at: int) -> str:
     return text
 
 
+_EXPRESSIONS = st.builds(
+    lambda tree, flags, damage, at: _damage(_recase(tree, flags), damage, at),
+    _tree(),
+    st.lists(st.booleans(), max_size=6),
+    st.sampled_from([9, 9, 9, 9, 9, 9, 0, 1, 2, 3]),
+    st.integers(0, 30),
+)
+
+
+@st.composite
+def _expressions(draw: st.DrawFn) -> str:
+    return draw(_EXPRESSIONS)  # a composite keeps the strategy's repr short in reports
+
+
 def expressions() -> st.SearchStrategy[str]:
     """SQL92 expressions, mostly well-formed; some ill-typed or broken on purpose."""
-    return st.builds(
-        lambda tree, flags, damage, at: _damage(_recase(tree, flags), damage, at),
-        _tree(),
-        st.lists(st.booleans(), max_size=6),
-        st.sampled_from([9, 9, 9, 9, 9, 9, 0, 1, 2, 3]),
-        st.integers(0, 30),
-    )
+    return _expressions()

@@ -1052,4 +1052,6 @@ def all_findings(
         *txn_rules(df, params, has_drain, at_risk),
         *_lifecycle_rules(df, params, at_risk),
     ]
-    return reduce(DataFrame.unionByName, parts)
+    from rmqspec.spark import rules_filter  # it imports this module
+
+    return rules_filter.with_filter_rules(reduce(DataFrame.unionByName, parts), df)
