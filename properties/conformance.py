@@ -71,7 +71,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.properties import invariants as inv
 from rmqspec.properties.composite import SWARM, DeepRules
-from rmqspec.properties.filters import FilterRules
+from rmqspec.properties.filters import FILTER_ACTIONS, FilterRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
     DISCARD_TOPIC,
@@ -652,9 +652,12 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         self._after()
 
     @precondition(lambda self: self._on("probe"))
-    @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]))
-    def probe_filtered(self, topic: int, queue: int, sub: str) -> None:
-        """The observer pulls with a tag subscription: only matching tags may come back."""
+    @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]), extra=FILTER_ACTIONS)
+    def probe_filtered(self, topic: int, queue: int, sub: str, extra: tuple | None = None) -> None:
+        """The observer pulls with a tag subscription: only matching tags may come back (``extra``:
+        a SQL92 / properties / inconsistent-group action of ``properties/filters.py`` instead)."""
+        if extra is not None:
+            return self.filters(extra[0], topic, queue, *extra[1:])
         self._record("probe_filtered", topic=topic, queue=queue, sub=sub)
         name = _pick(sorted(self.topics), topic)
         self._pull(self.obs, MessageQueue(name, queue % self.topics[name]), 0, 32, self.obs,

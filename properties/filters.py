@@ -5,8 +5,8 @@ Theory of operation
 ``FilterRules`` is a mixin of ``ConformanceBase`` (``properties/conformance.py``), like ``DeepRules``;
 it uses the machine's plumbing (``_record``, ``_call``, ``_send``, ``_message``, ``_after``, ``history``).
 The machine runs its brokers with ``enablePropertyFilter=true`` (on the manual clock). The three
-actions share one rule slot (``filters``) in the swarm family ``probe``, so the other rules keep their
-share of the steps.
+actions ride on the machine's ``probe_filtered`` rule (``FILTER_ACTIONS`` draws which), so the other
+rules keep their share of the steps.
 
 - ``send_with_properties`` sends a message with tags and user properties drawn by
   ``sql92_strategies.property_maps`` (values that hit the typing rules);
@@ -21,9 +21,11 @@ share of the steps.
   parity keeps the rule simple and still gives each client its own queues) with its own expression
   from the group's committed offset, consumes what it got with SUCCESS and commits the pull's next
   offset. The messages the other client's expression selects on those queues are committed past: the
-  trace audit reports them (FILTER_SKIPPED, SUBSCRIPTION_INCONSISTENT); the conformance verdict does
-  not, because it is the client configuration that is wrong, not the broker. ``GF`` is not a
-  subscribing group of the no-loss invariant and the drain leaves it alone.
+  trace audit would report them (FILTER_SKIPPED, SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen
+  --inject`` plants such groups); the conformance verdict does not, because it is the client
+  configuration that is wrong, not the broker, so GF's rows stay in the ghost history (judged by
+  FilterMismatchProperty) and out of the recorded trace. ``GF`` is not a subscribing group of the
+  no-loss invariant and the drain leaves it alone.
 
 Every ``deliver`` / ``consume`` of these rules carries ``detail.subscription``,
 ``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with).
@@ -34,7 +36,6 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.results import PullResult, PullStatus
@@ -42,6 +43,12 @@ from rmqspec.model.sql92 import SQL92
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
 
 PICK = st.integers(0, 255)
+# what ``probe_filtered`` does besides its tag probe: None = the tag probe, else ``filters``' arguments
+FILTER_ACTIONS = st.one_of(
+    st.none(),
+    st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent"]), st.sampled_from(TAG_VALUES),
+              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8)),
+)
 FILTER_GROUP = "GF"
 FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
 
@@ -67,13 +74,9 @@ class FilterRules:
             self.fg_subs = {}
             self.fg_created = False
 
-    @precondition(lambda self: self.ls is not None and self.topics and self._on("probe"))
-    @rule(kind=st.sampled_from(["send", "send", "probe", "inconsistent"]), topic=PICK, queue=PICK,
-          tags=st.sampled_from(TAG_VALUES), props=property_maps(), first=expressions(), second=expressions(),
-          which=st.integers(0, 1), n=st.integers(1, 8))
     def filters(self, kind: str, topic: int, queue: int, tags: str | None, props: dict[str, str], first: str,
                 second: str, which: int, n: int) -> None:
-        """One rule slot for the filter family (the other rules keep their share of the steps)."""
+        """The filter family's actions (drawn with ``probe_filtered``)."""
         if kind == "send":
             self.send_with_properties(topic, queue, tags, props)
         elif kind == "probe":
@@ -135,17 +138,19 @@ class FilterRules:
             mq = MessageQueue(self.t0, q)
             stored = self._call(f"query_offset({group!r}, {mq.topic}/{q})", lambda b, mq=mq: b.query_offset(group, mq))
             offset = max(stored.value if stored.error is None else 0, 0)
-            res = self._sql_pull(group, mq, offset, n, expr, client, deliver=True)
+            res = self._sql_pull(group, mq, offset, n, expr, client, deliver=False)
             if res is None or res.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
                 continue
             for m in res.messages:
-                self._emit("consume", actor=client, group=group, client_id=client, topic=m.topic,
+                self.history.emit("consume", self._now(), trace=False, actor=client, group=group,
+                                  client_id=client, topic=m.topic,
                            queue_id=m.queue_id, queue_offset=m.queue_offset, msg_key=m.uniq_key,
                            msg_id=m.msg_id, reconsume_times=m.reconsume_times, status="SUCCESS",
                            detail={"listener": "SUCCESS", **filter_detail(m, expr, SQL92)})
             nxt = res.next_begin_offset
             self._call(f"update_offset({group!r}, {mq.topic}/{q}, {nxt})",
                        lambda b, mq=mq, nxt=nxt: b.update_offset(group, mq, nxt))
-            self._emit("commit_offset", actor=client, group=group, client_id=client, topic=mq.topic,
-                       queue_id=q, queue_offset=nxt, detail={"requested": nxt})
+            self.history.emit("commit_offset", self._now(), trace=False, actor=client, group=group,
+                              client_id=client, topic=mq.topic, queue_id=q, queue_offset=nxt,
+                              detail={"requested": nxt})
         self._after()
