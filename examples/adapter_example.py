@@ -58,8 +58,8 @@ class ExampleAdapter:
                                        action, from_check)
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*") -> PullResult:
-        return self._b.pull(group, mq, offset, max_nums, subscription)
+             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
+        return self._b.pull(group, mq, offset, max_nums, subscription, expression_type)
 
     def send_back(self, group: str, commitlog_offset: int, delay_level: int,
                   origin_msg_id: str | None, max_reconsume_times: int | None) -> ResponseCode:

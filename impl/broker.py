@@ -109,6 +109,7 @@ from rmqspec.model.message import (
 )
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.protocol import Capability
+from rmqspec.model.pullfilter import property_filter
 from rmqspec.model.results import (
     BrokerError,
     CheckRequest,
@@ -393,7 +394,13 @@ class MmapBroker:
     # consuming
 
     def pull(
-        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+        self,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        expression_type: str = "TAG",
     ) -> PullResult:
         """PULL_MESSAGE, answered at once (no long polling), for any group."""
         self._require_running()
@@ -402,11 +409,12 @@ class MmapBroker:
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
         if not 0 <= mq.queue_id < self.meta.topics[mq.topic]:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)
         try:
-            matches = tag_filter(subscription)
+            matches = tag_filter(subscription) if props_match is None else None
         except SubscriptionError as e:
             raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e)) from None
-        res = self.log.get_message(mq.topic, mq.queue_id, offset, max_nums, matches)
+        res = self.log.get_message(mq.topic, mq.queue_id, offset, max_nums, matches, props_match)
         messages = tuple(e.to_stored(self.config) for e in res.entries)
         for e in res.entries:
             self.events.deliver(e, now, group)

@@ -376,6 +376,7 @@ class BrokerLog:
         offset: int,
         max_nums: int,
         matches: Callable[[int], bool] | None = None,
+        props_match: Callable[[Mapping[str, str]], bool] | None = None,
     ) -> GetResult:
         """DefaultMessageStore.getMessage (see the module docstring)."""
         lo = self.min_offset(topic, queue_id)
@@ -411,7 +412,10 @@ class BrokerLog:
                 scanned += 1
                 if matches is not None and not matches(unit.tags_code):
                     continue
-                found.append(self.entry(unit.commitlog_offset, unit.tags_code))
+                entry = self.entry(unit.commitlog_offset, unit.tags_code)
+                if props_match is not None and not props_match(entry.properties):  # isMatchedByCommitLog
+                    continue
+                found.append(entry)
                 total_bytes += unit.size
             position += len(units)
         status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE

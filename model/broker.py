@@ -89,6 +89,7 @@ from rmqspec.model.message import (
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.offsets import ConsumerOffsets
 from rmqspec.model.protocol import Capability
+from rmqspec.model.pullfilter import property_filter
 from rmqspec.model.queues import (
     DLQ_PREFIX,
     HALF_TOPIC,
@@ -538,7 +539,13 @@ class ModelBroker:
     # consuming
 
     def pull(
-        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+        self,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        expression_type: str = "TAG",
     ) -> PullResult:
         """PULL_MESSAGE, answered at once (no long polling), for any group."""
         self._require_running()
@@ -547,11 +554,12 @@ class ModelBroker:
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
         if not 0 <= mq.queue_id < self.store.topics[mq.topic]:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)
         try:
-            matches = tag_filter(subscription)
+            matches = tag_filter(subscription) if props_match is None else None
         except SubscriptionError as e:
             raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e)) from None
-        res = self.store.get_message(mq.topic, mq.queue_id, offset, max_nums, matches)
+        res = self.store.get_message(mq.topic, mq.queue_id, offset, max_nums, matches, props_match)
         messages = tuple(r.to_stored(self.config) for r in res.records)
         for r in res.records:
             self.ghost.note_delivered(

@@ -84,6 +84,8 @@ class BrokerConfig:
     # CommitLog mapped-file size (mappedFileSizeCommitLog, 1 GiB); a record that
     # does not fit (size + 8 > room left) rolls to the next multiple of this.
     commitlog_file_size: int = attrs.field(default=1 << 30, validator=_positive)
+    # enablePropertyFilter (default false): SQL92 pulls are refused with SYSTEM_ERROR unless true.
+    enable_property_filter: bool = False
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

@@ -134,10 +134,16 @@ class Link:
         )
 
     def pull(
-        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+        self,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        expression_type: str = "TAG",
     ) -> PullResult:
         self._lose("pull")
-        return self.broker.pull(group, mq, offset, max_nums, subscription)
+        return self.broker.pull(group, mq, offset, max_nums, subscription, expression_type)
 
     def send_back(
         self,

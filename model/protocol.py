@@ -52,7 +52,13 @@ class Broker(Protocol):
     ) -> ResponseCode: ...
 
     def pull(
-        self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, subscription: str = "*"
+        self,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = 32,
+        subscription: str = "*",
+        expression_type: str = "TAG",
     ) -> PullResult: ...
 
     def send_back(

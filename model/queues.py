@@ -415,6 +415,7 @@ class Store:
         offset: int,
         max_nums: int,
         matches: Callable[[int], bool] | None = None,
+        props_match: Callable[[Mapping[str, str]], bool] | None = None,
     ) -> GetResult:
         """DefaultMessageStore.getMessage (master, everything in memory).
 
@@ -454,6 +455,8 @@ class Store:
                 break
             scanned += 1
             if matches is not None and not matches(record.tags_code):
+                continue
+            if props_match is not None and not props_match(record.properties):  # isMatchedByCommitLog
                 continue
             found.append(record)
             total_bytes += record.size

@@ -172,6 +172,13 @@ def _name(text: str) -> str:
 _FLUSH_TYPES = {"SYNC_FLUSH": "SYNC", "ASYNC_FLUSH": "ASYNC"}
 
 
+def _boolean(text: str) -> bool:
+    """Boolean.parseBoolean, minus its silence: anything but true/false (any case) is an error."""
+    if text.lower() not in ("true", "false"):
+        raise ValueError(f"{text!r} is not true or false (Boolean.parseBoolean would silently read false)")
+    return text.lower() == "true"
+
+
 _ANY_INT32 = -(2**31)
 
 # key -> (BrokerConf field, parser)
@@ -263,6 +270,7 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "listenPort": ("store_port", _integer(_INT32, 1, "a TCP port (1..65535)")),
     "flushDiskType": ("flush", _flush),
     "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
+    "enablePropertyFilter": ("enable_property_filter", _boolean),
 }
 
 # BrokerConf field -> (key, BrokerConfig field)

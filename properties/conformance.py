@@ -73,6 +73,7 @@ from rmqspec.model.results import (
 from rmqspec.model.transactions import CID_RMQ_SYS_TRANS
 from rmqspec.properties import invariants as inv
 from rmqspec.properties.composite import SWARM, DeepRules
+from rmqspec.properties.filters import FILTER_ACTIONS, FilterRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
     DISCARD_TOPIC,
@@ -171,7 +172,7 @@ def _enabled(cond: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return precondition(lambda self: type(self).wall is not None or bool(cond(self)))
 
 
-class ConformanceBase(DeepRules, RuleBasedStateMachine):
+class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
     broker_factory: Callable[..., Any]
@@ -361,6 +362,8 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         # draw structure does not depend on the mode)
         self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
+        if wall is None:  # SQL92 pulls (properties/filters.py); a remote broker keeps its own setting
+            self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
         if wall is not None:
@@ -657,9 +660,12 @@ class ConformanceBase(DeepRules, RuleBasedStateMachine):
         self._after()
 
     @precondition(lambda self: self._on("probe"))
-    @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]))
-    def probe_filtered(self, topic: int, queue: int, sub: str) -> None:
-        """The observer pulls with a tag subscription: only matching tags may come back."""
+    @rule(topic=PICK, queue=PICK, sub=st.sampled_from(["TagA", "TagA||TagB", "TagC"]), extra=FILTER_ACTIONS)
+    def probe_filtered(self, topic: int, queue: int, sub: str, extra: tuple | None = None) -> None:
+        """The observer pulls with a tag subscription: only matching tags may come back (``extra``:
+        a SQL92 / properties / inconsistent-group action of ``properties/filters.py`` instead)."""
+        if extra is not None:
+            return self.filters(extra[0], topic, queue, *extra[1:])
         self._record("probe_filtered", topic=topic, queue=queue, sub=sub)
         name = _pick(sorted(self.topics), topic)
         self._pull(self.obs, MessageQueue(name, queue % self.topics[name]), 0, 32, self.obs,

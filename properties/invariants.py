@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from rmqspec.model.events import TraceEvent
+from rmqspec.model.pullfilter import subscription_matches
+from rmqspec.model.sql92 import is_tag_type
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.properties.history import (
     DLQ_PREFIX,
@@ -252,10 +254,32 @@ def check_unexpected(h: History) -> list[Violation]:
         if ev.event == "deliver":
             sub = _detail(ev, "subscription", "*")
             tags = _detail(ev, "tags")
-            if sub != "*" and tags not in {t.strip() for t in str(sub).split("||")}:
+            sql = not is_tag_type(_detail(ev, "expression_type"))  # judged by check_filter_mismatch
+            if not sql and sub != "*" and tags not in {t.strip() for t in str(sub).split("||")}:
                 out.append(_v(h, Code.UNEXPECTED, ev,
                               f"pull with subscription {sub!r} returned tags {tags!r}",
                               sub, tags))
+    return out
+
+
+def check_filter_mismatch(h: History) -> list[Violation]:
+    """A SQL92 pull never returns a message its expression does not select, and a client never
+    consumes (SUCCESS) one its own subscription excludes."""
+    out = []
+    for ev in h.events:
+        if ev.event not in ("deliver", "consume") or "properties" not in (ev.detail or {}):
+            continue
+        if ev.event == "consume" and ev.status != "SUCCESS":
+            continue
+        kind = _detail(ev, "expression_type")
+        if ev.event == "deliver" and is_tag_type(kind):
+            continue  # tag deliveries: the broker compares hash codes (check_unexpected)
+        sub = _detail(ev, "subscription")
+        verdict = subscription_matches(sub, kind, _detail(ev, "tags"), _detail(ev, "properties"))
+        if verdict is False:
+            out.append(_v(h, Code.FILTER_MISMATCH, ev,
+                          f"{ev.event} of {ev.msg_key} does not match {kind} subscription {sub!r}",
+                          "a message the subscription selects", _detail(ev, "properties")))
     return out
 
 
@@ -843,6 +867,10 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("NoUnexpectedProperty", Code.UNEXPECTED, "always",
               "Consumers only see messages that were sent and that their subscription selects.",
               "PullMessageProcessor + ExpressionMessageFilter (tagsCode)", check_unexpected),
+    Invariant("FilterMismatchProperty", Code.FILTER_MISMATCH, "always",
+              "A filtered pull or a client only delivers messages its subscription selects.",
+              "ExpressionMessageFilter.isMatchedByCommitLog + PullAPIWrapper.processPullResult",
+              check_filter_mismatch),
     Invariant("NoLossProperty", Code.LOST, "eventually",
               "Every acknowledged send is eventually consumed by each group or lands in its DLQ.",
               "at-least-once: SendMessageProcessor + ConsumeMessageConcurrentlyService",

@@ -217,9 +217,9 @@ class SessionView:
         self.op_longer = 0
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*") -> PullResult:
+             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
         qb = self._qbase(mq)
-        res = self.broker.pull(group, mq, offset + qb, max_nums, subscription)
+        res = self.broker.pull(group, mq, offset + qb, max_nums, subscription, expression_type)
         return attrs.evolve(
             res, messages=tuple(self._stored(m, qb) for m in res.messages),
             next_begin_offset=max(0, res.next_begin_offset - qb), min_offset=max(0, res.min_offset - qb),

@@ -93,6 +93,7 @@ from rmqspec.model.results import (
     SendResult,
     TxnAction,
 )
+from rmqspec.model.sql92 import is_tag_type
 from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.client import RemotingClient, RemotingError, parse_address
 from rmqspec.remoting.codes import RequestCode
@@ -193,6 +194,7 @@ class RemoteBroker:
         self._uniq = UniqKeyFactory("127.0.0.1", os.getpid())
         self._producer_groups: set[str] = set()
         self._consumer_groups: dict[str, set[str]] = {}
+        self._checked: dict[tuple[str, str], BrokerError | bool] = {}
         self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
         self._carried: list[tuple[int, RemotingCommand]] = []  # (arrival ms, request) on a connection since lost
         self._crashed = False
@@ -349,11 +351,29 @@ class RemoteBroker:
     # ------------------------------------------------------------------ consuming
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*") -> PullResult:
+             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
         topics = self._consumer_groups.get(group)
         if topics is not None:
             topics.add(mq.topic)
-        return ops.parse_pull(self._invoke(ops.pull_request(group, mq, offset, max_nums, subscription)))
+        if not is_tag_type(expression_type) and subscription:
+            self._check_client_config(group, mq.topic, subscription, expression_type)
+        cmd = ops.pull_request(group, mq, offset, max_nums, subscription, expression_type)
+        return ops.parse_pull(self._invoke(cmd))
+
+    def _check_client_config(self, group: str, topic: str, subscription: str, expression_type: str) -> None:
+        """A non-TAG expression is compiled by CHECK_CLIENT_CONFIG first, as a real consumer's start does:
+        4.9.8's PULL_MESSAGE with an expression that does not compile serves every message
+        (ConsumerFilterManager.build returns null); the check answers SUBSCRIPTION_PARSE_FAILED.
+        Answers are cached per (type, expression): the broker's answer depends on nothing else."""
+        key = (expression_type, subscription)
+        answer = self._checked.get(key)
+        if answer is None:
+            resp = self._invoke(ops.check_client_config_request(self.client_id, group, topic, subscription,
+                                                                expression_type))
+            answer = None if resp.code == ResponseCode.SUCCESS else ops.refusal(resp, "CHECK_CLIENT_CONFIG")
+            self._checked[key] = answer or False
+        if answer:
+            raise BrokerError(answer.code, answer.remark)
 
     def send_back(self, group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
                   max_reconsume_times: int | None) -> ResponseCode:

@@ -336,13 +336,28 @@ def parse_dispatch_behind(resp: RemotingCommand) -> int | None:
 # consuming
 
 
-def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, subscription: str) -> RemotingCommand:
-    """PULL_MESSAGE, not suspended, with the subscription in the request (sysFlag = 4)."""
+def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, subscription: str,
+                 expression_type: str = "TAG") -> RemotingCommand:
+    """PULL_MESSAGE, not suspended, with the subscription and its expressionType in the request (sysFlag = 4)."""
     return _req(RequestCode.PULL_MESSAGE, {
         "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
         "maxMsgNums": max_nums, "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0,
-        "suspendTimeoutMillis": 0, "subscription": subscription, "subVersion": 0, "expressionType": "TAG",
+        "suspendTimeoutMillis": 0, "subscription": subscription, "subVersion": 0, "expressionType": expression_type,
     })
+
+
+def check_client_config_request(client_id: str, group: str, topic: str, subscription: str,
+                                expression_type: str) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG 46 (what DefaultMQPushConsumer.start asks for a non-TAG subscription):
+    the broker compiles the expression; SYSTEM_ERROR without enablePropertyFilter, SUBSCRIPTION_PARSE_FAILED."""
+    body = bodies.dumps({
+        "clientId": client_id, "group": group,
+        "subscriptionData": {
+            "classFilterMode": False, "codeSet": [], "expressionType": expression_type, "subString": subscription,
+            "subVersion": 0, "tagsSet": [], "topic": topic,
+        },
+    })
+    return _req(RequestCode.CHECK_CLIENT_CONFIG, body=body)
 
 
 def parse_pull(resp: RemotingCommand) -> PullResult:

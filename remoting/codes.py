@@ -44,6 +44,7 @@ class RequestCode(enum.IntEnum):
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
+    CHECK_CLIENT_CONFIG = 46
     REGISTER_BROKER = 103
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
@@ -122,6 +123,7 @@ REQUESTS: dict[RequestCode, RequestSpec] = {s.code: s for s in (
                 response_body=Body.JSON),
     RequestSpec(RequestCode.GET_BROKER_CLUSTER_INFO, "namesrv", response_body=Body.JSON),
     RequestSpec(RequestCode.HEART_BEAT, "broker", body=Body.JSON),
+    RequestSpec(RequestCode.CHECK_CLIENT_CONFIG, "broker", body=Body.JSON),
     RequestSpec(RequestCode.SEND_MESSAGE, "broker",
                 _fields("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
                         "bornTimestamp", "flag", "properties?", "reconsumeTimes?", "unitMode?", "batch?",

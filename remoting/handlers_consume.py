@@ -1,5 +1,6 @@
 """Consumer-side requests: PULL_MESSAGE 11, QUERY/UPDATE_CONSUMER_OFFSET 14/15, HEART_BEAT 34,
-UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38, LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42.
+UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38, LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42,
+CHECK_CLIENT_CONFIG 46.
 
 Theory of operation
 -------------------
@@ -12,8 +13,9 @@ PULL_MESSAGE: the subscription group is auto-created; the topic must exist
 the filter is the request's ``subscription`` when sysFlag has the
 subscription bit (4), else the subscription the group's last heartbeat gave
 for the topic (SUBSCRIPTION_NOT_EXIST without one, SUBSCRIPTION_NOT_LATEST 25
-when the request's subVersion is newer); only TAG expressions are served
-(SYSTEM_ERROR for SQL92, as a broker without enablePropertyFilter). The
+when the request's subVersion is newer); the expression and its ``expressionType``
+(TAG or SQL92) go to ``Broker.pull``, which refuses SQL92 with SYSTEM_ERROR unless the
+broker runs with ``enablePropertyFilter=true`` (``model/pullfilter.py``). The
 broker's ``PullResult`` maps to the response code and the remark the store
 status gives (``pull_answer``): FOUND → 0 with the messages in commitlog
 format; NO_NEW_MSG → 19 PULL_NOT_FOUND (OFFSET_OVERFLOW_ONE, or
@@ -37,7 +39,9 @@ from __future__ import annotations
 from typing import Any
 
 from rmqspec.model.message import MessageQueue
+from rmqspec.model.pullfilter import disabled_remark
 from rmqspec.model.results import BrokerError, PullResult, PullStatus, ResponseCode
+from rmqspec.model.sql92 import SQL92, FilterParseError, compile_filter, is_tag_type
 from rmqspec.remoting import bodies
 from rmqspec.remoting.bodies import BodyError
 from rmqspec.remoting.clients import parse_heartbeat
@@ -69,7 +73,7 @@ def pull_answer(result: PullResult, offset: int) -> tuple[int, str]:
     return PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL" if offset < result.min_offset else "OFFSET_OVERFLOW_BADLY"
 
 
-def _subscription(ctx: Ctx, req: RemotingCommand, group: str, topic: str, sys_flag: int) -> str:
+def _subscription(ctx: Ctx, req: RemotingCommand, group: str, topic: str, sys_flag: int) -> tuple[str, str]:
     if sys_flag & PULL_FLAG_SUBSCRIPTION:
         expression = req.ext_fields.get("subscription") or "*"
         kind = req.ext_fields.get("expressionType") or "TAG"
@@ -83,10 +87,7 @@ def _subscription(ctx: Ctx, req: RemotingCommand, group: str, topic: str, sys_fl
         if sub.sub_version < get_long(req, "subVersion"):
             raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         expression, kind = sub.sub_string, sub.expression_type
-    if kind.upper() != "TAG":
-        raise BrokerError(ResponseCode.SYSTEM_ERROR,
-                          f"The broker does not support consumer to filter message by {kind}")
-    return expression
+    return expression, kind
 
 
 def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
@@ -108,10 +109,10 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
         raise BrokerError(ResponseCode.SYSTEM_ERROR,
                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{nums}] "
                           f"consumer:[{conn.peer}]")
-    expression = _subscription(ctx, req, group, topic, sys_flag)
+    expression, kind = _subscription(ctx, req, group, topic, sys_flag)
     mq = MessageQueue(topic, queue_id)
     try:
-        result = ctx.broker.pull(group, mq, offset, max(max_nums, 1), expression)
+        result = ctx.broker.pull(group, mq, offset, max(max_nums, 1), expression, kind)
     except BrokerError as exc:
         if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
             raise BrokerError(exc.code, "parse the consumer's subscription failed") from None
@@ -167,6 +168,26 @@ def update_consumer_offset(ctx: Ctx, conn: Any, req: RemotingCommand) -> Remotin
 
 # ----------------------------------------------------------------------------------------------
 # clients
+
+
+def check_client_config(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG 46 (ClientManageProcessor.checkClientConfig): a TAG subscription is fine; another
+    type is SYSTEM_ERROR without enablePropertyFilter, else it must compile (SUBSCRIPTION_PARSE_FAILED)."""
+    doc = bodies.loads_object(req.body, "CheckClientRequestBody") if req.body else {}
+    sub = doc.get("subscriptionData")
+    if isinstance(sub, dict):
+        kind = sub.get("expressionType")
+        text = sub.get("subString")
+        if not is_tag_type(kind if isinstance(kind, str) else None):
+            if not ctx.config.enable_property_filter:
+                raise BrokerError(ResponseCode.SYSTEM_ERROR, disabled_remark(str(kind)))
+            if kind != SQL92 or not isinstance(text, str):
+                raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"no filter registered for type {kind}")
+            try:
+                compile_filter(text)
+            except FilterParseError as exc:
+                raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc)) from None
+    return ok(req)
 
 
 def heart_beat(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:

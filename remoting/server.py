@@ -92,6 +92,7 @@ from rmqspec.remoting.handlers_admin import (
 from rmqspec.remoting.handlers_consume import (
     PULL_NOT_FOUND,
     PULL_RETRY_IMMEDIATELY,
+    check_client_config,
     consumer_list,
     heart_beat,
     lock_batch,
@@ -126,6 +127,7 @@ BROKER_HANDLERS: dict[int, Handler] = {
     RequestCode.QUERY_CONSUMER_OFFSET: query_consumer_offset,
     RequestCode.UPDATE_CONSUMER_OFFSET: update_consumer_offset,
     RequestCode.HEART_BEAT: heart_beat,
+    RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
     RequestCode.UNREGISTER_CLIENT: unregister_client,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
     RequestCode.LOCK_BATCH_MQ: lock_batch,

@@ -56,7 +56,7 @@ TYPES: dict[str, T.DataType] = {
 }
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
-DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times")
+DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail")
 
 
 @attrs.frozen
@@ -186,10 +186,21 @@ def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
         risk.alias("at_risk"),
         send_back_max(df).alias("sb_max"),
         check_times(df).alias("check_times"),
+        filter_detail(df).alias("filter_detail"),
         position.alias("position"),
         problem.alias("problem"),
     )
     return out, has_trace_id
+
+
+def filter_detail(df: DataFrame) -> Column:
+    """The ``detail`` text of rows the filter rules read (``spark/rules_filter.py``), else null."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    text = F.col("detail").cast("string")
+    wanted = F.col("event").isin("send", "store", "deliver", "consume") & (
+        text.contains('"subscription"') | text.contains('"properties"') | text.contains('"tags"'))
+    return F.when(wanted, text)
 
 
 def _variant_detail(df: DataFrame) -> Column:

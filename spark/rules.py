@@ -1120,4 +1120,6 @@ def all_findings(
     no LOST, TXN_UNRESOLVED or RECOVERED for them. The passes are ``PASSES``.
     """
     parts = pass_findings(df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk)
-    return reduce(DataFrame.unionByName, parts.values())
+    from rmqspec.spark import rules_filter  # it imports this module
+
+    return rules_filter.with_filter_rules(reduce(DataFrame.unionByName, parts.values()), df)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator, Mapping
 
 from pyspark.sql import SparkSession
@@ -55,6 +56,8 @@ def audit_session(
     if active is None:
         if master and master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # Python workers (the filter rules, spark/rules_filter.py) import rmqspec: this interpreter
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.appName(app_name)
         if master:
             builder = builder.master(master)

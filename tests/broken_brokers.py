@@ -16,8 +16,9 @@ import attrs
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.lifecycle import effective_max_reconsume_times
 from rmqspec.model.message import MessageQueue
-from rmqspec.model.queues import OP_TOPIC
+from rmqspec.model.queues import OP_TOPIC, client_pull_status
 from rmqspec.model.results import PullResult, ResponseCode, SendResult, TxnAction
+from rmqspec.model.sql92 import FilterEvalError, compile_filter, evaluate
 from rmqspec.model.transactions import TransactionService
 
 
@@ -153,8 +154,41 @@ class RetryLevelOffByOne(Wrapped):
 class TagFilterIgnored(Wrapped):
     """PULL_MESSAGE ignores the subscription's tags."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*"):
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+        return self.inner.pull(group, mq, offset, max_nums, "*") if expression_type == "TAG" \
+            else self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
+
+
+class SqlFilterIgnored(Wrapped):
+    """A SQL92 pull that compiles returns what a ``*`` pull returns (the expression is checked, not applied)."""
+
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+        if expression_type == "TAG":
+            return self.inner.pull(group, mq, offset, max_nums, subscription)
+        self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
         return self.inner.pull(group, mq, offset, max_nums, "*")
+
+
+class SqlNullIsTrue(Wrapped):
+    """SQL92 evaluation treats an unknown (NULL) result as a match: `region = 'HZ'` selects messages
+    without a region."""
+
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+        if expression_type == "TAG":
+            return self.inner.pull(group, mq, offset, max_nums, subscription)
+        self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
+        node = compile_filter(subscription)
+
+        def null_true(props):
+            try:
+                return evaluate(node, props) is not False
+            except FilterEvalError:
+                return False
+
+        res = self.inner.store.get_message(mq.topic, mq.queue_id, offset, max_nums, None, null_true)
+        messages = tuple(r.to_stored(self.inner.config) for r in res.records)
+        status = client_pull_status(res.status, offset)
+        return PullResult(status, messages, res.next_begin_offset, res.min_offset, res.max_offset)
 
 
 class QueueOffsetSkips(Wrapped):
@@ -173,8 +207,8 @@ class QueueOffsetSkips(Wrapped):
 class DlqWrongReconsumeTimes(Wrapped):
     """DLQ copies keep the failed copy's reconsume_times (no + 1)."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*"):
-        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription)
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
         if not mq.topic.startswith("%DLQ%"):
             return res
         fixed = tuple(attrs.evolve(m, reconsume_times=m.reconsume_times - 1) for m in res.messages)
@@ -184,8 +218,8 @@ class DlqWrongReconsumeTimes(Wrapped):
 class DuplicateDelivery(Wrapped):
     """A pull that finds several messages answers a next offset one too small (redelivery)."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*"):
-        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription)
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
         if len(res.messages) > 1:
             return attrs.evolve(res, next_begin_offset=res.next_begin_offset - 1)
         return res
@@ -417,6 +451,8 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "queue_offset_skips": _factory(QueueOffsetSkips),
     "dlq_wrong_reconsume_times": _factory(DlqWrongReconsumeTimes),
     "duplicate_delivery": _factory(DuplicateDelivery),
+    "sql_filter_ignored": _factory(SqlFilterIgnored),
+    "sql_null_is_true": _factory(SqlNullIsTrue),
 }
 
 REPLICAS: dict[str, Callable[..., Any]] = {

@@ -28,7 +28,7 @@ LOCKSTEP = {name: (150, 50) for name in (
     "lock_never_expires", "rollback_commits", "commit_ignored", "offset_plus_one",
     "sync_send_lost_on_power", "one_check_too_many", "retry_level_off_by_one",
     "tag_filter_ignored", "queue_offset_skips", "dlq_wrong_reconsume_times",
-    "duplicate_delivery", "check_before_timeout",
+    "duplicate_delivery", "check_before_timeout", "sql_filter_ignored", "sql_null_is_true",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -44,6 +44,8 @@ INVARIANTS_ONLY = {
     "dlq_wrong_reconsume_times": (150, 50, "DLQ_"),
     "duplicate_delivery": (150, 50, "ORDER_QUEUE_GAP"),
     "check_before_timeout": (150, 50, "TXN_CHECK_EARLY"),
+    "sql_filter_ignored": (150, 50, "FILTER_MISMATCH"),
+    "sql_null_is_true": (150, 50, "FILTER_MISMATCH"),
 }
 
 

@@ -27,7 +27,15 @@ from rmqspec.properties.codes import (
     VIOLATION_CODES,
     AuditParams,
 )
-from rmqspec.traces import checks_delivery, checks_lifecycle, checks_lock, checks_order, checks_retry, checks_txn
+from rmqspec.traces import (
+    checks_delivery,
+    checks_filter,
+    checks_lifecycle,
+    checks_lock,
+    checks_order,
+    checks_retry,
+    checks_txn,
+)
 from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY, Finding, Trace, unknown_statuses
 from rmqspec.traces.errors import Rejected
 from rmqspec.traces.validate import check_row, readable_seq
@@ -71,6 +79,9 @@ DETECTORS: tuple[Detector, ...] = (
     checks_lifecycle.detect_dlq_delayed,
     checks_lifecycle.detect_schedule_duplicated,
     checks_lifecycle.detect_offset_lost,
+    checks_filter.detect_subscription_inconsistent,
+    checks_filter.detect_filter_mismatch,
+    checks_filter.detect_filter_skipped,
 )
 
 

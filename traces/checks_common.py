@@ -128,6 +128,8 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Code.DLQ_DELAYED: (("send_back", ("group", "msg_key")),),
     Code.SCHEDULE_DUPLICATED: (("schedule_fire", ("msg_key",)),),
     Code.OFFSET_LOST: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
+    Code.FILTER_MISMATCH: (("consume", ("group", "msg_key", "status")),),
+    Code.FILTER_SKIPPED: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
 }
 
 

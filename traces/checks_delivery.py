@@ -16,6 +16,7 @@ from rmqspec.traces.checks_common import (
     observation,
     violation,
 )
+from rmqspec.traces.checks_filter import filter_exempt
 
 
 def _acknowledged(trace: Trace) -> dict[tuple[str, str], int]:
@@ -83,13 +84,14 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     are those seen delivering/consuming it plus configured subscriptions.
     A msg_key listed in a ``crash``'s ``detail.at_risk`` (written after the
     last flush of an ASYNC broker that lost power) may be lost: not judged;
-    nor a (group, msg_key) ``skipped_by_saved_offsets`` names.
+    nor a (group, msg_key) ``skipped_by_saved_offsets`` or ``checks_filter.filter_exempt`` names
+    (a filtering group's messages its subscriptions do not select, and FILTER_SKIPPED ones).
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """
     drain = trace.drain_seq
     if drain is None:
         return
-    done: set[tuple[str, str]] = set(skipped_by_saved_offsets(trace))
+    done: set[tuple[str, str]] = set(skipped_by_saved_offsets(trace)) | filter_exempt(trace)
     for _, row in trace.of("consume", "send_back"):
         if row["seq"] > drain or not has(row, "group", "msg_key"):
             continue

@@ -16,6 +16,7 @@ ORDERLY_WITHOUT_LOCK alternates between the rule's cases.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
@@ -52,7 +53,11 @@ VIOLATION_CODES: tuple[str, ...] = (
     "DLQ_DELAYED",
     "SCHEDULE_DUPLICATED",
     "OFFSET_LOST",
+    "FILTER_MISMATCH",
+    "FILTER_SKIPPED",
 )
+# observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
+OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
 
 Steps = Generator[int, None, None]
 
@@ -511,6 +516,61 @@ def offset_lost(ctx: _Ctx) -> Steps:
     ctx.truth([committed, seq], "offset 1 restored after a clean restart, 2 was committed")
 
 
+def _filtered_send(ctx: _Ctx, qid: int, props: dict[str, str], tags: str = "t") -> tuple[int, tuple]:
+    """Store + acknowledged send carrying the message's tags and properties in ``detail``; (store seq, copy)."""
+    key = ctx.sim.inj_key()
+    attrs_ = {"tags": tags, "properties": props}
+    store_seq, copy = ctx.store(ctx.topic, qid, key, 0, ctx.pgroup,
+                                detail=json.dumps(attrs_, sort_keys=True, separators=(",", ":")))
+    ctx.sim.emit("send", actor=ctx.producer, group=ctx.pgroup, topic=ctx.topic, queue_id=qid,
+                 queue_offset=copy[3], commitlog_offset=copy[4], msg_key=key, msg_id=copy[5],
+                 status="SEND_OK", detail=attrs_)
+    return store_seq, copy
+
+
+def _filtered(ctx: _Ctx, event: str, copy: tuple, client: str, sub: str, **kw: object) -> int:
+    detail = {"subscription": sub, "expression_type": "SQL92"}
+    return ctx.sim.emit(event, detail=detail, **kw, **ctx._copy_fields(copy, client))
+
+
+def filter_mismatch(ctx: _Ctx) -> Steps:
+    _, copy = _filtered_send(ctx, 0, {"region": "BJ"})
+    yield 5
+    sub = "region IN ('HZ', 'SH')"
+    _filtered(ctx, "deliver", copy, ctx.c1, sub)
+    seq = _filtered(ctx, "consume", copy, ctx.c1, sub, status="SUCCESS")
+    ctx.commit(ctx.topic, 0, 1)
+    ctx.truth([seq], f"SUCCESS consume of a message with region=BJ under {sub!r}")
+
+
+def filter_skipped(ctx: _Ctx) -> Steps:
+    _, a = _filtered_send(ctx, 0, {"region": "HZ"})
+    skipped_seq, _b = _filtered_send(ctx, 0, {"region": "SH"})
+    _, d = _filtered_send(ctx, 1, {"region": "SH"})
+    yield 5
+    _filtered(ctx, "deliver", d, ctx.c2, "region = 'SH'")
+    _filtered(ctx, "consume", d, ctx.c2, "region = 'SH'", status="SUCCESS")
+    ctx.commit(ctx.topic, 1, 1, client=ctx.c2)
+    yield 5
+    _filtered(ctx, "deliver", a, ctx.c1, "region = 'HZ'")
+    _filtered(ctx, "consume", a, ctx.c1, "region = 'HZ'", status="SUCCESS")
+    seq = ctx.commit(ctx.topic, 0, 2)
+    ctx.truth([skipped_seq, seq], "client-1 (region = 'HZ') committed past a region=SH message of client-2's")
+
+
+def subscription_inconsistent(ctx: _Ctx) -> Steps:
+    _, a = _filtered_send(ctx, 0, {"region": "HZ"})
+    _, d = _filtered_send(ctx, 1, {"region": "SH"})
+    yield 5
+    first = _filtered(ctx, "deliver", a, ctx.c1, "region = 'HZ'")
+    _filtered(ctx, "consume", a, ctx.c1, "region = 'HZ'", status="SUCCESS")
+    ctx.commit(ctx.topic, 0, 1)
+    second = _filtered(ctx, "deliver", d, ctx.c2, "region IN ('HZ', 'SH')")
+    _filtered(ctx, "consume", d, ctx.c2, "region IN ('HZ', 'SH')", status="SUCCESS")
+    ctx.commit(ctx.topic, 1, 1, client=ctx.c2)
+    ctx.truth([first, second], "two clients of one group subscribe the topic differently")
+
+
 SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDER_QUEUE_GAP": order_queue_gap,
     "ORDER_KEY_REORDERED": order_key_reordered,
@@ -535,8 +595,11 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "DLQ_DELAYED": dlq_delayed,
     "SCHEDULE_DUPLICATED": schedule_duplicated,
     "OFFSET_LOST": offset_lost,
+    "FILTER_MISMATCH": filter_mismatch,
+    "FILTER_SKIPPED": filter_skipped,
+    "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
-assert tuple(SCENARIOS) == VIOLATION_CODES
+assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
 
 
 # Lock/orderly rules may be judged per epoch (the broker's lock table is lost
@@ -563,7 +626,7 @@ def parse_codes(text: str) -> tuple[str, ...]:
     unknown = [c for c in codes if c not in SCENARIOS]
     if unknown:
         raise ValueError(
-            f"unknown violation code(s) {', '.join(unknown)}; known: {', '.join(VIOLATION_CODES)}"
+            f"unknown violation code(s) {', '.join(unknown)}; known: {', '.join(VIOLATION_CODES + OBSERVATION_CODES)}"
         )
     return codes
 

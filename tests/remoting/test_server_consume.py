@@ -201,3 +201,32 @@ def test_locks_are_exclusive_and_only_the_holder_unlocks(serve) -> None:
     assert (r.code, r.remark, r.body) == (0, None, b"")
     assert bodies.loads_object(b.call(41, body=_lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": [mq]}
     assert b.call(41, body=b'{"clientId":"x","consumerGroup":"g","mqSet":[{"topic":"T"}]}').code == 1
+
+
+def test_sql92_pull_and_check_client_config(serve) -> None:
+    """enablePropertyFilter=true: a SQL92 pull filters on the stored properties; CHECK_CLIENT_CONFIG compiles."""
+    import attrs
+
+    from tests.remoting.conftest import TEST_CONFIG
+
+    s = serve(attrs.evolve(TEST_CONFIG, enable_property_filter=True))
+    b = _setup(s)
+    for region in ("HZ", "BJ", "SH"):
+        ext = send_ext("T", properties=props(UNIQ_KEY=uniq_key(), TAGS="logistics", region=region))
+        assert b.call(310, ext, b"m").code == 0
+    seed = "TAGS = 'logistics' AND region IN ('HZ','SH')"
+    r = b.call(11, pull_ext("G", "T", sys_flag=SUBSCRIPTION, subscription=seed, expressionType="SQL92"))
+    assert r.code == 0 and [m.properties["region"] for m in decode_messages(r.body)] == ["HZ", "SH"]
+
+    def check(expr: str, kind: str = "SQL92"):
+        body = bodies.dumps({"clientId": "c", "group": "G", "subscriptionData": {
+            "topic": "T", "subString": expr, "expressionType": kind, "classFilterMode": False,
+            "tagsSet": [], "codeSet": [], "subVersion": 0}})
+        return b.call(46, {}, body)
+
+    assert check(seed).code == 0
+    assert check("a >").code == 23
+    assert check("not || a tag", "TAG").code == 0
+    off = serve()
+    r = off.client().call(46, {}, bodies.dumps({"subscriptionData": {"subString": "a > 1", "expressionType": "SQL92"}}))
+    assert (r.code, r.remark) == (1, "The broker does not support consumer to filter message by SQL92")

@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
+from rmqspec.model.pullfilter import subscription_matches
 
 DELAYS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
 RETRY_MAX = 16
@@ -53,7 +54,41 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     fires: dict[tuple, list] = {}  # (key, rt) -> [scheduled, fired, first fire seq, crashes then]
     crashes = 0
     commits: dict[tuple, dict] = {}
+    # filters (issue 15): message attributes, client subscriptions, stored positions, deliveries
+    attrs: dict[str, tuple] = {}
+    subs: dict[tuple, dict[str, tuple[str, str]]] = defaultdict(dict)  # (group, topic) -> client -> sub
+    placed: dict[tuple, list[tuple[int, str, int]]] = defaultdict(list)  # (topic, q) -> [(off, key, seq)]
+    got: dict[tuple, set[str]] = defaultdict(set)  # (group, key) -> clients delivered to
+    skipped: set[tuple] = set()
+
+    def wants(g: str, topic: str, key: str) -> set[str]:
+        a = attrs[key]
+        return {c for c, s in subs[(g, topic)].items() if subscription_matches(s[0], s[1], a[0], a[1]) is True}
+
+    def filtering(g: str, topic: str) -> bool:
+        return any(s[1] == "SQL92" or s[0] not in ("", "*") for s in subs[(g, topic)].values())
+
     for r in rows:
+        d = _detail(r) if r.get("detail") else {}
+        if r["event"] == "store" and "properties" in d:
+            attrs.setdefault(r["msg_key"], (d.get("tags"), d["properties"]))
+            placed[(r["topic"], r["queue_id"])].append((r["queue_offset"], r["msg_key"], r["seq"]))
+        if r["event"] in ("deliver", "consume") and "subscription" in d:
+            subs[(r["group"], r["topic"])].setdefault(r["client_id"], (d["subscription"],
+                                                                      d.get("expression_type") or "TAG"))
+            if r["event"] == "deliver":
+                got[(r["group"], r["msg_key"])].add(r["client_id"])
+            elif r["status"] == "SUCCESS" and r["msg_key"] in attrs:
+                a = attrs[r["msg_key"]]
+                if subscription_matches(d["subscription"], d.get("expression_type"), a[0], a[1]) is False:
+                    out.append(("FILTER_MISMATCH", (r["seq"],)))
+        if r["event"] == "commit_offset" and r.get("status") != "RESTORED" and filtering(r["group"], r["topic"]):
+            for off, mkey, mseq in placed[(r["topic"], r["queue_id"])]:
+                want = wants(r["group"], r["topic"], mkey)
+                if off < r["queue_offset"] and want and not (got[(r["group"], mkey)] & want) \
+                        and (r["group"], mkey) not in skipped:
+                    skipped.add((r["group"], mkey))
+                    out.append(("FILTER_SKIPPED", (mseq, r["seq"])))
         ev, seq, ts = r["event"], r["seq"], r["ts"]
         g, key = r.get("group"), r.get("msg_key")
         k = (g, r.get("topic"), r.get("queue_id"))
@@ -224,6 +259,9 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
         elif ev == "drain":
             for s in sends:
                 for grp in consumers[s["topic"]]:
+                    if (grp, s["msg_key"]) in skipped or (s["msg_key"] in attrs and filtering(grp, s["topic"])
+                                                         and not wants(grp, s["topic"], s["msg_key"])):
+                        continue
                     if (grp, s["msg_key"]) not in success and (grp, s["msg_key"]) not in dlq:
                         v("LOST", s["seq"], seq)
             for tkey, t in txn.items():

@@ -163,3 +163,15 @@ def test_one_million_events_stream_to_parts(tmp_path):
         assert pc.min(batch.column("seq")).as_py() == seqs
         seqs += batch.num_rows
     assert seqs == result.events
+
+
+def test_injected_subscription_inconsistent_is_found_as_an_observation():
+    """Issue 15: ``--inject SUBSCRIPTION_INCONSISTENT`` (an observation) is reported by the checker."""
+    from rmqspec.traces.checker import check
+
+    rows, truth = generate_rows(GenConfig(events=3000, seed=3, inject=parse_codes("SUBSCRIPTION_INCONSISTENT")))
+    report = check(rows)
+    assert [t["code"] for t in truth] == ["SUBSCRIPTION_INCONSISTENT"]
+    assert [(f.code, f.seqs) for f in report.observations if f.code == "SUBSCRIPTION_INCONSISTENT"] == [
+        ("SUBSCRIPTION_INCONSISTENT", tuple(truth[0]["seqs"]))]
+    assert report.violations == ()

@@ -1,0 +1,156 @@
+"""Filter rules of the conformance machine: user properties, SQL92 pulls, an inconsistent group.
+
+Theory of operation
+-------------------
+``FilterRules`` is a mixin of ``ConformanceBase`` (``properties/conformance.py``), like ``DeepRules``;
+it uses the machine's plumbing (``_record``, ``_call``, ``_send``, ``_message``, ``_after``, ``history``).
+The machine runs its brokers with ``enablePropertyFilter=true`` (on the manual clock). The three
+actions ride on the machine's ``probe_filtered`` rule (``FILTER_ACTIONS`` draws which), so the other
+rules keep their share of the steps.
+
+- ``send_with_properties`` sends a message with tags and user properties drawn by
+  ``sql92_strategies.property_maps`` (values that hit the typing rules);
+- ``probe_sql92`` — the observer pulls a queue from 0 with a SQL92 expression drawn by
+  ``sql92_strategies.expressions`` (a third do not compile): in lockstep the refusal or the messages
+  must equal the model's; and every message a broker returns is judged against the expression
+  (FilterMismatchProperty: a delivery the expression does not select), so a broker that ignores the
+  filter or treats NULL comparisons as true is caught without the model too;
+- ``inconsistent_group`` — group ``GF``'s two clients subscribe the first topic with *different* SQL92
+  expressions (RocketMQ's "订阅关系不一致"); each client pulls the queues allocated to it (queue id
+  parity, ``AllocateMessageQueueAveragely`` for two clients and up to four queues is contiguous halves:
+  parity keeps the rule simple and still gives each client its own queues) with its own expression
+  from the group's committed offset, consumes what it got with SUCCESS and commits the pull's next
+  offset. The messages the other client's expression selects on those queues are committed past: the
+  trace audit would report them (FILTER_SKIPPED, SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen
+  --inject`` plants such groups); the conformance verdict does not, because it is the client
+  configuration that is wrong, not the broker, so GF's rows stay in the ghost history (judged by
+  FilterMismatchProperty) and out of the recorded trace. ``GF`` is not a subscribing group of the
+  no-loss invariant and the drain leaves it alone.
+
+Every ``deliver`` / ``consume`` of these rules carries ``detail.subscription``,
+``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from rmqspec.model.message import MessageQueue, StoredMessage
+from rmqspec.model.results import PullResult, PullStatus
+from rmqspec.model.sql92 import SQL92
+from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
+
+PICK = st.integers(0, 255)
+# what ``probe_filtered`` does besides its tag probe: None = the tag probe, else ``filters``' arguments
+FILTER_ACTIONS = st.one_of(
+    st.none(),
+    st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent"]), st.sampled_from(TAG_VALUES),
+              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8)),
+)
+FILTER_GROUP = "GF"
+FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
+
+
+def _pick(seq: list | tuple, i: int) -> Any:
+    return seq[i % len(seq)]
+
+
+def filter_detail(m: StoredMessage, subscription: str, expression_type: str) -> dict[str, Any]:
+    props = {k: v for k, v in m.properties.items()}
+    return {"subscription": subscription, "expression_type": expression_type, "tags": m.tags,
+            "properties": props}
+
+
+class FilterRules:
+    """Rules mixed into ``ConformanceBase`` (see the module docstring)."""
+
+    fg_subs: dict[str, str]
+    fg_created: bool
+
+    def _filter_state(self) -> None:
+        if not hasattr(self, "fg_subs"):
+            self.fg_subs = {}
+            self.fg_created = False
+
+    def filters(self, kind: str, topic: int, queue: int, tags: str | None, props: dict[str, str], first: str,
+                second: str, which: int, n: int) -> None:
+        """The filter family's actions (drawn with ``probe_filtered``)."""
+        if kind == "send":
+            self.send_with_properties(topic, queue, tags, props)
+        elif kind == "probe":
+            self.probe_sql92(topic, queue, first, 32 if n == 8 else n)
+        elif self.t0 in self.topics:
+            self.inconsistent_group(first, second, which, n)
+
+    def send_with_properties(self, topic: int, queue: int, tags: str | None, props: dict[str, str]) -> None:
+        self._record("send_with_properties", topic=topic, queue=queue, tags=tags, props=props)
+        name = _pick(sorted(self.topics), topic)
+        self._send(self._message(name, tags, (), dict(props)), queue % self.topics[name])
+        self._after()
+
+    def _sql_pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int, expr: str,
+                  client: str, deliver: bool) -> PullResult | None:
+        out = self._call(f"pull({group!r}, {mq.topic}/{mq.queue_id}, offset={offset}, max={max_nums}, "
+                         f"sql92={expr!r})", lambda b: b.pull(group, mq, offset, max_nums, expr, SQL92))
+        if out.error is not None:
+            self._sometimes(f"sql92:refused:{out.error[1]}")
+            return None
+        res: PullResult = out.value
+        self._sometimes(f"sql92:{res.status.value}")
+        for m in res.messages:
+            self.history.emit(
+                "deliver", self._now(), trace=deliver, actor=client, group=group, client_id=client,
+                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
+                reconsume_times=m.reconsume_times,
+                detail={"from": offset, "client": deliver, **filter_detail(m, expr, SQL92)},
+            )
+        return res
+
+    def probe_sql92(self, topic: int, queue: int, expr: str, max_nums: int) -> None:
+        """The observer pulls with a SQL92 expression (well- or ill-typed)."""
+        self._record("probe_sql92", topic=topic, queue=queue, expr=expr, max_nums=max_nums)
+        name = _pick(sorted(self.topics), topic)
+        self._sql_pull(self.obs, MessageQueue(name, queue % self.topics[name]), 0, max_nums, expr, self.obs,
+                       deliver=False)
+        self._after()
+
+    def inconsistent_group(self, first: str, second: str, which: int, n: int) -> None:
+        """Group GF's clients subscribe T0 differently; one client pulls, consumes and commits its queues."""
+        self._filter_state()
+        self._record("inconsistent_group", first=first, second=second, which=which, n=n)
+        group = FILTER_GROUP + self.ns
+        if not self.fg_created:
+            self._call(f"create_group({group!r})", lambda b: b.create_group(group, 16, 1))
+            self.fg_created = True
+        clients = [c.replace("GF", group) for c in FILTER_CLIENTS]
+        self.fg_subs.setdefault(clients[0], first)
+        self.fg_subs.setdefault(clients[1], second)
+        if self.fg_subs[clients[0]] != self.fg_subs[clients[1]]:
+            self._sometimes("inconsistent_group:differs")
+        client = clients[which]
+        expr = self.fg_subs[client]
+        for q in range(self.topics[self.t0]):
+            if q % 2 != which:
+                continue
+            mq = MessageQueue(self.t0, q)
+            stored = self._call(f"query_offset({group!r}, {mq.topic}/{q})", lambda b, mq=mq: b.query_offset(group, mq))
+            offset = max(stored.value if stored.error is None else 0, 0)
+            res = self._sql_pull(group, mq, offset, n, expr, client, deliver=False)
+            if res is None or res.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+                continue
+            for m in res.messages:
+                self.history.emit("consume", self._now(), trace=False, actor=client, group=group,
+                                  client_id=client, topic=m.topic,
+                           queue_id=m.queue_id, queue_offset=m.queue_offset, msg_key=m.uniq_key,
+                           msg_id=m.msg_id, reconsume_times=m.reconsume_times, status="SUCCESS",
+                           detail={"listener": "SUCCESS", **filter_detail(m, expr, SQL92)})
+            nxt = res.next_begin_offset
+            self._call(f"update_offset({group!r}, {mq.topic}/{q}, {nxt})",
+                       lambda b, mq=mq, nxt=nxt: b.update_offset(group, mq, nxt))
+            self.history.emit("commit_offset", self._now(), trace=False, actor=client, group=group,
+                              client_id=client, topic=mq.topic, queue_id=q, queue_offset=nxt,
+                              detail={"requested": nxt})
+        self._after()
