@@ -677,6 +677,37 @@ def _check_times(ev: TraceEvent) -> int | None:
         return None
 
 
+def unseen_ops(events: Iterable[TraceEvent]) -> set[int]:
+    """seqs of COMMIT/ROLLBACK ``txn_end`` events whose op the check service may never read.
+
+    4.9.8 keeps the check service's op-queue progress (CID_RMQ_SYS_TRANS's offset on the op
+    queue) in consumerOffset.json, persisted apart from the commitlog. After an ASYNC
+    broker's power loss it can point past the truncated op queue's end; an op written
+    afterwards at a reused position below it is never pulled (an empty op queue answers
+    NO_MESSAGE_IN_QUEUE, an offset equal to the end OFFSET_OVERFLOW_ONE: both NO_NEW_MSG,
+    no correction), so the half it resolves is checked again (docs/fidelity.md, T3). At most
+    L positions are reused, L = the ops before the crash whose key it lists ``at_risk``; so
+    the first L ops after such a crash are not counted as resolving. Without a power loss
+    that lost an op nothing is exempt.
+    """
+    out: set[int] = set()
+    ops: list[str] = []  # msg_keys of the ops so far
+    windows: list[list[int]] = []  # [ops still exempt] per lossy crash
+    for ev in events:
+        if ev.event == "crash" and ev.status == "power":
+            risky = set(_detail(ev, "at_risk", ()) or ())
+            lost = sum(1 for key in ops if key in risky)
+            if lost:
+                windows.append([lost])
+        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK") and ev.msg_key:
+            if any(w[0] > 0 for w in windows):
+                out.add(ev.seq)
+            for w in windows:
+                w[0] -= 1
+            ops.append(ev.msg_key)
+    return out
+
+
 def check_txn_check_after_resolved(h: History) -> list[Violation]:
     """No half copy is checked after an op resolved it.
 
@@ -686,9 +717,11 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
     candidate's half-queue position was named by an earlier COMMIT/ROLLBACK — the op that
     makes fillOpRemoveMap skip it. An END_TRANSACTION that names an older copy does not
     resolve a later re-put one (RocketMQ then checks that copy again: allowed). Keys a
-    power loss may have lost (``at_risk``: the op may be gone) are not judged.
+    power loss may have lost (``at_risk``: the op may be gone) are not judged, nor ops the
+    check service may never read after one (``unseen_ops``).
     """
     risky = _at_risk(h.events)
+    unseen = unseen_ops(h.events)
     copies: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     resolved: dict[str, dict[int, TraceEvent]] = defaultdict(dict)
     out = []
@@ -697,7 +730,7 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
             continue
         if ev.event == "txn_half":
             copies[ev.msg_key][0].add(ev.queue_offset)
-        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK") and ev.seq not in unseen:
             resolved[ev.msg_key].setdefault(ev.queue_offset, ev)
         elif ev.event == "txn_check":
             times = _check_times(ev)

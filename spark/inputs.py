@@ -56,7 +56,7 @@ TYPES: dict[str, T.DataType] = {
 }
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
-DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail")
+DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail", "at_risk")
 
 
 @attrs.frozen

@@ -4,7 +4,8 @@
 family                 shuffle / window                codes
 =====================  ==============================  =========================================
 txn_half/end/check/    trace, txn_id; seq              TXN_CHECK_AFTER_RESOLVED (the copies and
-discard                                                ops before a check, as arrays),
+discard                                                ops before a check, as arrays; ops
+                                                       unseen after a power loss: per trace),
                                                        TXN_DISCARD_EARLY
 send_back (DLQ),       trace, group, msg_key; seq      DLQ_DELAYED (a store answering an
 %DLQ% store                                            earlier send-back: counts)
@@ -38,10 +39,40 @@ def _check_number() -> Column:
     return F.when(ct.rlike("^-?[0-9]+$"), ct.cast("long"))
 
 
+def _unseen_ops(df: DataFrame) -> DataFrame:
+    """(u_trace, u_seq): COMMIT/ROLLBACK ``txn_end`` rows whose op the check service may never
+    read after a power loss (``traces.checks_lifecycle.unseen_ops``): a ``crash`` with status
+    ``power`` whose ``at_risk`` lists the keys of L earlier op rows exempts the next L."""
+    is_op = (EV() == "txn_end") & F.col("status").isin("COMMIT", "ROLLBACK") & F.col("msg_key").isNotNull()
+    power = (EV() == "crash") & (F.col("status") == "power")
+    rows = df.filter(is_op | power).select("trace", "seq", is_op.alias("op"), "msg_key", "at_risk")
+    before = Window.partitionBy("trace").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    rows = rows.withColumn("idx", F.count(F.when(F.col("op"), 1)).over(before))
+    ops = rows.filter(F.col("op")).select("trace", "seq", "idx", "msg_key")
+    crashes = rows.filter(~F.col("op")).select(
+        F.col("trace").alias("c_trace"), F.col("seq").alias("c_seq"), F.col("idx").alias("c_idx"),
+        F.explode(F.array_distinct(F.col("at_risk"))).alias("c_key"))
+    lost = (
+        crashes.join(ops, (ops["trace"] == crashes["c_trace"]) & (ops["msg_key"] == crashes["c_key"])
+                     & (ops["seq"] < crashes["c_seq"]))
+        .groupBy("c_trace", "c_seq", "c_idx")
+        .agg(F.count(F.lit(1)).alias("lost"))
+    )
+    return (
+        ops.join(F.broadcast(lost), (ops["trace"] == lost["c_trace"]) & (ops["idx"] >= lost["c_idx"])
+                 & (ops["idx"] < lost["c_idx"] + lost["lost"]))
+        .select(F.col("trace").alias("u_trace"), F.col("seq").alias("u_seq"))
+        .distinct()
+    )
+
+
 def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataFrame:
+    fam = df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
+    unseen = _unseen_ops(df)
     fam = (
-        df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
-        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times")
+        fam.join(F.broadcast(unseen), (fam["trace"] == unseen["u_trace"]) & (fam["seq"] == unseen["u_seq"]), "left")
+        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times",
+                F.col("u_seq").isNotNull().alias("unseen"))
         .transform(shuffled_by("trace", "txn_id"))
     )
     before = Window.partitionBy("trace", "txn_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
@@ -50,7 +81,7 @@ def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataF
     copy = F.when((EV() == "txn_half") & pos.isNotNull(), F.struct(F.lit(0).cast("long").alias("t"), pos.alias("p")))
     copy = copy.when((EV() == "txn_check") & pos.isNotNull() & k.isNotNull(), F.struct(k.alias("t"), pos.alias("p")))
     op = F.when(
-        (EV() == "txn_end") & F.col("status").isin("COMMIT", "ROLLBACK") & pos.isNotNull(),
+        (EV() == "txn_end") & F.col("status").isin("COMMIT", "ROLLBACK") & pos.isNotNull() & ~F.col("unseen"),
         F.struct(pos.alias("p"), SEQ().alias("s")),
     )
     check = EV() == "txn_check"

@@ -427,6 +427,25 @@ CASES: tuple[Case, ...] = (
         (("TXN_CHECK_AFTER_RESOLVED", (2, 3)), ("TXN_CHECK_AFTER_RESOLVED", (11, 12))),
     ),
     Case(
+        "TXN_CHECK_AFTER_RESOLVED: after a power loss that may have lost L ops, the next L ops may "
+        "land below the saved op progress and never be read; the op after them is",
+        """
+        0 txn_half t=0 topic=T off=0 key=X1 txn=X1
+        1 txn_end t=100 key=X1 txn=X1 st=COMMIT off=0
+        2 txn_half t=200 topic=T off=1 key=X2 txn=X2
+        3 txn_end t=300 key=X2 txn=X2 st=COMMIT off=1
+        4 crash t=400 st=power detail={"at_risk":["X2","K9"]}
+        5 recover t=401
+        6 txn_half t=500 topic=T off=1 key=X3 txn=X3
+        7 txn_end t=600 key=X3 txn=X3 st=COMMIT off=1
+        8 txn_half t=700 topic=T off=2 key=X4 txn=X4
+        9 txn_end t=800 key=X4 txn=X4 st=ROLLBACK off=2
+        10 txn_check t=60000 key=X3 txn=X3 off=3 detail={"check_times":1}
+        11 txn_check t=60000 key=X4 txn=X4 off=4 detail={"check_times":1}
+        """,
+        (("TXN_CHECK_AFTER_RESOLVED", (9, 11)),),
+    ),
+    Case(
         "TXN_DISCARD_EARLY: a discard before checkMax checks; at checkMax (a repeated number "
         "counts once) or past fileReservedTime it is fine",
         """

@@ -13,7 +13,16 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rmqspec.properties.codes import Code
-from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, Finding, Trace, detail_of, keys_of, violation
+from rmqspec.traces.checks_common import (
+    DLQ_PREFIX,
+    SCHEDULE_TOPIC,
+    Finding,
+    Trace,
+    at_risk_keys,
+    detail_of,
+    keys_of,
+    violation,
+)
 
 
 def check_number(row: Mapping[str, Any]) -> int | None:
@@ -28,6 +37,33 @@ def check_number(row: Mapping[str, Any]) -> int | None:
     return None
 
 
+def unseen_ops(trace: Trace) -> set[int]:
+    """seqs of COMMIT/ROLLBACK ``txn_end`` rows whose op the check service may never read.
+
+    After an ASYNC broker's power loss the check service's saved op-queue progress can point
+    past the truncated op queue, and ops written at reused positions below it are never
+    pulled (docs/fidelity.md, T3). A ``crash`` with status ``power`` whose ``detail.at_risk``
+    lists the keys of L earlier op rows (``txn_end`` COMMIT/ROLLBACK with a msg_key) exempts
+    the next L op rows (as ``properties.invariants.unseen_ops``).
+    """
+    out: set[int] = set()
+    ops: list[str] = []
+    windows: list[int] = []
+    for _, row in trace.of("crash", "txn_end"):
+        if row["event"] == "crash":
+            if row["status"] == "power":
+                risky = set(at_risk_keys(row))
+                lost = sum(1 for key in ops if key in risky)
+                if lost:
+                    windows.append(lost)
+        elif row["status"] in ("COMMIT", "ROLLBACK") and row["msg_key"] is not None:
+            if any(w > 0 for w in windows):
+                out.add(row["seq"])
+            windows = [w - 1 for w in windows]
+            ops.append(row["msg_key"])
+    return out
+
+
 def detect_txn_check_after_resolved(trace: Trace) -> Iterator[Finding]:
     """TXN_CHECK_AFTER_RESOLVED: a half copy checked after an op resolved it.
 
@@ -39,10 +75,12 @@ def detect_txn_check_after_resolved(trace: Trace) -> Iterator[Finding]:
     ``txn_check`` with k ≥ 1 checks a copy with k − 1: it is a violation when every earlier
     such copy's position was named by an earlier COMMIT/ROLLBACK ``txn_end`` (its
     ``queue_offset``), unless its msg_key is at risk. seqs = [the latest such txn_end,
-    txn_check]. Rows without queue_offset or check number take no part.
+    txn_check]. Rows without queue_offset or check number take no part; nor do the ops
+    ``unseen_ops`` names (read never after a power loss).
     """
     copies: dict[str, dict[int, set[int]]] = {}
     ops: dict[str, dict[int, int]] = {}
+    unseen = unseen_ops(trace)
     for _, row in trace.of("txn_half", "txn_end", "txn_check"):
         txn, pos = row["txn_id"], row["queue_offset"]
         if txn is None or pos is None:
@@ -51,7 +89,7 @@ def detect_txn_check_after_resolved(trace: Trace) -> Iterator[Finding]:
         if row["event"] == "txn_half":
             mine.setdefault(0, set()).add(pos)
         elif row["event"] == "txn_end":
-            if row["status"] in ("COMMIT", "ROLLBACK"):
+            if row["status"] in ("COMMIT", "ROLLBACK") and row["seq"] not in unseen:
                 ops.setdefault(txn, {}).setdefault(pos, row["seq"])
         else:
             k = check_number(row)
