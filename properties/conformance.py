@@ -72,7 +72,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.transactions import CID_RMQ_SYS_TRANS
 from rmqspec.properties import invariants as inv
-from rmqspec.properties.composite import SWARM, DeepRules
+from rmqspec.properties.composite import PRELUDE, SWARM, DeepRules
 from rmqspec.properties.filters import FILTER_ACTIONS, FilterRules
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
@@ -350,8 +350,10 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         orderly_max=st.sampled_from([0, 1, 2, 16]),
         flush=st.sampled_from(["ASYNC", "SYNC"]),
         swarm=SWARM,
+        prelude=PRELUDE,
     )
-    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0) -> None:
+    def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0,
+             prelude: str | tuple | None = None) -> None:
         wall = type(self).wall
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
@@ -392,6 +394,7 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         self._create_group(self.og, orderly_max, 1, True)
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         self._after()
+        self._prelude(prelude)  # records itself as the next op (``init`` does not record it)
 
     @precondition(lambda self: self._on("admin"))
     @precondition(lambda self: len(self.topics) < MAX_TOPICS)
@@ -1532,7 +1535,9 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         if violations:
             first = violations[0]
             name = inv.name_of(first.code)
-            more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+            rest = Counter(v.code for v in violations[1:])
+            listed = ", ".join(f"{code}×{n}" if n > 1 else str(code) for code, n in sorted(rest.items()))
+            more = f" (+{len(violations) - 1} more: {listed})" if rest else ""
             self._fail(f"invariant {name} violated: {first.render()}{more}")
 
     @invariant()

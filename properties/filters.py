@@ -84,6 +84,15 @@ class FilterRules:
         elif self.t0 in self.topics:
             self.inconsistent_group(first, second, which, n)
 
+    def filter_prelude(self, tags: str | None, props: dict[str, str], expr: str) -> None:
+        """An example's opening filter actions (``composite.PRELUDE``): a message with properties,
+        then the observer's SQL92 probes of its queue — the drawn expression, one every stored
+        message matches (the broker sets CLUSTER on each: fidelity F8) and one that does not
+        compile — so every example that draws it reaches FOUND and the refusal."""
+        self.send_with_properties(0, 0, tags, props)
+        for probe in (expr, "CLUSTER IS NOT NULL", "a >"):
+            self.probe_sql92(0, 0, probe, 32)
+
     def send_with_properties(self, topic: int, queue: int, tags: str | None, props: dict[str, str]) -> None:
         self._record("send_with_properties", topic=topic, queue=queue, tags=tags, props=props)
         name = _pick(sorted(self.topics), topic)
