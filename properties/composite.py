@@ -23,8 +23,10 @@ steps rarely reaches:
   after 5 s), the lifecycle's ``send_back_failed`` row.
 
 Swarm testing: ``init`` draws ``swarm``, a bit mask of the optional rule
-families in ``FAMILIES``; a set bit switches that family off for the whole
-example (0, the shrinking direction, enables all). ``_on(family)`` is the
+families in ``FAMILIES`` (hashed from a drawn integer); a set bit switches that
+family off for the whole example (0, the shrinking direction, enables all).
+``init`` also draws a ``PRELUDE``: a ladder or the filter actions run right
+after it (Hypothesis rarely draws the late rules with arguments on its own). ``_on(family)`` is the
 precondition. The mask depends on nothing the broker does, so the draw
 structure stays time-independent on the wall clock as well (where the ladders
 and restarts idle: they would sleep for minutes). ``depth_targets`` feeds
@@ -256,6 +258,12 @@ class DeepRules:
             self.dlq_ladder(0, 0, "none")
         elif prelude == "txn" and self._on("txn"):
             self.txn_ladder(0, 0)
+            # and a committed half whose COMMIT is sent twice (the lifecycle's COMMITTED → COMMITTED)
+            self.txn_send_half(0, 0, "COMMIT")
+            if self._open_txns():
+                self.txn_end(len(self._open_txns()) - 1)
+            if not self.profile.strict and self._committed():
+                self.txn_recommit(len(self._committed()) - 1)
 
     def _beat_ladder(self, n: int) -> None:
         """Every tenth beat (manual clock): a clean restart after a delayed copy was consumed, an

@@ -202,6 +202,8 @@ class Simulation:
         self.work = 0
         self.producing = True
         self.crash_guard = 0  # >0 while a crash-sensitive scenario runs
+        self.restart_waiters = 0  # crash-sensitive scenarios waiting to restart the broker cleanly
+        self.restarting = False  # a scenario's clean restart is under way
         self.half_pos: dict[str, int] = {}  # txn key -> half-queue position of its latest copy
         self.down_until = -1
         self.clo = 0

@@ -508,10 +508,16 @@ def offset_lost(ctx: _Ctx) -> Steps:
         ctx.consume(copy)
     committed = ctx.commit(ctx.topic, 0, 2)
     yield 5
-    while ctx.sim.crash_guard > 1:  # no other lock/orderly scenario may straddle the restart
+    # no other lock/orderly scenario may straddle the restart; scenarios waiting to restart
+    # themselves do not count (two of them would wait for each other forever), one restarts at a time
+    ctx.sim.restart_waiters += 1
+    while ctx.sim.crash_guard - ctx.sim.restart_waiters > 0 or ctx.sim.restarting:
         yield 1000
+    ctx.sim.restart_waiters -= 1
+    ctx.sim.restarting = True
     ctx.sim.clean_restart()
     yield ctx.sim.cfg.crash_downtime_ms + 10
+    ctx.sim.restarting = False
     seq = ctx.commit(ctx.topic, 0, 1, status="RESTORED")
     ctx.truth([committed, seq], "offset 1 restored after a clean restart, 2 was committed")
 
