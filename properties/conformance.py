@@ -353,7 +353,7 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         prelude=PRELUDE,
     )
     def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0,
-             prelude: str | tuple | None = None) -> None:
+             prelude: tuple | None = None) -> None:
         wall = type(self).wall
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
