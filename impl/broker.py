@@ -438,10 +438,10 @@ class MmapBroker:
             res.max_offset,
         )
 
-    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> bool:
-        """HEART_BEAT of one consumer client (``model/subscriptions.py``); True when the group changed."""
+    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> None:
+        """HEART_BEAT of one consumer client (``model/subscriptions.py``)."""
         self._require_running()
-        return self.consumers.heartbeat(group, client_id, subscriptions)
+        self.consumers.heartbeat(group, client_id, subscriptions)
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
         """UNREGISTER_CLIENT of a consumer client."""

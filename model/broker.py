@@ -601,11 +601,11 @@ class ModelBroker:
             res.max_offset,
         )
 
-    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> bool:
+    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> None:
         """HEART_BEAT of one consumer client: ``{topic: (expression, expression_type, sub_version)}``;
-        True when the group's clients or topics changed (``subscriptions`` module docstring)."""
+        ``subscriptions`` module docstring."""
         self._require_running()
-        return self.consumers.heartbeat(group, client_id, subscriptions)
+        self.consumers.heartbeat(group, client_id, subscriptions)
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
         """UNREGISTER_CLIENT of a consumer client (the last one takes the group's subscriptions)."""

@@ -146,9 +146,9 @@ class Link:
         self._lose("pull")
         return self.broker.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
 
-    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> bool:
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
         self._lose("heartbeat")
-        return self.broker.heartbeat(group, client_id, subscriptions)
+        self.broker.heartbeat(group, client_id, subscriptions)
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
         self._lose("unregister_consumer")

@@ -225,8 +225,8 @@ class SessionView:
             next_begin_offset=max(0, res.next_begin_offset - qb), min_offset=max(0, res.min_offset - qb),
             max_offset=max(0, res.max_offset - qb))
 
-    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> bool:
-        return self.broker.heartbeat(group, client_id, subscriptions)  # names and versions are the session's
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
+        self.broker.heartbeat(group, client_id, subscriptions)  # names and versions are the session's
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
         self.broker.unregister_consumer(group, client_id)
