@@ -385,6 +385,10 @@ class RemoteBroker:
         """HEART_BEAT of consumer client ``client_id`` on its own connection (one channel per client, as a
         Java MQClientInstance has), with every group that client heartbeated so far; re-sent by ``tick``."""
         self._conn()
+        if not any(group in g for g in self._member_subs.values()) and group in self._consumer_groups \
+                and self.heartbeat_consumers:  # our own channel leaves the group: the members rule it
+            ops.expect_success(self._invoke(ops.unregister_request(self.client_id, consumer_group=group)),
+                               "UNREGISTER_CLIENT")
         groups = self._member_subs.setdefault(client_id, {})
         groups[group] = dict(subscriptions)
         self._member_heartbeat(client_id)
