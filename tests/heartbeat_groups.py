@@ -28,6 +28,7 @@ import json
 import sys
 import time
 import traceback
+from functools import partial
 from typing import Any
 
 from rmqspec.model.message import Message, MessageQueue
@@ -121,6 +122,35 @@ def run(broker: Any, name: str, topic: str, group: str, settle: Any = None) -> l
     return out
 
 
+STALE_FILTER = "stale-filter"
+
+
+def run_stale_filter(broker: Any, topic: str, group: str, settle: Any = None) -> list[dict[str, Any]]:
+    """The two broker tables apart: c1's SQL92 (version 3000) leaves the group's table when c1 heartbeats
+    without the topic (its filter data is only marked dead); c2 then adds the topic with another SQL92 of
+    an older version (1000): the table holds c2's expression, the filter data keeps c1's, and a pull
+    evaluates c1's (ConsumerFilterManager ignores a version ≤ the one it has)."""
+    broker.create_topic(topic, QUEUES)
+    broker.create_topic(topic + "_other", 1)
+    for i in range(MESSAGES):
+        msg, q = message(topic, i)
+        broker.send(msg, q)
+    if settle is not None:
+        settle(broker, topic)
+    first: Sub = ("region = 'BJ'", "SQL92", 3000)
+    second: Sub = ("region = 'HZ'", "SQL92", 1000)
+    c1, c2 = f"127.0.0.1@{group}-c1", f"127.0.0.1@{group}-c2"
+    out: list[dict[str, Any]] = []
+    broker.heartbeat(group, c1, {topic: first})
+    out.append({"step": "first", **_pull(broker, group, MessageQueue(topic, 0), first)})
+    broker.heartbeat(group, c1, {topic + "_other": ("*", "TAG", 3000)})
+    out.append({"step": "topic-left", **_pull(broker, group, MessageQueue(topic, 0), first)})
+    broker.heartbeat(group, c2, {topic: second})
+    out.append({"step": "older-added", **_pull(broker, group, MessageQueue(topic, 0), second)})
+    out.append({"step": "newer-than-table", **_pull(broker, group, MessageQueue(topic, 0), first)})
+    return out
+
+
 def wait_dispatched(broker: Any, topic: str, timeout_s: float = 10.0) -> None:
     """Until every queue of ``topic`` shows its messages to a subscription-carrying pull."""
     want = {q: sum(1 for i in range(MESSAGES) if i % QUEUES == q) for q in range(QUEUES)}
@@ -142,8 +172,9 @@ def main(argv: list[str]) -> int:
     broker = RemoteBroker("127.0.0.1:9876", WallClock())
     try:
         for name in args["cases"]:
-            out[name] = run(broker, name, f"{args['prefix']}_{name.replace('-', '_')}",
-                            f"{args['prefix']}_G_{name.replace('-', '_')}", wait_dispatched)
+            scenario = run_stale_filter if name == STALE_FILTER else partial(run, name=name)
+            out[name] = scenario(broker, topic=f"{args['prefix']}_{name.replace('-', '_')}",
+                                 group=f"{args['prefix']}_G_{name.replace('-', '_')}", settle=wait_dispatched)
     except Exception:
         out = {"crashed": traceback.format_exc()}
     finally:

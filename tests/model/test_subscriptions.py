@@ -13,7 +13,7 @@ from rmqspec.model import BrokerConfig, ManualClock, MessageQueue, ModelBroker
 from rmqspec.model.pullfilter import subscription_matches
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.model.subscriptions import ConsumerTable
-from tests.heartbeat_groups import CASES, MESSAGES, QUEUES, message, run
+from tests.heartbeat_groups import CASES, MESSAGES, QUEUES, message, run, run_stale_filter
 
 CONFIG = BrokerConfig(enable_property_filter=True)
 
@@ -129,3 +129,11 @@ def test_sql92_heartbeat_on_a_broker_without_property_filter(tmp_path: Path) -> 
         b.pull("G", MessageQueue("T", 0), 0, 32, None, "SQL92", 1)
     assert (info.value.code, info.value.remark) == (
         ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
+
+
+def test_a_dead_filter_data_still_filters_on_model_and_mmap(tmp_path: Path) -> None:
+    seen = [run_stale_filter(b, "HS", "G_HS") for b in _brokers(tmp_path).values()]
+    assert seen[0] == seen[1]
+    first, left, older, newer = seen[0]
+    assert first["offsets"] == [2] and older["offsets"] == first["offsets"]  # region BJ, not HZ (offsets 0, 3)
+    assert left["code"] == "SUBSCRIPTION_NOT_EXIST" and newer["code"] == "SUBSCRIPTION_NOT_LATEST"
