@@ -46,12 +46,16 @@ from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, propert
 PICK = st.integers(0, 255)
 FILTER_GROUP = "GF"
 FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
+# a GF client's TAG subscription, or None: the client subscribes with its drawn SQL92 expression
+GF_TAG_SUBS = ("logistics", "food || Aa", None, "BB", None, "*")
+# (client-1's tag subscription or None, client-2's, the client whose subscription was built later)
+GF_STYLE = st.tuples(st.sampled_from(GF_TAG_SUBS), st.sampled_from(GF_TAG_SUBS), st.integers(0, 1))
 GfSub = tuple[str, str, int]  # expression, expression_type, sub_version
 # what ``probe_filtered`` does besides its tag probe: None = the tag probe, else ``filters``' arguments
 FILTER_ACTIONS = st.one_of(
     st.none(),
     st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent"]), st.sampled_from(TAG_VALUES),
-              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8)),
+              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8), GF_STYLE),
 )
 
 
@@ -94,16 +98,14 @@ class FilterRules:
             self.fg_created = False
 
     def filters(self, kind: str, topic: int, queue: int, tags: str | None, props: dict[str, str], first: str,
-                second: str, which: int, n: int) -> None:
+                second: str, which: int, n: int, style: tuple = (None, None, 1)) -> None:
         """The filter family's actions (drawn with ``probe_filtered``)."""
         if kind == "send":
             self.send_with_properties(topic, queue, tags, props)
         elif kind == "probe":
             self.probe_sql92(topic, queue, first, 32 if n == 8 else n)
         elif self.t0 in self.topics:
-            # client-1 subscribes the drawn tag (TAG) when there is one, else SQL92 ``first``; the
-            # parity of ``n`` names the client whose subscription was built later
-            self.inconsistent_group(first, second, which, n, (tags, n % 2))
+            self.inconsistent_group(first, second, which, n, style)
 
     def send_with_properties(self, topic: int, queue: int, tags: str | None, props: dict[str, str]) -> None:
         self._record("send_with_properties", topic=topic, queue=queue, tags=tags, props=props)
@@ -139,13 +141,12 @@ class FilterRules:
         self._after()
 
     def _gf_subscriptions(self, group: str, first: str, second: str, style: tuple) -> dict[str, GfSub]:
-        """The two clients' subscriptions, fixed at GF's first action: client-1 SQL92 ``first`` or the
-        TAG expression ``style[0]``, client-2 SQL92 ``second``; ``style[-1]`` names the client whose
-        subscription was built later (the greater subVersion, what a 4.9.8 broker keeps)."""
+        """The two clients' subscriptions, fixed at GF's first action: each SQL92 (``first`` /
+        ``second``) or TAG (``style[0]`` / ``style[1]`` when not None); ``style[2]`` names the client
+        whose subscription was built later (the greater subVersion, what a 4.9.8 broker keeps)."""
         if not self.fg_subs:
             base = self._now()
-            tag1, later = style[0], style[-1]
-            tag2 = None  # client-2 always subscribes with SQL92
+            tag1, tag2, later = style
             clients = [c.replace("GF", group) for c in FILTER_CLIENTS]
             for i, (c, expr, tag) in enumerate(zip(clients, (first, second), (tag1, tag2), strict=True)):
                 version = base + (1 if i == later else 0)
@@ -163,7 +164,7 @@ class FilterRules:
         return res is not None
 
     def inconsistent_group(self, first: str, second: str, which: int, n: int,
-                           style: tuple = (None, 1)) -> None:
+                           style: tuple = (None, None, 1)) -> None:
         """Group GF's clients heartbeat their (different) subscriptions for T0, the acting client
         ``which`` last; then each pulls its queues without the subscription flag (the acting one
         first), keeps what the Java client keeps, consumes and commits."""
@@ -176,11 +177,15 @@ class FilterRules:
         subs = self._gf_subscriptions(group, first, second, tuple(style))
         clients = list(subs)
         running = [c for c in (clients[1 - which], clients[which]) if self.fg_started[c]]
-        if len(running) == 2 and subs[clients[0]][:2] != subs[clients[1]][:2]:
-            self._sometimes("inconsistent_group:differs")
+        if subs[clients[0]][:2] != subs[clients[1]][:2]:
+            self._sometimes("inconsistent_group:differs")  # configured differently (started or not)
         for c in running:  # the acting client heartbeats last, just before it pulls
             self._call(f"heartbeat({group!r}, {c!r}, {self.t0}={subs[c]!r})",
                        lambda b, c=c: b.heartbeat(group, c, {self.t0: subs[c]}))
+        for c in clients:  # the machine probes what each running SQL92 client asked for (FilterMismatch)
+            if self.fg_started[c] and subs[c][1] == SQL92:
+                for q in range(clients.index(c) % 2, self.topics[self.t0], 2):
+                    self._sql_pull(self.obs, MessageQueue(self.t0, q), 0, 32, subs[c][0], self.obs, deliver=False)
         broker_sub = max((subs[c] for c in running), key=lambda s: s[2]) if running else None
         for c in running[::-1]:  # the acting client first, then the other one: both consume their queues
             self._gf_consume(group, c, clients.index(c), n, subs[c], broker_sub)  # type: ignore[arg-type]

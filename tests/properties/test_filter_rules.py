@@ -27,7 +27,7 @@ def test_the_newer_subscription_filters_both_clients_and_the_audit_sees_the_skip
     m.send_with_properties(t0, 0, "logistics", {"region": "HZ"})  # client-1's own subscription selects it
     m.send_with_properties(t0, 0, "food", {"region": "SH"})
     m.send_with_properties(t0, 1, "food", {"region": "SH"})
-    style = ("logistics", 1)  # client-1: TAG logistics (older); client-2: SQL92, built later
+    style = ("logistics", None, 1)  # client-1: TAG logistics (older); client-2: SQL92, built later
     m.inconsistent_group("region = 'HZ'", "region = 'SH'", 0, 8, style)  # both clients pull, client-1 first
     m.inconsistent_group("region = 'HZ'", "region = 'SH'", 1, 8, style)  # nothing new: committed
     group = FILTER_GROUP + m.ns
@@ -54,7 +54,7 @@ def test_a_client_whose_sql92_does_not_compile_never_starts() -> None:
     t0 = sorted(m.topics).index(m.t0)
     m.send_with_properties(t0, 1, "food", {"region": "SH"})
     m.send_with_properties(t0, 1, "food", {"region": "HZ"})
-    m.inconsistent_group("a >", "region = 'SH'", 0, 8, (None, 0))  # client-1 does not start
+    m.inconsistent_group("a >", "region = 'SH'", 0, 8, (None, None, 0))  # client-1 does not start
     assert m.coverage["inconsistent_group:start_refused"] >= 1
     assert m.coverage["sql92:refused:SUBSCRIPTION_PARSE_FAILED"] >= 1
     group = FILTER_GROUP + m.ns
