@@ -182,10 +182,9 @@ class FilterRules:
         for c in running:  # the acting client heartbeats last, just before it pulls
             self._call(f"heartbeat({group!r}, {c!r}, {self.t0}={subs[c]!r})",
                        lambda b, c=c: b.heartbeat(group, c, {self.t0: subs[c]}))
-        for c in clients:  # the machine probes what each running SQL92 client asked for (FilterMismatch)
-            if self.fg_started[c] and subs[c][1] == SQL92:
-                for q in range(clients.index(c) % 2, self.topics[self.t0], 2):
-                    self._sql_pull(self.obs, MessageQueue(self.t0, q), 0, 32, subs[c][0], self.obs, deliver=False)
+        for i, expr in enumerate((first, second)):  # the observer probes both drawn SQL92 expressions on
+            for q in range(i, self.topics[self.t0], 2):  # the queues of their client (FilterMismatchProperty)
+                self._sql_pull(self.obs, MessageQueue(self.t0, q), 0, 32, expr, self.obs, deliver=False)
         broker_sub = max((subs[c] for c in running), key=lambda s: s[2]) if running else None
         for c in running[::-1]:  # the acting client first, then the other one: both consume their queues
             self._gf_consume(group, c, clients.index(c), n, subs[c], broker_sub)  # type: ignore[arg-type]

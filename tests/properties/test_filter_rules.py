@@ -43,7 +43,10 @@ def test_the_newer_subscription_filters_both_clients_and_the_audit_sees_the_skip
     report = check([e.as_row() for e in m.history.events])
     assert ObservationCode.SUBSCRIPTION_INCONSISTENT.value in {f.code for f in report.observations}
     skipped = [f for f in report.violations if f.code == Code.FILTER_SKIPPED.value]
-    assert len(skipped) == 1 and skipped[0].keys["group"] == group
+    # both queue-0 messages: "logistics" (client-1's own subscription selects it, the broker filtered it
+    # out) and "food"/SH (client-2's selects it, but only client-1 got it and dropped it)
+    queue0 = {e.msg_key for e in m.history.events if e.event == "send" and e.queue_id == 0 and e.topic == m.t0}
+    assert {f.keys["msg_key"] for f in skipped} == queue0 and {f.keys["group"] for f in skipped} == {group}
     m.teardown()  # the broker did nothing wrong: the machine's own verdict passes
 
 
