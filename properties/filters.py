@@ -15,20 +15,31 @@ rules keep their share of the steps.
   must equal the model's; and every message a broker returns is judged against the expression
   (FilterMismatchProperty: a delivery the expression does not select), so a broker that ignores the
   filter or treats NULL comparisons as true is caught without the model too;
-- ``inconsistent_group`` — group ``GF``'s two clients subscribe the first topic with *different* SQL92
-  expressions (RocketMQ's "订阅关系不一致"); each client pulls the queues allocated to it (queue id
-  parity, ``AllocateMessageQueueAveragely`` for two clients and up to four queues is contiguous halves:
-  parity keeps the rule simple and still gives each client its own queues) with its own expression
-  from the group's committed offset, consumes what it got with SUCCESS and commits the pull's next
-  offset. The messages the other client's expression selects on those queues are committed past: the
-  trace audit would report them (FILTER_SKIPPED, SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen
-  --inject`` plants such groups); the conformance verdict does not, because it is the client
-  configuration that is wrong, not the broker, so GF's rows stay in the ghost history (judged by
-  FilterMismatchProperty) and out of the recorded trace. ``GF`` is not a subscribing group of the
+- ``inconsistent_group`` — group ``GF``'s two clients subscribe the first topic differently
+  (RocketMQ's "订阅关系不一致"): each with its drawn SQL92 expression or a TAG expression
+  (``GF_STYLE``), one subscription built later (a greater ``subVersion``). 4.9.8 semantics
+  (docs/fidelity.md F10–F15, ``model/subscriptions.py``): a SQL92 client first passes the start check
+  (DefaultMQPushConsumer.start's CHECK_CLIENT_CONFIG, here the observer's pull with the expression; a
+  refused client never runs); the running clients heartbeat (``Broker.heartbeat``, the acting client
+  ``which`` last) and pull the queues allocated to them (queue id parity: ``AllocateMessageQueueAveragely``
+  for two clients is contiguous halves, parity keeps the rule simple and still gives each client its
+  own queues) WITHOUT the subscription flag, from the group's committed offset, with their own
+  ``subVersion``: the broker filters every client's queues with the greatest-version subscription. A
+  TAG client keeps only its own tag strings (``client_keeps``, ``PullAPIWrapper.processPullResult``),
+  a SQL92 client keeps all; both consume with SUCCESS and commit the pull's next offset. So messages
+  only the older subscription selects are committed past, and a SQL92 client consumes what the other
+  client's expression selected: the trace audit reports them (FILTER_SKIPPED, FILTER_MISMATCH,
+  SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen --inject`` plants such groups); the conformance
+  verdict does not, because it is the client configuration that is wrong, not the broker: GF's rows
+  stay in the ghost history (FilterMismatchProperty judges each delivery against
+  ``detail.broker_subscription``, the subscription the broker used) and out of the recorded trace.
+  Each round the observer also probes both drawn SQL92 expressions on their client's queues (what the
+  clients asked for, judged by FilterMismatchProperty). ``GF`` is not a subscribing group of the
   no-loss invariant and the drain leaves it alone.
 
 Every ``deliver`` / ``consume`` of these rules carries ``detail.subscription``,
-``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with).
+``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with);
+GF's also ``broker_subscription``, ``broker_expression_type`` and ``sub_version``.
 """
 
 from __future__ import annotations
