@@ -58,6 +58,10 @@ def test_a_heartbeat_without_a_topic_removes_it_and_the_last_client_takes_the_gr
     assert t.filters[("U", "G")].dead  # kept, marked dead; the same version revives it
     t.heartbeat("G", "c1", {"T": ("*", "TAG", 1), "U": ("x = 1", "SQL92", 1)})
     assert not t.filters[("U", "G")].dead and t.resolve("G", "U", 1) == ("x = 1", "SQL92")
+    t.heartbeat("G", "c1", {"T": ("*", "TAG", 1), "U": ("x = 1", "SQL92", 2)})  # same expression, newer
+    assert t.filters[("U", "G")].client_version == 2 and t.resolve("G", "U", 2) == ("x = 1", "SQL92")
+    t.heartbeat("H", "c3", {"V": ("TAGS >", "SQL92", 1)})  # a first one that does not compile: not kept
+    assert ("V", "H") not in t.filters
     assert t.unregister("G", "c1") and not t.unregister("G", "nobody")
     assert t.resolve("G", "T", 0) == ("*", "TAG")
     t.unregister("G", "c2")
