@@ -149,10 +149,6 @@ class ConsumerTable:
         self.groups.clear()
         self.filters.clear()
 
-    def registered(self, group: str, topic: str) -> Registered | None:
-        info = self.groups.get(group)
-        return None if info is None else info.subscriptions.get(topic)
-
     def resolve(self, group: str, topic: str, sub_version: int) -> tuple[str, str]:
         """(expression, expression_type) a pull without the subscription flag filters with."""
         info = self.groups.get(group)

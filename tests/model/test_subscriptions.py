@@ -62,6 +62,8 @@ def test_a_heartbeat_without_a_topic_removes_it_and_the_last_client_takes_the_gr
     assert t.filters[("U", "G")].client_version == 2 and t.resolve("G", "U", 2) == ("x = 1", "SQL92")
     t.heartbeat("H", "c3", {"V": ("TAGS >", "SQL92", 1)})  # a first one that does not compile: not kept
     assert ("V", "H") not in t.filters
+    t.heartbeat("H", "c3", {"V": ("x = 1", "SQL91", 2)})  # a type the broker has no filter for: not kept
+    assert ("V", "H") not in t.filters
     assert t.unregister("G", "c1") and not t.unregister("G", "nobody")
     assert t.resolve("G", "T", 0) == ("*", "TAG")
     t.unregister("G", "c2")
