@@ -12,7 +12,7 @@ use ``clock.now()`` for every timestamp your broker needs), the default
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from rmqspec.model import (
     BrokerConfig,
@@ -58,8 +58,14 @@ class ExampleAdapter:
                                        action, from_check)
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
-        return self._b.pull(group, mq, offset, max_nums, subscription, expression_type)
+             subscription: str | None = "*", expression_type: str = "TAG", sub_version: int = 0) -> PullResult:
+        return self._b.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
+        self._b.heartbeat(group, client_id, subscriptions)
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        self._b.unregister_consumer(group, client_id)
 
     def send_back(self, group: str, commitlog_offset: int, delay_level: int,
                   origin_msg_id: str | None, max_reconsume_times: int | None) -> ResponseCode:

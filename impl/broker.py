@@ -121,6 +121,7 @@ from rmqspec.model.results import (
     TxnAction,
 )
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
+from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -196,6 +197,7 @@ class MmapBroker:
         self.offsets: ConsumerOffsetTable
         self.schedule: ScheduleService
         self.locks = LockManager()
+        self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn: TxnChecker
         self.offsets_last_persist = 0
 
@@ -240,6 +242,7 @@ class MmapBroker:
         self.schedule = ScheduleService(self.config.delay_levels_ms, self.store.delay_offset_path, now)
         self.schedule.load(self.log, now)
         self.locks.clear()
+        self.consumers.clear()
         self.txn = TxnChecker(now)
         self._crash_kind = None
         self.state = RUNNING
@@ -399,16 +402,20 @@ class MmapBroker:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: str | None = "*",
         expression_type: str = "TAG",
+        sub_version: int = 0,
     ) -> PullResult:
-        """PULL_MESSAGE, answered at once (no long polling), for any group."""
+        """PULL_MESSAGE, answered at once (no long polling), for any group; ``subscription=None``:
+        filtered by the group's heartbeated subscription (``model/subscriptions.py``)."""
         self._require_running()
         now = self.clock.now()
         if not self.meta.has_topic(mq.topic):
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
         if not 0 <= mq.queue_id < self.meta.topics[mq.topic]:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        if subscription is None:
+            subscription, expression_type = self.consumers.resolve(group, mq.topic, sub_version)
         props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)
         try:
             matches = tag_filter(subscription) if props_match is None else None
@@ -430,6 +437,16 @@ class MmapBroker:
             res.min_offset,
             res.max_offset,
         )
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> None:
+        """HEART_BEAT of one consumer client (``model/subscriptions.py``)."""
+        self._require_running()
+        self.consumers.heartbeat(group, client_id, subscriptions)
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        """UNREGISTER_CLIENT of a consumer client."""
+        self._require_running()
+        self.consumers.unregister(group, client_id)
 
     def send_back(
         self,

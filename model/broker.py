@@ -120,6 +120,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
+from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
     CheckHooks,
@@ -191,6 +192,7 @@ class ModelBroker:
         self.offsets_last_persist = now
         self.schedule = ScheduleService(self.config.delay_levels_ms, now)
         self.locks = LockTable()
+        self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn = TransactionService(now)
         # Wall-clock conformance runs check rounds when the remote broker is seen to run them
         # (its round phase is unknown): ``tick`` then leaves them to ``check_round``.
@@ -544,16 +546,21 @@ class ModelBroker:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: str | None = "*",
         expression_type: str = "TAG",
+        sub_version: int = 0,
     ) -> PullResult:
-        """PULL_MESSAGE, answered at once (no long polling), for any group."""
+        """PULL_MESSAGE, answered at once (no long polling), for any group. ``subscription=None`` is a
+        pull without the subscription flag: the group's heartbeated subscription filters it
+        (``subscriptions.ConsumerTable.resolve`` with the request's ``sub_version``)."""
         self._require_running()
         now = self._now()
         if not self.store.has_topic(mq.topic):
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
         if not 0 <= mq.queue_id < self.store.topics[mq.topic]:
             raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+        if subscription is None:
+            subscription, expression_type = self.consumers.resolve(group, mq.topic, sub_version)
         props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)
         try:
             matches = tag_filter(subscription) if props_match is None else None
@@ -593,6 +600,17 @@ class ModelBroker:
             res.min_offset,
             res.max_offset,
         )
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: HeartbeatSubs) -> None:
+        """HEART_BEAT of one consumer client: ``{topic: (expression, expression_type, sub_version)}``;
+        ``subscriptions`` module docstring."""
+        self._require_running()
+        self.consumers.heartbeat(group, client_id, subscriptions)
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        """UNREGISTER_CLIENT of a consumer client (the last one takes the group's subscriptions)."""
+        self._require_running()
+        self.consumers.unregister(group, client_id)
 
     def send_back(
         self,
@@ -974,6 +992,7 @@ class ModelBroker:
 
     def _restart(self, now: int) -> None:
         self.locks.clear()
+        self.consumers.clear()
         self.offsets.restore()
         self.offsets_last_persist = now
         self.schedule.restore(self.store, now)

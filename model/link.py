@@ -23,7 +23,7 @@ Everything else is delegated unchanged, so a ``Link`` satisfies the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rmqspec.model.message import Message, MessageQueue
@@ -139,11 +139,20 @@ class Link:
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: str | None = "*",
         expression_type: str = "TAG",
+        sub_version: int = 0,
     ) -> PullResult:
         self._lose("pull")
-        return self.broker.pull(group, mq, offset, max_nums, subscription, expression_type)
+        return self.broker.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
+        self._lose("heartbeat")
+        self.broker.heartbeat(group, client_id, subscriptions)
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        self._lose("unregister_consumer")
+        self.broker.unregister_consumer(group, client_id)
 
     def send_back(
         self,

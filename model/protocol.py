@@ -13,7 +13,7 @@ a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
 from rmqspec.model.message import Message, MessageQueue
@@ -57,9 +57,16 @@ class Broker(Protocol):
         mq: MessageQueue,
         offset: int,
         max_nums: int = 32,
-        subscription: str = "*",
+        subscription: str | None = "*",
         expression_type: str = "TAG",
+        sub_version: int = 0,
     ) -> PullResult: ...
+
+    def heartbeat(
+        self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]
+    ) -> None: ...
+
+    def unregister_consumer(self, group: str, client_id: str) -> None: ...
 
     def send_back(
         self,

@@ -15,20 +15,31 @@ rules keep their share of the steps.
   must equal the model's; and every message a broker returns is judged against the expression
   (FilterMismatchProperty: a delivery the expression does not select), so a broker that ignores the
   filter or treats NULL comparisons as true is caught without the model too;
-- ``inconsistent_group`` — group ``GF``'s two clients subscribe the first topic with *different* SQL92
-  expressions (RocketMQ's "订阅关系不一致"); each client pulls the queues allocated to it (queue id
-  parity, ``AllocateMessageQueueAveragely`` for two clients and up to four queues is contiguous halves:
-  parity keeps the rule simple and still gives each client its own queues) with its own expression
-  from the group's committed offset, consumes what it got with SUCCESS and commits the pull's next
-  offset. The messages the other client's expression selects on those queues are committed past: the
-  trace audit would report them (FILTER_SKIPPED, SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen
-  --inject`` plants such groups); the conformance verdict does not, because it is the client
-  configuration that is wrong, not the broker, so GF's rows stay in the ghost history (judged by
-  FilterMismatchProperty) and out of the recorded trace. ``GF`` is not a subscribing group of the
+- ``inconsistent_group`` — group ``GF``'s two clients subscribe the first topic differently
+  (RocketMQ's "订阅关系不一致"): each with its drawn SQL92 expression or a TAG expression
+  (``GF_STYLE``), one subscription built later (a greater ``subVersion``). 4.9.8 semantics
+  (docs/fidelity.md F10–F15, ``model/subscriptions.py``): a SQL92 client first passes the start check
+  (DefaultMQPushConsumer.start's CHECK_CLIENT_CONFIG, here the observer's pull with the expression; a
+  refused client never runs); the running clients heartbeat (``Broker.heartbeat``, the acting client
+  ``which`` last) and pull the queues allocated to them (queue id parity: ``AllocateMessageQueueAveragely``
+  for two clients is contiguous halves, parity keeps the rule simple and still gives each client its
+  own queues) WITHOUT the subscription flag, from the group's committed offset, with their own
+  ``subVersion``: the broker filters every client's queues with the greatest-version subscription. A
+  TAG client keeps only its own tag strings (``client_keeps``, ``PullAPIWrapper.processPullResult``),
+  a SQL92 client keeps all; both consume with SUCCESS and commit the pull's next offset. So messages
+  only the older subscription selects are committed past, and a SQL92 client consumes what the other
+  client's expression selected: the trace audit reports them (FILTER_SKIPPED, FILTER_MISMATCH,
+  SUBSCRIPTION_INCONSISTENT; ``rmqspec trace gen --inject`` plants such groups); the conformance
+  verdict does not, because it is the client configuration that is wrong, not the broker: GF's rows
+  stay in the ghost history (FilterMismatchProperty judges each delivery against
+  ``detail.broker_subscription``, the subscription the broker used) and out of the recorded trace.
+  Each round the observer also probes both drawn SQL92 expressions on their client's queues (what the
+  clients asked for, judged by FilterMismatchProperty). ``GF`` is not a subscribing group of the
   no-loss invariant and the drain leaves it alone.
 
 Every ``deliver`` / ``consume`` of these rules carries ``detail.subscription``,
-``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with).
+``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with);
+GF's also ``broker_subscription``, ``broker_expression_type`` and ``sub_version``.
 """
 
 from __future__ import annotations
@@ -38,23 +49,44 @@ from typing import Any
 from hypothesis import strategies as st
 
 from rmqspec.model.message import MessageQueue, StoredMessage
+from rmqspec.model.pullfilter import subscription_matches
 from rmqspec.model.results import PullResult, PullStatus
 from rmqspec.model.sql92 import SQL92
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
 
 PICK = st.integers(0, 255)
+FILTER_GROUP = "GF"
+FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
+# a GF client's TAG subscription, or None: the client subscribes with its drawn SQL92 expression
+GF_TAG_SUBS = ("logistics", "food || Aa", None, "BB", None, "*")
+# (client-1's tag subscription or None, client-2's, the client whose subscription was built later)
+GF_STYLE = st.tuples(st.sampled_from(GF_TAG_SUBS), st.sampled_from(GF_TAG_SUBS), st.integers(0, 1))
+GfSub = tuple[str, str, int]  # expression, expression_type, sub_version
 # what ``probe_filtered`` does besides its tag probe: None = the tag probe, else ``filters``' arguments
 FILTER_ACTIONS = st.one_of(
     st.none(),
     st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent"]), st.sampled_from(TAG_VALUES),
-              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8)),
+              property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8), GF_STYLE),
 )
-FILTER_GROUP = "GF"
-FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
 
 
 def _pick(seq: list | tuple, i: int) -> Any:
     return seq[i % len(seq)]
+
+
+def client_keeps(sub: GfSub, m: StoredMessage) -> bool:
+    """What a 4.9.8 Java client keeps of a pulled message (``PullAPIWrapper.processPullResult``): a TAG
+    subscription with tags re-checks the tag string exactly; SQL92 (no tagsSet) keeps everything."""
+    expression, kind, _ = sub
+    if kind != "TAG":
+        return True
+    return bool(subscription_matches(expression, kind, m.tags, m.properties))
+
+
+def gf_detail(m: StoredMessage, own: GfSub, broker_sub: GfSub) -> dict[str, Any]:
+    """The client's own subscription (what the audit judges) and the one the broker filtered with."""
+    return {**filter_detail(m, own[0], own[1]), "broker_subscription": broker_sub[0],
+            "broker_expression_type": broker_sub[1], "sub_version": own[2]}
 
 
 def filter_detail(m: StoredMessage, subscription: str, expression_type: str) -> dict[str, Any]:
@@ -66,23 +98,25 @@ def filter_detail(m: StoredMessage, subscription: str, expression_type: str) -> 
 class FilterRules:
     """Rules mixed into ``ConformanceBase`` (see the module docstring)."""
 
-    fg_subs: dict[str, str]
+    fg_subs: dict[str, GfSub]
+    fg_started: dict[str, bool]
     fg_created: bool
 
     def _filter_state(self) -> None:
         if not hasattr(self, "fg_subs"):
             self.fg_subs = {}
+            self.fg_started = {}
             self.fg_created = False
 
     def filters(self, kind: str, topic: int, queue: int, tags: str | None, props: dict[str, str], first: str,
-                second: str, which: int, n: int) -> None:
+                second: str, which: int, n: int, style: tuple = (None, None, 1)) -> None:
         """The filter family's actions (drawn with ``probe_filtered``)."""
         if kind == "send":
             self.send_with_properties(topic, queue, tags, props)
         elif kind == "probe":
             self.probe_sql92(topic, queue, first, 32 if n == 8 else n)
         elif self.t0 in self.topics:
-            self.inconsistent_group(first, second, which, n)
+            self.inconsistent_group(first, second, which, n, style)
 
     def filter_prelude(self, tags: str | None, props: dict[str, str], expr: str) -> None:
         """An example's opening filter actions (``composite.PRELUDE``): a message with properties,
@@ -126,40 +160,106 @@ class FilterRules:
                        deliver=False)
         self._after()
 
-    def inconsistent_group(self, first: str, second: str, which: int, n: int) -> None:
-        """Group GF's clients subscribe T0 differently; one client pulls, consumes and commits its queues."""
+    def _gf_subscriptions(self, group: str, first: str, second: str, style: tuple) -> dict[str, GfSub]:
+        """The two clients' subscriptions, fixed at GF's first action: each SQL92 (``first`` /
+        ``second``) or TAG (``style[0]`` / ``style[1]`` when not None); ``style[2]`` names the client
+        whose subscription was built later (the greater subVersion, what a 4.9.8 broker keeps)."""
+        if not self.fg_subs:
+            base = self._now()
+            tag1, tag2, later = style
+            clients = [c.replace("GF", group) for c in FILTER_CLIENTS]
+            for i, (c, expr, tag) in enumerate(zip(clients, (first, second), (tag1, tag2), strict=True)):
+                version = base + (1 if i == later else 0)
+                self.fg_subs[c] = (expr, SQL92, version) if tag is None else (tag, "TAG", version)
+                self.fg_started[c] = tag is not None or self._client_start_check(expr)
+        return self.fg_subs
+
+    def _client_start_check(self, expr: str) -> bool:
+        """DefaultMQPushConsumer.start checks a SQL92 subscription in the broker (CHECK_CLIENT_CONFIG
+        compiles it): here the observer's pull with the expression (``RemoteBroker`` sends the check
+        first). A refused client never starts: it neither heartbeats nor pulls."""
+        res = self._sql_pull(self.obs, MessageQueue(self.t0, 0), 0, 32, expr, self.obs, deliver=False)
+        if res is None:
+            self._sometimes("inconsistent_group:start_refused")
+        return res is not None
+
+    def inconsistent_group(self, first: str, second: str, which: int, n: int,
+                           style: tuple = (None, None, 1)) -> None:
+        """Group GF's clients heartbeat their (different) subscriptions for T0, the acting client
+        ``which`` last; then each pulls its queues without the subscription flag (the acting one
+        first), keeps what the Java client keeps, consumes and commits."""
         self._filter_state()
-        self._record("inconsistent_group", first=first, second=second, which=which, n=n)
+        self._record("inconsistent_group", first=first, second=second, which=which, n=n, style=style)
         group = FILTER_GROUP + self.ns
         if not self.fg_created:
             self._call(f"create_group({group!r})", lambda b: b.create_group(group, 16, 1))
             self.fg_created = True
-        clients = [c.replace("GF", group) for c in FILTER_CLIENTS]
-        self.fg_subs.setdefault(clients[0], first)
-        self.fg_subs.setdefault(clients[1], second)
-        if self.fg_subs[clients[0]] != self.fg_subs[clients[1]]:
-            self._sometimes("inconsistent_group:differs")
-        client = clients[which]
-        expr = self.fg_subs[client]
+        subs = self._gf_subscriptions(group, first, second, tuple(style))
+        clients = list(subs)
+        running = [c for c in (clients[1 - which], clients[which]) if self.fg_started[c]]
+        if subs[clients[0]][:2] != subs[clients[1]][:2]:
+            self._sometimes("inconsistent_group:differs")  # configured differently (started or not)
+        for c in running:  # the acting client heartbeats last, just before it pulls
+            self._call(f"heartbeat({group!r}, {c!r}, {self.t0}={subs[c]!r})",
+                       lambda b, c=c: b.heartbeat(group, c, {self.t0: subs[c]}))
+        for i, expr in enumerate((first, second)):  # the observer probes both drawn SQL92 expressions on
+            for q in range(i, self.topics[self.t0], 2):  # the queues of their client (FilterMismatchProperty)
+                self._sql_pull(self.obs, MessageQueue(self.t0, q), 0, 32, expr, self.obs, deliver=False)
+        broker_sub = max((subs[c] for c in running), key=lambda s: s[2]) if running else None
+        for c in running[::-1]:  # the acting client first, then the other one: both consume their queues
+            self._gf_consume(group, c, clients.index(c), n, subs[c], broker_sub)  # type: ignore[arg-type]
+        self._after()
+
+    def _gf_consume(self, group: str, client: str, index: int, n: int, own: GfSub, broker_sub: GfSub) -> None:
+        """One client's round: pull each allocated queue without the subscription flag from the committed
+        offset, keep what the Java client keeps, consume it, commit the pull's next offset."""
+        if broker_sub[:2] != own[:2]:
+            self._sometimes("inconsistent_group:filtered_by_other")
         for q in range(self.topics[self.t0]):
-            if q % 2 != which:
+            if q % 2 != index:
                 continue
             mq = MessageQueue(self.t0, q)
             stored = self._call(f"query_offset({group!r}, {mq.topic}/{q})", lambda b, mq=mq: b.query_offset(group, mq))
             offset = max(stored.value if stored.error is None else 0, 0)
-            res = self._sql_pull(group, mq, offset, n, expr, client, deliver=False)
+            res = self._heartbeat_pull(group, mq, offset, n, client, own, broker_sub)
             if res is None or res.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
                 continue
             for m in res.messages:
+                if not client_keeps(own, m):
+                    self._sometimes("inconsistent_group:client_dropped")
+                    continue
                 self.history.emit("consume", self._now(), trace=False, actor=client, group=group,
-                                  client_id=client, topic=m.topic,
-                           queue_id=m.queue_id, queue_offset=m.queue_offset, msg_key=m.uniq_key,
-                           msg_id=m.msg_id, reconsume_times=m.reconsume_times, status="SUCCESS",
-                           detail={"listener": "SUCCESS", **filter_detail(m, expr, SQL92)})
+                                  client_id=client, topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                                  msg_key=m.uniq_key, msg_id=m.msg_id, reconsume_times=m.reconsume_times,
+                                  status="SUCCESS",
+                                  detail={"listener": "SUCCESS", **gf_detail(m, own, broker_sub)})
             nxt = res.next_begin_offset
             self._call(f"update_offset({group!r}, {mq.topic}/{q}, {nxt})",
                        lambda b, mq=mq, nxt=nxt: b.update_offset(group, mq, nxt))
             self.history.emit("commit_offset", self._now(), trace=False, actor=client, group=group,
                               client_id=client, topic=mq.topic, queue_id=q, queue_offset=nxt,
                               detail={"requested": nxt})
-        self._after()
+
+    def _heartbeat_pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int, client: str, own: GfSub,
+                        broker_sub: GfSub) -> PullResult | None:
+        """PULL_MESSAGE without the subscription flag, with the client's subVersion (``Broker.pull``
+        with ``subscription=None``)."""
+        out = self._call(f"pull({group!r}, {mq.topic}/{mq.queue_id}, offset={offset}, max={max_nums}, "
+                         f"heartbeated, sub_version={own[2]})",
+                         lambda b: b.pull(group, mq, offset, max_nums, None, own[1], own[2]))
+        if out.error is not None:
+            self._sometimes(f"inconsistent_group:refused:{out.error[1]}")
+            return None
+        res: PullResult = out.value
+        self._sometimes(f"inconsistent_group:{res.status.value}")
+        if broker_sub[1] == SQL92:
+            self._sometimes(f"sql92:{res.status.value}")  # the broker evaluated a SQL92 expression
+        for m in res.messages:
+            self.history.emit(
+                "deliver", self._now(), trace=False, actor=client, group=group, client_id=client,
+                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
+                reconsume_times=m.reconsume_times,
+                detail={"from": offset, "client": False, **gf_detail(m, own, broker_sub)},
+            )
+        return res

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 import attrs
 
 from rmqspec.model.events import TraceEvent
+from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.pullfilter import subscription_matches
 from rmqspec.model.sql92 import is_tag_type
 from rmqspec.properties.codes import Code, ObservationCode
@@ -252,29 +253,44 @@ def check_unexpected(h: History) -> list[Violation]:
                           f"{ev.event} of unknown message {ev.msg_key} in {ev.topic}",
                           "a key that was sent or half-sent", ev.msg_key))
         if ev.event == "deliver":
-            sub = _detail(ev, "subscription", "*")
+            sub, kind = _broker_sub(ev)
             tags = _detail(ev, "tags")
-            sql = not is_tag_type(_detail(ev, "expression_type"))  # judged by check_filter_mismatch
-            if not sql and sub != "*" and tags not in {t.strip() for t in str(sub).split("||")}:
+            sql = not is_tag_type(kind)  # judged by check_filter_mismatch
+            # the broker compares String.hashCode values (a colliding tag such as Aa for BB is returned)
+            wanted = {java_string_hash(t.strip()) for t in str(sub).split("||") if t.strip()}
+            if not sql and sub != "*" and (tags is None or java_string_hash(str(tags)) not in wanted):
                 out.append(_v(h, Code.UNEXPECTED, ev,
                               f"pull with subscription {sub!r} returned tags {tags!r}",
                               sub, tags))
     return out
 
 
+def _broker_sub(ev: TraceEvent) -> tuple[object, object]:
+    """The (expression, type) the broker filtered a delivery with: ``broker_subscription`` when the pull
+    carried none (a heartbeat group, ``properties/filters.py``), else the pull's own."""
+    if _detail(ev, "broker_subscription") is not None:
+        return _detail(ev, "broker_subscription"), _detail(ev, "broker_expression_type")
+    return _detail(ev, "subscription", "*"), _detail(ev, "expression_type")
+
+
 def check_filter_mismatch(h: History) -> list[Violation]:
     """A SQL92 pull never returns a message its expression does not select, and a client never
-    consumes (SUCCESS) one its own subscription excludes."""
+    consumes (SUCCESS) one its own subscription excludes — unless the broker filtered the client's
+    pull with another client's heartbeated subscription (an inconsistent group: the client
+    configuration is wrong, not the broker; the trace audit reports it)."""
     out = []
     for ev in h.events:
         if ev.event not in ("deliver", "consume") or "properties" not in (ev.detail or {}):
             continue
         if ev.event == "consume" and ev.status != "SUCCESS":
             continue
-        kind = _detail(ev, "expression_type")
-        if ev.event == "deliver" and is_tag_type(kind):
+        if ev.event == "consume" and _detail(ev, "broker_subscription") is not None and (
+                _broker_sub(ev) != (_detail(ev, "subscription"), _detail(ev, "expression_type"))):
+            continue
+        sub, kind = _broker_sub(ev) if ev.event == "deliver" else (
+            _detail(ev, "subscription"), _detail(ev, "expression_type"))
+        if ev.event == "deliver" and is_tag_type(kind):  # type: ignore[arg-type]
             continue  # tag deliveries: the broker compares hash codes (check_unexpected)
-        sub = _detail(ev, "subscription")
         verdict = subscription_matches(sub, kind, _detail(ev, "tags"), _detail(ev, "properties"))
         if verdict is False:
             out.append(_v(h, Code.FILTER_MISMATCH, ev,

@@ -43,7 +43,7 @@ that names the operation.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -217,13 +217,19 @@ class SessionView:
         self.op_longer = 0
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
+             subscription: str | None = "*", expression_type: str = "TAG", sub_version: int = 0) -> PullResult:
         qb = self._qbase(mq)
-        res = self.broker.pull(group, mq, offset + qb, max_nums, subscription, expression_type)
+        res = self.broker.pull(group, mq, offset + qb, max_nums, subscription, expression_type, sub_version)
         return attrs.evolve(
             res, messages=tuple(self._stored(m, qb) for m in res.messages),
             next_begin_offset=max(0, res.next_begin_offset - qb), min_offset=max(0, res.min_offset - qb),
             max_offset=max(0, res.max_offset - qb))
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
+        self.broker.heartbeat(group, client_id, subscriptions)  # names and versions are the session's
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        self.broker.unregister_consumer(group, client_id)
 
     def send_back(self, group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
                   max_reconsume_times: int | None) -> ResponseCode:

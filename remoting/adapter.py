@@ -29,6 +29,15 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
 - ``pull`` → PULL_MESSAGE 11, never suspended (sysFlag 4 = subscription in
   the request, suspendTimeoutMillis 0, expressionType TAG): the broker answers
   at once; records decode with ``impl``'s codec.
+- ``pull(..., subscription=None, sub_version=v)`` → PULL_MESSAGE without the
+  subscription flag (sysFlag 0, a push consumer's default): the broker filters
+  with the group's heartbeated subscription. ``heartbeat(group, client_id,
+  {topic: (expression, type, version)})`` → HEART_BEAT 34 of a push consumer
+  on a connection of its own per client id (Java's ``SubscriptionData`` with
+  ``tagsSet`` / ``codeSet`` as ``FilterAPI.build`` fills them), re-sent by
+  ``tick``; a group heartbeated this way leaves the adapter's own heartbeat;
+  ``unregister_consumer`` → UNREGISTER_CLIENT 35 on that connection. A crash
+  or ``close`` drops these connections (the broker forgets them anyway).
 - ``send_back`` → CONSUMER_SEND_MSG_BACK 36; ``max_reconsume_times`` −1 is
   sent as 16, as the Java consumer's ``getMaxReconsumeTimes`` does.
   ``update_offset`` / ``query_offset`` → 15 / 14 (as requests);
@@ -77,7 +86,7 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rmqspec.model.clock import Clock
@@ -194,6 +203,9 @@ class RemoteBroker:
         self._uniq = UniqKeyFactory("127.0.0.1", os.getpid())
         self._producer_groups: set[str] = set()
         self._consumer_groups: dict[str, set[str]] = {}
+        # heartbeat(): per client id its own connection and {group: {topic: (expression, type, version)}}
+        self._members: dict[str, RemotingClient] = {}
+        self._member_subs: dict[str, dict[str, dict[str, tuple[str, str, int]]]] = {}
         self._checked: dict[tuple[str, str], BrokerError | bool] = {}
         self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
         self._carried: list[tuple[int, RemotingCommand]] = []  # (arrival ms, request) on a connection since lost
@@ -236,6 +248,8 @@ class RemoteBroker:
     def _heartbeat(self) -> None:
         assert self._broker is not None
         consumers = self._consumer_groups if self.heartbeat_consumers else {}
+        members = {g for groups in self._member_subs.values() for g in groups}
+        consumers = {g: t for g, t in consumers.items() if g not in members}  # the members' subscriptions rule
         resp = self._broker.invoke(ops.heartbeat_request(self.client_id, self._producer_groups, consumers))
         ops.expect_success(resp, "HEART_BEAT")
         self._last_heartbeat = time.monotonic()
@@ -351,7 +365,9 @@ class RemoteBroker:
     # ------------------------------------------------------------------ consuming
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
-             subscription: str = "*", expression_type: str = "TAG") -> PullResult:
+             subscription: str | None = "*", expression_type: str = "TAG", sub_version: int = 0) -> PullResult:
+        if subscription is None:  # no subscription flag: the group's heartbeated subscription filters
+            return self._pull_registered(group, mq, offset, max_nums, sub_version, expression_type)
         topics = self._consumer_groups.get(group)
         if topics is not None:
             topics.add(mq.topic)
@@ -359,6 +375,50 @@ class RemoteBroker:
             self._check_client_config(group, mq.topic, subscription, expression_type)
         cmd = ops.pull_request(group, mq, offset, max_nums, subscription, expression_type)
         return ops.parse_pull(self._invoke(cmd))
+
+    def _pull_registered(self, group: str, mq: MessageQueue, offset: int, max_nums: int, sub_version: int,
+                         expression_type: str) -> PullResult:
+        cmd = ops.pull_registered_request(group, mq, offset, max_nums, sub_version, expression_type)
+        return ops.parse_pull(self._invoke(cmd))
+
+    def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
+        """HEART_BEAT of consumer client ``client_id`` on its own connection (one channel per client, as a
+        Java MQClientInstance has), with every group that client heartbeated so far; re-sent by ``tick``."""
+        self._conn()
+        if not any(group in g for g in self._member_subs.values()) and group in self._consumer_groups \
+                and self.heartbeat_consumers:  # our own channel leaves the group: the members rule it
+            ops.expect_success(self._invoke(ops.unregister_request(self.client_id, consumer_group=group)),
+                               "UNREGISTER_CLIENT")
+        groups = self._member_subs.setdefault(client_id, {})
+        groups[group] = dict(subscriptions)
+        self._member_heartbeat(client_id)
+
+    def _member_heartbeat(self, client_id: str) -> None:
+        conn = self._members.get(client_id)
+        if conn is None or conn.closed:
+            conn = self._members[client_id] = RemotingClient.connect(
+                self.broker_addr, connect_timeout_ms=self.timeout_ms, timeout_ms=self.timeout_ms)
+        resp = conn.invoke(ops.consumer_heartbeat_request(client_id, self._member_subs[client_id]))
+        ops.expect_success(resp, "HEART_BEAT")
+
+    def unregister_consumer(self, group: str, client_id: str) -> None:
+        """UNREGISTER_CLIENT of ``client_id`` from ``group`` on its connection (closed when it has no group left)."""
+        self._conn()
+        groups = self._member_subs.get(client_id, {})
+        conn = self._members.get(client_id)
+        if groups.pop(group, None) is None or conn is None:
+            return
+        ops.expect_success(conn.invoke(ops.unregister_request(client_id, consumer_group=group)), "UNREGISTER_CLIENT")
+        if not groups:
+            del self._member_subs[client_id]
+            self._members.pop(client_id).close()
+
+    def _drop_members(self) -> None:
+        """The broker went away: its consumer tables are gone, so are the members' connections."""
+        for conn in self._members.values():
+            conn.close()
+        self._members.clear()
+        self._member_subs.clear()
 
     def _check_client_config(self, group: str, topic: str, subscription: str, expression_type: str) -> None:
         """A non-TAG expression is compiled by CHECK_CLIENT_CONFIG first, as a real consumer's start does:
@@ -410,6 +470,8 @@ class RemoteBroker:
         conn = self._conn()
         if (time.monotonic() - self._last_heartbeat) * 1000 >= self.heartbeat_interval_ms:
             self._heartbeat()
+            for client_id in list(self._member_subs):
+                self._member_heartbeat(client_id)
         checks: list[tuple[int, CheckRequest]] = []
         now = time.time_ns() // 1_000_000
         received, self._carried = [*self._carried, *conn.drain_server_requests_timed()], []
@@ -445,6 +507,7 @@ class RemoteBroker:
         for conn in (broker, self._namesrv):
             if conn is not None:
                 conn.close()
+        self._drop_members()
         self._namesrv = None
         self._closed = True
 
@@ -458,6 +521,7 @@ class RemoteBroker:
             raise RuntimeError("crash() needs crash_cmd and restart_cmd (Capability.CRASH is not declared)")
         _run(self.crash_cmd, "crash", self.recover_timeout_ms)
         self._crashed = True
+        self._drop_members()
         for conn in (self._broker, self._namesrv):
             if conn is not None:
                 conn.close()

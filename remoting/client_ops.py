@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rmqspec.impl.codec import to_stored_message
+from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
@@ -52,6 +53,7 @@ from rmqspec.model.results import (
     SendStatus,
     TxnAction,
 )
+from rmqspec.model.sql92 import is_tag_type
 from rmqspec.remoting import bodies
 from rmqspec.remoting.codes import (
     PULL_FLAG_SUBSCRIPTION,
@@ -237,6 +239,36 @@ def heartbeat_request(client_id: str, producer_groups: Iterable[str],
     return _req(RequestCode.HEART_BEAT, body=body)
 
 
+def subscription_data(topic: str, expression: str, expression_type: str, sub_version: int) -> dict[str, Any]:
+    """A SubscriptionData as the Java client builds it (``FilterAPI.build``): for TAG the ``||`` parts,
+    trimmed, in ``tagsSet`` and their String.hashCode in ``codeSet`` (the broker filters a pull without the
+    subscription flag with this codeSet), ``*`` for an empty expression; SQL92 carries no tags."""
+    tags: list[str] = []
+    if is_tag_type(expression_type):
+        if expression in ("", "*"):
+            expression = "*"
+        else:
+            tags = [t.strip() for t in expression.split("||") if t.strip()]
+    return {"classFilterMode": False, "codeSet": sorted({java_string_hash(t) for t in tags}),
+            "expressionType": expression_type, "subString": expression, "subVersion": sub_version,
+            "tagsSet": sorted(set(tags)), "topic": topic}
+
+
+def consumer_heartbeat_request(client_id: str,
+                               groups: Mapping[str, Mapping[str, tuple[str, str, int]]]) -> RemotingCommand:
+    """HEART_BEAT of a push consumer client: per group its subscriptions {topic: (expression, type, version)}."""
+    consumers = [{
+        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+        "consumeType": "CONSUME_PASSIVELY",
+        "groupName": group,
+        "messageModel": "CLUSTERING",
+        "subscriptionDataSet": [subscription_data(topic, *subs[topic]) for topic in sorted(subs)],
+        "unitMode": False,
+    } for group, subs in sorted(groups.items())]
+    body = bodies.dumps({"clientID": client_id, "consumerDataSet": consumers, "producerDataSet": []})
+    return _req(RequestCode.HEART_BEAT, body=body)
+
+
 def unregister_request(client_id: str, *, producer_group: str | None = None,
                        consumer_group: str | None = None) -> RemotingCommand:
     ext: dict[str, str] = {"clientID": client_id}
@@ -343,6 +375,17 @@ def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, subsc
         "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
         "maxMsgNums": max_nums, "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0,
         "suspendTimeoutMillis": 0, "subscription": subscription, "subVersion": 0, "expressionType": expression_type,
+    })
+
+
+def pull_registered_request(group: str, mq: MessageQueue, offset: int, max_nums: int, sub_version: int,
+                            expression_type: str = "TAG") -> RemotingCommand:
+    """PULL_MESSAGE without the subscription flag (sysFlag 0, a push consumer's default
+    ``postSubscriptionWhenPull=false``): the broker filters with the group's heartbeated subscription."""
+    return _req(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
+        "maxMsgNums": max_nums, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+        "subVersion": sub_version, "expressionType": expression_type,
     })
 
 

@@ -16,6 +16,10 @@ RocketMQ 4.9.8's ``ProducerManager`` / ``ConsumerManager`` (B/client) as data:
 - ``expire`` drops connections without a heartbeat for 120 s
   (``CHANNEL_EXPIRED_TIMEOUT``, ``scanNotActiveChannel``) silently, as the
   real scan does, and names them so the server closes them.
+- ``departed`` lists the (group, client id) of every consumer channel removed;
+  the server unregisters them from the broker, whose ``model/subscriptions.py``
+  table is what a pull without the subscription flag filters with (this
+  registry's own subscription copy only decides notifications).
 - ``producer_channel(group)`` picks a connection of a producer group round
   robin (``getAvailableChannel``): CHECK_TRANSACTION_STATE goes there.
 
@@ -129,6 +133,13 @@ class ClientRegistry:
         self.producers: dict[str, dict[Hashable, ChannelInfo]] = {}
         self.consumers: dict[str, ConsumerGroup] = {}
         self._rr = itertools.count(1)
+        # (group, client id) of consumer channels removed since the last ``take_departed``: the server
+        # unregisters them from the broker's subscription table (``Broker.unregister_consumer``)
+        self.departed: list[tuple[str, str]] = []
+
+    def take_departed(self) -> list[tuple[str, str]]:
+        out, self.departed = self.departed, []
+        return out
 
     # -- registration ------------------------------------------------------------------------------
 
@@ -175,7 +186,9 @@ class ClientRegistry:
             self.producers.get(producer_group, {}).pop(conn, None)
         if consumer_group is not None and consumer_group in self.consumers:
             group = self.consumers[consumer_group]
-            group.channels.pop(conn, None)
+            info = group.channels.pop(conn, None)
+            if info is not None:
+                self.departed.append((consumer_group, info.client_id))
             if not group.channels:
                 del self.consumers[consumer_group]
             return [consumer_group]
@@ -187,8 +200,10 @@ class ClientRegistry:
             channels.pop(conn, None)
         left = []
         for name, group in list(self.consumers.items()):
-            if group.channels.pop(conn, None) is not None:
+            info = group.channels.pop(conn, None)
+            if info is not None:
                 left.append(name)
+                self.departed.append((name, info.client_id))
                 if not group.channels:
                     del self.consumers[name]
         return left
@@ -206,6 +221,7 @@ class ClientRegistry:
                 if now - info.last_update > timeout_ms:
                     del group.channels[conn]
                     gone.add(conn)
+                    self.departed.append((name, info.client_id))
             if not group.channels:
                 del self.consumers[name]
         return gone

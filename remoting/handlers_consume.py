@@ -11,9 +11,10 @@ Follows RocketMQ 4.9.8's ``PullMessageProcessor``, ``ConsumerManageProcessor``,
 PULL_MESSAGE: the subscription group is auto-created; the topic must exist
 (TOPIC_NOT_EXIST) and the queue id be below its queue count (SYSTEM_ERROR);
 the filter is the request's ``subscription`` when sysFlag has the
-subscription bit (4), else the subscription the group's last heartbeat gave
-for the topic (SUBSCRIPTION_NOT_EXIST without one, SUBSCRIPTION_NOT_LATEST 25
-when the request's subVersion is newer); the expression and its ``expressionType``
+subscription bit (4), else ``Broker.pull(subscription=None, sub_version=…)``:
+the group's heartbeated subscription as ``model/subscriptions.py`` keeps it
+(highest subVersion wins; SUBSCRIPTION_NOT_EXIST 24, SUBSCRIPTION_NOT_LATEST 25,
+FILTER_DATA_NOT_EXIST 27, FILTER_DATA_NOT_LATEST 28); the expression and its ``expressionType``
 (TAG or SQL92) go to ``Broker.pull``, which refuses SQL92 with SYSTEM_ERROR unless the
 broker runs with ``enablePropertyFilter=true`` (``model/pullfilter.py``). The
 broker's ``PullResult`` maps to the response code and the remark the store
@@ -31,7 +32,9 @@ min offset is 0 answers 0 (``checkInDiskByConsumeOffset`` is false for a
 store this size), else QUERY_NOT_FOUND 22.
 
 HEART_BEAT registers the connection (``clients``), auto-creates each consumer
-group and its ``%RETRY%`` topic, and notifies the groups that changed.
+group and its ``%RETRY%`` topic, hands each group's subscriptions to
+``Broker.heartbeat`` and notifies the groups that changed; a consumer channel
+that leaves (unregister, close, expiry) leaves the broker's table too.
 """
 
 from __future__ import annotations
@@ -57,7 +60,6 @@ PULL_NOT_FOUND = 19
 PULL_RETRY_IMMEDIATELY = 20
 PULL_OFFSET_MOVED = 21
 QUERY_NOT_FOUND = 22
-SUBSCRIPTION_NOT_LATEST = 25
 
 
 def pull_answer(result: PullResult, offset: int) -> tuple[int, str]:
@@ -73,21 +75,13 @@ def pull_answer(result: PullResult, offset: int) -> tuple[int, str]:
     return PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL" if offset < result.min_offset else "OFFSET_OVERFLOW_BADLY"
 
 
-def _subscription(ctx: Ctx, req: RemotingCommand, group: str, topic: str, sys_flag: int) -> tuple[str, str]:
+def _subscription(req: RemotingCommand, sys_flag: int) -> tuple[str | None, str]:
+    """The request's (expression, type) with the subscription bit, else (None, type): the broker
+    filters with the group's heartbeated subscription (``model/subscriptions.py``)."""
+    kind = req.ext_fields.get("expressionType") or "TAG"
     if sys_flag & PULL_FLAG_SUBSCRIPTION:
-        expression = req.ext_fields.get("subscription") or "*"
-        kind = req.ext_fields.get("expressionType") or "TAG"
-    else:
-        info = ctx.clients.consumer_group(group)
-        if info is None:
-            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
-        sub = info.subscriptions.get(topic)
-        if sub is None:
-            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
-        if sub.sub_version < get_long(req, "subVersion"):
-            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-        expression, kind = sub.sub_string, sub.expression_type
-    return expression, kind
+        return req.ext_fields.get("subscription") or "*", kind
+    return None, kind
 
 
 def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
@@ -100,7 +94,7 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
     sys_flag = get_int(req, "sysFlag")
     commit_offset = get_long(req, "commitOffset")
     suspend_ms = get_long(req, "suspendTimeoutMillis")
-    get_long(req, "subVersion")
+    sub_version = get_long(req, "subVersion")
     ctx.served.ensure_group(group)
     nums = ctx.served.queue_nums(topic)
     if nums is None:
@@ -109,10 +103,10 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
         raise BrokerError(ResponseCode.SYSTEM_ERROR,
                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{nums}] "
                           f"consumer:[{conn.peer}]")
-    expression, kind = _subscription(ctx, req, group, topic, sys_flag)
+    expression, kind = _subscription(req, sys_flag)
     mq = MessageQueue(topic, queue_id)
     try:
-        result = ctx.broker.pull(group, mq, offset, max(max_nums, 1), expression, kind)
+        result = ctx.broker.pull(group, mq, offset, max(max_nums, 1), expression, kind, sub_version)
     except BrokerError as exc:
         if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
             raise BrokerError(exc.code, "parse the consumer's subscription failed") from None
@@ -196,9 +190,19 @@ def heart_beat(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
         _max, retry_queues = ctx.served.ensure_group(data.group)
         ctx.served.ensure_topic(RETRY_PREFIX + data.group, max(retry_queues, 1))
     changed = ctx.clients.heartbeat(conn, hb, req.language.name, req.version, ctx.now())
+    for data in hb.consumers:
+        ctx.broker.heartbeat(data.group, hb.client_id,
+                             {s.topic: (s.sub_string, s.expression_type, s.sub_version) for s in data.subscriptions})
     for group in changed:
         ctx.notify_consumers(group)
     return ok(req)
+
+
+def forget_departed(ctx: Ctx) -> None:
+    """Consumer channels the registry dropped leave the broker's subscription table too."""
+    for group, client_id in ctx.clients.take_departed():
+        if client_id not in ctx.clients.consumer_ids(group):
+            ctx.broker.unregister_consumer(group, client_id)
 
 
 def unregister_client(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
@@ -206,6 +210,7 @@ def unregister_client(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingComm
     for group in ctx.clients.unregister(conn, req.ext_fields.get("producerGroup"),
                                         req.ext_fields.get("consumerGroup")):
         ctx.notify_consumers(group)
+    forget_departed(ctx)
     return ok(req)
 
 

@@ -94,6 +94,7 @@ from rmqspec.remoting.handlers_consume import (
     PULL_RETRY_IMMEDIATELY,
     check_client_config,
     consumer_list,
+    forget_departed,
     heart_beat,
     lock_batch,
     process_pull,
@@ -375,6 +376,7 @@ class RmqServer:
         self.ctx.held.drop_connection(conn)
         for group in self.ctx.clients.closed(conn):
             self.ctx.notify_consumers(group)
+        forget_departed(self.ctx)
 
     # -- background ------------------------------------------------------------------------------
 
@@ -404,6 +406,7 @@ class RmqServer:
             self._last_expire = now
             for conn in ctx.clients.expire(now):
                 conn.close()  # type: ignore[attr-defined]
+            forget_departed(ctx)
         if self.trace is not None:
             self.trace.flush()
 

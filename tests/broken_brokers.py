@@ -154,7 +154,10 @@ class RetryLevelOffByOne(Wrapped):
 class TagFilterIgnored(Wrapped):
     """PULL_MESSAGE ignores the subscription's tags."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        if subscription is None:  # the same bug on the group's heartbeated subscription
+            self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
+            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
         return self.inner.pull(group, mq, offset, max_nums, "*") if expression_type == "TAG" \
             else self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
 
@@ -162,7 +165,10 @@ class TagFilterIgnored(Wrapped):
 class SqlFilterIgnored(Wrapped):
     """A SQL92 pull that compiles returns what a ``*`` pull returns (the expression is checked, not applied)."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        if subscription is None:  # the same bug on the group's heartbeated subscription
+            self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
+            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
         if expression_type == "TAG":
             return self.inner.pull(group, mq, offset, max_nums, subscription)
         self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
@@ -173,7 +179,10 @@ class SqlNullIsTrue(Wrapped):
     """SQL92 evaluation treats an unknown (NULL) result as a match: `region = 'HZ'` selects messages
     without a region."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        if subscription is None:  # the same bug on the group's heartbeated subscription
+            self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
+            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
         if expression_type == "TAG":
             return self.inner.pull(group, mq, offset, max_nums, subscription)
         self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
@@ -207,8 +216,8 @@ class QueueOffsetSkips(Wrapped):
 class DlqWrongReconsumeTimes(Wrapped):
     """DLQ copies keep the failed copy's reconsume_times (no + 1)."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
-        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
         if not mq.topic.startswith("%DLQ%"):
             return res
         fixed = tuple(attrs.evolve(m, reconsume_times=m.reconsume_times - 1) for m in res.messages)
@@ -218,8 +227,8 @@ class DlqWrongReconsumeTimes(Wrapped):
 class DuplicateDelivery(Wrapped):
     """A pull that finds several messages answers a next offset one too small (redelivery)."""
 
-    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG"):
-        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
         if len(res.messages) > 1:
             return attrs.evolve(res, next_begin_offset=res.next_begin_offset - 1)
         return res

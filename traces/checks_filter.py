@@ -9,8 +9,9 @@ msg_key that carries them). Matching is ``model.pullfilter.subscription_matches`
 tag check, or the 4.9.8 SQL92 evaluation. Rows without these details are not judged.
 
 - SUBSCRIPTION_INCONSISTENT (observation): two clients of one group show different subscriptions
-  for one topic (RocketMQ's broker keeps one subscription per group and topic, the last heartbeat's:
-  the group then filters with an expression some clients did not ask for, seeds "订阅关系一致");
+  for one topic (RocketMQ's broker keeps one subscription per group and topic, the heartbeated one
+  with the greatest subVersion — ``model/subscriptions.py``: the group then filters with an
+  expression some clients did not ask for, seeds "订阅关系一致");
 - FILTER_MISMATCH: a SUCCESS ``consume`` of a message its client's subscription does not select;
 - FILTER_SKIPPED: on a group that filters a topic (a SQL92 or a non-``*`` tag subscription), a message
   of that topic with known attributes that some client's subscription of the group selects, passed by
