@@ -53,7 +53,7 @@ KEEP_ALL = frozenset(
     {"crash", "recover", "drain", "lock", "unlock", "send_back", "schedule_fire",
      "txn_half", "txn_end", "txn_check", "txn_discard"}
 )
-FILTER_DETAIL_KEYS = ("subscription", "expression_type", "tags", "properties")
+FILTER_DETAIL_KEYS = ("subscription", "tags", "properties")
 # Judged at the trace's end or over all of it: recomputed from the carried rows every time.
 RECOMPUTED: frozenset[str] = frozenset(
     {
@@ -71,11 +71,15 @@ VISIBILITY: frozenset[str] = frozenset({Code.TXN_VISIBLE_BEFORE_COMMIT.value, Co
 
 
 def carries_filters(row: Mapping[str, Any]) -> bool:
-    """A row whose detail the filter rules read (then the whole trace is carried)."""
-    if row.get("detail") is None:
+    """A row whose detail the filter rules read (then the whole trace is carried): a send, store,
+    deliver or consume whose detail names a subscription or message attributes (the rows
+    ``spark/inputs.filter_detail`` passes to the filter rules)."""
+    if row.get("detail") is None or row["event"] not in ("send", "store", "deliver", "consume"):
         return False
-    d = detail_of(row)
-    return any(k in d for k in FILTER_DETAIL_KEYS)
+    d = row["detail"]
+    if isinstance(d, str):
+        return any(f'"{k}"' in d for k in FILTER_DETAIL_KEYS)
+    return any(k in detail_of(row) for k in FILTER_DETAIL_KEYS)
 
 
 def carry_trace(
@@ -104,6 +108,7 @@ def carry_trace(
     acked_topics: dict[str, set[str]] = {}
     half_topic: dict[str, str] = {}
     halves: set[str] = set()
+    commit_topics: list[tuple[str, str | None]] = []
     committed: set[str] = set()
     done: dict[tuple[str, str], int] = {}  # (group, msg_key) -> first SUCCESS consume / DLQ seq
     drain: int | None = None
@@ -115,7 +120,8 @@ def carry_trace(
         seq, ev, key = row["seq"], row["event"], row["msg_key"]
         if ev in ("crash", "recover"):
             crashes += ev == "crash"
-            owner.clear()  # a new epoch: no owner (ORDER_KEY_REORDERED is per epoch)
+            owner.clear()  # a new epoch: no owner (ORDER_KEY_REORDERED is per epoch); the old
+            keep.update(owner_last.values())  # epoch's last consumes stay (harmless: a crash follows)
             owner_last.clear()
         if ev in KEEP_ALL:
             keep.add(seq)
@@ -144,9 +150,7 @@ def carry_trace(
         elif ev == "txn_end":
             if key is not None and row["status"] == "COMMIT":
                 committed.add(key)
-                topic = row["topic"] if row["topic"] is not None else half_topic.get(key)
-                if topic is not None:
-                    acked_topics.setdefault(key, set()).add(topic)
+                commit_topics.append((key, row["topic"]))
         elif ev == "send_back":
             if row["status"] == "DLQ" and has(row, "group", "msg_key"):
                 done.setdefault((row["group"], key), seq)
@@ -212,6 +216,10 @@ def carry_trace(
     for offsets in pending.values():
         keep.update(offsets.values())
 
+    for key, topic in commit_topics:  # a COMMIT without a topic takes the first half's (LOST)
+        topic = topic if topic is not None else half_topic.get(key)
+        if topic is not None:
+            acked_topics.setdefault(key, set()).add(topic)
     open_keys: set[str] = set()
     all_keys = {r["msg_key"] for r in rows if r["msg_key"] is not None}
     for key in all_keys:
