@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import reduce
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -146,6 +147,7 @@ def carry(
     filter_traces = rows.filter(filt).select("trace").distinct()
     open_keys = open_keys.unionByName(keyed.join(F.broadcast(filter_traces), "trace", "left_semi")
                                       .select("trace", "msg_key")).distinct()
+    open_keys = open_keys.persist(StorageLevel.MEMORY_AND_DISK)
     keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
     keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
 
@@ -155,9 +157,11 @@ def carry(
         keyed.filter((ev == "consume") & (st == "SUCCESS") & has("group")).groupBy("trace", "group", "msg_key")
         .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq"))
     tomb = tomb.join(open_keys, ["trace", "msg_key"], "left_anti")
-    keep = keep.distinct()
+    keep = keep.distinct().persist(StorageLevel.MEMORY_AND_DISK)
     kept_keys = keyed.select("trace", "seq", "msg_key").join(keep, list(KEY), "left_semi").select(
-        "trace", "msg_key").distinct()
-    keep = keep.unionByName(tomb.join(kept_keys, ["trace", "msg_key"], "left_semi").select(*KEY)).distinct()
-    closed = tomb.join(kept_keys, ["trace", "msg_key"], "left_anti").select(*KEY).distinct()
+        "trace", "msg_key").distinct().withColumn("k", F.lit(1))
+    tomb = tomb.join(kept_keys, ["trace", "msg_key"], "left").withColumn(
+        "kept", F.col("k").isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    keep = keep.unionByName(tomb.filter("kept").select(*KEY)).distinct()
+    closed = tomb.filter(~F.col("kept")).select(*KEY).distinct()
     return keep, closed, open_keys

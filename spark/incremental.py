@@ -159,6 +159,7 @@ def run(
     small: bool | None,
 ) -> Any:
     """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
+    from rmqspec.spark import job
     from rmqspec.spark.job import AuditSummary, run_audit
 
     start = time.monotonic()
@@ -234,6 +235,12 @@ def run(
     state_json: dict[str, Any] | None = None
     if state_out:
         on_stage("carry state")
+        small_input = job._is_small([*prepared.parquet, *carried_files]) if small is None else small
+        tuning = dict(job.SMALL_INPUT_CONF) if small_input else {
+            "spark.sql.shuffle.partitions": str(job._shuffle_partitions(spark, prepared.parquet))}
+        saved = {key: spark.conf.get(key, None) for key in tuning}
+        for key, value in tuning.items():
+            spark.conf.set(key, value)
         history = day
         if state is not None:
             history = history.unionByName(_read(spark, carried_files))
@@ -272,6 +279,14 @@ def run(
         }
         (target / "state.json").write_text(json.dumps(state_json, indent=2) + "\n")
         history.unpersist()
+        spark.catalog.clearCache()
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    if state is not None:
+        pulled.unpersist()
     shutil.rmtree(work, ignore_errors=True)
     result = AuditSummary(
         violations={c: counts[c] for c in VIOLATION_CODES},

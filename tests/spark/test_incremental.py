@@ -54,11 +54,12 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path)
     full = sorted((f.code, f.seqs, f.keys.get("msg_key"), f.keys.get("group"))
                   for f in (*report.violations, *report.observations))
     assert len(full) > 15
-    halves = [i for i, r in enumerate(rows) if r["event"] == "txn_half"]
     retries = [i for i, r in enumerate(rows) if r["event"] == "send_back" and r["status"] == "RETRY"]
-    # day 1 ends inside an open transaction, day 2 inside a pending retry; day 3 has the drain
-    cuts = sorted({halves[len(halves) // 3] + 1, retries[2 * len(retries) // 3] + 1})
-    days = _split(rows, cuts, tmp_path)
+    cut = retries[len(retries) // 2] + 1  # day 1 ends with a retry pending…
+    resolved = {r["txn_id"] for r in rows[:cut] if r["event"] == "txn_end"}
+    assert any(r["event"] == "txn_half" and r["txn_id"] not in resolved for r in rows[:cut])  # …a half open
+    assert any(r["event"] == "orderly_start" for r in rows[:cut])  # …and orderly windows, locks held
+    days = _split(rows, [cut], tmp_path)
     config = AuditConfig()
     state = None
     for i, day in enumerate(days):
