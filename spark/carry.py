@@ -151,9 +151,8 @@ def carry(
     keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
     keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
 
-    # tombstones of closed keys: the first acknowledged send per topic, the first SUCCESS per group
-    tomb = sends.filter(has("msg_key")).groupBy("trace", "topic", "msg_key").agg(F.min("seq").alias("seq")).select(
-        "trace", "msg_key", "seq").unionByName(
+    # tombstones of closed keys: their sends and stores, the first SUCCESS consume per group
+    tomb = keyed.filter(ev.isin("send", "store")).select("trace", "msg_key", "seq").unionByName(
         keyed.filter((ev == "consume") & (st == "SUCCESS") & has("group")).groupBy("trace", "group", "msg_key")
         .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq"))
     tomb = tomb.join(open_keys, ["trace", "msg_key"], "left_anti")

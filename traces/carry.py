@@ -12,11 +12,9 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 - all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock``, ``send_back``, ``schedule_fire``
   and ``txn_*`` rows, and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%`` (epochs, at-risk
   keys, lock tables, counters of checks / fires / dead letters: rare rows, kept whole);
-- ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP) and the first per msg_key (UNEXPECTED);
-- ``send``: the first per msg_key, the first acknowledged per (topic, msg_key) (LOST) and the
-  first unacknowledged per msg_key (RECOVERED);
-- ``consume``: the first SUCCESS per (group, msg_key) (DUPLICATED, LOST), the first per
-  (topic, group) (LOST's consumers), the owner's last SUCCESS per ownership (ORDER_KEY_REORDERED);
+- ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP);
+- ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
+  SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
 - ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
 - ``commit_offset``: the last per (group, topic, queue) (OFFSET_LOST) and the highest per
   (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
@@ -25,6 +23,12 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   withdrawn), not acknowledged (RECOVERED), a half with no COMMIT (TXN_VISIBLE_BEFORE_COMMIT /
   TXN_ROLLBACK_VISIBLE), or acknowledged on a topic one of whose consumer groups has neither
   consumed it nor dead-lettered it (LOST).
+
+A **closed** msg_key (not open) leaves **tombstones** — its ``send``s and ``store``s and its first
+SUCCESS ``consume`` per group — in a second table that is not audited: a day that touches the key
+(any row with that msg_key: DUPLICATED, UNEXPECTED, …) or gives its topic a new consumer group
+(LOST for that group, with the saved-offset exemption judged on its stores) pulls them back
+(``pull``). A closed key with a row carried for another rule keeps its tombstones with the rows.
 
 Extra rows kept for one rule never change another's state: they are earlier than the row that
 rule keeps, or they are a real consume (which only acknowledges), or they belong to an open key
@@ -87,7 +91,7 @@ def carry_trace(
     subscriptions: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[set[int], set[int], set[str]]:
     """(seqs of the rows to carry, seqs of closed keys' tombstones, open msg_keys) of one trace's
-    valid rows in seq order."""
+    valid rows in seq order (the rows of an earlier state, the tombstones pulled back, a day)."""
     if any(carries_filters(r) for r in rows):
         return {r["seq"] for r in rows}, set(), {r["msg_key"] for r in rows if r["msg_key"] is not None}
     keep: set[int] = set()
@@ -116,6 +120,7 @@ def carry_trace(
     owner_last: dict[tuple, int] = {}
     windows: dict[tuple, dict[str, int]] = {}
     pending: dict[tuple, dict[int, int]] = {}
+    tombstones: dict[str, list[int]] = {}  # msg_key -> its sends, stores and first SUCCESS per group
     for row in rows:
         seq, ev, key = row["seq"], row["event"], row["msg_key"]
         if ev in ("crash", "recover"):
@@ -135,11 +140,12 @@ def carry_trace(
                 last[("store", topic, row["queue_id"])] = seq
             if key is not None:
                 known.add(key)
+                tombstones.setdefault(key, []).append(seq)
         elif ev == "send":
             if key is not None:
                 known.add(key)
+                tombstones.setdefault(key, []).append(seq)
                 if acked_send(row) and row["topic"] is not None:
-                    first_of("acked", row["topic"], key)
                     acked_topics.setdefault(key, set()).add(row["topic"])
         elif ev == "txn_half":
             if key is not None:
@@ -200,11 +206,10 @@ def carry_trace(
             elif ev == "send_back" or row["status"] == "SUCCESS":
                 offsets.pop(row["queue_offset"], None)
 
-    tombstones: dict[str, list[int]] = {}
     for reason_key, seq in first.items():
         if reason_key[0] == "deliverer" and (reason_key[1], reason_key[2]) in consumed_pairs:
             continue
-        if reason_key[0] in ("acked", "success"):
+        if reason_key[0] == "success":
             tombstones.setdefault(reason_key[2], []).append(seq)
         else:
             keep.add(seq)

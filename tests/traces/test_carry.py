@@ -79,3 +79,28 @@ def test_a_day_that_does_not_follow_the_state_is_refused(tmp_path: Path) -> None
     _, state = audit_since(CarriedState(), rows[: len(rows) // 2])
     with pytest.raises(ValueError, match="not beyond the state's last seq"):
         audit_since(state, rows[len(rows) // 4 :])
+
+
+def test_closed_keys_come_back_when_a_day_touches_them(tmp_path: Path) -> None:
+    """A new consumer group of an old topic (LOST for every closed message of it), a duplicate
+    SUCCESS of an old message (DUPLICATED with the first consume carried as a tombstone) and a
+    second drain (LOST re-judged against it)."""
+    day1 = _rows(tmp_path, 6, ("LOST",), 6_000)
+    consume = next(r for r in reversed(day1) if r["event"] == "consume" and r["status"] == "SUCCESS")
+    topic = next(r["topic"] for r in day1 if r["event"] == "send" and r["topic"] != consume["topic"])
+    seq, ts = day1[-1]["seq"] + 1, day1[-1]["ts"] + 1000
+    blank = dict.fromkeys(day1[0])
+    day2 = [
+        {**blank, "seq": seq, "ts": ts, "event": "deliver", "group": "CG_NEW", "topic": topic, "queue_id": 0,
+         "queue_offset": 0, "msg_key": "NEW", "client_id": "c-new", "reconsume_times": 0},
+        {**consume, "seq": seq + 1, "ts": ts + 1},
+        {**blank, "seq": seq + 2, "ts": ts + 2, "event": "drain"},
+    ]
+    whole = [*day1, *day2]
+    _, state = audit_since(CarriedState(), day1)
+    assert len(state.closed) > 0
+    merged, _ = audit_since(state, day2)
+    full = _full(whole)
+    assert merged == full
+    assert any(f["code"] == "LOST" and f["group"] == "CG_NEW" for f in full)
+    assert any(f["code"] == "DUPLICATED" and f["seqs"][-1] == seq + 1 for f in full)
