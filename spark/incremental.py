@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -113,8 +114,16 @@ def _typed(df: DataFrame) -> DataFrame:
 
 
 def _read(spark: SparkSession, files: Sequence[str]) -> DataFrame:
-    return _typed(spark.read.option("mergeSchema", "true").parquet(*files)).filter(F.col("problem").isNull()).drop(
-        "problem")
+    """The valid rows of ``files`` (the audit's row validation), typed, with ``trace``."""
+    return _typed(_raw(spark, files)).filter(F.col("problem").isNull()).drop("problem")
+
+
+def _raw(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    return spark.read.option("mergeSchema", "true").parquet(*files)
+
+
+def _parquet_rows(path: str) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(path).glob("*.parquet"))
 
 
 def _with_crashes(spark: SparkSession, rows: DataFrame) -> DataFrame:
@@ -147,6 +156,11 @@ def _findings(spark: SparkSession, path: str) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in spark.read.parquet(path).collect()]
 
 
+def state_rows(state: State) -> int:
+    """Rows in the state's ``rows/`` (from the Parquet footers)."""
+    return _parquet_rows(f"{state.path}/rows")
+
+
 def run(
     spark: SparkSession,
     paths: Sequence[str],
@@ -175,24 +189,27 @@ def run(
     if not prepared.parquet:
         raise TraceReadError(", ".join(paths), "no rows to audit")
     try:
-        day = _read(spark, prepared.parquet)
+        raw = _raw(spark, prepared.parquet)
+        day = _typed(raw).filter(F.col("problem").isNull()).drop("problem")
     except Exception as exc:  # pyspark raises several unrelated types here
         raise TraceReadError(", ".join(paths), f"cannot read as Parquet: {str(exc).splitlines()[0]}") from None
-    has_trace_id = "trace_id" in spark.read.option("mergeSchema", "true").parquet(*prepared.parquet).columns
+    has_trace_id = "trace_id" in raw.columns
+    on_stage("check the day against the state")
+    bounds = {r["trace"]: (r["first"], r["last"]) for r in day.groupBy("trace").agg(
+        F.min("seq").alias("first"), F.max("seq").alias("last")).collect()}
     carried_files: list[str] = []
     pulled_n = 0
     if state is not None:
         if state.has_trace_id != has_trace_id:
             raise StateError(f"{state.path}/state.json: the state's traces {'have' if state.has_trace_id else 'lack'}"
                              f" a trace_id column and the day's {'do' if has_trace_id else 'do not'}")
-        on_stage("check the day against the state")
-        for r in day.groupBy("trace").agg(F.min("seq").alias("first")).collect():
-            last = state.last_seq.get(r["trace"])
-            if last is not None and r["first"] <= last:
-                name = f"trace {r['trace']!r}" if has_trace_id else "the trace"
+        for trace, (first, _last) in sorted(bounds.items()):
+            last = state.last_seq.get(trace)
+            if last is not None and first <= last:
+                name = f"trace {trace!r}" if has_trace_id else "the trace"
                 raise StateError(
                     f"{state.path}/state.json: {name} ends at seq {last} but {', '.join(paths)} has seq "
-                    f"{r['first']}: not the day after this state")
+                    f"{first}: not the day after this state")
         carried_files.append(f"{state.path}/rows")
         on_stage("pull closed keys")
         closed = _read(spark, [f"{state.path}/closed"])
@@ -204,7 +221,7 @@ def run(
         new_topics = pairs(day).join(pairs(carried), ["trace", "topic", "group"], "left_anti").select(
             "trace", "topic").distinct()
         touched = day_keys.unionByName(closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi")
-                                       .select("trace", "msg_key")).distinct()
+                                       .select("trace", "msg_key")).distinct().persist()
         pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
         pulled_n = pulled.count()
         if pulled_n:
@@ -230,7 +247,7 @@ def run(
     counts = {c: 0 for c in kinds}
     for f in merged:
         counts[f["code"]] += 1
-    carried_in = spark.read.parquet(*carried_files).count() if carried_files else 0
+    carried_in = (state_rows(state) + pulled_n) if state else 0
 
     state_json: dict[str, Any] | None = None
     if state_out:
@@ -265,16 +282,16 @@ def run(
         spark.createDataFrame([tuple(f.get(c) for c in names) for f in final], schema).coalesce(1).write.mode(
             "overwrite").parquet(f"{state_out}/findings")
         new_last = dict(state.last_seq) if state else {}
-        for r in history.groupBy("trace").agg(F.max("seq").alias("last")).collect():
-            new_last[r["trace"]] = max(new_last.get(r["trace"], -1), r["last"])
+        for trace, (_first, last) in bounds.items():
+            new_last[trace] = max(new_last.get(trace, -1), last)
         state_json = {
             "format": FORMAT,
             "version": VERSION,
             "params": fingerprint(config),
             "has_trace_id": has_trace_id,
             "last_seq": new_last,
-            "rows": spark.read.parquet(f"{state_out}/rows").count(),
-            "closed": spark.read.parquet(f"{state_out}/closed").count(),
+            "rows": _parquet_rows(f"{state_out}/rows"),
+            "closed": _parquet_rows(f"{state_out}/closed"),
             "findings": len(final),
         }
         (target / "state.json").write_text(json.dumps(state_json, indent=2) + "\n")
@@ -287,6 +304,7 @@ def run(
                 spark.conf.set(key, value)
     if state is not None:
         pulled.unpersist()
+        touched.unpersist()
     shutil.rmtree(work, ignore_errors=True)
     result = AuditSummary(
         violations={c: counts[c] for c in VIOLATION_CODES},
