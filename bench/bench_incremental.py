@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
             if marks:
                 at = [start, marks["audit"], marks["merge findings"], marks["carry state"], end]
                 parts = ("check + pull", "audit", "merge", "carry")
-                note = " = " + ", ".join(f"{p} {b - a:.1f}" for p, a, b in zip(parts, at, at[1:], strict=True))
+                note = " = " + ", ".join(f"{p} {b - a:.1f}" for p, a, b in zip(parts, at[:-1], at[1:], strict=True))
             label = {"full": "full audit of all days", "incr": "incremental (--since, --state-out)",
                      "day": "audit of the last day alone"}[which]
             print(f"round {r + 1} {label:>36}: {timings[which]:7.1f} s (load {load}){note}", flush=True)
