@@ -79,6 +79,10 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path)
     run_incremental(spark, [str(tail)], str(tmp_path / "out_tail"), config, state, None,
                     on_stage=lambda _s: None, small=None)
     assert _found(tmp_path / "out_tail") == full
+    # a day that is not the next one: named, before any audit
+    with pytest.raises(StateError, match="not the day after this state"):
+        run_incremental(spark, [days[0]], str(tmp_path / "out_again"), config, state, None,
+                        on_stage=lambda _s: None, small=None)
 
 
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):
