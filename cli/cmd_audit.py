@@ -22,13 +22,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rmqspec.spark.config import ConfigError
+    from rmqspec.spark.errors import StateError
     from rmqspec.spark.job import AuditUsageError
     from rmqspec.spark.job import run as run_job
     from rmqspec.traces.errors import TraceReadError
 
     try:
         return run_job(args)
-    except (TraceReadError, ConfigError) as exc:
+    except (TraceReadError, ConfigError, StateError) as exc:
         raise InputError(str(exc)) from None
     except AuditUsageError as exc:
         raise UsageError(str(exc)) from None

@@ -29,3 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="small: cached input, one shuffle partition, one job for the rules; scale: AQE and shuffles "
         "sized to the input; auto (default): small for local input up to 8 MB of Parquet",
     )
+    parser.add_argument(
+        "--since",
+        metavar="STATE_DIR",
+        help="incremental audit: PATH is the next day of the history whose state a previous run wrote "
+        "with --state-out; the findings are those of the whole history (spark/README.md)",
+    )
+    parser.add_argument(
+        "--state-out",
+        metavar="STATE_DIR2",
+        help="write the state the next day's --since reads: the rows of open keys, closed keys' tombstones "
+        "and the final findings (a new directory, not --since's)",
+    )

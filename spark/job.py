@@ -43,6 +43,7 @@ from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
 from rmqspec.spark.args import add_arguments
 from rmqspec.spark.config import AuditConfig, ConfigError, load_config
+from rmqspec.spark.errors import StateError
 from rmqspec.spark.rules import all_findings
 from rmqspec.traces.checker import not_judged_reasons
 from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY
@@ -463,10 +464,24 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"audit: {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr, flush=True)
 
+    since, state_out = getattr(args, "since", None), getattr(args, "state_out", None)
+    if since or state_out:
+        from rmqspec.spark import incremental
+
+        for flag, path in (("--since", since), ("--state-out", state_out), ("--out", args.out)):
+            if path and not _is_local(path):
+                raise incremental.StateError(f"{path}: {flag} of an incremental audit must be a local directory")
+        if since:  # fail before the JVM starts
+            incremental.read_state(since, config)
     stage("starting Spark")
     spark = audit_session(args.master, conf)
     small = {"auto": None, "small": True, "scale": False}[getattr(args, "plan", "auto")]
-    summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, small=small)
+    if since or state_out:
+        summary = incremental.run(
+            spark, args.paths, args.out, config, since, state_out, on_stage=stage, small=small
+        )
+    else:
+        summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, small=small)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
     else:
@@ -481,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args)
-    except (TraceReadError, ConfigError, AuditUsageError) as exc:
+    except (TraceReadError, ConfigError, AuditUsageError, StateError) as exc:
         print(f"rmqspec-audit: error: {exc}", file=sys.stderr)
         return 2
 

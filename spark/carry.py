@@ -1,0 +1,166 @@
+"""The carried rows of an incremental audit as DataFrame operations (``traces/carry.py``'s rules).
+
+Theory of operation
+-------------------
+``carry(rows, subscriptions)`` takes the valid rows of the history audited this run (the rows a
+previous run carried, the tombstones it pulled back and the new day) and returns three small
+frames: the (trace, seq) of the rows to carry, the (trace, seq) of closed keys' tombstones and
+the open (trace, msg_key). Every reason of ``traces.carry.carry_trace`` is a first / last / max
+per key here (``groupBy`` aggregations); the orderly owner's last SUCCESS consume is found from
+its ownership's bounds (aggregations over the queue's lock rows) joined back to its consumes.
+No Python runs on the executors. The differential test holds this module and
+``carry_trace`` to the same seqs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import reduce
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL
+from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
+
+KEY = ("trace", "seq")
+QUEUE = ("group", "topic", "queue_id")
+
+
+def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
+    return df.select("trace", F.col(column).cast("bigint").alias("seq"))
+
+
+def carry(
+    spark: SparkSession,
+    rows: DataFrame,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(keep (trace, seq), closed tombstones (trace, seq), open keys (trace, msg_key)).
+
+    ``rows`` has ``trace``, the audit columns, ``detail`` (text), ``epoch`` and ``crashes``."""
+    ev, st = F.col("event"), F.col("status")
+    has = lambda *cs: reduce(lambda a, b: a & b, [F.col(c).isNotNull() for c in cs])  # noqa: E731
+    reasons: list[DataFrame] = []
+    # kinds kept whole, and the SCHEDULE / DLQ stores
+    reasons.append(_seqs(rows.filter(
+        ev.isin(*KEEP_ALL)
+        | ((ev == "store") & ((F.col("topic") == SCHEDULE_TOPIC) | F.col("topic").startswith(DLQ_PREFIX)))
+    )))
+    # ORDER_QUEUE_GAP: the last store per (topic, queue)
+    reasons.append(_seqs(rows.filter((ev == "store") & has("topic", "queue_id", "queue_offset"))
+                         .groupBy("trace", "topic", "queue_id").agg(F.max("seq").alias("seq"))))
+    # LOST's consumers: the first consume per (topic, group), else the first deliver
+    dc = rows.filter(ev.isin("deliver", "consume") & has("group", "topic"))
+    consumed = dc.filter(ev == "consume").groupBy("trace", "topic", "group").agg(F.min("seq").alias("seq"))
+    delivered = dc.filter(ev == "deliver").groupBy("trace", "topic", "group").agg(F.min("seq").alias("seq"))
+    reasons.append(_seqs(consumed))
+    reasons.append(_seqs(delivered.join(consumed.select("trace", "topic", "group"),
+                                        ["trace", "topic", "group"], "left_anti")))
+    # OFFSET_LOST: the last commit per queue; LOST's saved-offset exemption: the highest per crash count
+    commits = rows.filter((ev == "commit_offset") & has(*QUEUE, "queue_offset"))
+    reasons.append(_seqs(commits.groupBy("trace", *QUEUE).agg(F.max("seq").alias("seq"))))
+    top = commits.groupBy("trace", *QUEUE, "crashes").agg(
+        F.max(F.struct(F.col("queue_offset"), (-F.col("seq")).alias("neg"))).alias("top"))
+    reasons.append(top.select("trace", (-F.col("top.neg")).alias("seq")))
+    # ORDERLY_CONCURRENT: the opening start of every open window
+    orderly = rows.filter(ev.isin("orderly_start", "orderly_end") & has(*QUEUE, "client_id"))
+    ends = orderly.filter(ev == "orderly_end").groupBy("trace", *QUEUE, "client_id").agg(
+        F.max("seq").alias("last_end"))
+    starts = orderly.filter(ev == "orderly_start").join(ends, ["trace", *QUEUE, "client_id"], "left")
+    reasons.append(_seqs(starts.filter(F.col("last_end").isNull() | (F.col("seq") > F.col("last_end")))
+                         .groupBy("trace", *QUEUE, "client_id").agg(F.min("seq").alias("seq"))))
+    # OFFSET_OVERRUN: the latest deliver of every pending offset
+    acks = rows.filter(ev.isin("deliver", "consume", "send_back") & has(*QUEUE, "queue_offset"))
+    pend = acks.groupBy("trace", *QUEUE, "queue_offset").agg(
+        F.max(F.when(ev == "deliver", F.col("seq"))).alias("d"),
+        F.max(F.when((ev == "send_back") | ((ev == "consume") & (st == "SUCCESS")), F.col("seq"))).alias("a"),
+    )
+    reasons.append(_seqs(pend.filter(F.col("d").isNotNull() & (F.col("a").isNull() | (F.col("a") < F.col("d")))),
+                         "d"))
+    # ORDER_KEY_REORDERED: the owner's last SUCCESS consume of its current ownership. The owner
+    # at the end is the client c of the last GRANTED unless c unlocked after it; its ownership
+    # began at the first GRANTED to c after the last GRANTED to another client or unlock by c.
+    ko = rows.filter(ev.isin("lock", "unlock", "consume") & has(*QUEUE, "client_id"))
+    qk = ["trace", "epoch", *QUEUE]
+    client = F.col("client_id")
+    granted = (ev == "lock") & (st == "GRANTED")
+    last_grant = ko.filter(granted).groupBy(*qk).agg(F.max_by("client_id", "seq").alias("c"),
+                                                     F.max("seq").alias("g"))
+    ko = ko.join(F.broadcast(last_grant), qk)
+    bounds = ko.groupBy(*qk).agg(
+        F.max(F.when((ev == "unlock") & (client == F.col("c")) & (F.col("seq") > F.col("g")), F.col("seq")))
+        .alias("freed"),
+        F.max(F.when((granted & (client != F.col("c"))) | ((ev == "unlock") & (client == F.col("c"))),
+                     F.col("seq"))).alias("r0"),
+    ).filter(F.col("freed").isNull())
+    ko = ko.join(bounds, qk)
+    began = ko.groupBy(*qk).agg(F.min(F.when(granted & (client == F.col("c"))
+                                             & (F.col("seq") > F.coalesce(F.col("r0"), F.lit(-1))),
+                                             F.col("seq"))).alias("s"))
+    owned = ko.join(began, qk).filter(
+        (ev == "consume") & (st == "SUCCESS") & F.col("queue_offset").isNotNull() & (client == F.col("c"))
+        & (F.col("seq") > F.col("s")))
+    reasons.append(owned.groupBy(*qk).agg(F.max("seq").alias("seq")).select("trace", "seq"))
+
+    keep = reduce(DataFrame.unionByName, reasons)
+
+    # open keys
+    keyed = rows.filter(F.col("msg_key").isNotNull())
+    per_key = keyed.groupBy("trace", "msg_key").agg(
+        F.max(ev.isin("send", "store", "txn_half").cast("int")).alias("known"),
+        F.max((ev == "txn_half").cast("int")).alias("half"),
+        F.max(((ev == "txn_end") & (st == "COMMIT")).cast("int")).alias("committed"),
+    )
+    acked_send = (ev == "send") & (st.isNull() | st.isin(*sorted(ACKED_SEND_STATUSES))) & has("topic")
+    sends = keyed.filter(acked_send)
+    half_topic = keyed.filter((ev == "txn_half") & has("topic")).groupBy("trace", "msg_key").agg(
+        F.min_by("topic", "seq").alias("half_topic"))
+    commits_k = keyed.filter((ev == "txn_end") & (st == "COMMIT")).join(half_topic, ["trace", "msg_key"], "left")
+    acked = sends.select("trace", "msg_key", "topic").unionByName(
+        commits_k.select("trace", "msg_key", F.coalesce("topic", "half_topic").alias("topic"))
+    ).filter(F.col("topic").isNotNull()).distinct()
+    pairs = dc.select("trace", "topic", "group").distinct()
+    subs = [(g, t) for g, ts in (subscriptions or {}).items() for t in ts]
+    if subs:
+        traces = rows.select("trace").distinct()
+        pairs = pairs.unionByName(traces.crossJoin(spark.createDataFrame(subs, "group string, topic string"))
+                                  .select("trace", "topic", "group")).distinct()
+    done = keyed.filter(
+        has("group") & (((ev == "consume") & (st == "SUCCESS")) | ((ev == "send_back") & (st == "DLQ")))
+    ).groupBy("trace", "group", "msg_key").agg(F.min("seq").alias("done"))
+    drains = rows.filter(ev == "drain").groupBy("trace").agg(F.max("seq").alias("drain"))
+    owed = acked.join(F.broadcast(pairs), ["trace", "topic"]).join(done, ["trace", "group", "msg_key"], "left")
+    owed = owed.join(F.broadcast(drains), "trace", "left")
+    lost_open = owed.filter(
+        F.col("done").isNull() | (F.col("drain").isNotNull() & (F.col("done") > F.col("drain")))
+    ).select("trace", "msg_key")
+    has_ack = acked.select("trace", "msg_key").distinct().withColumn("ack", F.lit(1))
+    open_keys = per_key.join(has_ack, ["trace", "msg_key"], "left").filter(
+        (F.col("known") == 0) | F.col("ack").isNull() | ((F.col("half") == 1) & (F.col("committed") == 0))
+    ).select("trace", "msg_key").unionByName(lost_open)
+    # traces whose rows carry filter details are carried whole
+    detail = F.col("detail")
+    filt = ev.isin("send", "store", "deliver", "consume") & reduce(
+        lambda a, b: a | b, [detail.contains(f'"{k}"') for k in FILTER_DETAIL_KEYS])
+    filter_traces = rows.filter(filt).select("trace").distinct()
+    open_keys = open_keys.unionByName(keyed.join(F.broadcast(filter_traces), "trace", "left_semi")
+                                      .select("trace", "msg_key")).distinct()
+    open_keys = open_keys.persist(StorageLevel.MEMORY_AND_DISK)
+    keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
+    keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
+
+    # tombstones of closed keys: their sends and stores, the first SUCCESS consume per group
+    tomb = keyed.filter(ev.isin("send", "store")).select("trace", "msg_key", "seq").unionByName(
+        keyed.filter((ev == "consume") & (st == "SUCCESS") & has("group")).groupBy("trace", "group", "msg_key")
+        .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq"))
+    tomb = tomb.join(open_keys, ["trace", "msg_key"], "left_anti")
+    keep = keep.distinct().persist(StorageLevel.MEMORY_AND_DISK)
+    kept_keys = keyed.select("trace", "seq", "msg_key").join(keep, list(KEY), "left_semi").select(
+        "trace", "msg_key").distinct().withColumn("k", F.lit(1))
+    tomb = tomb.join(kept_keys, ["trace", "msg_key"], "left").withColumn(
+        "kept", F.col("k").isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    keep = keep.unionByName(tomb.filter("kept").select(*KEY)).distinct()
+    closed = tomb.filter(~F.col("kept")).select(*KEY).distinct()
+    return keep, closed, open_keys

@@ -1,0 +1,329 @@
+"""Incremental audits (``rmqspec audit DAY --since STATE_DIR --state-out STATE_DIR2``).
+
+Theory of operation
+-------------------
+A state directory holds what one run carries into the next (``traces/carry.py`` says which rows
+and why):
+
+```
+STATE_DIR/state.json   {"format": "rmqspec-audit-state", "version": 1, "params": {...},
+                        "has_trace_id": bool, "last_seq": {trace: seq}, "rows": n, "closed": n,
+                        "findings": n}
+STATE_DIR/rows/        Parquet, the trace schema (+ trace_id): rows audited again with the next day
+STATE_DIR/closed/      Parquet, same schema: closed keys' tombstones, read back only for the keys
+                       the next day touches (its msg_keys, the topics that gain a consumer group)
+STATE_DIR/findings/    Parquet, the findings output's columns: findings that are final
+```
+
+``run(...)``: (1) the state is read and checked (format, version, the same audit parameters and
+subscriptions, the files); (2) the day's valid rows must all lie beyond the state's last seq of
+their trace; (3) the tombstones the day touches are pulled; (4) ``job.run_audit`` audits the
+carried rows, the pulled ones and the day as one history; (5) its findings are merged with the
+stored ones (``traces.carry.merge``) and the outputs are rewritten; (6) with ``--state-out``, the
+carried rows of the new history (``spark/carry.py``) are written with the tombstones and the
+final findings. Any problem with STATE_DIR is an ``InputError`` naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
+from rmqspec.spark import inputs as inputs_mod
+from rmqspec.spark.carry import carry
+from rmqspec.spark.config import AuditConfig
+from rmqspec.spark.errors import StateError
+from rmqspec.traces.carry import merge, to_store
+from rmqspec.traces.errors import TraceReadError
+from rmqspec.traces.schema import COLUMNS
+
+FORMAT = "rmqspec-audit-state"
+VERSION = 1
+OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
+
+
+@attrs.frozen
+class State:
+    path: str
+    has_trace_id: bool
+    last_seq: dict[str, int]
+    params: dict[str, Any]
+
+
+def fingerprint(config: AuditConfig) -> dict[str, Any]:
+    """The audit parameters a state was made with (JSON-able); the next run must use the same."""
+    params = attrs.asdict(config.params)
+    params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+    params["group_retry_max"] = [list(p) for p in config.params.group_retry_max]
+    params["subscriptions"] = {g: sorted(ts) for g, ts in sorted(config.subscriptions.items())}
+    return params
+
+
+def read_state(path: str, config: AuditConfig) -> State:
+    """The state at ``path`` checked against ``config``; raises ``StateError``."""
+    root = Path(path)
+    meta = root / "state.json"
+    if not root.is_dir():
+        raise StateError(f"{root}: not a state directory (no such directory)")
+    try:
+        data = json.loads(meta.read_text())
+    except FileNotFoundError:
+        raise StateError(f"{meta}: missing (not a state written by --state-out)") from None
+    except (OSError, ValueError) as exc:
+        raise StateError(f"{meta}: unreadable: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise StateError(f"{meta}: not an audit state (format is not {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise StateError(f"{meta}: version {data.get('version')!r}, this rmqspec reads version {VERSION}")
+    last_seq = data.get("last_seq")
+    if not isinstance(last_seq, dict) or not all(isinstance(v, int) for v in last_seq.values()):
+        raise StateError(f"{meta}: 'last_seq' must map traces to integers")
+    if data.get("params") != fingerprint(config):
+        theirs, ours = data.get("params") or {}, fingerprint(config)
+        differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        raise StateError(
+            f"{meta}: made with other audit parameters ({', '.join(differ)}): use the same --config")
+    for name in ("rows", "closed", "findings"):
+        part = root / name
+        if not part.is_dir() or not any(part.glob("*.parquet")):
+            raise StateError(f"{part}: missing or without Parquet files")
+    return State(str(root), bool(data.get("has_trace_id")), {str(k): v for k, v in last_seq.items()},
+                 data["params"])
+
+
+def _typed(df: DataFrame) -> DataFrame:
+    """Rows of the trace schema (+ trace as text) with the row validation's problem column."""
+    cols, problem = inputs_mod._problem(df)
+    trace = F.lit("")
+    if "trace_id" in df.columns:
+        raw = F.col("trace_id").cast("string")
+        decoded = F.get_json_object(F.concat(F.lit('{"v":'), raw, F.lit("}")), "$.v")
+        trace = F.coalesce(F.when(raw.rlike('^".*"$'), decoded).otherwise(raw), F.lit(""))
+    detail = F.col("detail").cast("string") if "detail" in df.columns else F.lit(None).cast("string")
+    return df.select(trace.alias("trace"), *cols, detail.alias("detail"), problem.alias("problem"))
+
+
+def _read(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    """The valid rows of ``files`` (the audit's row validation), typed, with ``trace``."""
+    return _typed(_raw(spark, files)).filter(F.col("problem").isNull()).drop("problem")
+
+
+def _raw(spark: SparkSession, files: Sequence[str]) -> DataFrame:
+    return spark.read.option("mergeSchema", "true").parquet(*files)
+
+
+def _parquet_rows(path: str) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(path).glob("*.parquet"))
+
+
+def _with_crashes(spark: SparkSession, rows: DataFrame) -> DataFrame:
+    marks = rows.filter(F.col("event").isin("crash", "recover")).select("trace", "seq", "event").collect()
+    by: dict[str, tuple[list[int], list[int]]] = {}
+    for r in marks:
+        b = by.setdefault(r["trace"], ([], []))
+        b[0].append(r["seq"])
+        if r["event"] == "crash":
+            b[1].append(r["seq"])
+    if not by:
+        return rows.withColumn("epoch", F.lit(0)).withColumn("crashes", F.lit(0))
+    table = spark.createDataFrame([(t, b, c) for t, (b, c) in by.items()],
+                                  "trace string, bounds array<bigint>, crash_seqs array<bigint>")
+    joined = rows.join(F.broadcast(table), "trace", "left")
+    bounds = F.coalesce(F.col("bounds"), F.array().cast("array<bigint>"))
+    crashes = F.coalesce(F.col("crash_seqs"), F.array().cast("array<bigint>"))
+    return joined.withColumn("epoch", F.size(F.filter(bounds, lambda b: b < F.col("seq")))).withColumn(
+        "crashes", F.size(F.filter(crashes, lambda b: b < F.col("seq")))).drop("bounds", "crash_seqs")
+
+
+def _write_rows(rows: DataFrame, path: str, has_trace_id: bool) -> None:
+    cols = [F.col(c) for c in COLUMNS]
+    if has_trace_id:
+        cols.append(F.col("trace").alias("trace_id"))
+    rows.select(*cols).coalesce(1).write.mode("overwrite").parquet(path)
+
+
+def _findings(spark: SparkSession, path: str) -> list[dict[str, Any]]:
+    return [r.asDict(recursive=True) for r in spark.read.parquet(path).collect()]
+
+
+def state_rows(state: State) -> int:
+    """Rows in the state's ``rows/`` (from the Parquet footers)."""
+    return _parquet_rows(f"{state.path}/rows")
+
+
+def run(
+    spark: SparkSession,
+    paths: Sequence[str],
+    out: str,
+    config: AuditConfig,
+    since: str | None,
+    state_out: str | None,
+    *,
+    on_stage: Callable[[str], None],
+    small: bool | None,
+) -> Any:
+    """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
+    from rmqspec.spark import job
+    from rmqspec.spark.job import AuditSummary, run_audit
+
+    start = time.monotonic()
+    state = read_state(since, config) if since else None
+    if state_out and since and Path(state_out).resolve() == Path(since).resolve():
+        raise StateError(f"{state_out}: --state-out must differ from --since (the state is read while writing)")
+    work = Path(out) / "_incremental"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    on_stage("prepare inputs")
+    prepared = inputs_mod.prepare(paths, out)
+    if not prepared.parquet:
+        raise TraceReadError(", ".join(paths), "no rows to audit")
+    try:
+        raw = _raw(spark, prepared.parquet)
+        day = _typed(raw).filter(F.col("problem").isNull()).drop("problem")
+    except Exception as exc:  # pyspark raises several unrelated types here
+        raise TraceReadError(", ".join(paths), f"cannot read as Parquet: {str(exc).splitlines()[0]}") from None
+    has_trace_id = "trace_id" in raw.columns
+    on_stage("check the day against the state")
+    bounds = {r["trace"]: (r["first"], r["last"]) for r in day.groupBy("trace").agg(
+        F.min("seq").alias("first"), F.max("seq").alias("last")).collect()}
+    carried_files: list[str] = []
+    pulled_n = 0
+    if state is not None:
+        if state.has_trace_id != has_trace_id:
+            raise StateError(f"{state.path}/state.json: the state's traces {'have' if state.has_trace_id else 'lack'}"
+                             f" a trace_id column and the day's {'do' if has_trace_id else 'do not'}")
+        for trace, (first, _last) in sorted(bounds.items()):
+            last = state.last_seq.get(trace)
+            if last is not None and first <= last:
+                name = f"trace {trace!r}" if has_trace_id else "the trace"
+                raise StateError(
+                    f"{state.path}/state.json: {name} ends at seq {last} but {', '.join(paths)} has seq "
+                    f"{first}: not the day after this state")
+        carried_files.append(f"{state.path}/rows")
+        on_stage("pull closed keys")
+        closed = _read(spark, [f"{state.path}/closed"])
+        carried = _read(spark, [f"{state.path}/rows"])
+        day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key").distinct()
+        pairs = lambda df: df.filter(  # noqa: E731
+            F.col("event").isin("deliver", "consume") & F.col("topic").isNotNull() & F.col("group").isNotNull()
+        ).select("trace", "topic", "group").distinct()
+        new_topics = pairs(day).join(pairs(carried), ["trace", "topic", "group"], "left_anti").select(
+            "trace", "topic").distinct()
+        touched = day_keys.unionByName(closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi")
+                                       .select("trace", "msg_key")).distinct().persist()
+        pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
+        pulled_n = pulled.count()
+        if pulled_n:
+            _write_rows(pulled, str(work / "pulled"), has_trace_id)
+            carried_files.append(str(work / "pulled"))
+    on_stage("audit")
+    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, small=small)
+
+    on_stage("merge findings")
+    trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
+    last_seq = {trace_of(t): s for t, s in (state.last_seq.items() if state else ())}
+    stored = _findings(spark, f"{state.path}/findings") if state else []
+    audited = _findings(spark, f"{out}/violations") + _findings(spark, f"{out}/observations")
+    kinds = {c: "violations" for c in VIOLATION_CODES} | {c: "observations" for c in OBSERVATION_CODES}
+    merged = merge(stored, audited, last_seq)
+    schema = spark.read.parquet(f"{out}/violations").schema
+    names = schema.fieldNames()
+    for name in ("violations", "observations"):
+        part = [tuple(f.get(c) for c in names) for f in merged if kinds[f["code"]] == name]
+        spark.createDataFrame(part, schema).coalesce(1).write.mode("overwrite").parquet(f"{work}/{name}")
+        shutil.rmtree(f"{out}/{name}")
+        shutil.move(f"{work}/{name}", f"{out}/{name}")
+    counts = {c: 0 for c in kinds}
+    for f in merged:
+        counts[f["code"]] += 1
+    carried_in = (state_rows(state) + pulled_n) if state else 0
+
+    state_json: dict[str, Any] | None = None
+    if state_out:
+        on_stage("carry state")
+        small_input = job._is_small([*prepared.parquet, *carried_files]) if small is None else small
+        tuning = dict(job.SMALL_INPUT_CONF) if small_input else {
+            "spark.sql.shuffle.partitions": str(job._shuffle_partitions(spark, prepared.parquet))}
+        saved = {key: spark.conf.get(key, None) for key in tuning}
+        for key, value in tuning.items():
+            spark.conf.set(key, value)
+        history = day
+        if state is not None:
+            history = history.unionByName(_read(spark, carried_files))
+        history = _with_crashes(spark, history).persist()
+        keep, tomb, open_keys = carry(spark, history, config.subscriptions)
+        target = Path(state_out)
+        target.mkdir(parents=True, exist_ok=True)
+        _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
+        new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
+        if state is not None:
+            old = _read(spark, [f"{state.path}/closed"])
+            if pulled_n:
+                old = old.join(touched, ["trace", "msg_key"], "left_anti")
+            new_closed = old.unionByName(new_closed)
+        _write_rows(new_closed, f"{state_out}/closed", has_trace_id)
+        vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
+        opened: dict[str | None, set[str]] = {}
+        if vis_keys:
+            for r in open_keys.filter(F.col("msg_key").isin(*[k for k in vis_keys if k is not None])).collect():
+                opened.setdefault(trace_of(r["trace"]), set()).add(r["msg_key"])
+        final = to_store(merged, opened)
+        spark.createDataFrame([tuple(f.get(c) for c in names) for f in final], schema).coalesce(1).write.mode(
+            "overwrite").parquet(f"{state_out}/findings")
+        new_last = dict(state.last_seq) if state else {}
+        for trace, (_first, last) in bounds.items():
+            new_last[trace] = max(new_last.get(trace, -1), last)
+        state_json = {
+            "format": FORMAT,
+            "version": VERSION,
+            "params": fingerprint(config),
+            "has_trace_id": has_trace_id,
+            "last_seq": new_last,
+            "rows": _parquet_rows(f"{state_out}/rows"),
+            "closed": _parquet_rows(f"{state_out}/closed"),
+            "findings": len(final),
+        }
+        (target / "state.json").write_text(json.dumps(state_json, indent=2) + "\n")
+        history.unpersist()
+        spark.catalog.clearCache()
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    if state is not None:
+        pulled.unpersist()
+        touched.unpersist()
+    shutil.rmtree(work, ignore_errors=True)
+    result = AuditSummary(
+        violations={c: counts[c] for c in VIOLATION_CODES},
+        observations={c: counts[c] for c in OBSERVATION_CODES},
+        events_read=summary.events_read - carried_in,
+        rows_rejected=summary.rows_rejected,
+        not_judged=summary.not_judged,
+        wall_time_s=time.monotonic() - start,
+        inputs=tuple(paths),
+        master=summary.master,
+        out=out,
+        rejected_sample=summary.rejected_sample,
+        samples=tuple((f["code"], tuple(f["seqs"]), f["reason"]) for f in merged if kinds[f["code"]] == "violations")[
+            :10],
+    )
+    extra = {"incremental": {"since": since, "state_out": state_out, "rows_carried_in": carried_in,
+                             "tombstones_pulled": pulled_n, "state": state_json}}
+    (Path(out) / "summary.json").write_text(json.dumps(result.as_json() | extra, indent=2) + "\n")
+    return result
+
+
+__all__ = ["StateError", "read_state", "run"]

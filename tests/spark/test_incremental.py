@@ -1,0 +1,146 @@
+"""Incremental Spark audits (``spark/incremental.py``, ``spark/carry.py``): day by day with the
+carried state, the findings are exactly those of a full audit of the concatenation; the Spark
+carry keeps exactly the rows the reference ``traces.carry.carry_trace`` keeps; a bad STATE_DIR is
+one line and exit 2."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from rmqspec.spark.carry import carry
+from rmqspec.spark.config import AuditConfig
+from rmqspec.spark.errors import StateError
+from rmqspec.spark.incremental import _read, _with_crashes, read_state
+from rmqspec.spark.incremental import run as run_incremental
+from rmqspec.traces.carry import carry_trace
+from rmqspec.traces.checker import check, validate
+from rmqspec.traces.generator import GenConfig, generate
+from rmqspec.traces.io import read_table
+from rmqspec.traces.scenarios import SCENARIOS
+
+NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
+
+
+def _split(rows: list[dict], cuts: list[int], tmp: Path) -> list[str]:
+    table = read_table(tmp / "whole")[0].sort_by("seq")
+    days = []
+    for i, (a, b) in enumerate(itertools.pairwise([0, *cuts, len(rows)])):
+        day = tmp / f"day{i}"
+        day.mkdir()
+        pq.write_table(table.slice(a, b - a), day / "part-00000.parquet")
+        days.append(str(day))
+    return days
+
+
+def _found(out: Path) -> list[tuple]:
+    got = []
+    for name in ("violations", "observations"):
+        for r in pq.read_table(out / name).to_pylist():
+            got.append((r["code"], tuple(r["seqs"]), r["msg_key"], r["group"]))
+    return sorted(got)
+
+
+def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path):
+    generate(tmp_path / "whole", GenConfig(events=12_000, seed=5, inject=NO_FILTERS, crashes=1))
+    rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
+    report = check(rows)
+    full = sorted((f.code, f.seqs, f.keys.get("msg_key"), f.keys.get("group"))
+                  for f in (*report.violations, *report.observations))
+    assert len(full) > 15
+    retries = [i for i, r in enumerate(rows) if r["event"] == "send_back" and r["status"] == "RETRY"]
+    cut = retries[len(retries) // 2] + 1  # day 1 ends with a retry pending…
+    resolved = {r["txn_id"] for r in rows[:cut] if r["event"] == "txn_end"}
+    assert any(r["event"] == "txn_half" and r["txn_id"] not in resolved for r in rows[:cut])  # …a half open
+    assert any(r["event"] == "orderly_start" for r in rows[:cut])  # …and orderly windows, locks held
+    days = _split(rows, [cut], tmp_path)
+    config = AuditConfig()
+    state = None
+    for i, day in enumerate(days):
+        out, state_out = tmp_path / f"out{i}", str(tmp_path / f"state{i}")
+        summary = run_incremental(spark, [day], str(out), config, state, state_out,
+                                  on_stage=lambda _s: None, small=None)
+        state = state_out
+    assert _found(out) == full
+    assert sum(summary.violations.values()) + sum(summary.observations.values()) == len(full)
+    meta = json.loads((Path(state) / "state.json").read_text())
+    assert meta["rows"] < len(rows) / 4
+    assert meta["last_seq"] == {"": rows[-1]["seq"]}
+    # the day after: nothing new, the same findings from the state alone (no drain: LOST stays judged)
+    tail = tmp_path / "empty"
+    tail.mkdir()
+    pq.write_table(read_table(tmp_path / "whole")[0].slice(0, 0), tail / "part-00000.parquet")
+    run_incremental(spark, [str(tail)], str(tmp_path / "out_tail"), config, state, None,
+                    on_stage=lambda _s: None, small=None)
+    assert _found(tmp_path / "out_tail") == full
+    # a day that is not the next one: named, before any audit
+    with pytest.raises(StateError, match="not the day after this state"):
+        run_incremental(spark, [days[0]], str(tmp_path / "out_again"), config, state, None,
+                        on_stage=lambda _s: None, small=None)
+
+
+def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):
+    path = str(batch.out.parent / "batch.parquet")
+    history = _with_crashes(spark, _read(spark, [path]))
+    keep, tomb, open_keys = carry(spark, history, {})
+    got: dict[str, tuple[set, set, set]] = {}
+    for name, frame, col in (("keep", keep, "seq"), ("tomb", tomb, "seq"), ("open", open_keys, "msg_key")):
+        for r in frame.collect():
+            got.setdefault(r["trace"], (set(), set(), set()))[("keep", "tomb", "open").index(name)].add(r[col])
+    checked = 0
+    for trace_id, rows in batch.rows.items():
+        good, _ = validate([{**r, "trace_id": trace_id} for r in rows])
+        good.sort(key=lambda r: r["seq"])
+        want = carry_trace(good)
+        assert got.get(trace_id, (set(), set(), set())) == want, trace_id
+        checked += 1
+    assert checked > 300
+
+
+@pytest.mark.parametrize(
+    ("setup", "needle"),
+    [
+        (lambda d: None, "not a state directory"),
+        (lambda d: d.mkdir(), "state.json: missing"),
+        (lambda d: (d.mkdir(), (d / "state.json").write_text("{")), "state.json: unreadable"),
+        (lambda d: (d.mkdir(), (d / "state.json").write_text('{"format": "x"}')), "not an audit state"),
+        (lambda d: (d.mkdir(), (d / "state.json").write_text(
+            '{"format": "rmqspec-audit-state", "version": 9}')), "version 9"),
+    ],
+)
+def test_a_bad_state_dir_is_named_with_its_reason(tmp_path, setup, needle):
+    state = tmp_path / "st"
+    setup(state)
+    with pytest.raises(StateError, match=needle):
+        read_state(str(state), AuditConfig())
+
+
+def test_a_state_made_with_other_parameters_is_refused(tmp_path):
+    state = tmp_path / "st"
+    state.mkdir()
+    from rmqspec.spark.incremental import FORMAT, VERSION, fingerprint
+
+    params = fingerprint(AuditConfig()) | {"retry_max_times": 3}
+    (state / "state.json").write_text(json.dumps(
+        {"format": FORMAT, "version": VERSION, "params": params, "last_seq": {"": 9}}))
+    with pytest.raises(StateError, match="retry_max_times"):
+        read_state(str(state), AuditConfig())
+
+
+def test_cli_bad_state_dir_exits_2_with_one_line(tmp_path):
+    day = tmp_path / "day"
+    generate(day, GenConfig(events=500, seed=1))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmqspec.cli", "audit", str(day), "--out", str(tmp_path / "o"),
+         "--since", str(tmp_path / "nope")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "nope: not a state directory" in proc.stderr

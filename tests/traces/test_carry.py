@@ -1,0 +1,106 @@
+"""Incremental audits (``traces/carry.py``): auditing day by day with the carried state gives
+exactly the findings of the reference checker over the whole concatenation, split anywhere —
+including inside open transactions, pending retries, held locks and open orderly windows."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from rmqspec.traces.carry import CarriedState, audit_since
+from rmqspec.traces.checker import check
+from rmqspec.traces.generator import GenConfig, generate
+from rmqspec.traces.io import read_table
+from rmqspec.traces.scenarios import SCENARIOS
+
+NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
+
+
+def _rows(tmp: Path, seed: int, inject: tuple[str, ...], events: int) -> list[dict]:
+    out = tmp / f"t{seed}"
+    generate(out, GenConfig(events=events, seed=seed, inject=inject, crashes=1))
+    return sorted(read_table(out)[0].to_pylist(), key=lambda r: r["seq"])
+
+
+def _full(rows: list[dict]) -> list[dict]:
+    report = check(rows)
+    found = [f.as_dict() for f in (*report.violations, *report.observations)]
+    return sorted(found, key=lambda f: (f.get("trace_id") or "", f["seqs"][-1], f["code"], f["seqs"]))
+
+
+def _inside(rows: list[dict], event: str, status: str | None) -> int:
+    """The index just after the middle-most row of ``event`` (a cut inside what it opens)."""
+    hits = [i for i, r in enumerate(rows) if r["event"] == event and (status is None or r["status"] == status)]
+    assert hits, f"no {event} {status} in the trace"
+    return hits[len(hits) // 2] + 1
+
+
+def _days(rows: list[dict], cuts: list[int]) -> tuple[list[dict], CarriedState]:
+    state = CarriedState()
+    bounds = [0, *sorted(set(cuts)), len(rows)]
+    merged: list[dict] = []
+    for a, b in itertools.pairwise(bounds):
+        merged, state = audit_since(state, rows[a:b])
+    return merged, state
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_days_give_the_findings_of_the_whole_trace(tmp_path: Path, seed: int) -> None:
+    rows = _rows(tmp_path, seed, NO_FILTERS, 25_000)
+    full = _full(rows)
+    assert full, "the injected trace has findings"
+    n = len(rows)
+    splits = [
+        [n // 2],
+        [n // 7 * k for k in range(1, 7)],
+        [_inside(rows, "txn_half", None)],  # an open transaction
+        [_inside(rows, "send_back", "RETRY")],  # a retry not yet delivered
+        [_inside(rows, "lock", "GRANTED")],  # a held lock
+        [_inside(rows, "orderly_start", None)],  # an open orderly window
+        [_inside(rows, "drain", None) - 1],  # the drain on the second day
+    ]
+    for cuts in splits:
+        merged, state = _days(rows, cuts)
+        assert merged == full, f"split at {cuts}"
+    assert len(state.rows) < n / 4, "the carried rows are a small part of the history"
+
+
+def test_filters_carry_the_whole_trace(tmp_path: Path) -> None:
+    rows = _rows(tmp_path, 3, ("FILTER_MISMATCH", "FILTER_SKIPPED", "SUBSCRIPTION_INCONSISTENT", "LOST"), 8_000)
+    merged, state = _days(rows, [len(rows) // 3, 2 * len(rows) // 3])
+    assert merged == _full(rows)
+    assert len(state.rows) == len(rows)
+
+
+def test_a_day_that_does_not_follow_the_state_is_refused(tmp_path: Path) -> None:
+    rows = _rows(tmp_path, 4, (), 3_000)
+    _, state = audit_since(CarriedState(), rows[: len(rows) // 2])
+    with pytest.raises(ValueError, match="not beyond the state's last seq"):
+        audit_since(state, rows[len(rows) // 4 :])
+
+
+def test_closed_keys_come_back_when_a_day_touches_them(tmp_path: Path) -> None:
+    """A new consumer group of an old topic (LOST for every closed message of it), a duplicate
+    SUCCESS of an old message (DUPLICATED with the first consume carried as a tombstone) and a
+    second drain (LOST re-judged against it)."""
+    day1 = _rows(tmp_path, 6, ("LOST",), 6_000)
+    consume = next(r for r in reversed(day1) if r["event"] == "consume" and r["status"] == "SUCCESS")
+    topic = next(r["topic"] for r in day1 if r["event"] == "send" and r["topic"] != consume["topic"])
+    seq, ts = day1[-1]["seq"] + 1, day1[-1]["ts"] + 1000
+    blank = dict.fromkeys(day1[0])
+    day2 = [
+        {**blank, "seq": seq, "ts": ts, "event": "deliver", "group": "CG_NEW", "topic": topic, "queue_id": 0,
+         "queue_offset": 0, "msg_key": "NEW", "client_id": "c-new", "reconsume_times": 0},
+        {**consume, "seq": seq + 1, "ts": ts + 1},
+        {**blank, "seq": seq + 2, "ts": ts + 2, "event": "drain"},
+    ]
+    whole = [*day1, *day2]
+    _, state = audit_since(CarriedState(), day1)
+    assert len(state.closed) > 0
+    merged, _ = audit_since(state, day2)
+    full = _full(whole)
+    assert merged == full
+    assert any(f["code"] == "LOST" and f["group"] == "CG_NEW" for f in full)
+    assert any(f["code"] == "DUPLICATED" and f["seqs"][-1] == seq + 1 for f in full)

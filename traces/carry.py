@@ -1,0 +1,364 @@
+"""What a day's audit carries into the next day's (``rmqspec audit --since``): the rows of open keys.
+
+Theory of operation
+-------------------
+An incremental audit audits ``R ++ D`` — the rows ``R`` a previous run carried plus the new day
+``D`` — with the unchanged rules (the reference checker or the Spark audit), and must report
+exactly what an audit of the whole history ``H ++ D`` reports. ``carry_trace(H)`` picks ``R``
+from ``H`` (one trace, rows in seq order; ``H`` may itself be an earlier ``R`` plus a day) so
+that every rule's state at the end of ``R`` equals its state at the end of ``H``. Rows are kept
+per event kind, one reason per rule that reads that kind (``traces/checks_*.py``):
+
+- all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock``, ``send_back``, ``schedule_fire``
+  and ``txn_*`` rows, and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%`` (epochs, at-risk
+  keys, lock tables, counters of checks / fires / dead letters: rare rows, kept whole);
+- ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP);
+- ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
+  SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
+- ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
+- ``commit_offset``: the last per (group, topic, queue) (OFFSET_LOST) and the highest per
+  (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
+- ``orderly_start``: the start that opened each still-open window (ORDERLY_CONCURRENT);
+- every row of an **open** msg_key: never sent, stored nor half-sent (UNEXPECTED may still be
+  withdrawn), not acknowledged (RECOVERED), a half with no COMMIT (TXN_VISIBLE_BEFORE_COMMIT /
+  TXN_ROLLBACK_VISIBLE), or acknowledged on a topic one of whose consumer groups has neither
+  consumed it nor dead-lettered it (LOST).
+
+A **closed** msg_key (not open) leaves **tombstones** — its ``send``s and ``store``s and its first
+SUCCESS ``consume`` per group — in a second table that is not audited: a day that touches the key
+(any row with that msg_key: DUPLICATED, UNEXPECTED, …) or gives its topic a new consumer group
+(LOST for that group, with the saved-offset exemption judged on its stores) pulls them back
+(``pull``). A closed key with a row carried for another rule keeps its tombstones with the rows.
+
+Extra rows kept for one rule never change another's state: they are earlier than the row that
+rule keeps, or they are a real consume (which only acknowledges), or they belong to an open key
+(kept whole). A trace whose rows carry subscription or message-attribute details (the filter rules
+of issue 15 read them across the whole trace) is carried whole.
+
+Findings (``merge``): codes judged at the trace's end or over the whole trace (``RECOMPUTED``:
+LOST, TXN_UNRESOLVED, UNEXPECTED, RECOVERED and the filter codes) are recomputed from ``R ++ D``
+every time and never stored — a LOST judged at day 1's drain is provisional. The half-visibility
+codes are stored once their msg_key is closed (its COMMIT fixed the verdict) and recomputed while
+it is open. Every other code looks only backwards: its findings on ``D``'s rows come from
+``R ++ D`` and are stored for good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, detail_of, has
+
+KEEP_ALL = frozenset(
+    {"crash", "recover", "drain", "lock", "unlock", "send_back", "schedule_fire",
+     "txn_half", "txn_end", "txn_check", "txn_discard"}
+)
+FILTER_DETAIL_KEYS = ("subscription", "tags", "properties")
+# Judged at the trace's end or over all of it: recomputed from the carried rows every time.
+RECOMPUTED: frozenset[str] = frozenset(
+    {
+        Code.LOST.value,
+        Code.TXN_UNRESOLVED.value,
+        Code.UNEXPECTED.value,
+        ObservationCode.RECOVERED.value,
+        Code.FILTER_MISMATCH.value,
+        Code.FILTER_SKIPPED.value,
+        ObservationCode.SUBSCRIPTION_INCONSISTENT.value,
+    }
+)
+# Final once the msg_key is closed (a COMMIT fixed the verdict); recomputed while it is open.
+VISIBILITY: frozenset[str] = frozenset({Code.TXN_VISIBLE_BEFORE_COMMIT.value, Code.TXN_ROLLBACK_VISIBLE.value})
+
+
+def carries_filters(row: Mapping[str, Any]) -> bool:
+    """A row whose detail the filter rules read (then the whole trace is carried): a send, store,
+    deliver or consume whose detail names a subscription or message attributes (the rows
+    ``spark/inputs.filter_detail`` passes to the filter rules)."""
+    if row.get("detail") is None or row["event"] not in ("send", "store", "deliver", "consume"):
+        return False
+    d = row["detail"]
+    if isinstance(d, str):
+        return any(f'"{k}"' in d for k in FILTER_DETAIL_KEYS)
+    return any(k in detail_of(row) for k in FILTER_DETAIL_KEYS)
+
+
+def carry_trace(
+    rows: Sequence[Mapping[str, Any]],
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[set[int], set[int], set[str]]:
+    """(seqs of the rows to carry, seqs of closed keys' tombstones, open msg_keys) of one trace's
+    valid rows in seq order (the rows of an earlier state, the tombstones pulled back, a day)."""
+    if any(carries_filters(r) for r in rows):
+        return {r["seq"] for r in rows}, set(), {r["msg_key"] for r in rows if r["msg_key"] is not None}
+    keep: set[int] = set()
+    first: dict[tuple, int] = {}  # (reason, key...) -> seq of the first such row
+
+    def first_of(*key: Any) -> None:
+        first.setdefault(key, seq)
+
+    last: dict[tuple, int] = {}
+    top_commit: dict[tuple, tuple[int, int]] = {}
+    crashes = 0
+    consumers: dict[str, set[str]] = {}
+    for group, topics in (subscriptions or {}).items():
+        for topic in topics:
+            consumers.setdefault(topic, set()).add(group)
+    consumed_pairs: set[tuple[str, str]] = set()
+    known: set[str] = set()
+    acked_topics: dict[str, set[str]] = {}
+    half_topic: dict[str, str] = {}
+    halves: set[str] = set()
+    commit_topics: list[tuple[str, str | None]] = []
+    committed: set[str] = set()
+    done: dict[tuple[str, str], int] = {}  # (group, msg_key) -> first SUCCESS consume / DLQ seq
+    drain: int | None = None
+    owner: dict[tuple, str] = {}
+    owner_last: dict[tuple, int] = {}
+    windows: dict[tuple, dict[str, int]] = {}
+    pending: dict[tuple, dict[int, int]] = {}
+    tombstones: dict[str, list[int]] = {}  # msg_key -> its sends, stores and first SUCCESS per group
+    for row in rows:
+        seq, ev, key = row["seq"], row["event"], row["msg_key"]
+        if ev in ("crash", "recover"):
+            crashes += ev == "crash"
+            owner.clear()  # a new epoch: no owner (ORDER_KEY_REORDERED is per epoch); the old
+            keep.update(owner_last.values())  # epoch's last consumes stay (harmless: a crash follows)
+            owner_last.clear()
+        if ev in KEEP_ALL:
+            keep.add(seq)
+        if ev == "drain":
+            drain = seq
+        if ev == "store":
+            topic = row["topic"]
+            if topic == SCHEDULE_TOPIC or (topic is not None and topic.startswith(DLQ_PREFIX)):
+                keep.add(seq)
+            if has(row, "topic", "queue_id", "queue_offset"):
+                last[("store", topic, row["queue_id"])] = seq
+            if key is not None:
+                known.add(key)
+                tombstones.setdefault(key, []).append(seq)
+        elif ev == "send":
+            if key is not None:
+                known.add(key)
+                tombstones.setdefault(key, []).append(seq)
+                if acked_send(row) and row["topic"] is not None:
+                    acked_topics.setdefault(key, set()).add(row["topic"])
+        elif ev == "txn_half":
+            if key is not None:
+                known.add(key)
+                halves.add(key)
+                if row["topic"] is not None:
+                    half_topic.setdefault(key, row["topic"])
+        elif ev == "txn_end":
+            if key is not None and row["status"] == "COMMIT":
+                committed.add(key)
+                commit_topics.append((key, row["topic"]))
+        elif ev == "send_back":
+            if row["status"] == "DLQ" and has(row, "group", "msg_key"):
+                done.setdefault((row["group"], key), seq)
+        elif ev in ("deliver", "consume"):
+            if has(row, "group", "topic"):
+                consumers.setdefault(row["topic"], set()).add(row["group"])
+                if ev == "consume":
+                    first_of("consumer", row["topic"], row["group"])
+                    consumed_pairs.add((row["topic"], row["group"]))
+                else:
+                    first_of("deliverer", row["topic"], row["group"])
+            if ev == "consume" and row["status"] == "SUCCESS" and has(row, "group", "msg_key"):
+                first_of("success", row["group"], key)
+                done.setdefault((row["group"], key), seq)
+        elif ev == "commit_offset" and has(row, "group", "topic", "queue_id", "queue_offset"):
+            q = (row["group"], row["topic"], row["queue_id"])
+            last[("commit", *q)] = seq
+            best = top_commit.get((*q, crashes))
+            if best is None or row["queue_offset"] > best[0]:
+                top_commit[(*q, crashes)] = (row["queue_offset"], seq)
+        # ORDER_KEY_REORDERED: ownership (all lock/unlock rows are kept) and the owner's last SUCCESS
+        if ev in ("lock", "unlock", "consume") and has(row, "group", "topic", "queue_id", "client_id"):
+            q = (row["group"], row["topic"], row["queue_id"])
+            client = row["client_id"]
+            if ev == "lock":
+                if row["status"] == "GRANTED" and owner.get(q) != client:
+                    owner[q] = client
+                    owner_last.pop(q, None)
+            elif ev == "unlock":
+                if owner.get(q) == client:
+                    del owner[q]
+                    owner_last.pop(q, None)
+            elif row["status"] == "SUCCESS" and row["queue_offset"] is not None and owner.get(q) == client:
+                owner_last[q] = seq
+        # ORDERLY_CONCURRENT: the opening start of every open window
+        if ev in ("orderly_start", "orderly_end") and has(row, "group", "topic", "queue_id", "client_id"):
+            w = windows.setdefault((row["group"], row["topic"], row["queue_id"]), {})
+            if ev == "orderly_end":
+                w.pop(row["client_id"], None)
+            else:
+                w.setdefault(row["client_id"], seq)
+        # OFFSET_OVERRUN: the latest deliver of every pending offset
+        if ev in ("deliver", "consume", "send_back") and has(row, "group", "topic", "queue_id", "queue_offset"):
+            offsets = pending.setdefault((row["group"], row["topic"], row["queue_id"]), {})
+            if ev == "deliver":
+                offsets[row["queue_offset"]] = seq
+            elif ev == "send_back" or row["status"] == "SUCCESS":
+                offsets.pop(row["queue_offset"], None)
+
+    for reason_key, seq in first.items():
+        if reason_key[0] == "deliverer" and (reason_key[1], reason_key[2]) in consumed_pairs:
+            continue
+        if reason_key[0] == "success":
+            tombstones.setdefault(reason_key[2], []).append(seq)
+        else:
+            keep.add(seq)
+    keep.update(last.values())
+    keep.update(seq for _, seq in top_commit.values())
+    keep.update(owner_last.values())
+    for w in windows.values():
+        keep.update(w.values())
+    for offsets in pending.values():
+        keep.update(offsets.values())
+
+    for key, topic in commit_topics:  # a COMMIT without a topic takes the first half's (LOST)
+        topic = topic if topic is not None else half_topic.get(key)
+        if topic is not None:
+            acked_topics.setdefault(key, set()).add(topic)
+    open_keys: set[str] = set()
+    all_keys = {r["msg_key"] for r in rows if r["msg_key"] is not None}
+    for key in all_keys:
+        topics = acked_topics.get(key)
+        if key not in known or not topics or (key in halves and key not in committed):
+            open_keys.add(key)
+            continue
+        # LOST counts what came before the last drain: done after it may not count tomorrow
+        if any(done.get((g, key), 1 << 62) > (drain if drain is not None else 1 << 61)
+               for t in topics for g in consumers.get(t, ())):
+            open_keys.add(key)
+    if open_keys:
+        keep.update(r["seq"] for r in rows if r["msg_key"] in open_keys)
+    # a closed key with a row carried for another rule (a COMMIT: all txn rows are; a consume or
+    # deliver kept for LOST's consumers, ordering or a pending offset) keeps its tombstones too,
+    # so the carried rows of each key are self-consistent (UNEXPECTED, LOST)
+    in_keep = {r["msg_key"] for r in rows if r["msg_key"] is not None and r["seq"] in keep}
+    keep.update(seq for key, seqs in tombstones.items() if key in in_keep for seq in seqs)
+    closed = {seq for key, seqs in tombstones.items() if key not in open_keys for seq in seqs} - keep
+    return keep, closed, open_keys
+
+
+def finding_key(f: Mapping[str, Any]) -> tuple:
+    """Identity of a finding row (as_dict form) for de-duplication."""
+    return tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(f.items()))
+
+
+def merge(
+    stored: Iterable[Mapping[str, Any]],
+    audited: Iterable[Mapping[str, Any]],
+    last_seq: Mapping[str | None, int],
+) -> list[dict[str, Any]]:
+    """The findings of the whole history: the ``stored`` ones plus those of auditing ``R ++ D``
+    that are recomputed codes, visibility codes, or whose offending (last) seq is in ``D``
+    (beyond the trace's ``last_seq`` in the state). Rows are ``Finding.as_dict`` mappings."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for f in stored:
+        out.setdefault(finding_key(f), dict(f))
+    for f in audited:
+        boundary = last_seq.get(f.get("trace_id"), -1)
+        if f["code"] in RECOMPUTED or f["code"] in VISIBILITY or f["seqs"][-1] > boundary:
+            out.setdefault(finding_key(f), dict(f))
+    return sorted(out.values(), key=lambda f: (f.get("trace_id") or "", f["seqs"][-1], f["code"], f["seqs"]))
+
+
+def to_store(findings: Iterable[Mapping[str, Any]], open_keys: Mapping[str | None, set[str]]) -> list[dict[str, Any]]:
+    """The findings a state keeps: all but the recomputed codes and the visibility findings of open keys."""
+    out = []
+    for f in findings:
+        if f["code"] in RECOMPUTED:
+            continue
+        if f["code"] in VISIBILITY and f.get("msg_key") in open_keys.get(f.get("trace_id"), set()):
+            continue
+        out.append(dict(f))
+    return out
+
+
+def trace_key(value: Any) -> str | None:
+    """A row's trace as findings name it (``Finding.trace_id``: the value as text, or None)."""
+    return None if value is None else str(value)
+
+
+@attrs.frozen
+class CarriedState:
+    """What the reference checker carries from one day to the next (the Spark audit keeps the same
+    three things as files: ``spark/incremental.py``)."""
+
+    rows: tuple[Mapping[str, Any], ...] = ()
+    closed: tuple[Mapping[str, Any], ...] = ()
+    findings: tuple[Mapping[str, Any], ...] = ()
+    last_seq: Mapping[str | None, int] = attrs.field(factory=dict)
+
+
+def audit_since(
+    state: CarriedState,
+    rows: Iterable[Any],
+    params: Any = None,
+    *,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[list[dict[str, Any]], CarriedState]:
+    """(the findings of the whole history, the state for the next day): the reference checker
+    over ``state.rows ++ rows``. Raises ``ValueError`` when a row's seq is not beyond the state's
+    last seq of its trace (the rows are not the next day of that history)."""
+    from rmqspec.traces.checker import check, validate
+
+    good, _ = validate(rows)
+    for r in good:
+        t = trace_key(r.get("trace_id"))
+        if r["seq"] <= state.last_seq.get(t, -1):
+            raise ValueError(f"seq {r['seq']} of trace {t!r} is not beyond the state's last seq {state.last_seq[t]}")
+    pulled = pull(state.rows, state.closed, good)
+    history = [*state.rows, *pulled, *good]
+    report = check(history, params, subscriptions=subscriptions)
+    audited = [f.as_dict() for f in (*report.violations, *report.observations)]
+    merged = merge(state.findings, audited, state.last_seq)
+    traces: dict[str | None, list[Mapping[str, Any]]] = {}
+    for r in history:
+        traces.setdefault(trace_key(r.get("trace_id")), []).append(r)
+    carried: list[Mapping[str, Any]] = []
+    pulled_seqs = {(trace_key(r.get("trace_id")), r["seq"]) for r in pulled}
+    closed = [r for r in state.closed if (trace_key(r.get("trace_id")), r["seq"]) not in pulled_seqs]
+    open_keys: dict[str | None, set[str]] = {}
+    last_seq = dict(state.last_seq)
+    for t, trace_rows in traces.items():
+        trace_rows.sort(key=lambda r: r["seq"])
+        keep, tomb, open_keys[t] = carry_trace(trace_rows, subscriptions)
+        carried.extend(r for r in trace_rows if r["seq"] in keep)
+        closed.extend(r for r in trace_rows if r["seq"] in tomb)
+        last_seq[t] = max(last_seq.get(t, -1), trace_rows[-1]["seq"])
+    return merged, CarriedState(tuple(carried), tuple(closed), tuple(to_store(merged, open_keys)), last_seq)
+
+
+def consumer_pairs(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str | None, str, str]]:
+    """(trace, topic, group) of the deliver / consume rows (LOST's consumers of a topic)."""
+    return {
+        (trace_key(r.get("trace_id")), r["topic"], r["group"])
+        for r in rows
+        if r["event"] in ("deliver", "consume") and r["topic"] is not None and r["group"] is not None
+    }
+
+
+def pull(
+    carried: Sequence[Mapping[str, Any]],
+    closed: Sequence[Mapping[str, Any]],
+    day: Sequence[Mapping[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The tombstones of closed keys the new ``day`` touches: its msg_keys, and every closed key of
+    a topic that gains a consumer group (it may be LOST for that group)."""
+    keys = {(trace_key(r.get("trace_id")), r["msg_key"]) for r in day if r["msg_key"] is not None}
+    new_topics = {(t, topic) for t, topic, _ in consumer_pairs(day) - consumer_pairs(carried)}
+    touched = {
+        (trace_key(r.get("trace_id")), r["msg_key"])
+        for r in closed
+        if (trace_key(r.get("trace_id")), r["topic"]) in new_topics
+    }
+    keys |= touched
+    return [r for r in closed if (trace_key(r.get("trace_id")), r["msg_key"]) in keys]
