@@ -25,9 +25,9 @@ steps rarely reaches:
 Swarm testing: ``init`` draws ``swarm``, a bit mask of the optional rule
 families in ``FAMILIES`` (hashed from a drawn integer); a set bit switches that
 family off for the whole example (0, the shrinking direction, enables all).
-``init`` also draws a ``PRELUDE``: a ladder or the filter actions run right
-after it (Hypothesis rarely draws the late rules with arguments on its own). ``_on(family)`` is the
-precondition. The mask depends on nothing the broker does, so the draw
+``init`` also draws a ``PRELUDE``: every ladder and the filter actions, in a
+drawn order, run right after it (Hypothesis rarely draws the late rules with
+arguments on its own). ``_on(family)`` is the precondition. The mask depends on nothing the broker does, so the draw
 structure stays time-independent on the wall clock as well (where the ladders
 and restarts idle: they would sleep for minutes). ``depth_targets`` feeds
 ``hypothesis.target`` at teardown with how deep the example went: one score adding the
