@@ -877,9 +877,13 @@ def _lost(
         F.col("a_topic").alias("topic"),
         F.explode("groups").alias("group"),
     ).filter(~F.array_contains(F.col("done_groups"), F.col("group")))
-    from rmqspec.spark.rules_lifecycle import skipped_by_saved_offsets  # it imports this module
+    from rmqspec.spark.rules_lifecycle import (  # it imports this module
+        skipped_by_saved_delay_progress,
+        skipped_by_saved_offsets,
+    )
 
     lost = lost.join(skipped_by_saved_offsets(df), ["trace", "group", "msg_key"], "left_anti")
+    lost = lost.join(skipped_by_saved_delay_progress(df), ["trace", "msg_key"], "left_anti")
     return _finding(
         lost,
         Code.LOST,

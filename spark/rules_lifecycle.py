@@ -247,3 +247,41 @@ def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
         .select("trace", "group", "msg_key")
         .distinct()
     )
+
+
+def skipped_by_saved_delay_progress(df: DataFrame) -> DataFrame:
+    """(trace, msg_key) whose schedule copy the schedule service may skip (``traces.checks_delivery.
+    skipped_by_saved_delay_progress``): a SCHEDULE store at a position below 1 + the highest one of
+    its queue seen before an earlier power loss, with a crash after it before its key's next fire
+    and before the drain (``crashes`` at that point exceeds the store's)."""
+    is_store = (EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC) & F.col("queue_offset").isNotNull()
+    stores = df.filter(is_store).select("trace", "seq", "queue_id", "queue_offset", "msg_key", "crashes", "drain")
+    power = (
+        df.filter((EV() == "crash") & (F.col("status") == "power"))
+        .select("trace", "seq")
+        .join(stores.select("trace", "queue_id").distinct(), "trace")
+    )
+    rows = stores.withColumn("store", F.lit(True)).unionByName(power.withColumn("store", F.lit(False)),
+                                                               allowMissingColumns=True)
+    w = Window.partitionBy("trace", "queue_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
+    seen = F.max(F.when(F.col("store"), F.col("queue_offset"))).over(w)
+    rows = rows.withColumn("bound_here", F.when(~F.col("store"), F.coalesce(seen, F.lit(-1)) + 1))
+    reused = (
+        rows.withColumn("bound", F.max("bound_here").over(w))
+        .filter(F.col("store") & F.col("msg_key").isNotNull() & (F.col("queue_offset") < F.col("bound")))
+        .select("trace", "seq", "msg_key", "crashes", "drain")
+    )
+    fires = df.filter((EV() == "schedule_fire") & F.col("msg_key").isNotNull()).select(
+        "trace", "msg_key", F.col("seq").alias("f_seq"), F.col("crashes").alias("f_crashes")
+    )
+    drains = df.filter((EV() == "drain") & (SEQ() == F.col("drain"))).select(
+        "trace", F.col("crashes").alias("d_crashes")
+    )
+    first_fire = (
+        reused.join(fires, ["trace", "msg_key"], "left")
+        .groupBy("trace", "seq", "msg_key", "crashes")
+        .agg(F.min(F.when(F.col("f_seq") > SEQ(), F.struct("f_seq", "f_crashes"))).alias("fire"))
+    )
+    judged = first_fire.join(drains, "trace")
+    reached = F.coalesce(F.least(F.col("fire.f_crashes"), F.col("d_crashes")), F.col("d_crashes"))
+    return judged.filter(reached > F.col("crashes")).select("trace", "msg_key").distinct()

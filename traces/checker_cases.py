@@ -386,6 +386,38 @@ CASES: tuple[Case, ...] = (
         (("LOST", (0, 9)), ("LOST", (6, 9)), ("LOST", (7, 9)), ("LOST", (7, 9))),
     ),
     Case(
+        "LOST: after a power loss, a delayed copy at a reused schedule position that a crash finds "
+        "unfired may be skipped (fidelity T4); one fired before it, one at a new position or level may not",
+        """
+        0 send t=0 topic=T q=0 off=0 key=D0 lvl=1
+        1 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=D0 lvl=1 due=1000
+        2 send t=0 topic=T q=0 off=1 key=D1 lvl=1
+        3 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=1 key=D1 lvl=1 due=1000
+        4 schedule_fire t=1000 topic=T q=0 key=D0
+        5 store t=1000 topic=T q=0 off=0 key=D0
+        6 schedule_fire t=1000 topic=T q=0 key=D1
+        7 store t=1000 topic=T q=0 off=1 key=D1
+        8 consume t=1010 g=G topic=T q=0 off=0 key=D0 c=C1 st=SUCCESS
+        9 consume t=1010 g=G topic=T q=0 off=1 key=D1 c=C1 st=SUCCESS
+        10 crash t=20000 st=power
+        11 recover t=20001
+        12 send t=20002 topic=T q=0 off=0 key=D2 lvl=1
+        13 store t=20002 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=D2 lvl=1 due=21002
+        14 send t=20003 topic=T q=0 off=1 key=D5 lvl=1
+        15 store t=20003 topic=SCHEDULE_TOPIC_XXXX q=0 off=1 key=D5 lvl=1 due=20003
+        16 schedule_fire t=20004 topic=T q=0 key=D5
+        17 store t=20004 topic=T q=0 off=2 key=D5
+        18 send t=20005 topic=T q=0 off=2 key=D3 lvl=1
+        19 store t=20005 topic=SCHEDULE_TOPIC_XXXX q=0 off=2 key=D3 lvl=1 due=21005
+        20 send t=20006 topic=T q=0 off=0 key=D4 lvl=2
+        21 store t=20006 topic=SCHEDULE_TOPIC_XXXX q=1 off=0 key=D4 lvl=2 due=25006
+        22 crash t=20010 st=kill
+        23 recover t=20011
+        24 drain t=30000
+        """,
+        (("LOST", (14, 24)), ("LOST", (18, 24)), ("LOST", (20, 24))),
+    ),
+    Case(
         "TXN_UNRESOLVED: after a power loss, a half at a reused half-queue position below the saved "
         "check progress may be skipped; one above it, or after a kill, may not",
         """

@@ -8,6 +8,7 @@ from typing import Any
 
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import (
+    SCHEDULE_TOPIC,
     Finding,
     Trace,
     acked_send,
@@ -74,6 +75,44 @@ def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
     return out
 
 
+def skipped_by_saved_delay_progress(trace: Trace) -> set[Any]:
+    """msg_keys whose schedule copy the schedule service may skip (docs/fidelity.md T4).
+
+    RocketMQ 4.9.8 persists the delay progress (delayOffset.json) apart from the commitlog;
+    after an ASYNC broker's power loss correctDelayOffset clamps it into the truncated
+    schedule queue in memory only, and a second crash before the next persist reads the old
+    progress again, skipping the copies stored meanwhile at the reused positions. A ``store``
+    in SCHEDULE_TOPIC_XXXX at a queue_offset below 1 + the highest one of its queue seen before
+    an earlier ``crash`` with status ``power``, followed (before the drain) by a ``crash`` with
+    no ``schedule_fire`` of its msg_key in between, exempts its msg_key. Positions are reused
+    only after a truncation: nothing else is exempt.
+    """
+    drain = trace.drain_seq
+    seen: dict[Any, int] = {}
+    bound: dict[Any, int] = {}
+    fired: dict[Any, int] = {}
+    waiting: list[tuple[Any, int]] = []
+    out: set[Any] = set()
+    for _, row in trace.of("store", "schedule_fire", "crash"):
+        ev = row["event"]
+        if ev == "crash":
+            if drain is not None and row["seq"] > drain:
+                break
+            out.update(key for key, stored in waiting if fired.get(key, -1) < stored)
+            waiting = []
+            if row["status"] == "power":
+                for q, top in seen.items():
+                    bound[q] = max(bound.get(q, 0), top + 1)
+        elif ev == "schedule_fire":
+            if row["msg_key"] is not None:
+                fired[row["msg_key"]] = row["seq"]
+        elif row["topic"] == SCHEDULE_TOPIC and row["queue_offset"] is not None:
+            if row["msg_key"] is not None and row["queue_offset"] < bound.get(row["queue_id"], 0):
+                waiting.append((row["msg_key"], row["seq"]))
+            seen[row["queue_id"]] = max(seen.get(row["queue_id"], -1), row["queue_offset"])
+    return out
+
+
 def detect_lost(trace: Trace) -> Iterator[Finding]:
     """LOST: an acknowledged message a group never consumed nor dead-lettered.
 
@@ -85,7 +124,8 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     A msg_key listed in a ``crash``'s ``detail.at_risk`` (written after the
     last flush of an ASYNC broker that lost power) may be lost: not judged;
     nor a (group, msg_key) ``skipped_by_saved_offsets`` or ``checks_filter.filter_exempt`` names
-    (a filtering group's messages its subscriptions do not select, and FILTER_SKIPPED ones).
+    (a filtering group's messages its subscriptions do not select, and FILTER_SKIPPED ones), nor a
+    msg_key ``skipped_by_saved_delay_progress`` names.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """
     drain = trace.drain_seq
@@ -99,8 +139,9 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
             row["event"] == "send_back" and row["status"] == "DLQ"
         ):
             done.add((row["group"], row["msg_key"]))
+    delay_skipped = skipped_by_saved_delay_progress(trace)
     for (topic, key), seq in sorted(_acknowledged(trace).items(), key=lambda kv: kv[1]):
-        if seq > drain or key in trace.at_risk:
+        if seq > drain or key in trace.at_risk or key in delay_skipped:
             continue
         for group in sorted(trace.consumers.get(topic, ())):
             if (group, key) not in done:
