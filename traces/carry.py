@@ -11,7 +11,8 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 
 - all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock``, ``send_back``, ``schedule_fire``
   and ``txn_*`` rows, and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%`` (epochs, at-risk
-  keys, lock tables, counters of checks / fires / dead letters: rare rows, kept whole);
+  keys, lock tables, counters of checks / fires / dead letters, the reused schedule positions of
+  LOST's delay-progress exemption: rare rows, kept whole);
 - ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP);
 - ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
   SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
