@@ -54,7 +54,8 @@ def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
     truncated queue reuses positions the group already passed, apache/rocketmq#8239 and
     docs/fidelity.md T2). Positions below a committed offset exist only after a truncation."""
     crashes = 0
-    commits: dict[tuple[Any, Any], dict[Any, list[tuple[int, int]]]] = {}
+    # (topic, queue) -> group -> the group's committed offsets on it, folded (``_SavedOffsets``)
+    commits: dict[tuple[Any, Any], dict[Any, _SavedOffsets]] = {}
     out: set[tuple[Any, Any]] = set()
     for _, row in trace.of("crash", "commit_offset", "send", "store"):
         ev = row["event"]
@@ -67,12 +68,32 @@ def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
         elif ev == "commit_offset":
             if row["group"] is not None:
                 by_group = commits.setdefault((row["topic"], row["queue_id"]), {})
-                by_group.setdefault(row["group"], []).append((crashes, row["queue_offset"]))
+                by_group.setdefault(row["group"], _SavedOffsets()).commit(crashes, row["queue_offset"])
         elif row["msg_key"] is not None:
-            for group, seen in commits.get((row["topic"], row["queue_id"]), {}).items():
-                if any(c < crashes and offset > row["queue_offset"] for c, offset in seen):
+            for group, saved in commits.get((row["topic"], row["queue_id"]), {}).items():
+                if saved.before(crashes) > row["queue_offset"]:
                     out.add((group, row["msg_key"]))
     return out
+
+
+class _SavedOffsets:
+    """The highest offset a group committed on a queue before the current crash count, in O(1):
+    ``best`` folds every earlier crash count, ``current`` is the highest of count ``at``."""
+
+    __slots__ = ("at", "best", "current")
+
+    def __init__(self) -> None:
+        self.best, self.at, self.current = -1, -1, -1
+
+    def commit(self, crashes: int, offset: int) -> None:
+        if crashes != self.at:
+            self.best, self.at, self.current = max(self.best, self.current), crashes, offset
+        else:
+            self.current = max(self.current, offset)
+
+    def before(self, crashes: int) -> int:
+        """The highest offset committed with fewer than ``crashes`` crashes before it."""
+        return self.best if crashes == self.at else max(self.best, self.current)
 
 
 def skipped_by_saved_delay_progress(trace: Trace) -> set[Any]:
