@@ -11,6 +11,7 @@ with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
 ``load`` returns one lazy DataFrame (never cached: each pass of the audit
 re-reads only the Parquet columns it needs) with the audit columns plus
 ``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
+``detail`` (its JSON text, for the reference plan),
 ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
 expressions.
@@ -187,10 +188,18 @@ def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
         send_back_max(df).alias("sb_max"),
         check_times(df).alias("check_times"),
         filter_detail(df).alias("filter_detail"),
+        detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
     )
     return out, has_trace_id
+
+
+def detail_text(df: DataFrame) -> Column:
+    """``detail`` as its JSON text (null when absent): what the reference plan's checker reads."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    return F.col("detail").cast("string")
 
 
 def filter_detail(df: DataFrame) -> Column:
