@@ -6,9 +6,9 @@ rmqspec is a namespace package whose sub-packages live in separate folders
 (``model/``, ``traces/``, …), so the zip is built from the imported
 sub-packages: ``rmqspec/model/…``, ``rmqspec/properties/…``,
 ``rmqspec/traces/…``, ``rmqspec/spark/…`` — everything the audit imports
-(``cli`` is not needed on the cluster). The executors need ``attrs`` and
-``pyarrow`` as well (``pip install attrs pyarrow`` on the nodes, or a
-packed virtualenv via ``spark.archives``).
+(``cli`` is not needed on the cluster). The executors need ``attrs``,
+``pyarrow`` and ``lark`` as well (``pip install attrs pyarrow lark`` on the
+nodes, or a packed virtualenv via ``spark.archives``).
 """
 
 from __future__ import annotations
