@@ -74,9 +74,11 @@ SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
 }
-# Local Parquet input up to this size (~250 k events of a generated trace)
+# Local Parquet input up to this size (~270 k events of a generated trace)
 # takes the reference plan under ``--plan auto``: the reference checker in one
-# Python worker (its memory grows with the largest trace: ~1 KB per row).
+# Python worker, whose memory grows with the input (~1.5 KB per row: a peak of
+# 486 MB for 312 k events, which took 20 s end to end against 47 s for the
+# SQL small plan; bench/results/small-audit.txt).
 REFERENCE_INPUT_BYTES = 4 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
