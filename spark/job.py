@@ -27,13 +27,18 @@ Run it on a cluster with ``spark-submit`` (see ``spark/README.md``)::
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # spark-submit runs this file as a script: its folder (profile.py…) must not
+    # shadow the standard modules pyspark imports (``profile``), so it leaves sys.path
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 

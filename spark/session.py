@@ -6,8 +6,9 @@ for a job of seconds: ``SMALL_INPUT_JVM_OPTIONS``), ANSI casts off (a bad value 
 reported, never an exception) and the log level at ERROR. With ``quiet``
 the JVM's own stderr (log4j banner, "incubator modules" and hostname
 warnings) is sent to /dev/null while the gateway starts; errors still reach
-Python as exceptions. On a cluster (``spark-submit``) the session already
-exists and only the runtime settings apply.
+Python as exceptions. Under ``spark-submit`` the JVM already runs
+(``PYSPARK_GATEWAY_PORT``): ``master`` is ignored (the submit's ``--master``
+stands) and only the runtime settings matter.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def audit_session(
     ``spark.driver.extraJavaOptions``)."""
     active = SparkSession.getActiveSession()
     if active is None:
+        if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit started the JVM: its --master stands
+            master = None
         if master and master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             # Python workers (the filter rules, spark/rules_filter.py) import rmqspec: this interpreter
