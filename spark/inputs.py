@@ -19,6 +19,7 @@ expressions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from functools import reduce
 from pathlib import Path
@@ -68,6 +69,7 @@ class Inputs:
     parquet: tuple[str, ...]
     rejected: tuple[Rejected, ...]
     jsonl_rows: int
+    seconds: float = 0.0  # spent in ``prepare`` (JSONL conversion): part of the audit's wall time
 
 
 def _is_uri(path: str) -> bool:
@@ -81,6 +83,7 @@ def prepare(
     on_progress: Callable[[int, int | None], None] | None = None,
 ) -> Inputs:
     """Check every input and convert JSONL to Parquet under ``work_dir/_jsonl``."""
+    started = time.monotonic()
     parquet: list[str] = []
     rejected: list[Rejected] = []
     jsonl_rows = 0
@@ -113,7 +116,7 @@ def prepare(
             if writer is not None:
                 writer.close()
                 parquet.append(str(out.resolve()))
-    return Inputs(tuple(paths), tuple(parquet), tuple(rejected), jsonl_rows)
+    return Inputs(tuple(paths), tuple(parquet), tuple(rejected), jsonl_rows, time.monotonic() - started)
 
 
 def _empty(spark: SparkSession) -> DataFrame:

@@ -359,6 +359,8 @@ def run_audit(
     if prepared is None:
         stage("prepare inputs")
         prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
+    else:  # prepared before the session started: its time still counts
+        start -= prepared.seconds
 
     stage("read + validate")
     rows, has_trace_id = inputs_mod.load(spark, prepared)
