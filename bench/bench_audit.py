@@ -21,9 +21,12 @@ trace directory works too), then in one Spark session:
   ``small,scale`` both plans are profiled.
 - ``--e2e N``: ``rmqspec audit`` of the smallest trace converted to JSONL,
   end to end in a fresh process (JVM start included), N rounds alternating
-  ``--plan auto`` with the baseline ``--plan scale`` (the plan every input
-  had before small inputs got their own); the machine load is printed with
-  each figure.
+  ``--plan auto`` with the baseline ``--e2e-baseline`` (default ``small``:
+  the SQL plan ``auto`` chose for small inputs before the reference plan;
+  ``scale`` is the plan every input had before that); the machine load is
+  printed with each figure.
+- ``--plans reference`` in a profile: the reference plan is one job (the
+  reference checker in Spark's Python workers), so it is timed whole.
 """
 
 from __future__ import annotations
@@ -119,16 +122,16 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def _e2e(work: Path, trace: Path, rounds: int) -> None:
-    """``rmqspec audit`` of ``trace`` as JSONL in fresh processes: ``--plan auto`` vs ``--plan scale``."""
+def _e2e(work: Path, trace: Path, rounds: int, baseline: str = "small") -> None:
+    """``rmqspec audit`` of ``trace`` as JSONL in fresh processes: ``--plan auto`` vs ``--plan baseline``."""
     jsonl = work / f"{trace.name}.jsonl"
     if not jsonl.exists():
         code = rmqspec(["trace", "convert", str(trace), str(jsonl)])
         if code != 0:
             raise SystemExit(f"trace convert failed with exit code {code}")
-    times: dict[str, list[float]] = {"auto": [], "scale": []}
+    times: dict[str, list[float]] = {"auto": [], baseline: []}
     for i in range(rounds):
-        for plan in ("auto", "scale") if i % 2 == 0 else ("scale", "auto"):
+        for plan in ("auto", baseline) if i % 2 == 0 else (baseline, "auto"):
             load = _load()
             start = time.monotonic()
             done = subprocess.run(
@@ -144,9 +147,9 @@ def _e2e(work: Path, trace: Path, rounds: int) -> None:
     best = {plan: min(ts) for plan, ts in times.items()}
     median = {plan: sorted(ts)[len(ts) // 2] for plan, ts in times.items()}
     print(
-        f"e2e best: auto {best['auto']:.1f}s, scale {best['scale']:.1f}s (ratio {best['auto'] / best['scale']:.2f}); "
-        f"median: auto {median['auto']:.1f}s, scale {median['scale']:.1f}s "
-        f"(ratio {median['auto'] / median['scale']:.2f})",
+        f"e2e best: auto {best['auto']:.1f}s, {baseline} {best[baseline]:.1f}s "
+        f"(ratio {best['auto'] / best[baseline]:.2f}); median: auto {median['auto']:.1f}s, "
+        f"{baseline} {median[baseline]:.1f}s (ratio {median['auto'] / median[baseline]:.2f})",
         flush=True,
     )
 
@@ -159,7 +162,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", default="/tmp/rmqspec-bench-audit", help="where traces are kept")
     parser.add_argument("--no-reference", action="store_true", help="skip the reference checker")
     parser.add_argument("--profile", action="store_true", help="per-pass and per-stage breakdown for each size")
-    parser.add_argument("--plans", default="auto", help="plans to profile: auto, small, scale (comma-separated)")
+    parser.add_argument("--plans", default="auto",
+                        help="plans to profile: auto (the SQL plan by size), small, scale, reference (comma-separated)")
+    parser.add_argument("--e2e-baseline", default="small", choices=("small", "scale"),
+                        help="the plan --e2e compares --plan auto with (default small)")
     parser.add_argument("--e2e", type=int, default=0, metavar="N",
                         help="N rounds of rmqspec audit end to end on the smallest size as JSONL")  # fmt: skip
     args = parser.parse_args(argv)
@@ -193,12 +199,17 @@ def main(argv: list[str]) -> int:
     if args.profile:
         for n in sizes:
             for plan in [p.strip() for p in args.plans.split(",") if p.strip()]:
+                if plan == "reference":
+                    summary = run_audit(spark, [str(traces[n])], str(work / f"out-{_label(n)}"), plan="reference")
+                    print(f"profile {_label(n)} --plan reference: one job, {summary.wall_time_s:.2f}s "
+                          f"(load {_load()})", flush=True)  # fmt: skip
+                    continue
                 small = {"auto": None, "small": True, "scale": False}[plan]
                 print(f"profile {_label(n)} --plan {plan} (load {_load()})", flush=True)
                 profiles = profile_audit(spark, [str(traces[n])], str(work / f"out-{_label(n)}"), small=small)
                 print(render_profile(profiles), flush=True)
     if args.e2e:
-        _e2e(work, traces[min(sizes)], args.e2e)
+        _e2e(work, traces[min(sizes)], args.e2e, args.e2e_baseline)
     if not args.no_reference:
         n = min(sizes)
         count, ref_s = _reference(traces[n])

@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--events", default="1M", help="events of the whole history (e.g. 1M, 2M)")
     parser.add_argument("--days", type=int, default=2, help="equal days; the last one is audited incrementally")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--plan", choices=("auto", "small", "scale"), default="auto",
+    parser.add_argument("--plan", choices=("auto", "reference", "small", "scale"), default="auto",
                         help="the plan of both audits (auto: each picks by its input size)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="4g")
@@ -84,7 +84,7 @@ def main(argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     events = _size(args.events)
     days, rows = _days(work, events, args.days)
-    small = {"auto": None, "small": True, "scale": False}[args.plan]
+    plan = args.plan
     spark = audit_session(args.master, {"spark.driver.memory": args.driver_memory})
     config = AuditConfig()
     quiet = lambda _s: None  # noqa: E731
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
     state = None
     for i, day in enumerate(days[:-1]):
         out = str(run_dir / f"state{i + 1}")
-        run_incremental(spark, [day], str(run_dir / f"out{i + 1}"), config, state, out, on_stage=quiet, small=small)
+        run_incremental(spark, [day], str(run_dir / f"out{i + 1}"), config, state, out, on_stage=quiet, plan=plan)
         state = out
     print(f"history: {rows:,} events in {args.days} days; plan {args.plan}; master {args.master}")
     print(f"state after day {args.days - 1} (rows of a {rows // args.days:,}-event day): "
@@ -106,13 +106,13 @@ def main(argv: list[str]) -> int:
             start = time.monotonic()
             marks: dict[str, float] = {}
             if which == "full":
-                run_audit(spark, days, str(run_dir / "full"), config, small=small)
+                run_audit(spark, days, str(run_dir / "full"), config, plan=plan)
             elif which == "day":
-                run_audit(spark, [days[-1]], str(run_dir / "day"), config, small=small)
+                run_audit(spark, [days[-1]], str(run_dir / "day"), config, plan=plan)
             else:
                 run_incremental(spark, [days[-1]], str(run_dir / "incr"), config, state,
                                 str(run_dir / f"state-next{r}"), on_stage=lambda name, m=marks: m.setdefault(
-                                    name, time.monotonic()), small=small)
+                                    name, time.monotonic()), plan=plan)
             end = time.monotonic()
             timings[which] = end - start
             note = ""

@@ -211,8 +211,7 @@ def _broker_config(args: argparse.Namespace) -> Any:
 
 
 def _audit(args: argparse.Namespace, traces: Path, out: Path, config: Any) -> Any:
-    from rmqspec.spark.job import run_audit
-    from rmqspec.spark.session import audit_session
+    from rmqspec.spark.job import run_audit, start_audit
 
     started = time.monotonic()
 
@@ -220,10 +219,10 @@ def _audit(args: argparse.Namespace, traces: Path, out: Path, config: Any) -> An
         if not args.quiet:
             print(f"audit: {name} ({time.monotonic() - started:.1f}s)", file=sys.stderr, flush=True)
 
-    stage("starting Spark")
     conf = {"spark.driver.memory": "4g"} if args.master.startswith("local") else {}
-    spark = audit_session(args.master, conf)
-    return run_audit(spark, [str(traces)], str(out / "audit"), config, on_stage=stage)
+    paths, target = [str(traces)], str(out / "audit")
+    spark, prepared, plan = start_audit(paths, target, args.master, conf, on_stage=stage)
+    return run_audit(spark, paths, target, config, on_stage=stage, plan=plan, prepared=prepared)
 
 
 # ---------------------------------------------------------------------------

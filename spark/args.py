@@ -24,10 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--plan",
-        choices=("auto", "small", "scale"),
+        choices=("auto", "reference", "small", "scale"),
         default="auto",
-        help="small: cached input, one shuffle partition, one job for the rules; scale: AQE and shuffles "
-        "sized to the input; auto (default): small for local input up to 8 MB of Parquet",
+        help="reference: the reference checker run per trace in Spark's Python workers, one job; "
+        "small: the SQL rules on cached input, one shuffle partition, one job; scale: the SQL rules with "
+        "AQE and shuffles sized to the input; auto (default): reference for local input up to 4 MB of "
+        "Parquet, small up to 8 MB, else scale",
     )
     parser.add_argument(
         "--since",

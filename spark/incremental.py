@@ -170,7 +170,7 @@ def run(
     state_out: str | None,
     *,
     on_stage: Callable[[str], None],
-    small: bool | None,
+    plan: str = "auto",
 ) -> Any:
     """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
     from rmqspec.spark import job
@@ -228,7 +228,7 @@ def run(
             _write_rows(pulled, str(work / "pulled"), has_trace_id)
             carried_files.append(str(work / "pulled"))
     on_stage("audit")
-    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, small=small)
+    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, plan=plan)
 
     on_stage("merge findings")
     trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
@@ -252,7 +252,7 @@ def run(
     state_json: dict[str, Any] | None = None
     if state_out:
         on_stage("carry state")
-        small_input = job._is_small([*prepared.parquet, *carried_files]) if small is None else small
+        small_input = job.is_small_plan(plan, [*prepared.parquet, *carried_files])
         tuning = dict(job.SMALL_INPUT_CONF) if small_input else {
             "spark.sql.shuffle.partitions": str(job._shuffle_partitions(spark, prepared.parquet))}
         saved = {key: spark.conf.get(key, None) for key in tuning}

@@ -11,6 +11,7 @@ with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
 ``load`` returns one lazy DataFrame (never cached: each pass of the audit
 re-reads only the Parquet columns it needs) with the audit columns plus
 ``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
+``detail`` (its JSON text, for the reference plan),
 ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
 expressions.
@@ -18,6 +19,7 @@ expressions.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from functools import reduce
 from pathlib import Path
@@ -67,6 +69,7 @@ class Inputs:
     parquet: tuple[str, ...]
     rejected: tuple[Rejected, ...]
     jsonl_rows: int
+    seconds: float = 0.0  # spent in ``prepare`` (JSONL conversion): part of the audit's wall time
 
 
 def _is_uri(path: str) -> bool:
@@ -80,6 +83,7 @@ def prepare(
     on_progress: Callable[[int, int | None], None] | None = None,
 ) -> Inputs:
     """Check every input and convert JSONL to Parquet under ``work_dir/_jsonl``."""
+    started = time.monotonic()
     parquet: list[str] = []
     rejected: list[Rejected] = []
     jsonl_rows = 0
@@ -112,7 +116,7 @@ def prepare(
             if writer is not None:
                 writer.close()
                 parquet.append(str(out.resolve()))
-    return Inputs(tuple(paths), tuple(parquet), tuple(rejected), jsonl_rows)
+    return Inputs(tuple(paths), tuple(parquet), tuple(rejected), jsonl_rows, time.monotonic() - started)
 
 
 def _empty(spark: SparkSession) -> DataFrame:
@@ -187,10 +191,18 @@ def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
         send_back_max(df).alias("sb_max"),
         check_times(df).alias("check_times"),
         filter_detail(df).alias("filter_detail"),
+        detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
     )
     return out, has_trace_id
+
+
+def detail_text(df: DataFrame) -> Column:
+    """``detail`` as its JSON text (null when absent): what the reference plan's checker reads."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    return F.col("detail").cast("string")
 
 
 def filter_detail(df: DataFrame) -> Column:

@@ -3,6 +3,11 @@
 ``run_audit(spark, paths, out, config)`` is the library entry (the CLI's
 ``rmqspec audit`` and ``spark-submit`` both call it through ``main``):
 
+The plan (``--plan``, ``choose_plan``): ``reference`` (the default for a
+small local input, ``REFERENCE_INPUT_BYTES``) runs the reference checker in
+Spark's Python workers as one job (``spark/reference.py``) and writes the
+outputs from the driver; ``small`` and ``scale`` run the SQL rules, as follows:
+
 1. prepare: check the inputs, convert JSONL to Parquet (driver side);
 2. facts: one scan of the Parquet columns it needs, validating every row,
    aggregated per trace (row counts, drain seq, crash/recover seqs for
@@ -22,14 +27,18 @@ Run it on a cluster with ``spark-submit`` (see ``spark/README.md``)::
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":  # spark-submit runs this file as a script: its folder (profile.py…) must not
+    # shadow the standard modules pyspark imports (``profile``), so it leaves sys.path
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
 import argparse
 import json
 import math
-import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -41,6 +50,7 @@ from pyspark.sql import types as T
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
+from rmqspec.spark import reference
 from rmqspec.spark.args import add_arguments
 from rmqspec.spark.config import AuditConfig, ConfigError, load_config
 from rmqspec.spark.errors import StateError
@@ -69,6 +79,16 @@ SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
 }
+# Local Parquet input up to this size (~270 k events of a generated trace)
+# takes the reference plan under ``--plan auto``: the reference checker in one
+# Python worker, whose memory grows with the input (~1.5 KB per row: a peak of
+# 486 MB for 312 k events, which took 20 s end to end against 47 s for the
+# SQL small plan; bench/results/small-audit.txt).
+REFERENCE_INPUT_BYTES = 4 * 1024 * 1024
+PLANS = ("auto", "reference", "small", "scale")
+# The rules passes the reference checker states; a pass registered beyond these
+# (``rules.register_pass``) runs only in the SQL plans, so ``auto`` then picks one.
+REFERENCE_PASSES = frozenset({"row", "queue", "lock", "consumer", "message", "txn", "lifecycle"})
 
 
 @attrs.frozen
@@ -193,11 +213,14 @@ def _at_risk(spark: SparkSession, facts: list[Any]) -> DataFrame | None:
 
 
 def _input_bytes(parquet: Sequence[str]) -> int:
+    """Bytes of the local Parquet inputs (a directory: its ``*.parquet`` files)."""
     total = 0
     for path in parquet:
         if _is_local(path):
+            local = Path(path.removeprefix("file:"))
             try:
-                total += os.path.getsize(path.removeprefix("file:"))
+                files = sorted(local.glob("*.parquet")) if local.is_dir() else [local]
+                total += sum(f.stat().st_size for f in files)
             except OSError:
                 continue
     return total
@@ -239,6 +262,25 @@ def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) ->
 def _is_small(parquet: Sequence[str]) -> bool:
     """Whether the input is local and at most ``SMALL_INPUT_BYTES`` (a few hundred k events)."""
     return all(_is_local(p) for p in parquet) and _input_bytes(parquet) <= SMALL_INPUT_BYTES
+
+
+def choose_plan(plan: str, parquet: Sequence[str]) -> str:
+    """``reference``, ``small`` or ``scale`` for ``--plan`` (``auto``: by the local input's size)."""
+    if plan not in PLANS:
+        raise ValueError(f"unknown plan {plan!r}; expected one of {PLANS}")
+    if plan != "auto":
+        return plan
+    if not _is_small(parquet):
+        return "scale"
+    from rmqspec.spark import rules
+
+    only_reference = {name for name, _ in rules.PASSES} <= REFERENCE_PASSES
+    return "reference" if only_reference and _input_bytes(parquet) <= REFERENCE_INPUT_BYTES else "small"
+
+
+def is_small_plan(plan: str, parquet: Sequence[str]) -> bool:
+    """Whether the Spark steps of ``plan`` (``auto`` resolved) take ``SMALL_INPUT_CONF``."""
+    return choose_plan(plan, parquet) in ("reference", "small")
 
 
 Counts = dict[tuple[str, str], int]
@@ -298,25 +340,34 @@ def run_audit(
     config: AuditConfig | None = None,
     *,
     on_stage: Callable[[str], None] | None = None,
-    small: bool | None = None,
+    plan: str = "auto",
+    prepared: inputs_mod.Inputs | None = None,
 ) -> AuditSummary:
     """Audit the traces at ``paths``; write ``out/{violations,observations,rejected}`` and
     ``out/summary.json``. Raises ``TraceReadError`` for unreadable input.
 
-    ``small`` forces the small-input plan (True) or the scale plan (False);
-    by default it is chosen from the size of local input (``SMALL_INPUT_BYTES``)."""
+    ``plan``: ``reference`` (the reference checker in Spark's Python workers),
+    ``small`` (SQL rules, one partition) or ``scale`` (SQL rules, shuffles sized
+    to the input); ``auto`` chooses by the size of local input (``choose_plan``).
+    ``prepared``: the inputs as ``start_audit`` prepared them (else prepared here)."""
     config = config or AuditConfig()
     stage = on_stage or (lambda _name: None)
     start = time.monotonic()
     if _is_local(out):
         Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
 
-    stage("prepare inputs")
-    prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
+    if prepared is None:
+        stage("prepare inputs")
+        prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
+    else:  # prepared before the session started: its time still counts
+        start -= prepared.seconds
 
     stage("read + validate")
     rows, has_trace_id = inputs_mod.load(spark, prepared)
-    small = _is_small(prepared.parquet) if small is None else small
+    plan = choose_plan(plan, prepared.parquet)
+    if plan == "reference":
+        return _run_reference(spark, rows, has_trace_id, prepared, paths, out, config, stage, start)
+    small = plan == "small"
     tuning = dict(SMALL_INPUT_CONF) if small else {}
     tuning.setdefault("spark.sql.shuffle.partitions", str(_shuffle_partitions(spark, prepared.parquet)))
     saved = {key: spark.conf.get(key, None) for key in tuning}
@@ -406,6 +457,99 @@ def run_audit(
     return summary
 
 
+def _arrow_type(dtype: T.DataType) -> Any:
+    import pyarrow as pa
+
+    if isinstance(dtype, T.ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(dtype.elementType)))
+    return {T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64()}[type(dtype)]
+
+
+def _write_rows(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.StructType, path: str) -> None:
+    """``rows`` as one Parquet file under the directory ``path`` (replaced): from the driver with
+    pyarrow when ``path`` is local (no Spark job), else through Spark."""
+    if not _is_local(path):
+        spark.createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(path)
+        return
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target = Path(path.removeprefix("file:"))
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    arrow = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in schema.fields])
+    columns = [[row[i] for row in rows] for i in range(len(schema.fields))]
+    pq.write_table(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, arrow, strict=True)],
+                                        schema=arrow), target / "part-00000.snappy.parquet")
+    (target / "_SUCCESS").write_bytes(b"")
+
+
+def _finding_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The SQL plans' order (trace, last seq, code, seqs), then the other columns for ties."""
+    rest = tuple((row[k] is None, row[k] if row[k] is not None else 0) for k in (*OUTPUT_KEYS, "reason"))
+    return (row["trace"], row["seqs"][-1], row["code"], list(row["seqs"]), rest)
+
+
+def _run_reference(
+    spark: SparkSession,
+    rows: DataFrame,
+    has_trace_id: bool,
+    prepared: inputs_mod.Inputs,
+    paths: Sequence[str],
+    out: str,
+    config: AuditConfig,
+    stage: Callable[[str], None],
+    start: float,
+) -> AuditSummary:
+    """The reference plan (``spark/reference.py``): one job, outputs written from the driver."""
+    stage("reference checker")
+    partitions = 1 if _is_small(prepared.parquet) else _shuffle_partitions(spark, prepared.parquet)
+    try:
+        got = reference.collect_audit(rows, config.params, config.subscriptions, partitions)
+    except Exception as exc:  # corrupt data pages surface only when Spark reads them
+        if "parquet" not in str(exc).lower() or "Traceback" in str(exc):
+            raise  # not the input's fault: the checker or Spark itself failed
+        raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
+    findings = sorted(got.findings, key=_finding_order)
+    counts: Counts = {}
+    for r in findings:
+        counts[(r["kind"], r["code"])] = counts.get((r["kind"], r["code"]), 0) + 1
+    fields = {f.name: f for f in reference.FINDING_SCHEMA.fields}
+    cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
+    schema = T.StructType(
+        [T.StructField("trace_id", T.StringType()) if c == "trace_id" else fields[c] for c in cols]
+    )
+    source = ["trace" if c == "trace_id" else c for c in cols]
+    stage("write outputs")
+    for kind, name in (("violation", "violations"), ("observation", "observations")):
+        part = [tuple(r[c] for c in source) for r in findings if r["kind"] == kind]
+        _write_rows(spark, part, schema, f"{out}/{name}")
+    rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected] + list(got.rejected)
+    _write_rows(spark, rejected, T.StructType([T.StructField("position", T.StringType()),
+                                               T.StructField("seq", T.LongType()),
+                                               T.StructField("reason", T.StringType())]), f"{out}/rejected")
+    summary = AuditSummary(
+        violations={c: counts.get(("violation", c), 0) for c in VIOLATION_CODES},
+        observations={c: counts.get(("observation", c), 0) for c in OBSERVATION_CODES},
+        events_read=got.good + len(got.rejected) + len(prepared.rejected),
+        rows_rejected=len(got.rejected) + len(prepared.rejected),
+        not_judged=not_judged_reasons(got.has_drain, got.lacking, got.unknown),
+        wall_time_s=time.monotonic() - start,
+        inputs=tuple(paths),
+        master=spark.sparkContext.master,
+        out=out,
+        rejected_sample=tuple(
+            f"{position} (seq {'?' if seq is None else seq}): {reason}" for position, seq, reason in rejected[:20]
+        ),
+        samples=tuple((r["code"], tuple(r["seqs"]), r["reason"]) for r in findings if r["kind"] == "violation")[:10],
+    )
+    _write_text(spark, f"{out}/summary.json", json.dumps(summary.as_json(), indent=2) + "\n")
+    return summary
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     for line in text.splitlines():
@@ -436,6 +580,31 @@ def render_summary(summary: AuditSummary) -> str:
     total = sum(summary.violations.values())
     lines.append(f"{total} violation(s); results in {summary.out}")
     return "\n".join(lines)
+
+
+def start_audit(
+    paths: Sequence[str],
+    out: str,
+    master: str,
+    conf: Mapping[str, str],
+    plan: str = "auto",
+    *,
+    on_stage: Callable[[str], None] | None = None,
+) -> tuple[SparkSession, inputs_mod.Inputs, str]:
+    """(session, prepared inputs, plan): the inputs are checked and JSONL converted on the
+    driver first, so the plan is known before the JVM starts and a small input gets a
+    JVM tuned for it (``session.SMALL_INPUT_JVM_OPTIONS``). Raises ``TraceReadError``."""
+    from rmqspec.spark.session import audit_session
+
+    stage = on_stage or (lambda _name: None)
+    if _is_local(out):
+        Path(out.removeprefix("file:")).mkdir(parents=True, exist_ok=True)
+    stage("prepare inputs")
+    prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
+    plan = choose_plan(plan, prepared.parquet)
+    stage("starting Spark")
+    spark = audit_session(master, conf, small_input=plan in ("reference", "small"))
+    return spark, prepared, plan
 
 
 class AuditUsageError(ValueError):
@@ -473,15 +642,16 @@ def run(args: argparse.Namespace) -> int:
                 raise incremental.StateError(f"{path}: {flag} of an incremental audit must be a local directory")
         if since:  # fail before the JVM starts
             incremental.read_state(since, config)
-    stage("starting Spark")
-    spark = audit_session(args.master, conf)
-    small = {"auto": None, "small": True, "scale": False}[getattr(args, "plan", "auto")]
+    plan = getattr(args, "plan", "auto")
     if since or state_out:
+        stage("starting Spark")
+        spark = audit_session(args.master, conf)
         summary = incremental.run(
-            spark, args.paths, args.out, config, since, state_out, on_stage=stage, small=small
+            spark, args.paths, args.out, config, since, state_out, on_stage=stage, plan=plan
         )
     else:
-        summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, small=small)
+        spark, prepared, plan = start_audit(args.paths, args.out, args.master, conf, plan, on_stage=stage)
+        summary = run_audit(spark, args.paths, args.out, config, on_stage=stage, plan=plan, prepared=prepared)
     if args.json:
         print(json.dumps(summary.as_json(), indent=2))
     else:

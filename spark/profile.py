@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 ``profile_audit(spark, paths, out)`` runs the audit's phases one at a time
-in the session it is given, with the plan ``run_audit`` would choose for
-that input (small-input or scale plan, ``job.SMALL_INPUT_CONF``): the facts
+in the session it is given, with the SQL plan ``run_audit`` would choose for
+that input (small-input or scale plan, ``job.SMALL_INPUT_CONF``; the
+reference plan, ``spark/reference.py``, has no passes to profile): the facts
 pass (a collect), then every pass of ``rules.PASSES`` on its own, executed
 with Spark's ``noop`` sink (the full query runs, nothing is written). For
 each phase it records the wall time and, from Spark's status store (which

@@ -6,9 +6,9 @@ rmqspec is a namespace package whose sub-packages live in separate folders
 (``model/``, ``traces/``, …), so the zip is built from the imported
 sub-packages: ``rmqspec/model/…``, ``rmqspec/properties/…``,
 ``rmqspec/traces/…``, ``rmqspec/spark/…`` — everything the audit imports
-(``cli`` is not needed on the cluster). The executors need ``attrs`` and
-``pyarrow`` as well (``pip install attrs pyarrow`` on the nodes, or a
-packed virtualenv via ``spark.archives``).
+(``cli`` is not needed on the cluster). The executors need ``attrs``,
+``pyarrow`` and ``lark`` as well (``pip install attrs pyarrow lark`` on the
+nodes, or a packed virtualenv via ``spark.archives``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ def build_zip(target: str | Path) -> Path:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        # zipimport does not find the sub-packages of a namespace package: in the zip rmqspec is a
+        # regular package (without this, executors without rmqspec installed cannot unpickle the
+        # Python functions of the filter rules and of the reference plan)
+        zf.writestr("rmqspec/__init__.py", '"""rmqspec, as shipped to Spark executors (spark/submit.py)."""\n')
         for name in PACKAGES:
             module = importlib.import_module(f"rmqspec.{name}")
             root = Path(next(iter(module.__path__)))

@@ -46,6 +46,8 @@ __all__ = [
     "Finding",
     "Rejected",
     "check",
+    "check_trace",
+    "lacking_fields",
     "not_judged_reasons",
     "render_text",
     "report_json",
@@ -163,7 +165,8 @@ def not_judged_reasons(
     return out
 
 
-def _lacking(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+def lacking_fields(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """(code, event) -> rows of ``event`` lacking a field ``NEEDS[code]`` lists for it."""
     out: dict[tuple[str, str], int] = {}
     for code, needs in NEEDS.items():
         for event, fields in needs:
@@ -173,6 +176,18 @@ def _lacking(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
             if n:
                 out[(code, event)] = n
     return out
+
+
+def check_trace(
+    rows: list[dict[str, Any]],
+    params: AuditParams,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[Trace, list[Finding]]:
+    """(the built trace, every detector's findings) for one trace's valid rows; sorts
+    ``rows`` by ``seq`` in place (stable). The Spark audit's reference plan calls this too."""
+    rows.sort(key=lambda r: r["seq"])
+    trace = Trace.build(rows, params, subscriptions)
+    return trace, [finding for detector in DETECTORS for finding in detector(trace)]
 
 
 def check(
@@ -192,17 +207,15 @@ def check(
     observations: list[Finding] = []
     has_drain = True
     for trace_id, trace_rows in traces.items():
-        trace_rows.sort(key=lambda r: r["seq"])
-        trace = Trace.build(trace_rows, params, subscriptions)
+        trace, findings = check_trace(trace_rows, params, subscriptions)
         has_drain = has_drain and trace.drain_seq is not None
-        for detector in DETECTORS:
-            for finding in detector(trace):
-                if trace_id is not None:
-                    finding = attrs.evolve(finding, trace_id=str(trace_id))
-                if finding.code in VIOLATION_CODES:
-                    violations.append(finding)
-                else:
-                    observations.append(finding)
+        for finding in findings:
+            if trace_id is not None:
+                finding = attrs.evolve(finding, trace_id=str(trace_id))
+            if finding.code in VIOLATION_CODES:
+                violations.append(finding)
+            else:
+                observations.append(finding)
     if not traces:
         has_drain = False
     order = lambda f: (f.trace_id or "", f.seqs[-1], f.code, f.seqs)  # noqa: E731
@@ -211,7 +224,7 @@ def check(
         observations=tuple(sorted(observations, key=order)),
         events_read=len(raw),
         rows_rejected=len(rejected),
-        not_judged=not_judged_reasons(has_drain, _lacking(good), unknown_statuses(good)),
+        not_judged=not_judged_reasons(has_drain, lacking_fields(good), unknown_statuses(good)),
         rejected=tuple(rejected),
     )
 

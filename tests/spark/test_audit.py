@@ -106,10 +106,10 @@ def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path):
     stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]
     pq.write_table(rows_to_table(stored), tmp_path / "cases.parquet")
     got = {}
-    for small in (True, False):
-        out = tmp_path / f"out-{small}"
-        summary = run_audit(spark, [str(tmp_path / "cases.parquet")], str(out), small=small)
+    for plan in ("small", "scale"):
+        out = tmp_path / f"out-{plan}"
+        summary = run_audit(spark, [str(tmp_path / "cases.parquet")], str(out), plan=plan)
         tables = [pq.read_table(out / name) for name in ("violations", "observations")]
-        got[small] = (pa.concat_tables(tables).to_pylist(), summary.violations, summary.not_judged)
-    assert got[True] == got[False]
-    assert sum(got[False][1].values()) > 30
+        got[plan] = (pa.concat_tables(tables).to_pylist(), summary.violations, summary.not_judged)
+    assert got["small"] == got["scale"]
+    assert sum(got["scale"][1].values()) > 30

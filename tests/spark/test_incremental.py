@@ -47,7 +47,10 @@ def _found(out: Path) -> list[tuple]:
     return sorted(got)
 
 
-def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path):
+@pytest.mark.parametrize("plan", ["small", "reference"])
+def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, plan):
+    """With the SQL rules (``small``: the differential test of spark/carry.py and the rules
+    against the checker) and with the reference plan (the incremental path honours it)."""
     generate(tmp_path / "whole", GenConfig(events=12_000, seed=5, inject=NO_FILTERS, crashes=1))
     rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
     report = check(rows)
@@ -65,7 +68,7 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path)
     for i, day in enumerate(days):
         out, state_out = tmp_path / f"out{i}", str(tmp_path / f"state{i}")
         summary = run_incremental(spark, [day], str(out), config, state, state_out,
-                                  on_stage=lambda _s: None, small=None)
+                                  on_stage=lambda _s: None, plan=plan)
         state = state_out
     assert _found(out) == full
     assert sum(summary.violations.values()) + sum(summary.observations.values()) == len(full)
@@ -77,12 +80,12 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path)
     tail.mkdir()
     pq.write_table(read_table(tmp_path / "whole")[0].slice(0, 0), tail / "part-00000.parquet")
     run_incremental(spark, [str(tail)], str(tmp_path / "out_tail"), config, state, None,
-                    on_stage=lambda _s: None, small=None)
+                    on_stage=lambda _s: None, plan=plan)
     assert _found(tmp_path / "out_tail") == full
     # a day that is not the next one: named, before any audit
     with pytest.raises(StateError, match="not the day after this state"):
         run_incremental(spark, [days[0]], str(tmp_path / "out_again"), config, state, None,
-                        on_stage=lambda _s: None, small=None)
+                        on_stage=lambda _s: None, plan=plan)
 
 
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):

@@ -1,0 +1,189 @@
+"""The reference plan: the reference checker run inside Spark, for small inputs.
+
+Theory of operation
+-------------------
+On a small input the SQL rules cost Spark's fixed costs, not the data: seconds of
+Python plan building and Catalyst planning, and some 60 stages. This plan runs the
+whole audit as one Spark job of one stage (``coalesce(1)``; inputs too large for one
+task are repartitioned by trace instead): the rows of ``inputs.load`` — validated by
+the same column expressions as the SQL plans, so the same rows are rejected with the
+same positions and values are typed the same way — go through the DataFrame's RDD
+(``mapPartitions``: pickled rows, no pandas needed, unlike ``mapInArrow`` in PySpark
+4) to Spark's Python workers, where ``audit_rows`` groups them by trace, sorts each
+trace by ``seq`` and runs the reference checker on it (``traces.checker.check_trace``: the
+detectors of ``traces/checks_*.py``, which ``tests/spark/test_audit.py`` holds equal
+to the SQL rules finding for finding). A row reaches the detectors as the dict the
+checker gets from a trace reader (SPEC §8's columns, ``detail`` decoded from its
+JSON text; text that is not JSON stays text, which the detectors read as no detail,
+as the SQL rules do).
+
+The worker returns dicts tagged by ``kind``: ``violation`` / ``observation`` (the
+columns of ``rules.all_findings``), ``rejected`` (``position``, ``seq``, ``reason``)
+and one ``facts`` dict per trace with valid rows (the valid row count, whether it has
+a drain, the rows lacking a field a rule needs and the rows with a status their rules
+do not know — what the SQL plans' facts pass computes). ``collect_audit`` collects
+them (the input is small) into ``Collected``; ``spark/job.py`` writes the outputs and
+``summary.json`` from it on the driver. Nothing here is specific to local mode:
+the function and its arguments are pickled to the workers, which import
+``rmqspec.traces`` (shipped in the ``--py-files`` zip on a cluster).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
+from rmqspec.spark.inputs import AUDIT_COLUMNS
+from rmqspec.traces.checker import check_trace, lacking_fields
+from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
+from rmqspec.traces.schema import COLUMNS
+
+__all__ = ["FINDING_SCHEMA", "Collected", "audit_rows", "collect_audit"]
+
+KEY_TYPES: dict[str, T.DataType] = {
+    "group": T.StringType(),
+    "topic": T.StringType(),
+    "queue_id": T.IntegerType(),
+    "msg_key": T.StringType(),
+    "client_id": T.StringType(),
+    "txn_id": T.StringType(),
+}
+# The finding columns of ``rules.all_findings`` (``trace`` is written as ``trace_id``).
+FINDING_SCHEMA = T.StructType(
+    [
+        T.StructField("kind", T.StringType()),
+        T.StructField("code", T.StringType()),
+        T.StructField("seqs", T.ArrayType(T.LongType())),
+        T.StructField("trace", T.StringType()),
+        *[T.StructField(name, KEY_TYPES[name]) for name in KEY_COLUMNS],
+        T.StructField("reason", T.StringType()),
+    ]
+)
+INPUT_COLUMNS: tuple[str, ...] = ("trace", *AUDIT_COLUMNS, "detail", "position", "problem")
+
+
+def _decoded(text: Any) -> Any:
+    """``detail`` as the trace readers give it (a mapping); text that is not JSON stays text."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _trace_findings(
+    trace: str, rows: list[dict[str, Any]], params: AuditParams, subscriptions: Mapping[str, Sequence[str]] | None
+) -> Iterator[dict[str, Any]]:
+    built, findings = check_trace(rows, params, subscriptions)
+    for f in findings:
+        out: dict[str, Any] = {
+            "kind": "violation" if f.code in VIOLATION_CODES else "observation",
+            "code": f.code,
+            "seqs": list(f.seqs),
+            "trace": trace,
+        }
+        out.update({k: f.keys.get(k) for k in KEY_COLUMNS})
+        out["reason"] = f.reason
+        yield out
+    yield {
+        "kind": "facts",
+        "good": len(rows),
+        "drain": built.drain_seq is not None,
+        "lacking": lacking_fields(rows),
+        "unknown": unknown_statuses(rows),
+    }
+
+
+def audit_rows(
+    records: Iterable[Mapping[str, Any]],
+    params: AuditParams,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Audit every trace of ``records`` (``INPUT_COLUMNS``; whole traces only): rejected rows,
+    then per trace its findings and its facts."""
+    traces: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec["problem"] is not None:
+            yield {"kind": "rejected", "position": rec["position"], "seq": rec["seq"], "reason": rec["problem"]}
+            continue
+        row = {c: rec[c] for c in COLUMNS}
+        row["detail"] = _decoded(row["detail"])
+        traces.setdefault(rec["trace"] or "", []).append(row)
+    for trace, rows in traces.items():
+        yield from _trace_findings(trace, rows, params, subscriptions)
+
+
+def _partition_function(
+    params: AuditParams, subscriptions: Mapping[str, Sequence[str]] | None
+) -> Callable[[Iterable[Any]], Iterator[dict[str, Any]]]:
+    """What each Spark task runs: its partition's rows (pyspark ``Row``s) → ``audit_rows``."""
+
+    def run(rows: Iterable[Any]) -> Iterator[dict[str, Any]]:
+        return audit_rows((r.asDict() for r in rows), params, subscriptions)
+
+    return run
+
+
+@attrs.frozen
+class Collected:
+    """What the driver gets back: findings (dicts of ``FINDING_SCHEMA``), rejected rows
+    (position, seq, reason) and the facts the summary needs."""
+
+    findings: tuple[dict[str, Any], ...]
+    rejected: tuple[tuple[str, int | None, str], ...]
+    good: int
+    has_drain: bool
+    lacking: dict[tuple[str, str], int]
+    unknown: dict[tuple[str, str], int]
+
+
+def collect_audit(
+    rows: DataFrame,
+    params: AuditParams,
+    subscriptions: Mapping[str, Sequence[str]] | None,
+    partitions: int = 1,
+) -> Collected:
+    """Run the plan over ``rows`` (``inputs.load``'s frame) and collect it: one Spark job."""
+    frame = rows.select(*INPUT_COLUMNS)
+    frame = frame.coalesce(1) if partitions <= 1 else frame.repartition(partitions, "trace")
+    got = frame.rdd.mapPartitions(_partition_function(params, subscriptions)).collect()
+    findings: list[dict[str, Any]] = []
+    rejected: list[tuple[str, int | None, str]] = []
+    good, traces, drained = 0, 0, 0
+    lacking: dict[tuple[str, str], int] = {}
+    unknown: dict[tuple[str, str], int] = {}
+    for r in got:
+        kind = r["kind"]
+        if kind == "facts":
+            good += r["good"]
+            traces += 1
+            drained += bool(r["drain"])
+            for key, n in r["lacking"].items():
+                lacking[key] = lacking.get(key, 0) + n
+            for key, n in r["unknown"].items():
+                unknown[key] = unknown.get(key, 0) + n
+        elif kind == "rejected":
+            rejected.append((r["position"], r["seq"], r["reason"]))
+        else:
+            findings.append(r)
+    return Collected(
+        findings=tuple(findings),
+        rejected=tuple(sorted(rejected, key=_position_order)),
+        good=good,
+        has_drain=traces > 0 and drained == traces,
+        lacking=lacking,
+        unknown=unknown,
+    )
+
+
+def _position_order(rejected: tuple[str, int | None, str]) -> tuple[str, int]:
+    """``file#row`` by file, then row number."""
+    path, _, row = rejected[0].rpartition("#")
+    return (path, int(row)) if row.isdigit() else (rejected[0], -1)
