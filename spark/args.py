@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="reference: the reference checker run per trace in Spark's Python workers, one job; "
         "small: the SQL rules on cached input, one shuffle partition, one job; scale: the SQL rules with "
-        "AQE and shuffles sized to the input; auto (default): reference for local input up to 4 MB of "
-        "Parquet, small up to 8 MB, else scale",
+        "AQE and shuffles sized to the input; auto (default): reference for local input up to 16 MB of "
+        "Parquet, else scale (small up to 8 MB when a rules pass is registered)",
     )
     parser.add_argument(
         "--since",

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
-from rmqspec.spark.carry import carry
+from rmqspec.spark.carry import carry, reference_carry
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.traces.carry import merge, to_store
@@ -262,7 +262,10 @@ def run(
         if state is not None:
             history = history.unionByName(_read(spark, carried_files))
         history = _with_crashes(spark, history).persist()
-        keep, tomb, open_keys = carry(spark, history, config.subscriptions)
+        if job.choose_plan(plan, [*prepared.parquet, *carried_files]) == "reference":
+            keep, tomb, open_keys = reference_carry(history, config.subscriptions)
+        else:
+            keep, tomb, open_keys = carry(spark, history, config.subscriptions)
         target = Path(state_out)
         target.mkdir(parents=True, exist_ok=True)
         _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)

@@ -79,12 +79,13 @@ SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
 }
-# Local Parquet input up to this size (~270 k events of a generated trace)
+# Local Parquet input up to this size (~1 M events of a generated trace)
 # takes the reference plan under ``--plan auto``: the reference checker in one
 # Python worker, whose memory grows with the input (~1.5 KB per row: a peak of
-# 486 MB for 312 k events, which took 20 s end to end against 47 s for the
-# SQL small plan; bench/results/small-audit.txt).
-REFERENCE_INPUT_BYTES = 4 * 1024 * 1024
+# 486 MB for 312 k events). It is linear in the input (LOST's saved-offset
+# exemption was quadratic before) and beats the SQL plans up to here: 1 M events
+# (15 MB) took 30 s against 106 s for the scale plan (bench/results/small-audit.txt).
+REFERENCE_INPUT_BYTES = 16 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
 # (``rules.register_pass``) runs only in the SQL plans, so ``auto`` then picks one.
@@ -270,12 +271,13 @@ def choose_plan(plan: str, parquet: Sequence[str]) -> str:
         raise ValueError(f"unknown plan {plan!r}; expected one of {PLANS}")
     if plan != "auto":
         return plan
-    if not _is_small(parquet):
-        return "scale"
     from rmqspec.spark import rules
 
     only_reference = {name for name, _ in rules.PASSES} <= REFERENCE_PASSES
-    return "reference" if only_reference and _input_bytes(parquet) <= REFERENCE_INPUT_BYTES else "small"
+    local = all(_is_local(p) for p in parquet)
+    if local and only_reference and _input_bytes(parquet) <= REFERENCE_INPUT_BYTES:
+        return "reference"
+    return "small" if _is_small(parquet) else "scale"
 
 
 def is_small_plan(plan: str, parquet: Sequence[str]) -> bool:

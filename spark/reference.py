@@ -44,7 +44,7 @@ from rmqspec.traces.checker import check_trace, lacking_fields
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
 from rmqspec.traces.schema import COLUMNS
 
-__all__ = ["FINDING_SCHEMA", "Collected", "audit_rows", "collect_audit"]
+__all__ = ["FINDING_SCHEMA", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
 
 KEY_TYPES: dict[str, T.DataType] = {
     "group": T.StringType(),
@@ -101,6 +101,14 @@ def _trace_findings(
     }
 
 
+def decoded_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(trace, row) for valid records: the row as the checker gets it from a trace reader."""
+    for rec in records:
+        row = {c: rec[c] for c in COLUMNS}
+        row["detail"] = _decoded(row["detail"])
+        yield rec["trace"] or "", row
+
+
 def audit_rows(
     records: Iterable[Mapping[str, Any]],
     params: AuditParams,
@@ -109,13 +117,14 @@ def audit_rows(
     """Audit every trace of ``records`` (``INPUT_COLUMNS``; whole traces only): rejected rows,
     then per trace its findings and its facts."""
     traces: dict[str, list[dict[str, Any]]] = {}
+    good = []
     for rec in records:
         if rec["problem"] is not None:
             yield {"kind": "rejected", "position": rec["position"], "seq": rec["seq"], "reason": rec["problem"]}
-            continue
-        row = {c: rec[c] for c in COLUMNS}
-        row["detail"] = _decoded(row["detail"])
-        traces.setdefault(rec["trace"] or "", []).append(row)
+        else:
+            good.append(rec)
+    for trace, row in decoded_rows(good):
+        traces.setdefault(trace, []).append(row)
     for trace, rows in traces.items():
         yield from _trace_findings(trace, rows, params, subscriptions)
 
