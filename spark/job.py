@@ -84,7 +84,7 @@ SMALL_INPUT_CONF: dict[str, str] = {
 # Python worker, whose memory grows with the input (~1.5 KB per row: a peak of
 # 486 MB for 312 k events). It is linear in the input (LOST's saved-offset
 # exemption was quadratic before) and beats the SQL plans up to here: 1 M events
-# (15 MB) took 30 s against 106 s for the scale plan (bench/results/small-audit.txt).
+# (15 MB) took 42 s against 84 s for the scale plan (bench/results/small-audit.txt).
 REFERENCE_INPUT_BYTES = 16 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
