@@ -495,15 +495,10 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         res: PullResult = out.value
         self._sometimes(f"pull:{res.status.value}")
         self.pull_seq += 1
-        for m in res.messages:
-            self.history.emit(
-                "deliver", self._now(), trace=deliver, actor=client, group=group, client_id=client,
-                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
-                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
-                reconsume_times=m.reconsume_times,
-                detail={"pull": self.pull_seq, "from": offset, "tags": m.tags,
-                        "subscription": sub, "client": deliver, "origin": m.origin_message_id},
-            )
+        pull_seq = self.pull_seq
+        self._emit_delivers(res, group, client, deliver,
+                            lambda m: {"pull": pull_seq, "from": offset, "tags": m.tags,
+                                       "subscription": sub, "client": deliver, "origin": m.origin_message_id})
         return res
 
     def _pull_into_pq(self, group: str, mq: MessageQueue, max_nums: int, beyond: bool = False) -> PullResult | None:

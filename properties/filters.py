@@ -44,6 +44,7 @@ GF's also ``broker_subscription``, ``broker_expression_type`` and ``sub_version`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -102,6 +103,17 @@ class FilterRules:
     fg_started: dict[str, bool]
     fg_created: bool
 
+    def _emit_delivers(self, res: PullResult, group: str, client: str, trace: bool,
+                       detail: Callable[[Any], dict[str, Any]]) -> None:
+        """One ``deliver`` row per pulled message (``trace``: whether it goes to the recorded trace)."""
+        for m in res.messages:
+            self.history.emit(
+                "deliver", self._now(), trace=trace, actor=client, group=group, client_id=client,
+                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
+                reconsume_times=m.reconsume_times, detail=detail(m),
+            )
+
     def _filter_state(self) -> None:
         if not hasattr(self, "fg_subs"):
             self.fg_subs = {}
@@ -142,14 +154,8 @@ class FilterRules:
             return None
         res: PullResult = out.value
         self._sometimes(f"sql92:{res.status.value}")
-        for m in res.messages:
-            self.history.emit(
-                "deliver", self._now(), trace=deliver, actor=client, group=group, client_id=client,
-                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
-                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
-                reconsume_times=m.reconsume_times,
-                detail={"from": offset, "client": deliver, **filter_detail(m, expr, SQL92)},
-            )
+        self._emit_delivers(res, group, client, deliver,
+                            lambda m: {"from": offset, "client": deliver, **filter_detail(m, expr, SQL92)})
         return res
 
     def probe_sql92(self, topic: int, queue: int, expr: str, max_nums: int) -> None:
@@ -254,12 +260,6 @@ class FilterRules:
         self._sometimes(f"inconsistent_group:{res.status.value}")
         if broker_sub[1] == SQL92:
             self._sometimes(f"sql92:{res.status.value}")  # the broker evaluated a SQL92 expression
-        for m in res.messages:
-            self.history.emit(
-                "deliver", self._now(), trace=False, actor=client, group=group, client_id=client,
-                topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
-                commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
-                reconsume_times=m.reconsume_times,
-                detail={"from": offset, "client": False, **gf_detail(m, own, broker_sub)},
-            )
+        self._emit_delivers(res, group, client, False,
+                            lambda m: {"from": offset, "client": False, **gf_detail(m, own, broker_sub)})
         return res
