@@ -9,23 +9,21 @@ the open (trace, msg_key). Every reason of ``traces.carry.carry_trace`` is a fir
 per key here (``groupBy`` aggregations); the orderly owner's last SUCCESS consume is found from
 its ownership's bounds (aggregations over the queue's lock rows) joined back to its consumes.
 No Python runs on the executors. The differential test holds this module and
-``carry_trace`` to the same seqs. The reference plan (``reference_carry``) runs ``carry_trace``
-itself in the Python workers instead.
+``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
+audit's own job instead (``spark/reference.py``, ``Carried``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
-from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, carry_trace
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
-from rmqspec.traces.schema import COLUMNS
 
 KEY = ("trace", "seq")
 QUEUE = ("group", "topic", "queue_id")
@@ -167,31 +165,3 @@ def carry(
     keep = keep.unionByName(tomb.filter("kept").select(*KEY)).distinct()
     closed = tomb.filter(~F.col("kept")).select(*KEY).distinct()
     return keep, closed, open_keys
-
-
-def reference_carry(
-    rows: DataFrame,
-    subscriptions: Mapping[str, Sequence[str]] | None = None,
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """``carry``'s three frames from ``traces.carry.carry_trace`` itself, run per trace in Spark's
-    Python workers (the reference plan's carry: one job instead of a dozen aggregations; the
-    history is small enough for one task, as the reference plan's audit has just shown)."""
-    from rmqspec.spark.reference import decoded_rows
-
-    def run(records: Iterable[Any]) -> Iterator[tuple[str, str, int | None, str | None]]:
-        traces: dict[str, list[dict[str, Any]]] = {}
-        for trace, row in decoded_rows(r.asDict() for r in records):
-            traces.setdefault(trace, []).append(row)
-        for trace, trace_rows in traces.items():
-            trace_rows.sort(key=lambda r: r["seq"])
-            keep, tomb, open_keys = carry_trace(trace_rows, subscriptions)
-            yield from (("keep", trace, seq, None) for seq in keep)
-            yield from (("tomb", trace, seq, None) for seq in tomb)
-            yield from (("open", trace, None, key) for key in open_keys)
-
-    frame = rows.select("trace", *COLUMNS).coalesce(1)
-    tagged = rows.sparkSession.createDataFrame(
-        frame.rdd.mapPartitions(run), "kind string, trace string, seq bigint, msg_key string"
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    of = lambda kind: tagged.filter(F.col("kind") == kind)  # noqa: E731
-    return of("keep").select(*KEY), of("tomb").select(*KEY), of("open").select("trace", "msg_key")

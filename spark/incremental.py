@@ -20,8 +20,10 @@ subscriptions, the files); (2) the day's valid rows must all lie beyond the stat
 their trace; (3) the tombstones the day touches are pulled; (4) ``job.run_audit`` audits the
 carried rows, the pulled ones and the day as one history; (5) its findings are merged with the
 stored ones (``traces.carry.merge``) and the outputs are rewritten; (6) with ``--state-out``, the
-carried rows of the new history (``spark/carry.py``) are written with the tombstones and the
-final findings. Any problem with STATE_DIR is an ``InputError`` naming the file and the reason.
+carried rows of the new history are written with the tombstones and the final findings: on the
+reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
+``reference.Carried``: no second read of the history), on the SQL plans ``spark/carry.py``'s
+aggregations read the history again. Any problem with STATE_DIR is an ``InputError`` naming the file and the reason.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
-from rmqspec.spark.carry import carry, reference_carry
+from rmqspec.spark.carry import carry
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.traces.carry import merge, to_store
@@ -156,6 +158,86 @@ def _findings(spark: SparkSession, path: str) -> list[dict[str, Any]]:
     return [r.asDict(recursive=True) for r in spark.read.parquet(path).collect()]
 
 
+def _write_carried(
+    spark: SparkSession, carried: Any, old_closed: DataFrame | None, state_out: str, has_trace_id: bool
+) -> dict[str, frozenset[str]]:
+    """The reference plan's state (``reference.Carried``) written from the driver with pyarrow:
+    ``rows/``, and ``closed/`` = the earlier tombstones not pulled back (``old_closed``,
+    written by Spark) plus the new ones. Returns the open msg_keys per trace."""
+    import pyarrow as pa
+
+    from rmqspec.traces.schema import SCHEMA
+
+    arrow = SCHEMA.append(pa.field("trace_id", pa.string())) if has_trace_id else SCHEMA
+
+    def write(rows: Sequence[tuple[Any, ...]], path: Path) -> None:
+        columns = [[r[i + 1] for r in rows] for i in range(len(COLUMNS))]
+        if has_trace_id:
+            columns.append([r[0] for r in rows])
+        pq.write_table(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, arrow, strict=True)],
+                                            schema=arrow), path)
+
+    rows_dir, closed_dir = Path(state_out) / "rows", Path(state_out) / "closed"
+    shutil.rmtree(rows_dir, ignore_errors=True)
+    rows_dir.mkdir()
+    write(carried.rows, rows_dir / "part-00000.parquet")
+    if old_closed is not None:
+        _write_rows(old_closed, str(closed_dir), has_trace_id)
+    else:
+        shutil.rmtree(closed_dir, ignore_errors=True)
+        closed_dir.mkdir()
+    write(carried.tombstones, closed_dir / "part-carried.parquet")
+    return dict(carried.open_keys)
+
+
+def _carry_by_spark(
+    spark: SparkSession,
+    day: DataFrame,
+    carried_files: Sequence[str],
+    old_closed: DataFrame | None,
+    state_out: str,
+    has_trace_id: bool,
+    config: AuditConfig,
+    plan: str,
+    day_files: Sequence[str],
+    vis_keys: set[str],
+) -> dict[str, frozenset[str]]:
+    """The SQL plans' state: ``spark/carry.py``'s aggregations over the history read again,
+    tuned like the audit. Returns the open msg_keys among ``vis_keys``."""
+    from rmqspec.spark import job
+
+    inputs = [*day_files, *carried_files]
+    tuning = dict(job.SMALL_INPUT_CONF) if job.is_small_plan(plan, inputs) else {
+        "spark.sql.shuffle.partitions": str(job._shuffle_partitions(spark, day_files))}
+    saved = {key: spark.conf.get(key, None) for key in tuning}
+    for key, value in tuning.items():
+        spark.conf.set(key, value)
+    try:
+        history = day
+        if carried_files:
+            history = history.unionByName(_read(spark, carried_files))
+        history = _with_crashes(spark, history).persist()
+        keep, tomb, open_keys = carry(spark, history, config.subscriptions)
+        _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
+        new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
+        if old_closed is not None:
+            new_closed = old_closed.unionByName(new_closed)
+        _write_rows(new_closed, f"{state_out}/closed", has_trace_id)
+        opened: dict[str, set[str]] = {}
+        if vis_keys:
+            for r in open_keys.filter(F.col("msg_key").isin(*vis_keys)).collect():
+                opened.setdefault(r["trace"], set()).add(r["msg_key"])
+        history.unpersist()
+        spark.catalog.clearCache()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+    return {t: frozenset(keys) for t, keys in opened.items()}
+
+
 def state_rows(state: State) -> int:
     """Rows in the state's ``rows/`` (from the Parquet footers)."""
     return _parquet_rows(f"{state.path}/rows")
@@ -173,7 +255,6 @@ def run(
     plan: str = "auto",
 ) -> Any:
     """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
-    from rmqspec.spark import job
     from rmqspec.spark.job import AuditSummary, run_audit
 
     start = time.monotonic()
@@ -228,7 +309,8 @@ def run(
             _write_rows(pulled, str(work / "pulled"), has_trace_id)
             carried_files.append(str(work / "pulled"))
     on_stage("audit")
-    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, plan=plan)
+    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, plan=plan,
+                        carry=state_out is not None)
 
     on_stage("merge findings")
     trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
@@ -252,35 +334,24 @@ def run(
     state_json: dict[str, Any] | None = None
     if state_out:
         on_stage("carry state")
-        small_input = job.is_small_plan(plan, [*prepared.parquet, *carried_files])
-        tuning = dict(job.SMALL_INPUT_CONF) if small_input else {
-            "spark.sql.shuffle.partitions": str(job._shuffle_partitions(spark, prepared.parquet))}
-        saved = {key: spark.conf.get(key, None) for key in tuning}
-        for key, value in tuning.items():
-            spark.conf.set(key, value)
-        history = day
-        if state is not None:
-            history = history.unionByName(_read(spark, carried_files))
-        history = _with_crashes(spark, history).persist()
-        if job.choose_plan(plan, [*prepared.parquet, *carried_files]) == "reference":
-            keep, tomb, open_keys = reference_carry(history, config.subscriptions)
-        else:
-            keep, tomb, open_keys = carry(spark, history, config.subscriptions)
         target = Path(state_out)
         target.mkdir(parents=True, exist_ok=True)
-        _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
-        new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
+        old_closed = None
         if state is not None:
-            old = _read(spark, [f"{state.path}/closed"])
+            old_closed = _read(spark, [f"{state.path}/closed"])
             if pulled_n:
-                old = old.join(touched, ["trace", "msg_key"], "left_anti")
-            new_closed = old.unionByName(new_closed)
-        _write_rows(new_closed, f"{state_out}/closed", has_trace_id)
+                old_closed = old_closed.join(touched, ["trace", "msg_key"], "left_anti")
         vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
+        vis_keys.discard(None)
+        if summary.carried is not None:  # the reference plan computed the state in the audit's job
+            open_keys = _write_carried(spark, summary.carried, old_closed, state_out, has_trace_id)
+        else:
+            open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
+                                        config, plan, prepared.parquet, vis_keys)
         opened: dict[str | None, set[str]] = {}
-        if vis_keys:
-            for r in open_keys.filter(F.col("msg_key").isin(*[k for k in vis_keys if k is not None])).collect():
-                opened.setdefault(trace_of(r["trace"]), set()).add(r["msg_key"])
+        for trace, keys in open_keys.items():
+            if keys & vis_keys:
+                opened.setdefault(trace_of(trace), set()).update(keys & vis_keys)
         final = to_store(merged, opened)
         spark.createDataFrame([tuple(f.get(c) for c in names) for f in final], schema).coalesce(1).write.mode(
             "overwrite").parquet(f"{state_out}/findings")
@@ -298,13 +369,6 @@ def run(
             "findings": len(final),
         }
         (target / "state.json").write_text(json.dumps(state_json, indent=2) + "\n")
-        history.unpersist()
-        spark.catalog.clearCache()
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     if state is not None:
         pulled.unpersist()
         touched.unpersist()

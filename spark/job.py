@@ -107,6 +107,8 @@ class AuditSummary:
     out: str
     rejected_sample: tuple[str, ...] = ()
     samples: tuple[tuple[str, tuple[int, ...], str], ...] = ()
+    # The reference plan's new incremental state (``run_audit(carry=True)``); not in summary.json.
+    carried: reference.Carried | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def events_per_s(self) -> float:
@@ -344,6 +346,7 @@ def run_audit(
     on_stage: Callable[[str], None] | None = None,
     plan: str = "auto",
     prepared: inputs_mod.Inputs | None = None,
+    carry: bool = False,
 ) -> AuditSummary:
     """Audit the traces at ``paths``; write ``out/{violations,observations,rejected}`` and
     ``out/summary.json``. Raises ``TraceReadError`` for unreadable input.
@@ -351,7 +354,9 @@ def run_audit(
     ``plan``: ``reference`` (the reference checker in Spark's Python workers),
     ``small`` (SQL rules, one partition) or ``scale`` (SQL rules, shuffles sized
     to the input); ``auto`` chooses by the size of local input (``choose_plan``).
-    ``prepared``: the inputs as ``start_audit`` prepared them (else prepared here)."""
+    ``prepared``: the inputs as ``start_audit`` prepared them (else prepared here).
+    ``carry``: on the reference plan, also compute an incremental run's new state in the
+    same job (``AuditSummary.carried``; the SQL plans leave it ``None``)."""
     config = config or AuditConfig()
     stage = on_stage or (lambda _name: None)
     start = time.monotonic()
@@ -368,7 +373,7 @@ def run_audit(
     rows, has_trace_id = inputs_mod.load(spark, prepared)
     plan = choose_plan(plan, prepared.parquet)
     if plan == "reference":
-        return _run_reference(spark, rows, has_trace_id, prepared, paths, out, config, stage, start)
+        return _run_reference(spark, rows, has_trace_id, prepared, paths, out, config, stage, start, carry)
     small = plan == "small"
     tuning = dict(SMALL_INPUT_CONF) if small else {}
     tuning.setdefault("spark.sql.shuffle.partitions", str(_shuffle_partitions(spark, prepared.parquet)))
@@ -505,12 +510,13 @@ def _run_reference(
     config: AuditConfig,
     stage: Callable[[str], None],
     start: float,
+    carry: bool = False,
 ) -> AuditSummary:
     """The reference plan (``spark/reference.py``): one job, outputs written from the driver."""
     stage("reference checker")
     partitions = 1 if _is_small(prepared.parquet) else _shuffle_partitions(spark, prepared.parquet)
     try:
-        got = reference.collect_audit(rows, config.params, config.subscriptions, partitions)
+        got = reference.collect_audit(rows, config.params, config.subscriptions, partitions, carry)
     except Exception as exc:  # corrupt data pages surface only when Spark reads them
         if "parquet" not in str(exc).lower() or "Traceback" in str(exc):
             raise  # not the input's fault: the checker or Spark itself failed
@@ -547,6 +553,7 @@ def _run_reference(
             f"{position} (seq {'?' if seq is None else seq}): {reason}" for position, seq, reason in rejected[:20]
         ),
         samples=tuple((r["code"], tuple(r["seqs"]), r["reason"]) for r in findings if r["kind"] == "violation")[:10],
+        carried=got.carried,
     )
     _write_text(spark, f"{out}/summary.json", json.dumps(summary.as_json(), indent=2) + "\n")
     return summary

@@ -21,7 +21,12 @@ The worker returns dicts tagged by ``kind``: ``violation`` / ``observation`` (th
 columns of ``rules.all_findings``), ``rejected`` (``position``, ``seq``, ``reason``)
 and one ``facts`` dict per trace with valid rows (the valid row count, whether it has
 a drain, the rows lacking a field a rule needs and the rows with a status their rules
-do not know — what the SQL plans' facts pass computes). ``collect_audit`` collects
+do not know — what the SQL plans' facts pass computes). For an incremental run that
+writes a state (``rmqspec audit --state-out``) the same task also runs
+``traces.carry.carry_trace`` on the trace it has just audited and returns the rows to
+carry, the closed keys' tombstones (``keep`` / ``tomb``: ``trace`` then the trace
+schema's columns, ``detail`` as its original text) and the open msg_keys (``open``):
+the state costs no second read of the history (``Carried``). ``collect_audit`` collects
 them (the input is small) into ``Collected``; ``spark/job.py`` writes the outputs and
 ``summary.json`` from it on the driver. Nothing here is specific to local mode:
 the function and its arguments are pickled to the workers, which import
@@ -40,11 +45,12 @@ from pyspark.sql import types as T
 
 from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
 from rmqspec.spark.inputs import AUDIT_COLUMNS
+from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import check_trace, lacking_fields
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
 from rmqspec.traces.schema import COLUMNS
 
-__all__ = ["FINDING_SCHEMA", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
+__all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
 
 KEY_TYPES: dict[str, T.DataType] = {
     "group": T.StringType(),
@@ -101,6 +107,21 @@ def _trace_findings(
     }
 
 
+def _trace_carry(
+    trace: str, rows: list[dict[str, Any]], texts: Mapping[int, Any], subscriptions: Mapping[str, Sequence[str]] | None
+) -> Iterator[dict[str, Any]]:
+    """The trace's new state (``rows`` in seq order, as ``check_trace`` left them; ``texts``:
+    each row's ``detail`` text by ``id(row)``)."""
+    keep, tomb, open_keys = carry_trace(rows, subscriptions)
+    for row in rows:
+        part = "keep" if row["seq"] in keep else "tomb" if row["seq"] in tomb else None
+        if part is not None:
+            values = tuple(texts[id(row)] if c == "detail" else row[c] for c in COLUMNS)
+            yield {"kind": part, "row": (trace, *values)}
+    for key in open_keys:
+        yield {"kind": "open", "trace": trace, "msg_key": key}
+
+
 def decoded_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(trace, row) for valid records: the row as the checker gets it from a trace reader."""
     for rec in records:
@@ -113,9 +134,10 @@ def audit_rows(
     records: Iterable[Mapping[str, Any]],
     params: AuditParams,
     subscriptions: Mapping[str, Sequence[str]] | None = None,
+    carry: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Audit every trace of ``records`` (``INPUT_COLUMNS``; whole traces only): rejected rows,
-    then per trace its findings and its facts."""
+    then per trace its findings and its facts (and with ``carry`` its new state)."""
     traces: dict[str, list[dict[str, Any]]] = {}
     good = []
     for rec in records:
@@ -123,21 +145,37 @@ def audit_rows(
             yield {"kind": "rejected", "position": rec["position"], "seq": rec["seq"], "reason": rec["problem"]}
         else:
             good.append(rec)
-    for trace, row in decoded_rows(good):
+    texts: dict[int, Any] = {}
+    for rec, (trace, row) in zip(good, decoded_rows(good), strict=True):
         traces.setdefault(trace, []).append(row)
+        if carry:
+            texts[id(row)] = rec["detail"]
     for trace, rows in traces.items():
         yield from _trace_findings(trace, rows, params, subscriptions)
+        if carry:
+            yield from _trace_carry(trace, rows, texts, subscriptions)
 
 
 def _partition_function(
-    params: AuditParams, subscriptions: Mapping[str, Sequence[str]] | None
+    params: AuditParams, subscriptions: Mapping[str, Sequence[str]] | None, carry: bool
 ) -> Callable[[Iterable[Any]], Iterator[dict[str, Any]]]:
     """What each Spark task runs: its partition's rows (pyspark ``Row``s) → ``audit_rows``."""
 
     def run(rows: Iterable[Any]) -> Iterator[dict[str, Any]]:
-        return audit_rows((r.asDict() for r in rows), params, subscriptions)
+        return audit_rows((r.asDict() for r in rows), params, subscriptions, carry)
 
     return run
+
+
+@attrs.frozen
+class Carried:
+    """An incremental run's new state from the audit's own job: the rows to carry and the
+    closed keys' tombstones (tuples: ``trace``, then ``traces.schema.COLUMNS``) and the
+    open msg_keys of each trace."""
+
+    rows: tuple[tuple[Any, ...], ...]
+    tombstones: tuple[tuple[Any, ...], ...]
+    open_keys: Mapping[str, frozenset[str]]
 
 
 @attrs.frozen
@@ -151,6 +189,7 @@ class Collected:
     has_drain: bool
     lacking: dict[tuple[str, str], int]
     unknown: dict[tuple[str, str], int]
+    carried: Carried | None = None
 
 
 def collect_audit(
@@ -158,19 +197,27 @@ def collect_audit(
     params: AuditParams,
     subscriptions: Mapping[str, Sequence[str]] | None,
     partitions: int = 1,
+    carry: bool = False,
 ) -> Collected:
-    """Run the plan over ``rows`` (``inputs.load``'s frame) and collect it: one Spark job."""
+    """Run the plan over ``rows`` (``inputs.load``'s frame) and collect it: one Spark job
+    (with ``carry``, the new state of an incremental run too)."""
     frame = rows.select(*INPUT_COLUMNS)
     frame = frame.coalesce(1) if partitions <= 1 else frame.repartition(partitions, "trace")
-    got = frame.rdd.mapPartitions(_partition_function(params, subscriptions)).collect()
+    got = frame.rdd.mapPartitions(_partition_function(params, subscriptions, carry)).collect()
     findings: list[dict[str, Any]] = []
     rejected: list[tuple[str, int | None, str]] = []
     good, traces, drained = 0, 0, 0
     lacking: dict[tuple[str, str], int] = {}
     unknown: dict[tuple[str, str], int] = {}
+    state: dict[str, list[tuple[Any, ...]]] = {"keep": [], "tomb": []}
+    open_keys: dict[str, set[str]] = {}
     for r in got:
         kind = r["kind"]
-        if kind == "facts":
+        if kind in state:
+            state[kind].append(r["row"])
+        elif kind == "open":
+            open_keys.setdefault(r["trace"], set()).add(r["msg_key"])
+        elif kind == "facts":
             good += r["good"]
             traces += 1
             drained += bool(r["drain"])
@@ -189,6 +236,8 @@ def collect_audit(
         has_drain=traces > 0 and drained == traces,
         lacking=lacking,
         unknown=unknown,
+        carried=Carried(tuple(state["keep"]), tuple(state["tomb"]),
+                        {t: frozenset(keys) for t, keys in open_keys.items()}) if carry else None,
     )
 
 

@@ -88,6 +88,34 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path,
                         on_stage=lambda _s: None, plan=plan)
 
 
+def _state(path: Path) -> dict[str, list]:
+    return {name: sorted((sorted(r.items()) for r in pq.read_table(path / name).to_pylist()), key=repr)
+            for name in ("rows", "closed", "findings")}
+
+
+def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path):
+    """The reference plan computes the new state in the audit's own job (no second read of the
+    history, ``reference.Carried``); it writes the same rows, tombstones and findings as the SQL
+    plan's aggregations, on day 1 and on day 2 (old tombstones kept, pulled ones replaced)."""
+    generate(tmp_path / "whole", GenConfig(events=8_000, seed=9, inject=NO_FILTERS, crashes=1))
+    rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
+    days = _split(rows, [len(rows) // 3, 2 * len(rows) // 3], tmp_path)
+    states: dict[str, list[dict[str, list]]] = {}
+    for plan in ("reference", "small"):
+        state = None
+        for i, day in enumerate(days):
+            state_out = tmp_path / f"{plan}-state{i}"
+            run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
+                            str(state_out), on_stage=lambda _s: None, plan=plan)
+            # the reference plan's tombstones are written from the driver (``_write_carried``)
+            assert (state_out / "closed" / "part-carried.parquet").exists() == (plan == "reference")
+            states.setdefault(plan, []).append(_state(state_out))
+            state = str(state_out)
+    for ref, sql in zip(states["reference"], states["small"], strict=True):
+        assert ref == sql
+    assert all(s["rows"] and s["closed"] for s in states["reference"])
+
+
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):
     path = str(batch.out.parent / "batch.parquet")
     history = _with_crashes(spark, _read(spark, [path]))
