@@ -164,18 +164,11 @@ def _write_carried(
     """The reference plan's state (``reference.Carried``) written from the driver with pyarrow:
     ``rows/``, and ``closed/`` = the earlier tombstones not pulled back (``old_closed``,
     written by Spark) plus the new ones. Returns the open msg_keys per trace."""
-    import pyarrow as pa
 
-    from rmqspec.traces.schema import SCHEMA
-
-    arrow = SCHEMA.append(pa.field("trace_id", pa.string())) if has_trace_id else SCHEMA
-
-    def write(rows: Sequence[tuple[Any, ...]], path: Path) -> None:
-        columns = [[r[i + 1] for r in rows] for i in range(len(COLUMNS))]
-        if has_trace_id:
-            columns.append([r[0] for r in rows])
-        pq.write_table(pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, arrow, strict=True)],
-                                            schema=arrow), path)
+    def write(table: Any, path: Path) -> None:
+        trace = table.column("trace")
+        table = table.drop_columns(["trace"])
+        pq.write_table(table.append_column("trace_id", trace) if has_trace_id else table, path)
 
     rows_dir, closed_dir = Path(state_out) / "rows", Path(state_out) / "closed"
     shutil.rmtree(rows_dir, ignore_errors=True)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
@@ -48,7 +49,7 @@ from rmqspec.spark.inputs import AUDIT_COLUMNS
 from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import check_trace, lacking_fields
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
-from rmqspec.traces.schema import COLUMNS
+from rmqspec.traces.schema import COLUMNS, SCHEMA
 
 __all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
 
@@ -111,15 +112,20 @@ def _trace_carry(
     trace: str, rows: list[dict[str, Any]], texts: Mapping[int, Any], subscriptions: Mapping[str, Sequence[str]] | None
 ) -> Iterator[dict[str, Any]]:
     """The trace's new state (``rows`` in seq order, as ``check_trace`` left them; ``texts``:
-    each row's ``detail`` text by ``id(row)``)."""
+    each row's ``detail`` text by ``id(row)``): the rows to carry and the tombstones as Arrow IPC
+    streams of the trace schema (a few bytes per row to pickle, where row tuples cost seconds
+    for a day of rows), and the open msg_keys."""
     keep, tomb, open_keys = carry_trace(rows, subscriptions)
-    for row in rows:
-        part = "keep" if row["seq"] in keep else "tomb" if row["seq"] in tomb else None
-        if part is not None:
-            values = tuple(texts[id(row)] if c == "detail" else row[c] for c in COLUMNS)
-            yield {"kind": part, "row": (trace, *values)}
-    for key in open_keys:
-        yield {"kind": "open", "trace": trace, "msg_key": key}
+    for part, seqs in (("keep", keep), ("tomb", tomb)):
+        chosen = [row for row in rows if row["seq"] in seqs]
+        columns = [[texts[id(r)] for r in chosen] if c == "detail" else [r[c] for r in chosen] for c in COLUMNS]
+        table = pa.Table.from_arrays([pa.array(col, f.type) for col, f in zip(columns, SCHEMA, strict=True)],
+                                     schema=SCHEMA)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, SCHEMA) as writer:
+            writer.write_table(table)
+        yield {"kind": part, "trace": trace, "arrow": sink.getvalue().to_pybytes()}
+    yield {"kind": "open", "trace": trace, "msg_keys": sorted(open_keys)}
 
 
 def decoded_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -170,12 +176,26 @@ def _partition_function(
 @attrs.frozen
 class Carried:
     """An incremental run's new state from the audit's own job: the rows to carry and the
-    closed keys' tombstones (tuples: ``trace``, then ``traces.schema.COLUMNS``) and the
-    open msg_keys of each trace."""
+    closed keys' tombstones (Arrow tables of the trace schema plus ``trace``) and the open
+    msg_keys of each trace."""
 
-    rows: tuple[tuple[Any, ...], ...]
-    tombstones: tuple[tuple[Any, ...], ...]
+    rows: pa.Table
+    tombstones: pa.Table
     open_keys: Mapping[str, frozenset[str]]
+
+
+def _carried(parts: Mapping[str, list[tuple[str, bytes]]], open_keys: Mapping[str, frozenset[str]]) -> Carried:
+    """``Carried`` from the workers' Arrow IPC streams (per part: (trace, stream))."""
+
+    def table(part: str) -> pa.Table:
+        schema = SCHEMA.append(pa.field("trace", pa.string()))
+        tables = []
+        for trace, blob in parts[part]:
+            got = pa.ipc.open_stream(blob).read_all()
+            tables.append(got.append_column("trace", pa.array([trace] * got.num_rows, pa.string())))
+        return pa.concat_tables(tables) if tables else schema.empty_table()
+
+    return Carried(table("keep"), table("tomb"), open_keys)
 
 
 @attrs.frozen
@@ -209,14 +229,14 @@ def collect_audit(
     good, traces, drained = 0, 0, 0
     lacking: dict[tuple[str, str], int] = {}
     unknown: dict[tuple[str, str], int] = {}
-    state: dict[str, list[tuple[Any, ...]]] = {"keep": [], "tomb": []}
-    open_keys: dict[str, set[str]] = {}
+    state: dict[str, list[tuple[str, bytes]]] = {"keep": [], "tomb": []}
+    open_keys: dict[str, frozenset[str]] = {}
     for r in got:
         kind = r["kind"]
         if kind in state:
-            state[kind].append(r["row"])
+            state[kind].append((r["trace"], r["arrow"]))
         elif kind == "open":
-            open_keys.setdefault(r["trace"], set()).add(r["msg_key"])
+            open_keys[r["trace"]] = frozenset(r["msg_keys"])
         elif kind == "facts":
             good += r["good"]
             traces += 1
@@ -236,8 +256,7 @@ def collect_audit(
         has_drain=traces > 0 and drained == traces,
         lacking=lacking,
         unknown=unknown,
-        carried=Carried(tuple(state["keep"]), tuple(state["tomb"]),
-                        {t: frozenset(keys) for t, keys in open_keys.items()}) if carry else None,
+        carried=_carried(state, open_keys) if carry else None,
     )
 
 
