@@ -23,7 +23,8 @@ stored ones (``traces.carry.merge``) and the outputs are rewritten; (6) with ``-
 carried rows of the new history are written with the tombstones and the final findings: on the
 reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
 ``reference.Carried``: no second read of the history), on the SQL plans ``spark/carry.py``'s
-aggregations read the history again. Any problem with STATE_DIR is an ``InputError`` naming the file and the reason.
+aggregations read the history again. Any problem with STATE_DIR is an ``InputError`` naming the
+file and the reason.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,6 +47,7 @@ from rmqspec.spark import inputs as inputs_mod
 from rmqspec.spark.carry import carry
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
+from rmqspec.spark.reference import Carried
 from rmqspec.traces.carry import merge, to_store
 from rmqspec.traces.errors import TraceReadError
 from rmqspec.traces.schema import COLUMNS
@@ -159,13 +162,13 @@ def _findings(spark: SparkSession, path: str) -> list[dict[str, Any]]:
 
 
 def _write_carried(
-    spark: SparkSession, carried: Any, old_closed: DataFrame | None, state_out: str, has_trace_id: bool
+    carried: Carried, old_closed: DataFrame | None, state_out: str, has_trace_id: bool
 ) -> dict[str, frozenset[str]]:
     """The reference plan's state (``reference.Carried``) written from the driver with pyarrow:
     ``rows/``, and ``closed/`` = the earlier tombstones not pulled back (``old_closed``,
     written by Spark) plus the new ones. Returns the open msg_keys per trace."""
 
-    def write(table: Any, path: Path) -> None:
+    def write(table: pa.Table, path: Path) -> None:
         trace = table.column("trace")
         table = table.drop_columns(["trace"])
         pq.write_table(table.append_column("trace_id", trace) if has_trace_id else table, path)
@@ -337,7 +340,7 @@ def run(
         vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
         vis_keys.discard(None)
         if summary.carried is not None:  # the reference plan computed the state in the audit's job
-            open_keys = _write_carried(spark, summary.carried, old_closed, state_out, has_trace_id)
+            open_keys = _write_carried(summary.carried, old_closed, state_out, has_trace_id)
         else:
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
                                         config, plan, prepared.parquet, vis_keys)

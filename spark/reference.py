@@ -24,9 +24,9 @@ a drain, the rows lacking a field a rule needs and the rows with a status their 
 do not know — what the SQL plans' facts pass computes). For an incremental run that
 writes a state (``rmqspec audit --state-out``) the same task also runs
 ``traces.carry.carry_trace`` on the trace it has just audited and returns the rows to
-carry, the closed keys' tombstones (``keep`` / ``tomb``: ``trace`` then the trace
-schema's columns, ``detail`` as its original text) and the open msg_keys (``open``):
-the state costs no second read of the history (``Carried``). ``collect_audit`` collects
+carry and the closed keys' tombstones (``keep`` / ``tomb``: Arrow IPC streams of the
+trace schema, ``detail`` as its original text) and the open msg_keys (``open``): the
+state costs no second read of the history (``Carried``). ``collect_audit`` collects
 them (the input is small) into ``Collected``; ``spark/job.py`` writes the outputs and
 ``summary.json`` from it on the driver. Nothing here is specific to local mode:
 the function and its arguments are pickled to the workers, which import

@@ -116,6 +116,51 @@ def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spa
     assert all(s["rows"] and s["closed"] for s in states["reference"])
 
 
+def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path):
+    """Three traces in one input (a ``trace_id`` column), each cut in two days: both plans write
+    the same state (``trace_id`` kept), and day 2 gives the findings of a full audit."""
+    import pyarrow as pa
+
+    from rmqspec.spark.job import run_audit
+
+    halves: list[list[pa.Table]] = [[], []]
+    for i in range(3):
+        generate(tmp_path / f"t{i}", GenConfig(events=3_000, seed=20 + i, inject=NO_FILTERS, crashes=1))
+        table = read_table(tmp_path / f"t{i}")[0].sort_by("seq")
+        table = table.append_column("trace_id", pa.array([f"t{i}"] * table.num_rows, pa.string()))
+        cut = table.num_rows // 2
+        halves[0].append(table.slice(0, cut))
+        halves[1].append(table.slice(cut))
+    days = []
+    for d, parts in enumerate(halves):
+        (tmp_path / f"day{d}").mkdir()
+        pq.write_table(pa.concat_tables(parts), tmp_path / f"day{d}" / "part-00000.parquet")
+        days.append(str(tmp_path / f"day{d}"))
+    run_audit(spark, days, str(tmp_path / "full"), plan="small")
+    states: dict[str, dict[str, list]] = {}
+    for plan in ("reference", "small"):
+        state = None
+        for i, day in enumerate(days):
+            state_out = tmp_path / f"{plan}-state{i}"
+            run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
+                            str(state_out), on_stage=lambda _s: None, plan=plan)
+            state = str(state_out)
+        states[plan] = _state(Path(state))
+        got = sorted(
+            (r["trace_id"], r["code"], tuple(r["seqs"]))
+            for name in ("violations", "observations")
+            for r in pq.read_table(tmp_path / f"{plan}-out1" / name).to_pylist()
+        )
+        want = sorted(
+            (r["trace_id"], r["code"], tuple(r["seqs"]))
+            for name in ("violations", "observations")
+            for r in pq.read_table(tmp_path / "full" / name).to_pylist()
+        )
+        assert got == want and len(want) > 10
+    assert states["reference"] == states["small"]
+    assert {dict(r)["trace_id"] for r in states["reference"]["rows"]} == {"t0", "t1", "t2"}
+
+
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):
     path = str(batch.out.parent / "batch.parquet")
     history = _with_crashes(spark, _read(spark, [path]))
