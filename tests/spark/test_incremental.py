@@ -93,6 +93,21 @@ def _state(path: Path) -> dict[str, list]:
             for name in ("rows", "closed", "findings")}
 
 
+def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, list]]:
+    """Each day audited with the state of the one before (``{plan}-out{i}``, ``{plan}-state{i}``);
+    the state written after each day."""
+    state, states = None, []
+    for i, day in enumerate(days):
+        state_out = tmp_path / f"{plan}-state{i}"
+        run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
+                        str(state_out), on_stage=lambda _s: None, plan=plan)
+        # the reference plan's tombstones are written from the driver (``_write_carried``)
+        assert (state_out / "closed" / "part-carried.parquet").exists() == (plan == "reference")
+        states.append(_state(state_out))
+        state = str(state_out)
+    return states
+
+
 def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path):
     """The reference plan computes the new state in the audit's own job (no second read of the
     history, ``reference.Carried``); it writes the same rows, tombstones and findings as the SQL
@@ -100,17 +115,7 @@ def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spa
     generate(tmp_path / "whole", GenConfig(events=8_000, seed=9, inject=NO_FILTERS, crashes=1))
     rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
     days = _split(rows, [len(rows) // 3, 2 * len(rows) // 3], tmp_path)
-    states: dict[str, list[dict[str, list]]] = {}
-    for plan in ("reference", "small"):
-        state = None
-        for i, day in enumerate(days):
-            state_out = tmp_path / f"{plan}-state{i}"
-            run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
-                            str(state_out), on_stage=lambda _s: None, plan=plan)
-            # the reference plan's tombstones are written from the driver (``_write_carried``)
-            assert (state_out / "closed" / "part-carried.parquet").exists() == (plan == "reference")
-            states.setdefault(plan, []).append(_state(state_out))
-            state = str(state_out)
+    states = {plan: _days(spark, days, tmp_path, plan) for plan in ("reference", "small")}
     for ref, sql in zip(states["reference"], states["small"], strict=True):
         assert ref == sql
     assert all(s["rows"] and s["closed"] for s in states["reference"])
@@ -139,13 +144,7 @@ def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path
     run_audit(spark, days, str(tmp_path / "full"), plan="small")
     states: dict[str, dict[str, list]] = {}
     for plan in ("reference", "small"):
-        state = None
-        for i, day in enumerate(days):
-            state_out = tmp_path / f"{plan}-state{i}"
-            run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
-                            str(state_out), on_stage=lambda _s: None, plan=plan)
-            state = str(state_out)
-        states[plan] = _state(Path(state))
+        states[plan] = _days(spark, days, tmp_path, plan)[-1]
         got = sorted(
             (r["trace_id"], r["code"], tuple(r["seqs"]))
             for name in ("violations", "observations")
