@@ -410,6 +410,7 @@ def run_audit(
             has_drain=any_drain,
             subscriptions=config.subscriptions,
             at_risk=_at_risk(spark, facts),
+            has_crash=any(r["crash_seqs"] for r in good_traces),
         ).withColumnRenamed("trace", "trace_id")
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
         try:

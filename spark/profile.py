@@ -140,6 +140,7 @@ def profile_audit(
             has_drain=any(r["drain"] is not None for r in good),
             subscriptions=config.subscriptions,
             at_risk=job._at_risk(spark, facts),
+            has_crash=any(r["crash_seqs"] for r in good),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

@@ -1,4 +1,4 @@
-"""The SPEC §8.1 rules as DataFrame operations (no Python UDFs).
+"""The SPEC §8.1 rules as DataFrame operations (the message family: numpy over Arrow batches).
 
 Theory of operation
 -------------------
@@ -30,14 +30,10 @@ lock: lock, unlock,    same key, one shuffle each     LOCK_OVERLAP, ORDERLY_WITH
 orderly_start/end      (a few % of the rows)          ORDERLY_CONCURRENT
 consumer: deliver,     trace, group, topic,           OFFSET_OVERRUN (pending intervals joined to
 acks, commit_offset    queue_id; offset, seq desc     commits in seq buckets of ``OFFSET_BUCKET``)
-message: the 8         trace, msg_key; group,         UNEXPECTED, RECOVERED, DUPLICATED,
-message events         reconsume_times, seq           RETRY_EARLY (deliver), TXN_VISIBLE_BEFORE_COMMIT,
-                                                      TXN_ROLLBACK_VISIBLE
-delay: SCHEDULE        trace, msg_key; msg_id, seq    DELAY_EARLY
-stores, fires, gen-0   and seq
-delivers
-lost: acks, halves,    trace, msg_key; then the       LOST (x broadcast consumers of the topic)
-completions            acks by (topic, seq)
+message: the 8         trace, msg_key; judged in      UNEXPECTED, RECOVERED, DUPLICATED,
+message events         numpy per partition            RETRY_EARLY (deliver), TXN_VISIBLE_BEFORE_COMMIT,
+                       (``rules_message.py``,         TXN_ROLLBACK_VISIBLE, DELAY_EARLY, LOST (x the
+                       ``mapInArrow``)                consumers of the topic, collected)
 txn: txn_*             trace, txn_id; seq             TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
                                                       TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                                                       TXN_UNRESOLVED
@@ -64,7 +60,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
-from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
 __all__ = [
     "FINDING_COLUMNS",
@@ -636,261 +631,17 @@ def message_rules(
     consumers: DataFrame,
     has_drain: bool,
     at_risk: DataFrame | None = None,
+    has_crash: bool = True,
 ) -> list[DataFrame]:
     """Rules keyed by msg_key; ``consumers`` is (trace, topic, groups array).
 
-    Three shuffles by (trace, msg_key), each of only the rows and columns
-    its rules read: every row of the family, sorted once by (group,
-    reconsume_times, seq) within the msg_key, for the per-key facts,
-    UNEXPECTED, RECOVERED, DUPLICATED, RETRY_EARLY and transaction
-    visibility; the SCHEDULE stores, fires and first-generation delivers for
-    DELAY_EARLY; the acknowledgements and completions for LOST.
+    One shuffle by (trace, msg_key) of the message rows, judged per partition
+    in numpy (``spark/rules_message.py``): UNEXPECTED, RECOVERED, DUPLICATED,
+    RETRY_EARLY (deliver clause), transaction visibility, DELAY_EARLY and LOST.
     """
-    acked_send = (EV() == "send") & (F.col("status").isNull() | F.col("status").isin(*sorted(ACKED_SEND_STATUSES)))
-    commit = (EV() == "txn_end") & (F.col("status") == "COMMIT")
-    out = [_message_pass(df, acked_send, commit, at_risk), _delay_early(df)]
-    if has_drain:
-        out.append(_lost(df, consumers, acked_send, commit, at_risk))
-    return out
+    from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-
-def _message_pass(df: DataFrame, acked_send: Column, commit: Column, at_risk: DataFrame | None) -> DataFrame:
-    fam = (
-        df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
-        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "status", "reconsume_times", "deliver_ts")
-        .transform(shuffled_by("trace", "msg_key"))
-    )
-    wk = Window.partitionBy("trace", "msg_key")
-    # The most specific ordering first (w_gr below: trace, msg_key, group, reconsume_times,
-    # seq): the coarser windows reuse its sort.
-    w_group = wk.orderBy("group").rangeBetween(Window.currentRow, Window.currentRow)
-    rollback = (EV() == "txn_end") & (F.col("status") == "ROLLBACK")
-    half = EV() == "txn_half"
-    success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("group").isNotNull()
-    # RETRY_EARLY, deliver clause: the earliest-due earlier send_back RETRY with the same
-    # (group, reconsume_times): the min (due, seq) over the rows before the row within its
-    # (group, reconsume_times).
-    is_back = (EV() == "send_back") & (F.col("status") == "RETRY") & _nn("deliver_ts", "group", "reconsume_times")
-    back = F.struct(
-        F.col("deliver_ts").alias("due"),
-        SEQ().alias("s"),
-        F.col("group").alias("g"),
-        F.col("reconsume_times").alias("r"),
-    )
-    w_gr = Window.partitionBy("trace", "msg_key", "group", "reconsume_times").orderBy("seq")
-    fam = fam.withColumn("back", F.min(F.when(is_back, back)).over(w_gr.rowsBetween(UNBOUNDED, -1)))
-    fam = fam.withColumn("first_success", F.min(F.when(success, SEQ())).over(w_group))
-    flag = lambda c: F.max(F.when(c, 1).otherwise(0)).over(wk)  # noqa: E731
-    fam = (
-        fam.withColumn("k_known", flag(EV().isin("send", "store", "txn_half")))
-        .withColumn("k_acked", flag(acked_send | commit))
-        .withColumn("k_half", flag(half))
-        .withColumn("k_seen", flag((EV() == "store") | ((EV() == "send") & ~acked_send)))
-        .withColumn("k_first_deliver", F.min(F.when(EV() == "deliver", SEQ())).over(wk))
-        .withColumn("k_half_seq", F.min(F.when(half, SEQ())).over(wk))
-        .withColumn("k_commit", F.min(F.when(commit, SEQ())).over(wk))
-        .withColumn("k_rollback", F.min(F.when(rollback, SEQ())).over(wk))
-    )
-    deliver = EV() == "deliver"
-    if at_risk is not None:
-        fam = _risky(fam, at_risk)
-        not_risky = ~F.col("risky")
-    else:
-        not_risky = F.lit(True)
-    gk = ("group", "topic", "msg_key")
-    c, r = F.col("k_commit"), F.col("k_rollback")
-    after_half = deliver & F.col("k_half_seq").isNotNull() & (SEQ() > F.col("k_half_seq"))
-    rb_visible = c.isNull() & r.isNotNull() & (SEQ() > r)
-    before_commit = ~rb_visible & ((c.isNotNull() & (SEQ() < c)) | c.isNull())
-    retry_early = (
-        deliver
-        & _nn("group", "reconsume_times")
-        & (F.col("reconsume_times") >= 1)
-        & (F.col("back.g") == F.col("group"))
-        & (F.col("back.r") == F.col("reconsume_times"))
-        & (F.col("ts") < F.col("back.due"))
-    )
-    return _findings(
-        fam,
-        [
-            (
-                EV().isin("deliver", "consume") & (F.col("k_known") == 0),
-                _struct(
-                    Code.UNEXPECTED,
-                    [SEQ()],
-                    gk,
-                    _fmt("%s of %s, which was never sent, stored or half-sent", "event", "msg_key"),
-                ),
-            ),
-            (
-                deliver
-                & (SEQ() == F.col("k_first_deliver"))
-                & (F.col("k_seen") == 1)
-                & (F.col("k_acked") == 0)
-                & (F.col("k_half") == 0)
-                & not_risky,
-                _struct(
-                    ObservationCode.RECOVERED,
-                    [SEQ()],
-                    gk,
-                    _fmt("%s delivered although its send was never acknowledged", "msg_key"),
-                    kind="observation",
-                ),
-            ),
-            (
-                success & (SEQ() > F.col("first_success")),
-                _struct(
-                    ObservationCode.DUPLICATED,
-                    [F.col("first_success"), SEQ()],
-                    gk,
-                    _fmt("%s consumed %s with SUCCESS again", "group", "msg_key"),
-                    kind="observation",
-                ),
-            ),
-            (
-                retry_early,
-                _struct(
-                    Code.RETRY_EARLY,
-                    [F.col("back.s"), SEQ()],
-                    gk,
-                    _fmt("retry %d delivered at %d, due at %d", "reconsume_times", "ts", "back.due"),
-                ),
-            ),
-            (
-                after_half & rb_visible,
-                _struct(
-                    Code.TXN_ROLLBACK_VISIBLE,
-                    [r, SEQ()],
-                    gk,
-                    _fmt("%s delivered although its transaction was rolled back", "msg_key"),
-                ),
-            ),
-            (
-                after_half & before_commit,
-                _struct(
-                    Code.TXN_VISIBLE_BEFORE_COMMIT,
-                    [F.col("k_half_seq"), SEQ()],
-                    gk,
-                    _fmt("%s delivered before its transaction committed", "msg_key"),
-                ),
-            ),
-        ],
-    )
-
-
-def _delay_early(df: DataFrame) -> DataFrame:
-    """DELAY_EARLY: fires matched by (msg_key, msg_id) or by msg_key; delivers by first generation."""
-    sched = (EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC) & F.col("deliver_ts").isNotNull()
-    gen0 = F.coalesce(F.col("reconsume_times"), F.lit(0)) == 0
-    fire = EV() == "schedule_fire"
-    rows = (
-        df.filter(F.col("msg_key").isNotNull() & (sched | fire | ((EV() == "deliver") & gen0)))
-        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key", "msg_id", "reconsume_times", "deliver_ts")
-        .transform(shuffled_by("trace", "msg_key"))
-    )
-    wk = Window.partitionBy("trace", "msg_key")
-    by_id = wk.orderBy("msg_id", "seq").rowsBetween(UNBOUNDED, -1)
-    by_key = wk.orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    copy = F.struct(SEQ().alias("s"), F.col("deliver_ts").alias("due"))
-    id_copy = F.struct(F.col("msg_id").alias("id"), SEQ().alias("s"), F.col("deliver_ts").alias("due"))
-    rows = rows.withColumn("st_id", F.last(F.when(sched, id_copy), ignorenulls=True).over(by_id))
-    rows = (
-        rows.withColumn("st_key", F.last(F.when(sched, copy), ignorenulls=True).over(by_key))
-        .withColumn("st0", F.last(F.when(sched & gen0, copy), ignorenulls=True).over(by_key))
-        .withColumn("lf", F.max(F.when(fire & gen0, SEQ())).over(by_key))
-    )
-    same_id = F.when(
-        F.col("st_id.id") == F.col("msg_id"),
-        F.struct(F.col("st_id.s").alias("s"), F.col("st_id.due").alias("due")),
-    )
-    rows = rows.withColumn("st", F.when(F.col("msg_id").isNotNull(), same_id).otherwise(F.col("st_key")))
-    no_fire = F.col("lf").isNull() | (F.col("lf") < F.col("st0.s"))
-    return _findings(
-        rows,
-        [
-            (
-                fire & F.col("st").isNotNull() & (F.col("ts") < F.col("st.due")),
-                _struct(
-                    Code.DELAY_EARLY,
-                    [F.col("st.s"), SEQ()],
-                    ("topic", "msg_key"),
-                    _fmt("fired at %d, due at %d", "ts", "st.due"),
-                ),
-            ),
-            (
-                (EV() == "deliver") & F.col("st0").isNotNull() & (F.col("ts") < F.col("st0.due")) & no_fire,
-                _struct(
-                    Code.DELAY_EARLY,
-                    [F.col("st0.s"), SEQ()],
-                    ("group", "topic", "msg_key"),
-                    _fmt("delivered at %d, due at %d", "ts", "st0.due"),
-                ),
-            ),
-        ],
-    )
-
-
-def _lost(
-    df: DataFrame,
-    consumers: DataFrame,
-    acked_send: Column,
-    commit: Column,
-    at_risk: DataFrame | None,
-) -> DataFrame:
-    """LOST: first acknowledgement per (msg_key, topic) × consuming groups − done groups."""
-    done = ((EV() == "consume") & (F.col("status") == "SUCCESS")) | ((EV() == "send_back") & (F.col("status") == "DLQ"))
-    half = EV() == "txn_half"
-    rows = (
-        df.filter(F.col("msg_key").isNotNull() & (acked_send | commit | half | done))
-        .select("trace", "seq", "event", "group", "topic", "msg_key", "status", "drain")
-        .transform(shuffled_by("trace", "msg_key"))
-    )
-    if at_risk is not None:
-        rows = rows.join(F.broadcast(at_risk), ["trace", "msg_key"], "left_anti")
-    wk = Window.partitionBy("trace", "msg_key")
-    rows = rows.withColumn(
-        "k_half_topic",
-        F.min(F.when(half & F.col("topic").isNotNull(), F.struct(SEQ().alias("s"), "topic")))
-        .over(wk)
-        .getField("topic"),
-    ).withColumn(
-        "done_groups",
-        F.collect_set(F.when(done & (SEQ() <= F.col("drain")), F.col("group"))).over(wk),
-    )
-    topic = F.when(EV() == "send", F.col("topic")).otherwise(F.coalesce(F.col("topic"), F.col("k_half_topic")))
-    acked = rows.filter(acked_send | commit).withColumn("a_topic", topic)
-    acked = acked.filter(F.col("a_topic").isNotNull() & (SEQ() <= F.col("drain")))
-    acked = acked.withColumn(
-        "rank",
-        F.row_number().over(Window.partitionBy("trace", "msg_key", "a_topic").orderBy("seq")),
-    ).filter(F.col("rank") == 1)
-    joined = acked.join(
-        F.broadcast(consumers),
-        (acked["trace"] == consumers["c_trace"]) & (acked["a_topic"] == consumers["c_topic"]),
-    )
-    lost = joined.select(
-        "trace",
-        "seq",
-        "drain",
-        "msg_key",
-        "done_groups",
-        F.col("a_topic").alias("topic"),
-        F.explode("groups").alias("group"),
-    ).filter(~F.array_contains(F.col("done_groups"), F.col("group")))
-    from rmqspec.spark.rules_lifecycle import (  # it imports this module
-        skipped_by_saved_delay_progress,
-        skipped_by_saved_offsets,
-    )
-
-    lost = lost.join(skipped_by_saved_offsets(df), ["trace", "group", "msg_key"], "left_anti")
-    lost = lost.join(skipped_by_saved_delay_progress(df), ["trace", "msg_key"], "left_anti")
-    return _finding(
-        lost,
-        Code.LOST,
-        [SEQ(), F.col("drain")],
-        ("group", "topic", "msg_key"),
-        _fmt("acknowledged %s never consumed by %s nor sent to its DLQ", "msg_key", "group"),
-    )
+    return [message_findings(df, consumers, has_drain, at_risk, has_crash)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -1068,6 +819,7 @@ class PassInput:
     has_drain: bool
     consumers: DataFrame
     at_risk: DataFrame | None
+    has_crash: bool = True  # False: no trace has a crash row (the crash exemptions are empty)
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -1080,7 +832,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("queue", lambda df, c: queue_rules(df)),
     ("lock", lambda df, c: lock_rules(df, c.params)),
     ("consumer", lambda df, c: consumer_rules(df)),
-    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk)),
+    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk, c.has_crash)),
     ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk)),
     ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk)),
 )
@@ -1101,9 +853,10 @@ def pass_findings(
     has_drain: bool,
     subscriptions: Mapping[str, Sequence[str]] | None = None,
     at_risk: DataFrame | None = None,
+    has_crash: bool = True,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
-    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk)
+    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk, has_crash)
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -1114,6 +867,7 @@ def all_findings(
     has_drain: bool,
     subscriptions: Mapping[str, Sequence[str]] | None = None,
     at_risk: DataFrame | None = None,
+    has_crash: bool = True,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -1121,9 +875,13 @@ def all_findings(
     events and columns (Parquet column pruning), shuffles them by its key
     and sorts once per ordering it needs. ``at_risk`` is (trace, msg_key) of
     the keys crashes list in ``detail.at_risk`` (None when there are none):
-    no LOST, TXN_UNRESOLVED or RECOVERED for them. The passes are ``PASSES``.
+    no LOST, TXN_UNRESOLVED or RECOVERED for them. ``has_crash``: whether any
+    trace has a crash row (when none, the rules skip the crash exemptions' joins).
+    The passes are ``PASSES``.
     """
-    parts = pass_findings(df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk)
+    parts = pass_findings(
+        df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk, has_crash=has_crash
+    )
     from rmqspec.spark import rules_filter  # it imports this module
 
     return rules_filter.with_filter_rules(reduce(DataFrame.unionByName, parts.values()), df)

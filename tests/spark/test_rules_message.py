@@ -1,0 +1,175 @@
+"""The message family's vectorised judge (``spark/rules_message.py``), in-process, against the checker.
+
+The Spark tests run the judge inside Spark's Python workers (``mapInArrow``);
+here the same judge runs on Arrow tables in this process, over many small
+Hypothesis-drawn traces whose keys collide often, and must give exactly the
+reference checker's findings of its codes: code, seqs, keys and reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rmqspec.spark.rules import _MSG_EVENTS
+from rmqspec.spark.rules_message import _ARROW_OUT, _COLUMNS, _Judge, _running, _segment_min
+from rmqspec.traces.checker import check_trace, validate
+from rmqspec.traces.checker_cases import PARAMS
+from rmqspec.traces.checks_common import at_risk_keys
+
+# The codes the judge owns; RETRY_EARLY only in its deliver clause (the send_back clause is the row pass's).
+CODES = {
+    "UNEXPECTED", "RECOVERED", "DUPLICATED", "RETRY_EARLY", "TXN_VISIBLE_BEFORE_COMMIT",
+    "TXN_ROLLBACK_VISIBLE", "DELAY_EARLY", "LOST",
+}  # fmt: skip
+_STATUS = {
+    "send": ("SEND_OK", None, "FAILED", "SUCCESS", "FLUSH_DISK_TIMEOUT"),
+    "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
+    "send_back": ("RETRY", "RETRY", "DLQ"),
+    "txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN", None),
+    "crash": ("kill", "power"),
+}
+_EVENTS = (*_MSG_EVENTS, "deliver", "consume", "store", "send", "crash")
+
+
+@st.composite
+def _trace(draw: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    ts = 0
+    for seq in range(draw(st.integers(1, 30))):
+        event = draw(st.sampled_from(_EVENTS))
+        ts += draw(st.sampled_from((0, 1, 999, 1000, 5000, 60_000)))
+        due = draw(st.sampled_from((None, 0, 1000, 10_000, 60_000)))
+        row = {
+            "seq": seq,
+            "ts": ts,
+            "event": event,
+            "group": draw(st.sampled_from(("G", "G", "H", None))),
+            "topic": draw(st.sampled_from(("T", "T", "U", "SCHEDULE_TOPIC_XXXX", None))),
+            "msg_key": draw(st.sampled_from(("K1", "K2", None))),
+            "msg_id": draw(st.sampled_from(("M1", "M2", None))),
+            "reconsume_times": draw(st.sampled_from((0, 0, 1, 1, 2, None))),
+            "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
+            "deliver_ts": None if due is None else ts + due,
+        }
+        if event == "crash":
+            row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=1))}
+        rows.append(row)
+    if draw(st.booleans()):
+        rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+    return rows
+
+
+def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The judge's findings of one trace (trace id "")."""
+    drains = [r["seq"] for r in rows if r["event"] == "drain"]
+    drain = max(drains) if drains else None
+    risky: dict[str, set[str]] = {}
+    for r in rows:
+        for key in at_risk_keys(r):
+            risky.setdefault(key, set()).add("")
+    groups: dict[tuple[str, str], list[str]] = {}
+    for r in rows:
+        if r["event"] in ("deliver", "consume") and r["group"] is not None and r["topic"] is not None:
+            groups.setdefault(("", r["topic"]), []).append(r["group"])
+    groups = {k: sorted(set(v)) for k, v in groups.items()}
+    family = [
+        {**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain}
+        for r in rows
+        if r["event"] in _MSG_EVENTS and r.get("msg_key") is not None
+    ]
+    schema = pa.schema(
+        [
+            (c, pa.string() if c in ("trace", "event", "group", "topic", "msg_key", "msg_id", "status") else pa.int64())
+            for c in _COLUMNS
+        ]
+    )
+    batch = pa.RecordBatch.from_pylist(family, schema=schema)
+    out = list(_Judge(risky, groups, drain is not None)(iter([batch])))
+    assert all(b.schema == _ARROW_OUT for b in out)
+    found = [f for b in out for f in b.to_pylist()]
+    return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
+
+
+def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """The checker's findings of the judge's codes (LOST only without crashes: its crash
+    exemptions are joins after the judge)."""
+    by_seq = {r["seq"]: r for r in rows}
+    crashed = any(r["event"] == "crash" for r in rows)
+    good, rejected = validate(rows)
+    assert not rejected
+    _trace, findings = check_trace(good, PARAMS)
+    out = []
+    for f in findings:
+        if f.code not in CODES or (f.code == "LOST" and crashed):
+            continue
+        if f.code == "RETRY_EARLY" and by_seq[f.seqs[-1]]["event"] != "deliver":
+            continue
+        keys = dict(f.keys)
+        out.append((f.code, tuple(f.seqs), keys.get("group"), keys.get("topic"), keys.get("msg_key"), f.reason))
+    return sorted(out)
+
+
+@given(_trace())
+def test_the_judge_finds_what_the_checker_finds(rows):
+    judged = _judged(rows)
+    crashed = any(r["event"] == "crash" for r in rows)
+    if crashed:
+        judged = [f for f in judged if f[0] != "LOST"]
+    assert judged == _checked(rows)
+
+
+def test_a_trace_of_every_message_code():
+    """One hand-made trace in which each of the judge's codes is found once at least."""
+    rows = [
+        {"seq": 0, "ts": 0, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KU"},
+        {"seq": 1, "ts": 0, "event": "store", "topic": "T", "msg_key": "KR"},
+        {"seq": 2, "ts": 1, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KR"},
+        {"seq": 3, "ts": 1, "event": "send", "topic": "T", "msg_key": "KD", "status": "SEND_OK"},
+        {"seq": 4, "ts": 2, "event": "consume", "group": "G", "topic": "T", "msg_key": "KD", "status": "SUCCESS"},
+        {"seq": 5, "ts": 3, "event": "consume", "group": "G", "topic": "T", "msg_key": "KD", "status": "SUCCESS"},
+        {"seq": 6, "ts": 3, "event": "send_back", "group": "G", "topic": "T", "msg_key": "KD", "status": "RETRY",
+         "reconsume_times": 1, "deliver_ts": 10_000},
+        {"seq": 7, "ts": 4, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KD", "reconsume_times": 1},
+        {"seq": 8, "ts": 4, "event": "txn_half", "topic": "T", "msg_key": "KT"},
+        {"seq": 9, "ts": 5, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KT"},
+        {"seq": 10, "ts": 5, "event": "txn_end", "topic": "T", "msg_key": "KT", "status": "ROLLBACK"},
+        {"seq": 11, "ts": 6, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KT"},
+        {"seq": 12, "ts": 6, "event": "send", "topic": "T", "msg_key": "KS", "status": "SEND_OK"},
+        {"seq": 13, "ts": 6, "event": "store", "topic": "SCHEDULE_TOPIC_XXXX", "msg_key": "KS", "deliver_ts": 9000},
+        {"seq": 14, "ts": 7, "event": "schedule_fire", "topic": "T", "msg_key": "KS"},
+        {"seq": 15, "ts": 8, "event": "send", "topic": "T", "msg_key": "KL", "status": "SEND_OK"},
+        {"seq": 16, "ts": 9, "event": "drain"},
+    ]
+    rows = [{"group": None, "topic": None, "msg_key": None, "status": None, "reconsume_times": None,
+             "deliver_ts": None, "msg_id": None, **r} for r in rows]  # fmt: skip
+    judged = _judged(rows)
+    assert {f[0] for f in judged} == CODES
+    assert judged == _checked(rows)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 9)), max_size=40), st.booleans())
+def test_running_min_and_max_stay_in_their_segment(cells, largest):
+    n = len(cells)
+    new = np.array([c[0] for c in cells], dtype=bool)
+    if n:
+        new[0] = True
+    values = np.array([min(c[1], n) for c in cells], dtype=np.int64)
+    got = _running(values, new, largest=largest).tolist()
+    want, seen = [], []
+    for i in range(n):
+        if new[i]:
+            seen = []
+        kept = [v for v in seen if v < n] if largest else seen
+        want.append((max(kept) if kept else n) if largest else (min(kept) if kept else n))
+        seen.append(int(values[i]))
+    assert got == want
+    if n:
+        mins = _segment_min(values, new).tolist()
+        starts = [i for i in range(n) if new[i]] + [n]
+        assert mins == [min(values[a:b]) for a, b in itertools.pairwise(starts) for _ in range(a, b)]
