@@ -868,6 +868,7 @@ def all_findings(
     subscriptions: Mapping[str, Sequence[str]] | None = None,
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
+    has_filters: bool = True,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -877,11 +878,15 @@ def all_findings(
     the keys crashes list in ``detail.at_risk`` (None when there are none):
     no LOST, TXN_UNRESOLVED or RECOVERED for them. ``has_crash``: whether any
     trace has a crash row (when none, the rules skip the crash exemptions' joins).
-    The passes are ``PASSES``.
+    ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
+    when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
     parts = pass_findings(
         df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk, has_crash=has_crash
     )
+    found = reduce(DataFrame.unionByName, parts.values())
+    if not has_filters:
+        return found
     from rmqspec.spark import rules_filter  # it imports this module
 
-    return rules_filter.with_filter_rules(reduce(DataFrame.unionByName, parts.values()), df)
+    return rules_filter.with_filter_rules(found, df)
