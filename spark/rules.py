@@ -24,10 +24,9 @@ row: send_back,        none                           RETRY_EARLY (send_back), D
 deliver
 queue: store           trace, topic, queue_id;        ORDER_QUEUE_GAP
                        epoch, seq
-lock: SUCCESS          trace, group, topic,           ORDER_KEY_REORDERED (ownership segments and the
-consume, lock, unlock  queue_id; epoch, seq           previous owned consume in one sort)
-lock: lock, unlock,    same key, one shuffle each     LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK,
-orderly_start/end      (a few % of the rows)          ORDERLY_CONCURRENT
+lock: lock, unlock,    trace, group, topic,           ORDER_KEY_REORDERED, LOCK_OVERLAP,
+orderly_start/end,     queue_id; judged per           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
+SUCCESS consume        partition (``rules_lock.py``)
 consumer: deliver,     trace, group, topic,           OFFSET_OVERRUN (pending intervals joined to
 acks, commit_offset    queue_id; offset, seq desc     commits in seq buckets of ``OFFSET_BUCKET``)
 message: the 8         trace, msg_key; judged in      UNEXPECTED, RECOVERED, DUPLICATED,
@@ -357,8 +356,14 @@ def _lock_rows(df: DataFrame, *events: str, extra: Sequence[str] = (), where: Co
 
 
 def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
-    """Each rule shuffles only its own events: the orderly and lock rules read a few
-    percent of the rows; ORDER_KEY_REORDERED also reads the SUCCESS consumes."""
+    """ORDER_KEY_REORDERED, LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT: one shuffle
+    by queue, judged per partition (``spark/rules_lock.py``)."""
+    import os
+
+    if not os.environ.get("RMQSPEC_SQL_LOCK"):
+        from rmqspec.spark.rules_lock import lock_findings  # it imports this module
+
+        return [lock_findings(df, params)]
     grant_unlock = (EV() == "lock") | (EV() == "unlock")
     ordered = _lock_rows(
         df,

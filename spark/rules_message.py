@@ -22,7 +22,7 @@ SQL anti-joins on the (few) findings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,10 +30,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.spark.rules import _MSG_EVENTS, EV, KEYS, shuffled_by
+from rmqspec.spark.arrow_judge import (
+    FINDINGS_SPARK,
+    NONE,
+    codes,
+    encoded,
+    finding,
+    ints,
+    judge,
+    keyed,
+    running,
+    segment_min,
+    starts,
+)
+from rmqspec.spark.rules import _MSG_EVENTS, EV
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
 __all__ = ["message_findings"]
@@ -52,32 +64,6 @@ _COLUMNS = (
     "deliver_ts",
     "drain",
 )
-_OUT = T.StructType(
-    [
-        T.StructField("kind", T.StringType()),
-        T.StructField("code", T.StringType()),
-        T.StructField("seqs", T.ArrayType(T.LongType())),
-        T.StructField("trace", T.StringType()),
-        *(T.StructField(name, dtype) for name, dtype in KEYS),
-        T.StructField("reason", T.StringType()),
-    ]
-)
-_ARROW_OUT = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("code", pa.string()),
-        ("seqs", pa.list_(pa.int64())),
-        ("trace", pa.string()),
-        ("group", pa.string()),
-        ("topic", pa.string()),
-        ("queue_id", pa.int32()),
-        ("msg_key", pa.string()),
-        ("client_id", pa.string()),
-        ("txn_id", pa.string()),
-        ("reason", pa.string()),
-    ]
-)
-_NONE = np.iinfo(np.int64).max
 
 
 def message_findings(
@@ -105,9 +91,9 @@ def message_findings(
     rows = (
         df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
         .select(*_COLUMNS)
-        .transform(_by_key)
+        .transform(lambda r: keyed(r, "trace", "msg_key"))
     )
-    found = rows.mapInArrow(_Judge(risky, groups, has_drain), _OUT)
+    found = rows.mapInArrow(judge(_Judge(risky, groups, has_drain)), FINDINGS_SPARK)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
@@ -125,112 +111,33 @@ def message_findings(
         "left_anti",
     )
     delays = skipped_by_saved_delay_progress(df).select(F.col("trace").alias("_t"), F.col("msg_key").alias("_k"))
-    return found.join(
-        delays, lost & (found["trace"] == delays["_t"]) & (found["msg_key"] == delays["_k"]), "left_anti"
-    )
-
-
-def _by_key(rows: DataFrame) -> DataFrame:
-    """``rows`` with every (trace, msg_key) in one partition: hash-partitioned by it, or, when
-    the session runs on one shuffle partition (small inputs), all in one partition without a
-    shuffle (``mapInArrow`` has no distribution of its own: unlike a window, it gets no shuffle
-    from the planner, and the input may be several files)."""
-    if rows.sparkSession.conf.get("spark.sql.shuffle.partitions") == "1":
-        return rows.coalesce(1)
-    return rows.transform(shuffled_by("trace", "msg_key"))
-
-
-# ------------------------------------------------------------ numpy helpers
-
-
-def _encoded(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
-    """(integer codes of a column's values: equal values, equal codes, null -1; the value of each code)."""
-    encoded = pc.dictionary_encode(column)
-    if isinstance(encoded, pa.ChunkedArray):
-        encoded = encoded.combine_chunks()
-    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, encoded.dictionary.to_pylist()
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return _encoded(column)[0]
-
-
-def _ints(column: pa.ChunkedArray, null: int) -> np.ndarray:
-    return column.fill_null(null).to_numpy().astype(np.int64)
-
-
-def _starts(*keys: np.ndarray) -> np.ndarray:
-    """Bool: the row starts a new segment of ``keys`` (rows sorted by them)."""
-    n = len(keys[0])
-    new = np.zeros(n, dtype=bool)
-    if n:
-        new[0] = True
-        for k in keys:
-            new[1:] |= k[1:] != k[:-1]
-    return new
-
-
-def _segment_min(values: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """Per row, the min of ``values`` over its segment."""
-    ids = np.cumsum(new) - 1
-    return np.minimum.reduceat(values, np.flatnonzero(new))[ids] if len(values) else values
-
-
-def _running(values: np.ndarray, new: np.ndarray, *, largest: bool) -> np.ndarray:
-    """Per row, the min (or max) of ``values`` over the rows before it in its segment.
-
-    ``values`` are in [0, n); the result is n for "no row before". One
-    global ``accumulate``: each segment is shifted below (for max: above)
-    every earlier one, so a running value never crosses a segment start.
-    """
-    n = len(values)
-    if not n:
-        return values
-    span = n + 2
-    ids = np.cumsum(new) - 1
-    if largest:
-        shifted = np.where(values < n, values, -1) + ids * span
-        incl = np.maximum.accumulate(shifted) - ids * span
-        incl = np.where(incl < 0, n, incl)
-    else:
-        shifted = values - ids * span
-        incl = np.minimum.accumulate(shifted) + ids * span
-    out = np.empty(n, dtype=np.int64)
-    out[0] = n
-    out[1:] = incl[:-1]
-    out[new] = n
-    return out
+    return found.join(delays, lost & (found["trace"] == delays["_t"]) & (found["msg_key"] == delays["_k"]), "left_anti")
 
 
 class _Judge:
-    """The ``mapInArrow`` function: one partition's rows in, its findings out."""
+    """One partition's message rows in (a table), its findings out (for ``arrow_judge.judge``)."""
 
     def __init__(self, risky: Mapping[str, set[str]], groups: Mapping[tuple[str, str], list[str]], lost: bool):
         self.risky = dict(risky)
         self.groups = dict(groups)
         self.lost = lost
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches)).combine_chunks()
-        if table.num_rows:
-            out = _Partition(table, self).findings()
-            if out:
-                yield pa.RecordBatch.from_pylist(out, schema=_ARROW_OUT)
+    def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
+        return _Partition(table, self).findings()
 
 
 class _Partition:
     """One partition's message rows, sorted by (trace, msg_key, group, reconsume_times, seq)."""
 
-    def __init__(self, table: pa.Table, judge: _Judge):
-        self.judge = judge
+    def __init__(self, table: pa.Table, rules: _Judge):
+        self.judge = rules
         n = table.num_rows
-        trace, key = _codes(table["trace"]), _codes(table["msg_key"])
+        trace, key = codes(table["trace"]), codes(table["msg_key"])
         self.key_id = trace * (int(key.max()) + 1) + key
-        group = _codes(table["group"])
+        group = codes(table["group"])
         rt_null = table["reconsume_times"].is_null().to_numpy(zero_copy_only=False)
-        rt = _ints(table["reconsume_times"], 0)
-        seq = _ints(table["seq"], 0)
+        rt = ints(table["reconsume_times"], 0)
+        seq = ints(table["seq"], 0)
         order = np.lexsort((seq, rt, rt_null, group, self.key_id))
         self.n = n
         self.table = table.take(pa.array(order))
@@ -242,14 +149,14 @@ class _Partition:
             seq[order],
         )
         t = self.table
-        self.ts = _ints(t["ts"], 0)
-        self.event, names = _encoded(t["event"])
+        self.ts = ints(t["ts"], 0)
+        self.event, names = encoded(t["event"])
         self.event_code = {name: code for code, name in enumerate(names)}
-        self.status, names = _encoded(t["status"])
+        self.status, names = encoded(t["status"])
         self.status_code = {name: code for code, name in enumerate(names)}
-        self.deliver_ts = _ints(t["deliver_ts"], 0)
+        self.deliver_ts = ints(t["deliver_ts"], 0)
         self.deliver_ts_null = t["deliver_ts"].is_null().to_numpy(zero_copy_only=False)
-        self.new_key = _starts(self.key_id)
+        self.new_key = starts(self.key_id)
         self.out: list[dict[str, Any]] = []
 
     # -- helpers
@@ -264,10 +171,10 @@ class _Partition:
         return self.is_event("send") & ((self.status < 0) | self.status_is(*ACKED_SEND_STATUSES))
 
     def key_min(self, cond: np.ndarray, new: np.ndarray | None = None) -> np.ndarray:
-        return _segment_min(np.where(cond, self.seq, _NONE), self.new_key if new is None else new)
+        return segment_min(np.where(cond, self.seq, NONE), self.new_key if new is None else new)
 
     def key_any(self, cond: np.ndarray) -> np.ndarray:
-        return self.key_min(cond) != _NONE
+        return self.key_min(cond) != NONE
 
     def risky(self) -> np.ndarray:
         if not self.judge.risky:
@@ -281,21 +188,10 @@ class _Partition:
 
     def add(self, kind: str, code: str, i: int, seqs: Sequence[int], reason: str, *, group: bool = True) -> None:
         t = self.table
-        self.out.append(
-            {
-                "kind": kind,
-                "code": code,
-                "seqs": [int(s) for s in seqs],
-                "trace": t["trace"][i].as_py(),
-                "group": t["group"][i].as_py() if group else None,
-                "topic": t["topic"][i].as_py(),
-                "queue_id": None,
-                "msg_key": t["msg_key"][i].as_py(),
-                "client_id": None,
-                "txn_id": None,
-                "reason": reason,
-            }
-        )
+        keys = {"topic": t["topic"][i].as_py(), "msg_key": t["msg_key"][i].as_py()}
+        if group:
+            keys["group"] = t["group"][i].as_py()
+        self.out.append(finding(kind, code, list(seqs), t["trace"][i].as_py(), reason, **keys))
 
     def text(self, column: str, i: int) -> str:
         value = self.table[column][i].as_py()
@@ -323,7 +219,7 @@ class _Partition:
         seen = self.key_any(store | (send & ~acked_send))
         first_deliver = self.key_min(deliver)
         half_seq, c, r = self.key_min(half), self.key_min(commit), self.key_min(rollback)
-        first_success = self.key_min(success, _starts(self.key_id, self.group))
+        first_success = self.key_min(success, starts(self.key_id, self.group))
         # RETRY_EARLY: the earliest-due (then lowest-seq) earlier send_back RETRY of the
         # row's (msg_key, group, reconsume_times): a running min over ranks of (due, seq).
         is_back = (
@@ -337,7 +233,7 @@ class _Partition:
         by_due = backs[np.lexsort((seq[backs], self.deliver_ts[backs]))]
         rank = np.full(n, n, dtype=np.int64)
         rank[by_due] = np.arange(len(by_due))
-        before = _running(rank, _starts(self.key_id, self.group, self.rt_null, self.rt), largest=False)
+        before = running(rank, starts(self.key_id, self.group, self.rt_null, self.rt), largest=False)
         has_back = before < n
         back_row = np.where(has_back, by_due[np.minimum(before, max(len(by_due) - 1, 0))] if len(by_due) else 0, 0)
         retry_early = (
@@ -349,9 +245,9 @@ class _Partition:
             & (self.ts < np.where(has_back, self.deliver_ts[back_row], 0))
         )
         risky = self.risky()
-        after_half = deliver & (half_seq != _NONE) & (seq > half_seq)
-        rb_visible = (c == _NONE) & (r != _NONE) & (seq > r)
-        before_commit = ~rb_visible & (((c != _NONE) & (seq < c)) | (c == _NONE))
+        after_half = deliver & (half_seq != NONE) & (seq > half_seq)
+        rb_visible = (c == NONE) & (r != NONE) & (seq > r)
+        before_commit = ~rb_visible & (((c != NONE) & (seq < c)) | (c == NONE))
         unexpected = self.is_event("deliver", "consume") & ~known
         recovered = deliver & (seq == first_deliver) & seen & ~acked & ~halved & ~risky
         duplicated = success & (seq > first_success)
@@ -400,17 +296,15 @@ class _Partition:
         key, seq = self.key_id[rows], self.seq[rows]
         by_seq = rows[np.lexsort((seq, key))]  # the rows of each key, by seq
         k, s = self.key_id[by_seq], self.seq[by_seq]
-        new = _starts(k)
+        new = starts(k)
         pos = np.arange(m)
-        st_key = _running(np.where(sched[by_seq], pos, m), new, largest=True)
-        st0 = _running(np.where(sched[by_seq] & gen0[by_seq], pos, m), new, largest=True)
-        lf = _running(np.where(fire[by_seq] & gen0[by_seq], pos, m), new, largest=True)
+        st_key = running(np.where(sched[by_seq], pos, m), new, largest=True)
+        st0 = running(np.where(sched[by_seq] & gen0[by_seq], pos, m), new, largest=True)
+        lf = running(np.where(fire[by_seq] & gen0[by_seq], pos, m), new, largest=True)
         # by (msg_key, msg_id): the last earlier SCHEDULE store with the row's msg_id
-        msg_id = _codes(self.table["msg_id"].take(pa.array(by_seq)))
+        msg_id = codes(self.table["msg_id"].take(pa.array(by_seq)))
         by_id = np.lexsort((s, msg_id, k))
-        st_id_sorted = _running(
-            np.where(sched[by_seq][by_id], by_id, m), _starts(k[by_id], msg_id[by_id]), largest=True
-        )
+        st_id_sorted = running(np.where(sched[by_seq][by_id], by_id, m), starts(k[by_id], msg_id[by_id]), largest=True)
         st_id = np.full(m, m, dtype=np.int64)
         st_id[by_id] = st_id_sorted  # a position in by_seq order (the running max of positions by seq)
         st = np.where(msg_id >= 0, st_id, st_key)
@@ -420,7 +314,7 @@ class _Partition:
         def at(p: np.ndarray, values: np.ndarray, none: int) -> np.ndarray:
             return np.where(p < m, values[np.minimum(p, m - 1)], none)
 
-        st_due, st0_due, st0_seq, lf_seq = at(st, due, 0), at(st0, due, 0), at(st0, s, 0), at(lf, s, _NONE)
+        st_due, st0_due, st0_seq, lf_seq = at(st, due, 0), at(st0, due, 0), at(st0, s, 0), at(lf, s, NONE)
         no_fire = (lf == m) | (lf_seq < st0_seq)
         early_fire = fire[by_seq] & (st < m) & (ts < st_due)
         early_deliver = deliver[by_seq] & (st0 < m) & (ts < st0_due) & no_fire
@@ -436,7 +330,7 @@ class _Partition:
     def lost(self) -> None:
         """LOST: first acknowledgement per (msg_key, topic) x consuming groups - done groups."""
         seq, t = self.seq, self.table
-        drain = _ints(t["drain"], -1)
+        drain = ints(t["drain"], -1)
         in_drain = ~t["drain"].is_null().to_numpy(zero_copy_only=False) & (seq <= drain)
         send = self.is_event("send")
         acked_send = self.acked_send()
@@ -445,7 +339,7 @@ class _Partition:
         done = (self.is_event("consume") & self.status_is("SUCCESS")) | (
             self.is_event("send_back") & self.status_is("DLQ")
         )
-        topic, topic_names = _encoded(t["topic"])
+        topic, topic_names = encoded(t["topic"])
         # a commit without a topic takes the topic of its key's first half with one (by seq)
         with_topic = half & (topic >= 0)
         first_half = self.key_min(with_topic)
@@ -458,9 +352,9 @@ class _Partition:
         if not len(acked):
             return
         acked = acked[np.lexsort((seq[acked], a_topic[acked], self.key_id[acked]))]
-        firsts = acked[_starts(self.key_id[acked], a_topic[acked])]
+        firsts = acked[starts(self.key_id[acked], a_topic[acked])]
         # each first acknowledgement x the groups consuming its (trace, topic), as integer ids
-        trace, trace_names = _encoded(t["trace"])
+        trace, trace_names = encoded(t["trace"])
         slots, slot_of = np.unique(trace[firsts] * len(topic_names) + a_topic[firsts], return_inverse=True)
         vocabulary: dict[str, int] = {}
         per_slot = []
@@ -484,18 +378,16 @@ class _Partition:
         names = {v: g for g, v in vocabulary.items()}
         for i, g in zip(rows[missing].tolist(), chosen[missing].tolist()):
             key = self.text("msg_key", i)
+            reason = f"acknowledged {key} never consumed by {names[g]} nor sent to its DLQ"
             self.out.append(
-                {
-                    "kind": "violation",
-                    "code": Code.LOST.value,
-                    "seqs": [int(seq[i]), int(drain[i])],
-                    "trace": trace_names[trace[i]],
-                    "group": names[g],
-                    "topic": topic_names[a_topic[i]],
-                    "queue_id": None,
-                    "msg_key": key,
-                    "client_id": None,
-                    "txn_id": None,
-                    "reason": f"acknowledged {key} never consumed by {names[g]} nor sent to its DLQ",
-                }
+                finding(
+                    "violation",
+                    Code.LOST.value,
+                    [seq[i], drain[i]],
+                    trace_names[trace[i]],
+                    reason,
+                    group=names[g],
+                    topic=topic_names[a_topic[i]],
+                    msg_key=key,
+                )
             )

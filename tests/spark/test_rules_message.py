@@ -16,8 +16,9 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rmqspec.spark.arrow_judge import FINDINGS_ARROW, judge, running, segment_min
 from rmqspec.spark.rules import _MSG_EVENTS
-from rmqspec.spark.rules_message import _ARROW_OUT, _COLUMNS, _Judge, _running, _segment_min
+from rmqspec.spark.rules_message import _COLUMNS, _Judge
 from rmqspec.traces.checker import check_trace, validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import at_risk_keys
@@ -90,8 +91,8 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         ]
     )
     batch = pa.RecordBatch.from_pylist(family, schema=schema)
-    out = list(_Judge(risky, groups, drain is not None)(iter([batch])))
-    assert all(b.schema == _ARROW_OUT for b in out)
+    out = list(judge(_Judge(risky, groups, drain is not None))(iter([batch])))
+    assert all(b.schema == FINDINGS_ARROW for b in out)
     found = [f for b in out for f in b.to_pylist()]
     return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
 
@@ -133,8 +134,17 @@ def test_a_trace_of_every_message_code():
         {"seq": 3, "ts": 1, "event": "send", "topic": "T", "msg_key": "KD", "status": "SEND_OK"},
         {"seq": 4, "ts": 2, "event": "consume", "group": "G", "topic": "T", "msg_key": "KD", "status": "SUCCESS"},
         {"seq": 5, "ts": 3, "event": "consume", "group": "G", "topic": "T", "msg_key": "KD", "status": "SUCCESS"},
-        {"seq": 6, "ts": 3, "event": "send_back", "group": "G", "topic": "T", "msg_key": "KD", "status": "RETRY",
-         "reconsume_times": 1, "deliver_ts": 10_000},
+        {
+            "seq": 6,
+            "ts": 3,
+            "event": "send_back",
+            "group": "G",
+            "topic": "T",
+            "msg_key": "KD",
+            "status": "RETRY",
+            "reconsume_times": 1,
+            "deliver_ts": 10_000,
+        },
         {"seq": 7, "ts": 4, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KD", "reconsume_times": 1},
         {"seq": 8, "ts": 4, "event": "txn_half", "topic": "T", "msg_key": "KT"},
         {"seq": 9, "ts": 5, "event": "deliver", "group": "G", "topic": "T", "msg_key": "KT"},
@@ -160,7 +170,7 @@ def test_running_min_and_max_stay_in_their_segment(cells, largest):
     if n:
         new[0] = True
     values = np.array([min(c[1], n) for c in cells], dtype=np.int64)
-    got = _running(values, new, largest=largest).tolist()
+    got = running(values, new, largest=largest).tolist()
     want, seen = [], []
     for i in range(n):
         if new[i]:
@@ -170,6 +180,6 @@ def test_running_min_and_max_stay_in_their_segment(cells, largest):
         seen.append(int(values[i]))
     assert got == want
     if n:
-        mins = _segment_min(values, new).tolist()
+        mins = segment_min(values, new).tolist()
         starts = [i for i in range(n) if new[i]] + [n]
         assert mins == [min(values[a:b]) for a, b in itertools.pairwise(starts) for _ in range(a, b)]
