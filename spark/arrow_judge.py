@@ -80,7 +80,10 @@ def judge(
     """A ``mapInArrow`` function: the partition's batches as one table, ``fn``'s findings out."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches)).combine_chunks()
+        got = list(batches)
+        if not got:  # an empty partition
+            return
+        table = pa.Table.from_batches(got).combine_chunks()
         if table.num_rows:
             found = fn(table)
             if found:

@@ -14,8 +14,8 @@ partition by exactly the pass key and their orderings are prefixes of one
 sort order, declared most specific first, so Spark sorts once; rules of
 one pass are evaluated together (``_findings``: one struct per rule whose
 condition holds, exploded). "Later rows" frames are written as growing
-frames over a descending order (``_later``): Spark recomputes "n following
-.. unbounded following" frames for every row.
+frames over a descending order: Spark recomputes "n following .. unbounded
+following" frames for every row.
 
 =====================  =============================  ===============================================
 pass (rows read)       shuffled by, sort              rules
@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 
 import attrs
-from pyspark.sql import Column, DataFrame, Window, WindowSpec
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -118,16 +118,6 @@ def shuffled_by(*cols: str) -> Callable[[DataFrame], DataFrame]:
         return df.repartition(*cols)
 
     return apply
-
-
-def _later(spec: WindowSpec) -> WindowSpec:
-    """The rows after the current one (by seq) of ``spec``'s partition, as a growing frame.
-
-    Spark recomputes an "n following .. unbounded following" frame for every
-    row (quadratic in the partition); ordered by seq descending, the rows
-    after are the rows before, and "unbounded preceding .. -1" is linear.
-    """
-    return spec.orderBy(SEQ().desc()).rowsBetween(UNBOUNDED, -1)
 
 
 def _finding(
@@ -342,229 +332,14 @@ def queue_rules(df: DataFrame) -> list[DataFrame]:
 # --------------------------------------------------------------- lock family
 
 _QUEUE = ("trace", "group", "topic", "queue_id")
-_QKEYS = ("group", "topic", "queue_id", "client_id")
-
-
-_LOCK_COLS = ("trace", "epoch", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status")
-
-
-def _lock_rows(df: DataFrame, *events: str, extra: Sequence[str] = (), where: Column | None = None) -> DataFrame:
-    """The rows of ``events`` carrying a full queue key, shuffled by queue (only the columns used)."""
-    cond = EV().isin(*events) & _nn("group", "topic", "queue_id", "client_id")
-    rows = df.filter(cond if where is None else cond & where)
-    return rows.select(*_LOCK_COLS, *extra).transform(shuffled_by(*_QUEUE))
 
 
 def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
     """ORDER_KEY_REORDERED, LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT: one shuffle
     by queue, judged per partition (``spark/rules_lock.py``)."""
-    import os
+    from rmqspec.spark.rules_lock import lock_findings  # it imports this module
 
-    if not os.environ.get("RMQSPEC_SQL_LOCK"):
-        from rmqspec.spark.rules_lock import lock_findings  # it imports this module
-
-        return [lock_findings(df, params)]
-    grant_unlock = (EV() == "lock") | (EV() == "unlock")
-    ordered = _lock_rows(
-        df,
-        "lock",
-        "unlock",
-        "consume",
-        extra=("queue_offset",),
-        where=grant_unlock | ((F.col("status") == "SUCCESS") & F.col("queue_offset").isNotNull()),
-    )
-    return [
-        _key_reordered(ordered),
-        _lock_overlap(_lock_rows(df, "lock", "unlock"), params),
-        *_orderly_without_lock(_lock_rows(df, "lock", "orderly_start"), params),
-        _orderly_concurrent(_lock_rows(df, "orderly_start", "orderly_end")),
-    ]
-
-
-def _key_reordered(fam: DataFrame) -> DataFrame:
-    """ORDER_KEY_REORDERED: ownership segments from grants / effective unlocks.
-
-    One ordered window spec per (queue, epoch), hence one sort: the previous
-    owned SUCCESS consume of the same segment is the last owned consume
-    before the row when its segment is the row's.
-    """
-    is_grant = (EV() == "lock") & (F.col("status") == "GRANTED")
-    rows = fam.filter(
-        is_grant
-        | (EV() == "unlock")
-        | ((EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("queue_offset").isNotNull())
-    )
-    w = Window.partitionBy(*_QUEUE, "epoch").orderBy("seq")
-    before = w.rowsBetween(UNBOUNDED, -1)
-    rows = rows.withColumn(
-        "lg",
-        F.last(
-            F.when(is_grant, F.struct(F.col("client_id").alias("c"), SEQ().alias("s"))),
-            ignorenulls=True,
-        ).over(before),
-    )
-    eff_unlock = (EV() == "unlock") & (F.col("lg.c") == F.col("client_id"))
-    rows = rows.withColumn("eff_unlock", F.coalesce(eff_unlock, F.lit(False)))
-    rows = rows.withColumn("leu", F.max(F.when(F.col("eff_unlock"), SEQ())).over(before))
-    owner = F.when(F.col("lg").isNull() | (F.col("leu").isNotNull() & (F.col("leu") > F.col("lg.s"))), None).otherwise(
-        F.col("lg.c")
-    )
-    rows = rows.withColumn("owner", owner)
-    start = (is_grant & (F.col("owner").isNull() | (F.col("owner") != F.col("client_id")))) | F.col("eff_unlock")
-    rows = rows.withColumn("seg", F.sum(start.cast("int")).over(w.rowsBetween(UNBOUNDED, 0)))
-    owned = (EV() == "consume") & (F.col("owner") == F.col("client_id"))
-    rows = rows.withColumn(
-        "prev",
-        F.last(
-            F.when(owned, F.struct(F.col("seg").alias("g"), SEQ().alias("s"), F.col("queue_offset").alias("o"))),
-            ignorenulls=True,
-        ).over(before),
-    )
-    bad = rows.filter(
-        owned
-        & F.col("prev").isNotNull()
-        & (F.col("prev.g") == F.col("seg"))
-        & (F.col("queue_offset") <= F.col("prev.o"))
-    )
-    return _finding(
-        bad,
-        Code.ORDER_KEY_REORDERED,
-        [F.col("prev.s"), SEQ()],
-        _QKEYS,
-        _fmt("orderly SUCCESS of offset %d after offset %d", "queue_offset", "prev.o"),
-    )
-
-
-def _lock_overlap(fam: DataFrame, params: AuditParams) -> DataFrame:
-    """LOCK_OVERLAP: the previous run's last grant, unless expired or unlocked since."""
-    is_grant = (EV() == "lock") & (F.col("status") == "GRANTED")
-    rows = fam.filter(is_grant | (EV() == "unlock"))
-    wc = Window.partitionBy(*_QUEUE, "epoch", "client_id")
-    rows = rows.withColumn("next_unlock", F.min(F.when(EV() == "unlock", SEQ())).over(_later(wc)))
-    grants = rows.filter(is_grant)
-    w = Window.partitionBy(*_QUEUE, "epoch").orderBy("seq")
-    prev = F.lag(
-        F.struct(
-            F.col("client_id").alias("c"),
-            SEQ().alias("s"),
-            F.col("ts").alias("t"),
-            F.col("next_unlock").alias("u"),
-        )
-    ).over(w)
-    grants = grants.withColumn("prev", prev)
-    run_start = F.col("prev").isNull() | (F.col("prev.c") != F.col("client_id"))
-    grants = grants.withColumn(
-        "other",
-        F.last(F.when(run_start, F.struct(F.col("prev").alias("o"))), ignorenulls=True).over(
-            w.rowsBetween(UNBOUNDED, 0)
-        ),
-    )
-    o = "other.o"
-    bad = grants.filter(
-        F.col(o).isNotNull()
-        & (F.col("ts") - F.col(f"{o}.t") <= params.broker_lock_ms)
-        & ~F.coalesce(F.col(f"{o}.u") < SEQ(), F.lit(False))
-    )
-    return _finding(
-        bad,
-        Code.LOCK_OVERLAP,
-        [F.col(f"{o}.s"), SEQ()],
-        _QKEYS,
-        _fmt(
-            "granted to %s while %s's lock is %d ms old (lifetime %d ms)",
-            "client_id",
-            f"{o}.c",
-            F.col("ts") - F.col(f"{o}.t"),
-            F.lit(params.broker_lock_ms),
-        ),
-    )
-
-
-def _orderly_without_lock(fam: DataFrame, params: AuditParams) -> list[DataFrame]:
-    is_grant = (EV() == "lock") & (F.col("status") == "GRANTED")
-    rows = fam.filter(is_grant | (EV() == "orderly_start"))
-    wc = Window.partitionBy(*_QUEUE, "client_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    w = Window.partitionBy(*_QUEUE).orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    rows = rows.withColumn(
-        "mine",
-        F.last(F.when(is_grant, F.struct(SEQ().alias("s"), F.col("ts").alias("t"))), ignorenulls=True).over(wc),
-    ).withColumn(
-        "latest",
-        F.last(
-            F.when(is_grant, F.struct(F.col("client_id").alias("c"), SEQ().alias("s"))),
-            ignorenulls=True,
-        ).over(w),
-    )
-    starts = rows.filter(EV() == "orderly_start")
-    missing = starts.filter(F.col("mine").isNull())
-    superseded = starts.filter(F.col("mine").isNotNull() & (F.col("latest.c") != F.col("client_id")))
-    expired = starts.filter(
-        F.col("mine").isNotNull()
-        & (F.col("latest.c") == F.col("client_id"))
-        & (F.col("ts") - F.col("mine.t") > params.client_lock_ms)
-    )
-    code = Code.ORDERLY_WITHOUT_LOCK
-    return [
-        _finding(missing, code, [SEQ()], _QKEYS, _fmt("%s never locked this queue", "client_id")),
-        _finding(
-            superseded,
-            code,
-            [F.col("latest.s"), SEQ()],
-            _QKEYS,
-            _fmt("%s's lock was superseded by %s", "client_id", "latest.c"),
-        ),
-        _finding(
-            expired,
-            code,
-            [F.col("mine.s"), SEQ()],
-            _QKEYS,
-            _fmt(
-                "%s's lock is %d ms old (client lifetime %d ms)",
-                "client_id",
-                F.col("ts") - F.col("mine.t"),
-                F.lit(params.client_lock_ms),
-            ),
-        ),
-    ]
-
-
-def _orderly_concurrent(fam: DataFrame) -> DataFrame:
-    """ORDERLY_CONCURRENT: running count of open windows; a join only for offenders."""
-    rows = fam.filter(EV().isin("orderly_start", "orderly_end"))
-    wc_spec = Window.partitionBy(*_QUEUE, "client_id")
-    wc = wc_spec.orderBy("seq")
-    rows = rows.withColumn("prev_ev", F.lag("event").over(wc))
-    is_start = EV() == "orderly_start"
-    opens = is_start & (F.col("prev_ev").isNull() | (F.col("prev_ev") == "orderly_end"))
-    closes = (EV() == "orderly_end") & (F.col("prev_ev") == "orderly_start")
-    rows = rows.withColumn("open_tr", opens).withColumn("close_tr", F.coalesce(closes, F.lit(False)))
-    rows = rows.withColumn("close_seq", F.min(F.when(F.col("close_tr"), SEQ())).over(_later(wc_spec)))
-    delta = F.when(F.col("open_tr"), 1).when(F.col("close_tr"), -1).otherwise(0)
-    w = Window.partitionBy(*_QUEUE).orderBy("seq")
-    rows = rows.withColumn("open_before", F.coalesce(F.sum(delta).over(w.rowsBetween(UNBOUNDED, -1)), F.lit(0)))
-    self_open = F.when(F.col("prev_ev") == "orderly_start", 1).otherwise(0)
-    offenders = rows.filter(is_start & (F.col("open_before") - self_open > 0)).select(*_QUEUE, "client_id", "seq")
-    windows = rows.filter(F.col("open_tr")).select(
-        *_QUEUE,
-        F.col("client_id").alias("w_client"),
-        F.col("seq").alias("w_open"),
-        "close_seq",
-    )
-    joined = offenders.join(windows, list(_QUEUE)).filter(
-        (F.col("w_client") != F.col("client_id"))
-        & (F.col("w_open") < SEQ())
-        & (F.col("close_seq").isNull() | (F.col("close_seq") > SEQ()))
-    )
-    best = joined.groupBy(*_QUEUE, "client_id", "seq").agg(
-        F.max(F.struct(F.col("w_open").alias("s"), F.col("w_client").alias("c"))).alias("o")
-    )
-    return _finding(
-        best,
-        Code.ORDERLY_CONCURRENT,
-        [F.col("o.s"), SEQ()],
-        _QKEYS,
-        _fmt("%s started while %s's orderly window is open", "client_id", "o.c"),
-    )
+    return [lock_findings(df, params)]
 
 
 # ----------------------------------------------------------- consumer family

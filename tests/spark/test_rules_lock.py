@@ -104,3 +104,7 @@ def test_a_trace_of_every_lock_code():
     judged = _judged(rows)
     assert {f[0] for f in judged} == CODES
     assert judged == _checked(rows)
+
+
+def test_an_empty_partition_gives_nothing():
+    assert list(judge(_Judge(PARAMS))(iter([]))) == []
