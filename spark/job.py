@@ -162,7 +162,7 @@ def _unknown_status() -> Column:
 
 def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
     """(one dict per trace: n, good, drain, bounds, crash_seqs, at_risk, filtered (rows the filter
-    rules read), lack<i>;
+    rules read), power (power-loss crashes), lack<i>;
     (event, status) -> rows with a status their rules do not know). One job: the
     aggregation is grouped by trace and unknown status, merged per trace here."""
     valid = F.col("problem").isNull()
@@ -174,6 +174,9 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
         F.collect_list(F.when(valid & (F.col("event") == "crash"), F.col("seq"))).alias("crash_seqs"),
         F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk"))))).alias("at_risk"),
         F.sum(F.when(valid & F.col("filter_detail").isNotNull(), 1).otherwise(0)).alias("filtered"),
+        F.sum(F.when(valid & (F.col("event") == "crash") & (F.col("status") == "power"), 1).otherwise(0)).alias(
+            "power"
+        ),
     ]
     for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
         lacks = F.lit(False)
@@ -196,6 +199,7 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
         into["n"] += row["n"]
         into["good"] += row["good"]
         into["filtered"] += row["filtered"]
+        into["power"] += row["power"]
         if row["drain"] is not None and (into["drain"] is None or row["drain"] > into["drain"]):
             into["drain"] = row["drain"]
         for key in ("bounds", "crash_seqs", "at_risk"):
@@ -415,6 +419,7 @@ def run_audit(
             at_risk=_at_risk(spark, facts),
             has_crash=any(r["crash_seqs"] for r in good_traces),
             has_filters=any(r["filtered"] for r in good_traces),
+            has_power=any(r["power"] for r in good_traces),
         ).withColumnRenamed("trace", "trace_id")
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
         try:

@@ -141,6 +141,7 @@ def profile_audit(
             subscriptions=config.subscriptions,
             at_risk=job._at_risk(spark, facts),
             has_crash=any(r["crash_seqs"] for r in good),
+            has_power=any(r["power"] for r in good),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

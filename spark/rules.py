@@ -412,6 +412,7 @@ def message_rules(
     has_drain: bool,
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
+    has_power: bool = True,
 ) -> list[DataFrame]:
     """Rules keyed by msg_key; ``consumers`` is (trace, topic, groups array).
 
@@ -421,7 +422,7 @@ def message_rules(
     """
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-    return [message_findings(df, consumers, has_drain, at_risk, has_crash)]
+    return [message_findings(df, consumers, has_drain, at_risk, has_crash, has_power)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -432,8 +433,10 @@ def txn_rules(
     params: AuditParams,
     has_drain: bool,
     at_risk: DataFrame | None = None,
+    has_power: bool = True,
 ) -> list[DataFrame]:
-    """Every transaction rule in one pass: one shuffle by txn_id, one sort by seq."""
+    """Every transaction rule in one pass: one shuffle by txn_id, one sort by seq.
+    ``has_power`` False (no power-loss crash): no half can be skipped (no ``_skipped_halves`` join)."""
     fam = (
         df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
         .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "drain", "check_times")
@@ -529,9 +532,12 @@ def txn_rules(
             not_risky = ~F.col("risky")
         else:
             not_risky = F.lit(True)
-        skipped = _skipped_halves(df)
-        fam = fam.join(skipped, (fam["trace"] == skipped["s_trace"]) & (fam["txn_id"] == skipped["s_txn"]), "left")
-        not_risky = not_risky & F.col("s_txn").isNull()
+        if has_power:
+            skipped = _skipped_halves(df)
+            fam = fam.join(
+                skipped, (fam["trace"] == skipped["s_trace"]) & (fam["txn_id"] == skipped["s_txn"]), "left"
+            )
+            not_risky = not_risky & F.col("s_txn").isNull()
         rules.append(
             (
                 (EV() == "txn_half")
@@ -568,11 +574,13 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
     )
 
 
-def _lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
+def _lifecycle_rules(
+    df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True
+) -> list[DataFrame]:
     """The deep lifecycle rules (``spark/rules_lifecycle.py``; imported here, it imports this module)."""
     from rmqspec.spark.rules_lifecycle import lifecycle_rules
 
-    return lifecycle_rules(df, params, at_risk)
+    return lifecycle_rules(df, params, at_risk, has_power)
 
 
 # --------------------------------------------------------------------- plan
@@ -600,6 +608,7 @@ class PassInput:
     consumers: DataFrame
     at_risk: DataFrame | None
     has_crash: bool = True  # False: no trace has a crash row (the crash exemptions are empty)
+    has_power: bool = True  # False: no trace has a power-loss crash (the power-loss exemptions are empty)
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -612,9 +621,9 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("queue", lambda df, c: queue_rules(df)),
     ("lock", lambda df, c: lock_rules(df, c.params)),
     ("consumer", lambda df, c: consumer_rules(df)),
-    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk, c.has_crash)),
-    ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk)),
-    ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk)),
+    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk, c.has_power)),
+    ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk, c.has_power)),
 )
 
 
@@ -634,9 +643,10 @@ def pass_findings(
     subscriptions: Mapping[str, Sequence[str]] | None = None,
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
+    has_power: bool = True,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
-    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk, has_crash)
+    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk, has_crash, has_power)
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -649,6 +659,7 @@ def all_findings(
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
     has_filters: bool = True,
+    has_power: bool = True,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -657,12 +668,19 @@ def all_findings(
     and sorts once per ordering it needs. ``at_risk`` is (trace, msg_key) of
     the keys crashes list in ``detail.at_risk`` (None when there are none):
     no LOST, TXN_UNRESOLVED or RECOVERED for them. ``has_crash``: whether any
-    trace has a crash row (when none, the rules skip the crash exemptions' joins).
+    trace has a crash row (when none, the rules skip the crash exemptions' joins); ``has_power``
+    likewise for power-loss crashes (``status`` power).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
     parts = pass_findings(
-        df, params, has_drain=has_drain, subscriptions=subscriptions, at_risk=at_risk, has_crash=has_crash
+        df,
+        params,
+        has_drain=has_drain,
+        subscriptions=subscriptions,
+        at_risk=at_risk,
+        has_crash=has_crash,
+        has_power=has_power,
     )
     found = reduce(DataFrame.unionByName, parts.values())
     if not has_filters:

@@ -30,8 +30,11 @@ from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
 
 
-def lifecycle_rules(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> list[DataFrame]:
-    return [_txn(df, params, at_risk), _dlq_delayed(df, params), _schedule_duplicated(df), _offset_lost(df)]
+def lifecycle_rules(
+    df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True
+) -> list[DataFrame]:
+    """``has_power`` False (no power-loss crash): every op is seen (no ``_unseen_ops`` join)."""
+    return [_txn(df, params, at_risk, has_power), _dlq_delayed(df, params), _schedule_duplicated(df), _offset_lost(df)]
 
 
 def _check_number() -> Column:
@@ -66,15 +69,18 @@ def _unseen_ops(df: DataFrame) -> DataFrame:
     )
 
 
-def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None) -> DataFrame:
+def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True) -> DataFrame:
     fam = df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
-    unseen = _unseen_ops(df)
-    fam = (
-        fam.join(F.broadcast(unseen), (fam["trace"] == unseen["u_trace"]) & (fam["seq"] == unseen["u_seq"]), "left")
-        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times",
-                F.col("u_seq").isNotNull().alias("unseen"))
-        .transform(shuffled_by("trace", "txn_id"))
-    )
+    if has_power:
+        unseen = _unseen_ops(df)
+        fam = fam.join(
+            F.broadcast(unseen), (fam["trace"] == unseen["u_trace"]) & (fam["seq"] == unseen["u_seq"]), "left"
+        ).withColumn("unseen", F.col("u_seq").isNotNull())
+    else:
+        fam = fam.withColumn("unseen", F.lit(False))
+    fam = fam.select(
+        "trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times", "unseen"
+    ).transform(shuffled_by("trace", "txn_id"))
     before = Window.partitionBy("trace", "txn_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
     k = _check_number()
     pos = F.col("queue_offset")

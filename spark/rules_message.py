@@ -72,11 +72,13 @@ def message_findings(
     has_drain: bool,
     at_risk: DataFrame | None,
     has_crash: bool = True,
+    has_power: bool = True,
 ) -> DataFrame:
     """The message family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
 
     ``has_crash`` False (no trace has a crash row): the two crash exemptions of LOST
-    are empty, so their joins are left out."""
+    are empty, so their joins are left out; ``has_power`` False (no power-loss crash):
+    the saved delay progress exemption is empty, so its join is left out."""
     from rmqspec.spark.rules_lifecycle import (  # it imports rules, which imports this module lazily
         skipped_by_saved_delay_progress,
         skipped_by_saved_offsets,
@@ -110,6 +112,8 @@ def message_findings(
         & (found["msg_key"] == offsets["_k"]),
         "left_anti",
     )
+    if not has_power:
+        return found
     delays = skipped_by_saved_delay_progress(df).select(F.col("trace").alias("_t"), F.col("msg_key").alias("_k"))
     return found.join(delays, lost & (found["trace"] == delays["_t"]) & (found["msg_key"] == delays["_k"]), "left_anti")
 
