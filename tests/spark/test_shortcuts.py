@@ -1,0 +1,57 @@
+"""The rules leave out work the facts pass shows to be empty; leaving it out changes nothing.
+
+``all_findings`` takes ``has_crash`` (any crash row), ``has_power`` (any power-loss crash)
+and ``has_filters`` (any row carrying a filter detail); ``run_audit`` sets them from the
+facts pass. On traces where they are false, the findings with every flag forced on (all
+the joins run) must equal the findings with the flags as the facts say.
+"""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from rmqspec.spark import inputs as inputs_mod
+from rmqspec.spark import job
+from rmqspec.spark.rules import all_findings
+from rmqspec.traces.checker_cases import PARAMS
+from rmqspec.traces.generator import GenConfig, generate_rows
+from rmqspec.traces.io import rows_to_table
+
+pytestmark = pytest.mark.spark
+
+
+def _findings(spark, path: str, **flags: bool) -> list[tuple]:
+    prepared = inputs_mod.prepare([path], path + ".out")
+    rows, _ = inputs_mod.load(spark, prepared)
+    facts, _unknown = job._facts(rows)
+    base = rows.filter(F.col("problem").isNull()).select(
+        "trace", *inputs_mod.AUDIT_COLUMNS, *inputs_mod.DERIVED_COLUMNS
+    )
+    base = job._with_trace_facts(spark, base, facts)
+    good = [r for r in facts if r["good"]]
+    found = all_findings(
+        base,
+        PARAMS,
+        has_drain=any(r["drain"] is not None for r in good),
+        at_risk=job._at_risk(spark, facts),
+        **flags,
+    )
+    return sorted((r["code"], tuple(r["seqs"]), r["group"], r["msg_key"], r["reason"]) for r in found.collect())
+
+
+@pytest.mark.parametrize(("crashes", "inject"), [(0, ("LOST",)), (2, ("LOST", "TXN_UNRESOLVED"))])
+def test_leaving_out_the_empty_exemptions_changes_no_finding(spark, tmp_path, crashes, inject):
+    rows, truth = generate_rows(GenConfig(events=3000, seed=21, crashes=crashes, inject=inject))
+    assert truth
+    path = tmp_path / "trace.parquet"
+    pq.write_table(rows_to_table(rows), path)
+    assert not any(r["event"] == "crash" and r.get("status") == "power" for r in rows)
+    assert not any(r.get("detail") and "subscription" in str(r["detail"]) for r in rows)
+    everything = _findings(spark, str(path), has_crash=True, has_power=True, has_filters=True)
+    assert any(f[0] == "LOST" for f in everything)
+    as_the_facts_say = _findings(
+        spark, str(path), has_crash=crashes > 0, has_power=False, has_filters=False
+    )
+    assert as_the_facts_say == everything
