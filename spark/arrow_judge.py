@@ -27,7 +27,6 @@ from rmqspec.spark.rules import KEYS, shuffled_by
 
 __all__ = [
     "FINDINGS_ARROW",
-    "FINDINGS_SPARK",
     "NONE",
     "codes",
     "encoded",
@@ -40,16 +39,6 @@ __all__ = [
     "starts",
 ]
 
-FINDINGS_SPARK = T.StructType(
-    [
-        T.StructField("kind", T.StringType()),
-        T.StructField("code", T.StringType()),
-        T.StructField("seqs", T.ArrayType(T.LongType())),
-        T.StructField("trace", T.StringType()),
-        *(T.StructField(name, dtype) for name, dtype in KEYS),
-        T.StructField("reason", T.StringType()),
-    ]
-)
 _ARROW_TYPES = {T.StringType(): pa.string(), T.IntegerType(): pa.int32()}
 FINDINGS_ARROW = pa.schema(
     [

@@ -43,10 +43,10 @@ from typing import Any
 import attrs
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
 from rmqspec.spark.inputs import AUDIT_COLUMNS
+from rmqspec.spark.rules import FINDING_SCHEMA
 from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import check_trace, lacking_fields
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
@@ -54,25 +54,7 @@ from rmqspec.traces.schema import COLUMNS, SCHEMA
 
 __all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
 
-KEY_TYPES: dict[str, T.DataType] = {
-    "group": T.StringType(),
-    "topic": T.StringType(),
-    "queue_id": T.IntegerType(),
-    "msg_key": T.StringType(),
-    "client_id": T.StringType(),
-    "txn_id": T.StringType(),
-}
-# The finding columns of ``rules.all_findings`` (``trace`` is written as ``trace_id``).
-FINDING_SCHEMA = T.StructType(
-    [
-        T.StructField("kind", T.StringType()),
-        T.StructField("code", T.StringType()),
-        T.StructField("seqs", T.ArrayType(T.LongType())),
-        T.StructField("trace", T.StringType()),
-        *[T.StructField(name, KEY_TYPES[name]) for name in KEY_COLUMNS],
-        T.StructField("reason", T.StringType()),
-    ]
-)
+# The finding columns of ``rules.all_findings`` (``trace`` is written as ``trace_id``): ``FINDING_SCHEMA``.
 INPUT_COLUMNS: tuple[str, ...] = ("trace", *AUDIT_COLUMNS, "detail", "position", "problem")
 
 

@@ -62,6 +62,7 @@ from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 
 __all__ = [
     "FINDING_COLUMNS",
+    "FINDING_SCHEMA",
     "OFFSET_BUCKET",
     "PASSES",
     "PassInput",
@@ -86,6 +87,17 @@ FINDING_COLUMNS: tuple[str, ...] = (
     "trace",
     *(k for k, _ in KEYS),
     "reason",
+)
+# The findings of every rule, as a Spark schema (the plans that build findings in Python use it).
+FINDING_SCHEMA = T.StructType(
+    [
+        T.StructField("kind", T.StringType()),
+        T.StructField("code", T.StringType()),
+        T.StructField("seqs", T.ArrayType(T.LongType())),
+        T.StructField("trace", T.StringType()),
+        *(T.StructField(name, dtype) for name, dtype in KEYS),
+        T.StructField("reason", T.StringType()),
+    ]
 )
 # OFFSET_OVERRUN joins pending-offset intervals to commits within seq buckets
 # of this width (an interval is exploded into the buckets it spans).

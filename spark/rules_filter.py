@@ -23,10 +23,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.rules import FINDING_COLUMNS, KEYS
+from rmqspec.spark.rules import FINDING_COLUMNS, FINDING_SCHEMA, KEYS
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_filter import (
     detect_filter_mismatch,
@@ -38,14 +37,6 @@ from rmqspec.traces.checks_filter import (
 _ROW_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key",
                 "client_id", "status", "delay_level", "filter_detail")
 _KIND = {Code.FILTER_MISMATCH.value: "violation", Code.FILTER_SKIPPED.value: "violation"}
-_OUT = T.StructType([
-    T.StructField("kind", T.StringType()),
-    T.StructField("code", T.StringType()),
-    T.StructField("seqs", T.ArrayType(T.LongType())),
-    T.StructField("trace", T.StringType()),
-    *[T.StructField(name, dtype) for name, dtype in KEYS],
-    T.StructField("reason", T.StringType()),
-])
 EXEMPT_CODE = "_LOST_EXEMPT"  # internal rows: (group, msg_key) LOST must not report
 
 
@@ -83,7 +74,7 @@ def filter_findings(df: DataFrame) -> DataFrame:
     commits = df.filter(F.col("event") == "commit_offset").join(groups, ["trace", "group", "topic"], "left_semi")
     rows = detailed.select(*_ROW_COLUMNS).unionByName(commits.select(*_ROW_COLUMNS))
     judged = rows.rdd.map(_by_topic).groupByKey().flatMap(lambda kv: _judge(list(kv[1])))
-    return df.sparkSession.createDataFrame(judged, schema=_OUT)
+    return df.sparkSession.createDataFrame(judged, schema=FINDING_SCHEMA)
 
 
 def with_filter_rules(findings: DataFrame, df: DataFrame) -> DataFrame:

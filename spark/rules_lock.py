@@ -28,8 +28,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import FINDINGS_SPARK, encoded, finding, ints, judge, keyed, running, starts
-from rmqspec.spark.rules import EV, _nn
+from rmqspec.spark.arrow_judge import encoded, finding, ints, judge, keyed, running, starts
+from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lock import detect_lock_overlap, detect_orderly_concurrent, detect_orderly_without_lock
 
@@ -49,7 +49,7 @@ def lock_findings(df: DataFrame, params: AuditParams) -> DataFrame:
         .select(*_COLUMNS)
         .transform(lambda r: keyed(r, *_QUEUE))
     )  # fmt: skip
-    return rows.mapInArrow(judge(_Judge(params)), FINDINGS_SPARK)
+    return rows.mapInArrow(judge(_Judge(params)), FINDING_SCHEMA)
 
 
 class _Judge:

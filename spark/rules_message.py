@@ -33,7 +33,6 @@ from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.spark.arrow_judge import (
-    FINDINGS_SPARK,
     NONE,
     codes,
     encoded,
@@ -45,7 +44,7 @@ from rmqspec.spark.arrow_judge import (
     segment_min,
     starts,
 )
-from rmqspec.spark.rules import _MSG_EVENTS, EV
+from rmqspec.spark.rules import _MSG_EVENTS, EV, FINDING_SCHEMA
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
 __all__ = ["message_findings"]
@@ -95,7 +94,7 @@ def message_findings(
         .select(*_COLUMNS)
         .transform(lambda r: keyed(r, "trace", "msg_key"))
     )
-    found = rows.mapInArrow(judge(_Judge(risky, groups, has_drain)), FINDINGS_SPARK)
+    found = rows.mapInArrow(judge(_Judge(risky, groups, has_drain)), FINDING_SCHEMA)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
