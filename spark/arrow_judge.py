@@ -30,12 +30,15 @@ __all__ = [
     "NONE",
     "codes",
     "encoded",
+    "event_in",
     "finding",
     "ints",
     "judge",
     "keyed",
+    "not_null",
     "running",
     "segment_min",
+    "sorted_segments",
     "starts",
 ]
 
@@ -108,6 +111,19 @@ def ints(column: pa.ChunkedArray | pa.Array, null: int) -> np.ndarray:
     return column.fill_null(null).to_numpy().astype(np.int64)
 
 
+def not_null(table: pa.Table, *names: str) -> np.ndarray:
+    """Bool: the row has a value in every column of ``names``."""
+    keep = np.ones(table.num_rows, dtype=bool)
+    for name in names:
+        keep &= ~table[name].is_null().to_numpy(zero_copy_only=False)
+    return keep
+
+
+def event_in(table: pa.Table, *names: str) -> np.ndarray:
+    """Bool: the row's event is one of ``names``."""
+    return pc.is_in(table["event"], value_set=pa.array(names)).to_numpy(zero_copy_only=False)
+
+
 def starts(*keys: np.ndarray) -> np.ndarray:
     """Bool: the row starts a new segment of ``keys`` (rows sorted by them)."""
     n = len(keys[0])
@@ -117,6 +133,15 @@ def starts(*keys: np.ndarray) -> np.ndarray:
         for k in keys:
             new[1:] |= k[1:] != k[:-1]
     return new
+
+
+def sorted_segments(table: pa.Table, keep: np.ndarray, keys: tuple[str, ...]) -> tuple[pa.Table, np.ndarray]:
+    """(the rows of ``keep`` sorted by ``keys`` then seq; bool: the row starts a new segment of
+    ``keys``). Nulls are a value of their own."""
+    t = table.filter(pa.array(keep))
+    coded = [encoded(t[k])[0] if pa.types.is_string(t.schema.field(k).type) else ints(t[k], -1) for k in keys]
+    order = np.lexsort((ints(t["seq"], 0), *reversed(coded)))
+    return t.take(pa.array(order)), starts(*(c[order] for c in coded))
 
 
 def segment_min(values: np.ndarray, new: np.ndarray) -> np.ndarray:

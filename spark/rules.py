@@ -20,19 +20,15 @@ following" frames for every row.
 =====================  =============================  ===============================================
 pass (rows read)       shuffled by, sort              rules
 =====================  =============================  ===============================================
-row: send_back,        none                           RETRY_EARLY (send_back), DLQ_EARLY, DLQ_MISSED
-deliver
-queue: store           trace, topic, queue_id;        ORDER_QUEUE_GAP
-                       epoch, seq
-lock: lock, unlock,    trace, group, topic,           ORDER_KEY_REORDERED, LOCK_OVERLAP,
-orderly_start/end,     queue_id; judged per           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
-SUCCESS consume        partition (``rules_lock.py``)
-consumer: deliver,     trace, group, topic,           OFFSET_OVERRUN (pending intervals joined to
-acks, commit_offset    queue_id; offset, seq desc     commits in seq buckets of ``OFFSET_BUCKET``)
+queue: store,          trace, topic, queue_id;        ORDER_QUEUE_GAP, OFFSET_OVERRUN,
+deliver, acks,         judged in numpy per partition  ORDER_KEY_REORDERED, LOCK_OVERLAP,
+commit_offset, lock,   (``rules_queue.py``,           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
+unlock, orderly_*      ``rules_lock.py``)
 message: the 8         trace, msg_key; judged in      UNEXPECTED, RECOVERED, DUPLICATED,
-message events         numpy per partition            RETRY_EARLY (deliver), TXN_VISIBLE_BEFORE_COMMIT,
+message events         numpy per partition            RETRY_EARLY, TXN_VISIBLE_BEFORE_COMMIT,
                        (``rules_message.py``,         TXN_ROLLBACK_VISIBLE, DELAY_EARLY, LOST (x the
-                       ``mapInArrow``)                consumers of the topic, collected)
+                       ``rules_retry.py``,            consumers of the topic, collected), DLQ_EARLY,
+                       ``mapInArrow``)                DLQ_MISSED
 txn: txn_*             trace, txn_id; seq             TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
                                                       TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                                                       TXN_UNRESOLVED
@@ -63,7 +59,6 @@ from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 __all__ = [
     "FINDING_COLUMNS",
     "FINDING_SCHEMA",
-    "OFFSET_BUCKET",
     "PASSES",
     "PassInput",
     "all_findings",
@@ -99,9 +94,6 @@ FINDING_SCHEMA = T.StructType(
         T.StructField("reason", T.StringType()),
     ]
 )
-# OFFSET_OVERRUN joins pending-offset intervals to commits within seq buckets
-# of this width (an interval is exploded into the buckets it spans).
-OFFSET_BUCKET = 8192
 
 
 def EV() -> Column:
@@ -206,210 +198,16 @@ def _risky(df: DataFrame, at_risk: DataFrame | None, key: str = "msg_key") -> Da
     )
 
 
-def _retry_limit(params: AuditParams) -> Column:
-    expr = F.lit(params.retry_max_times)
-    for group, value in reversed(params.group_retry_max):
-        expr = F.when(F.col("group") == group, F.lit(value)).otherwise(expr)
-    return expr
-
-
-def _delay_ms(params: AuditParams, level: Column) -> Column:
-    table = F.array(*[F.lit(ms) for ms in params.delay_levels_ms])
-    clamped = F.least(F.greatest(level, F.lit(1)), F.lit(len(params.delay_levels_ms)))
-    return F.element_at(table, clamped.cast("int"))
-
-
-# ---------------------------------------------------------------- row family
-
-
-def row_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
-    """RETRY_EARLY (send_back clause), DLQ_EARLY, DLQ_MISSED: one shuffle by (group, msg_key).
-
-    The max a row is judged against (``traces.checks_retry``): a send_back's own
-    ``detail.max`` (``sb_max``) when the trace carries it; a deliver's, the
-    latest earlier send_back's of the same (group, msg_key); else the
-    configured max of the group.
-    """
-    rows = df.filter(EV().isin("send_back", "deliver")).select(
-        "trace", "seq", "ts", "event", "group", "topic", "msg_key", "status",
-        "reconsume_times", "delay_level", "deliver_ts", "sb_max",
-    )  # fmt: skip
-    sb = EV() == "send_back"
-    before = Window.partitionBy("trace", "group", "msg_key").orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    in_force = F.last(F.when(sb, F.coalesce(F.col("sb_max"), _retry_limit(params))), ignorenulls=True).over(before)
-    rows = rows.withColumn(
-        "limit",
-        F.when(sb, F.coalesce(F.col("sb_max"), _retry_limit(params))).otherwise(
-            F.coalesce(in_force, _retry_limit(params))
-        ),
-    )
-    limit = F.col("limit")
-    delay = _delay_ms(params, F.col("delay_level"))
-    level = F.coalesce(F.col("delay_level"), F.lit(0))
-    keys = ("group", "topic", "msg_key")
-    early = (
-        sb
-        & (F.col("status") == "RETRY")
-        & _nn("delay_level", "deliver_ts")
-        & (F.col("delay_level") >= 1)
-        & (F.col("deliver_ts") - F.col("ts") < delay)
-    )
-    dlq_early = (
-        sb
-        & (F.col("status") == "DLQ")
-        & F.col("reconsume_times").isNotNull()
-        & (level >= 0)
-        & (F.col("reconsume_times") <= limit)
-    )
-    missed_sb = sb & (F.col("status") == "RETRY") & (F.col("reconsume_times") > limit)
-    missed_dv = (EV() == "deliver") & (F.col("reconsume_times") > limit)
-    return [
-        _findings(
-            rows,
-            [
-                (
-                    early,
-                    _struct(
-                        Code.RETRY_EARLY,
-                        [SEQ()],
-                        keys,
-                        _fmt(
-                            "retry due after %d ms, level %d needs %d ms",
-                            F.col("deliver_ts") - F.col("ts"),
-                            "delay_level",
-                            delay,
-                        ),
-                    ),
-                ),
-                (
-                    dlq_early,
-                    _struct(
-                        Code.DLQ_EARLY,
-                        [SEQ()],
-                        keys,
-                        _fmt("dead-lettered after %d failures, max is %d", "reconsume_times", limit),
-                    ),
-                ),
-                (
-                    missed_sb,
-                    _struct(
-                        Code.DLQ_MISSED,
-                        [SEQ()],
-                        keys,
-                        _fmt("retry copy %d created, max is %d: should go to the DLQ", "reconsume_times", limit),
-                    ),
-                ),
-                (
-                    missed_dv,
-                    _struct(
-                        Code.DLQ_MISSED,
-                        [SEQ()],
-                        keys,
-                        _fmt("delivered with reconsume_times %d, max is %d", "reconsume_times", limit),
-                    ),
-                ),
-            ],
-        )
-    ]
-
-
 # -------------------------------------------------------------- queue family
 
 
-def queue_rules(df: DataFrame) -> list[DataFrame]:
-    """ORDER_QUEUE_GAP over stores per (trace, epoch, topic, queue_id)."""
-    s = df.filter((EV() == "store") & _nn("topic", "queue_id", "queue_offset"))
-    s = s.select("trace", "epoch", "seq", "topic", "queue_id", "queue_offset").transform(
-        shuffled_by("trace", "topic", "queue_id")
-    )
-    w = Window.partitionBy("trace", "epoch", "topic", "queue_id").orderBy("seq")
-    s = s.withColumn("p_seq", F.lag("seq").over(w)).withColumn("p_off", F.lag("queue_offset").over(w))
-    gap = s.filter(F.col("p_seq").isNotNull() & (F.col("queue_offset") != F.col("p_off") + 1))
-    return [
-        _finding(
-            gap,
-            Code.ORDER_QUEUE_GAP,
-            [F.col("p_seq"), SEQ()],
-            ("topic", "queue_id"),
-            _fmt(
-                "queue offset %d after %d (expected %d)",
-                "queue_offset",
-                "p_off",
-                F.col("p_off") + 1,
-            ),
-        )
-    ]
+def queue_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
+    """ORDER_QUEUE_GAP, OFFSET_OVERRUN and the lock family (ORDER_KEY_REORDERED, LOCK_OVERLAP,
+    ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT): one shuffle by (trace, topic, queue_id), judged
+    per partition (``spark/rules_queue.py``)."""
+    from rmqspec.spark.rules_queue import queue_findings  # it imports this module
 
-
-# --------------------------------------------------------------- lock family
-
-_QUEUE = ("trace", "group", "topic", "queue_id")
-
-
-def lock_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
-    """ORDER_KEY_REORDERED, LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT: one shuffle
-    by queue, judged per partition (``spark/rules_lock.py``)."""
-    from rmqspec.spark.rules_lock import lock_findings  # it imports this module
-
-    return [lock_findings(df, params)]
-
-
-# ----------------------------------------------------------- consumer family
-
-
-def consumer_rules(df: DataFrame) -> list[DataFrame]:
-    """OFFSET_OVERRUN: pending intervals (deliver → next deliver/ack of that offset).
-
-    One sort per queue, by (queue_offset, seq) descending: the end of a
-    deliver's interval is the nearest later non-commit row, i.e. the last one
-    before it in this order (a growing frame, linear; an "unbounded
-    following" frame would be quadratic), when it has the same offset. The
-    last commit of the queue is an unordered window over the same partition.
-    """
-    ack = (EV() == "send_back") | ((EV() == "consume") & (F.col("status") == "SUCCESS"))
-    need = _nn("group", "topic", "queue_id", "queue_offset")
-    rows = (
-        df.filter((EV().isin("deliver", "commit_offset") | ack) & need)
-        .select(*_QUEUE, "seq", "event", "queue_offset")
-        .transform(shuffled_by(*_QUEUE))
-    )
-    wq = Window.partitionBy(*_QUEUE)
-    later_first = wq.orderBy(F.col("queue_offset").desc(), SEQ().desc()).rowsBetween(UNBOUNDED, -1)
-    nxt = F.last(
-        F.when(EV() != "commit_offset", F.struct(F.col("queue_offset").alias("o"), SEQ().alias("s"))),
-        ignorenulls=True,
-    ).over(later_first)
-    rows = rows.withColumn("nxt", nxt)
-    rows = rows.withColumn("end", F.when(F.col("nxt.o") == F.col("queue_offset"), F.col("nxt.s")))
-    rows = rows.withColumn("max_commit", F.max(F.when(EV() == "commit_offset", SEQ())).over(wq))
-    b = F.lit(OFFSET_BUCKET)
-    intervals = rows.filter((EV() == "deliver") & F.col("max_commit").isNotNull() & (SEQ() < F.col("max_commit")))
-    last = F.least(F.coalesce(F.col("end"), F.col("max_commit")), F.col("max_commit"))
-    intervals = intervals.select(
-        *_QUEUE,
-        F.col("queue_offset").alias("o"),
-        SEQ().alias("d"),
-        F.col("end").alias("e"),
-        F.explode(F.sequence(F.floor(SEQ() / b), F.floor(last / b))).alias("b"),
-    )
-    commits = df.filter((EV() == "commit_offset") & need).select(
-        *_QUEUE, "seq", F.col("queue_offset").alias("x"), F.floor(SEQ() / b).alias("b")
-    )
-    joined = commits.join(intervals, [*_QUEUE, "b"]).filter(
-        (F.col("d") < SEQ()) & (F.col("e").isNull() | (SEQ() < F.col("e"))) & (F.col("o") < F.col("x"))
-    )
-    low = joined.groupBy(*_QUEUE, "seq", "x").agg(
-        F.min(F.struct(F.col("o").alias("o"), F.col("d").alias("d"))).alias("p")
-    )
-    return [
-        _finding(
-            low,
-            Code.OFFSET_OVERRUN,
-            [F.col("p.d"), SEQ()],
-            ("group", "topic", "queue_id"),
-            _fmt("committed offset %d passes unacknowledged offset %d", "x", "p.o"),
-        )
-    ]
+    return [queue_findings(df, params)]
 
 
 # ------------------------------------------------------------ message family
@@ -420,6 +218,7 @@ _MSG_EVENTS = ("send", "store", "deliver", "consume", "send_back", "schedule_fir
 
 def message_rules(
     df: DataFrame,
+    params: AuditParams,
     consumers: DataFrame,
     has_drain: bool,
     at_risk: DataFrame | None = None,
@@ -434,7 +233,7 @@ def message_rules(
     """
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-    return [message_findings(df, consumers, has_drain, at_risk, has_crash, has_power)]
+    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -629,11 +428,11 @@ Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
 # its pass here (``PASSES += (("name", fn),)``) or through ``register_pass``;
 # ``bench audit --profile`` times each pass on its own.
 PASSES: tuple[tuple[str, Pass], ...] = (
-    ("row", lambda df, c: row_rules(df, c.params)),
-    ("queue", lambda df, c: queue_rules(df)),
-    ("lock", lambda df, c: lock_rules(df, c.params)),
-    ("consumer", lambda df, c: consumer_rules(df)),
-    ("message", lambda df, c: message_rules(df, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power)),
+    ("queue", lambda df, c: queue_rules(df, c.params)),
+    (
+        "message",
+        lambda df, c: message_rules(df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power),
+    ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk, c.has_power)),
     ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk, c.has_power)),
 )

@@ -1,4 +1,5 @@
-"""The deep lifecycle rules in Spark (issue 14), as ``traces.checks_lifecycle`` states them.
+"""The deep lifecycle rules of transactions in Spark (issue 14), as ``traces.checks_lifecycle``
+states them, and the crash exemptions of LOST.
 
 =====================  ==============================  =========================================
 family                 shuffle / window                codes
@@ -7,17 +8,12 @@ txn_half/end/check/    trace, txn_id; seq              TXN_CHECK_AFTER_RESOLVED 
 discard                                                ops before a check, as arrays; ops
                                                        unseen after a power loss: per trace),
                                                        TXN_DISCARD_EARLY
-send_back (DLQ),       trace, group, msg_key; seq      DLQ_DELAYED (a store answering an
-%DLQ% store                                            earlier send-back: counts)
-SCHEDULE store, fire   trace, msg_key, rt; seq         SCHEDULE_DUPLICATED (``crashes``: crash
-                                                       rows before the row, from the job)
-commit_offset          trace, group, topic, queue;     OFFSET_LOST
-                       seq
 =====================  ==============================  =========================================
 
-Each family reads only its own events and columns; the arrays of the
-transaction family are per transaction (a few dozen rows), so their growing
-frames stay small.
+The arrays of the transaction family are per transaction (a few dozen rows),
+so their growing frames stay small. The other lifecycle rules run in the
+numpy judges: DLQ_DELAYED and SCHEDULE_DUPLICATED in the message judge
+(``rules_copies.py``), OFFSET_LOST in the queue judge (``rules_queue.py``).
 """
 
 from __future__ import annotations
@@ -27,14 +23,14 @@ from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
 from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky, _struct, shuffled_by
-from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
+from rmqspec.traces.checks_common import SCHEDULE_TOPIC
 
 
 def lifecycle_rules(
     df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True
 ) -> list[DataFrame]:
     """``has_power`` False (no power-loss crash): every op is seen (no ``_unseen_ops`` join)."""
-    return [_txn(df, params, at_risk, has_power), _dlq_delayed(df, params), _schedule_duplicated(df), _offset_lost(df)]
+    return [_txn(df, params, at_risk, has_power)]
 
 
 def _check_number() -> Column:
@@ -135,101 +131,6 @@ def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_powe
                          F.lit(params.transaction_check_max)),
                 ),
             ),
-        ],
-    )
-
-
-def _dlq_delayed(df: DataFrame, params: AuditParams) -> DataFrame:
-    back = (EV() == "send_back") & (F.col("status") == "DLQ") & _nn("group", "msg_key")
-    dlq = (EV() == "store") & F.col("topic").startswith(DLQ_PREFIX) & F.col("msg_key").isNotNull()
-    rows = (
-        df.filter(back | dlq)
-        .select("trace", "seq", "ts", "event", "group", "topic", "msg_key")
-        .withColumn("grp", F.when(EV() == "send_back", F.col("group")).otherwise(F.expr("substring(topic, 6)")))
-        .transform(shuffled_by("trace", "grp", "msg_key"))
-    )
-    by_key = Window.partitionBy("trace", "grp", "msg_key").orderBy("seq")
-    before = by_key.rowsBetween(UNBOUNDED, -1)
-    last = F.struct(SEQ().alias("s"), F.col("ts").alias("t"), F.col("topic").alias("topic"))
-    rows = (
-        rows.withColumn("back", F.last(F.when(EV() == "send_back", last), ignorenulls=True).over(before))
-        .withColumn("backs", F.count(F.when(EV() == "send_back", 1)).over(before))
-        .withColumn("stores", F.count(F.when(EV() == "store", 1)).over(by_key.rowsBetween(UNBOUNDED, 0)))
-    )
-    gap = F.col("ts") - F.col("back.t")
-    return _findings(
-        rows,
-        [
-            (
-                (EV() == "store") & F.col("back").isNotNull() & (F.col("stores") <= F.col("backs"))
-                & (gap >= params.shortest_delay_ms),
-                _struct(
-                    Code.DLQ_DELAYED,
-                    [F.col("back.s"), SEQ()],
-                    {"group": F.col("grp"), "topic": F.col("back.topic"), "msg_key": F.col("msg_key")},
-                    _fmt("DLQ copy stored %d ms after its send-back", gap),
-                ),
-            )
-        ],
-    )
-
-
-def _schedule_duplicated(df: DataFrame) -> DataFrame:
-    sched = (EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC)
-    fire = EV() == "schedule_fire"
-    rows = (
-        df.filter((sched | fire) & F.col("msg_key").isNotNull())
-        .select("trace", "seq", "event", "topic", "msg_key", "crashes",
-                F.coalesce(F.col("reconsume_times"), F.lit(0)).alias("rt"))
-        .transform(shuffled_by("trace", "msg_key"))
-    )
-    upto = Window.partitionBy("trace", "msg_key", "rt").orderBy("seq").rowsBetween(UNBOUNDED, 0)
-    rows = (
-        rows.withColumn("fired", F.count(F.when(fire, 1)).over(upto))
-        .withColumn("scheduled", F.count(F.when(sched, 1)).over(upto))
-        .withColumn("first", F.min(F.when(fire, F.struct(SEQ().alias("s"), F.col("crashes").alias("c")))).over(upto))
-    )
-    return _findings(
-        rows,
-        [
-            (
-                fire & (F.col("fired") > F.col("scheduled")) & (F.col("first.c") == F.col("crashes")),
-                _struct(
-                    Code.SCHEDULE_DUPLICATED,
-                    [F.col("first.s"), SEQ()],
-                    ("topic", "msg_key"),
-                    _fmt("fire %d of %s (reconsume_times %d), %d scheduled, no crash since the first fire",
-                         "fired", "msg_key", "rt", "scheduled"),
-                ),
-            )
-        ],
-    )
-
-
-def _offset_lost(df: DataFrame) -> DataFrame:
-    rows = (
-        df.filter((EV() == "commit_offset") & _nn("group", "topic", "queue_id", "queue_offset"))
-        .select("trace", "seq", "status", "group", "topic", "queue_id", "queue_offset", "crashes")
-        .transform(shuffled_by("trace", "group", "topic", "queue_id"))
-    )
-    w = Window.partitionBy("trace", "group", "topic", "queue_id").orderBy("seq")
-    prev = F.lag(F.struct(SEQ().alias("s"), F.col("queue_offset").alias("o"), F.col("crashes").alias("c"))).over(w)
-    rows = rows.withColumn("prev", prev)
-    return _findings(
-        rows,
-        [
-            (
-                (F.col("status") == "RESTORED")
-                & F.col("prev").isNotNull()
-                & (F.col("prev.c") == F.col("crashes"))
-                & (F.col("prev.o") != F.col("queue_offset")),
-                _struct(
-                    Code.OFFSET_LOST,
-                    [F.col("prev.s"), SEQ()],
-                    ("group", "topic", "queue_id"),
-                    _fmt("offset %d after a clean restart, %d was committed", "queue_offset", "prev.o"),
-                ),
-            )
         ],
     )
 

@@ -1,9 +1,10 @@
 """The lock family's rules per queue partition (``mapInArrow``): ORDER_KEY_REORDERED,
 LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT.
 
-One shuffle by (trace, group, topic, queue_id) of the lock, unlock,
-orderly_start / orderly_end and SUCCESS consume rows (with a full queue key
-and a client), instead of one per rule.
+It reads the lock, unlock, orderly_start / orderly_end and SUCCESS consume
+rows (with a full queue key and a client) of a partition holding every row
+of their queues: the queue judge's (``rules_queue.py``), which shuffles them
+once with the other queue-keyed families.
 
 - ORDER_KEY_REORDERED reads every SUCCESS consume (a fifth of a trace), so it
   is numpy: the owner of a queue changes only at lock / unlock rows (a few per
@@ -24,58 +25,54 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import encoded, finding, ints, judge, keyed, running, starts
-from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
+from rmqspec.spark.arrow_judge import encoded, event_in, finding, ints, not_null, running, starts
+from rmqspec.spark.rules import EV, _nn
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lock import detect_lock_overlap, detect_orderly_concurrent, detect_orderly_without_lock
 
-__all__ = ["lock_findings"]
+__all__ = ["LOCK_COLUMNS", "lock_judged", "lock_rows"]
 
-_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status", "queue_offset", "epoch")
-_QUEUE = ("trace", "group", "topic", "queue_id")
+# The columns the lock family reads (the queue judge's, ``rules_queue.py``: they cover its other families').
+LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status", "queue_offset",
+                "epoch")  # fmt: skip
+_LOCKING = ("lock", "unlock", "orderly_start", "orderly_end")
 _DETECTORS = (detect_lock_overlap, detect_orderly_without_lock, detect_orderly_concurrent)
 
 
-def lock_findings(df: DataFrame, params: AuditParams) -> DataFrame:
-    """The lock family's findings (``FINDING_COLUMNS``) of the validated rows ``df``."""
+def lock_rows() -> Column:
+    """The rows the lock family reads: lock, unlock, orderly and SUCCESS consume rows with a full queue
+    key and a client."""
     success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("queue_offset").isNotNull()
-    rows = (
-        df.filter((EV().isin("lock", "unlock", "orderly_start", "orderly_end") | success)
-                  & _nn("group", "topic", "queue_id", "client_id"))
-        .select(*_COLUMNS)
-        .transform(lambda r: keyed(r, *_QUEUE))
-    )  # fmt: skip
-    return rows.mapInArrow(judge(_Judge(params)), FINDING_SCHEMA)
+    return (EV().isin(*_LOCKING) | success) & _nn("group", "topic", "queue_id", "client_id")
 
 
-class _Judge:
-    """One partition's lock-family rows in (a table), its findings out."""
+def lock_judged(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
+    """The lock family's findings of one partition (every row of a queue in it; rows of other
+    families are left out here)."""
+    keep = event_in(table, *_LOCKING, "consume") & not_null(table, "group", "topic", "queue_id", "client_id")
+    table = table.filter(pa.array(keep))
+    locking = pc.is_in(table["event"], value_set=pa.array(_LOCKING))
+    return [*_key_reordered(table), *_detected(table.filter(locking), params)]
 
-    def __init__(self, params: AuditParams):
-        self.params = params
 
-    def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
-        lock_rows = pc.is_in(table["event"], value_set=pa.array(["lock", "unlock", "orderly_start", "orderly_end"]))
-        return [*_key_reordered(table), *self.detected(table.filter(lock_rows))]
-
-    def detected(self, table: pa.Table) -> list[dict[str, Any]]:
-        """The three lock detectors of the checker, per trace, on the lock and orderly rows."""
-        out: list[dict[str, Any]] = []
-        by_trace: dict[str, list[dict[str, Any]]] = {}
-        for row in table.to_pylist():
-            by_trace.setdefault(row["trace"], []).append(row)
-        for trace_id, rows in by_trace.items():
-            rows.sort(key=lambda r: r["seq"])
-            epochs = [r["epoch"] for r in rows]
-            trace = Trace(rows=rows, epochs=epochs, drain_seq=None, consumers={}, params=self.params)
-            for detector in _DETECTORS:
-                for f in detector(trace):
-                    out.append(finding("violation", f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)))
-        return out
+def _detected(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
+    """The three lock detectors of the checker, per trace, on the lock and orderly rows."""
+    out: list[dict[str, Any]] = []
+    by_trace: dict[str, list[dict[str, Any]]] = {}
+    for row in table.to_pylist():
+        by_trace.setdefault(row["trace"], []).append(row)
+    for trace_id, rows in by_trace.items():
+        rows.sort(key=lambda r: r["seq"])
+        epochs = [r["epoch"] for r in rows]
+        trace = Trace(rows=rows, epochs=epochs, drain_seq=None, consumers={}, params=params)
+        for detector in _DETECTORS:
+            for f in detector(trace):
+                out.append(finding("violation", f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)))
+    return out
 
 
 def _key_reordered(table: pa.Table) -> list[dict[str, Any]]:

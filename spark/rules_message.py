@@ -3,7 +3,10 @@
 Rules: UNEXPECTED, RECOVERED, DUPLICATED, RETRY_EARLY (deliver clause),
 TXN_VISIBLE_BEFORE_COMMIT, TXN_ROLLBACK_VISIBLE, DELAY_EARLY and LOST, with
 the definitions of their reference detectors in ``rmqspec.traces.checks_*``
-(the differential tests hold the two equal).
+(the differential tests hold the two equal); and, on the same partitions,
+the retry limits' rules (``rules_retry.py``: RETRY_EARLY's send_back clause,
+DLQ_EARLY, DLQ_MISSED), which also read send_back and deliver rows without a
+msg_key, and DLQ_DELAYED and SCHEDULE_DUPLICATED (``rules_copies.py``).
 
 Why not SQL windows: the three per-key window passes these rules took
 (sorted several ways, each its own shuffle) were 57 % of the audit's CPU at
@@ -31,7 +34,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.spark.arrow_judge import (
     NONE,
     codes,
@@ -45,6 +48,8 @@ from rmqspec.spark.arrow_judge import (
     starts,
 )
 from rmqspec.spark.rules import _MSG_EVENTS, EV, FINDING_SCHEMA
+from rmqspec.spark.rules_copies import dlq_delayed, schedule_duplicated
+from rmqspec.spark.rules_retry import retry_judged
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
 __all__ = ["message_findings"]
@@ -62,11 +67,15 @@ _COLUMNS = (
     "reconsume_times",
     "deliver_ts",
     "drain",
+    "delay_level",
+    "sb_max",
+    "crashes",
 )
 
 
 def message_findings(
     df: DataFrame,
+    params: AuditParams,
     consumers: DataFrame,
     has_drain: bool,
     at_risk: DataFrame | None,
@@ -90,11 +99,11 @@ def message_findings(
     if has_drain:
         groups = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in consumers.collect()}
     rows = (
-        df.filter(EV().isin(*_MSG_EVENTS) & F.col("msg_key").isNotNull())
+        df.filter(EV().isin(*_MSG_EVENTS) & (F.col("msg_key").isNotNull() | EV().isin("send_back", "deliver")))
         .select(*_COLUMNS)
         .transform(lambda r: keyed(r, "trace", "msg_key"))
     )
-    found = rows.mapInArrow(judge(_Judge(risky, groups, has_drain)), FINDING_SCHEMA)
+    found = rows.mapInArrow(judge(_Judge(params, risky, groups, has_drain)), FINDING_SCHEMA)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
@@ -120,13 +129,25 @@ def message_findings(
 class _Judge:
     """One partition's message rows in (a table), its findings out (for ``arrow_judge.judge``)."""
 
-    def __init__(self, risky: Mapping[str, set[str]], groups: Mapping[tuple[str, str], list[str]], lost: bool):
+    def __init__(
+        self,
+        params: AuditParams,
+        risky: Mapping[str, set[str]],
+        groups: Mapping[tuple[str, str], list[str]],
+        lost: bool,
+    ):
+        self.params = params
         self.risky = dict(risky)
         self.groups = dict(groups)
         self.lost = lost
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
-        return _Partition(table, self).findings()
+        found = retry_judged(table, self.params)  # send_back and deliver rows, with or without a msg_key
+        keyed_rows = table.filter(pc.is_valid(table["msg_key"]))
+        if not keyed_rows.num_rows:
+            return found
+        copies = [*dlq_delayed(keyed_rows, self.params), *schedule_duplicated(keyed_rows)]
+        return [*found, *copies, *_Partition(keyed_rows, self).findings()]
 
 
 class _Partition:

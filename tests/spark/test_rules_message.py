@@ -3,7 +3,8 @@
 The Spark tests run the judge inside Spark's Python workers (``mapInArrow``);
 here the same judge runs on Arrow tables in this process, over many small
 Hypothesis-drawn traces whose keys collide often, and must give exactly the
-reference checker's findings of its codes: code, seqs, keys and reason.
+reference checker's findings of its codes: code, seqs, keys and reason. The
+judge includes the retry limits' rules (``spark/rules_retry.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from rmqspec.traces.checker import check_trace, validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import at_risk_keys
 
-# The codes the judge owns; RETRY_EARLY only in its deliver clause (the send_back clause is the row pass's).
+# The codes the judge owns.
 CODES = {
     "UNEXPECTED", "RECOVERED", "DUPLICATED", "RETRY_EARLY", "TXN_VISIBLE_BEFORE_COMMIT",
-    "TXN_ROLLBACK_VISIBLE", "DELAY_EARLY", "LOST",
+    "TXN_ROLLBACK_VISIBLE", "DELAY_EARLY", "LOST", "DLQ_EARLY", "DLQ_MISSED", "DLQ_DELAYED", "SCHEDULE_DUPLICATED",
 }  # fmt: skip
 _STATUS = {
     "send": ("SEND_OK", None, "FAILED", "SUCCESS", "FLUSH_DISK_TIMEOUT"),
@@ -51,19 +52,28 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
             "ts": ts,
             "event": event,
             "group": draw(st.sampled_from(("G", "G", "H", None))),
-            "topic": draw(st.sampled_from(("T", "T", "U", "SCHEDULE_TOPIC_XXXX", None))),
+            "topic": draw(st.sampled_from(("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None))),
             "msg_key": draw(st.sampled_from(("K1", "K2", None))),
             "msg_id": draw(st.sampled_from(("M1", "M2", None))),
             "reconsume_times": draw(st.sampled_from((0, 0, 1, 1, 2, None))),
             "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
             "deliver_ts": None if due is None else ts + due,
+            "delay_level": draw(st.sampled_from((None, -1, 0, 1, 1, 3))),
         }
+        if event == "send_back" and draw(st.booleans()):
+            row["detail"] = {"max": draw(st.sampled_from((0, 1, 2, True, "1")))}
         if event == "crash":
             row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=1))}
         rows.append(row)
     if draw(st.booleans()):
         rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
     return rows
+
+
+def _sb_max(row: dict[str, Any]) -> int | None:
+    """``inputs.send_back_max``'s reading of a row: a send_back's integral ``detail.max``."""
+    value = (row.get("detail") or {}).get("max")
+    return value if row["event"] == "send_back" and type(value) is int else None
 
 
 def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -79,11 +89,12 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         if r["event"] in ("deliver", "consume") and r["group"] is not None and r["topic"] is not None:
             groups.setdefault(("", r["topic"]), []).append(r["group"])
     groups = {k: sorted(set(v)) for k, v in groups.items()}
-    family = [
-        {**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain}
-        for r in rows
-        if r["event"] in _MSG_EVENTS and r.get("msg_key") is not None
-    ]
+    family, crashes = [], 0
+    for r in rows:
+        crashes += r["event"] == "crash"
+        if r["event"] in _MSG_EVENTS and (r.get("msg_key") is not None or r["event"] in ("send_back", "deliver")):
+            family.append({**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain, "sb_max": _sb_max(r),
+                           "crashes": crashes})  # fmt: skip
     schema = pa.schema(
         [
             (c, pa.string() if c in ("trace", "event", "group", "topic", "msg_key", "msg_id", "status") else pa.int64())
@@ -91,7 +102,7 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         ]
     )
     batch = pa.RecordBatch.from_pylist(family, schema=schema)
-    out = list(judge(_Judge(risky, groups, drain is not None))(iter([batch])))
+    out = list(judge(_Judge(PARAMS, risky, groups, drain is not None))(iter([batch])))
     assert all(b.schema == FINDINGS_ARROW for b in out)
     found = [f for b in out for f in b.to_pylist()]
     return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
@@ -100,7 +111,6 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The checker's findings of the judge's codes (LOST only without crashes: its crash
     exemptions are joins after the judge)."""
-    by_seq = {r["seq"]: r for r in rows}
     crashed = any(r["event"] == "crash" for r in rows)
     good, rejected = validate(rows)
     assert not rejected
@@ -108,8 +118,6 @@ def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     out = []
     for f in findings:
         if f.code not in CODES or (f.code == "LOST" and crashed):
-            continue
-        if f.code == "RETRY_EARLY" and by_seq[f.seqs[-1]]["event"] != "deliver":
             continue
         keys = dict(f.keys)
         out.append((f.code, tuple(f.seqs), keys.get("group"), keys.get("topic"), keys.get("msg_key"), f.reason))
@@ -154,10 +162,15 @@ def test_a_trace_of_every_message_code():
         {"seq": 13, "ts": 6, "event": "store", "topic": "SCHEDULE_TOPIC_XXXX", "msg_key": "KS", "deliver_ts": 9000},
         {"seq": 14, "ts": 7, "event": "schedule_fire", "topic": "T", "msg_key": "KS"},
         {"seq": 15, "ts": 8, "event": "send", "topic": "T", "msg_key": "KL", "status": "SEND_OK"},
-        {"seq": 16, "ts": 9, "event": "drain"},
+        {"seq": 16, "ts": 9, "event": "send_back", "group": "G", "topic": "T", "msg_key": "KD", "status": "DLQ",
+         "reconsume_times": 2},
+        {"seq": 17, "ts": 9, "event": "deliver", "group": "H", "topic": "T", "reconsume_times": 99},
+        {"seq": 18, "ts": 9000, "event": "store", "topic": "%DLQ%G", "msg_key": "KD"},
+        {"seq": 19, "ts": 9000, "event": "schedule_fire", "topic": "T", "msg_key": "KS"},
+        {"seq": 20, "ts": 9001, "event": "drain"},
     ]
     rows = [{"group": None, "topic": None, "msg_key": None, "status": None, "reconsume_times": None,
-             "deliver_ts": None, "msg_id": None, **r} for r in rows]  # fmt: skip
+             "deliver_ts": None, "msg_id": None, "delay_level": None, **r} for r in rows]  # fmt: skip
     judged = _judged(rows)
     assert {f[0] for f in judged} == CODES
     assert judged == _checked(rows)
