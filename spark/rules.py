@@ -1,21 +1,19 @@
-"""The SPEC §8.1 rules as DataFrame operations (the message family: numpy over Arrow batches).
+"""The SPEC §8.1 rules in Spark: three passes, each one shuffle by its key and a judge per partition.
 
 Theory of operation
 -------------------
-Every rule here has the name, the definition and the ``seqs`` convention of
-its reference detector in ``rmqspec.traces.checks_*`` (read those
-docstrings for the exact meaning); a differential test holds the two equal.
+Every rule has the name, the definition and the ``seqs`` convention of its
+reference detector in ``rmqspec.traces.checks_*`` (read those docstrings
+for the exact meaning); differential tests hold the two equal.
 
 The input is lazy (never cached): Parquet is already a compact columnar
 copy of the trace, so each pass below reads only its own events and
-columns (filter and projection before the shuffle), shuffles them by its
-key and sorts them once per ordering it needs. Within a pass all windows
-partition by exactly the pass key and their orderings are prefixes of one
-sort order, declared most specific first, so Spark sorts once; rules of
-one pass are evaluated together (``_findings``: one struct per rule whose
-condition holds, exploded). "Later rows" frames are written as growing
-frames over a descending order: Spark recomputes "n following .. unbounded
-following" frames for every row.
+columns (filter and projection before the shuffle) and shuffles them once
+by its key. Every rule keys by a refinement of its pass's key, so a
+partition holds all the rows any of its rules reads for a key, and each
+partition is judged in Python (``mapInArrow``): in numpy over integer codes
+of the keys where the rows are many (``arrow_judge.py``), by the checker's
+own detectors where they are a few percent of a trace.
 
 =====================  =============================  ===============================================
 pass (rows read)       shuffled by, sort              rules
@@ -29,9 +27,10 @@ message events         numpy per partition            RETRY_EARLY, TXN_VISIBLE_B
                        (``rules_message.py``,         TXN_ROLLBACK_VISIBLE, DELAY_EARLY, LOST (x the
                        ``rules_retry.py``,            consumers of the topic, collected), DLQ_EARLY,
                        ``mapInArrow``)                DLQ_MISSED
-txn: txn_*             trace, txn_id; seq             TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
-                                                      TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
-                                                      TXN_UNRESOLVED
+txn: txn_*             trace, txn_id; the checker's   TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
+                       detectors per partition        TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
+                       (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
+                                                      TXN_DISCARD_EARLY
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -54,7 +53,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rmqspec.properties.codes import AuditParams, Code, ObservationCode
+from rmqspec.properties.codes import AuditParams
 
 __all__ = [
     "FINDING_COLUMNS",
@@ -148,56 +147,6 @@ def _nn(*names: str) -> Column:
     return reduce(lambda a, b: a & b, [F.col(n).isNotNull() for n in names])
 
 
-def _fmt(template: str, *cols: Column | str) -> Column:
-    return F.format_string(template, *[F.col(c) if isinstance(c, str) else c for c in cols])
-
-
-def _struct(
-    code: str,
-    seqs: Sequence[Column],
-    keys: Sequence[str] | Mapping[str, Column],
-    reason: Column,
-    kind: str = "violation",
-) -> Column:
-    """One finding of the current row as a struct (the columns of ``_finding``)."""
-    given = dict(keys) if isinstance(keys, Mapping) else {k: F.col(k) for k in keys}
-    fields = [
-        F.lit(kind).alias("kind"),
-        F.lit(code).alias("code"),
-        F.array(*[c.cast("bigint") for c in seqs]).alias("seqs"),
-        F.col("trace").alias("trace"),
-    ]
-    for name, dtype in KEYS:
-        fields.append(given.get(name, F.lit(None)).cast(dtype).alias(name))
-    fields.append(reason.alias("reason"))
-    return F.struct(*fields)
-
-
-def _findings(df: DataFrame, rules: Sequence[tuple[Column, Column]]) -> DataFrame:
-    """Several rules over one frame in one pass: (condition, ``_struct``) each.
-
-    A row yields one finding per rule whose condition holds (a null
-    condition does not); rows with none are dropped before the explode.
-    """
-    hit = reduce(lambda a, b: a | b, [F.coalesce(cond, F.lit(False)) for cond, _ in rules])
-    found = F.array(*[F.when(cond, found) for cond, found in rules])
-    return df.filter(hit).select(F.explode(F.filter(found, lambda f: f.isNotNull())).alias("f")).select("f.*")
-
-
-def _risky(df: DataFrame, at_risk: DataFrame | None, key: str = "msg_key") -> DataFrame:
-    """``df`` plus a boolean ``risky``: its ``key`` is an at-risk msg_key of its trace."""
-    if at_risk is None:
-        return df.withColumn("risky", F.lit(False))
-    flags = at_risk.select("trace", F.col("msg_key").alias("_rk"), F.lit(True).alias("_risky"))
-    joined = df.join(F.broadcast(flags), (df["trace"] == flags["trace"]) & (F.col(key) == F.col("_rk")), "left")
-    return (
-        joined.drop(flags["trace"])
-        .drop("_rk")
-        .withColumn("risky", F.coalesce(F.col("_risky"), F.lit(False)))
-        .drop("_risky")
-    )
-
-
 # -------------------------------------------------------------- queue family
 
 
@@ -242,130 +191,18 @@ def message_rules(
 def txn_rules(
     df: DataFrame,
     params: AuditParams,
-    has_drain: bool,
     at_risk: DataFrame | None = None,
     has_power: bool = True,
 ) -> list[DataFrame]:
-    """Every transaction rule in one pass: one shuffle by txn_id, one sort by seq.
-    ``has_power`` False (no power-loss crash): no half can be skipped (no ``_skipped_halves`` join)."""
-    fam = (
-        df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
-        .select("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "drain", "check_times")
-        .transform(shuffled_by("trace", "txn_id"))
-    )
-    kind = F.when(EV() == "txn_discard", F.lit("DISCARD")).when(EV() == "txn_end", F.col("status"))
-    fam = fam.withColumn("kind", kind)
-    wt = Window.partitionBy("trace", "txn_id")
-    wo = wt.orderBy("seq")
-    before = wo.rowsBetween(UNBOUNDED, -1)
-    first = lambda k: F.min(F.when(F.col("kind") == k, SEQ())).over(before)  # noqa: E731
-    is_commit = F.col("kind") == "COMMIT"
-    is_rb = F.col("kind") == "ROLLBACK"
-    resolved = (F.col("kind") == "DISCARD") | is_commit | is_rb
-    fam = (
-        fam.withColumn("fc", first("COMMIT"))
-        .withColumn("fr", first("ROLLBACK"))
-        .withColumn("fd", first("DISCARD"))
-        # a re-check repeating a TRANSACTION_CHECK_TIMES already seen (after a crash) counts once
-        .withColumn(
-            "counted",
-            (EV() == "txn_check")
-            & (
-                F.col("check_times").isNull()
-                | (F.row_number().over(Window.partitionBy("trace", "txn_id", "check_times").orderBy("seq")) == 1)
-            ),
-        )
-        .withColumn("n_check", F.count(F.when(F.col("counted"), 1)).over(wo.rowsBetween(UNBOUNDED, 0)))
-        .withColumn(
-            "half",
-            F.min(
-                F.when(
-                    EV() == "txn_half",
-                    F.struct(SEQ().alias("s"), F.col("ts").alias("t"), F.col("msg_key").alias("k")),
-                )
-            ).over(wt),
-        )
-        .withColumn("res", F.max(F.when(resolved & (SEQ() < F.col("drain")), 1).otherwise(0)).over(wt))
-    )
-    tk = ("txn_id", "msg_key")
-    half_keys = {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")}
-    # a discard counts only when no resolution preceded it (a committed transaction whose newest
-    # re-put copy is discarded stays committed)
-    resolved_first = F.coalesce(F.col("fc") < F.col("fd"), F.lit(False)) | F.coalesce(
-        F.col("fr") < F.col("fd"), F.lit(False)
-    )
-    late = F.when(F.col("fd").isNotNull() & ~resolved_first, F.col("fd"))
-    earlier = F.when(is_commit, F.least(F.col("fr"), late)).when(is_rb, F.least(F.col("fc"), late))
-    check = (EV() == "txn_check") & F.col("half").isNotNull()
-    due = F.col("half.t") + F.lit(params.transaction_timeout_ms)
-    rules = [
-        (
-            earlier.isNotNull(),
-            _struct(
-                Code.TXN_DOUBLE_RESOLVED,
-                [earlier, SEQ()],
-                tk,
-                _fmt("transaction %s resolved %s after an earlier conflicting resolution", "txn_id", "kind"),
-            ),
-        ),
-        (
-            is_commit & F.col("fc").isNotNull(),
-            _struct(
-                ObservationCode.DUPLICATE_COMMIT,
-                [F.col("fc"), SEQ()],
-                tk,
-                _fmt("transaction %s committed twice", "txn_id"),
-                kind="observation",
-            ),
-        ),
-        (
-            check & (F.col("ts") < due),
-            _struct(
-                Code.TXN_CHECK_EARLY,
-                [F.col("half.s"), SEQ()],
-                half_keys,
-                _fmt("checked at %d, not before %d", "ts", due),
-            ),
-        ),
-        (
-            check & F.col("counted") & (F.col("n_check") > params.transaction_check_max),
-            _struct(
-                Code.TXN_CHECK_EXCEEDED,
-                [F.col("half.s"), SEQ()],
-                half_keys,
-                _fmt("check %d exceeds transactionCheckMax %d", "n_check", F.lit(params.transaction_check_max)),
-            ),
-        ),
-    ]
-    if has_drain:
-        if at_risk is not None:  # an at-risk half may vanish with the broker's unflushed pages
-            fam = _risky(fam.withColumn("half_key", F.col("half.k")), at_risk, key="half_key")
-            not_risky = ~F.col("risky")
-        else:
-            not_risky = F.lit(True)
-        if has_power:
-            skipped = _skipped_halves(df)
-            fam = fam.join(
-                skipped, (fam["trace"] == skipped["s_trace"]) & (fam["txn_id"] == skipped["s_txn"]), "left"
-            )
-            not_risky = not_risky & F.col("s_txn").isNull()
-        rules.append(
-            (
-                (EV() == "txn_half")
-                & (SEQ() == F.col("half.s"))
-                & F.col("drain").isNotNull()
-                & (SEQ() < F.col("drain"))
-                & (F.col("res") == 0)
-                & not_risky,
-                _struct(
-                    Code.TXN_UNRESOLVED,
-                    [SEQ(), F.col("drain")],
-                    tk,
-                    _fmt("transaction %s still unresolved at the drain", "txn_id"),
-                ),
-            )
-        )
-    return [_findings(fam, rules)]
+    """Every transaction rule in one pass: one shuffle by txn_id, judged per partition by the
+    checker's detectors (``spark/rules_txn.py``). ``has_power`` False (no power-loss crash): no
+    half can be skipped and every op is seen, so neither is computed."""
+    from rmqspec.spark.rules_lifecycle import _unseen_ops  # they import this module
+    from rmqspec.spark.rules_txn import txn_findings
+
+    skipped = _skipped_halves(df) if has_power else None
+    unseen = _unseen_ops(df) if has_power else None
+    return [txn_findings(df, params, at_risk, skipped, unseen)]
 
 
 def _skipped_halves(df: DataFrame) -> DataFrame:
@@ -383,15 +220,6 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
         .select(F.col("trace").alias("s_trace"), F.col("txn_id").alias("s_txn"))
         .distinct()
     )
-
-
-def _lifecycle_rules(
-    df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True
-) -> list[DataFrame]:
-    """The deep lifecycle rules (``spark/rules_lifecycle.py``; imported here, it imports this module)."""
-    from rmqspec.spark.rules_lifecycle import lifecycle_rules
-
-    return lifecycle_rules(df, params, at_risk, has_power)
 
 
 # --------------------------------------------------------------------- plan
@@ -433,8 +261,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
         "message",
         lambda df, c: message_rules(df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power),
     ),
-    ("txn", lambda df, c: txn_rules(df, c.params, c.has_drain, c.at_risk, c.has_power)),
-    ("lifecycle", lambda df, c: _lifecycle_rules(df, c.params, c.at_risk, c.has_power)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power)),
 )
 
 

@@ -1,41 +1,25 @@
-"""The deep lifecycle rules of transactions in Spark (issue 14), as ``traces.checks_lifecycle``
-states them, and the crash exemptions of LOST.
+"""The crash exemptions of the deep lifecycle rules and of LOST, as DataFrames.
 
-=====================  ==============================  =========================================
-family                 shuffle / window                codes
-=====================  ==============================  =========================================
-txn_half/end/check/    trace, txn_id; seq              TXN_CHECK_AFTER_RESOLVED (the copies and
-discard                                                ops before a check, as arrays; ops
-                                                       unseen after a power loss: per trace),
-                                                       TXN_DISCARD_EARLY
-=====================  ==============================  =========================================
+- ``_unseen_ops``: the COMMIT / ROLLBACK ops the check service may never read
+  after a power loss (TXN_CHECK_AFTER_RESOLVED; collected by the transaction
+  judge, ``rules_txn.py``);
+- ``skipped_by_saved_offsets`` and ``skipped_by_saved_delay_progress``: the
+  keys LOST does not judge after a crash (anti-joins on the message judge's
+  findings, ``rules_message.py``).
 
-The arrays of the transaction family are per transaction (a few dozen rows),
-so their growing frames stay small. The other lifecycle rules run in the
-numpy judges: DLQ_DELAYED and SCHEDULE_DUPLICATED in the message judge
-(``rules_copies.py``), OFFSET_LOST in the queue judge (``rules_queue.py``).
+The lifecycle rules themselves run in the numpy judges: DLQ_DELAYED and
+SCHEDULE_DUPLICATED in the message judge (``rules_copies.py``), OFFSET_LOST
+in the queue judge (``rules_queue.py``), TXN_CHECK_AFTER_RESOLVED and
+TXN_DISCARD_EARLY in the transaction judge (``rules_txn.py``).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _findings, _fmt, _nn, _risky, _struct, shuffled_by
+from rmqspec.spark.rules import EV, SEQ, UNBOUNDED, _nn
 from rmqspec.traces.checks_common import SCHEDULE_TOPIC
-
-
-def lifecycle_rules(
-    df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True
-) -> list[DataFrame]:
-    """``has_power`` False (no power-loss crash): every op is seen (no ``_unseen_ops`` join)."""
-    return [_txn(df, params, at_risk, has_power)]
-
-
-def _check_number() -> Column:
-    ct = F.col("check_times")
-    return F.when(ct.rlike("^-?[0-9]+$"), ct.cast("long"))
 
 
 def _unseen_ops(df: DataFrame) -> DataFrame:
@@ -62,76 +46,6 @@ def _unseen_ops(df: DataFrame) -> DataFrame:
                  & (ops["idx"] < lost["c_idx"] + lost["lost"]))
         .select(F.col("trace").alias("u_trace"), F.col("seq").alias("u_seq"))
         .distinct()
-    )
-
-
-def _txn(df: DataFrame, params: AuditParams, at_risk: DataFrame | None, has_power: bool = True) -> DataFrame:
-    fam = df.filter(EV().isin("txn_half", "txn_end", "txn_check", "txn_discard") & F.col("txn_id").isNotNull())
-    if has_power:
-        unseen = _unseen_ops(df)
-        fam = fam.join(
-            F.broadcast(unseen), (fam["trace"] == unseen["u_trace"]) & (fam["seq"] == unseen["u_seq"]), "left"
-        ).withColumn("unseen", F.col("u_seq").isNotNull())
-    else:
-        fam = fam.withColumn("unseen", F.lit(False))
-    fam = fam.select(
-        "trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times", "unseen"
-    ).transform(shuffled_by("trace", "txn_id"))
-    before = Window.partitionBy("trace", "txn_id").orderBy("seq").rowsBetween(UNBOUNDED, -1)
-    k = _check_number()
-    pos = F.col("queue_offset")
-    copy = F.when((EV() == "txn_half") & pos.isNotNull(), F.struct(F.lit(0).cast("long").alias("t"), pos.alias("p")))
-    copy = copy.when((EV() == "txn_check") & pos.isNotNull() & k.isNotNull(), F.struct(k.alias("t"), pos.alias("p")))
-    op = F.when(
-        (EV() == "txn_end") & F.col("status").isin("COMMIT", "ROLLBACK") & pos.isNotNull() & ~F.col("unseen"),
-        F.struct(pos.alias("p"), SEQ().alias("s")),
-    )
-    check = EV() == "txn_check"
-    half = EV() == "txn_half"
-    fam = (
-        fam.withColumn("copies", F.collect_list(copy).over(before))
-        .withColumn("ops", F.collect_list(op).over(before))
-        .withColumn("half", F.min(F.when(half, F.struct(SEQ().alias("s"), F.col("ts").alias("t"),
-                                                         F.col("msg_key").alias("k")))).over(before))
-        .withColumn("named", F.size(F.array_distinct(F.collect_list(F.when(check, F.col("check_times"))).over(before))))
-        .withColumn("unnamed", F.count(F.when(check & F.col("check_times").isNull(), 1)).over(before))
-    )
-    fam = _risky(fam, at_risk)
-    cands = F.transform(F.filter("copies", lambda c: c["t"] == k - 1), lambda c: c["p"])
-    covered = F.forall(cands, lambda p: F.exists("ops", lambda o: o["p"] == p))
-    op_seq = F.array_max(
-        F.transform(cands, lambda p: F.array_min(F.transform(F.filter("ops", lambda o: o["p"] == p), lambda o: o["s"])))
-    )
-    n = F.col("named") + F.col("unnamed")
-    age = F.col("ts") - F.col("half.t")
-    tk = ("txn_id", "msg_key")
-    return _findings(
-        fam,
-        [
-            (
-                check & pos.isNotNull() & k.isNotNull() & (F.size(cands) > 0) & covered & ~F.col("risky"),
-                _struct(
-                    Code.TXN_CHECK_AFTER_RESOLVED,
-                    [op_seq, SEQ()],
-                    tk,
-                    _fmt("check %d of transaction %s after an op resolved position(s) [%s]", k, "txn_id",
-                         F.array_join(F.array_sort(F.array_distinct(cands)).cast("array<string>"), ", ")),
-                ),
-            ),
-            (
-                (EV() == "txn_discard")
-                & F.col("half").isNotNull()
-                & (n < params.transaction_check_max)
-                & (age <= params.file_reserved_ms),
-                _struct(
-                    Code.TXN_DISCARD_EARLY,
-                    [F.col("half.s"), SEQ()],
-                    {"txn_id": F.col("txn_id"), "msg_key": F.col("half.k")},
-                    _fmt("discarded after %d checks at age %d ms, transactionCheckMax is %d", n, age,
-                         F.lit(params.transaction_check_max)),
-                ),
-            ),
-        ],
     )
 
 

@@ -64,7 +64,7 @@ def unseen_ops(trace: Trace) -> set[int]:
     return out
 
 
-def detect_txn_check_after_resolved(trace: Trace) -> Iterator[Finding]:
+def detect_txn_check_after_resolved(trace: Trace, unseen: set[int] | None = None) -> Iterator[Finding]:
     """TXN_CHECK_AFTER_RESOLVED: a half copy checked after an op resolved it.
 
     SPEC §8.1 extension (properties/README.md, "Deep lifecycle guarantees").
@@ -76,11 +76,12 @@ def detect_txn_check_after_resolved(trace: Trace) -> Iterator[Finding]:
     such copy's position was named by an earlier COMMIT/ROLLBACK ``txn_end`` (its
     ``queue_offset``), unless its msg_key is at risk. seqs = [the latest such txn_end,
     txn_check]. Rows without queue_offset or check number take no part; nor do the ops
-    ``unseen_ops`` names (read never after a power loss).
+    ``unseen_ops`` names (read never after a power loss; ``unseen``, when the caller computed
+    them from rows ``trace`` lacks).
     """
     copies: dict[str, dict[int, set[int]]] = {}
     ops: dict[str, dict[int, int]] = {}
-    unseen = unseen_ops(trace)
+    unseen = unseen_ops(trace) if unseen is None else unseen
     for _, row in trace.of("txn_half", "txn_end", "txn_check"):
         txn, pos = row["txn_id"], row["queue_offset"]
         if txn is None or pos is None:

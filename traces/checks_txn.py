@@ -179,7 +179,7 @@ def skipped_halves(trace: Trace) -> set[str]:
     return out
 
 
-def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
+def detect_txn_unresolved(trace: Trace, skipped: set[str] | None = None) -> Iterator[Finding]:
     """TXN_UNRESOLVED: a half neither committed, rolled back nor discarded by the drain.
 
     SPEC §8.1 / §4.6 (every half is eventually resolved or discarded): at
@@ -187,12 +187,13 @@ def detect_txn_unresolved(trace: Trace) -> Iterator[Finding]:
     ``txn_discard`` of its txn_id before the drain. Not judged without
     ``drain``, nor for a half whose msg_key a ``crash`` lists in
     ``detail.at_risk`` (an unflushed half may vanish with an ASYNC broker's
-    power loss), nor for one ``skipped_halves`` names. seqs = [txn_half, drain].
+    power loss), nor for one ``skipped_halves`` names (``skipped``, when the
+    caller computed it from rows ``trace`` lacks). seqs = [txn_half, drain].
     """
     drain = trace.drain_seq
     if drain is None:
         return
-    skipped = skipped_halves(trace)
+    skipped = skipped_halves(trace) if skipped is None else skipped
     resolved = {
         r["txn_id"]
         for _, r in trace.of("txn_end", "txn_discard")

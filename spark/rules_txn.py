@@ -1,0 +1,111 @@
+"""The transaction family per txn_id partition (``mapInArrow``): TXN_DOUBLE_RESOLVED,
+DUPLICATE_COMMIT, TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED, TXN_UNRESOLVED,
+TXN_CHECK_AFTER_RESOLVED and TXN_DISCARD_EARLY.
+
+One shuffle by (trace, txn_id) of the ``txn_half``, ``txn_end``,
+``txn_check`` and ``txn_discard`` rows with a txn_id. They are a few percent
+of a trace and every rule reads them per transaction, so each partition runs
+the checker's own detectors (``traces/checks_txn.py``,
+``traces/checks_lifecycle.py``) on its rows, trace by trace: the same code
+as the reference checker, agreeing by construction (the differential tests
+still compare them).
+
+What the detectors would read from rows outside the family comes from the
+driver: the trace's drain (a column), the msg_keys crashes list as at risk
+(collected, few), and — only when some crash is a power loss — the halves
+the check service may skip (``rules._skipped_halves``) and the ops it may
+never read (``rules_lifecycle.unseen_ops``), collected once (a few rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
+from rmqspec.spark.arrow_judge import finding, judge, keyed
+from rmqspec.spark.rules import EV, FINDING_SCHEMA
+from rmqspec.traces.checks_common import Trace
+from rmqspec.traces.checks_lifecycle import detect_txn_check_after_resolved, detect_txn_discard_early
+from rmqspec.traces.checks_txn import detect_txn_checks, detect_txn_double_resolved, detect_txn_unresolved
+
+__all__ = ["TXN_EVENTS", "txn_findings"]
+
+TXN_EVENTS = ("txn_half", "txn_end", "txn_check", "txn_discard")
+_COLUMNS = ("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times", "drain")
+
+
+def txn_findings(
+    df: DataFrame,
+    params: AuditParams,
+    at_risk: DataFrame | None,
+    skipped: DataFrame | None,
+    unseen: DataFrame | None,
+) -> DataFrame:
+    """The transaction family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
+    ``skipped``: (s_trace, s_txn) of skippable halves; ``unseen``: (u_trace, u_seq) of unseen ops
+    (both None when no crash is a power loss: then there are none)."""
+    risky: dict[str, set[str]] = {}
+    for row in at_risk.collect() if at_risk is not None else ():
+        risky.setdefault(row["trace"], set()).add(row["msg_key"])
+    skips: dict[str, set[str]] = {}
+    for row in skipped.collect() if skipped is not None else ():
+        skips.setdefault(row["s_trace"], set()).add(row["s_txn"])
+    hidden: dict[str, set[int]] = {}
+    for row in unseen.collect() if unseen is not None else ():
+        hidden.setdefault(row["u_trace"], set()).add(row["u_seq"])
+    rows = (
+        df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull())
+        .select(*_COLUMNS)
+        .transform(lambda r: keyed(r, "trace", "txn_id"))
+    )
+    return rows.mapInArrow(judge(_Judge(params, risky, skips, hidden)), FINDING_SCHEMA)
+
+
+class _Judge:
+    """One partition's transaction rows in (a table), the detectors' findings out."""
+
+    def __init__(
+        self,
+        params: AuditParams,
+        risky: Mapping[str, set[str]],
+        skipped: Mapping[str, set[str]],
+        unseen: Mapping[str, set[int]],
+    ):
+        self.params = params
+        self.risky = dict(risky)
+        self.skipped = dict(skipped)
+        self.unseen = dict(unseen)
+
+    def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
+        by_trace: dict[str, list[dict[str, Any]]] = {}
+        for row in table.to_pylist():
+            if row["check_times"] is not None:  # the detectors read detail.check_times
+                row["detail"] = {"check_times": row["check_times"]}
+            by_trace.setdefault(row["trace"], []).append(row)
+        out: list[dict[str, Any]] = []
+        for trace_id, rows in by_trace.items():
+            rows.sort(key=lambda r: r["seq"])
+            trace = Trace(
+                rows=rows,
+                epochs=[0] * len(rows),
+                drain_seq=rows[0]["drain"],
+                consumers={},
+                params=self.params,
+                at_risk=frozenset(self.risky.get(trace_id, ())),
+            )
+            found = [
+                *detect_txn_double_resolved(trace),
+                *detect_txn_checks(trace),
+                *detect_txn_unresolved(trace, self.skipped.get(trace_id, set())),
+                *detect_txn_check_after_resolved(trace, self.unseen.get(trace_id, set())),
+                *detect_txn_discard_early(trace),
+            ]
+            for f in found:
+                kind = "violation" if f.code in VIOLATION_CODES else "observation"
+                out.append(finding(kind, f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)))
+        return out
