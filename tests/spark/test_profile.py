@@ -35,7 +35,7 @@ def test_a_registered_pass_reports_through_the_audit(spark, tmp_path, monkeypatc
 
     monkeypatch.setattr(rules, "PASSES", rules.PASSES)
     with pytest.raises(ValueError, match="already registered"):
-        rules.register_pass("row", lambda df, ctx: [])
+        rules.register_pass("queue", lambda df, ctx: [])
 
     def marker(df, ctx):  # one finding per drain row
         drains = df.filter(rules.EV() == "drain")
