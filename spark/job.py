@@ -160,57 +160,80 @@ def _unknown_status() -> Column:
     return out
 
 
+# The columns some rule needs (``NEEDS``): the facts pass counts the rows lacking each
+# combination of them as one bit mask per row.
+_NEEDED_FIELDS: tuple[str, ...] = tuple(sorted({f for _code, _event, fields in NEEDS_FLAT for f in fields}))
+
+
+def _lacking_mask() -> Column:
+    """Per row, bit ``i`` set when ``_NEEDED_FIELDS[i]`` is null."""
+    mask = F.lit(0)
+    for i, name in enumerate(_NEEDED_FIELDS):
+        mask = mask + F.when(F.col(name).isNull(), 1 << i).otherwise(0)
+    return mask
+
+
 def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
     """(one dict per trace: n, good, drain, bounds, crash_seqs, at_risk, filtered (rows the filter
     rules read), power (power-loss crashes), lack<i>;
-    (event, status) -> rows with a status their rules do not know). One job: the
-    aggregation is grouped by trace and unknown status, merged per trace here."""
+    (event, status) -> rows with a status their rules do not know).
+
+    Two jobs, both cheap: row counts grouped by (trace, valid, event, unknown status, carries a
+    filter detail, mask of the needed fields it lacks) — a count per group, a few hundred groups,
+    merged here — and the valid crash, recover and drain rows themselves (a handful per trace)."""
     valid = F.col("problem").isNull()
-    aggs = [
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.when(valid, 1).otherwise(0)).alias("good"),
-        F.max(F.when(valid & (F.col("event") == "drain"), F.col("seq"))).alias("drain"),
-        F.collect_list(F.when(valid & F.col("event").isin("crash", "recover"), F.col("seq"))).alias("bounds"),
-        F.collect_list(F.when(valid & (F.col("event") == "crash"), F.col("seq"))).alias("crash_seqs"),
-        F.array_distinct(F.flatten(F.collect_list(F.when(valid, F.col("at_risk"))))).alias("at_risk"),
-        F.sum(F.when(valid & F.col("filter_detail").isNotNull(), 1).otherwise(0)).alias("filtered"),
-        F.sum(F.when(valid & (F.col("event") == "crash") & (F.col("status") == "power"), 1).otherwise(0)).alias(
-            "power"
-        ),
-    ]
-    for i, (_code, event, fields) in enumerate(NEEDS_FLAT):
-        lacks = F.lit(False)
-        for f in fields:
-            lacks = lacks | F.col(f).isNull()
-        aggs.append(F.sum(F.when(valid & (F.col("event") == event) & lacks, 1).otherwise(0)).alias(f"lack{i}"))
-    unknown_key = F.when(valid, _unknown_status())
-    grouped = rows.groupBy("trace", unknown_key.alias("unknown")).agg(*aggs).collect()
+    groups = rows.groupBy(
+        "trace",
+        valid.alias("valid"),
+        "event",
+        F.when(valid, _unknown_status()).alias("unknown"),
+        (valid & F.col("filter_detail").isNotNull()).alias("filtered"),
+        F.when(valid, _lacking_mask()).alias("lacking"),
+    ).count().collect()
+    marks = (
+        rows.filter(valid & F.col("event").isin("crash", "recover", "drain"))
+        .select("trace", "seq", "event", "status", "at_risk")
+        .collect()
+    )
+    masks = [sum(1 << _NEEDED_FIELDS.index(f) for f in fields) for _code, _event, fields in NEEDS_FLAT]
     merged: dict[Any, dict[str, Any]] = {}
     unknown: dict[tuple[str, str], int] = {}
-    for r in grouped:
-        row = r.asDict()
-        if row["unknown"] is not None:
-            event, _, status = row["unknown"].partition("\0")
-            unknown[(event, status)] = unknown.get((event, status), 0) + row["good"]
-        into = merged.get(row["trace"])
-        if into is None:
-            merged[row["trace"]] = row
+
+    def of(trace: Any) -> dict[str, Any]:
+        if trace not in merged:
+            merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "bounds": [], "crash_seqs": [],
+                             "at_risk": set(), "filtered": 0, "power": 0,
+                             **{f"lack{i}": 0 for i in range(len(NEEDS_FLAT))}}  # fmt: skip
+        return merged[trace]
+
+    for g in groups:
+        into = of(g["trace"])
+        into["n"] += g["count"]
+        if not g["valid"]:
             continue
-        into["n"] += row["n"]
-        into["good"] += row["good"]
-        into["filtered"] += row["filtered"]
-        into["power"] += row["power"]
-        if row["drain"] is not None and (into["drain"] is None or row["drain"] > into["drain"]):
-            into["drain"] = row["drain"]
-        for key in ("bounds", "crash_seqs", "at_risk"):
-            into[key] = list(into[key]) + list(row[key])
-        for i in range(len(NEEDS_FLAT)):
-            into[f"lack{i}"] += row[f"lack{i}"]
+        into["good"] += g["count"]
+        into["filtered"] += g["count"] if g["filtered"] else 0
+        if g["unknown"] is not None:
+            event, _, status = g["unknown"].partition("\0")
+            unknown[(event, status)] = unknown.get((event, status), 0) + g["count"]
+        for i, (_code, event, _fields) in enumerate(NEEDS_FLAT):
+            if g["event"] == event and g["lacking"] & masks[i]:
+                into[f"lack{i}"] += g["count"]
+    for m in marks:
+        into = of(m["trace"])
+        if m["event"] == "drain":
+            into["drain"] = m["seq"] if into["drain"] is None else max(into["drain"], m["seq"])
+            continue
+        into["bounds"].append(m["seq"])
+        if m["event"] == "crash":
+            into["crash_seqs"].append(m["seq"])
+            into["power"] += m["status"] == "power"
+            into["at_risk"].update(m["at_risk"] or ())
     facts = list(merged.values())
     for row in facts:
         row["bounds"] = sorted(row["bounds"])
         row["crash_seqs"] = sorted(row["crash_seqs"])
-        row["at_risk"] = sorted(set(row["at_risk"]))
+        row["at_risk"] = sorted(row["at_risk"])
     return facts, unknown
 
 
