@@ -28,17 +28,15 @@ from rmqspec.spark.rules import KEYS, shuffled_by
 __all__ = [
     "FINDINGS_ARROW",
     "NONE",
+    "Columns",
     "codes",
     "encoded",
-    "event_in",
     "finding",
     "ints",
     "judge",
     "keyed",
-    "not_null",
     "running",
     "segment_min",
-    "sorted_segments",
     "starts",
 ]
 
@@ -84,6 +82,76 @@ def judge(
     return run
 
 
+class Columns:
+    """One partition's table, its columns as numpy arrays, each converted once.
+
+    The rules of a judge read the same few columns, each over its own rows:
+    they work on positions into the table (``sorted``), never on filtered or
+    reordered copies of it (a copy moves every string of every column).
+    """
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+        self.n = table.num_rows
+        self._codes: dict[str, tuple[np.ndarray, list[Any]]] = {}
+        self._ints: dict[tuple[str, int], np.ndarray] = {}
+        self._nulls: dict[str, np.ndarray] = {}
+
+    def null(self, name: str) -> np.ndarray:
+        """Bool: the row has no value in ``name``."""
+        if name not in self._nulls:
+            self._nulls[name] = self.table[name].is_null().to_numpy(zero_copy_only=False)
+        return self._nulls[name]
+
+    def has(self, *names: str) -> np.ndarray:
+        """Bool: the row has a value in every column of ``names``."""
+        keep = np.ones(self.n, dtype=bool)
+        for name in names:
+            keep &= ~self.null(name)
+        return keep
+
+    def ints(self, name: str, null: int = 0) -> np.ndarray:
+        """An integer column as int64, nulls replaced by ``null``."""
+        if (name, null) not in self._ints:
+            self._ints[(name, null)] = ints(self.table[name], null)
+        return self._ints[(name, null)]
+
+    def codes(self, name: str) -> np.ndarray:
+        """Integer codes of a column's values: equal values, equal codes. A string column's
+        codes index ``names(name)`` (null -1); an integer column's are its values (null: the
+        least int64)."""
+        if name not in self._codes:
+            column = self.table[name]
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                self._codes[name] = encoded(column)
+            else:
+                self._codes[name] = (np.where(self.null(name), np.iinfo(np.int64).min, self.ints(name)), [])
+        return self._codes[name][0]
+
+    def names(self, name: str) -> list[Any]:
+        """The value of each code of the string column ``name``."""
+        self.codes(name)
+        return self._codes[name][1]
+
+    def is_(self, name: str, *values: str) -> np.ndarray:
+        """Bool: the row's value of the string column ``name`` is one of ``values``."""
+        wanted = [i for i, v in enumerate(self.names(name)) if v in values]
+        return np.isin(self.codes(name), wanted) if wanted else np.zeros(self.n, dtype=bool)
+
+    def value(self, name: str, i: int) -> Any:
+        """The Python value of row ``i`` of ``name``."""
+        return self.table[name][int(i)].as_py()
+
+    def sorted(self, keep: np.ndarray, keys: tuple[str | np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """(positions of the rows of ``keep`` sorted by ``keys`` then seq; bool: the position
+        starts a new segment of ``keys``). A key is a column's name or a code per row; nulls
+        are a value of their own."""
+        at = np.flatnonzero(keep)
+        coded = [(self.codes(k) if isinstance(k, str) else k)[at] for k in keys]
+        order = np.lexsort((self.ints("seq")[at], *reversed(coded)))
+        return at[order], starts(*(c[order] for c in coded))
+
+
 def finding(kind: str, code: str, seqs: list[int], trace: str, reason: str, **keys: Any) -> dict[str, Any]:
     """One finding as a dict of ``FINDING_COLUMNS`` (absent keys are null)."""
     out: dict[str, Any] = {"kind": kind, "code": code, "seqs": [int(s) for s in seqs], "trace": trace}
@@ -111,19 +179,6 @@ def ints(column: pa.ChunkedArray | pa.Array, null: int) -> np.ndarray:
     return column.fill_null(null).to_numpy().astype(np.int64)
 
 
-def not_null(table: pa.Table, *names: str) -> np.ndarray:
-    """Bool: the row has a value in every column of ``names``."""
-    keep = np.ones(table.num_rows, dtype=bool)
-    for name in names:
-        keep &= ~table[name].is_null().to_numpy(zero_copy_only=False)
-    return keep
-
-
-def event_in(table: pa.Table, *names: str) -> np.ndarray:
-    """Bool: the row's event is one of ``names``."""
-    return pc.is_in(table["event"], value_set=pa.array(names)).to_numpy(zero_copy_only=False)
-
-
 def starts(*keys: np.ndarray) -> np.ndarray:
     """Bool: the row starts a new segment of ``keys`` (rows sorted by them)."""
     n = len(keys[0])
@@ -133,15 +188,6 @@ def starts(*keys: np.ndarray) -> np.ndarray:
         for k in keys:
             new[1:] |= k[1:] != k[:-1]
     return new
-
-
-def sorted_segments(table: pa.Table, keep: np.ndarray, keys: tuple[str, ...]) -> tuple[pa.Table, np.ndarray]:
-    """(the rows of ``keep`` sorted by ``keys`` then seq; bool: the row starts a new segment of
-    ``keys``). Nulls are a value of their own."""
-    t = table.filter(pa.array(keep))
-    coded = [encoded(t[k])[0] if pa.types.is_string(t.schema.field(k).type) else ints(t[k], -1) for k in keys]
-    order = np.lexsort((ints(t["seq"], 0), *reversed(coded)))
-    return t.take(pa.array(order)), starts(*(c[order] for c in coded))
 
 
 def segment_min(values: np.ndarray, new: np.ndarray) -> np.ndarray:

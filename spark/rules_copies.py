@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import event_in, finding, ints, not_null, running, sorted_segments
+from rmqspec.spark.arrow_judge import Columns, codes, finding, running
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
 
 __all__ = ["dlq_delayed", "schedule_duplicated"]
@@ -31,30 +31,29 @@ def _upto(values: np.ndarray, new: np.ndarray) -> np.ndarray:
     return total - (total - values)[np.flatnonzero(new)][ids]
 
 
-def _is(table: pa.Table, column: str, value: str) -> np.ndarray:
-    return pc.fill_null(pc.equal(table[column], value), False).to_numpy(zero_copy_only=False)
-
-
-def dlq_delayed(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
+def dlq_delayed(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     """DLQ_DELAYED: a ``%DLQ%`` store answering an earlier DLQ send-back of its (group, msg_key)
     (its stores so far do not outnumber the send-backs before it) at least the shortest delay
     after the latest of them."""
-    back = event_in(table, "send_back") & _is(table, "status", "DLQ") & not_null(table, "group", "msg_key")
-    dlq = (
-        event_in(table, "store")
-        & pc.fill_null(pc.starts_with(table["topic"], DLQ_PREFIX), False).to_numpy(zero_copy_only=False)
-        & not_null(table, "msg_key")
-    )
+    back = cols.is_("event", "send_back") & cols.is_("status", "DLQ") & cols.has("group", "msg_key")
+    topics = [i for i, t in enumerate(cols.names("topic")) if t.startswith(DLQ_PREFIX)]
+    dlq = cols.is_("event", "store") & np.isin(cols.codes("topic"), topics) & cols.has("msg_key")
     if not back.any() or not dlq.any():
         return []
-    group = pc.if_else(pa.array(back), table["group"], pc.utf8_slice_codeunits(table["topic"], len(DLQ_PREFIX)))
-    t, new = sorted_segments(table.append_column("grp", group), back | dlq, ("trace", "grp", "msg_key"))
-    n = t.num_rows
-    is_back = event_in(t, "send_back")
+    # the group of a send-back, the topic's suffix of a DLQ store, as one code per row
+    rows = np.flatnonzero(back | dlq)
+    taken = pa.array(rows)
+    named = pc.if_else(pa.array(back[rows]), cols.table["group"].take(taken),
+                       pc.utf8_slice_codeunits(cols.table["topic"].take(taken), len(DLQ_PREFIX)))  # fmt: skip
+    group = np.full(cols.n, -1, dtype=np.int64)
+    group[rows] = codes(named)
+    at, new = cols.sorted(back | dlq, ("trace", group, "msg_key"))
+    n = len(at)
+    is_back = back[at]
     backs_before = _upto(is_back.astype(np.int64), new) - is_back
     stores = _upto((~is_back).astype(np.int64), new)
     latest = running(np.where(is_back, np.arange(n), n), new, largest=True)
-    ts, seq = ints(t["ts"], 0), ints(t["seq"], 0)
+    ts, seq = cols.ints("ts")[at], cols.ints("seq")[at]
     b = np.minimum(latest, n - 1)
     gap = ts - ts[b]
     bad = ~is_back & (latest < n) & (stores <= backs_before) & (gap >= params.shortest_delay_ms)
@@ -62,51 +61,49 @@ def dlq_delayed(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
         finding(
             "violation",
             Code.DLQ_DELAYED.value,
-            [seq[b[i]], seq[i]],
-            t["trace"][i].as_py(),
-            f"DLQ copy stored {int(gap[i])} ms after its send-back",
-            group=t["group"][int(b[i])].as_py(),
-            topic=t["topic"][int(b[i])].as_py(),
-            msg_key=t["msg_key"][i].as_py(),
+            [seq[b[j]], seq[j]],
+            cols.value("trace", at[j]),
+            f"DLQ copy stored {int(gap[j])} ms after its send-back",
+            group=cols.value("group", at[b[j]]),
+            topic=cols.value("topic", at[b[j]]),
+            msg_key=cols.value("msg_key", at[j]),
         )
-        for i in np.flatnonzero(bad).tolist()
+        for j in np.flatnonzero(bad).tolist()
     ]
 
 
-def schedule_duplicated(table: pa.Table) -> list[dict[str, Any]]:
+def schedule_duplicated(cols: Columns) -> list[dict[str, Any]]:
     """SCHEDULE_DUPLICATED: per (msg_key, reconsume_times or 0), a ``schedule_fire`` that makes the
     fires outnumber the SCHEDULE_TOPIC_XXXX stores so far, with no crash since the first fire."""
-    fire = event_in(table, "schedule_fire")
-    sched = event_in(table, "store") & _is(table, "topic", SCHEDULE_TOPIC)
-    keep = (fire | sched) & not_null(table, "msg_key")
-    if not (fire & keep).any():
+    fire = cols.is_("event", "schedule_fire") & cols.has("msg_key")
+    sched = cols.is_("event", "store") & cols.is_("topic", SCHEDULE_TOPIC) & cols.has("msg_key")
+    if not fire.any():
         return []
-    rt = pc.fill_null(table["reconsume_times"], 0)
-    t, new = sorted_segments(table.append_column("rt", rt), keep, ("trace", "msg_key", "rt"))
-    n = t.num_rows
-    is_fire = event_in(t, "schedule_fire")
+    at, new = cols.sorted(fire | sched, ("trace", "msg_key", cols.ints("reconsume_times", 0)))
+    n = len(at)
+    is_fire = fire[at]
     fired = _upto(is_fire.astype(np.int64), new)
     scheduled = _upto((~is_fire).astype(np.int64), new)
     first = running(np.where(is_fire, np.arange(n), n), new, largest=False)
     first = np.where(is_fire & (first == n), np.arange(n), first)  # a segment's first fire is its own first
-    crashes, seq = ints(t["crashes"], 0), ints(t["seq"], 0)
+    crashes, seq, rt = cols.ints("crashes")[at], cols.ints("seq")[at], cols.ints("reconsume_times", 0)[at]
     f = np.minimum(first, n - 1)
     bad = is_fire & (fired > scheduled) & (crashes[f] == crashes)
     out = []
-    for i in np.flatnonzero(bad).tolist():
-        key = t["msg_key"][i].as_py()
+    for j in np.flatnonzero(bad).tolist():
+        key = cols.value("msg_key", at[j])
         reason = (
-            f"fire {int(fired[i])} of {key} (reconsume_times {t['rt'][i].as_py()}), "
-            f"{int(scheduled[i])} scheduled, no crash since the first fire"
+            f"fire {int(fired[j])} of {key} (reconsume_times {int(rt[j])}), "
+            f"{int(scheduled[j])} scheduled, no crash since the first fire"
         )
         out.append(
             finding(
                 "violation",
                 Code.SCHEDULE_DUPLICATED.value,
-                [seq[f[i]], seq[i]],
-                t["trace"][i].as_py(),
+                [seq[f[j]], seq[j]],
+                cols.value("trace", at[j]),
                 reason,
-                topic=t["topic"][i].as_py(),
+                topic=cols.value("topic", at[j]),
                 msg_key=key,
             )
         )

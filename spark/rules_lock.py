@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import encoded, event_in, finding, ints, not_null, running, starts
+from rmqspec.spark.arrow_judge import Columns, finding, running
 from rmqspec.spark.rules import EV, _nn
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lock import detect_lock_overlap, detect_orderly_concurrent, detect_orderly_without_lock
@@ -50,13 +49,12 @@ def lock_rows() -> Column:
     return (EV().isin(*_LOCKING) | success) & _nn("group", "topic", "queue_id", "client_id")
 
 
-def lock_judged(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
+def lock_judged(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     """The lock family's findings of one partition (every row of a queue in it; rows of other
     families are left out here)."""
-    keep = event_in(table, *_LOCKING, "consume") & not_null(table, "group", "topic", "queue_id", "client_id")
-    table = table.filter(pa.array(keep))
-    locking = pc.is_in(table["event"], value_set=pa.array(_LOCKING))
-    return [*_key_reordered(table), *_detected(table.filter(locking), params)]
+    keep = cols.has("group", "topic", "queue_id", "client_id")
+    locking = cols.is_("event", *_LOCKING) & keep
+    return [*_key_reordered(cols, keep), *_detected(cols.table.filter(pa.array(locking)), params)]
 
 
 def _detected(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
@@ -75,31 +73,18 @@ def _detected(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
     return out
 
 
-def _key_reordered(table: pa.Table) -> list[dict[str, Any]]:
+def _key_reordered(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
     """ORDER_KEY_REORDERED (``traces.checks_order.detect_key_reordered``): lock, unlock and
     SUCCESS consume rows of each (queue, epoch) by seq."""
-    event, names = encoded(table["event"])
-    code = {name: i for i, name in enumerate(names)}
-    if "consume" not in code:
-        return []
-    success = pc.fill_null(pc.equal(table["status"], "SUCCESS"), False).to_numpy(zero_copy_only=False)
-    success &= (event == code["consume"]) & ~table["queue_offset"].is_null().to_numpy(zero_copy_only=False)
-    keep = success | np.isin(event, [code[e] for e in ("lock", "unlock") if e in code])
+    success = cols.is_("event", "consume") & cols.is_("status", "SUCCESS") & cols.has("queue_offset") & keep
     if not success.any():
         return []
-    t = table.filter(pa.array(keep))
-    trace, group, topic = (encoded(t[c])[0] for c in ("trace", "group", "topic"))
-    queue, epoch, seq = ints(t["queue_id"], 0), ints(t["epoch"], 0), ints(t["seq"], 0)
-    order = np.lexsort((seq, epoch, queue, topic, group, trace))
-    t = t.take(pa.array(order))
-    new_queue = starts(trace[order], group[order], topic[order], queue[order], epoch[order])
-    event, names = encoded(t["event"])
-    code = {name: i for i, name in enumerate(names)}
-    client, _ = encoded(t["client_id"])
-    status, status_names = encoded(t["status"])
-    granted = status == (status_names.index("GRANTED") if "GRANTED" in status_names else -2)
-    lock, unlock = event == code.get("lock", -2), event == code.get("unlock", -2)
-    n = t.num_rows
+    at, new_queue = cols.sorted(success | (cols.is_("event", "lock", "unlock") & keep),
+                                ("trace", "group", "topic", "queue_id", "epoch"))  # fmt: skip
+    n = len(at)
+    client = cols.codes("client_id")[at]
+    granted = cols.is_("status", "GRANTED")[at]
+    lock, unlock = cols.is_("event", "lock")[at], cols.is_("event", "unlock")[at]
     # the owner after each lock / unlock row, and whether the row ends an ownership
     owner_after = np.full(n, -1, dtype=np.int64)
     ends = np.zeros(n, dtype=bool)
@@ -116,15 +101,14 @@ def _key_reordered(table: pa.Table) -> list[dict[str, Any]]:
         owner_after[p] = owner
     last_change = running(np.where(lock | unlock, np.arange(n), n), new_queue, largest=True)
     owner_at = np.where(last_change < n, owner_after[np.minimum(last_change, n - 1)], -1)
-    owned = np.flatnonzero((event == code["consume"]) & (owner_at >= 0) & (owner_at == client))
+    owned = np.flatnonzero(~lock & ~unlock & (owner_at >= 0) & (owner_at == client))
     ownership = np.cumsum(new_queue | ends)
-    offset = ints(t["queue_offset"], 0)
-    seqs = ints(t["seq"], 0)
+    offset, seqs = cols.ints("queue_offset")[at], cols.ints("seq")[at]
     prev, cur = owned[:-1], owned[1:]
     bad = (ownership[prev] == ownership[cur]) & (offset[cur] <= offset[prev])
     out = []
     for p, c in zip(prev[bad].tolist(), cur[bad].tolist()):
-        row = {k: t[k][c].as_py() for k in ("trace", "group", "topic", "queue_id", "client_id")}
+        row = {k: cols.value(k, at[c]) for k in ("trace", "group", "topic", "queue_id", "client_id")}
         reason = f"orderly SUCCESS of offset {int(offset[c])} after offset {int(offset[p])}"
         out.append(
             finding(

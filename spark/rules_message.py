@@ -30,17 +30,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.spark.arrow_judge import (
     NONE,
-    codes,
-    encoded,
+    Columns,
     finding,
-    ints,
     judge,
     keyed,
     running,
@@ -142,44 +139,44 @@ class _Judge:
         self.lost = lost
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
-        found = retry_judged(table, self.params)  # send_back and deliver rows, with or without a msg_key
-        keyed_rows = table.filter(pc.is_valid(table["msg_key"]))
-        if not keyed_rows.num_rows:
+        cols = Columns(table)
+        found = retry_judged(cols, self.params)  # send_back and deliver rows, with or without a msg_key
+        if cols.null("msg_key").all():
             return found
-        copies = [*dlq_delayed(keyed_rows, self.params), *schedule_duplicated(keyed_rows)]
-        return [*found, *copies, *_Partition(keyed_rows, self).findings()]
+        copies = [*dlq_delayed(cols, self.params), *schedule_duplicated(cols)]
+        return [*found, *copies, *_Partition(cols, self).findings()]
 
 
 class _Partition:
-    """One partition's message rows, sorted by (trace, msg_key, group, reconsume_times, seq)."""
+    """One partition's message rows with a msg_key, as positions sorted by (trace, msg_key, group,
+    reconsume_times, seq) and their columns in that order."""
 
-    def __init__(self, table: pa.Table, rules: _Judge):
+    def __init__(self, cols: Columns, rules: _Judge):
         self.judge = rules
-        n = table.num_rows
-        trace, key = codes(table["trace"]), codes(table["msg_key"])
-        self.key_id = trace * (int(key.max()) + 1) + key
-        group = codes(table["group"])
-        rt_null = table["reconsume_times"].is_null().to_numpy(zero_copy_only=False)
-        rt = ints(table["reconsume_times"], 0)
-        seq = ints(table["seq"], 0)
-        order = np.lexsort((seq, rt, rt_null, group, self.key_id))
-        self.n = n
-        self.table = table.take(pa.array(order))
+        self.cols = cols
+        at = np.flatnonzero(~cols.null("msg_key"))
+        trace, key = cols.codes("trace")[at], cols.codes("msg_key")[at]
+        key_id = trace * (int(key.max()) + 1) + key
+        group = cols.codes("group")[at]
+        rt_null, rt = cols.null("reconsume_times")[at], cols.ints("reconsume_times")[at]
+        seq = cols.ints("seq")[at]
+        order = np.lexsort((seq, rt, rt_null, group, key_id))
+        self.at = at[order]  # the table's row of each sorted position
+        self.n = len(order)
         self.key_id, self.group, self.rt, self.rt_null, self.seq = (
-            self.key_id[order],
+            key_id[order],
             group[order],
             rt[order],
             rt_null[order],
             seq[order],
         )
-        t = self.table
-        self.ts = ints(t["ts"], 0)
-        self.event, names = encoded(t["event"])
-        self.event_code = {name: code for code, name in enumerate(names)}
-        self.status, names = encoded(t["status"])
-        self.status_code = {name: code for code, name in enumerate(names)}
-        self.deliver_ts = ints(t["deliver_ts"], 0)
-        self.deliver_ts_null = t["deliver_ts"].is_null().to_numpy(zero_copy_only=False)
+        self.ts = cols.ints("ts")[self.at]
+        self.event = cols.codes("event")[self.at]
+        self.event_code = {name: code for code, name in enumerate(cols.names("event"))}
+        self.status = cols.codes("status")[self.at]
+        self.status_code = {name: code for code, name in enumerate(cols.names("status"))}
+        self.deliver_ts = cols.ints("deliver_ts")[self.at]
+        self.deliver_ts_null = cols.null("deliver_ts")[self.at]
         self.new_key = starts(self.key_id)
         self.out: list[dict[str, Any]] = []
 
@@ -201,24 +198,27 @@ class _Partition:
         return self.key_min(cond) != NONE
 
     def risky(self) -> np.ndarray:
+        """Bool: the row's msg_key is at risk in its trace."""
         if not self.judge.risky:
             return np.zeros(self.n, dtype=bool)
-        hit = pc.is_in(self.table["msg_key"], value_set=pa.array(sorted(self.judge.risky))).to_numpy(
-            zero_copy_only=False
-        )
-        for i in np.flatnonzero(hit):
-            hit[i] = self.table["trace"][int(i)].as_py() in self.judge.risky[self.table["msg_key"][int(i)].as_py()]
+        keys, traces = self.cols.names("msg_key"), self.cols.names("trace")
+        wanted = [i for i, k in enumerate(keys) if k in self.judge.risky]
+        hit = np.isin(self.cols.codes("msg_key")[self.at], wanted)
+        trace = self.cols.codes("trace")[self.at]
+        key = self.cols.codes("msg_key")[self.at]
+        for i in np.flatnonzero(hit).tolist():
+            hit[i] = traces[trace[i]] in self.judge.risky[keys[key[i]]]
         return hit
 
     def add(self, kind: str, code: str, i: int, seqs: Sequence[int], reason: str, *, group: bool = True) -> None:
-        t = self.table
-        keys = {"topic": t["topic"][i].as_py(), "msg_key": t["msg_key"][i].as_py()}
+        row, value = int(self.at[i]), self.cols.value
+        keys = {"topic": value("topic", row), "msg_key": value("msg_key", row)}
         if group:
-            keys["group"] = t["group"][i].as_py()
-        self.out.append(finding(kind, code, list(seqs), t["trace"][i].as_py(), reason, **keys))
+            keys["group"] = value("group", row)
+        self.out.append(finding(kind, code, list(seqs), value("trace", row), reason, **keys))
 
     def text(self, column: str, i: int) -> str:
-        value = self.table[column][i].as_py()
+        value = self.cols.value(column, self.at[i])
         return "null" if value is None else str(value)
 
     # -- the rules
@@ -309,7 +309,7 @@ class _Partition:
         gen0 = self.rt_null | (self.rt == 0)
         sched = (
             self.is_event("store")
-            & pc.fill_null(pc.equal(self.table["topic"], SCHEDULE_TOPIC), False).to_numpy(zero_copy_only=False)
+            & self.cols.is_("topic", SCHEDULE_TOPIC)[self.at]
             & ~self.deliver_ts_null
         )
         fire, deliver = self.is_event("schedule_fire"), self.is_event("deliver") & gen0
@@ -326,7 +326,7 @@ class _Partition:
         st0 = running(np.where(sched[by_seq] & gen0[by_seq], pos, m), new, largest=True)
         lf = running(np.where(fire[by_seq] & gen0[by_seq], pos, m), new, largest=True)
         # by (msg_key, msg_id): the last earlier SCHEDULE store with the row's msg_id
-        msg_id = codes(self.table["msg_id"].take(pa.array(by_seq)))
+        msg_id = self.cols.codes("msg_id")[self.at[by_seq]]
         by_id = np.lexsort((s, msg_id, k))
         st_id_sorted = running(np.where(sched[by_seq][by_id], by_id, m), starts(k[by_id], msg_id[by_id]), largest=True)
         st_id = np.full(m, m, dtype=np.int64)
@@ -353,9 +353,9 @@ class _Partition:
 
     def lost(self) -> None:
         """LOST: first acknowledgement per (msg_key, topic) x consuming groups - done groups."""
-        seq, t = self.seq, self.table
-        drain = ints(t["drain"], -1)
-        in_drain = ~t["drain"].is_null().to_numpy(zero_copy_only=False) & (seq <= drain)
+        seq, cols = self.seq, self.cols
+        drain = cols.ints("drain", -1)[self.at]
+        in_drain = ~cols.null("drain")[self.at] & (seq <= drain)
         send = self.is_event("send")
         acked_send = self.acked_send()
         commit = self.is_event("txn_end") & self.status_is("COMMIT")
@@ -363,7 +363,7 @@ class _Partition:
         done = (self.is_event("consume") & self.status_is("SUCCESS")) | (
             self.is_event("send_back") & self.status_is("DLQ")
         )
-        topic, topic_names = encoded(t["topic"])
+        topic, topic_names = cols.codes("topic")[self.at], cols.names("topic")
         # a commit without a topic takes the topic of its key's first half with one (by seq)
         with_topic = half & (topic >= 0)
         first_half = self.key_min(with_topic)
@@ -378,7 +378,7 @@ class _Partition:
         acked = acked[np.lexsort((seq[acked], a_topic[acked], self.key_id[acked]))]
         firsts = acked[starts(self.key_id[acked], a_topic[acked])]
         # each first acknowledgement x the groups consuming its (trace, topic), as integer ids
-        trace, trace_names = encoded(t["trace"])
+        trace, trace_names = cols.codes("trace")[self.at], cols.names("trace")
         slots, slot_of = np.unique(trace[firsts] * len(topic_names) + a_topic[firsts], return_inverse=True)
         vocabulary: dict[str, int] = {}
         per_slot = []
@@ -395,9 +395,10 @@ class _Partition:
         rows = np.repeat(firsts, width)[chosen.ravel() >= 0]
         chosen = chosen.ravel()[chosen.ravel() >= 0]
         size = len(vocabulary) + 1
-        group_names = t["group"].to_pylist()
+        group_names = cols.names("group")
         finished = np.flatnonzero(done & in_drain & (self.group >= 0))
-        done_ids = np.array([vocabulary.get(group_names[i], size - 1) for i in finished.tolist()], dtype=np.int64)
+        by_code = np.array([vocabulary.get(g, size - 1) for g in group_names] + [size - 1], dtype=np.int64)
+        done_ids = by_code[self.group[finished]]
         missing = ~np.isin(self.key_id[rows] * size + chosen, self.key_id[finished] * size + done_ids)
         names = {v: g for g, v in vocabulary.items()}
         for i, g in zip(rows[missing].tolist(), chosen[missing].tolist()):

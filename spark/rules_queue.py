@@ -32,11 +32,10 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import NONE, encoded, event_in, finding, ints, judge, keyed, not_null, sorted_segments
+from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed
 from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
 from rmqspec.spark.rules_lock import LOCK_COLUMNS, lock_judged, lock_rows
 
@@ -64,49 +63,46 @@ class _Judge:
         self.params = params
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
-        return [*_queue_gap(table), *_offset_overrun(table), *_offset_lost(table), *lock_judged(table, self.params)]
+        cols = Columns(table)
+        return [*_queue_gap(cols), *_offset_overrun(cols), *_offset_lost(cols), *lock_judged(cols, self.params)]
 
 
-def _queue_gap(table: pa.Table) -> list[dict[str, Any]]:
+def _queue_gap(cols: Columns) -> list[dict[str, Any]]:
     """ORDER_QUEUE_GAP: per (trace, epoch, topic, queue_id), a store whose offset is not the previous + 1."""
-    keep = event_in(table, "store") & not_null(table, "topic", "queue_id", "queue_offset")
+    keep = cols.is_("event", "store") & cols.has("topic", "queue_id", "queue_offset")
     if not keep.any():
         return []
-    t, new = sorted_segments(table, keep, ("trace", "epoch", "topic", "queue_id"))
-    offset, seq = ints(t["queue_offset"], 0), ints(t["seq"], 0)
-    bad = np.flatnonzero(~new[1:] & (offset[1:] != offset[:-1] + 1)) + 1
+    at, new = cols.sorted(keep, ("trace", "epoch", "topic", "queue_id"))
+    offset, seq = cols.ints("queue_offset")[at], cols.ints("seq")[at]
     out = []
-    for i in bad.tolist():
-        prev, got = int(offset[i - 1]), int(offset[i])
+    for j in (np.flatnonzero(~new[1:] & (offset[1:] != offset[:-1] + 1)) + 1).tolist():
+        prev, got, i = int(offset[j - 1]), int(offset[j]), at[j]
         out.append(
             finding(
                 "violation",
                 Code.ORDER_QUEUE_GAP.value,
-                [seq[i - 1], seq[i]],
-                t["trace"][i].as_py(),
+                [seq[j - 1], seq[j]],
+                cols.value("trace", i),
                 f"queue offset {got} after {prev} (expected {prev + 1})",
-                topic=t["topic"][i].as_py(),
-                queue_id=t["queue_id"][i].as_py(),
+                topic=cols.value("topic", i),
+                queue_id=cols.value("queue_id", i),
             )
         )
     return out
 
 
-def _offset_overrun(table: pa.Table) -> list[dict[str, Any]]:
+def _offset_overrun(cols: Columns) -> list[dict[str, Any]]:
     """OFFSET_OVERRUN: per (trace, group, topic, queue_id) by seq, a commit above the lowest pending offset."""
-    keep = event_in(table, *_OVERRUN_EVENTS) & not_null(table, "group", "topic", "queue_id", "queue_offset")
-    success = pc.fill_null(pc.equal(table["status"], "SUCCESS"), False).to_numpy(zero_copy_only=False)
-    keep &= ~(event_in(table, "consume") & ~success)  # a failed consume neither delivers nor acknowledges
+    failed = cols.is_("event", "consume") & ~cols.is_("status", "SUCCESS")  # neither delivers nor acknowledges
+    keep = cols.is_("event", *_OVERRUN_EVENTS) & cols.has("group", "topic", "queue_id", "queue_offset") & ~failed
     if not keep.any():
         return []
-    t, new = sorted_segments(table, keep, ("trace", "group", "topic", "queue_id"))
-    n = t.num_rows
-    event, names = encoded(t["event"])
-    commit = event == (names.index("commit_offset") if "commit_offset" in names else -2)
-    deliver = event == (names.index("deliver") if "deliver" in names else -2)
+    at, new = cols.sorted(keep, ("trace", "group", "topic", "queue_id"))
+    n = len(at)
+    commit, deliver = cols.is_("event", "commit_offset")[at], cols.is_("event", "deliver")[at]
     if not commit.any() or not deliver.any():
         return []
-    offset, seq = ints(t["queue_offset"], 0), ints(t["seq"], 0)
+    offset, seq = cols.ints("queue_offset")[at], cols.ints("seq")[at]
     segment = np.cumsum(new) - 1
     bounds = np.append(np.flatnonzero(new), n)
     # each deliver's pending interval ends at the next deliver / ack of its offset, else at its queue's end
@@ -117,51 +113,51 @@ def _offset_overrun(table: pa.Table) -> list[dict[str, Any]]:
     end[by_offset[:-1][same]] = by_offset[1:][same]
     starts_at = np.flatnonzero(deliver)
     values, rank = np.unique(offset[starts_at], return_inverse=True)
-    low = stabbing_min(starts_at + 1, end[starts_at], rank * n + starts_at, np.flatnonzero(commit), n)
     points = np.flatnonzero(commit)
+    low = stabbing_min(starts_at + 1, end[starts_at], rank * n + starts_at, points, n)
     pending = low != NONE
     lowest = np.where(pending, values[np.where(pending, low // n, 0)], 0)
     bad = pending & (offset[points] > lowest)
     out = []
     for p, d, o in zip(points[bad].tolist(), (low[bad] % n).tolist(), lowest[bad].tolist()):
+        i = at[p]
         out.append(
             finding(
                 "violation",
                 Code.OFFSET_OVERRUN.value,
                 [seq[d], seq[p]],
-                t["trace"][p].as_py(),
+                cols.value("trace", i),
                 f"committed offset {int(offset[p])} passes unacknowledged offset {o}",
-                group=t["group"][p].as_py(),
-                topic=t["topic"][p].as_py(),
-                queue_id=t["queue_id"][p].as_py(),
+                group=cols.value("group", i),
+                topic=cols.value("topic", i),
+                queue_id=cols.value("queue_id", i),
             )
         )
     return out
 
 
-def _offset_lost(table: pa.Table) -> list[dict[str, Any]]:
+def _offset_lost(cols: Columns) -> list[dict[str, Any]]:
     """OFFSET_LOST: per (trace, group, topic, queue_id) by seq, a RESTORED commit whose offset is not
     the previous commit's, with no crash between them."""
-    keep = event_in(table, "commit_offset") & not_null(table, "group", "topic", "queue_id", "queue_offset")
-    restored = pc.fill_null(pc.equal(table["status"], "RESTORED"), False).to_numpy(zero_copy_only=False)
-    if not (keep & restored).any():
+    keep = cols.is_("event", "commit_offset") & cols.has("group", "topic", "queue_id", "queue_offset")
+    if not (keep & cols.is_("status", "RESTORED")).any():
         return []
-    t, new = sorted_segments(table, keep, ("trace", "group", "topic", "queue_id"))
-    offset, seq, crashes = ints(t["queue_offset"], 0), ints(t["seq"], 0), ints(t["crashes"], 0)
-    restored = pc.fill_null(pc.equal(t["status"], "RESTORED"), False).to_numpy(zero_copy_only=False)
+    at, new = cols.sorted(keep, ("trace", "group", "topic", "queue_id"))
+    offset, seq, crashes = cols.ints("queue_offset")[at], cols.ints("seq")[at], cols.ints("crashes")[at]
+    restored = cols.is_("status", "RESTORED")[at]
     bad = np.flatnonzero(restored[1:] & ~new[1:] & (crashes[1:] == crashes[:-1]) & (offset[1:] != offset[:-1])) + 1
     return [
         finding(
             "violation",
             Code.OFFSET_LOST.value,
-            [seq[i - 1], seq[i]],
-            t["trace"][i].as_py(),
-            f"offset {int(offset[i])} after a clean restart, {int(offset[i - 1])} was committed",
-            group=t["group"][i].as_py(),
-            topic=t["topic"][i].as_py(),
-            queue_id=t["queue_id"][i].as_py(),
+            [seq[j - 1], seq[j]],
+            cols.value("trace", at[j]),
+            f"offset {int(offset[j])} after a clean restart, {int(offset[j - 1])} was committed",
+            group=cols.value("group", at[j]),
+            topic=cols.value("topic", at[j]),
+            queue_id=cols.value("queue_id", at[j]),
         )
-        for i in bad.tolist()
+        for j in bad.tolist()
     ]
 
 
