@@ -33,12 +33,12 @@ from rmqspec.spark.rules import EV, _nn
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lock import detect_lock_overlap, detect_orderly_concurrent, detect_orderly_without_lock
 
-__all__ = ["LOCK_COLUMNS", "lock_judged", "lock_rows"]
+__all__ = ["LOCKING", "LOCK_COLUMNS", "lock_judged", "lock_rows"]
 
 # The columns the lock family reads (the queue judge's, ``rules_queue.py``: they cover its other families').
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status", "queue_offset",
                 "epoch")  # fmt: skip
-_LOCKING = ("lock", "unlock", "orderly_start", "orderly_end")
+LOCKING = ("lock", "unlock", "orderly_start", "orderly_end")
 _DETECTORS = (detect_lock_overlap, detect_orderly_without_lock, detect_orderly_concurrent)
 
 
@@ -46,14 +46,14 @@ def lock_rows() -> Column:
     """The rows the lock family reads: lock, unlock, orderly and SUCCESS consume rows with a full queue
     key and a client."""
     success = (EV() == "consume") & (F.col("status") == "SUCCESS") & F.col("queue_offset").isNotNull()
-    return (EV().isin(*_LOCKING) | success) & _nn("group", "topic", "queue_id", "client_id")
+    return (EV().isin(*LOCKING) | success) & _nn("group", "topic", "queue_id", "client_id")
 
 
 def lock_judged(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     """The lock family's findings of one partition (every row of a queue in it; rows of other
     families are left out here)."""
     keep = cols.has("group", "topic", "queue_id", "client_id")
-    locking = cols.is_("event", *_LOCKING) & keep
+    locking = cols.is_("event", *LOCKING) & keep
     return [*_key_reordered(cols, keep), *_detected(cols.table.filter(pa.array(locking)), params)]
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
@@ -70,6 +70,16 @@ _COLUMNS = (
 )
 
 
+def _narrowed(name: str) -> Column:
+    """A column as shuffled: null on the rows that do not need it (narrower rows to shuffle and
+    hand to Python). A msg_id (32 characters) matters only on SCHEDULE_TOPIC_XXXX stores and
+    fires (DELAY_EARLY)."""
+    if name == "msg_id":
+        sched = (EV() == "schedule_fire") | ((EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC))
+        return F.when(sched, F.col(name)).alias(name)
+    return F.col(name)
+
+
 def message_findings(
     df: DataFrame,
     params: AuditParams,
@@ -97,7 +107,7 @@ def message_findings(
         groups = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in consumers.collect()}
     rows = (
         df.filter(EV().isin(*_MSG_EVENTS) & (F.col("msg_key").isNotNull() | EV().isin("send_back", "deliver")))
-        .select(*_COLUMNS)
+        .select(*(_narrowed(c) for c in _COLUMNS))
         .transform(lambda r: keyed(r, "trace", "msg_key"))
     )
     found = rows.mapInArrow(judge(_Judge(params, risky, groups, has_drain)), FINDING_SCHEMA)

@@ -32,16 +32,28 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
 from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed
 from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
-from rmqspec.spark.rules_lock import LOCK_COLUMNS, lock_judged, lock_rows
+from rmqspec.spark.rules_lock import LOCK_COLUMNS, LOCKING, lock_judged, lock_rows
 
 __all__ = ["queue_findings", "stabbing_min"]
 
 _OVERRUN_EVENTS = ("deliver", "consume", "send_back", "commit_offset")
+
+
+def _narrowed(name: str) -> Column:
+    """A column as shuffled: null on the rows that do not need it (narrower rows to shuffle and
+    hand to Python). The lock family alone reads a client (on lock, orderly and consume rows)
+    and a ts (on lock and orderly rows)."""
+    if name == "client_id":
+        return F.when(EV().isin(*LOCKING, "consume"), F.col(name)).alias(name)
+    if name == "ts":
+        return F.when(EV().isin(*LOCKING), F.col(name)).alias(name)
+    return F.col(name)
 
 
 def queue_findings(df: DataFrame, params: AuditParams) -> DataFrame:
@@ -50,7 +62,7 @@ def queue_findings(df: DataFrame, params: AuditParams) -> DataFrame:
     overrun = EV().isin(*_OVERRUN_EVENTS) & _nn("group", "topic", "queue_id", "queue_offset")
     rows = (
         df.filter(stores | overrun | lock_rows())
-        .select(*LOCK_COLUMNS, "crashes")
+        .select(*(_narrowed(c) for c in (*LOCK_COLUMNS, "crashes")))
         .transform(lambda r: keyed(r, "trace", "topic", "queue_id"))
     )
     return rows.mapInArrow(judge(_Judge(params)), FINDING_SCHEMA)
