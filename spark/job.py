@@ -9,14 +9,16 @@ Spark's Python workers as one job (``spark/reference.py``) and writes the
 outputs from the driver; ``small`` and ``scale`` run the SQL rules, as follows:
 
 1. prepare: check the inputs, convert JSONL to Parquet (driver side);
-2. facts: one scan of the Parquet columns it needs, validating every row,
-   aggregated per trace (row counts, drain seq, crash/recover seqs for
-   epochs, at-risk keys of crashes, rows lacking needed fields). Nothing is
-   cached: Parquet is already a compact columnar copy, and each later pass
-   reads only its own columns of its own events;
-3. rules: ``rules.all_findings`` (one shuffle per key family, shuffle
-   partitions sized to the input), persisted, written to
-   ``OUT/violations`` and ``OUT/observations`` (Parquet);
+2. facts: row counts per (trace, validity, event, unknown status, filter
+   detail, lacking fields) and the crash / recover / drain rows, validating
+   every row (``_facts``: two small collects) — row counts, drain seq,
+   crash/recover seqs for epochs, at-risk keys of crashes, rows lacking
+   needed fields. Nothing is cached: Parquet is already a compact columnar
+   copy, and each later pass reads only its own columns of its own events;
+3. rules: ``rules.all_findings`` (three passes, each one shuffle by its key
+   and a judge per partition; shuffle partitions sized to the input),
+   persisted, written to ``OUT/violations`` and ``OUT/observations``
+   (Parquet);
 4. summary: ``OUT/rejected`` (Parquet: position, seq, reason; the input is
    re-read for it only when some row was rejected) and ``OUT/summary.json``.
 

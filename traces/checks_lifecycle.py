@@ -2,7 +2,7 @@
 discards, delayed DLQ copies, scheduled copies fired twice, offsets lost by a clean restart.
 
 Same conventions as the other detector modules (``checks_common``); the Spark audit
-implements the same rules (``rmqspec.spark.rules_lifecycle``) and the conformance machine's
+implements the same rules (``rmqspec.spark.rules_txn``, ``rules_copies``, ``rules_queue``) and the conformance machine's
 invariants (``properties/invariants.py``) judge the same guarantees on its ghost history.
 """
 
