@@ -27,9 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "reference", "small", "scale"),
         default="auto",
         help="reference: the reference checker run per trace in Spark's Python workers, one job; "
-        "small: the SQL rules on cached input, one shuffle partition, one job; scale: the SQL rules with "
-        "AQE and shuffles sized to the input; auto (default): reference for local input up to 16 MB of "
-        "Parquet, else scale (small up to 8 MB when a rules pass is registered)",
+        "small: the Spark rules on cached input, one shuffle partition, one job; scale: the Spark rules "
+        "with AQE and shuffles sized to the input; auto (default): reference for local input up to 2 MB "
+        "of Parquet, small up to 8 MB, else scale",
     )
     parser.add_argument(
         "--since",

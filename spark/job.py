@@ -81,13 +81,14 @@ SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",
 }
-# Local Parquet input up to this size (~1 M events of a generated trace)
+# Local Parquet input up to this size (~130 k events of a generated trace)
 # takes the reference plan under ``--plan auto``: the reference checker in one
-# Python worker, whose memory grows with the input (~1.5 KB per row: a peak of
-# 486 MB for 312 k events). It is linear in the input (LOST's saved-offset
-# exemption was quadratic before) and beats the SQL plans up to here: 1 M events
-# (15 MB) took 42 s against 84 s for the scale plan (bench/results/small-audit.txt).
-REFERENCE_INPUT_BYTES = 16 * 1024 * 1024
+# Python worker, ~25 us per event after ~0.6 s of fixed costs in a warm session,
+# against ~3.4 s + ~2.6 us per event for the scale plan's numpy judges, so the
+# reference plan is the faster one up to ~125 k events (same session,
+# 2026-11-23: 100 k events 2.7-3.1 s against 3.3-4.3 s; 250 k 6.4 s against
+# 3.8 s; 500 k 12.9-13.3 s against 4.7-4.8 s).
+REFERENCE_INPUT_BYTES = 2 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
 # (``rules.register_pass``) runs only in the SQL plans, so ``auto`` then picks one.
