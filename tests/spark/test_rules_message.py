@@ -13,16 +13,15 @@ import itertools
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqspec.spark.arrow_judge import FINDINGS_ARROW, judge, running, segment_min
+from rmqspec.spark.arrow_judge import running, segment_min
 from rmqspec.spark.rules import _MSG_EVENTS
 from rmqspec.spark.rules_message import _COLUMNS, _Judge
-from rmqspec.traces.checker import check_trace, validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import at_risk_keys
+from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 # The codes the judge owns.
 CODES = {
@@ -41,32 +40,26 @@ _EVENTS = (*_MSG_EVENTS, "deliver", "consume", "store", "send", "crash")
 
 @st.composite
 def _trace(draw: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    ts = 0
-    for seq in range(draw(st.integers(1, 30))):
-        event = draw(st.sampled_from(_EVENTS))
-        ts += draw(st.sampled_from((0, 1, 999, 1000, 5000, 60_000)))
-        due = draw(st.sampled_from((None, 0, 1000, 10_000, 60_000)))
-        row = {
-            "seq": seq,
-            "ts": ts,
-            "event": event,
-            "group": draw(st.sampled_from(("G", "G", "H", None))),
-            "topic": draw(st.sampled_from(("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None))),
-            "msg_key": draw(st.sampled_from(("K1", "K2", None))),
-            "msg_id": draw(st.sampled_from(("M1", "M2", None))),
-            "reconsume_times": draw(st.sampled_from((0, 0, 1, 1, 2, None))),
-            "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
-            "deliver_ts": None if due is None else ts + due,
-            "delay_level": draw(st.sampled_from((None, -1, 0, 1, 1, 3))),
-        }
-        if event == "send_back" and draw(st.booleans()):
+    fields = {
+        "group": ("G", "G", "H", None),
+        "topic": ("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None),
+        "msg_key": ("K1", "K2", None),
+        "msg_id": ("M1", "M2", None),
+        "reconsume_times": (0, 0, 1, 1, 2, None),
+        "deliver_ts": (None, 0, 1000, 10_000, 60_000),  # a delay after the row's ts
+        "delay_level": (None, -1, 0, 1, 1, 3),
+    }
+    gaps = (0, 1, 999, 1000, 5000, 60_000)
+    rows = drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=30)
+    for row in rows:
+        if row["deliver_ts"] is not None:
+            row["deliver_ts"] += row["ts"]
+        if row["event"] == "send_back" and draw(st.booleans()):
             row["detail"] = {"max": draw(st.sampled_from((0, 1, 2, True, "1")))}
-        if event == "crash":
+        if row["event"] == "crash":
             row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=1))}
-        rows.append(row)
     if draw(st.booleans()):
-        rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+        rows.append({"seq": len(rows), "ts": rows[-1]["ts"] + 1, "event": "drain"})
     return rows
 
 
@@ -95,16 +88,8 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         if r["event"] in _MSG_EVENTS and (r.get("msg_key") is not None or r["event"] in ("send_back", "deliver")):
             family.append({**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain, "sb_max": _sb_max(r),
                            "crashes": crashes})  # fmt: skip
-    schema = pa.schema(
-        [
-            (c, pa.string() if c in ("trace", "event", "group", "topic", "msg_key", "msg_id", "status") else pa.int64())
-            for c in _COLUMNS
-        ]
-    )
-    batch = pa.RecordBatch.from_pylist(family, schema=schema)
-    out = list(judge(_Judge(PARAMS, risky, groups, drain is not None))(iter([batch])))
-    assert all(b.schema == FINDINGS_ARROW for b in out)
-    found = [f for b in out for f in b.to_pylist()]
+    strings = ("trace", "event", "group", "topic", "msg_key", "msg_id", "status")
+    found = judged_rows(_Judge(PARAMS, risky, groups, drain is not None), family, _COLUMNS, strings)
     return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
 
 
@@ -112,16 +97,11 @@ def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The checker's findings of the judge's codes (LOST only without crashes: its crash
     exemptions are joins after the judge)."""
     crashed = any(r["event"] == "crash" for r in rows)
-    good, rejected = validate(rows)
-    assert not rejected
-    _trace, findings = check_trace(good, PARAMS)
-    out = []
-    for f in findings:
-        if f.code not in CODES or (f.code == "LOST" and crashed):
-            continue
-        keys = dict(f.keys)
-        out.append((f.code, tuple(f.seqs), keys.get("group"), keys.get("topic"), keys.get("msg_key"), f.reason))
-    return sorted(out)
+    return sorted(
+        (f.code, tuple(f.seqs), f.keys.get("group"), f.keys.get("topic"), f.keys.get("msg_key"), f.reason)
+        for f in checked_rows(rows, CODES)
+        if not (f.code == "LOST" and crashed)
+    )
 
 
 @given(_trace())

@@ -13,15 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqspec.spark.arrow_judge import FINDINGS_ARROW, NONE, judge
+from rmqspec.spark.arrow_judge import NONE, judge
 from rmqspec.spark.rules_lock import LOCK_COLUMNS
 from rmqspec.spark.rules_queue import _Judge, stabbing_min
-from rmqspec.traces.checker import check_trace, validate
 from rmqspec.traces.checker_cases import PARAMS
+from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 LOCK_CODES = {"ORDER_KEY_REORDERED", "LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT"}
 CODES = {*LOCK_CODES, "ORDER_QUEUE_GAP", "OFFSET_OVERRUN", "OFFSET_LOST"}
@@ -38,25 +37,15 @@ _STRINGS = {"trace", "event", "group", "topic", "client_id", "status"}
 
 @st.composite
 def _trace(draw: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    ts = 0
-    for seq in range(draw(st.integers(1, 40))):
-        event = draw(st.sampled_from(_EVENTS))
-        ts += draw(st.sampled_from((0, 1, 10_000, 30_000, 30_001, 60_000, 60_001)))
-        rows.append(
-            {
-                "seq": seq,
-                "ts": ts,
-                "event": event,
-                "group": draw(st.sampled_from(("G", "G", "H", None))),
-                "topic": "T",
-                "queue_id": draw(st.sampled_from((0, 1))),
-                "client_id": draw(st.sampled_from(("C1", "C2", "C3", None))),
-                "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
-                "queue_offset": draw(st.sampled_from((0, 1, 2, 3, None))),
-            }
-        )
-    return rows
+    fields = {
+        "group": ("G", "G", "H", None),
+        "topic": ("T",),
+        "queue_id": (0, 1),
+        "client_id": ("C1", "C2", "C3", None),
+        "queue_offset": (0, 1, 2, 3, None),
+    }
+    gaps = (0, 1, 10_000, 30_000, 30_001, 60_000, 60_001)
+    return drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=40)
 
 
 def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -67,30 +56,18 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             crashes += r["event"] == "crash"
         else:
             family.append({**{c: r.get(c) for c in LOCK_COLUMNS}, "trace": "", "epoch": epoch, "crashes": crashes})
-    columns = (*LOCK_COLUMNS, "crashes")
-    schema = pa.schema([(c, pa.string() if c in _STRINGS else pa.int64()) for c in columns])
-    batch = pa.RecordBatch.from_pylist(family, schema=schema)
-    out = list(judge(_Judge(PARAMS))(iter([batch])))
-    assert all(b.schema == FINDINGS_ARROW for b in out)
+    found = judged_rows(_Judge(PARAMS), family, (*LOCK_COLUMNS, "crashes"), _STRINGS)
     return sorted(
         (f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["queue_id"], f["client_id"], f["reason"])
-        for b in out
-        for f in b.to_pylist()
+        for f in found
     )
 
 
 def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    good, rejected = validate(rows)
-    assert not rejected
-    _, findings = check_trace(good, PARAMS)
-    out = []
-    for f in findings:
-        if f.code in CODES:
-            k = dict(f.keys)
-            out.append(
-                (f.code, tuple(f.seqs), k.get("group"), k.get("topic"), k.get("queue_id"), k.get("client_id"), f.reason)
-            )
-    return sorted(out)
+    return sorted(
+        (f.code, tuple(f.seqs), *(f.keys.get(k) for k in ("group", "topic", "queue_id", "client_id")), f.reason)
+        for f in checked_rows(rows, CODES)
+    )
 
 
 @given(_trace())

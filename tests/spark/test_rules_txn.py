@@ -14,49 +14,38 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqspec.spark.arrow_judge import FINDINGS_ARROW, judge
+from rmqspec.spark.arrow_judge import judge
 from rmqspec.spark.rules_txn import _COLUMNS, TXN_EVENTS, _Judge
-from rmqspec.traces.checker import check_trace, validate
+from rmqspec.traces.checker import validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import Trace, at_risk_keys
 from rmqspec.traces.checks_lifecycle import unseen_ops
 from rmqspec.traces.checks_txn import skipped_halves
+from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 CODES = {
     "TXN_DOUBLE_RESOLVED", "DUPLICATE_COMMIT", "TXN_CHECK_EARLY", "TXN_CHECK_EXCEEDED", "TXN_UNRESOLVED",
     "TXN_CHECK_AFTER_RESOLVED", "TXN_DISCARD_EARLY",
 }  # fmt: skip
+_STRINGS = {"trace", "event", "status", "txn_id", "msg_key", "check_times"}
 _EVENTS = (*TXN_EVENTS, "txn_end", "txn_check", "crash")
 _STATUS = {"txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN"), "crash": ("kill", "power", "power")}
 
 
 @st.composite
 def _trace(draw: Any) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    ts = 0
-    for seq in range(draw(st.integers(1, 30))):
-        event = draw(st.sampled_from(_EVENTS))
-        ts += draw(st.sampled_from((0, 1, 3000, 6000, 60_000)))
-        row = {
-            "seq": seq,
-            "ts": ts,
-            "event": event,
-            "txn_id": draw(st.sampled_from(("X1", "X2", None))),
-            "msg_key": draw(st.sampled_from(("K1", "K2", None))),
-            "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
-            "queue_offset": draw(st.sampled_from((0, 1, 2, None))),
-        }
-        if event == "txn_check" and draw(st.booleans()):
+    fields = {"txn_id": ("X1", "X2", None), "msg_key": ("K1", "K2", None), "queue_offset": (0, 1, 2, None)}
+    rows = drawn_rows(draw, events=_EVENTS, gaps=(0, 1, 3000, 6000, 60_000), statuses=_STATUS, fields=fields, most=30)
+    for row in rows:
+        if row["event"] == "txn_check" and draw(st.booleans()):
             row["detail"] = {"check_times": draw(st.sampled_from((0, 1, 2, "1", "x")))}
-        if event == "crash":
+        if row["event"] == "crash":
             row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=2))}
-        rows.append(row)
     if draw(st.booleans()):
-        rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+        rows.append({"seq": len(rows), "ts": rows[-1]["ts"] + 1, "event": "drain"})
     return rows
 
 
@@ -78,28 +67,18 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         for r in rows
         if r["event"] in TXN_EVENTS and r["txn_id"] is not None
     ]  # fmt: skip
-    strings = {"trace", "event", "status", "txn_id", "msg_key", "check_times"}
-    schema = pa.schema([(c, pa.string() if c in strings else pa.int64()) for c in _COLUMNS])
-    batch = pa.RecordBatch.from_pylist(family, schema=schema)
     rules = _Judge(PARAMS, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)})
-    out = list(judge(rules)(iter([batch])))
-    assert all(b.schema == FINDINGS_ARROW for b in out)
     return sorted(
         (f["kind"], f["code"], tuple(f["seqs"]), f["txn_id"], f["msg_key"], f["reason"])
-        for b in out
-        for f in b.to_pylist()
+        for f in judged_rows(rules, family, _COLUMNS, _STRINGS)
     )
 
 
 def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    good, rejected = validate(rows)
-    assert not rejected
-    _, findings = check_trace(good, PARAMS)
     kinds = {"DUPLICATE_COMMIT": "observation"}
     return sorted(
         (kinds.get(f.code, "violation"), f.code, tuple(f.seqs), f.keys.get("txn_id"), f.keys.get("msg_key"), f.reason)
-        for f in findings
-        if f.code in CODES
+        for f in checked_rows(rows, CODES)
     )
 
 
@@ -126,13 +105,9 @@ def test_an_unseen_op_is_exempt():
         for i, (ev, txn, key, status, pos, detail) in enumerate(raw)
     ]  # fmt: skip
     assert _judged(rows) == _checked(rows) == []
-    batch = pa.RecordBatch.from_pylist(
-        [{c: r.get(c) for c in _COLUMNS} | {"trace": "", "drain": 6, "check_times": "1" if r["seq"] == 5 else None}
-         for r in rows if r["event"] in TXN_EVENTS],
-        schema=pa.schema([(c, pa.string() if c in ("trace", "event", "status", "txn_id", "msg_key", "check_times")
-                           else pa.int64()) for c in _COLUMNS]),
-    )  # fmt: skip
-    blind = [f["code"] for b in judge(_Judge(PARAMS, {}, {}, {}))(iter([batch])) for f in b.to_pylist()]
+    family = [{c: r.get(c) for c in _COLUMNS} | {"trace": "", "drain": 6, "check_times": "1" if r["seq"] == 5 else None}
+              for r in rows if r["event"] in TXN_EVENTS]  # fmt: skip
+    blind = [f["code"] for f in judged_rows(_Judge(PARAMS, {}, {}, {}), family, _COLUMNS, _STRINGS)]
     assert blind == ["TXN_CHECK_AFTER_RESOLVED"]
 
 
