@@ -16,19 +16,19 @@ of the keys where the rows are many (``arrow_judge.py``), by the checker's
 own detectors where they are a few percent of a trace.
 
 =====================  =============================  ===============================================
-pass (rows read)       shuffled by, sort              rules
+pass (rows read)       shuffled by, judged            rules
 =====================  =============================  ===============================================
-queue: store,          trace, topic, queue_id;        ORDER_QUEUE_GAP, OFFSET_OVERRUN,
-deliver, acks,         judged in numpy per partition  ORDER_KEY_REORDERED, LOCK_OVERLAP,
+queue: store,          trace, topic, queue_id;        ORDER_QUEUE_GAP, OFFSET_OVERRUN, OFFSET_LOST,
+deliver, acks,         in numpy per partition         ORDER_KEY_REORDERED, LOCK_OVERLAP,
 commit_offset, lock,   (``rules_queue.py``,           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
 unlock, orderly_*      ``rules_lock.py``)
-message: the 8         trace, msg_key; judged in      UNEXPECTED, RECOVERED, DUPLICATED,
-message events         numpy per partition            RETRY_EARLY, TXN_VISIBLE_BEFORE_COMMIT,
-                       (``rules_message.py``,         TXN_ROLLBACK_VISIBLE, DELAY_EARLY, LOST (x the
-                       ``rules_retry.py``,            consumers of the topic, collected), DLQ_EARLY,
-                       ``mapInArrow``)                DLQ_MISSED
-txn: txn_*             trace, txn_id; the checker's   TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
-                       detectors per partition        TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
+message: the 8         trace, msg_key;                UNEXPECTED, RECOVERED, DUPLICATED,
+message events         in numpy per partition         RETRY_EARLY, DLQ_EARLY, DLQ_MISSED,
+                       (``rules_message.py``,         TXN_VISIBLE_BEFORE_COMMIT, TXN_ROLLBACK_VISIBLE,
+                       ``rules_retry.py``,            DELAY_EARLY, DLQ_DELAYED, SCHEDULE_DUPLICATED,
+                       ``rules_copies.py``)           LOST (x the consumers of the topic, collected)
+txn: txn_*             trace, txn_id; by the          TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
+                       checker's detectors            TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                        (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
                                                       TXN_DISCARD_EARLY
 =====================  =============================  ===============================================
