@@ -178,13 +178,17 @@ def _lacking_mask() -> Column:
 
 def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
     """(one dict per trace: n, good, drain, bounds, crash_seqs, at_risk, filtered (rows the filter
-    rules read), power (power-loss crashes), lack<i>;
+    rules read), power (power-loss crashes), consumers (topic -> the groups with a valid deliver
+    or consume of it), lack<i>;
     (event, status) -> rows with a status their rules do not know).
 
     Two jobs, both cheap: row counts grouped by (trace, valid, event, unknown status, carries a
-    filter detail, mask of the needed fields it lacks) — a count per group, a few hundred groups,
+    filter detail, mask of the needed fields it lacks, and on deliver and consume rows their
+    group and topic) — a count per group, a few hundred groups,
     merged here — and the valid crash, recover and drain rows themselves (a handful per trace)."""
     valid = F.col("problem").isNull()
+    consumed = valid & F.col("event").isin("deliver", "consume") & F.col("group").isNotNull()
+    consumed = consumed & F.col("topic").isNotNull()
     groups = rows.groupBy(
         "trace",
         valid.alias("valid"),
@@ -192,6 +196,8 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
         F.when(valid, _unknown_status()).alias("unknown"),
         (valid & F.col("filter_detail").isNotNull()).alias("filtered"),
         F.when(valid, _lacking_mask()).alias("lacking"),
+        F.when(consumed, F.col("group")).alias("c_group"),
+        F.when(consumed, F.col("topic")).alias("c_topic"),
     ).count().collect()
     marks = (
         rows.filter(valid & F.col("event").isin("crash", "recover", "drain"))
@@ -205,7 +211,7 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
     def of(trace: Any) -> dict[str, Any]:
         if trace not in merged:
             merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "bounds": [], "crash_seqs": [],
-                             "at_risk": set(), "filtered": 0, "power": 0,
+                             "at_risk": set(), "filtered": 0, "power": 0, "consumers": {},
                              **{f"lack{i}": 0 for i in range(len(NEEDS_FLAT))}}  # fmt: skip
         return merged[trace]
 
@@ -215,6 +221,8 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
         if not g["valid"]:
             continue
         into["good"] += g["count"]
+        if g["c_group"] is not None:
+            into["consumers"].setdefault(g["c_topic"], set()).add(g["c_group"])
         into["filtered"] += g["count"] if g["filtered"] else 0
         if g["unknown"] is not None:
             event, _, status = g["unknown"].partition("\0")
@@ -240,12 +248,40 @@ def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str],
     return facts, unknown
 
 
+def _consumers(facts: list[Any], subscriptions: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], list[str]]:
+    """(trace, topic) -> the groups consuming it, sorted: those a valid deliver or consume shows
+    (``_facts``) and, in every trace with valid rows, those the configuration subscribes."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in facts:
+        if not r["good"]:
+            continue
+        for topic, groups in r["consumers"].items():
+            out.setdefault((r["trace"], topic), set()).update(groups)
+        for group, topics in subscriptions.items():
+            for topic in topics:
+                out.setdefault((r["trace"], topic), set()).add(group)
+    return {key: sorted(groups) for key, groups in out.items()}
+
+
 def _at_risk(spark: SparkSession, facts: list[Any]) -> DataFrame | None:
     """(trace, msg_key) of every key a ``crash`` lists in ``detail.at_risk``; None if none."""
     pairs = [(r["trace"], k) for r in facts if r["good"] for k in r["at_risk"]]
     if not pairs:
         return None
     return spark.createDataFrame(pairs, "trace string, msg_key string")
+
+
+def _constants(facts: list[Any]) -> dict[str, Any]:
+    """Columns ``_with_trace_facts`` gives one value on every valid row (``arrow_judge.shipped``:
+    the rules passes then leave them out of their shuffles): the trace and its drain when one
+    trace has valid rows; ``epoch`` and ``crashes`` (0) when no trace has a crash or recover row."""
+    good = [r for r in facts if r["good"]]
+    out: dict[str, Any] = {}
+    if len(good) == 1:
+        out["trace"], out["drain"] = good[0]["trace"], good[0]["drain"]
+    if not any(r["bounds"] for r in good):
+        out["epoch"] = out["crashes"] = 0
+    return out
 
 
 def _input_bytes(parquet: Sequence[str]) -> int:
@@ -446,6 +482,8 @@ def run_audit(
             has_crash=any(r["crash_seqs"] for r in good_traces),
             has_filters=any(r["filtered"] for r in good_traces),
             has_power=any(r["power"] for r in good_traces),
+            constants=_constants(facts),
+            consumers=_consumers(facts, config.subscriptions),
         ).withColumnRenamed("trace", "trace_id")
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
         try:

@@ -142,6 +142,8 @@ def profile_audit(
             at_risk=job._at_risk(spark, facts),
             has_crash=any(r["crash_seqs"] for r in good),
             has_power=any(r["power"] for r in good),
+            constants=job._constants(facts),
+            consumers=job._consumers(facts, config.subscriptions),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

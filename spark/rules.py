@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
+from typing import Any
 
 import attrs
 from pyspark.sql import Column, DataFrame, Window
@@ -150,13 +151,13 @@ def _nn(*names: str) -> Column:
 # -------------------------------------------------------------- queue family
 
 
-def queue_rules(df: DataFrame, params: AuditParams) -> list[DataFrame]:
+def queue_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
     """ORDER_QUEUE_GAP, OFFSET_OVERRUN and the lock family (ORDER_KEY_REORDERED, LOCK_OVERLAP,
     ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT): one shuffle by (trace, topic, queue_id), judged
     per partition (``spark/rules_queue.py``)."""
     from rmqspec.spark.rules_queue import queue_findings  # it imports this module
 
-    return [queue_findings(df, params)]
+    return [queue_findings(df, params, constants)]
 
 
 # ------------------------------------------------------------ message family
@@ -168,13 +169,14 @@ _MSG_EVENTS = ("send", "store", "deliver", "consume", "send_back", "schedule_fir
 def message_rules(
     df: DataFrame,
     params: AuditParams,
-    consumers: DataFrame,
+    consumers: Mapping[tuple[str, str], list[str]],
     has_drain: bool,
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
     has_power: bool = True,
+    constants: Mapping[str, Any] | None = None,
 ) -> list[DataFrame]:
-    """Rules keyed by msg_key; ``consumers`` is (trace, topic, groups array).
+    """Rules keyed by msg_key; ``consumers`` is (trace, topic) -> its consuming groups.
 
     One shuffle by (trace, msg_key) of the message rows, judged per partition
     in numpy (``spark/rules_message.py``): UNEXPECTED, RECOVERED, DUPLICATED,
@@ -182,7 +184,7 @@ def message_rules(
     """
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power)]
+    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -193,6 +195,7 @@ def txn_rules(
     params: AuditParams,
     at_risk: DataFrame | None = None,
     has_power: bool = True,
+    constants: Mapping[str, Any] | None = None,
 ) -> list[DataFrame]:
     """Every transaction rule in one pass: one shuffle by txn_id, judged per partition by the
     checker's detectors (``spark/rules_txn.py``). ``has_power`` False (no power-loss crash): no
@@ -202,7 +205,7 @@ def txn_rules(
 
     skipped = _skipped_halves(df) if has_power else None
     unseen = _unseen_ops(df) if has_power else None
-    return [txn_findings(df, params, at_risk, skipped, unseen)]
+    return [txn_findings(df, params, at_risk, skipped, unseen, constants)]
 
 
 def _skipped_halves(df: DataFrame) -> DataFrame:
@@ -226,7 +229,8 @@ def _skipped_halves(df: DataFrame) -> DataFrame:
 
 
 def consumers_of(df: DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> DataFrame:
-    """(c_trace, c_topic, groups): who consumes each topic, per trace."""
+    """(c_trace, c_topic, groups): who consumes each topic, per trace (a job of its own: the
+    audit job has them from its facts pass, ``job._consumers``)."""
     seen = df.filter(EV().isin("deliver", "consume") & _nn("group", "topic")).select(
         F.col("trace").alias("c_trace"), F.col("topic").alias("c_topic"), "group"
     )
@@ -244,10 +248,12 @@ class PassInput:
 
     params: AuditParams
     has_drain: bool
-    consumers: DataFrame
+    consumers: Mapping[tuple[str, str], list[str]]  # (trace, topic) -> its consuming groups, sorted
     at_risk: DataFrame | None
     has_crash: bool = True  # False: no trace has a crash row (the crash exemptions are empty)
     has_power: bool = True  # False: no trace has a power-loss crash (the power-loss exemptions are empty)
+    # Columns of ``df`` the driver knows to hold one value (``arrow_judge.shipped``): not shuffled.
+    constants: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -256,12 +262,14 @@ Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
 # its pass here (``PASSES += (("name", fn),)``) or through ``register_pass``;
 # ``bench audit --profile`` times each pass on its own.
 PASSES: tuple[tuple[str, Pass], ...] = (
-    ("queue", lambda df, c: queue_rules(df, c.params)),
+    ("queue", lambda df, c: queue_rules(df, c.params, c.constants)),
     (
         "message",
-        lambda df, c: message_rules(df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power),
+        lambda df, c: message_rules(
+            df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants
+        ),
     ),
-    ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
 )
 
 
@@ -282,9 +290,14 @@ def pass_findings(
     at_risk: DataFrame | None = None,
     has_crash: bool = True,
     has_power: bool = True,
+    constants: Mapping[str, Any] | None = None,
+    consumers: Mapping[tuple[str, str], list[str]] | None = None,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
-    ctx = PassInput(params, has_drain, consumers_of(df, subscriptions or {}), at_risk, has_crash, has_power)
+    if consumers is None:  # only LOST reads them, and only with a drain
+        found = consumers_of(df, subscriptions or {}).collect() if has_drain else []
+        consumers = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in found}
+    ctx = PassInput(params, has_drain, dict(consumers), at_risk, has_crash, has_power, dict(constants or {}))
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -298,6 +311,8 @@ def all_findings(
     has_crash: bool = True,
     has_filters: bool = True,
     has_power: bool = True,
+    constants: Mapping[str, Any] | None = None,
+    consumers: Mapping[tuple[str, str], list[str]] | None = None,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -307,7 +322,10 @@ def all_findings(
     the keys crashes list in ``detail.at_risk`` (None when there are none):
     no LOST, TXN_UNRESOLVED or RECOVERED for them. ``has_crash``: whether any
     trace has a crash row (when none, the rules skip the crash exemptions' joins); ``has_power``
-    likewise for power-loss crashes (``status`` power).
+    likewise for power-loss crashes (``status`` power). ``constants``: columns of ``df`` the
+    driver knows to hold one value on every row (name -> value, ``arrow_judge.CONSTANT_TYPES``),
+    which the judged passes then do not shuffle. ``consumers``: (trace, topic) -> the groups
+    consuming it (``consumers_of``; None: computed here, a job of its own).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
@@ -319,6 +337,8 @@ def all_findings(
         at_risk=at_risk,
         has_crash=has_crash,
         has_power=has_power,
+        constants=constants,
+        consumers=consumers,
     )
     found = reduce(DataFrame.unionByName, parts.values())
     if not has_filters:

@@ -18,7 +18,7 @@ segmented running min/max (``_running``). Only the findings are built as
 Python objects.
 
 LOST needs two facts from outside the partition: the groups consuming each
-topic (``consumers``, collected on the driver: one row per trace and topic)
+topic (``consumers``, known on the driver: the facts pass counts them)
 and the keys exempted by saved offsets and saved delay progress, which stay
 SQL anti-joins on the (few) findings.
 """
@@ -26,6 +26,7 @@ SQL anti-joins on the (few) findings.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from rmqspec.spark.arrow_judge import (
     keyed,
     running,
     segment_min,
+    shipped,
     starts,
 )
 from rmqspec.spark.rules import _MSG_EVENTS, EV, FINDING_SCHEMA
@@ -83,13 +85,15 @@ def _narrowed(name: str) -> Column:
 def message_findings(
     df: DataFrame,
     params: AuditParams,
-    consumers: DataFrame,
+    consumers: Mapping[tuple[str, str], list[str]],
     has_drain: bool,
     at_risk: DataFrame | None,
     has_crash: bool = True,
     has_power: bool = True,
+    constants: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The message family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
+    ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
 
     ``has_crash`` False (no trace has a crash row): the two crash exemptions of LOST
     are empty, so their joins are left out; ``has_power`` False (no power-loss crash):
@@ -102,15 +106,14 @@ def message_findings(
     risky: dict[str, set[str]] = {}
     for row in at_risk.collect() if at_risk is not None else ():
         risky.setdefault(row["msg_key"], set()).add(row["trace"])
-    groups: dict[tuple[str, str], list[str]] = {}
-    if has_drain:
-        groups = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in consumers.collect()}
-    rows = (
-        df.filter(EV().isin(*_MSG_EVENTS) & (F.col("msg_key").isNotNull() | EV().isin("send_back", "deliver")))
-        .select(*(_narrowed(c) for c in _COLUMNS))
-        .transform(lambda r: keyed(r, "trace", "msg_key"))
+    groups = dict(consumers) if has_drain else {}
+    rows, left_out = shipped(
+        df.filter(EV().isin(*_MSG_EVENTS) & (F.col("msg_key").isNotNull() | EV().isin("send_back", "deliver"))),
+        [_narrowed(c) for c in _COLUMNS],
+        constants or {},
     )
-    found = rows.mapInArrow(judge(_Judge(params, risky, groups, has_drain)), FINDING_SCHEMA)
+    rows = keyed(rows, "trace", "msg_key")
+    found = rows.mapInArrow(judge(_Judge(params, risky, groups, has_drain), left_out), FINDING_SCHEMA)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
@@ -197,6 +200,7 @@ class _Partition:
     def status_is(self, *names: str) -> np.ndarray:
         return np.isin(self.status, [self.status_code[s] for s in names if s in self.status_code])
 
+    @cached_property
     def acked_send(self) -> np.ndarray:
         """``send`` rows the broker acknowledged (no status, or an acknowledging one)."""
         return self.is_event("send") & ((self.status < 0) | self.status_is(*ACKED_SEND_STATUSES))
@@ -207,6 +211,7 @@ class _Partition:
     def key_any(self, cond: np.ndarray) -> np.ndarray:
         return self.key_min(cond) != NONE
 
+    @cached_property
     def risky(self) -> np.ndarray:
         """Bool: the row's msg_key is at risk in its trace."""
         if not self.judge.risky:
@@ -242,7 +247,7 @@ class _Partition:
     def per_key_rules(self) -> None:
         seq, n = self.seq, self.n
         send, deliver = self.is_event("send"), self.is_event("deliver")
-        acked_send = self.acked_send()
+        acked_send = self.acked_send
         txn_end = self.is_event("txn_end")
         commit, rollback = txn_end & self.status_is("COMMIT"), txn_end & self.status_is("ROLLBACK")
         half, store = self.is_event("txn_half"), self.is_event("store")
@@ -278,7 +283,7 @@ class _Partition:
             & has_back
             & (self.ts < np.where(has_back, self.deliver_ts[back_row], 0))
         )
-        risky = self.risky()
+        risky = self.risky
         after_half = deliver & (half_seq != NONE) & (seq > half_seq)
         rb_visible = (c == NONE) & (r != NONE) & (seq > r)
         before_commit = ~rb_visible & (((c != NONE) & (seq < c)) | (c == NONE))
@@ -367,7 +372,7 @@ class _Partition:
         drain = cols.ints("drain", -1)[self.at]
         in_drain = ~cols.null("drain")[self.at] & (seq <= drain)
         send = self.is_event("send")
-        acked_send = self.acked_send()
+        acked_send = self.acked_send
         commit = self.is_event("txn_end") & self.status_is("COMMIT")
         half = self.is_event("txn_half")
         done = (self.is_event("consume") & self.status_is("SUCCESS")) | (
@@ -382,7 +387,7 @@ class _Partition:
         hits = np.flatnonzero(with_topic & (seq == first_half))
         half_topic[key_ids[hits]] = topic[hits]
         a_topic = np.where(send | (topic >= 0), topic, half_topic[key_ids])
-        acked = np.flatnonzero((acked_send | commit) & in_drain & ~self.risky() & (a_topic >= 0))
+        acked = np.flatnonzero((acked_send | commit) & in_drain & ~self.risky & (a_topic >= 0))
         if not len(acked):
             return
         acked = acked[np.lexsort((seq[acked], a_topic[acked], self.key_id[acked]))]

@@ -28,6 +28,7 @@ detector reads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed
+from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
 from rmqspec.spark.rules_lock import LOCK_COLUMNS, LOCKING, lock_judged, lock_rows
 
@@ -56,16 +57,16 @@ def _narrowed(name: str) -> Column:
     return F.col(name)
 
 
-def queue_findings(df: DataFrame, params: AuditParams) -> DataFrame:
-    """The queue, lock and consumer families' findings (``FINDING_COLUMNS``) of the validated rows ``df``."""
+def queue_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> DataFrame:
+    """The queue, lock and consumer families' findings (``FINDING_COLUMNS``) of the validated rows
+    ``df``; ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``)."""
     stores = (EV() == "store") & _nn("topic", "queue_id", "queue_offset")
     overrun = EV().isin(*_OVERRUN_EVENTS) & _nn("group", "topic", "queue_id", "queue_offset")
-    rows = (
-        df.filter(stores | overrun | lock_rows())
-        .select(*(_narrowed(c) for c in (*LOCK_COLUMNS, "crashes")))
-        .transform(lambda r: keyed(r, "trace", "topic", "queue_id"))
+    rows, left_out = shipped(
+        df.filter(stores | overrun | lock_rows()), [_narrowed(c) for c in (*LOCK_COLUMNS, "crashes")], constants or {}
     )
-    return rows.mapInArrow(judge(_Judge(params)), FINDING_SCHEMA)
+    rows = keyed(rows, "trace", "topic", "queue_id")
+    return rows.mapInArrow(judge(_Judge(params), left_out), FINDING_SCHEMA)
 
 
 class _Judge:

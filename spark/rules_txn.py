@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
-from rmqspec.spark.arrow_judge import finding, judge, keyed
+from rmqspec.spark.arrow_judge import finding, judge, keyed, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lifecycle import detect_txn_check_after_resolved, detect_txn_discard_early
@@ -45,8 +45,10 @@ def txn_findings(
     at_risk: DataFrame | None,
     skipped: DataFrame | None,
     unseen: DataFrame | None,
+    constants: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The transaction family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
+    ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
     ``skipped``: (s_trace, s_txn) of skippable halves; ``unseen``: (u_trace, u_seq) of unseen ops
     (both None when no crash is a power loss: then there are none)."""
     risky: dict[str, set[str]] = {}
@@ -58,12 +60,11 @@ def txn_findings(
     hidden: dict[str, set[int]] = {}
     for row in unseen.collect() if unseen is not None else ():
         hidden.setdefault(row["u_trace"], set()).add(row["u_seq"])
-    rows = (
-        df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull())
-        .select(*_COLUMNS)
-        .transform(lambda r: keyed(r, "trace", "txn_id"))
+    rows, left_out = shipped(
+        df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull()), [F.col(c) for c in _COLUMNS], constants or {}
     )
-    return rows.mapInArrow(judge(_Judge(params, risky, skips, hidden)), FINDING_SCHEMA)
+    rows = keyed(rows, "trace", "txn_id")
+    return rows.mapInArrow(judge(_Judge(params, risky, skips, hidden), left_out), FINDING_SCHEMA)
 
 
 class _Judge:
