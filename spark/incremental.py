@@ -43,8 +43,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
+from rmqspec.spark import carry as carry_mod
 from rmqspec.spark import inputs as inputs_mod
-from rmqspec.spark.carry import carry
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.reference import Carried
@@ -198,8 +198,9 @@ def _carry_by_spark(
     day_files: Sequence[str],
     vis_keys: set[str],
 ) -> dict[str, frozenset[str]]:
-    """The SQL plans' state: ``spark/carry.py``'s aggregations over the history read again,
-    tuned like the audit. Returns the open msg_keys among ``vis_keys``."""
+    """The SQL plans' state: ``spark/carry.py`` over the history read again, tuned like the
+    audit (``carry_per_trace`` when no trace has more than ``TRACE_CARRY_ROWS`` rows, else the
+    aggregations of ``carry``). Returns the open msg_keys among ``vis_keys``."""
     from rmqspec.spark import job
 
     inputs = [*day_files, *carried_files]
@@ -213,7 +214,11 @@ def _carry_by_spark(
         if carried_files:
             history = history.unionByName(_read(spark, carried_files))
         history = _with_crashes(spark, history).persist()
-        keep, tomb, open_keys = carry(spark, history, config.subscriptions)
+        traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
+        if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
+            keep, tomb, open_keys = carry_mod.carry_per_trace(history, config.subscriptions, traces == 1)
+        else:
+            keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
         _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
         if old_closed is not None:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rmqspec.spark.carry import carry
+from rmqspec.spark import carry as carry_mod
+from rmqspec.spark.carry import carry, carry_per_trace
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.incremental import _read, _with_crashes, read_state
@@ -47,10 +48,26 @@ def _found(out: Path) -> list[tuple]:
     return sorted(got)
 
 
-@pytest.mark.parametrize("plan", ["small", "reference"])
-def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, plan):
-    """With the SQL rules (``small``: the differential test of spark/carry.py and the rules
-    against the checker) and with the reference plan (the incremental path honours it)."""
+@pytest.fixture(params=["per-trace", "aggregations"])
+def sql_carry(request, monkeypatch) -> str:
+    """Which carry the SQL plans' state takes: ``carry_per_trace`` (every trace here is below
+    ``TRACE_CARRY_ROWS``) or, with the bound at 0, ``carry``'s aggregations."""
+    if request.param == "aggregations":
+        monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", 0)
+    return request.param
+
+
+@pytest.mark.parametrize(
+    ("plan", "carry_rows"),
+    [("small", None), ("small", 0), ("reference", None)],
+    ids=["small-per-trace", "small-aggregations", "reference"],
+)
+def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, monkeypatch, plan, carry_rows):
+    """With the SQL rules (``small``: the differential test of spark/carry.py, both ways — ``carry_per_trace``, or
+    ``carry``'s aggregations with ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with the
+    reference plan (the incremental path honours it; it carries in its own job)."""
+    if carry_rows is not None:
+        monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", carry_rows)
     generate(tmp_path / "whole", GenConfig(events=12_000, seed=5, inject=NO_FILTERS, crashes=1))
     rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
     report = check(rows)
@@ -108,7 +125,7 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
     return states
 
 
-def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path):
+def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path, sql_carry):
     """The reference plan computes the new state in the audit's own job (no second read of the
     history, ``reference.Carried``); it writes the same rows, tombstones and findings as the SQL
     plan's aggregations, on day 1 and on day 2 (old tombstones kept, pulled ones replaced)."""
@@ -121,7 +138,7 @@ def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spa
     assert all(s["rows"] and s["closed"] for s in states["reference"])
 
 
-def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path):
+def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path, sql_carry):
     """Three traces in one input (a ``trace_id`` column), each cut in two days: both plans write
     the same state (``trace_id`` kept), and day 2 gives the findings of a full audit."""
     import pyarrow as pa
@@ -160,10 +177,11 @@ def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path
     assert {dict(r)["trace_id"] for r in states["reference"]["rows"]} == {"t0", "t1", "t2"}
 
 
-def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch):
+@pytest.mark.parametrize("per_trace", [False, True], ids=["aggregations", "per-trace"])
+def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace):
     path = str(batch.out.parent / "batch.parquet")
     history = _with_crashes(spark, _read(spark, [path]))
-    keep, tomb, open_keys = carry(spark, history, {})
+    keep, tomb, open_keys = carry_per_trace(history, {}) if per_trace else carry(spark, history, {})
     got: dict[str, tuple[set, set, set]] = {}
     for name, frame, col in (("keep", keep, "seq"), ("tomb", tomb, "seq"), ("open", open_keys, "msg_key")):
         for r in frame.collect():
