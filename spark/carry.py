@@ -1,4 +1,4 @@
-"""The carried rows of an incremental audit as DataFrame operations (``traces/carry.py``'s rules).
+"""The carried rows of an incremental audit as Spark jobs (``traces/carry.py``'s rules).
 
 Theory of operation
 -------------------
@@ -8,7 +8,7 @@ frames: the (trace, seq) of the rows to carry, the (trace, seq) of closed keys' 
 the open (trace, msg_key). Every reason of ``traces.carry.carry_trace`` is a first / last / max
 per key here (``groupBy`` aggregations); the orderly owner's last SUCCESS consume is found from
 its ownership's bounds (aggregations over the queue's lock rows) joined back to its consumes.
-No Python runs on the executors. The differential test holds this module and
+``carry`` runs no Python on the executors. The differential test holds this module and
 ``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
 audit's own job instead (``spark/reference.py``, ``Carried``).
 
