@@ -48,15 +48,6 @@ def _found(out: Path) -> list[tuple]:
     return sorted(got)
 
 
-@pytest.fixture(params=["per-trace", "aggregations"])
-def sql_carry(request, monkeypatch) -> str:
-    """Which carry the SQL plans' state takes: ``carry_per_trace`` (every trace here is below
-    ``TRACE_CARRY_ROWS``) or, with the bound at 0, ``carry``'s aggregations."""
-    if request.param == "aggregations":
-        monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", 0)
-    return request.param
-
-
 @pytest.mark.parametrize(
     ("plan", "carry_rows"),
     [("small", None), ("small", 0), ("reference", None)],
@@ -125,7 +116,7 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
     return states
 
 
-def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path, sql_carry):
+def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path):
     """The reference plan computes the new state in the audit's own job (no second read of the
     history, ``reference.Carried``); it writes the same rows, tombstones and findings as the SQL
     plan's aggregations, on day 1 and on day 2 (old tombstones kept, pulled ones replaced)."""
@@ -138,7 +129,7 @@ def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spa
     assert all(s["rows"] and s["closed"] for s in states["reference"])
 
 
-def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path, sql_carry):
+def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path):
     """Three traces in one input (a ``trace_id`` column), each cut in two days: both plans write
     the same state (``trace_id`` kept), and day 2 gives the findings of a full audit."""
     import pyarrow as pa
