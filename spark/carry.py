@@ -12,12 +12,14 @@ its ownership's bounds (aggregations over the queue's lock rows) joined back to 
 ``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
 audit's own job instead (``spark/reference.py``, ``Carried``).
 
-``carry_per_trace`` returns the same three frames from ``carry_trace`` itself, run on the
-executors once per trace (``mapInArrow``, the rows of a trace in one task): one pass of Python
-over the rows against some twenty small Spark jobs, each paying a job's fixed cost (on a day of
-500 k events and its carried rows: 2.8 s of Python against ~24 s for the aggregations). Its
-memory grows with the trace (a dict per row), so ``_carry_by_spark`` takes it only up to
-``TRACE_CARRY_ROWS`` rows per trace.
+``collect_per_trace`` runs ``carry_trace`` itself on the executors once per trace
+(``mapInArrow``, the rows of a trace in one task) and sends back the rows to carry and the
+tombstones themselves, as Arrow IPC streams the driver writes with pyarrow (``reference.Carried``,
+as the reference plan's state): one Spark job and one pass of Python over the rows, against some
+twenty small Spark jobs for the aggregations and two Spark writes (on a day of 500 k events and
+its carried rows: 2.8 s of Python against ~24 s for the aggregations). Its memory grows with the
+trace (a dict per row), so ``spark/incremental.py`` takes it only up to ``TRACE_CARRY_ROWS`` rows
+per trace.
 """
 
 from __future__ import annotations
@@ -28,22 +30,24 @@ from functools import reduce
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rmqspec.spark.arrow_judge import keyed
+from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, carry_trace
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
+from rmqspec.traces.schema import COLUMNS, SCHEMA
 
 KEY = ("trace", "seq")
 QUEUE = ("group", "topic", "queue_id")
-# The most rows of one trace ``carry_per_trace`` takes (~1 GB of row dicts in one Python worker).
+# The most rows of one trace ``collect_per_trace`` takes (~1 GB of row dicts in one Python worker).
 TRACE_CARRY_ROWS = 1_000_000
 # What ``carry_trace`` reads of a row.
 _CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
                   "detail")
-_CARRIED = pa.schema([("kind", pa.string()), ("trace", pa.string()), ("seq", pa.int64()), ("msg_key", pa.string())])
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -184,12 +188,14 @@ def carry(
     return keep, closed, open_keys
 
 
-def carry_per_trace(
+def collect_per_trace(
     rows: DataFrame, subscriptions: Mapping[str, Sequence[str]] | None = None, one_trace: bool = False
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """``carry``'s three frames from ``traces.carry.carry_trace``, run once per trace on the
-    executors (``one_trace``: ``rows`` hold one trace, brought to one task without a shuffle).
-    The result is persisted (three frames read it): ``spark.catalog.clearCache`` drops it."""
+) -> Carried:
+    """The new state from ``traces.carry.carry_trace``, run once per trace on the executors and
+    collected (``one_trace``: ``rows`` hold one trace, brought to one task without a shuffle):
+    each task sends back the trace's rows to carry and its tombstones as Arrow IPC streams of the
+    trace schema (``detail`` as its text), and its open msg_keys. ``rows``: ``trace`` and the
+    trace schema's columns, ``detail`` as text."""
     subs = {group: list(topics) for group, topics in (subscriptions or {}).items()}
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -202,27 +208,27 @@ def carry_per_trace(
         for start, end in itertools.pairwise(cuts):  # one trace's rows, in seq order
             mine = table.slice(start, end - start)
             trace = mine.column("trace")[0].as_py()
-            keep, tomb, open_keys = carry_trace(mine.to_pylist(), subs)
-            yield _carried("keep", trace, sorted(keep), None)
-            yield _carried("tomb", trace, sorted(tomb), None)
-            yield _carried("open", trace, None, sorted(open_keys))
+            keep, tomb, open_keys = carry_trace(mine.select(_CARRY_COLUMNS).to_pylist(), subs)
+            for kind, seqs in (("keep", keep), ("tomb", tomb)):
+                chosen = mine.filter(pc.is_in(mine.column("seq"), value_set=pa.array(sorted(seqs), pa.int64())))
+                yield _stream(kind, trace, ipc_stream(chosen.select(COLUMNS).cast(SCHEMA)))
+            yield _stream("open", trace, ipc_stream(pa.table({"msg_key": pa.array(sorted(open_keys), pa.string())})))
 
-    narrow = rows.select("trace", *_CARRY_COLUMNS)
-    together = narrow.coalesce(1) if one_trace else keyed(narrow, "trace")
-    out = together.mapInArrow(run, "kind string, trace string, seq bigint, msg_key string")
-    out = out.persist(StorageLevel.MEMORY_AND_DISK)
-    of = lambda kind: out.filter(F.col("kind") == kind).drop("kind")  # noqa: E731
-    return of("keep").drop("msg_key"), of("tomb").drop("msg_key"), of("open").drop("seq")
+    frame = rows.select("trace", *COLUMNS)
+    together = frame.coalesce(1) if one_trace else keyed(frame, "trace")
+    parts: dict[str, list[tuple[str, bytes]]] = {"keep": [], "tomb": []}
+    open_keys: dict[str, frozenset[str]] = {}
+    for r in together.mapInArrow(run, "kind string, trace string, arrow binary").collect():
+        if r["kind"] == "open":
+            keys = pa.ipc.open_stream(r["arrow"]).read_all().column("msg_key").to_pylist()
+            open_keys[r["trace"]] = frozenset(keys)
+        else:
+            parts[r["kind"]].append((r["trace"], bytes(r["arrow"])))
+    return carried_from_streams(parts, open_keys)
 
 
-def _carried(kind: str, trace: str, seqs: list[int] | None, msg_keys: list[str] | None) -> pa.RecordBatch:
-    n = len(seqs if seqs is not None else msg_keys or [])
+def _stream(kind: str, trace: str, blob: bytes) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array([kind] * n, pa.string()),
-            pa.array([trace] * n, pa.string()),
-            pa.array(seqs, pa.int64()) if seqs is not None else pa.nulls(n, pa.int64()),
-            pa.array(msg_keys, pa.string()) if msg_keys is not None else pa.nulls(n, pa.string()),
-        ],
-        schema=_CARRIED,
+        [pa.array([kind], pa.string()), pa.array([trace], pa.string()), pa.array([blob], pa.binary())],
+        names=["kind", "trace", "arrow"],
     )

@@ -22,8 +22,9 @@ carried rows, the pulled ones and the day as one history; (5) its findings are m
 stored ones (``traces.carry.merge``) and the outputs are rewritten; (6) with ``--state-out``, the
 carried rows of the new history are written with the tombstones and the final findings: on the
 reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
-``reference.Carried``: no second read of the history), on the SQL plans ``spark/carry.py``'s
-aggregations read the history again. Any problem with STATE_DIR is an ``InputError`` naming the
+``reference.Carried``: no second read of the history); on the SQL plans ``spark/carry.py`` reads
+the history again and runs ``carry_trace`` once per trace (``collect_per_trace``, the same
+``Carried``) or, for a trace beyond ``TRACE_CARRY_ROWS`` rows, its aggregations. Any problem with STATE_DIR is an ``InputError`` naming the
 file and the reason.
 """
 
@@ -196,11 +197,15 @@ def _carry_by_spark(
     config: AuditConfig,
     plan: str,
     day_files: Sequence[str],
+    size: tuple[int, int],
     vis_keys: set[str],
 ) -> dict[str, frozenset[str]]:
-    """The SQL plans' state: ``spark/carry.py`` over the history read again, tuned like the
-    audit (``carry_per_trace`` when no trace has more than ``TRACE_CARRY_ROWS`` rows, else the
-    aggregations of ``carry``). Returns the open msg_keys among ``vis_keys``."""
+    """The SQL plans' state from the history read again, tuned like the audit: ``carry_trace``
+    once per trace on the executors, collected and written from the driver
+    (``carry.collect_per_trace``), when no trace has more than ``TRACE_CARRY_ROWS`` rows, else
+    the aggregations of ``carry.carry``. ``size``: (traces, rows of the longest trace) if known,
+    upper bounds otherwise (counted when they exceed the bound). Returns the open msg_keys (on
+    the aggregations, only those among ``vis_keys``: the caller needs no others)."""
     from rmqspec.spark import job
 
     inputs = [*day_files, *carried_files]
@@ -213,12 +218,14 @@ def _carry_by_spark(
         history = day
         if carried_files:
             history = history.unionByName(_read(spark, carried_files))
-        history = _with_crashes(spark, history).persist()
-        traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
+        traces, longest = size
+        if longest > carry_mod.TRACE_CARRY_ROWS:  # the bounds do not settle it: count
+            traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
         if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
-            keep, tomb, open_keys = carry_mod.carry_per_trace(history, config.subscriptions, traces == 1)
-        else:
-            keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
+            carried = carry_mod.collect_per_trace(history, config.subscriptions, traces == 1)
+            return _write_carried(carried, old_closed, state_out, has_trace_id)
+        history = _with_crashes(spark, history).persist()
+        keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
         _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
         if old_closed is not None:
@@ -277,8 +284,9 @@ def run(
         raise TraceReadError(", ".join(paths), f"cannot read as Parquet: {str(exc).splitlines()[0]}") from None
     has_trace_id = "trace_id" in raw.columns
     on_stage("check the day against the state")
-    bounds = {r["trace"]: (r["first"], r["last"]) for r in day.groupBy("trace").agg(
-        F.min("seq").alias("first"), F.max("seq").alias("last")).collect()}
+    per_trace = day.groupBy("trace").agg(F.min("seq").alias("first"), F.max("seq").alias("last"),
+                                         F.count("*").alias("rows")).collect()
+    bounds = {r["trace"]: (r["first"], r["last"]) for r in per_trace}
     carried_files: list[str] = []
     pulled_n = 0
     if state is not None:
@@ -347,8 +355,10 @@ def run(
         if summary.carried is not None:  # the reference plan computed the state in the audit's job
             open_keys = _write_carried(summary.carried, old_closed, state_out, has_trace_id)
         else:
+            traces = set(bounds) | set(state.last_seq if state else ())
+            longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
-                                        config, plan, prepared.parquet, vis_keys)
+                                        config, plan, prepared.parquet, (len(traces), longest), vis_keys)
         opened: dict[str | None, set[str]] = {}
         for trace, keys in open_keys.items():
             if keys & vis_keys:

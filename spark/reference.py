@@ -52,7 +52,8 @@ from rmqspec.traces.checker import check_trace, lacking_fields
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
-__all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "collect_audit", "decoded_rows"]
+__all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "carried_from_streams", "collect_audit",
+           "decoded_rows", "ipc_stream"]
 
 # The finding columns of ``rules.all_findings`` (``trace`` is written as ``trace_id``): ``FINDING_SCHEMA``.
 INPUT_COLUMNS: tuple[str, ...] = ("trace", *AUDIT_COLUMNS, "detail", "position", "problem")
@@ -104,11 +105,16 @@ def _trace_carry(
         columns = [[texts[id(r)] for r in chosen] if c == "detail" else [r[c] for r in chosen] for c in COLUMNS]
         table = pa.Table.from_arrays([pa.array(col, f.type) for col, f in zip(columns, SCHEMA, strict=True)],
                                      schema=SCHEMA)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, SCHEMA) as writer:
-            writer.write_table(table)
-        yield {"kind": part, "trace": trace, "arrow": sink.getvalue().to_pybytes()}
+        yield {"kind": part, "trace": trace, "arrow": ipc_stream(table)}
     yield {"kind": "open", "trace": trace, "msg_keys": sorted(open_keys)}
+
+
+def ipc_stream(table: pa.Table) -> bytes:
+    """``table`` as the bytes of an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
 def decoded_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -174,8 +180,11 @@ class Carried:
     open_keys: Mapping[str, frozenset[str]]
 
 
-def _carried(parts: Mapping[str, list[tuple[str, bytes]]], open_keys: Mapping[str, frozenset[str]]) -> Carried:
-    """``Carried`` from the workers' Arrow IPC streams (per part: (trace, stream))."""
+def carried_from_streams(
+    parts: Mapping[str, list[tuple[str, bytes]]], open_keys: Mapping[str, frozenset[str]]
+) -> Carried:
+    """``Carried`` from the workers' Arrow IPC streams of the trace schema (``keep`` / ``tomb``:
+    (trace, stream) each) and the open msg_keys of each trace."""
 
     def table(part: str) -> pa.Table:
         schema = SCHEMA.append(pa.field("trace", pa.string()))
@@ -246,7 +255,7 @@ def collect_audit(
         has_drain=traces > 0 and drained == traces,
         lacking=lacking,
         unknown=unknown,
-        carried=_carried(state, open_keys) if carry else None,
+        carried=carried_from_streams(state, open_keys) if carry else None,
     )
 
 

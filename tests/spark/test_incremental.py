@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmqspec.spark import carry as carry_mod
-from rmqspec.spark.carry import carry, carry_per_trace
+from rmqspec.spark.carry import carry, collect_per_trace
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.incremental import _read, _with_crashes, read_state
@@ -54,7 +54,7 @@ def _found(out: Path) -> list[tuple]:
     ids=["small-per-trace", "small-aggregations", "reference"],
 )
 def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, monkeypatch, plan, carry_rows):
-    """With the SQL rules (``small``: the differential test of spark/carry.py, both ways — ``carry_per_trace``, or
+    """With the SQL rules (``small``: the differential test of spark/carry.py, both ways — ``collect_per_trace``, or
     ``carry``'s aggregations with ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with the
     reference plan (the incremental path honours it; it carries in its own job)."""
     if carry_rows is not None:
@@ -109,8 +109,9 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
         state_out = tmp_path / f"{plan}-state{i}"
         run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
                         str(state_out), on_stage=lambda _s: None, plan=plan)
-        # the reference plan's tombstones are written from the driver (``_write_carried``)
-        assert (state_out / "closed" / "part-carried.parquet").exists() == (plan == "reference")
+        # both plans' new tombstones are written from the driver (``_write_carried``): the reference
+        # plan's from the audit's job, the SQL plans' from ``carry.collect_per_trace``
+        assert (state_out / "closed" / "part-carried.parquet").exists()
         states.append(_state(state_out))
         state = str(state_out)
     return states
@@ -171,12 +172,22 @@ def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path
 @pytest.mark.parametrize("per_trace", [False, True], ids=["aggregations", "per-trace"])
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace):
     path = str(batch.out.parent / "batch.parquet")
-    history = _with_crashes(spark, _read(spark, [path]))
-    keep, tomb, open_keys = carry_per_trace(history, {}) if per_trace else carry(spark, history, {})
+    history = _read(spark, [path])
     got: dict[str, tuple[set, set, set]] = {}
-    for name, frame, col in (("keep", keep, "seq"), ("tomb", tomb, "seq"), ("open", open_keys, "msg_key")):
-        for r in frame.collect():
-            got.setdefault(r["trace"], (set(), set(), set()))[("keep", "tomb", "open").index(name)].add(r[col])
+    rows_got: dict[tuple[str, int], dict] = {}
+    if per_trace:  # the rows themselves come back: they must be the history's rows, as read
+        carried = collect_per_trace(history, {})
+        for i, table in enumerate((carried.rows, carried.tombstones)):
+            for r in table.to_pylist():
+                got.setdefault(r["trace"], (set(), set(), set()))[i].add(r["seq"])
+                rows_got[(r["trace"], r["seq"])] = r
+        for trace, keys in carried.open_keys.items():
+            got.setdefault(trace, (set(), set(), set()))[2].update(keys)
+    else:
+        keep, tomb, open_keys = carry(spark, _with_crashes(spark, history), {})
+        for name, frame, col in (("keep", keep, "seq"), ("tomb", tomb, "seq"), ("open", open_keys, "msg_key")):
+            for r in frame.collect():
+                got.setdefault(r["trace"], (set(), set(), set()))[("keep", "tomb", "open").index(name)].add(r[col])
     checked = 0
     for trace_id, rows in batch.rows.items():
         good, _ = validate([{**r, "trace_id": trace_id} for r in rows])
@@ -185,6 +196,11 @@ def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace)
         assert got.get(trace_id, (set(), set(), set())) == want, trace_id
         checked += 1
     assert checked > 300
+    if per_trace:
+        read = {(r["trace"], r["seq"]): r for r in history.collect()}
+        assert len(rows_got) > 1000
+        for key, row in rows_got.items():
+            assert row == {**read[key].asDict(), "trace": key[0]}, key
 
 
 @pytest.mark.parametrize(
