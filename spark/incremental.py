@@ -158,8 +158,8 @@ def _write_rows(rows: DataFrame, path: str, has_trace_id: bool) -> None:
     rows.select(*cols).coalesce(1).write.mode("overwrite").parquet(path)
 
 
-def _findings(spark: SparkSession, path: str) -> list[dict[str, Any]]:
-    return [r.asDict(recursive=True) for r in spark.read.parquet(path).collect()]
+def _findings(path: str) -> list[dict[str, Any]]:
+    return pq.read_table(path).to_pylist()
 
 
 def _write_carried(
@@ -263,7 +263,7 @@ def run(
     plan: str = "auto",
 ) -> Any:
     """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
-    from rmqspec.spark.job import AuditSummary, run_audit
+    from rmqspec.spark.job import AuditSummary, run_audit, write_rows
 
     start = time.monotonic()
     state = read_state(since, config) if since else None
@@ -324,17 +324,15 @@ def run(
     on_stage("merge findings")
     trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
     last_seq = {trace_of(t): s for t, s in (state.last_seq.items() if state else ())}
-    stored = _findings(spark, f"{state.path}/findings") if state else []
-    audited = _findings(spark, f"{out}/violations") + _findings(spark, f"{out}/observations")
+    stored = _findings(f"{state.path}/findings") if state else []
+    audited = _findings(f"{out}/violations") + _findings(f"{out}/observations")
     kinds = {c: "violations" for c in VIOLATION_CODES} | {c: "observations" for c in OBSERVATION_CODES}
     merged = merge(stored, audited, last_seq)
     schema = spark.read.parquet(f"{out}/violations").schema
     names = schema.fieldNames()
-    for name in ("violations", "observations"):
-        part = [tuple(f.get(c) for c in names) for f in merged if kinds[f["code"]] == name]
-        spark.createDataFrame(part, schema).coalesce(1).write.mode("overwrite").parquet(f"{work}/{name}")
-        shutil.rmtree(f"{out}/{name}")
-        shutil.move(f"{work}/{name}", f"{out}/{name}")
+    for name in ("violations", "observations"):  # from the driver (the findings are in memory)
+        write_rows(spark, [tuple(f.get(c) for c in names) for f in merged if kinds[f["code"]] == name], schema,
+                   f"{out}/{name}")
     counts = {c: 0 for c in kinds}
     for f in merged:
         counts[f["code"]] += 1
@@ -364,8 +362,7 @@ def run(
             if keys & vis_keys:
                 opened.setdefault(trace_of(trace), set()).update(keys & vis_keys)
         final = to_store(merged, opened)
-        spark.createDataFrame([tuple(f.get(c) for c in names) for f in final], schema).coalesce(1).write.mode(
-            "overwrite").parquet(f"{state_out}/findings")
+        write_rows(spark, [tuple(f.get(c) for c in names) for f in final], schema, f"{state_out}/findings")
         new_last = dict(state.last_seq) if state else {}
         for trace, (_first, last) in bounds.items():
             new_last[trace] = max(new_last.get(trace, -1), last)

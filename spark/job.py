@@ -67,6 +67,9 @@ NEEDS_FLAT: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
     (code, event, fields) for code, needs in NEEDS.items() for event, fields in needs
 )
 OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
+# The rejected rows' output (``out/rejected``).
+REJECTED_SCHEMA = T.StructType([T.StructField("position", T.StringType()), T.StructField("seq", T.LongType()),
+                                T.StructField("reason", T.StringType())])
 # Input (compressed Parquet) bytes per shuffle partition: the widest family
 # shuffles ~5x its share of the input, so this gives ~64-128 MB partitions;
 # AQE coalesces the partitions of the smaller families.
@@ -367,7 +370,8 @@ def _order(row: Any) -> tuple[Any, ...]:
 def _write_collected(
     spark: SparkSession, findings: DataFrame, cols: list[str], out: str, stage: Callable[[str], None]
 ) -> tuple[Counts, Samples]:
-    """Small inputs: one job collects every finding; they are sorted, counted and written from here."""
+    """Small inputs: one job collects every finding; they are sorted, counted and written from here
+    (``write_rows``: with pyarrow when ``out`` is local, no Spark job)."""
     got = sorted(findings.collect(), key=_order)
     counts: Counts = {}
     for r in got:
@@ -375,8 +379,7 @@ def _write_collected(
     schema = findings.select(*cols).schema
     for kind, name in (("violation", "violations"), ("observation", "observations")):
         stage(f"write {name}")
-        part = [tuple(r[c] for c in cols) for r in got if r["kind"] == kind]
-        spark.createDataFrame(part, schema).coalesce(1).write.mode("overwrite").parquet(f"{out}/{name}")
+        write_rows(spark, [tuple(r[c] for c in cols) for r in got if r["kind"] == kind], schema, f"{out}/{name}")
     samples = tuple((r["code"], tuple(r["seqs"]), r["reason"]) for r in got if r["kind"] == "violation")[:10]
     return counts, samples
 
@@ -495,23 +498,21 @@ def run_audit(
             raise TraceReadError(", ".join(paths), f"cannot read: {_first_line(exc)}") from None
 
         stage("write rejected")
-        schema = "position string, seq bigint, reason string"
         driver_rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected]
         if spark_bad:  # only then re-read the input for the rejected rows' positions
             rejected = rows.filter(F.col("problem").isNotNull()).select(
                 "position", "seq", F.col("problem").alias("reason")
             )
             if driver_rejected:
-                rejected = spark.createDataFrame(driver_rejected, schema).unionByName(rejected)
-        else:
-            rejected = spark.createDataFrame(driver_rejected, schema)
-        rejected = rejected.persist()
-        rejected.coalesce(1).write.mode("overwrite").parquet(f"{out}/rejected")
-        sample = tuple(
-            f"{r['position']} (seq {'?' if r['seq'] is None else r['seq']}): {r['reason']}"
-            for r in rejected.limit(20).collect()
-        )
-        rejected.unpersist()
+                rejected = spark.createDataFrame(driver_rejected, REJECTED_SCHEMA).unionByName(rejected)
+            rejected = rejected.persist()
+            rejected.coalesce(1).write.mode("overwrite").parquet(f"{out}/rejected")
+            first = [(r["position"], r["seq"], r["reason"]) for r in rejected.limit(20).collect()]
+            rejected.unpersist()
+        else:  # the rows the driver rejected while preparing the inputs, if any: no Spark job
+            write_rows(spark, driver_rejected, REJECTED_SCHEMA, f"{out}/rejected")
+            first = driver_rejected[:20]
+        sample = tuple(f"{pos} (seq {'?' if seq is None else seq}): {reason}" for pos, seq, reason in first)
     finally:
         if small:
             rows.unpersist()
@@ -546,7 +547,7 @@ def _arrow_type(dtype: T.DataType) -> Any:
     return {T.StringType: pa.string(), T.IntegerType: pa.int32(), T.LongType: pa.int64()}[type(dtype)]
 
 
-def _write_rows(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.StructType, path: str) -> None:
+def write_rows(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.StructType, path: str) -> None:
     """``rows`` as one Parquet file under the directory ``path`` (replaced): from the driver with
     pyarrow when ``path`` is local (no Spark job), else through Spark."""
     if not _is_local(path):
@@ -608,11 +609,9 @@ def _run_reference(
     stage("write outputs")
     for kind, name in (("violation", "violations"), ("observation", "observations")):
         part = [tuple(r[c] for c in source) for r in findings if r["kind"] == kind]
-        _write_rows(spark, part, schema, f"{out}/{name}")
+        write_rows(spark, part, schema, f"{out}/{name}")
     rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected] + list(got.rejected)
-    _write_rows(spark, rejected, T.StructType([T.StructField("position", T.StringType()),
-                                               T.StructField("seq", T.LongType()),
-                                               T.StructField("reason", T.StringType())]), f"{out}/rejected")
+    write_rows(spark, rejected, REJECTED_SCHEMA, f"{out}/rejected")
     summary = AuditSummary(
         violations={c: counts.get(("violation", c), 0) for c in VIOLATION_CODES},
         observations={c: counts.get(("observation", c), 0) for c in OBSERVATION_CODES},
