@@ -35,7 +35,6 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rmqspec.spark.arrow_judge import keyed
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, carry_trace
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
@@ -189,13 +188,13 @@ def carry(
 
 
 def collect_per_trace(
-    rows: DataFrame, subscriptions: Mapping[str, Sequence[str]] | None = None, one_trace: bool = False
+    rows: DataFrame, subscriptions: Mapping[str, Sequence[str]] | None = None, partitions: int = 1
 ) -> Carried:
     """The new state from ``traces.carry.carry_trace``, run once per trace on the executors and
-    collected (``one_trace``: ``rows`` hold one trace, brought to one task without a shuffle):
-    each task sends back the trace's rows to carry and its tombstones as Arrow IPC streams of the
-    trace schema (``detail`` as its text), and its open msg_keys. ``rows``: ``trace`` and the
-    trace schema's columns, ``detail`` as text."""
+    collected: each task sends back its traces' rows to carry and tombstones as Arrow IPC streams
+    of the trace schema (``detail`` as its text), and their open msg_keys. ``rows``: ``trace`` and
+    the trace schema's columns, ``detail`` as text. ``partitions``: tasks (hash-partitioned by
+    trace); at 1 (one trace, or a small input) the rows reach one task without a shuffle."""
     subs = {group: list(topics) for group, topics in (subscriptions or {}).items()}
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -215,7 +214,7 @@ def collect_per_trace(
             yield _stream("open", trace, ipc_stream(pa.table({"msg_key": pa.array(sorted(open_keys), pa.string())})))
 
     frame = rows.select("trace", *COLUMNS)
-    together = frame.coalesce(1) if one_trace else keyed(frame, "trace")
+    together = frame.coalesce(1) if partitions <= 1 else frame.repartition(partitions, "trace")
     parts: dict[str, list[tuple[str, bytes]]] = {"keep": [], "tomb": []}
     open_keys: dict[str, frozenset[str]] = {}
     for r in together.mapInArrow(run, "kind string, trace string, arrow binary").collect():

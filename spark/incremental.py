@@ -30,10 +30,12 @@ with STATE_DIR is an ``InputError`` naming the file and the reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -215,14 +217,13 @@ def _carry_by_spark(
     for key, value in tuning.items():
         spark.conf.set(key, value)
     try:
-        history = day
-        if carried_files:
-            history = history.unionByName(_read(spark, carried_files))
+        history = _history(spark, day, carried_files)
         traces, longest = size
         if longest > carry_mod.TRACE_CARRY_ROWS:  # the bounds do not settle it: count
             traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
         if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
-            carried = carry_mod.collect_per_trace(history, config.subscriptions, traces == 1)
+            partitions = min(traces, int(spark.conf.get("spark.sql.shuffle.partitions") or "1"))
+            carried = carry_mod.collect_per_trace(history, config.subscriptions, partitions)
             return _write_carried(carried, old_closed, state_out, has_trace_id)
         history = _with_crashes(spark, history).persist()
         keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
@@ -246,6 +247,38 @@ def _carry_by_spark(
     return {t: frozenset(keys) for t, keys in opened.items()}
 
 
+def _history(spark: SparkSession, day: DataFrame, carried_files: Sequence[str]) -> DataFrame:
+    """The valid rows of the day and of the carried files (the history audited this run)."""
+    return day.unionByName(_read(spark, carried_files)) if carried_files else day
+
+
+class _Alongside:
+    """``carry.collect_per_trace`` in a thread of its own, started before the audit: Spark runs
+    the jobs of several threads at once, so its one task per trace (mostly Python) shares the
+    cores with the audit's jobs instead of following them. It needs nothing the audit computes.
+    ``result`` waits for it; ``cancel`` stops its Spark job (its job group) and waits."""
+
+    GROUP = "rmqspec-incremental-carry"
+
+    def __init__(self, spark: SparkSession, history: DataFrame, config: AuditConfig, partitions: int) -> None:
+        self._spark = spark
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmqspec-carry")
+        self._future = pool.submit(self._run, history, config, partitions)
+        pool.shutdown(wait=False)
+
+    def _run(self, history: DataFrame, config: AuditConfig, partitions: int) -> Carried:
+        self._spark.sparkContext.setJobGroup(self.GROUP, "incremental audit: the carried state", True)
+        return carry_mod.collect_per_trace(history, config.subscriptions, partitions)
+
+    def result(self) -> Carried:
+        return self._future.result()
+
+    def cancel(self) -> None:
+        self._spark.sparkContext.cancelJobGroup(self.GROUP)
+        with contextlib.suppress(Exception):  # cancelled: the caller raises its own error
+            self._future.result()
+
+
 def state_rows(state: State) -> int:
     """Rows in the state's ``rows/`` (from the Parquet footers)."""
     return _parquet_rows(f"{state.path}/rows")
@@ -263,7 +296,7 @@ def run(
     plan: str = "auto",
 ) -> Any:
     """The incremental audit; returns the ``AuditSummary`` of the whole history's findings."""
-    from rmqspec.spark.job import AuditSummary, run_audit, write_rows
+    from rmqspec.spark.job import AuditSummary, _shuffle_partitions, choose_plan, run_audit, write_rows
 
     start = time.monotonic()
     state = read_state(since, config) if since else None
@@ -317,9 +350,23 @@ def run(
         if pulled_n:
             _write_rows(pulled, str(work / "pulled"), has_trace_id)
             carried_files.append(str(work / "pulled"))
+    inputs = [*prepared.parquet, *carried_files]
+    resolved = choose_plan(plan, inputs)
+    carried_in = (state_rows(state) + pulled_n) if state else 0
+    traces = set(bounds) | set(state.last_seq if state else ())
+    longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound on the longest trace
+    alongside = None
+    if state_out and resolved != "reference" and longest <= carry_mod.TRACE_CARRY_ROWS:
+        partitions = 1 if len(traces) <= 1 else min(len(traces), _shuffle_partitions(spark, inputs))
+        alongside = _Alongside(spark, _history(spark, day, carried_files), config, partitions)
     on_stage("audit")
-    summary = run_audit(spark, [*prepared.parquet, *carried_files], out, config, on_stage=on_stage, plan=plan,
-                        carry=state_out is not None)
+    try:
+        summary = run_audit(spark, inputs, out, config, on_stage=on_stage, plan=resolved,
+                            carry=state_out is not None)
+    except BaseException:
+        if alongside is not None:
+            alongside.cancel()
+        raise
 
     on_stage("merge findings")
     trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
@@ -336,7 +383,6 @@ def run(
     counts = {c: 0 for c in kinds}
     for f in merged:
         counts[f["code"]] += 1
-    carried_in = (state_rows(state) + pulled_n) if state else 0
 
     state_json: dict[str, Any] | None = None
     if state_out:
@@ -352,9 +398,9 @@ def run(
         vis_keys.discard(None)
         if summary.carried is not None:  # the reference plan computed the state in the audit's job
             open_keys = _write_carried(summary.carried, old_closed, state_out, has_trace_id)
+        elif alongside is not None:  # computed next to the audit
+            open_keys = _write_carried(alongside.result(), old_closed, state_out, has_trace_id)
         else:
-            traces = set(bounds) | set(state.last_seq if state else ())
-            longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
                                         config, plan, prepared.parquet, (len(traces), longest), vis_keys)
         opened: dict[str | None, set[str]] = {}

@@ -176,7 +176,7 @@ def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace)
     got: dict[str, tuple[set, set, set]] = {}
     rows_got: dict[tuple[str, int], dict] = {}
     if per_trace:  # the rows themselves come back: they must be the history's rows, as read
-        carried = collect_per_trace(history, {})
+        carried = collect_per_trace(history, {}, partitions=3)  # several traces per task
         for i, table in enumerate((carried.rows, carried.tombstones)):
             for r in table.to_pylist():
                 got.setdefault(r["trace"], (set(), set(), set()))[i].add(r["seq"])
@@ -201,6 +201,19 @@ def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace)
         assert len(rows_got) > 1000
         for key, row in rows_got.items():
             assert row == {**read[key].asDict(), "trace": key[0]}, key
+
+
+def test_the_carry_next_to_the_audit_can_be_cancelled(spark, batch):
+    """A failed audit cancels the carry it started next to it (its job group): ``cancel`` returns
+    once the thread is done, and the session runs the next job."""
+    from rmqspec.spark.incremental import _Alongside
+
+    alongside = _Alongside(spark, _read(spark, [str(batch.out.parent / "batch.parquet")]), AuditConfig(), 2)
+    alongside.cancel()
+    assert alongside._future.done()
+    assert spark.range(5).count() == 5
+    again = _Alongside(spark, _read(spark, [str(batch.out.parent / "batch.parquet")]), AuditConfig(), 2)
+    assert again.result().rows.num_rows > 0
 
 
 @pytest.mark.parametrize(
