@@ -24,7 +24,9 @@ carried rows of the new history are written with the tombstones and the final fi
 reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
 ``reference.Carried``: no second read of the history); on the SQL plans ``spark/carry.py`` reads
 the history again and runs ``carry_trace`` once per trace (``collect_per_trace``, the same
-``Carried``) or, for a trace beyond ``TRACE_CARRY_ROWS`` rows, its aggregations. Any problem
+``Carried``; started in a thread of its own before the audit when the day's rows per trace plus
+the carried rows are within ``TRACE_CARRY_ROWS``, so that its task shares the cores with the
+audit's jobs: ``_Alongside``) or, for a trace beyond that bound, its aggregations. Any problem
 with STATE_DIR is an ``InputError`` naming the file and the reason.
 """
 
