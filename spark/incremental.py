@@ -24,10 +24,11 @@ carried rows of the new history are written with the tombstones and the final fi
 reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
 ``reference.Carried``: no second read of the history); on the SQL plans ``spark/carry.py`` reads
 the history again and runs ``carry_trace`` once per trace (``collect_per_trace``, the same
-``Carried``; started in a thread of its own before the audit when the day's rows per trace plus
-the carried rows are within ``TRACE_CARRY_ROWS``, so that its task shares the cores with the
-audit's jobs: ``_Alongside``) or, for a trace beyond that bound, its aggregations. Any problem
-with STATE_DIR is an ``InputError`` naming the file and the reason.
+``Carried``), started in a thread of its own before the audit so that its task shares the cores
+with the audit's jobs (``_Alongside``), or, for a trace beyond ``TRACE_CARRY_ROWS`` rows (the
+day's rows per trace plus the carried rows bound it; counted when the bound exceeds it), its
+aggregations after the audit. Any problem with STATE_DIR is an ``InputError`` naming the file
+and the reason.
 """
 
 from __future__ import annotations
@@ -201,15 +202,11 @@ def _carry_by_spark(
     config: AuditConfig,
     plan: str,
     day_files: Sequence[str],
-    size: tuple[int, int],
     vis_keys: set[str],
 ) -> dict[str, frozenset[str]]:
-    """The SQL plans' state from the history read again, tuned like the audit: ``carry_trace``
-    once per trace on the executors, collected and written from the driver
-    (``carry.collect_per_trace``), when no trace has more than ``TRACE_CARRY_ROWS`` rows, else
-    the aggregations of ``carry.carry``. ``size``: (traces, rows of the longest trace) if known,
-    upper bounds otherwise (counted when they exceed the bound). Returns the open msg_keys (on
-    the aggregations, only those among ``vis_keys``: the caller needs no others)."""
+    """The SQL plans' state for a history with a trace beyond ``TRACE_CARRY_ROWS`` rows: the
+    aggregations of ``carry.carry`` over the history read again, tuned like the audit. Returns
+    the open msg_keys among ``vis_keys`` (the caller needs no others)."""
     from rmqspec.spark import job
 
     inputs = [*day_files, *carried_files]
@@ -219,15 +216,7 @@ def _carry_by_spark(
     for key, value in tuning.items():
         spark.conf.set(key, value)
     try:
-        history = _history(spark, day, carried_files)
-        traces, longest = size
-        if longest > carry_mod.TRACE_CARRY_ROWS:  # the bounds do not settle it: count
-            traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
-        if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
-            partitions = min(traces, int(spark.conf.get("spark.sql.shuffle.partitions") or "1"))
-            carried = carry_mod.collect_per_trace(history, config.subscriptions, partitions)
-            return _write_carried(carried, old_closed, state_out, has_trace_id)
-        history = _with_crashes(spark, history).persist()
+        history = _with_crashes(spark, _history(spark, day, carried_files)).persist()
         keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
         _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
@@ -355,12 +344,16 @@ def run(
     inputs = [*prepared.parquet, *carried_files]
     resolved = choose_plan(plan, inputs)
     carried_in = (state_rows(state) + pulled_n) if state else 0
-    traces = set(bounds) | set(state.last_seq if state else ())
-    longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound on the longest trace
     alongside = None
-    if state_out and resolved != "reference" and longest <= carry_mod.TRACE_CARRY_ROWS:
-        partitions = 1 if len(traces) <= 1 else min(len(traces), _shuffle_partitions(spark, inputs))
-        alongside = _Alongside(spark, _history(spark, day, carried_files), config, partitions)
+    if state_out and resolved != "reference":
+        history = _history(spark, day, carried_files)
+        traces = len(set(bounds) | set(state.last_seq if state else ()))
+        longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound on the longest trace
+        if longest > carry_mod.TRACE_CARRY_ROWS:  # the bound does not settle it: count
+            traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
+        if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
+            partitions = 1 if traces <= 1 else min(traces, _shuffle_partitions(spark, inputs))
+            alongside = _Alongside(spark, history, config, partitions)
     on_stage("audit")
     try:
         summary = run_audit(spark, inputs, out, config, on_stage=on_stage, plan=resolved,
@@ -404,7 +397,7 @@ def run(
             open_keys = _write_carried(alongside.result(), old_closed, state_out, has_trace_id)
         else:
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
-                                        config, plan, prepared.parquet, (len(traces), longest), vis_keys)
+                                        config, plan, prepared.parquet, vis_keys)
         opened: dict[str | None, set[str]] = {}
         for trace, keys in open_keys.items():
             if keys & vis_keys:
