@@ -42,9 +42,10 @@ from rmqspec.traces.schema import COLUMNS, SCHEMA
 
 KEY = ("trace", "seq")
 QUEUE = ("group", "topic", "queue_id")
-# The most rows of one trace ``collect_per_trace`` takes: its Python worker peaks at ~2.1 GB per million
-# rows (the row dicts and the Arrow tables; 1.25 GB measured for 590 k rows).
-TRACE_CARRY_ROWS = 1_000_000
+# The most rows of one trace ``collect_per_trace`` takes: its Python worker holds ~1.4 GB per million rows
+# (row dicts of ~700 B, ``carry_trace``'s sets, the Arrow tables; peaks measured with the interpreter and
+# pyarrow: 1.25 GB for 590 k rows, 2.44 GB for 1.5 M), so ~3.2 GB at this bound.
+TRACE_CARRY_ROWS = 2_000_000
 # What ``carry_trace`` reads of a row.
 _CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
                   "detail")
