@@ -156,7 +156,9 @@ def _with_crashes(spark: SparkSession, rows: DataFrame) -> DataFrame:
         "crashes", F.size(F.filter(crashes, lambda b: b < F.col("seq")))).drop("bounds", "crash_seqs")
 
 
-def _write_rows(rows: DataFrame, path: str, has_trace_id: bool) -> None:
+def _write_frame(rows: DataFrame, path: str, has_trace_id: bool) -> None:
+    """``rows`` (a DataFrame) as one Parquet file of the trace schema under ``path``, written by Spark
+    (``job.write_rows`` writes rows the driver holds)."""
     cols = [F.col(c) for c in COLUMNS]
     if has_trace_id:
         cols.append(F.col("trace").alias("trace_id"))
@@ -184,7 +186,7 @@ def _write_carried(
     rows_dir.mkdir()
     write(carried.rows, rows_dir / "part-00000.parquet")
     if old_closed is not None:
-        _write_rows(old_closed, str(closed_dir), has_trace_id)
+        _write_frame(old_closed, str(closed_dir), has_trace_id)
     else:
         shutil.rmtree(closed_dir, ignore_errors=True)
         closed_dir.mkdir()
@@ -218,11 +220,11 @@ def _carry_by_spark(
     try:
         history = _with_crashes(spark, _history(spark, day, carried_files)).persist()
         keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
-        _write_rows(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
+        _write_frame(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
         if old_closed is not None:
             new_closed = old_closed.unionByName(new_closed)
-        _write_rows(new_closed, f"{state_out}/closed", has_trace_id)
+        _write_frame(new_closed, f"{state_out}/closed", has_trace_id)
         opened: dict[str, set[str]] = {}
         if vis_keys:
             for r in open_keys.filter(F.col("msg_key").isin(*vis_keys)).collect():
@@ -339,7 +341,7 @@ def run(
         pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
         pulled_n = pulled.count()
         if pulled_n:
-            _write_rows(pulled, str(work / "pulled"), has_trace_id)
+            _write_frame(pulled, str(work / "pulled"), has_trace_id)
             carried_files.append(str(work / "pulled"))
     inputs = [*prepared.parquet, *carried_files]
     resolved = choose_plan(plan, inputs)
