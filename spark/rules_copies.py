@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import Columns, codes, finding, running
+from rmqspec.spark.arrow_judge import Columns, codes, finding, member, running
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC
 
 __all__ = ["dlq_delayed", "schedule_duplicated"]
@@ -36,8 +36,9 @@ def dlq_delayed(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     (its stores so far do not outnumber the send-backs before it) at least the shortest delay
     after the latest of them."""
     back = cols.is_("event", "send_back") & cols.is_("status", "DLQ") & cols.has("group", "msg_key")
-    topics = [i for i, t in enumerate(cols.names("topic")) if t.startswith(DLQ_PREFIX)]
-    dlq = cols.is_("event", "store") & np.isin(cols.codes("topic"), topics) & cols.has("msg_key")
+    names = cols.names("topic")
+    dlq_topics = {t for t in names if t.startswith(DLQ_PREFIX)}
+    dlq = cols.is_("event", "store") & member(cols.codes("topic"), names, dlq_topics) & cols.has("msg_key")
     if not back.any() or not dlq.any():
         return []
     # the group of a send-back, the topic's suffix of a DLQ store, as one code per row

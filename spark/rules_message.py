@@ -218,8 +218,7 @@ class _Partition:
         if not self.judge.risky:
             return np.zeros(self.n, dtype=bool)
         keys, traces = self.cols.names("msg_key"), self.cols.names("trace")
-        wanted = [i for i, k in enumerate(keys) if k in self.judge.risky]
-        hit = np.isin(self.cols.codes("msg_key")[self.at], wanted)
+        hit = member(self.cols.codes("msg_key")[self.at], keys, self.judge.risky)
         trace = self.cols.codes("trace")[self.at]
         key = self.cols.codes("msg_key")[self.at]
         for i in np.flatnonzero(hit).tolist():
