@@ -1,8 +1,9 @@
 """A quiet SparkSession for the audit.
 
 ``audit_session(master)`` starts (or reuses) a session with the UI off, the
-console progress bar off (and, for a small local input, a driver JVM tuned
-for a job of seconds: ``SMALL_INPUT_JVM_OPTIONS``), ANSI casts off (a bad value becomes null and is
+console progress bar off (and, on a local master, a driver JVM tuned for
+the job: ``SMALL_INPUT_JVM_OPTIONS`` for a job of seconds, ``LOCAL_JVM_OPTIONS``
+otherwise), ANSI casts off (a bad value becomes null and is
 reported, never an exception) and the log level at ERROR. With ``quiet``
 the JVM's own stderr (log4j banner, "incubator modules" and hostname
 warnings) is sent to /dev/null while the gateway starts; errors still reach
@@ -36,6 +37,16 @@ RUNTIME: dict[str, str] = {"spark.sql.ansi.enabled": "false"}
 # job on a small machine) and the serial GC. On 5 k events this took the session
 # start from ~6 s to ~4 s, the first read and the first job from ~3.5 s to ~2 s each.
 SMALL_INPUT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The driver JVM of any other local audit: C2 compiles only what is hot. A fresh JVM running a
+# 10 M-event audit had C2 compile ~2,900 methods (27 s of CPU; all tiers 34 s, in a 56 s run),
+# most of them lukewarm (task serialization, closure cleaning, Janino, class loading), on the
+# same two cores as the job. Tier-4 thresholds 6-12x the defaults (5000 / 600 / 15000 / 40000)
+# leave those in C1 code, while the rows' loops, run millions of times, still reach C2; the
+# warm throughput is unchanged (spark/README.md "Local JVM", bench/results/audit-profile.txt).
+LOCAL_JVM_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=60000 -XX:Tier4MinInvocationThreshold=6000 "
+    "-XX:Tier4CompileThreshold=90000 -XX:Tier4BackEdgeThreshold=400000"
+)
 
 
 @contextlib.contextmanager
@@ -59,9 +70,9 @@ def audit_session(
     quiet: bool = True,
     small_input: bool = False,
 ) -> SparkSession:
-    """The active session if there is one, else a new one on ``master``; ``small_input``
-    starts a local driver JVM with ``SMALL_INPUT_JVM_OPTIONS`` (unless ``conf`` sets
-    ``spark.driver.extraJavaOptions``)."""
+    """The active session if there is one, else a new one on ``master``; a local driver JVM
+    starts with ``SMALL_INPUT_JVM_OPTIONS`` (``small_input``) or ``LOCAL_JVM_OPTIONS``
+    (``local_settings``)."""
     active = SparkSession.getActiveSession()
     if active is None:
         if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit started the JVM: its --master stands
@@ -73,10 +84,7 @@ def audit_session(
         builder = SparkSession.builder.appName(app_name)
         if master:
             builder = builder.master(master)
-        local = {"spark.sql.shuffle.partitions": "8"} if master and master.startswith("local") else {}
-        if local and small_input:
-            local["spark.driver.extraJavaOptions"] = SMALL_INPUT_JVM_OPTIONS
-        for key, value in {**DEFAULTS, **local, **(conf or {})}.items():
+        for key, value in {**DEFAULTS, **local_settings(master, small_input), **(conf or {})}.items():
             builder = builder.config(key, value)
         if quiet:
             with _stderr_silenced():
@@ -85,6 +93,19 @@ def audit_session(
             active = builder.getOrCreate()
     prepare(active)
     return active
+
+
+def local_settings(master: str | None, small_input: bool) -> dict[str, str]:
+    """The settings of a new session on a local ``master`` (none for any other master, or
+    under spark-submit: ``master`` None): 8 shuffle partitions, and the driver JVM's options
+    (``SMALL_INPUT_JVM_OPTIONS`` for a small input, else ``LOCAL_JVM_OPTIONS``). The caller's
+    ``conf`` overrides them (``--conf spark.driver.extraJavaOptions=…``)."""
+    if not (master and master.startswith("local")):
+        return {}
+    return {
+        "spark.sql.shuffle.partitions": "8",
+        "spark.driver.extraJavaOptions": SMALL_INPUT_JVM_OPTIONS if small_input else LOCAL_JVM_OPTIONS,
+    }
 
 
 def prepare(spark: SparkSession) -> None:

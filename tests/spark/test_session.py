@@ -1,0 +1,55 @@
+"""The audit's SparkSession: the driver JVM options chosen for a local master reach the JVM."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmqspec.spark.session import LOCAL_JVM_OPTIONS, SMALL_INPUT_JVM_OPTIONS, local_settings
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_local_master_gets_the_jvm_options_of_its_input_size():
+    for master in ("local[2]", "local[*]", "local"):
+        small, large = local_settings(master, True), local_settings(master, False)
+        assert small["spark.driver.extraJavaOptions"] == SMALL_INPUT_JVM_OPTIONS
+        assert large["spark.driver.extraJavaOptions"] == LOCAL_JVM_OPTIONS
+        assert small["spark.sql.shuffle.partitions"] == large["spark.sql.shuffle.partitions"] == "8"
+    # a cluster's driver, or spark-submit's (master None), keeps its own JVM
+    assert local_settings("spark://127.0.0.1:7077", False) == {}
+    assert local_settings("yarn", True) == {}
+    assert local_settings(None, False) == {}
+
+
+def _flags(options: str) -> dict[str, str]:
+    """``-XX:Name=value`` tokens as name -> value (``-XX:+Name`` as name -> "true")."""
+    out = {}
+    for token in options.split():
+        name, _, value = token.removeprefix("-XX:").partition("=")
+        if name.startswith("+"):
+            name, value = name[1:], "true"
+        out[name] = value
+    return out
+
+
+def test_the_tier4_thresholds_raise_the_jvm_defaults():
+    defaults = {"Tier4InvocationThreshold": 5000, "Tier4MinInvocationThreshold": 600,
+                "Tier4CompileThreshold": 15000, "Tier4BackEdgeThreshold": 40000}  # fmt: skip
+    flags = _flags(LOCAL_JVM_OPTIONS)
+    assert flags.keys() == defaults.keys()
+    assert all(int(flags[name]) > default for name, default in defaults.items())
+
+
+def test_the_session_jvm_runs_with_the_options_its_conf_names(spark):
+    """The test session is a local one from ``audit_session``: its driver JVM runs with the options
+    of ``local_settings``, read back from the JVM itself. Spark starts the JVM with
+    ``-XX:+IgnoreUnrecognizedVMOptions``, so a misspelt flag would be dropped silently: each one's
+    value is asked of HotSpot."""
+    conf = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+    chosen = next(o for o in (LOCAL_JVM_OPTIONS, SMALL_INPUT_JVM_OPTIONS) if conf.endswith(o))
+    jvm = spark.sparkContext._jvm
+    management = jvm.java.lang.management.ManagementFactory
+    assert set(chosen.split()) <= set(management.getRuntimeMXBean().getInputArguments())
+    hotspot = management.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    for name, value in _flags(chosen).items():
+        assert hotspot.getVMOption(name).getValue() == value, name
