@@ -218,9 +218,8 @@ class _Partition:
         if not self.judge.risky:
             return np.zeros(self.n, dtype=bool)
         keys, traces = self.cols.names("msg_key"), self.cols.names("trace")
-        hit = member(self.cols.codes("msg_key")[self.at], keys, self.judge.risky)
-        trace = self.cols.codes("trace")[self.at]
-        key = self.cols.codes("msg_key")[self.at]
+        key, trace = self.cols.codes("msg_key")[self.at], self.cols.codes("trace")[self.at]
+        hit = member(key, keys, self.judge.risky)
         for i in np.flatnonzero(hit).tolist():
             hit[i] = traces[trace[i]] in self.judge.risky[keys[key[i]]]
         return hit
