@@ -53,3 +53,22 @@ def test_the_session_jvm_runs_with_the_options_its_conf_names(spark):
     hotspot = management.getPlatformMXBean(jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
     for name, value in _flags(chosen).items():
         assert hotspot.getVMOption(name).getValue() == value, name
+
+
+def test_arrow_batches_to_python_are_bounded_by_rows_not_measured_bytes(spark):
+    """The session turns off the byte limit of the Arrow batches handed to ``mapInArrow`` (which
+    costs a measurement of the batch after every row) and keeps them bounded by
+    ``maxRecordsPerBatch``: every batch a judge gets holds at most that many rows, and none is lost."""
+    import pyarrow as pa
+
+    assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(2**31 - 1)
+    limit = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+
+    def sizes(batches):
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"n": [batch.num_rows]})
+
+    rows = spark.range(0, 3 * limit + 7, numPartitions=1).selectExpr("id", "repeat('x', 200) AS pad")
+    got = [r["n"] for r in rows.mapInArrow(sizes, "n long").collect()]
+    assert sum(got) == 3 * limit + 7
+    assert max(got) == limit
