@@ -13,7 +13,7 @@ Why not SQL windows: the three per-key window passes these rules took
 10 M events. Here the message rows are shuffled once by (trace, msg_key),
 and each partition is judged in numpy: rows are grouped by integer codes of
 their keys (``pyarrow.compute.dictionary_encode``), sorted with
-``numpy.lexsort``, and every per-key fact is a segmented reduction or a
+``arrow_judge.lexsort``, and every per-key fact is a segmented reduction or a
 segmented running min/max (``_running``). Only the findings are built as
 Python objects.
 
@@ -41,6 +41,7 @@ from rmqspec.spark.arrow_judge import (
     finding,
     judge,
     keyed,
+    lexsort,
     member,
     running,
     segment_min,
@@ -174,7 +175,7 @@ class _Partition:
         group = cols.codes("group")[at]
         rt_null, rt = cols.null("reconsume_times")[at], cols.ints("reconsume_times")[at]
         seq = cols.ints("seq")[at]
-        order = np.lexsort((seq, rt, rt_null, group, key_id))
+        order = lexsort((seq, rt, rt_null, group, key_id))
         self.at = at[order]  # the table's row of each sorted position
         self.n = len(order)
         self.key_id, self.group, self.rt, self.rt_null, self.seq = (
@@ -268,7 +269,7 @@ class _Partition:
             & ~self.rt_null
         )
         backs = np.flatnonzero(is_back)
-        by_due = backs[np.lexsort((seq[backs], self.deliver_ts[backs]))]
+        by_due = backs[lexsort((seq[backs], self.deliver_ts[backs]))]
         rank = np.full(n, n, dtype=np.int64)
         rank[by_due] = np.arange(len(by_due))
         before = running(rank, starts(self.key_id, self.group, self.rt_null, self.rt), largest=False)
@@ -332,7 +333,7 @@ class _Partition:
             return
         m = len(rows)
         key, seq = self.key_id[rows], self.seq[rows]
-        by_seq = rows[np.lexsort((seq, key))]  # the rows of each key, by seq
+        by_seq = rows[lexsort((seq, key))]  # the rows of each key, by seq
         k, s = self.key_id[by_seq], self.seq[by_seq]
         new = starts(k)
         pos = np.arange(m)
@@ -341,7 +342,7 @@ class _Partition:
         lf = running(np.where(fire[by_seq] & gen0[by_seq], pos, m), new, largest=True)
         # by (msg_key, msg_id): the last earlier SCHEDULE store with the row's msg_id
         msg_id = self.cols.codes("msg_id")[self.at[by_seq]]
-        by_id = np.lexsort((s, msg_id, k))
+        by_id = lexsort((s, msg_id, k))
         st_id_sorted = running(np.where(sched[by_seq][by_id], by_id, m), starts(k[by_id], msg_id[by_id]), largest=True)
         st_id = np.full(m, m, dtype=np.int64)
         st_id[by_id] = st_id_sorted  # a position in by_seq order (the running max of positions by seq)
@@ -389,7 +390,7 @@ class _Partition:
         acked = np.flatnonzero((acked_send | commit) & in_drain & ~self.risky & (a_topic >= 0))
         if not len(acked):
             return
-        acked = acked[np.lexsort((seq[acked], a_topic[acked], self.key_id[acked]))]
+        acked = acked[lexsort((seq[acked], a_topic[acked], self.key_id[acked]))]
         firsts = acked[starts(self.key_id[acked], a_topic[acked])]
         # each first acknowledgement x the groups consuming its (trace, topic), as integer ids
         trace, trace_names = cols.codes("trace")[self.at], cols.names("trace")

@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed, shipped
+from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed, lexsort, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
 from rmqspec.spark.rules_lock import LOCK_COLUMNS, LOCKING, lock_judged, lock_rows
 
@@ -120,7 +120,7 @@ def _offset_overrun(cols: Columns) -> list[dict[str, Any]]:
     bounds = np.append(np.flatnonzero(new), n)
     # each deliver's pending interval ends at the next deliver / ack of its offset, else at its queue's end
     moves = np.flatnonzero(~commit)
-    by_offset = moves[np.lexsort((moves, offset[moves], segment[moves]))]
+    by_offset = moves[lexsort((moves, offset[moves], segment[moves]))]
     same = (segment[by_offset[1:]] == segment[by_offset[:-1]]) & (offset[by_offset[1:]] == offset[by_offset[:-1]])
     end = bounds[segment + 1]
     end[by_offset[:-1][same]] = by_offset[1:][same]

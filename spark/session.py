@@ -104,14 +104,16 @@ def audit_session(
 
 def local_settings(master: str | None, small_input: bool) -> dict[str, str]:
     """The settings of a new session on a local ``master`` (none for any other master, or
-    under spark-submit: ``master`` None): 8 shuffle partitions, and the driver JVM's options
-    (``SMALL_INPUT_JVM_OPTIONS`` for a small input, else ``LOCAL_JVM_OPTIONS``). The caller's
-    ``conf`` overrides them (``--conf spark.driver.extraJavaOptions=…``)."""
+    under spark-submit: ``master`` None): 8 shuffle partitions, the driver JVM's options
+    (``SMALL_INPUT_JVM_OPTIONS`` for a small input, else ``LOCAL_JVM_OPTIONS``) and the Python
+    workers' daemon (``spark/daemon.py``: the audit's modules imported once, before the workers
+    are forked). The caller's ``conf`` overrides them (``--conf spark.driver.extraJavaOptions=…``)."""
     if not (master and master.startswith("local")):
         return {}
     return {
         "spark.sql.shuffle.partitions": "8",
         "spark.driver.extraJavaOptions": SMALL_INPUT_JVM_OPTIONS if small_input else LOCAL_JVM_OPTIONS,
+        "spark.python.daemon.module": "rmqspec.spark.daemon",
     }
 
 

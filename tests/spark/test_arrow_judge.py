@@ -1,6 +1,6 @@
 """The judges' shared plumbing: columns the driver knows to hold one value are not shipped to
 Python (``arrow_judge.shipped``) and come back, equal to what Spark would have handed over
-(``arrow_judge.judge``); which columns those are (``job._constants``)."""
+(``arrow_judge.judge``); which columns those are (``job._constants``); ``lexsort``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from rmqspec.spark import job
-from rmqspec.spark.arrow_judge import CONSTANT_TYPES, constant_column, judge, keyed, member, shipped
+from rmqspec.spark.arrow_judge import CONSTANT_TYPES, constant_column, judge, keyed, lexsort, member, shipped
 
 
 @pytest.mark.parametrize(
@@ -82,3 +84,33 @@ def test_member_is_isin_over_the_names_and_null_is_never_a_member() -> None:
     for values in ((), ("a",), ("b", "c"), ("a", "b", "c", "z"), {"c"}):
         expected = np.isin(codes, [i for i, n in enumerate(names) if n in values])
         assert member(codes, names, values).tolist() == expected.tolist()
+
+
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@st.composite
+def _sort_keys(draw: Any) -> list[np.ndarray]:
+    """1-5 keys of one length: small codes (packed into one int64), seqs, bools, and now and then a
+    key whose range alone fills an int64 (null codes are the least int64) or floats (not packed)."""
+    n = draw(st.integers(0, 40))
+    keys = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(["code", "code", "seq", "bool", "wide", "float"]))
+        if kind == "code":
+            keys.append(np.array(draw(st.lists(st.integers(-1, 6), min_size=n, max_size=n)), dtype=np.int64))
+        elif kind == "seq":
+            keys.append(np.array(draw(st.lists(st.integers(0, 10**9), min_size=n, max_size=n)), dtype=np.int64))
+        elif kind == "bool":
+            keys.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool))
+        elif kind == "wide":
+            keys.append(np.array(draw(st.lists(_INT64, min_size=n, max_size=n)), dtype=np.int64))
+        else:
+            keys.append(np.array(draw(st.lists(st.floats(-3, 3), min_size=n, max_size=n)), dtype=np.float64))
+    return keys
+
+
+@given(_sort_keys())
+def test_lexsort_is_numpy_lexsort(keys: list[np.ndarray]) -> None:
+    """The same permutation as ``numpy.lexsort`` (ties keep their order), packed or not."""
+    assert lexsort(tuple(keys)).tolist() == np.lexsort(tuple(keys)).tolist()

@@ -72,3 +72,24 @@ def test_arrow_batches_to_python_are_bounded_by_rows_not_measured_bytes(spark):
     got = [r["n"] for r in rows.mapInArrow(sizes, "n long").collect()]
     assert sum(got) == 3 * limit + 7
     assert max(got) == limit
+
+
+def test_local_python_workers_come_from_the_preloading_daemon(spark):
+    """On a local master the Python workers are forked by ``spark/daemon.py``: they run the installed
+    PySpark (not ``pyspark.zip``, compiled from source in every session) and start with the audit's
+    modules imported."""
+
+    def probe(_rows):
+        import os
+        import sys
+        from pathlib import Path
+
+        import pyspark
+
+        parent = Path(f"/proc/{os.getppid()}/cmdline").read_text().replace("\0", " ")
+        yield (parent, pyspark.__file__, all(m in sys.modules for m in ("pyarrow", "rmqspec.spark.rules_message")))
+
+    daemon, pyspark_file, preloaded = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0]
+    assert "rmqspec.spark.daemon" in daemon
+    assert ".zip" not in pyspark_file
+    assert preloaded
