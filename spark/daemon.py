@@ -7,8 +7,8 @@ path, compiled from source in every session (zipimport keeps no bytecode:
 ~0.7 s before the first Python task can start). This daemon takes PySpark
 from the installed package instead (its bytecode is cached) when the zip is
 that same package's, imports those modules once, then runs PySpark's own
-daemon: every worker it forks starts with them. A module that cannot be
-imported here is left to the workers, as before (they report the error).
+daemon: every worker it forks starts with them. A module that fails to
+import here is left to the workers, as before (they report the error).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def preload() -> None:
     for name in PRELOADED:
         try:
             importlib.import_module(name)
-        except ImportError:
+        except Exception:  # a broken module must not stop the daemon: the worker that needs it reports it
             continue
 
 
