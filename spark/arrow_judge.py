@@ -32,7 +32,6 @@ __all__ = [
     "Columns",
     "codes",
     "constant_column",
-    "encoded",
     "finding",
     "ints",
     "judge",
@@ -139,7 +138,8 @@ class Columns:
     def __init__(self, table: pa.Table):
         self.table = table
         self.n = table.num_rows
-        self._codes: dict[str, tuple[np.ndarray, list[Any]]] = {}
+        self._codes: dict[str, np.ndarray] = {}
+        self._names: dict[str, pa.Array | list[Any]] = {}  # a dictionary as Python values when first asked
         self._ints: dict[tuple[str, int], np.ndarray] = {}
         self._nulls: dict[str, np.ndarray] = {}
 
@@ -169,15 +169,19 @@ class Columns:
         if name not in self._codes:
             column = self.table[name]
             if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-                self._codes[name] = encoded(column)
+                self._codes[name], self._names[name] = _dictionary(column)
             else:
-                self._codes[name] = (np.where(self.null(name), np.iinfo(np.int64).min, self.ints(name)), [])
-        return self._codes[name][0]
+                self._codes[name] = np.where(self.null(name), np.iinfo(np.int64).min, self.ints(name))
+                self._names[name] = []
+        return self._codes[name]
 
     def names(self, name: str) -> list[Any]:
-        """The value of each code of the string column ``name``."""
+        """The value of each code of the string column ``name`` (made Python values only when
+        asked: a msg_key column's dictionary is nearly a value per row)."""
         self.codes(name)
-        return self._codes[name][1]
+        if not isinstance(self._names[name], list):
+            self._names[name] = self._names[name].to_pylist()
+        return self._names[name]
 
     def is_(self, name: str, *values: str) -> np.ndarray:
         """Bool: the row's value of the string column ``name`` is one of ``values``."""
@@ -224,12 +228,12 @@ def finding(kind: str, code: str, seqs: list[int], trace: str, reason: str, **ke
     return out
 
 
-def encoded(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
+def _dictionary(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     """(integer codes of a column's values: equal values, equal codes, null -1; the value of each code)."""
     enc = pc.dictionary_encode(column)
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
-    return enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    return enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
 
 
 def member(codes: np.ndarray, names: Sequence[Any], values: Collection[Any]) -> np.ndarray:
@@ -243,7 +247,7 @@ def member(codes: np.ndarray, names: Sequence[Any], values: Collection[Any]) -> 
 
 
 def codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return encoded(column)[0]
+    return _dictionary(column)[0]
 
 
 def ints(column: pa.ChunkedArray | pa.Array, null: int) -> np.ndarray:
