@@ -1,4 +1,5 @@
-"""The audit's SparkSession: the driver JVM options chosen for a local master reach the JVM."""
+"""The audit's SparkSession: the driver JVM options chosen for a local master reach the JVM; the Arrow
+batches handed to Python are bounded by rows; local Python workers come from the preloading daemon."""
 
 from __future__ import annotations
 
