@@ -47,6 +47,7 @@ PRELOADED = (
 
 
 def preload() -> None:
+    """Drop the installed PySpark's zips from ``sys.path``, then import ``PRELOADED``."""
     sys.path[:] = _without_bundled_zips(sys.path)
     for name in PRELOADED:
         try:

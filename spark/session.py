@@ -3,7 +3,8 @@
 ``audit_session(master)`` starts (or reuses) a session with the UI off, the
 console progress bar off (and, on a local master, a driver JVM tuned for
 the job: ``SMALL_INPUT_JVM_OPTIONS`` for a job of seconds, ``LOCAL_JVM_OPTIONS``
-otherwise), ANSI casts off (a bad value becomes null and is
+otherwise, and Python workers forked by ``spark/daemon.py``), no byte limit on
+the Arrow batches handed to Python, ANSI casts off (a bad value becomes null and is
 reported, never an exception) and the log level at ERROR. With ``quiet``
 the JVM's own stderr (log4j banner, "incubator modules" and hostname
 warnings) is sent to /dev/null while the gateway starts; errors still reach
