@@ -41,6 +41,7 @@ __all__ = [
     "running",
     "segment_min",
     "shipped",
+    "stabbing_min",
     "starts",
 ]
 
@@ -295,4 +296,32 @@ def running(values: np.ndarray, new: np.ndarray, *, largest: bool) -> np.ndarray
     out[0] = n
     out[1:] = incl[:-1]
     out[new] = n
+    return out
+
+
+def stabbing_min(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, points: np.ndarray, n: int) -> np.ndarray:
+    """Per point of ``points`` (in [0, n)), the min of ``values`` over the intervals [lo, hi) holding it
+    (``NONE`` where none does).
+
+    Level k splits [0, n) into blocks of 2**k; walking up from the leaves, an interval takes its
+    odd-aligned end blocks at each level (at most two) and halves, so each block keeps the min of
+    the intervals it is a maximal part of, and a point's answer is the min of its one block per level.
+    """
+    out = np.full(len(points), NONE, dtype=np.int64)
+    live = lo < hi
+    lo, hi, values = lo[live].astype(np.int64), hi[live].astype(np.int64), values[live].astype(np.int64)
+    level = 0
+    while len(lo):
+        blocks = np.full((n >> level) + 2, NONE, dtype=np.int64)
+        left = (lo & 1) == 1
+        np.minimum.at(blocks, lo[left], values[left])
+        lo = lo + left
+        right = ((hi & 1) == 1) & (lo < hi)
+        np.minimum.at(blocks, hi[right] - 1, values[right])
+        hi = hi - right
+        out = np.minimum(out, blocks[points >> level])
+        lo, hi = lo >> 1, hi >> 1
+        live = lo < hi
+        lo, hi, values = lo[live], hi[live], values[live]
+        level += 1
     return out

@@ -18,7 +18,7 @@ detector reads.
   starts a new pending interval), and a ``commit_offset`` inside pending
   intervals is judged against the lowest pending offset. "The lowest offset
   pending at each commit" is a stabbing query over row-index intervals,
-  answered in numpy over dyadic blocks (``stabbing_min``): each interval is
+  answered in numpy over dyadic blocks (``arrow_judge.stabbing_min``): each interval is
   split into at most two blocks per level, each block keeps the min of its
   intervals, and a point reads one block per level.
 - OFFSET_LOST (``traces.checks_lifecycle.detect_offset_lost``): commits by
@@ -37,11 +37,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code
-from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed, lexsort, shipped
+from rmqspec.spark.arrow_judge import NONE, Columns, finding, judge, keyed, lexsort, shipped, stabbing_min
 from rmqspec.spark.rules import EV, FINDING_SCHEMA, _nn
 from rmqspec.spark.rules_lock import LOCK_COLUMNS, LOCKING, lock_judged, lock_rows
 
-__all__ = ["queue_findings", "stabbing_min"]
+__all__ = ["queue_findings"]
 
 _OVERRUN_EVENTS = ("deliver", "consume", "send_back", "commit_offset")
 
@@ -172,31 +172,3 @@ def _offset_lost(cols: Columns) -> list[dict[str, Any]]:
         )
         for j in bad.tolist()
     ]
-
-
-def stabbing_min(lo: np.ndarray, hi: np.ndarray, values: np.ndarray, points: np.ndarray, n: int) -> np.ndarray:
-    """Per point of ``points`` (in [0, n)), the min of ``values`` over the intervals [lo, hi) holding it
-    (``NONE`` where none does).
-
-    Level k splits [0, n) into blocks of 2**k; walking up from the leaves, an interval takes its
-    odd-aligned end blocks at each level (at most two) and halves, so each block keeps the min of
-    the intervals it is a maximal part of, and a point's answer is the min of its one block per level.
-    """
-    out = np.full(len(points), NONE, dtype=np.int64)
-    live = lo < hi
-    lo, hi, values = lo[live].astype(np.int64), hi[live].astype(np.int64), values[live].astype(np.int64)
-    level = 0
-    while len(lo):
-        blocks = np.full((n >> level) + 2, NONE, dtype=np.int64)
-        left = (lo & 1) == 1
-        np.minimum.at(blocks, lo[left], values[left])
-        lo = lo + left
-        right = ((hi & 1) == 1) & (lo < hi)
-        np.minimum.at(blocks, hi[right] - 1, values[right])
-        hi = hi - right
-        out = np.minimum(out, blocks[points >> level])
-        lo, hi = lo >> 1, hi >> 1
-        live = lo < hi
-        lo, hi, values = lo[live], hi[live], values[live]
-        level += 1
-    return out

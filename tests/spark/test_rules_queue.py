@@ -16,9 +16,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqspec.spark.arrow_judge import NONE, judge
+from rmqspec.spark.arrow_judge import NONE, judge, stabbing_min
 from rmqspec.spark.rules_lock import LOCK_COLUMNS
-from rmqspec.spark.rules_queue import _Judge, stabbing_min
+from rmqspec.spark.rules_queue import _Judge
 from rmqspec.traces.checker_cases import PARAMS
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
@@ -72,6 +72,22 @@ def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 @given(_trace())
 def test_the_judge_finds_what_the_checker_finds(rows):
+    assert _judged(rows) == _checked(rows)
+
+
+_ORDERLY = ("lock", "lock", "unlock", "orderly_start", "orderly_start", "orderly_end", "crash")
+
+
+@st.composite
+def _orderly_trace(draw: Any) -> list[dict[str, Any]]:
+    """Mostly orderly windows, opened and closed by three clients around their locks (ORDERLY_WITHOUT_LOCK and
+    ORDERLY_CONCURRENT are numpy over these rows)."""
+    fields = {"group": ("G", "G", None), "topic": ("T",), "queue_id": (0, 1), "client_id": ("C1", "C2", "C3", None)}
+    return drawn_rows(draw, events=_ORDERLY, gaps=(0, 1, 30_000, 30_001), statuses=_STATUS, fields=fields, most=40)
+
+
+@given(_orderly_trace())
+def test_the_judge_finds_what_the_checker_finds_in_orderly_windows(rows):
     assert _judged(rows) == _checked(rows)
 
 
