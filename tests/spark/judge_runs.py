@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import strategies as st
 
+from rmqspec.properties.codes import AuditParams
 from rmqspec.spark.arrow_judge import FINDINGS_ARROW, judge
 from rmqspec.traces.checker import check_trace, validate
 from rmqspec.traces.checker_cases import PARAMS
@@ -28,11 +29,11 @@ def judged_rows(
     return [f for b in out for f in b.to_pylist()]
 
 
-def checked_rows(rows: Sequence[dict[str, Any]], codes: Collection[str]) -> list[Finding]:
+def checked_rows(rows: Sequence[dict[str, Any]], codes: Collection[str], params: AuditParams = PARAMS) -> list[Finding]:
     """The reference checker's findings of ``codes`` in ``rows`` (which must all be valid)."""
     good, rejected = validate(list(rows))
     assert not rejected
-    _, findings = check_trace(good, PARAMS)
+    _, findings = check_trace(good, params)
     return [f for f in findings if f.code in codes]
 
 

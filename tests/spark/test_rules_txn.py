@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqspec.spark.arrow_judge import judge
+from rmqspec.properties.codes import AuditParams
+from rmqspec.spark.arrow_judge import Columns, judge
 from rmqspec.spark.rules_txn import _COLUMNS, TXN_EVENTS, _Judge
+from rmqspec.spark.rules_txn import judged_rows as judged_rows_mask
 from rmqspec.traces.checker import validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import Trace, at_risk_keys
@@ -56,7 +60,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def _judged(rows: list[dict[str, Any]], params: AuditParams = PARAMS) -> list[tuple[Any, ...]]:
     good, _ = validate(rows)
     full = Trace.build(good, PARAMS)
     drains = [r["seq"] for r in rows if r["event"] == "drain"]
@@ -67,24 +71,54 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         for r in rows
         if r["event"] in TXN_EVENTS and r["txn_id"] is not None
     ]  # fmt: skip
-    rules = _Judge(PARAMS, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)})
+    rules = _Judge(params, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)})
     return sorted(
         (f["kind"], f["code"], tuple(f["seqs"]), f["txn_id"], f["msg_key"], f["reason"])
         for f in judged_rows(rules, family, _COLUMNS, _STRINGS)
     )
 
 
-def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def _checked(rows: list[dict[str, Any]], params: AuditParams = PARAMS) -> list[tuple[Any, ...]]:
     kinds = {"DUPLICATE_COMMIT": "observation"}
     return sorted(
         (kinds.get(f.code, "violation"), f.code, tuple(f.seqs), f.keys.get("txn_id"), f.keys.get("msg_key"), f.reason)
-        for f in checked_rows(rows, CODES)
+        for f in checked_rows(rows, CODES, params)
     )
 
 
 @given(_trace())
 def test_the_judge_finds_what_the_checker_finds(rows):
     assert _judged(rows) == _checked(rows)
+
+
+# transactionCheckMax 2 and a 72 s file reserve: TXN_CHECK_EXCEEDED and both sides of TXN_DISCARD_EARLY's
+# age bound are within a few drawn rows (the judge keeps a transaction's rows only when some rule may fire).
+_TIGHT = attrs.evolve(PARAMS, transaction_check_max=2, file_reserved_ms=72_000)
+
+
+@given(_trace())
+def test_the_judge_finds_what_the_checker_finds_with_tight_limits(rows):
+    assert _judged(rows, _TIGHT) == _checked(rows, _TIGHT)
+
+
+def test_the_judge_skips_only_transactions_no_rule_can_fire_in():
+    """A half and its COMMIT long after is no finding: its rows never reach the detectors; a second COMMIT,
+    a check or a missing resolution at the drain keeps them."""
+    def kept(events: list[tuple[str, str | None, int]], drain: int | None = None) -> list[bool]:
+        rows = [{"trace": "", "seq": i, "ts": ts, "event": ev, "status": status, "txn_id": "X1", "msg_key": "K1",
+                 "queue_offset": 0, "check_times": None, "drain": drain}
+                for i, (ev, status, ts) in enumerate(events)]  # fmt: skip
+        schema = pa.schema([(c, pa.string() if c in _STRINGS else pa.int64()) for c in _COLUMNS])
+        return judged_rows_mask(Columns(pa.Table.from_pylist(rows, schema=schema)), PARAMS).tolist()
+
+    plain = [("txn_half", "SEND_OK", 0), ("txn_end", "COMMIT", 100)]
+    assert kept(plain) == [False, False]
+    assert kept(plain, drain=5) == [False, False]
+    assert kept([*plain, ("txn_end", "COMMIT", 200)]) == [True] * 3
+    assert kept([("txn_half", "SEND_OK", 0), ("txn_end", "UNKNOWN", 100)], drain=5) == [True] * 2
+    assert kept([*plain[:1], ("txn_check", None, 10_000), plain[1]]) == [False] * 3  # on time, no op before it
+    assert kept([*plain[:1], ("txn_check", None, 10), plain[1]]) == [True] * 3  # early
+    assert kept([*plain, ("txn_check", None, 10_000)]) == [True] * 3  # after the op
 
 
 def test_an_unseen_op_is_exempt():
