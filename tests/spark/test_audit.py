@@ -93,11 +93,13 @@ def test_output_layout(batch):
     assert pq.read_table(batch.out / "rejected").num_rows == 0
 
 
-def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path):
-    """The plan for large inputs (AQE, sized shuffles, findings sorted and written by Spark)
-    finds exactly what the small-input plan (cached rows, one collect) finds."""
+def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path, monkeypatch):
+    """The plan for large inputs (AQE, sized shuffles, findings written from the driver, or sorted
+    and written by Spark when they are many) finds and writes exactly what the small-input plan
+    (cached rows, one collect) does."""
     import pyarrow as pa
 
+    from rmqspec.spark import job
     from rmqspec.spark.job import run_audit
     from rmqspec.traces.io import rows_to_table
 
@@ -106,10 +108,14 @@ def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path):
     stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]
     pq.write_table(rows_to_table(stored), tmp_path / "cases.parquet")
     got = {}
-    for plan in ("small", "scale"):
-        out = tmp_path / f"out-{plan}"
+    for plan, collected in (("small", None), ("scale", None), ("scale", 0)):
+        if collected is not None:  # every finding sorted and written by Spark
+            monkeypatch.setattr(job, "COLLECTED_FINDINGS", collected)
+        out = tmp_path / f"out-{plan}-{collected}"
         summary = run_audit(spark, [str(tmp_path / "cases.parquet")], str(out), plan=plan)
         tables = [pq.read_table(out / name) for name in ("violations", "observations")]
-        got[plan] = (pa.concat_tables(tables).to_pylist(), summary.violations, summary.not_judged)
-    assert got["small"] == got["scale"]
-    assert sum(got["scale"][1].values()) > 30
+        got[(plan, collected)] = (
+            pa.concat_tables(tables).to_pylist(), summary.violations, summary.not_judged, summary.samples
+        )
+    assert got[("small", None)] == got[("scale", None)] == got[("scale", 0)]
+    assert sum(got[("scale", 0)][1].values()) > 30
