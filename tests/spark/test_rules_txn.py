@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 
 from rmqspec.properties.codes import AuditParams
 from rmqspec.spark.arrow_judge import Columns, judge
-from rmqspec.spark.rules_txn import _COLUMNS, TXN_EVENTS, _Judge
-from rmqspec.spark.rules_txn import judged_rows as judged_rows_mask
+from rmqspec.spark.rules_txn import _COLUMNS, TXN_EVENTS, _Judge, rows_to_judge
 from rmqspec.traces.checker import validate
 from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import Trace, at_risk_keys
@@ -109,7 +108,7 @@ def test_the_judge_skips_only_transactions_no_rule_can_fire_in():
                  "queue_offset": 0, "check_times": None, "drain": drain}
                 for i, (ev, status, ts) in enumerate(events)]  # fmt: skip
         schema = pa.schema([(c, pa.string() if c in _STRINGS else pa.int64()) for c in _COLUMNS])
-        return judged_rows_mask(Columns(pa.Table.from_pylist(rows, schema=schema)), PARAMS).tolist()
+        return rows_to_judge(Columns(pa.Table.from_pylist(rows, schema=schema)), PARAMS).tolist()
 
     plain = [("txn_half", "SEND_OK", 0), ("txn_end", "COMMIT", 100)]
     assert kept(plain) == [False, False]
