@@ -137,11 +137,10 @@ def rows_to_judge(cols: Columns, params: AuditParams) -> np.ndarray:
 
     Each condition is implied by its rule's, so nothing a detector would report is dropped
     (``tests/spark/test_rules_txn.py`` holds the judge to the checker)."""
-    n = cols.n
-    trace, txn = cols.codes("trace"), cols.codes("txn_id")
+    trace, txn = cols.codes("trace"), cols.codes("txn_id")  # a partition the judge gets has rows
     _, group = np.unique(trace * (int(txn.max()) + 2) + txn + 1, return_inverse=True)
     group = group.reshape(-1)
-    m = int(group.max()) + 1 if n else 0
+    m = int(group.max()) + 1
 
     def count(mask: np.ndarray) -> np.ndarray:
         return np.bincount(group[mask], minlength=m)
