@@ -14,7 +14,11 @@ re-reads only the Parquet columns it needs) with the audit columns plus
 ``detail`` (its JSON text, for the reference plan),
 ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
-expressions.
+expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark
+keeps them in every scan of a frame that names them, even a query that drops
+``position`` (a row index built for every row: ~10-20 % of a narrow pass's
+scan); ``positions=False`` leaves it null for the plans that read it only
+for rejected rows.
 """
 
 from __future__ import annotations
@@ -156,11 +160,12 @@ def _problem(df: DataFrame) -> tuple[list[Column], Column]:
     return cols, problem
 
 
-def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
-    """(rows with ``trace``, audit columns, ``position``, ``problem``; has trace_id)."""
+def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tuple[DataFrame, bool]:
+    """(rows with ``trace``, audit columns, ``position``, ``problem``; has trace_id).
+    ``positions`` False: ``position`` is null and the scans read no ``_metadata``."""
+    position = F.lit(None).cast("string")
     if not inputs.parquet:
         df = _empty(spark)
-        position = F.lit(None).cast("string")
     else:
         try:
             df = spark.read.option("mergeSchema", "true").parquet(*inputs.parquet)
@@ -171,11 +176,12 @@ def load(spark: SparkSession, inputs: Inputs) -> tuple[DataFrame, bool]:
         missing = [c for c in ("seq", "ts", "event") if c not in df.columns]
         if missing:
             raise TraceReadError(", ".join(inputs.paths), f"missing column(s) {', '.join(missing)}")
-        position = F.concat(
-            F.regexp_replace(F.col("_metadata.file_path"), "^file:", ""),
-            F.lit("#"),
-            F.col("_metadata.row_index").cast("string"),
-        )
+        if positions:
+            position = F.concat(
+                F.regexp_replace(F.col("_metadata.file_path"), "^file:", ""),
+                F.lit("#"),
+                F.col("_metadata.row_index").cast("string"),
+            )
     has_trace_id = "trace_id" in df.columns
     trace = F.lit("")
     if has_trace_id:  # extras written by rmqspec.traces are JSON-encoded strings

@@ -470,8 +470,9 @@ def run_audit(
         start -= prepared.seconds
 
     stage("read + validate")
-    rows, has_trace_id = inputs_mod.load(spark, prepared)
     plan = choose_plan(plan, prepared.parquet)
+    # the SQL plans read positions for rejected rows only (a second read, when there are any)
+    rows, has_trace_id = inputs_mod.load(spark, prepared, positions=plan == "reference")
     if plan == "reference":
         return _run_reference(spark, rows, has_trace_id, prepared, paths, out, config, stage, start, carry)
     small = plan == "small"
@@ -528,7 +529,8 @@ def run_audit(
         stage("write rejected")
         driver_rejected = [(r.position, r.seq, r.reason) for r in prepared.rejected]
         if spark_bad:  # only then re-read the input for the rejected rows' positions
-            rejected = rows.filter(F.col("problem").isNotNull()).select(
+            positioned, _ = inputs_mod.load(spark, prepared)
+            rejected = positioned.filter(F.col("problem").isNotNull()).select(
                 "position", "seq", F.col("problem").alias("reason")
             )
             if driver_rejected:

@@ -114,7 +114,7 @@ def profile_audit(
     """The facts pass and every rules pass, each run and measured alone (see the module doc)."""
     config = config or AuditConfig()
     prepared = inputs_mod.prepare(paths, out.removeprefix("file:"))
-    rows, _has_trace_id = inputs_mod.load(spark, prepared)
+    rows, _has_trace_id = inputs_mod.load(spark, prepared, positions=False)  # as the SQL plans read it
     small = job._is_small(prepared.parquet) if small is None else small
     tuning = dict(job.SMALL_INPUT_CONF) if small else {}
     tuning.setdefault("spark.sql.shuffle.partitions", str(job._shuffle_partitions(spark, prepared.parquet)))

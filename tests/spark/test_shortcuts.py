@@ -55,3 +55,22 @@ def test_leaving_out_the_empty_exemptions_changes_no_finding(spark, tmp_path, cr
         spark, str(path), has_crash=crashes > 0, has_power=False, has_filters=False
     )
     assert as_the_facts_say == everything
+
+
+def test_the_sql_plans_read_no_row_index(spark, tmp_path):
+    """Without ``positions`` no scan builds ``_metadata`` (a row index for every row): Spark keeps
+    it in a frame that names it even when the query drops ``position``."""
+    rows, _ = generate_rows(GenConfig(events=200, seed=5))
+    path = tmp_path / "trace.parquet"
+    pq.write_table(rows_to_table(rows), path)
+    prepared = inputs_mod.prepare([str(path)], str(tmp_path / "out"))
+
+    def scan_of(positions: bool) -> str:
+        rows, _ = inputs_mod.load(spark, prepared, positions=positions)
+        valid = rows.filter(F.col("problem").isNull()).select("seq", "event")
+        return valid._jdf.queryExecution().executedPlan().toString()
+
+    assert "row_index" in scan_of(True)
+    assert "row_index" not in scan_of(False)
+    rows_without, _ = inputs_mod.load(spark, prepared, positions=False)
+    assert rows_without.filter(F.col("position").isNotNull()).count() == 0
