@@ -61,7 +61,7 @@ def _text(value: Any) -> str | None:
 
 def _judged(rows: list[dict[str, Any]], params: AuditParams = PARAMS) -> list[tuple[Any, ...]]:
     good, _ = validate(rows)
-    full = Trace.build(good, PARAMS)
+    full = Trace.build(good, params)
     drains = [r["seq"] for r in rows if r["event"] == "drain"]
     risky = {"": {k for r in rows for k in at_risk_keys(r)}}
     family = [
