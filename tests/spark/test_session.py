@@ -78,9 +78,10 @@ def test_arrow_batches_to_python_are_bounded_by_rows_not_measured_bytes(spark):
 def test_local_python_workers_come_from_the_preloading_daemon(spark):
     """On a local master the Python workers are forked by ``spark/daemon.py``: they run the installed
     PySpark (not ``pyspark.zip``, compiled from source in every session) and start with the audit's
-    modules imported."""
+    modules imported, frozen out of the cyclic GC (PySpark's worker collects after every task)."""
 
     def probe(_rows):
+        import gc
         import os
         import sys
         from pathlib import Path
@@ -88,9 +89,12 @@ def test_local_python_workers_come_from_the_preloading_daemon(spark):
         import pyspark
 
         parent = Path(f"/proc/{os.getppid()}/cmdline").read_text().replace("\0", " ")
-        yield (parent, pyspark.__file__, all(m in sys.modules for m in ("pyarrow", "rmqspec.spark.rules_message")))
+        preloaded = all(m in sys.modules for m in ("pyarrow", "rmqspec.spark.rules_message"))
+        yield (parent, pyspark.__file__, preloaded, gc.get_freeze_count())
 
-    daemon, pyspark_file, preloaded = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0]
+    got = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0]
+    daemon, pyspark_file, preloaded, frozen = got
     assert "rmqspec.spark.daemon" in daemon
     assert ".zip" not in pyspark_file
     assert preloaded
+    assert frozen > 10_000  # numpy, pyarrow, pandas and PySpark's objects: ~88 k
