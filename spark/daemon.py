@@ -67,8 +67,8 @@ def preload() -> None:
 
 if __name__ == "__main__":
     preload()
-    gc.collect()
-    gc.freeze()  # the workers' per-task collections skip what every worker shares (module docstring)
     from pyspark import daemon
 
+    gc.collect()
+    gc.freeze()  # the workers' per-task collections skip what every worker shares (module docstring)
     daemon.manager()
