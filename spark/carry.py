@@ -12,14 +12,15 @@ its ownership's bounds (aggregations over the queue's lock rows) joined back to 
 ``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
 audit's own job instead (``spark/reference.py``, ``Carried``).
 
-``collect_per_trace`` runs ``carry_trace`` itself on the executors once per trace
-(``mapInArrow``, the rows of a trace in one task) and sends back the rows to carry and the
+``collect_per_trace`` runs ``carry_trace``'s rules over a trace's columns on the executors once
+per trace (``carry_arrow.carry_columns`` in a ``mapInArrow``, the rows of a trace in one task;
+held to ``carry_trace`` by its own differential test) and sends back the rows to carry and the
 tombstones themselves, as Arrow IPC streams the driver writes with pyarrow (``reference.Carried``,
-as the reference plan's state): one Spark job and one pass of Python over the rows, against some
-twenty small Spark jobs for the aggregations and two Spark writes (on a day of 500 k events and
-its carried rows: 2.8 s of Python against ~24 s for the aggregations). Its memory grows with the
-trace (a dict per row), so ``spark/incremental.py`` takes it only up to ``TRACE_CARRY_ROWS`` rows
-per trace.
+as the reference plan's state): one Spark job and one numpy pass over the columns, against some
+twenty small Spark jobs for the aggregations and two Spark writes (on the incremental bench's
+fourth day with its carried rows, 1.5 M rows: 0.9-1.1 s, where ``carry_trace`` on a dict per row
+took 7.4 s). Its memory grows with the trace (the trace's table, sorted, and a few numpy arrays
+per row), so ``spark/incremental.py`` takes it only up to ``TRACE_CARRY_ROWS`` rows per trace.
 """
 
 from __future__ import annotations
@@ -35,18 +36,20 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, carry_trace
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
 KEY = ("trace", "seq")
 QUEUE = ("group", "topic", "queue_id")
-# The most rows of one trace ``collect_per_trace`` takes: its Python worker holds ~1.4 GB per million rows
-# (row dicts of ~700 B, ``carry_trace``'s sets, the Arrow tables; peaks measured with the interpreter and
-# pyarrow: 1.25 GB for 590 k rows, 2.44 GB for 1.5 M), so ~3.2 GB at this bound.
-TRACE_CARRY_ROWS = 2_000_000
-# What ``carry_trace`` reads of a row.
+# The most rows of one trace ``collect_per_trace`` takes: its Python worker holds ~0.4 GB per million rows
+# (the batches as received, ~185 B a row with every column, the trace's table sorted, carry_columns' arrays;
+# peaks over the batches measured with the task's own steps: 152 MB for 1 M rows, 732 MB for 4 M), so
+# ~2.4 GB at this bound.
+TRACE_CARRY_ROWS = 6_000_000
+# What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
                   "detail")
 
@@ -192,11 +195,12 @@ def carry(
 def collect_per_trace(
     rows: DataFrame, subscriptions: Mapping[str, Sequence[str]] | None = None, partitions: int = 1
 ) -> Carried:
-    """The new state from ``traces.carry.carry_trace``, run once per trace on the executors and
-    collected: each task sends back its traces' rows to carry and tombstones as Arrow IPC streams
-    of the trace schema (``detail`` as its text), and their open msg_keys. ``rows``: ``trace`` and
-    the trace schema's columns, ``detail`` as text. ``partitions``: tasks (hash-partitioned by
-    trace); at 1 (one trace, or a small input) the rows reach one task without a shuffle."""
+    """The new state from ``traces.carry.carry_trace``'s rules (``carry_columns``), run once per
+    trace on the executors and collected: each task sends back its traces' rows to carry and
+    tombstones as Arrow IPC streams of the trace schema (``detail`` as its text), and their open
+    msg_keys. ``rows``: ``trace`` and the trace schema's columns, ``detail`` as text.
+    ``partitions``: tasks (hash-partitioned by trace); at 1 (one trace, or a small input) the rows
+    reach one task without a shuffle."""
     subs = {group: list(topics) for group, topics in (subscriptions or {}).items()}
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -209,9 +213,11 @@ def collect_per_trace(
         for start, end in itertools.pairwise(cuts):  # one trace's rows, in seq order
             mine = table.slice(start, end - start)
             trace = mine.column("trace")[0].as_py()
-            keep, tomb, open_keys = carry_trace(mine.select(_CARRY_COLUMNS).to_pylist(), subs)
-            for kind, seqs in (("keep", keep), ("tomb", tomb)):
-                chosen = mine.filter(pc.is_in(mine.column("seq"), value_set=pa.array(sorted(seqs), pa.int64())))
+            keep, tomb, open_keys = carry_columns(mine.select(_CARRY_COLUMNS), subs)
+            seq = mine.column("seq").to_numpy()
+            kept = np.unique(seq[keep])  # as seqs, like carry_trace's sets
+            for kind, seqs in (("keep", kept), ("tomb", np.setdiff1d(seq[tomb], kept))):
+                chosen = mine.filter(pc.is_in(mine.column("seq"), value_set=pa.array(seqs, pa.int64())))
                 yield _stream(kind, trace, ipc_stream(chosen.select(COLUMNS).cast(SCHEMA)))
             yield _stream("open", trace, ipc_stream(pa.table({"msg_key": pa.array(sorted(open_keys), pa.string())})))
 

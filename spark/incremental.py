@@ -353,7 +353,7 @@ def run(
         longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound on the longest trace
         if longest > carry_mod.TRACE_CARRY_ROWS:  # the bound does not settle it: count
             traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
-        if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace itself, a task per trace
+        if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace's rules, a task per trace
             partitions = 1 if traces <= 1 else min(traces, _shuffle_partitions(spark, inputs))
             alongside = _Alongside(spark, history, config, partitions)
     on_stage("audit")

@@ -1,0 +1,131 @@
+"""``spark/carry_arrow.py`` against ``traces.carry.carry_trace``, in-process.
+
+Hypothesis draws small traces of every event the carry reads, over two topics (and the schedule
+and dead-letter topics), two groups, two queues, three msg_keys and three clients, with crashes,
+recovers and drains between them, sometimes with configured subscriptions; the columns must give
+exactly the seqs to carry, the tombstones and the open keys the row loop gives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqspec.spark.carry_arrow import carry_columns
+from rmqspec.traces.carry import carry_trace
+from rmqspec.traces.checker import validate
+from rmqspec.traces.schema import SCHEMA
+from tests.spark.judge_runs import drawn_rows
+
+_EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
+           "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
+           "txn_check", "schedule_fire", "crash", "recover", "drain")  # fmt: skip
+_STATUS = {
+    "send": (None, "SEND_OK", "SUCCESS", "FLUSH_DISK_TIMEOUT", "SYSTEM_ERROR"),
+    "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
+    "lock": ("GRANTED", "GRANTED", "DENIED"),
+    "send_back": ("RETRY", "DLQ"),
+    "txn_end": ("COMMIT", "COMMIT", "ROLLBACK"),
+    "crash": ("power", None),
+}
+_FIELDS = {
+    "group": ("G", "G", "H", None),
+    "topic": ("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None),
+    "queue_id": (0, 1, None),
+    "queue_offset": (0, 1, 2, None),
+    "msg_key": ("k1", "k2", "k3", None),
+    "client_id": ("C1", "C2", "C3", None),
+}
+_SUBSCRIPTIONS = ({}, {"G": ["T"]}, {"J": ["T", "V"]}, {"H": ["U"], "J": ["T"]})
+# Orderly consumption: locks, unlocks and consumes of one group's queues in epochs, consumes
+# mostly without a msg_key (a key's rows may be carried for the key itself).
+_ORDERLY = ("lock", "lock", "unlock", "consume", "consume", "consume", "commit_offset", "crash", "recover")
+_ORDERLY_FIELDS = {
+    **_FIELDS,
+    "group": ("G",),
+    "topic": ("T",),
+    "queue_id": (0, 0, 1),
+    "client_id": ("C1", "C2", "C2", None),
+    "msg_key": ("k1", None, None, None),
+}
+_EXAMPLES = max(500, settings().max_examples)  # ~10 ms each
+
+
+@st.composite
+def _trace(draw: Any, events: tuple[str, ...] = _EVENTS, fields: dict[str, Any] = _FIELDS) -> tuple[list, dict]:
+    rows = drawn_rows(draw, events=events, gaps=(0, 1, 1000), statuses=_STATUS, fields=fields, most=60)
+    good, _ = validate(rows)
+    return good, draw(st.sampled_from(_SUBSCRIPTIONS))
+
+
+def _columns(rows: list[dict[str, Any]], subscriptions: dict[str, list[str]]) -> tuple[set, set, set]:
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    keep, closed, open_keys = carry_columns(table, subscriptions)
+    seq = table.column("seq").to_numpy()
+    assert keep.dtype == closed.dtype == np.bool_ and not (keep & closed).any()
+    return set(seq[keep].tolist()), set(seq[closed].tolist()), set(open_keys)
+
+
+@settings(max_examples=_EXAMPLES)
+@given(_trace())
+def test_the_columns_carry_what_the_row_loop_carries(drawn):
+    rows, subscriptions = drawn
+    assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+@settings(max_examples=_EXAMPLES)
+@given(_trace(_ORDERLY, _ORDERLY_FIELDS))
+def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
+    rows, subscriptions = drawn
+    assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+def test_an_orderly_owner_keeps_its_last_consume_of_each_epoch():
+    """The stateful reason spelled out: C1's ownership of queue 0 (re-granted, so not a new
+    ownership) holds its last SUCCESS consume (its first, 2, is kept as the group's first consume,
+    for LOST); C2's, ended by its unlock, holds none; a crash starts an epoch and C1's consume
+    before it stays."""
+    q = {"group": "G", "topic": "T", "queue_id": 0}
+    rows = [
+        {"seq": 1, "event": "lock", "status": "GRANTED", "client_id": "C1", **q},
+        {"seq": 2, "event": "consume", "status": "SUCCESS", "client_id": "C1", "queue_offset": 0, **q},
+        {"seq": 3, "event": "lock", "status": "GRANTED", "client_id": "C1", **q},
+        {"seq": 4, "event": "consume", "status": "SUCCESS", "client_id": "C1", "queue_offset": 1, **q},
+        {"seq": 5, "event": "crash", "status": "power"},
+        {"seq": 6, "event": "lock", "status": "GRANTED", "client_id": "C2", **q},
+        {"seq": 7, "event": "consume", "status": "SUCCESS", "client_id": "C2", "queue_offset": 2, **q},
+        {"seq": 8, "event": "unlock", "client_id": "C2", **q},
+    ]
+    good, rejected = validate([{"ts": r["seq"], **r} for r in rows])
+    assert not rejected
+    keep, closed, open_keys = _columns(good, {})
+    assert keep == {1, 2, 3, 4, 5, 6, 8} and (keep, closed, open_keys) == carry_trace(good)
+
+
+def test_a_trace_with_filter_details_is_carried_whole():
+    rows = [
+        {"seq": 1, "ts": 1, "event": "send", "topic": "T", "msg_key": "k", "detail": '{"tags": "a"}'},
+        {"seq": 2, "ts": 2, "event": "store", "topic": "T", "queue_id": 0, "queue_offset": 0, "msg_key": "k"},
+    ]
+    good, _ = validate(rows)
+    assert _columns(good, {}) == ({1, 2}, set(), {"k"}) == carry_trace(good)
+
+
+def test_a_commit_without_a_topic_takes_its_first_halfs():
+    """k's COMMIT names no topic: LOST owes it to the consumers of its first half's topic T (G,
+    which consumed it), not of U (H, which did not): k is closed."""
+    rows = [
+        {"seq": 1, "event": "txn_half", "topic": "T", "msg_key": "k", "txn_id": "x"},
+        {"seq": 2, "event": "txn_half", "topic": "U", "msg_key": "k", "txn_id": "x"},
+        {"seq": 3, "event": "txn_end", "status": "COMMIT", "msg_key": "k", "txn_id": "x"},
+        {"seq": 4, "event": "consume", "status": "SUCCESS", "group": "G", "topic": "T", "msg_key": "k"},
+        {"seq": 5, "event": "consume", "status": "SUCCESS", "group": "H", "topic": "U", "msg_key": "j"},
+    ]
+    good, rejected = validate([{"ts": r["seq"], **r} for r in rows])
+    assert not rejected
+    keep, closed, open_keys = _columns(good, {})
+    assert "k" not in open_keys and (keep, closed, open_keys) == carry_trace(good)
