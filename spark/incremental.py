@@ -330,14 +330,17 @@ def run(
         on_stage("pull closed keys")
         closed = _read(spark, [f"{state.path}/closed"])
         carried = _read(spark, [f"{state.path}/rows"])
-        day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key").distinct()
+        day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key")
         pairs = lambda df: df.filter(  # noqa: E731
             F.col("event").isin("deliver", "consume") & F.col("topic").isNotNull() & F.col("group").isNotNull()
         ).select("trace", "topic", "group").distinct()
         new_topics = pairs(day).join(pairs(carried), ["trace", "topic", "group"], "left_anti").select(
             "trace", "topic").distinct()
-        touched = day_keys.unionByName(closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi")
-                                       .select("trace", "msg_key")).distinct().persist()
+        # the closed keys the day touches (few: not the day's ~all-new msg_keys, which a distinct
+        # would shuffle and hold), then every tombstone of them
+        touched = closed.join(day_keys, ["trace", "msg_key"], "left_semi").select("trace", "msg_key").unionByName(
+            closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi").select("trace", "msg_key")
+        ).distinct().persist()
         pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
         pulled_n = pulled.count()
         if pulled_n:

@@ -96,6 +96,56 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path,
                         on_stage=lambda _s: None, plan=plan)
 
 
+@pytest.mark.parametrize("plan", ["small", "reference"])
+def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
+    """The tombstones pulled back (``traces/carry.py``'s case in Spark): a new consumer group of an
+    old topic (LOST for every closed message of it), a duplicate SUCCESS of a closed message
+    (DUPLICATED against its first consume, a tombstone) and a second drain (LOST re-judged)."""
+    import pyarrow as pa
+
+    from rmqspec.spark.job import run_audit
+
+    generate(tmp_path / "whole", GenConfig(events=6_000, seed=6, inject=("LOST",), crashes=1))
+    table = read_table(tmp_path / "whole")[0].sort_by("seq")
+    days = [str(tmp_path / "day0"), str(tmp_path / "day1")]
+    Path(days[0]).mkdir()
+    pq.write_table(table, Path(days[0]) / "part-00000.parquet")
+
+    def audit(i: int) -> None:
+        run_incremental(spark, [days[i]], str(tmp_path / f"out{i}"), AuditConfig(),
+                        str(tmp_path / "state0") if i else None, str(tmp_path / f"state{i}"),
+                        on_stage=lambda _s: None, plan=plan)
+
+    audit(0)
+    day1 = table.to_pylist()
+    closed_keys = set(pq.read_table(tmp_path / "state0" / "closed").column("msg_key").to_pylist())
+    consume = next(r for r in reversed(day1)
+                   if r["event"] == "consume" and r["status"] == "SUCCESS" and r["msg_key"] in closed_keys)
+    topic = next(r["topic"] for r in day1 if r["event"] == "send" and r["topic"] != consume["topic"])
+    seq, ts = day1[-1]["seq"] + 1, day1[-1]["ts"] + 1000
+    blank = dict.fromkeys(day1[0])
+    day2 = [
+        {**blank, "seq": seq, "ts": ts, "event": "deliver", "group": "CG_NEW", "topic": topic, "queue_id": 0,
+         "queue_offset": 0, "msg_key": "NEW", "client_id": "c-new", "reconsume_times": 0},
+        {**consume, "seq": seq + 1, "ts": ts + 1},
+        {**blank, "seq": seq + 2, "ts": ts + 2, "event": "drain"},
+    ]  # fmt: skip
+    Path(days[1]).mkdir()
+    pq.write_table(pa.Table.from_pylist(day2, schema=table.schema), Path(days[1]) / "part-00000.parquet")
+    audit(1)
+    run_audit(spark, days, str(tmp_path / "full"), plan=plan)
+    pulled = json.loads((tmp_path / "out1" / "summary.json").read_text())["incremental"]["tombstones_pulled"]
+    assert pulled > 0
+    full = _found(tmp_path / "full")
+    assert _found(tmp_path / "out1") == full
+    assert any(code == "LOST" and group == "CG_NEW" for code, _seqs, _key, group in full)
+    assert any(code == "DUPLICATED" and seqs[-1] == seq + 1 for code, seqs, _key, _group in full)
+    # the pulled tombstones left the old ones: every seq once, in rows/ or in closed/
+    closed = pq.read_table(tmp_path / "state1" / "closed").column("seq").to_pylist()
+    kept = pq.read_table(tmp_path / "state1" / "rows").column("seq").to_pylist()
+    assert len(set(closed)) == len(closed) and not set(closed) & set(kept)
+
+
 def _state(path: Path) -> dict[str, list]:
     return {name: sorted((sorted(r.items()) for r in pq.read_table(path / name).to_pylist()), key=repr)
             for name in ("rows", "closed", "findings")}
