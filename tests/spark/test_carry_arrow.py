@@ -2,8 +2,9 @@
 
 Hypothesis draws small traces of every event the carry reads, over two topics (and the schedule
 and dead-letter topics), two groups, two queues, three msg_keys and three clients, with crashes,
-recovers and drains between them, sometimes with configured subscriptions; the columns must give
-exactly the seqs to carry, the tombstones and the open keys the row loop gives.
+recovers and drains between them, sometimes with configured subscriptions, and orderly traces
+(locks, unlocks and consumes of one group's queues in epochs: the owner's last consume); the
+columns must give exactly the seqs to carry, the tombstones and the open keys the row loop gives.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from rmqspec.traces.checker import check
 from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
+from tests.traces.touching_day import touching_day
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -87,15 +88,8 @@ def test_closed_keys_come_back_when_a_day_touches_them(tmp_path: Path) -> None:
     second drain (LOST re-judged against it)."""
     day1 = _rows(tmp_path, 6, ("LOST",), 6_000)
     consume = next(r for r in reversed(day1) if r["event"] == "consume" and r["status"] == "SUCCESS")
-    topic = next(r["topic"] for r in day1 if r["event"] == "send" and r["topic"] != consume["topic"])
-    seq, ts = day1[-1]["seq"] + 1, day1[-1]["ts"] + 1000
-    blank = dict.fromkeys(day1[0])
-    day2 = [
-        {**blank, "seq": seq, "ts": ts, "event": "deliver", "group": "CG_NEW", "topic": topic, "queue_id": 0,
-         "queue_offset": 0, "msg_key": "NEW", "client_id": "c-new", "reconsume_times": 0},
-        {**consume, "seq": seq + 1, "ts": ts + 1},
-        {**blank, "seq": seq + 2, "ts": ts + 2, "event": "drain"},
-    ]
+    day2 = touching_day(day1, consume)
+    seq = day2[0]["seq"]
     whole = [*day1, *day2]
     _, state = audit_since(CarriedState(), day1)
     assert len(state.closed) > 0
