@@ -11,7 +11,10 @@ STATE_DIR/state.json   {"format": "rmqspec-audit-state", "version": 1, "params":
                         "findings": n}
 STATE_DIR/rows/        Parquet, the trace schema (+ trace_id): rows audited again with the next day
 STATE_DIR/closed/      Parquet, same schema: closed keys' tombstones, read back only for the keys
-                       the next day touches (its msg_keys, the topics that gain a consumer group)
+                       the next day touches (its msg_keys, the topics that gain a consumer group);
+                       a file per day (tombstones-*.parquet), the earlier days' files linked
+                       from the state before, until a day pulls some back: then the rest is
+                       rewritten as one file
 STATE_DIR/findings/    Parquet, the findings output's columns: findings that are final
 ```
 
@@ -35,8 +38,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -169,12 +174,41 @@ def _findings(path: str) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
 
+@attrs.frozen
+class OldClosed:
+    """The earlier tombstones that go on into the new state: ``files`` (the previous state's
+    ``closed/``, linked as they are when the day pulled none of them back), or ``frame`` (the ones
+    left after a pull, rewritten by Spark), or neither (no earlier state)."""
+
+    files: str | None = None
+    frame: DataFrame | None = None
+
+    def write(self, closed_dir: Path, has_trace_id: bool) -> None:
+        """Into ``closed_dir`` (emptied first unless the frame's write overwrites it)."""
+        if self.frame is not None:
+            _write_frame(self.frame, str(closed_dir), has_trace_id)
+            return
+        shutil.rmtree(closed_dir, ignore_errors=True)
+        closed_dir.mkdir(parents=True)
+        for f in sorted(Path(self.files).glob("*.parquet")) if self.files else ():
+            try:  # a hard link: the files are never changed in place, only replaced
+                os.link(f, closed_dir / f.name)
+            except OSError:  # another file system, or links not allowed
+                shutil.copyfile(f, closed_dir / f.name)
+
+
+def _tombstones_file(closed_dir: Path) -> Path:
+    """A new file of tombstones in ``closed_dir``: one per day, next to the earlier days' files."""
+    return closed_dir / f"tombstones-{uuid.uuid4().hex[:16]}.parquet"
+
+
 def _write_carried(
-    carried: Carried, old_closed: DataFrame | None, state_out: str, has_trace_id: bool
+    carried: Carried, old_closed: OldClosed, state_out: str, has_trace_id: bool
 ) -> dict[str, frozenset[str]]:
-    """The reference plan's state (``reference.Carried``) written from the driver with pyarrow:
-    ``rows/``, and ``closed/`` = the earlier tombstones not pulled back (``old_closed``,
-    written by Spark) plus the new ones. Returns the open msg_keys per trace."""
+    """A state computed as a ``reference.Carried`` (the reference plan's audit job, or
+    ``carry.collect_per_trace``) written from the driver with pyarrow: ``rows/``, and ``closed/`` =
+    the earlier tombstones not pulled back (``old_closed``) plus the new ones. Returns the open
+    msg_keys per trace."""
 
     def write(table: pa.Table, path: Path) -> None:
         trace = table.column("trace")
@@ -185,12 +219,8 @@ def _write_carried(
     shutil.rmtree(rows_dir, ignore_errors=True)
     rows_dir.mkdir()
     write(carried.rows, rows_dir / "part-00000.parquet")
-    if old_closed is not None:
-        _write_frame(old_closed, str(closed_dir), has_trace_id)
-    else:
-        shutil.rmtree(closed_dir, ignore_errors=True)
-        closed_dir.mkdir()
-    write(carried.tombstones, closed_dir / "part-carried.parquet")
+    old_closed.write(closed_dir, has_trace_id)
+    write(carried.tombstones, _tombstones_file(closed_dir))
     return dict(carried.open_keys)
 
 
@@ -198,13 +228,14 @@ def _carry_by_spark(
     spark: SparkSession,
     day: DataFrame,
     carried_files: Sequence[str],
-    old_closed: DataFrame | None,
+    old_closed: OldClosed,
     state_out: str,
     has_trace_id: bool,
     config: AuditConfig,
     plan: str,
     day_files: Sequence[str],
     vis_keys: set[str],
+    work: Path,
 ) -> dict[str, frozenset[str]]:
     """The SQL plans' state for a history with a trace beyond ``TRACE_CARRY_ROWS`` rows: the
     aggregations of ``carry.carry`` over the history read again, tuned like the audit. Returns
@@ -222,9 +253,11 @@ def _carry_by_spark(
         keep, tomb, open_keys = carry_mod.carry(spark, history, config.subscriptions)
         _write_frame(history.join(keep, ["trace", "seq"], "left_semi"), f"{state_out}/rows", has_trace_id)
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
-        if old_closed is not None:
-            new_closed = old_closed.unionByName(new_closed)
-        _write_frame(new_closed, f"{state_out}/closed", has_trace_id)
+        _write_frame(new_closed, str(work / "closed"), has_trace_id)
+        closed_dir = Path(state_out) / "closed"
+        old_closed.write(closed_dir, has_trace_id)
+        for f in (work / "closed").glob("*.parquet"):
+            shutil.move(f, _tombstones_file(closed_dir))
         opened: dict[str, set[str]] = {}
         if vis_keys:
             for r in open_keys.filter(F.col("msg_key").isin(*vis_keys)).collect():
@@ -389,11 +422,12 @@ def run(
         on_stage("carry state")
         target = Path(state_out)
         target.mkdir(parents=True, exist_ok=True)
-        old_closed = None
-        if state is not None:
-            old_closed = _read(spark, [f"{state.path}/closed"])
-            if pulled_n:
-                old_closed = old_closed.join(touched, ["trace", "msg_key"], "left_anti")
+        old_closed = OldClosed()
+        if state is not None and pulled_n:
+            old_closed = OldClosed(frame=_read(spark, [f"{state.path}/closed"]).join(
+                touched, ["trace", "msg_key"], "left_anti"))
+        elif state is not None:
+            old_closed = OldClosed(files=f"{state.path}/closed")
         vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
         vis_keys.discard(None)
         if summary.carried is not None:  # the reference plan computed the state in the audit's job
@@ -402,7 +436,7 @@ def run(
             open_keys = _write_carried(alongside.result(), old_closed, state_out, has_trace_id)
         else:
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
-                                        config, plan, prepared.parquet, vis_keys)
+                                        config, plan, prepared.parquet, vis_keys, work)
         opened: dict[str | None, set[str]] = {}
         for trace, keys in open_keys.items():
             if keys & vis_keys:

@@ -97,14 +97,21 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path,
                         on_stage=lambda _s: None, plan=plan)
 
 
-@pytest.mark.parametrize("plan", ["small", "reference"])
-def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
+@pytest.mark.parametrize(
+    ("plan", "carry_rows"),
+    [("small", None), ("small", 0), ("reference", None)],
+    ids=["small-per-trace", "small-aggregations", "reference"],
+)
+def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, monkeypatch, plan, carry_rows):
     """The tombstones pulled back (``traces/carry.py``'s case in Spark): a new consumer group of an
     old topic (LOST for every closed message of it), a duplicate SUCCESS of a closed message
     (DUPLICATED against its first consume, a tombstone) and a second drain (LOST re-judged)."""
     import pyarrow as pa
 
     from rmqspec.spark.job import run_audit
+
+    if carry_rows is not None:
+        monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", carry_rows)
 
     generate(tmp_path / "whole", GenConfig(events=6_000, seed=6, inject=("LOST",), crashes=1))
     table = read_table(tmp_path / "whole")[0].sort_by("seq")
@@ -138,6 +145,35 @@ def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
     closed = pq.read_table(tmp_path / "state1" / "closed").column("seq").to_pylist()
     kept = pq.read_table(tmp_path / "state1" / "rows").column("seq").to_pylist()
     assert len(set(closed)) == len(closed) and not set(closed) & set(kept)
+    # …and were rewritten as one file, next to the day's own
+    assert sorted(f.name.split("-")[0] for f in (tmp_path / "state1" / "closed").glob("*.parquet")) == [
+        "part", "tombstones"]
+
+
+def test_earlier_tombstones_go_on_as_they_are_when_none_is_pulled(tmp_path):
+    """``OldClosed.write``: the previous state's tombstone files, unchanged, into the new state: a
+    hard link on the same file system, a copy on another (``/dev/shm``, a tmpfs, here)."""
+    import os
+    import tempfile
+
+    import pyarrow as pa
+
+    from rmqspec.spark.incremental import OldClosed
+
+    old = tmp_path / "state0" / "closed"
+    old.mkdir(parents=True)
+    for i in range(2):
+        pq.write_table(pa.table({"seq": [i, i + 10]}), old / f"tombstones-{i}.parquet")
+    (old / "_SUCCESS").touch()
+    for root in (tmp_path, Path(tempfile.mkdtemp(dir="/dev/shm"))):
+        new = root / "state1" / "closed"
+        OldClosed(files=str(old)).write(new, has_trace_id=False)
+        assert sorted(f.name for f in new.iterdir()) == ["tombstones-0.parquet", "tombstones-1.parquet"]
+        assert pq.read_table(new).column("seq").to_pylist() == pq.read_table(old).column("seq").to_pylist()
+        linked = (new / "tombstones-0.parquet").stat().st_ino == (old / "tombstones-0.parquet").stat().st_ino
+        assert linked == (os.stat(root).st_dev == os.stat(tmp_path).st_dev)
+    OldClosed().write(new, has_trace_id=False)  # no earlier state: an empty directory
+    assert list(new.iterdir()) == []
 
 
 def _state(path: Path) -> dict[str, list]:
@@ -155,7 +191,7 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
                         str(state_out), on_stage=lambda _s: None, plan=plan)
         # both plans' new tombstones are written from the driver (``_write_carried``): the reference
         # plan's from the audit's job, the SQL plans' from ``carry.collect_per_trace``
-        assert (state_out / "closed" / "part-carried.parquet").exists()
+        assert len(list((state_out / "closed").glob("tombstones-*.parquet"))) == 1 + i
         states.append(_state(state_out))
         state = str(state_out)
     return states
