@@ -107,24 +107,30 @@ def _ends(
 ) -> np.ndarray:
     """Positions of the first (else last) row of ``mask`` per value of ``keys``, rows ordered by
     ``within`` then seq inside a key."""
-    pos, _ = c.sorted(mask, (*keys, *within))
-    if not len(pos):
-        return pos
-    new = starts(*((c.codes(k) if isinstance(k, str) else k)[pos] for k in keys))
-    if first:
-        return pos[new]
-    return pos[np.append(new[1:], True)]
+    s = _Segments(c, mask, keys, within)
+    return s.pos[s.firsts() if first else s.lasts()]
 
 
 class _Segments:
-    """The rows of ``mask`` sorted by ``keys`` then seq: ``pos`` (their positions), ``i`` (their
-    rank in that order) and per-segment reductions of a value per sorted row."""
+    """The rows of ``mask`` sorted by ``keys``, then ``within``, then seq, in segments of equal
+    ``keys``: ``pos`` (their positions), ``i`` (their rank in that order) and per-segment
+    reductions of a value per sorted row."""
 
-    def __init__(self, c: Columns, mask: np.ndarray, keys: tuple[Key, ...]):
-        self.pos, new = c.sorted(mask, keys)
+    def __init__(self, c: Columns, mask: np.ndarray, keys: tuple[Key, ...], within: tuple[Key, ...] = ()):
+        self.pos, new = c.sorted(mask, (*keys, *within))
+        if within and len(self.pos):
+            new = starts(*((c.codes(k) if isinstance(k, str) else k)[self.pos] for k in keys))
         self.i = np.arange(len(self.pos))
         self.seg = np.cumsum(new) - 1
         self._at = np.flatnonzero(new)
+
+    def firsts(self) -> np.ndarray:
+        """The rank of each segment's first row."""
+        return self._at
+
+    def lasts(self) -> np.ndarray:
+        """The rank of each segment's last row."""
+        return np.append(self._at[1:], len(self.i)) - 1 if len(self.i) else self._at
 
     def max(self, ok: np.ndarray) -> np.ndarray:
         """Per segment, the greatest rank among the rows where ``ok`` (-1: none)."""
@@ -206,6 +212,33 @@ def _open(
     open_keys = ~known | ~acked_on | (halves & ~committed)
     # LOST: a consumer group of such a topic that has not consumed (nor dead-lettered) the key
     # before the last drain
+    owed_key, owed_group, width = _owed(c, dc, pair_key, pair_topic, subscriptions)
+    done_rows = (c.is_("event", "send_back") & c.is_("status", "DLQ")) | success
+    done_at = _ends(c, done_rows & c.has("group") & has_key, ("group", "msg_key"), first=True)
+    done_code = key[done_at] * width + group[done_at]
+    order = np.argsort(done_code)
+    done_code, done_seq = done_code[order], seq[done_at][order]
+    wanted = owed_key * width + owed_group
+    at = np.minimum(np.searchsorted(done_code, wanted), max(len(done_code) - 1, 0))
+    found = (done_code[at] == wanted) if len(done_code) else np.zeros(len(wanted), dtype=bool)
+    done = np.where(found, done_seq[at] if len(done_code) else 0, _NOT_DONE)
+    drains = seq[c.is_("event", "drain")]
+    open_keys[owed_key[done > (int(drains.max()) if len(drains) else _NO_DRAIN)]] = True
+    open_keys[keys] = False
+    return open_keys
+
+
+def _owed(
+    c: Columns,
+    dc: np.ndarray,
+    pair_key: np.ndarray,
+    pair_topic: np.ndarray,
+    subscriptions: Mapping[str, Sequence[str]] | None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(msg_key code, group code) of every consumer group a key acknowledged on a topic owes a
+    consume: the topic's (group, topic) pairs of ``dc`` rows and of ``subscriptions``, fanned out
+    over the (key, topic) pairs; and the width that packs a (key, group) pair into one int."""
+    topic, group = c.codes("topic"), c.codes("group")
     gnames, tnames = c.names("group"), c.names("topic")
     gindex = {g: i for i, g in enumerate(gnames)}
     tindex = {t: i for i, t in enumerate(tnames)}
@@ -220,20 +253,5 @@ def _open(
     pairs = np.unique(pair_key * (len(tnames) + 1) + pair_topic)
     pk, pt = pairs // (len(tnames) + 1), pairs % (len(tnames) + 1)
     fan = by_topic[pt]
-    total = int(fan.sum())
     base = np.repeat(first_of_topic[pt] - (np.cumsum(fan) - fan), fan)
-    owed_group = consumers[base + np.arange(total)] % width
-    owed_key = np.repeat(pk, fan)
-    done_rows = (c.is_("event", "send_back") & c.is_("status", "DLQ")) | success
-    done_at = _ends(c, done_rows & c.has("group") & has_key, ("group", "msg_key"), first=True)
-    done_code = key[done_at] * width + group[done_at]
-    order = np.argsort(done_code)
-    done_code, done_seq = done_code[order], seq[done_at][order]
-    wanted = owed_key * width + owed_group
-    at = np.minimum(np.searchsorted(done_code, wanted), max(len(done_code) - 1, 0))
-    found = (done_code[at] == wanted) if len(done_code) else np.zeros(total, dtype=bool)
-    done = np.where(found, done_seq[at] if len(done_code) else 0, _NOT_DONE)
-    drains = seq[c.is_("event", "drain")]
-    open_keys[owed_key[done > (int(drains.max()) if len(drains) else _NO_DRAIN)]] = True
-    open_keys[keys] = False
-    return open_keys
+    return np.repeat(pk, fan), consumers[base + np.arange(int(fan.sum()))] % width, width
