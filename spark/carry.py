@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
@@ -69,11 +69,15 @@ def carry(
     ev, st = F.col("event"), F.col("status")
     has = lambda *cs: reduce(lambda a, b: a & b, [F.col(c).isNotNull() for c in cs])  # noqa: E731
     reasons: list[DataFrame] = []
-    # kinds kept whole, and the SCHEDULE / DLQ stores
-    reasons.append(_seqs(rows.filter(
-        ev.isin(*KEEP_ALL)
-        | ((ev == "store") & ((F.col("topic") == SCHEDULE_TOPIC) | F.col("topic").startswith(DLQ_PREFIX)))
-    )))
+    # kinds kept whole; the per-key kinds and the SCHEDULE / DLQ stores without a msg_key
+    scheduled = (ev == "store") & (F.col("topic") == SCHEDULE_TOPIC)
+    per_key = ev.isin(*PER_KEY) | scheduled | ((ev == "store") & F.col("topic").startswith(DLQ_PREFIX))
+    reasons.append(_seqs(rows.filter(ev.isin(*KEEP_ALL) | (per_key & F.col("msg_key").isNull()))))
+    # LOST's delay-progress exemption: per (queue, crashes so far) the first SCHEDULE store at the
+    # highest position
+    top_scheduled = rows.filter(scheduled & has("queue_offset")).groupBy("trace", "queue_id", "crashes").agg(
+        F.max(F.struct(F.col("queue_offset"), (-F.col("seq")).alias("neg"))).alias("top"))
+    reasons.append(top_scheduled.select("trace", (-F.col("top.neg")).alias("seq")))
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     reasons.append(_seqs(rows.filter((ev == "store") & has("topic", "queue_id", "queue_offset"))
                          .groupBy("trace", "topic", "queue_id").agg(F.max("seq").alias("seq"))))
@@ -177,8 +181,9 @@ def carry(
     keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
     keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
 
-    # tombstones of closed keys: their sends and stores, the first SUCCESS consume per group
-    tomb = keyed.filter(ev.isin("send", "store")).select("trace", "msg_key", "seq").unionByName(
+    # tombstones of closed keys: their sends, stores, send_backs and schedule_fires, the first
+    # SUCCESS consume per group
+    tomb = keyed.filter(ev.isin("send", "store", *PER_KEY)).select("trace", "msg_key", "seq").unionByName(
         keyed.filter((ev == "consume") & (st == "SUCCESS") & has("group")).groupBy("trace", "group", "msg_key")
         .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq"))
     tomb = tomb.join(open_keys, ["trace", "msg_key"], "left_anti")

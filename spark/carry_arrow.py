@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqspec.spark.arrow_judge import Columns, starts
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 
 __all__ = ["carry_columns"]
@@ -54,9 +54,17 @@ def carry_columns(
     ev = lambda *names: c.is_("event", *names)  # noqa: E731
     keep = ev(*KEEP_ALL)
     send, store, success = ev("send"), ev("store"), ev("consume") & c.is_("status", "SUCCESS")
-    topic = c.codes("topic")
+    topic, has_key = c.codes("topic"), key >= 0
     special = [t == SCHEDULE_TOPIC or t.startswith(DLQ_PREFIX) for t in c.names("topic")]
-    keep |= store & np.array([*special, False])[topic]
+    per_key = ev(*PER_KEY) | (store & np.array([*special, False])[topic])
+    keep |= per_key & ~has_key
+    crashes = np.cumsum(ev("crash"))
+    # LOST's delay-progress exemption: per (queue, crashes so far), the first SCHEDULE store at
+    # the highest position
+    scheduled = store & np.array([*(t == SCHEDULE_TOPIC for t in c.names("topic")), False])[topic]
+    top = _ends(c, scheduled & c.has("queue_offset"), ("queue_id", crashes), first=True,
+                within=(-c.ints("queue_offset"),))
+    keep[top] = True
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     keep[_ends(c, store & c.has("topic", "queue_id", "queue_offset"), ("topic", "queue_id"), first=False)] = True
     # LOST's consumers: the first consume per (topic, group), else the first deliver
@@ -71,19 +79,17 @@ def carry_columns(
     # OFFSET_LOST: the last commit per queue; LOST's saved-offset exemption: per queue and
     # crashes so far, the first commit of the highest offset
     commits = ev("commit_offset") & c.has(*QUEUE, "queue_offset")
-    crashes = np.cumsum(ev("crash"))
     keep[_ends(c, commits, QUEUE, first=False)] = True
     keep[_ends(c, commits, (*QUEUE, crashes), first=True, within=(-c.ints("queue_offset"),))] = True
     keep[_owned_last(c, np.cumsum(ev("crash", "recover")))] = True
     keep[_open_windows(c)] = True
     keep[_pending(c, success)] = True
 
-    has_key = key >= 0
     open_keys = _open(c, send, store, success, dc, subscriptions)
     keep |= has_key & open_keys[key]
     in_keep = np.zeros(len(open_keys), dtype=bool)
     in_keep[key[keep & has_key]] = True
-    tomb = (send | store) & has_key
+    tomb = (send | store | per_key) & has_key
     tomb[_ends(c, success & c.has("group") & has_key, ("group", "msg_key"), first=True)] = True
     keep |= tomb & in_keep[key]
     closed = tomb & ~open_keys[key] & ~keep

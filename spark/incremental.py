@@ -176,21 +176,23 @@ def _findings(path: str) -> list[dict[str, Any]]:
 
 @attrs.frozen
 class OldClosed:
-    """The earlier tombstones that go on into the new state: ``files`` (the previous state's
-    ``closed/``, linked as they are when the day pulled none of them back), or ``frame`` (the ones
-    left after a pull, rewritten by Spark), or neither (no earlier state)."""
+    """The earlier tombstones that go on into the new state: the files of the previous state's
+    ``closed/`` (none without an earlier state), less the tombstones the day pulled back
+    (``pulled``: their (``trace_id``,) ``seq``). A file without any of those is linked as it is; one
+    with some is rewritten without them (pyarrow, on the driver: state directories are local)."""
 
     files: str | None = None
-    frame: DataFrame | None = None
+    pulled: pa.Table | None = None
 
-    def write(self, closed_dir: Path, has_trace_id: bool) -> None:
-        """Into ``closed_dir`` (emptied first unless the frame's write overwrites it)."""
-        if self.frame is not None:
-            _write_frame(self.frame, str(closed_dir), has_trace_id)
-            return
+    def write(self, closed_dir: Path) -> None:
+        """Into ``closed_dir``, emptied first."""
         shutil.rmtree(closed_dir, ignore_errors=True)
         closed_dir.mkdir(parents=True)
+        keys = self.pulled.column_names if self.pulled is not None and self.pulled.num_rows else None
         for f in sorted(Path(self.files).glob("*.parquet")) if self.files else ():
+            if keys and pq.read_table(f, columns=keys).join(self.pulled, keys, join_type="left semi").num_rows:
+                pq.write_table(pq.read_table(f).join(self.pulled, keys, join_type="left anti"), closed_dir / f.name)
+                continue
             try:  # a hard link: the files are never changed in place, only replaced
                 os.link(f, closed_dir / f.name)
             except OSError:  # another file system, or links not allowed
@@ -219,7 +221,7 @@ def _write_carried(
     shutil.rmtree(rows_dir, ignore_errors=True)
     rows_dir.mkdir()
     write(carried.rows, rows_dir / "part-00000.parquet")
-    old_closed.write(closed_dir, has_trace_id)
+    old_closed.write(closed_dir)
     write(carried.tombstones, _tombstones_file(closed_dir))
     return dict(carried.open_keys)
 
@@ -255,7 +257,7 @@ def _carry_by_spark(
         new_closed = history.join(tomb, ["trace", "seq"], "left_semi").select(*day.columns)
         _write_frame(new_closed, str(work / "closed"), has_trace_id)
         closed_dir = Path(state_out) / "closed"
-        old_closed.write(closed_dir, has_trace_id)
+        old_closed.write(closed_dir)
         for f in (work / "closed").glob("*.parquet"):
             shutil.move(f, _tombstones_file(closed_dir))
         opened: dict[str, set[str]] = {}
@@ -423,11 +425,10 @@ def run(
         target = Path(state_out)
         target.mkdir(parents=True, exist_ok=True)
         old_closed = OldClosed()
-        if state is not None and pulled_n:
-            old_closed = OldClosed(frame=_read(spark, [f"{state.path}/closed"]).join(
-                touched, ["trace", "msg_key"], "left_anti"))
-        elif state is not None:
-            old_closed = OldClosed(files=f"{state.path}/closed")
+        if state is not None:
+            pulled_keys = ["trace_id", "seq"] if has_trace_id else ["seq"]
+            old_closed = OldClosed(f"{state.path}/closed",
+                                   pq.read_table(work / "pulled", columns=pulled_keys) if pulled_n else None)
         vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
         vis_keys.discard(None)
         if summary.carried is not None:  # the reference plan computed the state in the audit's job

@@ -9,11 +9,15 @@ from ``H`` (one trace, rows in seq order; ``H`` may itself be an earlier ``R`` p
 that every rule's state at the end of ``R`` equals its state at the end of ``H``. Rows are kept
 per event kind, one reason per rule that reads that kind (``traces/checks_*.py``):
 
-- all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock``, ``send_back``, ``schedule_fire``
-  and ``txn_*`` rows, and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%`` (epochs, at-risk
-  keys, lock tables, counters of checks / fires / dead letters, the reused schedule positions of
-  LOST's delay-progress exemption: rare rows, kept whole);
-- ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP);
+- all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock`` and ``txn_*`` rows (epochs, at-risk
+  keys, lock tables, the transactions' checks and ops, read across keys: kept whole);
+- ``send_back``, ``schedule_fire`` and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%``
+  (``PER_KEY``: retries, dead letters, fires; every rule reading them keeps its state per
+  msg_key): with their msg_key (all of an open key's rows are kept; a closed key's are
+  tombstones), or kept when they have none;
+- ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP) and, per (queue, crashes so far), the
+  first SCHEDULE_TOPIC_XXXX store at the highest position (LOST's delay-progress exemption: the
+  position a power crash truncates from, whoever's copy held it);
 - ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
   SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
 - ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
@@ -25,11 +29,12 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   TXN_ROLLBACK_VISIBLE), or acknowledged on a topic one of whose consumer groups has neither
   consumed it nor dead-lettered it (LOST).
 
-A **closed** msg_key (not open) leaves **tombstones** — its ``send``s and ``store``s and its first
-SUCCESS ``consume`` per group — in a second table that is not audited: a day that touches the key
-(any row with that msg_key: DUPLICATED, UNEXPECTED, …) or gives its topic a new consumer group
-(LOST for that group, with the saved-offset exemption judged on its stores) pulls them back
-(``pull``). A closed key with a row carried for another rule keeps its tombstones with the rows.
+A **closed** msg_key (not open) leaves **tombstones** — its ``send``s, ``store``s, ``send_back``s
+and ``schedule_fire``s and its first SUCCESS ``consume`` per group — in a second table that is not
+audited: a day that touches the key (any row with that msg_key: DUPLICATED, UNEXPECTED, a retry's
+deliver, a second fire, …) or gives its topic a new consumer group (LOST for that group, with the
+saved-offset exemption judged on its stores) pulls them back (``pull``). A closed key with a row
+carried for another rule keeps its tombstones with the rows.
 
 Extra rows kept for one rule never change another's state: they are earlier than the row that
 rule keeps, or they are a real consume (which only acknowledges), or they belong to an open key
@@ -55,9 +60,11 @@ from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, detail_of, has
 
 KEEP_ALL = frozenset(
-    {"crash", "recover", "drain", "lock", "unlock", "send_back", "schedule_fire",
-     "txn_half", "txn_end", "txn_check", "txn_discard"}
+    {"crash", "recover", "drain", "lock", "unlock", "txn_half", "txn_end", "txn_check", "txn_discard"}
 )
+# Kinds whose rules keep state per msg_key only (retries, dead letters, delay levels): kept
+# with their key while it is open (or when it has none), else its tombstones.
+PER_KEY = frozenset({"send_back", "schedule_fire"})
 FILTER_DETAIL_KEYS = ("subscription", "tags", "properties")
 # Judged at the trace's end or over all of it: recomputed from the carried rows every time.
 RECOMPUTED: frozenset[str] = frozenset(
@@ -103,6 +110,7 @@ def carry_trace(
 
     last: dict[tuple, int] = {}
     top_commit: dict[tuple, tuple[int, int]] = {}
+    top_schedule: dict[tuple, tuple[int, int]] = {}  # (queue_id, crashes) -> (highest offset, first seq)
     crashes = 0
     consumers: dict[str, set[str]] = {}
     for group, topics in (subscriptions or {}).items():
@@ -121,7 +129,8 @@ def carry_trace(
     owner_last: dict[tuple, int] = {}
     windows: dict[tuple, dict[str, int]] = {}
     pending: dict[tuple, dict[int, int]] = {}
-    tombstones: dict[str, list[int]] = {}  # msg_key -> its sends, stores and first SUCCESS per group
+    # msg_key -> its sends, stores, send_backs, schedule_fires and first SUCCESS consume per group
+    tombstones: dict[str, list[int]] = {}
     for row in rows:
         seq, ev, key = row["seq"], row["event"], row["msg_key"]
         if ev in ("crash", "recover"):
@@ -133,10 +142,19 @@ def carry_trace(
             keep.add(seq)
         if ev == "drain":
             drain = seq
+        if ev in PER_KEY:
+            if key is None:
+                keep.add(seq)
+            else:
+                tombstones.setdefault(key, []).append(seq)
         if ev == "store":
             topic = row["topic"]
-            if topic == SCHEDULE_TOPIC or (topic is not None and topic.startswith(DLQ_PREFIX)):
+            if key is None and (topic == SCHEDULE_TOPIC or (topic is not None and topic.startswith(DLQ_PREFIX))):
                 keep.add(seq)
+            if topic == SCHEDULE_TOPIC and row["queue_offset"] is not None:
+                best = top_schedule.get((row["queue_id"], crashes))
+                if best is None or row["queue_offset"] > best[0]:
+                    top_schedule[(row["queue_id"], crashes)] = (row["queue_offset"], seq)
             if has(row, "topic", "queue_id", "queue_offset"):
                 last[("store", topic, row["queue_id"])] = seq
             if key is not None:
@@ -216,6 +234,7 @@ def carry_trace(
             keep.add(seq)
     keep.update(last.values())
     keep.update(seq for _, seq in top_commit.values())
+    keep.update(seq for _, seq in top_schedule.values())
     keep.update(owner_last.values())
     for w in windows.values():
         keep.update(w.values())
@@ -259,14 +278,16 @@ def merge(
     last_seq: Mapping[str | None, int],
 ) -> list[dict[str, Any]]:
     """The findings of the whole history: the ``stored`` ones plus those of auditing ``R ++ D``
-    that are recomputed codes, visibility codes, or whose offending (last) seq is in ``D``
-    (beyond the trace's ``last_seq`` in the state). Rows are ``Finding.as_dict`` mappings."""
+    that are recomputed codes, visibility codes, or that name a row of ``D`` (a seq beyond the
+    trace's ``last_seq`` in the state: no earlier run saw that row; usually the offending, last
+    seq, but a rule may name a later row first, e.g. TXN_CHECK_EARLY's half after its check).
+    Rows are ``Finding.as_dict`` mappings."""
     out: dict[tuple, dict[str, Any]] = {}
     for f in stored:
         out.setdefault(finding_key(f), dict(f))
     for f in audited:
         boundary = last_seq.get(f.get("trace_id"), -1)
-        if f["code"] in RECOMPUTED or f["code"] in VISIBILITY or f["seqs"][-1] > boundary:
+        if f["code"] in RECOMPUTED or f["code"] in VISIBILITY or max(f["seqs"]) > boundary:
             out.setdefault(finding_key(f), dict(f))
     return sorted(out.values(), key=lambda f: (f.get("trace_id") or "", f["seqs"][-1], f["code"], f["seqs"]))
 

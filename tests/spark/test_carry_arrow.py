@@ -21,6 +21,7 @@ from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import validate
 from rmqspec.traces.schema import SCHEMA
 from tests.spark.judge_runs import drawn_rows
+from tests.traces.carry_days import schedule_reuse_days
 
 _EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
            "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
@@ -130,3 +131,14 @@ def test_a_commit_without_a_topic_takes_its_first_halfs():
     assert not rejected
     keep, closed, open_keys = _columns(good, {})
     assert "k" not in open_keys and (keep, closed, open_keys) == carry_trace(good)
+
+
+def test_a_closed_keys_highest_schedule_position_is_carried():
+    """LOST's delay-progress exemption reads the highest SCHEDULE_TOPIC_XXXX position of each queue
+    before a power crash: k1's store at 5 stays although k1 is closed and the queue's last store is
+    k3's at 2 (``tests/traces/carry_days.py``)."""
+    day1, _ = schedule_reuse_days()
+    good, rejected = validate(day1)
+    assert not rejected
+    keep, closed, open_keys = _columns(good, {})
+    assert {5, 6} <= keep and (keep, closed, open_keys) == carry_trace(good)

@@ -25,7 +25,7 @@ from rmqspec.traces.checker import check, validate
 from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
-from tests.traces.touching_day import touching_day
+from tests.traces.carry_days import schedule_reuse_days, touching_day
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -127,6 +127,7 @@ def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, monkeypa
     audit(0)
     day1 = table.to_pylist()
     closed_keys = set(pq.read_table(tmp_path / "state0" / "closed").column("msg_key").to_pylist())
+    closed0 = pq.read_table(tmp_path / "state0" / "closed").num_rows
     consume = next(r for r in reversed(day1)
                    if r["event"] == "consume" and r["status"] == "SUCCESS" and r["msg_key"] in closed_keys)
     day2 = touching_day(day1, consume)
@@ -145,14 +146,15 @@ def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, monkeypa
     closed = pq.read_table(tmp_path / "state1" / "closed").column("seq").to_pylist()
     kept = pq.read_table(tmp_path / "state1" / "rows").column("seq").to_pylist()
     assert len(set(closed)) == len(closed) and not set(closed) & set(kept)
-    # …and were rewritten as one file, next to the day's own
-    assert sorted(f.name.split("-")[0] for f in (tmp_path / "state1" / "closed").glob("*.parquet")) == [
-        "part", "tombstones"]
+    # …in the rewritten copy of the earlier day's file (next to the day's own); state0 is unchanged
+    assert len(list((tmp_path / "state1" / "closed").glob("tombstones-*.parquet"))) == 2
+    assert len(set(closed)) + pulled == closed0
 
 
 def test_earlier_tombstones_go_on_as_they_are_when_none_is_pulled(tmp_path):
     """``OldClosed.write``: the previous state's tombstone files, unchanged, into the new state: a
-    hard link on the same file system, a copy on another (``/dev/shm``, a tmpfs, here)."""
+    hard link on the same file system, a copy on another (``/dev/shm``, a tmpfs, here); a file
+    with a tombstone pulled back is written anew without it, the old one left as it was."""
     import os
     import tempfile
 
@@ -167,12 +169,18 @@ def test_earlier_tombstones_go_on_as_they_are_when_none_is_pulled(tmp_path):
     (old / "_SUCCESS").touch()
     for root in (tmp_path, Path(tempfile.mkdtemp(dir="/dev/shm"))):
         new = root / "state1" / "closed"
-        OldClosed(files=str(old)).write(new, has_trace_id=False)
+        OldClosed(files=str(old)).write(new)
         assert sorted(f.name for f in new.iterdir()) == ["tombstones-0.parquet", "tombstones-1.parquet"]
         assert pq.read_table(new).column("seq").to_pylist() == pq.read_table(old).column("seq").to_pylist()
         linked = (new / "tombstones-0.parquet").stat().st_ino == (old / "tombstones-0.parquet").stat().st_ino
         assert linked == (os.stat(root).st_dev == os.stat(tmp_path).st_dev)
-    OldClosed().write(new, has_trace_id=False)  # no earlier state: an empty directory
+    pulled = OldClosed(str(old), pa.table({"seq": pa.array([10], pa.int64())}))
+    pulled.write(tmp_path / "state2" / "closed")
+    assert pq.read_table(tmp_path / "state2" / "closed").column("seq").to_pylist() == [0, 1, 11]
+    assert pq.read_table(old / "tombstones-0.parquet").column("seq").to_pylist() == [0, 10]
+    assert (tmp_path / "state2" / "closed" / "tombstones-1.parquet").stat().st_ino == (
+        old / "tombstones-1.parquet").stat().st_ino
+    OldClosed().write(new)  # no earlier state: an empty directory
     assert list(new.iterdir()) == []
 
 
@@ -190,7 +198,7 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
         run_incremental(spark, [day], str(tmp_path / f"{plan}-out{i}"), AuditConfig(), state,
                         str(state_out), on_stage=lambda _s: None, plan=plan)
         # both plans' new tombstones are written from the driver (``_write_carried``): the reference
-        # plan's from the audit's job, the SQL plans' from ``carry.collect_per_trace``
+        # plan's from the audit's job, the SQL plans' from ``carry.collect_per_trace``: a file per day
         assert len(list((state_out / "closed").glob("tombstones-*.parquet"))) == 1 + i
         states.append(_state(state_out))
         state = str(state_out)
@@ -281,6 +289,22 @@ def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace)
         assert len(rows_got) > 1000
         for key, row in rows_got.items():
             assert row == {**read[key].asDict(), "trace": key[0]}, key
+
+
+def test_spark_carry_keeps_a_closed_keys_highest_schedule_position(spark, tmp_path):
+    """``carry``'s aggregations on the case the batch lacks (``tests/traces/carry_days.py``): k1's
+    SCHEDULE_TOPIC_XXXX store at 5, the highest of its queue before the power crash, stays."""
+    import pyarrow as pa
+
+    from rmqspec.traces.schema import SCHEMA
+
+    day1, _ = schedule_reuse_days()
+    pq.write_table(pa.Table.from_pylist(day1, schema=SCHEMA), tmp_path / "day1.parquet")
+    keep, tomb, open_keys = carry(spark, _with_crashes(spark, _read(spark, [str(tmp_path / "day1.parquet")])), {})
+    got = ({r["seq"] for r in keep.collect()}, {r["seq"] for r in tomb.collect()},
+           {r["msg_key"] for r in open_keys.collect()})
+    good, _ = validate(day1)
+    assert 5 in got[0] and got == carry_trace(good)
 
 
 def test_the_carry_next_to_the_audit_can_be_cancelled(spark, batch):

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqspec.traces.carry import CarriedState, audit_since
 from rmqspec.traces.checker import check
 from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
-from tests.traces.touching_day import touching_day
+from tests.spark.judge_runs import drawn_rows
+from tests.traces.carry_days import schedule_reuse_days, touching_day
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -100,3 +104,55 @@ def test_closed_keys_come_back_when_a_day_touches_them(tmp_path: Path) -> None:
     # the duplicate is judged against the first consume, which only the tombstones held
     tombstones = {r["seq"] for r in state.closed}
     assert any(f["code"] == "DUPLICATED" and f["seqs"][-1] == seq + 1 and f["seqs"][0] in tombstones for f in full)
+
+
+# Drawn traces: every event the rules read, over colliding keys, queues, groups, clients and
+# positions, cut into two or three days anywhere.
+_EVENTS = ("send", "send", "store", "store", "store", "deliver", "deliver", "consume", "consume", "send_back",
+           "schedule_fire", "commit_offset", "lock", "unlock", "orderly_start", "orderly_end", "txn_half",
+           "txn_end", "txn_check", "txn_discard", "crash", "recover", "drain")  # fmt: skip
+_STATUS = {
+    "send": (None, "SEND_OK", "FLUSH_DISK_TIMEOUT"),
+    "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
+    "lock": ("GRANTED", "DENIED"),
+    "send_back": ("RETRY", "DLQ"),
+    "txn_end": ("COMMIT", "ROLLBACK"),
+    "crash": ("power", "kill"),
+}
+_FIELDS = {
+    "group": ("G", "G", "H", None),
+    "topic": ("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None),
+    "queue_id": (0, 1, None),
+    "queue_offset": (0, 1, 2, None),
+    "msg_key": ("k1", "k2", "k3", None),
+    "msg_id": ("m1", "m2", None),
+    "client_id": ("C1", "C2", None),
+    "txn_id": ("x1", "x2", None),
+    "reconsume_times": (0, 0, 1, 2, None),
+    "delay_level": (1, 3, None),
+    "deliver_ts": (0, 1500, 10**6, None),
+}
+
+
+@st.composite
+def _drawn_days(draw: Any) -> tuple[list[dict], list[int]]:
+    rows = drawn_rows(draw, events=_EVENTS, gaps=(0, 1, 1000), statuses=_STATUS, fields=_FIELDS, most=50)
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=2))))
+    return rows, cuts
+
+
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
+@given(_drawn_days())
+def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
+    rows, cuts = drawn
+    assert _days(rows, cuts)[0] == _full(rows)
+
+
+def test_the_highest_schedule_position_before_a_power_crash_is_carried() -> None:
+    day1, day2 = schedule_reuse_days()
+    full = _full([*day1, *day2])
+    assert not any(f["code"] == "LOST" for f in full)  # k2 is exempt
+    assert any(f["code"] == "LOST" for f in _full([*day1[:5], *day1[6:], *day2]))  # …only by k1's store
+    _, state = audit_since(CarriedState(), day1)
+    assert 5 in {r["seq"] for r in state.rows}
+    assert audit_since(state, day2)[0] == full

@@ -1,0 +1,62 @@
+"""Days the incremental tests share (``traces/carry.py``): one that touches what an earlier day closed (its
+tombstones pulled back, by the reference checker and by the Spark audit), and two where a closed key's row
+still decides LOST's delay-progress exemption."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqspec.traces.schema import COLUMNS
+
+
+def touching_day(day1: list[dict[str, Any]], consume: dict[str, Any]) -> list[dict[str, Any]]:
+    """Three rows after ``day1`` (rows in seq order): a deliver to a new consumer group CG_NEW of a topic
+    ``day1`` sent to other than ``consume``'s (LOST for every closed message of it), ``consume`` again
+    (a duplicate SUCCESS: DUPLICATED) and a second drain (LOST judged again)."""
+    topic = next(r["topic"] for r in day1 if r["event"] == "send" and r["topic"] != consume["topic"])
+    seq, ts = day1[-1]["seq"] + 1, day1[-1]["ts"] + 1000
+    blank = dict.fromkeys(day1[0])
+    return [
+        {**blank, "seq": seq, "ts": ts, "event": "deliver", "group": "CG_NEW", "topic": topic, "queue_id": 0,
+         "queue_offset": 0, "msg_key": "NEW", "client_id": "c-new", "reconsume_times": 0},
+        {**consume, "seq": seq + 1, "ts": ts + 1},
+        {**blank, "seq": seq + 2, "ts": ts + 2, "event": "drain"},
+    ]  # fmt: skip
+
+
+def schedule_reuse_days() -> tuple[list[dict], list[dict]]:
+    """Two days where LOST's delay-progress exemption needs a closed key's row: on day 1 the highest
+    SCHEDULE_TOPIC_XXXX position of queue 2 (k1's, 5) is not its last store (k3's, 2), then a power
+    crash; on day 2 k2's copy is stored at the reused position 3 and a crash follows before its
+    fire: k2 is exempt, which only k1's store shows (k1 itself is closed: sent, fired, consumed)."""
+    blank = dict.fromkeys(COLUMNS)
+
+    def row(seq: int, event: str, **kw: Any) -> dict:
+        return {**blank, "seq": seq, "ts": 1000 * seq, "event": event, **kw}
+
+    sched, t = "SCHEDULE_TOPIC_XXXX", {"topic": "T", "status": "SEND_OK"}
+    consume = {"group": "G", "topic": "T", "queue_id": 0, "status": "SUCCESS", "client_id": "c"}
+    day1 = [
+        row(0, "send", msg_key="k0", **t),
+        row(1, "store", topic="T", queue_id=0, queue_offset=0, msg_key="k0"),
+        row(2, "consume", queue_offset=0, msg_key="k0", **consume),
+        row(3, "send", msg_key="k1", **t),
+        row(4, "send", msg_key="k3", **t),
+        row(5, "store", topic=sched, queue_id=2, queue_offset=5, msg_key="k1"),
+        row(6, "store", topic=sched, queue_id=2, queue_offset=2, msg_key="k3"),
+        row(7, "schedule_fire", topic="T", msg_key="k1"),
+        row(8, "schedule_fire", topic="T", msg_key="k3"),
+        row(9, "store", topic="T", queue_id=0, queue_offset=1, msg_key="k1"),
+        row(10, "store", topic="T", queue_id=0, queue_offset=2, msg_key="k3"),
+        row(11, "consume", queue_offset=1, msg_key="k1", **consume),
+        row(12, "consume", queue_offset=2, msg_key="k3", **consume),
+        row(13, "crash", status="power"),
+    ]
+    day2 = [
+        row(14, "send", msg_key="k2", **t),
+        row(15, "store", topic=sched, queue_id=2, queue_offset=3, msg_key="k2"),
+        row(16, "crash", status="kill"),
+        row(17, "drain"),
+    ]
+    return day1, day2
+
