@@ -13,8 +13,8 @@ STATE_DIR/rows/        Parquet, the trace schema (+ trace_id): rows audited agai
 STATE_DIR/closed/      Parquet, same schema: closed keys' tombstones, read back only for the keys
                        the next day touches (its msg_keys, the topics that gain a consumer group);
                        a file per day (tombstones-*.parquet), the earlier days' files linked
-                       from the state before, until a day pulls some back: then the rest is
-                       rewritten as one file
+                       from the state before; a file holding a tombstone the day pulled back
+                       is written anew without it
 STATE_DIR/findings/    Parquet, the findings output's columns: findings that are final
 ```
 
