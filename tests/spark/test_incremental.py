@@ -151,11 +151,12 @@ def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, monkeypa
     assert len(set(closed)) + pulled == closed0
 
 
-def test_earlier_tombstones_go_on_as_they_are_when_none_is_pulled(tmp_path):
+def test_earlier_tombstone_files_go_on_less_the_pulled_ones(tmp_path):
     """``OldClosed.write``: the previous state's tombstone files, unchanged, into the new state: a
     hard link on the same file system, a copy on another (``/dev/shm``, a tmpfs, here); a file
     with a tombstone pulled back is written anew without it, the old one left as it was."""
     import os
+    import shutil
     import tempfile
 
     import pyarrow as pa
@@ -167,21 +168,25 @@ def test_earlier_tombstones_go_on_as_they_are_when_none_is_pulled(tmp_path):
     for i in range(2):
         pq.write_table(pa.table({"seq": [i, i + 10]}), old / f"tombstones-{i}.parquet")
     (old / "_SUCCESS").touch()
-    for root in (tmp_path, Path(tempfile.mkdtemp(dir="/dev/shm"))):
-        new = root / "state1" / "closed"
-        OldClosed(files=str(old)).write(new)
-        assert sorted(f.name for f in new.iterdir()) == ["tombstones-0.parquet", "tombstones-1.parquet"]
-        assert pq.read_table(new).column("seq").to_pylist() == pq.read_table(old).column("seq").to_pylist()
-        linked = (new / "tombstones-0.parquet").stat().st_ino == (old / "tombstones-0.parquet").stat().st_ino
-        assert linked == (os.stat(root).st_dev == os.stat(tmp_path).st_dev)
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        for root in (tmp_path, shm):
+            new = root / "state1" / "closed"
+            OldClosed(files=str(old)).write(new)
+            assert sorted(f.name for f in new.iterdir()) == ["tombstones-0.parquet", "tombstones-1.parquet"]
+            assert pq.read_table(new).column("seq").to_pylist() == pq.read_table(old).column("seq").to_pylist()
+            linked = (new / "tombstones-0.parquet").stat().st_ino == (old / "tombstones-0.parquet").stat().st_ino
+            assert linked == (os.stat(root).st_dev == os.stat(tmp_path).st_dev)
+    finally:
+        shutil.rmtree(shm)
     pulled = OldClosed(str(old), pa.table({"seq": pa.array([10], pa.int64())}))
     pulled.write(tmp_path / "state2" / "closed")
     assert pq.read_table(tmp_path / "state2" / "closed").column("seq").to_pylist() == [0, 1, 11]
     assert pq.read_table(old / "tombstones-0.parquet").column("seq").to_pylist() == [0, 10]
     assert (tmp_path / "state2" / "closed" / "tombstones-1.parquet").stat().st_ino == (
         old / "tombstones-1.parquet").stat().st_ino
-    OldClosed().write(new)  # no earlier state: an empty directory
-    assert list(new.iterdir()) == []
+    OldClosed().write(tmp_path / "state3" / "closed")  # no earlier state: an empty directory
+    assert list((tmp_path / "state3" / "closed").iterdir()) == []
 
 
 def _state(path: Path) -> dict[str, list]:

@@ -59,4 +59,3 @@ def schedule_reuse_days() -> tuple[list[dict], list[dict]]:
         row(17, "drain"),
     ]
     return day1, day2
-
