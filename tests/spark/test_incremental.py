@@ -97,21 +97,14 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path,
                         on_stage=lambda _s: None, plan=plan)
 
 
-@pytest.mark.parametrize(
-    ("plan", "carry_rows"),
-    [("small", None), ("small", 0), ("reference", None)],
-    ids=["small-per-trace", "small-aggregations", "reference"],
-)
-def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, monkeypatch, plan, carry_rows):
+@pytest.mark.parametrize("plan", ["small", "reference"])
+def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
     """The tombstones pulled back (``traces/carry.py``'s case in Spark): a new consumer group of an
     old topic (LOST for every closed message of it), a duplicate SUCCESS of a closed message
     (DUPLICATED against its first consume, a tombstone) and a second drain (LOST re-judged)."""
     import pyarrow as pa
 
     from rmqspec.spark.job import run_audit
-
-    if carry_rows is not None:
-        monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", carry_rows)
 
     generate(tmp_path / "whole", GenConfig(events=6_000, seed=6, inject=("LOST",), crashes=1))
     table = read_table(tmp_path / "whole")[0].sort_by("seq")
