@@ -20,17 +20,20 @@ STATE_DIR/findings/    Parquet, the findings output's columns: findings that are
 
 ``run(...)``: (1) the state is read and checked (format, version, the same audit parameters and
 subscriptions, the files); (2) the day's valid rows must all lie beyond the state's last seq of
-their trace; (3) the tombstones the day touches are pulled; (4) ``job.run_audit`` audits the
+their trace; (3) the tombstones the day touches are pulled (2 and 3: ``spark/pull.py``, on the
+driver with pyarrow when the files allow, else Spark jobs); (4) ``job.run_audit`` audits the
 carried rows, the pulled ones and the day as one history; (5) its findings are merged with the
 stored ones (``traces.carry.merge``) and the outputs are rewritten; (6) with ``--state-out``, the
 carried rows of the new history are written with the tombstones and the final findings: on the
 reference plan the audit's own job computed them (``traces.carry.carry_trace`` next to the checker,
 ``reference.Carried``: no second read of the history); on the SQL plans ``spark/carry.py`` reads
-the history again and runs ``carry_trace`` once per trace (``collect_per_trace``, the same
-``Carried``), started in a thread of its own before the audit so that its task shares the cores
-with the audit's jobs (``_Alongside``), or, for a trace beyond ``TRACE_CARRY_ROWS`` rows (the
-day's rows per trace plus the carried rows bound it; counted when the bound exceeds it), its
-aggregations after the audit. Any problem with STATE_DIR is an ``InputError`` naming the file
+the history again and runs ``carry_trace``'s rules once per trace, in a thread of its own started
+before the audit (``_Alongside``): on the driver when the history is local Parquet the driver can
+validate and the whole history is within ``TRACE_CARRY_ROWS`` rows (``collect_local``: pyarrow,
+no Spark job), else as a Spark task per trace that shares the cores with the audit's jobs
+(``collect_per_trace``; the same ``Carried`` both ways), or, for a trace beyond
+``TRACE_CARRY_ROWS`` rows (the day's rows per trace plus the carried rows bound it; counted when
+the bound exceeds it), its aggregations after the audit. Any problem with STATE_DIR is an ``InputError`` naming the file
 and the reason.
 """
 
@@ -56,6 +59,7 @@ from pyspark.sql import functions as F
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import carry as carry_mod
 from rmqspec.spark import inputs as inputs_mod
+from rmqspec.spark import pull
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.reference import Carried
@@ -281,20 +285,29 @@ def _history(spark: SparkSession, day: DataFrame, carried_files: Sequence[str]) 
 
 
 class _Alongside:
-    """``carry.collect_per_trace`` in a thread of its own, started before the audit: Spark runs
-    the jobs of several threads at once, so its one task per trace (mostly Python) shares the
-    cores with the audit's jobs instead of following them. It needs nothing the audit computes.
-    ``result`` waits for it; ``cancel`` stops its Spark job (its job group) and waits."""
+    """The new state in a thread of its own, started before the audit; it needs nothing the audit
+    computes. With ``files`` (the history's, when the driver may hold it): ``carry.collect_local``
+    on the driver (pyarrow and numpy release the GIL the audit's thread barely needs while it
+    waits for its jobs); when that cannot answer, ``carry.collect_per_trace``: Spark runs the jobs
+    of several threads at once, so its one task per trace (mostly Python) shares the cores with
+    the audit's jobs instead of following them. ``result`` waits for it; ``cancel`` stops its
+    Spark job (its job group) and waits."""
 
     GROUP = "rmqspec-incremental-carry"
 
-    def __init__(self, spark: SparkSession, history: DataFrame, config: AuditConfig, partitions: int) -> None:
+    def __init__(
+        self, spark: SparkSession, history: DataFrame, config: AuditConfig, partitions: int, files: Sequence[str] = ()
+    ) -> None:
         self._spark = spark
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmqspec-carry")
-        self._future = pool.submit(self._run, history, config, partitions)
+        self._future = pool.submit(self._run, history, config, partitions, files)
         pool.shutdown(wait=False)
 
-    def _run(self, history: DataFrame, config: AuditConfig, partitions: int) -> Carried:
+    def _run(self, history: DataFrame, config: AuditConfig, partitions: int, files: Sequence[str]) -> Carried:
+        if files:  # the history's files, when the driver may hold all of it: read here, no Spark job
+            carried = carry_mod.collect_local(files, config.subscriptions)
+            if carried is not None:
+                return carried
         self._spark.sparkContext.setJobGroup(self.GROUP, "incremental audit: the carried state", True)
         return carry_mod.collect_per_trace(history, config.subscriptions, partitions)
 
@@ -345,15 +358,19 @@ def run(
         raise TraceReadError(", ".join(paths), f"cannot read as Parquet: {str(exc).splitlines()[0]}") from None
     has_trace_id = "trace_id" in raw.columns
     on_stage("check the day against the state")
-    per_trace = day.groupBy("trace").agg(F.min("seq").alias("first"), F.max("seq").alias("last"),
-                                         F.count("*").alias("rows")).collect()
-    bounds = {r["trace"]: (r["first"], r["last"]) for r in per_trace}
-    carried_files: list[str] = []
-    pulled_n = 0
+    if state is not None and state.has_trace_id != has_trace_id:
+        raise StateError(f"{state.path}/state.json: the state's traces {'have' if state.has_trace_id else 'lack'}"
+                         f" a trace_id column and the day's {'do' if has_trace_id else 'do not'}")
     if state is not None:
-        if state.has_trace_id != has_trace_id:
-            raise StateError(f"{state.path}/state.json: the state's traces {'have' if state.has_trace_id else 'lack'}"
-                             f" a trace_id column and the day's {'do' if has_trace_id else 'do not'}")
+        on_stage("pull closed keys")
+    since_state = state.path if state is not None else None
+    found = pull.local(prepared.parquet, since_state, work / "pulled")
+    if found is None:  # not local Parquet whose validation the driver can state: Spark jobs
+        found = pull.by_spark(spark, day, since_state, work / "pulled", has_trace_id)
+    bounds = {t: (first, last) for t, (first, last, _n) in found.bounds.items()}
+    carried_files: list[str] = []
+    pulled_n = found.pulled
+    if state is not None:
         for trace, (first, _last) in sorted(bounds.items()):
             last = state.last_seq.get(trace)
             if last is not None and first <= last:
@@ -362,24 +379,7 @@ def run(
                     f"{state.path}/state.json: {name} ends at seq {last} but {', '.join(paths)} has seq "
                     f"{first}: not the day after this state")
         carried_files.append(f"{state.path}/rows")
-        on_stage("pull closed keys")
-        closed = _read(spark, [f"{state.path}/closed"])
-        carried = _read(spark, [f"{state.path}/rows"])
-        day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key")
-        pairs = lambda df: df.filter(  # noqa: E731
-            F.col("event").isin("deliver", "consume") & F.col("topic").isNotNull() & F.col("group").isNotNull()
-        ).select("trace", "topic", "group").distinct()
-        new_topics = pairs(day).join(pairs(carried), ["trace", "topic", "group"], "left_anti").select(
-            "trace", "topic").distinct()
-        # the closed keys the day touches (few: not the day's ~all-new msg_keys, which a distinct
-        # would shuffle and hold), then every tombstone of them
-        touched = closed.join(day_keys, ["trace", "msg_key"], "left_semi").select("trace", "msg_key").unionByName(
-            closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi").select("trace", "msg_key")
-        ).distinct().persist()
-        pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
-        pulled_n = pulled.count()
         if pulled_n:
-            _write_frame(pulled, str(work / "pulled"), has_trace_id)
             carried_files.append(str(work / "pulled"))
     inputs = [*prepared.parquet, *carried_files]
     resolved = choose_plan(plan, inputs)
@@ -388,12 +388,15 @@ def run(
     if state_out and resolved != "reference":
         history = _history(spark, day, carried_files)
         traces = len(set(bounds) | set(state.last_seq if state else ()))
-        longest = max((r["rows"] for r in per_trace), default=0) + carried_in  # a bound on the longest trace
+        # a bound on the longest trace
+        longest = max((n for _f, _l, n in found.bounds.values()), default=0) + carried_in
         if longest > carry_mod.TRACE_CARRY_ROWS:  # the bound does not settle it: count
             traces, longest = history.groupBy("trace").count().agg(F.count("*"), F.max("count")).first()
         if (longest or 0) <= carry_mod.TRACE_CARRY_ROWS:  # carry_trace's rules, a task per trace
             partitions = 1 if traces <= 1 else min(traces, _shuffle_partitions(spark, inputs))
-            alongside = _Alongside(spark, history, config, partitions)
+            total = sum(n for _f, _l, n in found.bounds.values()) + carried_in  # every trace, on the driver
+            local = inputs if total <= carry_mod.TRACE_CARRY_ROWS else []
+            alongside = _Alongside(spark, history, config, partitions, local)
     on_stage("audit")
     try:
         summary = run_audit(spark, inputs, out, config, on_stage=on_stage, plan=resolved,
@@ -458,9 +461,6 @@ def run(
             "findings": len(final),
         }
         (target / "state.json").write_text(json.dumps(state_json, indent=2) + "\n")
-    if state is not None:
-        pulled.unpersist()
-        touched.unpersist()
     shutil.rmtree(work, ignore_errors=True)
     result = AuditSummary(
         violations={c: counts[c] for c in VIOLATION_CODES},

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmqspec.spark import carry as carry_mod
-from rmqspec.spark.carry import carry, collect_per_trace
+from rmqspec.spark.carry import carry, collect_local, collect_per_trace
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.incremental import _read, _with_crashes, read_state
@@ -51,14 +51,17 @@ def _found(out: Path) -> list[tuple]:
 
 @pytest.mark.parametrize(
     ("plan", "carry_rows"),
-    [("small", None), ("small", 0), ("reference", None)],
-    ids=["small-per-trace", "small-aggregations", "reference"],
+    [("small", None), ("small", "spark"), ("small", 0), ("reference", None)],
+    ids=["small-driver", "small-per-trace", "small-aggregations", "reference"],
 )
 def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, monkeypatch, plan, carry_rows):
-    """With the SQL rules (``small``: the differential test of spark/carry.py, both ways — ``collect_per_trace``, or
-    ``carry``'s aggregations with ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with the
-    reference plan (the incremental path honours it; it carries in its own job)."""
-    if carry_rows is not None:
+    """With the SQL rules (``small``: the differential test of spark/carry.py, every way — ``collect_local`` on the
+    driver, ``collect_per_trace`` in Spark when the driver cannot read the files, or ``carry``'s aggregations with
+    ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with the reference plan (the incremental
+    path honours it; it carries in its own job)."""
+    if carry_rows == "spark":
+        monkeypatch.setattr(carry_mod, "collect_local", lambda _files, _subscriptions: None)
+    elif carry_rows is not None:
         monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", carry_rows)
     generate(tmp_path / "whole", GenConfig(events=12_000, seed=5, inject=NO_FILTERS, crashes=1))
     rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
@@ -255,14 +258,17 @@ def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path
     assert {dict(r)["trace_id"] for r in states["reference"]["rows"]} == {"t0", "t1", "t2"}
 
 
-@pytest.mark.parametrize("per_trace", [False, True], ids=["aggregations", "per-trace"])
+@pytest.mark.parametrize("per_trace", [False, "spark", "driver"], ids=["aggregations", "per-trace", "driver"])
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace):
     path = str(batch.out.parent / "batch.parquet")
     history = _read(spark, [path])
     got: dict[str, tuple[set, set, set]] = {}
     rows_got: dict[tuple[str, int], dict] = {}
     if per_trace:  # the rows themselves come back: they must be the history's rows, as read
-        carried = collect_per_trace(history, {}, partitions=3)  # several traces per task
+        # several traces per task; or the driver's pyarrow read (JSON-encoded trace ids decoded)
+        carried = (collect_per_trace(history, {}, partitions=3) if per_trace == "spark"
+                   else collect_local([path], {}))
+        assert carried is not None
         for i, table in enumerate((carried.rows, carried.tombstones)):
             for r in table.to_pylist():
                 got.setdefault(r["trace"], (set(), set(), set()))[i].add(r["seq"])
