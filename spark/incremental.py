@@ -290,28 +290,46 @@ class _Alongside:
     on the driver (pyarrow and numpy release the GIL the audit's thread barely needs while it
     waits for its jobs); when that cannot answer, ``carry.collect_per_trace``: Spark runs the jobs
     of several threads at once, so its one task per trace (mostly Python) shares the cores with
-    the audit's jobs instead of following them. ``result`` waits for it; ``cancel`` stops its
-    Spark job (its job group) and waits."""
+    the audit's jobs instead of following them. ``write`` (the run's ``_write_carried``) writes
+    the state's rows and tombstones in the same thread as soon as they are known, so that the
+    audit's end waits for nothing (``run`` removed the target's ``state.json`` first: a failed run
+    leaves no state that looks whole). ``result`` waits for it; ``cancel`` stops its Spark job (its
+    job group) and waits."""
 
     GROUP = "rmqspec-incremental-carry"
 
     def __init__(
-        self, spark: SparkSession, history: DataFrame, config: AuditConfig, partitions: int, files: Sequence[str] = ()
+        self,
+        spark: SparkSession,
+        history: DataFrame,
+        config: AuditConfig,
+        partitions: int,
+        files: Sequence[str] = (),
+        write: Callable[[Carried], Any] | None = None,
     ) -> None:
         self._spark = spark
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmqspec-carry")
-        self._future = pool.submit(self._run, history, config, partitions, files)
+        self._future = pool.submit(self._run, history, config, partitions, files, write)
         pool.shutdown(wait=False)
 
-    def _run(self, history: DataFrame, config: AuditConfig, partitions: int, files: Sequence[str]) -> Carried:
+    def _run(
+        self,
+        history: DataFrame,
+        config: AuditConfig,
+        partitions: int,
+        files: Sequence[str],
+        write: Callable[[Carried], Any] | None,
+    ) -> Any:
+        carried = None
         if files:  # the history's files, when the driver may hold all of it: read here, no Spark job
             carried = carry_mod.collect_local(files, config.subscriptions)
-            if carried is not None:
-                return carried
-        self._spark.sparkContext.setJobGroup(self.GROUP, "incremental audit: the carried state", True)
-        return carry_mod.collect_per_trace(history, config.subscriptions, partitions)
+        if carried is None:
+            self._spark.sparkContext.setJobGroup(self.GROUP, "incremental audit: the carried state", True)
+            carried = carry_mod.collect_per_trace(history, config.subscriptions, partitions)
+        return carried if write is None else write(carried)
 
-    def result(self) -> Carried:
+    def result(self) -> Any:
+        """The ``Carried``, or what ``write`` returned for it."""
         return self._future.result()
 
     def cancel(self) -> None:
@@ -385,6 +403,15 @@ def run(
     resolved = choose_plan(plan, inputs)
     carried_in = (state_rows(state) + pulled_n) if state else 0
     alongside = None
+    old_closed = OldClosed()  # the earlier tombstones that go on into the new state
+    if state_out:
+        target = Path(state_out)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "state.json").unlink(missing_ok=True)  # not a state until this run has written all of it
+        if state is not None:
+            pulled_keys = ["trace_id", "seq"] if has_trace_id else ["seq"]
+            old_closed = OldClosed(f"{state.path}/closed",
+                                   pq.read_table(work / "pulled", columns=pulled_keys) if pulled_n else None)
     if state_out and resolved != "reference":
         history = _history(spark, day, carried_files)
         traces = len(set(bounds) | set(state.last_seq if state else ()))
@@ -396,7 +423,8 @@ def run(
             partitions = 1 if traces <= 1 else min(traces, _shuffle_partitions(spark, inputs))
             total = sum(n for _f, _l, n in found.bounds.values()) + carried_in  # every trace, on the driver
             local = inputs if total <= carry_mod.TRACE_CARRY_ROWS else []
-            alongside = _Alongside(spark, history, config, partitions, local)
+            alongside = _Alongside(spark, history, config, partitions, local,  # written as soon as computed
+                                   lambda c: _write_carried(c, old_closed, state_out, has_trace_id))
     on_stage("audit")
     try:
         summary = run_audit(spark, inputs, out, config, on_stage=on_stage, plan=resolved,
@@ -425,19 +453,12 @@ def run(
     state_json: dict[str, Any] | None = None
     if state_out:
         on_stage("carry state")
-        target = Path(state_out)
-        target.mkdir(parents=True, exist_ok=True)
-        old_closed = OldClosed()
-        if state is not None:
-            pulled_keys = ["trace_id", "seq"] if has_trace_id else ["seq"]
-            old_closed = OldClosed(f"{state.path}/closed",
-                                   pq.read_table(work / "pulled", columns=pulled_keys) if pulled_n else None)
         vis_keys = {f.get("msg_key") for f in merged if f["code"].startswith("TXN_") and "VISIBLE" in f["code"]}
         vis_keys.discard(None)
         if summary.carried is not None:  # the reference plan computed the state in the audit's job
             open_keys = _write_carried(summary.carried, old_closed, state_out, has_trace_id)
-        elif alongside is not None:  # computed next to the audit
-            open_keys = _write_carried(alongside.result(), old_closed, state_out, has_trace_id)
+        elif alongside is not None:  # computed and written next to the audit
+            open_keys = alongside.result()
         else:
             open_keys = _carry_by_spark(spark, day, carried_files, old_closed, state_out, has_trace_id,
                                         config, plan, prepared.parquet, vis_keys, work)

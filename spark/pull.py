@@ -98,7 +98,7 @@ def valid_rows(files: Sequence[Path], columns: Sequence[str] | None) -> pa.Table
             if trace is None:
                 return None
         else:
-            trace = pa.array([""] * t.num_rows, pa.string())
+            trace = pc.fill_null(pa.nulls(t.num_rows, pa.string()), "")
         if columns is None:
             tables.append(t.append_column("trace", trace))
             continue
