@@ -21,6 +21,9 @@ twenty small Spark jobs for the aggregations and two Spark writes (on the increm
 fourth day with its carried rows, 1.5 M rows: 0.9-1.1 s, where ``carry_trace`` on a dict per row
 took 7.4 s). Its memory grows with the trace (the trace's table, sorted, and a few numpy arrays
 per row), so ``spark/incremental.py`` takes it only up to ``TRACE_CARRY_ROWS`` rows per trace.
+``collect_local`` gives the same ``Carried`` from the driver when the history is local Parquet the
+driver can validate (``spark/pull.py``) and within ``TRACE_CARRY_ROWS`` rows in all: the same
+per-trace code (``_traces``, ``_carry_one``) without a Spark job or the JVM's Arrow hand-over.
 """
 
 from __future__ import annotations

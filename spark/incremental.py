@@ -33,8 +33,8 @@ validate and the whole history is within ``TRACE_CARRY_ROWS`` rows (``collect_lo
 no Spark job), else as a Spark task per trace that shares the cores with the audit's jobs
 (``collect_per_trace``; the same ``Carried`` both ways), or, for a trace beyond
 ``TRACE_CARRY_ROWS`` rows (the day's rows per trace plus the carried rows bound it; counted when
-the bound exceeds it), its aggregations after the audit. Any problem with STATE_DIR is an ``InputError`` naming the file
-and the reason.
+the bound exceeds it), its aggregations after the audit. Any problem with STATE_DIR is an
+``InputError`` naming the file and the reason.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -168,25 +169,20 @@ def local(day_files: Sequence[str], state: str | None, pulled_dir: Path) -> DayA
     touched = pa.concat_tables(touched_parts).group_by(["trace", "msg_key"]).aggregate([]) if touched_parts else None
     if touched is None or not touched.num_rows:
         return DayAgainstState(bounds, 0)
-    wanted = _key(touched["trace"], touched["msg_key"]).combine_chunks()
     pulled = []
     for f in closed_files:  # every tombstone of those keys, as closed/ holds it, read whole where one is
         keys = valid_rows([f], ("msg_key",))
         assert keys is not None  # the same file was read above
-        hit = pc.fill_null(pc.is_in(_key(keys["trace"], keys["msg_key"]), value_set=wanted), False)
-        if pc.any(hit).as_py():
+        keys = keys.append_column("row", pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+        hit = keys.join(touched, ["trace", "msg_key"], join_type="left semi")["row"]  # touched: the hash side
+        if len(hit):
             rows = valid_rows([f], None)  # the same valid rows in the same order, every column
             assert rows is not None
-            pulled.append(rows.filter(hit).drop_columns(["trace"]))
+            pulled.append(rows.take(np.sort(hit.to_numpy())).drop_columns(["trace"]))
     table = pa.concat_tables(pulled, promote_options="permissive")
     pulled_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, pulled_dir / "part-00000.parquet")
     return DayAgainstState(bounds, table.num_rows)
-
-
-def _key(trace: pa.ChunkedArray | pa.Array, msg_key: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
-    """(trace, msg_key) as one string (a NUL between: neither holds one in a trace we write)."""
-    return pc.binary_join_element_wise(trace, msg_key, "\0")
 
 
 def by_spark(

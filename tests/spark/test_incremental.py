@@ -51,17 +51,16 @@ def _found(out: Path) -> list[tuple]:
 
 @pytest.mark.parametrize(
     ("plan", "carry_rows"),
-    [("small", None), ("small", "spark"), ("small", 0), ("reference", None)],
-    ids=["small-driver", "small-per-trace", "small-aggregations", "reference"],
+    [("small", None), ("small", 0), ("reference", None)],
+    ids=["small-driver", "small-aggregations", "reference"],
 )
 def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path, monkeypatch, plan, carry_rows):
-    """With the SQL rules (``small``: the differential test of spark/carry.py, every way — ``collect_local`` on the
-    driver, ``collect_per_trace`` in Spark when the driver cannot read the files, or ``carry``'s aggregations with
-    ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with the reference plan (the incremental
-    path honours it; it carries in its own job)."""
-    if carry_rows == "spark":
-        monkeypatch.setattr(carry_mod, "collect_local", lambda _files, _subscriptions: None)
-    elif carry_rows is not None:
+    """With the SQL rules (``small``: the differential test of spark/carry.py, both ways — ``collect_local`` on the
+    driver, or ``carry``'s aggregations with ``TRACE_CARRY_ROWS`` at 0 — and the rules against the checker) and with
+    the reference plan (the incremental path honours it; it carries in its own job). ``collect_per_trace``, the
+    Spark task that stands in for ``collect_local`` when the driver cannot read the files, gives the same
+    ``Carried`` (``test_spark_carry_keeps_the_rows_the_reference_keeps``, rows compared field by field)."""
+    if carry_rows is not None:
         monkeypatch.setattr(carry_mod, "TRACE_CARRY_ROWS", carry_rows)
     generate(tmp_path / "whole", GenConfig(events=12_000, seed=5, inject=NO_FILTERS, crashes=1))
     rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
