@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -321,6 +322,35 @@ def test_the_carry_next_to_the_audit_can_be_cancelled(spark, batch):
     assert spark.range(5).count() == 5
     again = _Alongside(spark, _read(spark, [str(batch.out.parent / "batch.parquet")]), AuditConfig(), 2)
     assert again.result().rows.num_rows > 0
+
+
+def test_a_run_that_fails_in_the_audit_leaves_no_state(spark, tmp_path, monkeypatch):
+    """The driver's carry writes ``rows/`` and ``closed/`` next to the audit, before it ends: when the
+    audit then fails, the target over an earlier state holds no ``state.json``, so no later run
+    takes it for a state, and the carry's thread has finished."""
+    from rmqspec.spark import incremental
+
+    generate(tmp_path / "whole", GenConfig(events=2_000, seed=8, crashes=1))
+    rows = sorted(read_table(tmp_path / "whole")[0].to_pylist(), key=lambda r: r["seq"])
+    days = _split(rows, [len(rows) // 2], tmp_path)
+    target = tmp_path / "state-next"
+    run_incremental(spark, [days[0]], str(tmp_path / "out0"), AuditConfig(), None, str(tmp_path / "state0"),
+                    on_stage=lambda _s: None, plan="small")
+    shutil.copytree(tmp_path / "state0", target)  # an earlier, whole state where the next one goes
+    assert read_state(str(target), AuditConfig())
+    started = []
+
+    def failing_audit(*_args, **_kwargs):
+        started.append(True)
+        raise RuntimeError("the audit failed")
+
+    monkeypatch.setattr("rmqspec.spark.job.run_audit", failing_audit)
+    with pytest.raises(RuntimeError, match="the audit failed"):
+        incremental.run(spark, [days[1]], str(tmp_path / "out1"), AuditConfig(), str(tmp_path / "state0"),
+                        str(target), on_stage=lambda _s: None, plan="small")
+    assert started and not (target / "state.json").exists()
+    with pytest.raises(StateError, match=r"state\.json: missing"):
+        read_state(str(target), AuditConfig())
 
 
 @pytest.mark.parametrize(
