@@ -16,6 +16,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rmqspec.spark.carry import _carry_one
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import validate
@@ -84,6 +85,27 @@ def test_the_columns_carry_what_the_row_loop_carries(drawn):
 def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
     rows, subscriptions = drawn
     assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+@settings(max_examples=_EXAMPLES)
+@given(_trace(), st.lists(st.booleans(), max_size=60))
+def test_the_rows_carried_are_those_of_the_seqs_carry_trace_keeps(drawn, shared):
+    """``carry._carry_one`` (both ways of running it per trace: on the driver, in a Spark task) takes
+    every row of a kept seq and every row of a closed seq kept by no row, as ``carry_trace``'s seq
+    sets choose them — also when rows share a seq (``shared[i]``: row i has row i-1's seq; nothing
+    in the row validation refuses that)."""
+    rows, subscriptions = drawn
+    seq, renumbered = 0, []
+    for i, r in enumerate(rows):
+        seq += 0 if i == 0 or (i < len(shared) and shared[i]) else 1
+        renumbered.append({**r, "seq": seq})
+    rows = renumbered
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    keep_t, tomb_t, open_keys = _carry_one(table, subscriptions)
+    keep, closed, opened = carry_trace(rows, subscriptions)
+    assert keep_t.to_pylist() == [r for r in table.to_pylist() if r["seq"] in keep]
+    assert tomb_t.to_pylist() == [r for r in table.to_pylist() if r["seq"] in closed]
+    assert set(open_keys) == opened
 
 
 def test_an_orderly_owner_keeps_its_last_consume_of_each_epoch():
