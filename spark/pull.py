@@ -16,12 +16,13 @@ Two ways to the same answer (``tests/spark/test_pull.py`` holds them equal):
   files with pyarrow (``closed/`` a file, a day's tombstones, at a time: the touched keys
   first, then every column of the files that hold one) and joins them in Arrow (1.0-1.4 s
   warm for a 1 M-row day against 1.47 M tombstones, 1.8-2.1 s against 3.4 M; the Spark jobs
-  below took 2.5-5.7 s, mostly the fixed cost of some ten small jobs). It answers only when
-  the inputs are local files whose row validation (``inputs._problem``) it can state exactly:
-  the audit columns present in the types the validation expects (so no cast can fail: a row
-  is invalid only for a null seq, ts or event, or an unknown event), and trace ids that are
-  plain or JSON strings without a quote, backslash or control character inside (decoded as
-  ``inputs.load`` decodes them). Otherwise it returns None.
+  below took 2.5-5.7 s, mostly the fixed cost of some ten small jobs). It answers only for a
+  day of at most ``LOCAL_DAY_ROWS`` rows whose files, and the state's, are local and have a
+  row validation (``inputs._problem``) it can state exactly: the audit columns present in the
+  types the validation expects (so no cast can fail: a row is invalid only for a null seq, ts
+  or event, or an unknown event), and trace ids that are plain or JSON strings without a
+  quote, backslash or control character inside (decoded as ``inputs.load`` decodes them).
+  Otherwise it returns None.
 - ``by_spark``: the same as Spark jobs over the validated rows (any input Spark reads).
 
 Pyarrow is the library for this; the joins are Arrow's own (``Table.join``), nothing is
@@ -50,6 +51,9 @@ _ARROW: dict[str, pa.DataType] = {
     for name, t in inputs_mod.TYPES.items()
 }
 _TRACE_TYPES = (pa.string(), pa.int64(), pa.int32())
+# The most rows of a day ``local`` reads on the driver (its keys: ~50 bytes a row, ~1 GB at this
+# bound); a larger day takes the Spark jobs, which spread it over the executors.
+LOCAL_DAY_ROWS = 20_000_000
 _CONSUMING = ("deliver", "consume")
 
 
@@ -141,7 +145,7 @@ def _pairs(rows: pa.Table) -> pa.Table:
 def local(day_files: Sequence[str], state: str | None, pulled_dir: Path) -> DayAgainstState | None:
     """``DayAgainstState`` from the driver (pyarrow), or None when ``by_spark`` must answer."""
     files = parquet_files(day_files)
-    if files is None:
+    if files is None or sum(pq.ParquetFile(f).metadata.num_rows for f in files) > LOCAL_DAY_ROWS:
         return None
     day = valid_rows(files, ("msg_key", "topic", "group"))
     if day is None:

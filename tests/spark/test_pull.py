@@ -133,3 +133,14 @@ def test_inputs_the_driver_cannot_validate_go_to_spark(tmp_path, change):
     file = _write(table, tmp_path / "day")
     files = ["hdfs://nowhere/day"] if change == "a uri" else [file]
     assert pull.local(files, None, tmp_path / "pulled") is None
+
+
+def test_a_day_beyond_the_drivers_bound_goes_to_spark(tmp_path, monkeypatch):
+    """A day of more than ``LOCAL_DAY_ROWS`` rows (by its Parquet footers) is left to the Spark jobs:
+    the driver would hold its keys."""
+    generate(tmp_path / "whole", GenConfig(events=200, seed=4))
+    table = read_table(tmp_path / "whole")[0]
+    file = _write(table, tmp_path / "day")
+    assert pull.local([file], None, tmp_path / "pulled") is not None
+    monkeypatch.setattr(pull, "LOCAL_DAY_ROWS", table.num_rows - 1)
+    assert pull.local([file], None, tmp_path / "pulled") is None
