@@ -327,7 +327,7 @@ def test_the_carry_next_to_the_audit_can_be_cancelled(spark, batch):
 def test_a_run_that_fails_in_the_audit_leaves_no_state(spark, tmp_path, monkeypatch):
     """The driver's carry writes ``rows/`` and ``closed/`` next to the audit, before it ends: when the
     audit then fails, the target over an earlier state holds no ``state.json``, so no later run
-    takes it for a state, and the carry's thread has finished."""
+    takes it for a state."""
     from rmqspec.spark import incremental
 
     generate(tmp_path / "whole", GenConfig(events=2_000, seed=8, crashes=1))
