@@ -22,7 +22,7 @@ fourth day with its carried rows, 1.5 M rows: 0.9-1.1 s, where ``carry_trace`` o
 took 7.4 s). Its memory grows with the trace (the trace's table, sorted, and a few numpy arrays
 per row), so ``spark/incremental.py`` takes it only up to ``TRACE_CARRY_ROWS`` rows per trace.
 ``collect_local`` gives the same ``Carried`` from the driver when the history is local Parquet the
-driver can validate (``spark/pull.py``) and within ``TRACE_CARRY_ROWS`` rows in all: the same
+driver can validate (``spark/driver_read.py``) and within ``TRACE_CARRY_ROWS`` rows in all: the same
 per-trace code (``_traces``, ``_carry_one``) without a Spark job or the JVM's Arrow hand-over.
 """
 
@@ -263,15 +263,15 @@ def _carry_one(mine: pa.Table, subs: Mapping[str, Sequence[str]]) -> tuple[pa.Ta
 
 def collect_local(files: Sequence[str], subscriptions: Mapping[str, Sequence[str]] | None = None) -> Carried | None:
     """``collect_per_trace``'s answer from the driver: the history's local Parquet ``files`` read
-    with pyarrow (``pull.valid_rows``: the audit's row validation) and ``carry_columns`` run per
+    with pyarrow (``driver_read.valid_rows``: the audit's row validation) and ``carry_columns`` run per
     trace here, with no Spark job and no rows through the JVM (on the incremental bench's 1.25 M
     rows, the Spark task's Arrow hand-over of every column alone took ~1.9 s). None when the
-    files are not ones whose validation the driver can state (``spark/pull.py``), or when their
+    files are not ones whose validation the driver can state (``spark/driver_read.py``), or when their
     columns are not of the trace schema's types: ``collect_per_trace`` answers then."""
-    from rmqspec.spark import pull
+    from rmqspec.spark import driver_read
 
-    paths = pull.parquet_files(files)
-    table = pull.valid_rows(paths, None) if paths is not None else None
+    paths = driver_read.parquet_files(files)
+    table = driver_read.valid_rows(paths, None) if paths is not None else None
     if table is None:
         return None
     if any(c in table.column_names and table.schema.field(c).type != SCHEMA.field(c).type for c in COLUMNS):
@@ -285,8 +285,8 @@ def collect_local(files: Sequence[str], subscriptions: Mapping[str, Sequence[str
     open_keys: dict[str, frozenset[str]] = {}
     for trace, mine in _traces(table):
         k, t, o = _carry_one(mine, subs)
-        keep.append(k.append_column("trace", pa.array([trace] * k.num_rows, pa.string())))
-        tomb.append(t.append_column("trace", pa.array([trace] * t.num_rows, pa.string())))
+        keep.append(k.append_column("trace", pa.repeat(pa.scalar(trace, pa.string()), k.num_rows)))
+        tomb.append(t.append_column("trace", pa.repeat(pa.scalar(trace, pa.string()), t.num_rows)))
         open_keys[trace] = frozenset(o)
     empty = SCHEMA.append(pa.field("trace", pa.string())).empty_table()
     return Carried(pa.concat_tables(keep) if keep else empty, pa.concat_tables(tomb) if tomb else empty, open_keys)
