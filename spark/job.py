@@ -41,6 +41,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import reduce
 from typing import Any
 from urllib.parse import urlparse
 
@@ -74,6 +75,10 @@ REJECTED_SCHEMA = T.StructType([T.StructField("position", T.StringType()), T.Str
 # shuffles ~5x its share of the input, so this gives ~64-128 MB partitions;
 # AQE coalesces the partitions of the smaller families.
 INPUT_BYTES_PER_PARTITION = 16 * 1024 * 1024
+# Up to this many crash, recover and drain seqs over all traces (+1 a trace), the rows' epoch,
+# crashes and drain are compiled comparisons (``_inline_trace_facts``); beyond, a broadcast join
+# of the per-trace lists and Spark's (interpreted) ``filter`` lambdas.
+INLINE_TRACE_FACTS = 256
 # Findings of a large input written from the driver when there are at most this many (~200 bytes
 # each): sorting and writing a few thousand rows through Spark took five jobs and ~1.8 s of a
 # 10 M-event audit's 32 s (its range sampling, sort and write per output, the counts, the samples).
@@ -321,6 +326,31 @@ def _shuffle_partitions(spark: SparkSession, parquet: Sequence[str]) -> int:
     return max(configured, math.ceil(_input_bytes(parquet) / INPUT_BYTES_PER_PARTITION))
 
 
+def _inline_trace_facts(small: Sequence[tuple[str, int | None, list[int], list[int]]]) -> list[Column]:
+    """``epoch``, ``crashes`` and ``drain`` as plain expressions of ``trace`` and ``seq`` (a sum of
+    comparisons per trace; Spark compiles them, where the lambdas of ``F.filter`` are interpreted
+    row by row)."""
+
+    def per_trace(value: Callable[[int | None, list[int], list[int]], Column], default: Column) -> Column:
+        if len(small) == 1:
+            return value(*small[0][1:])
+        out = None
+        for trace, drain, bounds, crash_seqs in small:
+            hit = F.col("trace") == F.lit(trace)
+            out = F.when(hit, value(drain, bounds, crash_seqs)) if out is None else out.when(
+                hit, value(drain, bounds, crash_seqs))
+        return out.otherwise(default)  # type: ignore[union-attr]
+
+    def below(seqs: list[int]) -> Column:
+        return reduce(lambda a, b: a + b, [(F.col("seq") > s).cast("int") for s in seqs], F.lit(0))
+
+    return [
+        per_trace(lambda _d, b, _c: below(b), F.lit(0)).alias("epoch"),
+        per_trace(lambda _d, _b, c: below(c), F.lit(0)).alias("crashes"),
+        per_trace(lambda d, _b, _c: F.lit(d).cast("bigint"), F.lit(None).cast("bigint")).alias("drain"),
+    ]
+
+
 def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) -> DataFrame:
     """``epoch`` (crash/recover rows before the row), ``crashes`` (crash rows before it) and
     ``drain`` (the trace's last drain seq) on every row."""
@@ -339,6 +369,8 @@ def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) ->
             T.StructField("crash_seqs", T.ArrayType(T.LongType())),
         ]
     )
+    if sum(len(b) + len(c) + 1 for _t, _d, b, c in small) <= INLINE_TRACE_FACTS:
+        return base.select("*", *_inline_trace_facts(small))
     table = driver_table(spark, small, schema)
     joined = base.join(F.broadcast(table), "trace", "left")
     bounds = F.coalesce(F.col("bounds"), F.array().cast("array<bigint>"))

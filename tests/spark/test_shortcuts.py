@@ -8,6 +8,7 @@ the joins run) must equal the findings with the flags as the facts say.
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
@@ -74,3 +75,35 @@ def test_the_sql_plans_read_no_row_index(spark, tmp_path):
     assert "row_index" not in scan_of(False)
     rows_without, _ = inputs_mod.load(spark, prepared, positions=False)
     assert rows_without.filter(F.col("position").isNotNull()).count() == 0
+
+
+@pytest.mark.parametrize("traces", [1, 3])
+def test_the_inlined_trace_facts_are_the_joined_ones(spark, tmp_path, monkeypatch, traces):
+    """``epoch``, ``crashes`` and ``drain`` as compiled comparisons (few crash / recover / drain
+    seqs) equal the broadcast join's lambdas (beyond ``INLINE_TRACE_FACTS``) on every row, for
+    one trace and for several (one with no crash at all)."""
+    parts = []
+    for i in range(traces):
+        rows, _ = generate_rows(GenConfig(events=1500, seed=30 + i, crashes=2 if i < 2 else 0))
+        table = rows_to_table(rows)
+        if traces > 1:
+            table = table.append_column("trace_id", pa.array([f"t{i}"] * table.num_rows, pa.string()))
+        parts.append(table)
+    path = tmp_path / "trace.parquet"
+    pq.write_table(pa.concat_tables(parts), path)
+    prepared = inputs_mod.prepare([str(path)], str(tmp_path / "out"))
+    rows, _ = inputs_mod.load(spark, prepared)
+    facts, _unknown = job._facts(rows)
+    base = rows.filter(F.col("problem").isNull()).select("trace", "seq")
+
+    def facts_of_rows() -> list[tuple]:
+        got = job._with_trace_facts(spark, base, facts).select("trace", "seq", "epoch", "crashes", "drain")
+        return sorted(tuple(r) for r in got.collect())
+
+    inlined = facts_of_rows()
+    monkeypatch.setattr(job, "INLINE_TRACE_FACTS", 0)
+    joined = facts_of_rows()
+    assert inlined == joined
+    assert len({r[0] for r in inlined}) == traces
+    assert {r[2] for r in inlined} >= {0, 1, 2} and {r[3] for r in inlined} >= {0, 1}
+    assert any(r[4] is not None for r in inlined)
