@@ -131,6 +131,9 @@ _FIELDS = {
     "reconsume_times": (0, 0, 1, 2, None),
     "delay_level": (1, 3, None),
     "deliver_ts": (0, 1500, 10**6, None),
+    # a crash's at-risk keys, a check's number (the other events ignore them)
+    "detail": (None, None, '{"at_risk": ["k1"]}', '{"at_risk": ["k2", "k3"]}', '{"check_times": 1}',
+               '{"check_times": 2}'),
 }
 
 
