@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
@@ -53,7 +53,7 @@ QUEUE = ("group", "topic", "queue_id")
 TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
-                  "detail")
+                  "txn_id", "detail")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -75,6 +75,8 @@ def carry(
     scheduled = (ev == "store") & (F.col("topic") == SCHEDULE_TOPIC)
     per_key = ev.isin(*PER_KEY) | scheduled | ((ev == "store") & F.col("topic").startswith(DLQ_PREFIX))
     reasons.append(_seqs(rows.filter(ev.isin(*KEEP_ALL) | (per_key & F.col("msg_key").isNull()))))
+    txn_rows = rows.filter(ev.isin(*TXN_EVENTS))
+    reasons.append(_seqs(txn_rows.filter(F.col("txn_id").isNull())))
     # LOST's delay-progress exemption: per (queue, crashes so far) the first SCHEDULE store at the
     # highest position
     top_scheduled = rows.filter(scheduled & has("queue_offset")).groupBy("trace", "queue_id", "crashes").agg(
@@ -181,13 +183,18 @@ def carry(
                                       .select("trace", "msg_key")).distinct()
     open_keys = open_keys.persist(StorageLevel.MEMORY_AND_DISK)
     keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
+    # transactions: a closed one's rows go with its key's tombstones, the others' are kept
+    closed_txns = _closed_transactions(rows, open_keys, drains)
+    in_txn = txn_rows.filter(F.col("txn_id").isNotNull())
+    keep = keep.unionByName(_seqs(in_txn.join(closed_txns, ["trace", "txn_id"], "left_anti")))
     keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
 
     # tombstones of closed keys: their sends, stores, send_backs and schedule_fires, the first
     # SUCCESS consume per group
     tomb = keyed.filter(ev.isin("send", "store", *PER_KEY)).select("trace", "msg_key", "seq").unionByName(
         keyed.filter((ev == "consume") & (st == "SUCCESS") & has("group")).groupBy("trace", "group", "msg_key")
-        .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq"))
+        .agg(F.min("seq").alias("seq")).select("trace", "msg_key", "seq")).unionByName(
+        in_txn.join(closed_txns, ["trace", "txn_id"], "left_semi").select("trace", "msg_key", "seq"))
     tomb = tomb.join(open_keys, ["trace", "msg_key"], "left_anti")
     keep = keep.distinct().persist(StorageLevel.MEMORY_AND_DISK)
     kept_keys = keyed.select("trace", "seq", "msg_key").join(keep, list(KEY), "left_semi").select(
@@ -197,6 +204,49 @@ def carry(
     keep = keep.unionByName(tomb.filter("kept").select(*KEY)).distinct()
     closed = tomb.filter(~F.col("kept")).select(*KEY).distinct()
     return keep, closed, open_keys
+
+
+def _closed_transactions(rows: DataFrame, open_keys: DataFrame, drains: DataFrame) -> DataFrame:
+    """(trace, txn_id) of the closed transactions (``traces.carry._Transactions``): one msg_key on
+    every row, not open nor at risk, resolved, not unresolved at the last drain, and not read across
+    transactions (the highest half-queue position so far and before each power crash; an op a
+    power crash's window may leave unread, ``rules_lifecycle._unseen_ops``)."""
+    from rmqspec.spark.inputs import at_risk
+    from rmqspec.spark.rules_lifecycle import _unseen_ops
+
+    ev, st = F.col("event"), F.col("status")
+    txns = rows.filter(ev.isin(*TXN_EVENTS) & F.col("txn_id").isNotNull())
+    resolving = ((ev == "txn_end") & st.isin("COMMIT", "ROLLBACK")) | (ev == "txn_discard")
+    per = txns.groupBy("trace", "txn_id").agg(
+        F.min("msg_key").alias("msg_key"), F.max("msg_key").alias("k_max"), F.count("msg_key").alias("keyed"),
+        F.count(F.lit(1)).alias("n"), F.min(F.when(ev == "txn_half", F.col("seq"))).alias("half"),
+        F.min(F.when(resolving, F.col("seq"))).alias("resolved"),
+    ).join(F.broadcast(drains), "trace", "left")
+    half, drain, resolved = F.col("half"), F.col("drain"), F.col("resolved")
+    unresolved_now = drain.isNotNull() & half.isNotNull() & (half < drain) & ~F.coalesce(resolved < drain, F.lit(False))
+    candidates = per.filter((F.col("msg_key") == F.col("k_max")) & (F.col("keyed") == F.col("n"))
+                            & resolved.isNotNull() & ~unresolved_now)
+    with_risk = rows.withColumn("at_risk", at_risk(rows))
+    risky = with_risk.filter(ev == "crash").select("trace", F.explode("at_risk").alias("msg_key"))
+    candidates = candidates.join(open_keys, ["trace", "msg_key"], "left_anti").join(
+        risky.distinct(), ["trace", "msg_key"], "left_anti")
+    # read across transactions: the first row at the highest half-queue position, overall and
+    # before each power crash; the ops a power crash's window may leave unread
+    positions = rows.filter(ev.isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull()).select(
+        "trace", "seq", F.struct(F.col("queue_offset"), (-F.col("seq")).alias("neg"), F.col("txn_id")).alias("at"))
+    power = rows.filter((ev == "crash") & (st == "power")).select(F.col("trace").alias("c_trace"),
+                                                                  F.col("seq").alias("c_seq"))
+    before = positions.join(F.broadcast(power), (F.col("trace") == F.col("c_trace")) & (F.col("seq") < F.col("c_seq")))
+    unseen = _unseen_ops(with_risk)
+    forced = (
+        positions.groupBy("trace").agg(F.max("at").alias("top")).select("trace", F.col("top.txn_id").alias("txn_id"))
+        .unionByName(before.groupBy("trace", "c_seq").agg(F.max("at").alias("top"))
+                     .select("trace", F.col("top.txn_id").alias("txn_id")))
+        .unionByName(rows.join(unseen, (F.col("trace") == F.col("u_trace")) & (F.col("seq") == F.col("u_seq")))
+                     .select("trace", "txn_id"))
+        .filter(F.col("txn_id").isNotNull())
+    )
+    return candidates.join(forced, ["trace", "txn_id"], "left_anti").select("trace", "txn_id")
 
 
 def collect_per_trace(

@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqspec.spark.arrow_judge import Columns, starts
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY
-from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
+from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC, at_risk_keys
 
 __all__ = ["carry_columns"]
 
@@ -86,15 +86,86 @@ def carry_columns(
     keep[_pending(c, success)] = True
 
     open_keys = _open(c, send, store, success, dc, subscriptions)
+    txn_tomb = _closed_transactions(c, open_keys)
+    keep |= ev(*TXN_EVENTS) & ~txn_tomb
     keep |= has_key & open_keys[key]
     in_keep = np.zeros(len(open_keys), dtype=bool)
     in_keep[key[keep & has_key]] = True
-    tomb = (send | store | per_key) & has_key
+    tomb = (send | store | per_key) & has_key | txn_tomb
     tomb[_ends(c, success & c.has("group") & has_key, ("group", "msg_key"), first=True)] = True
     keep |= tomb & in_keep[key]
     closed = tomb & ~open_keys[key] & ~keep
     names = c.names("msg_key")
     return keep, closed, [names[k] for k in np.flatnonzero(open_keys[:-1])]
+
+
+def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:
+    """Bool per row: a ``txn_*`` row of a closed transaction (``traces.carry._Transactions``)."""
+    key, txn, seq = c.codes("msg_key"), c.codes("txn_id"), c.ints("seq")
+    rows = np.flatnonzero(c.is_("event", *TXN_EVENTS) & (txn >= 0))
+    out = np.zeros(c.n, dtype=bool)
+    if not len(rows):
+        return out
+    width = int(txn.max()) + 1
+    none = np.iinfo(np.int64).max
+    # one msg_key, not null, on every row of the transaction
+    low, high = np.full(width, none), np.full(width, -1)
+    np.minimum.at(low, txn[rows], key[rows])
+    np.maximum.at(high, txn[rows], key[rows])
+    one_key = (low == high) & (low >= 0)
+    the_key = np.where(one_key, low, len(open_keys) - 1)  # the last: "no key", never open
+    half, resolved = np.full(width, none), np.full(width, none)
+    halves = rows[c.is_("event", "txn_half")[rows]]
+    np.minimum.at(half, txn[halves], seq[halves])
+    resolving = c.is_("event", "txn_end") & c.is_("status", "COMMIT", "ROLLBACK") | c.is_("event", "txn_discard")
+    ends = rows[resolving[rows]]
+    np.minimum.at(resolved, txn[ends], seq[ends])
+    drains = seq[c.is_("event", "drain")]
+    unresolved_now = np.zeros(width, dtype=bool)
+    if len(drains):
+        drain = int(drains.max())
+        unresolved_now = (half < drain) & ~(resolved < drain)
+    forced = np.zeros(width, dtype=bool)
+    risky = np.zeros(len(open_keys), dtype=bool)
+    crashes = np.flatnonzero(c.is_("event", "crash"))
+    if len(crashes):
+        forced_rows = _read_across(c, crashes, risky)
+        forced[txn[forced_rows][txn[forced_rows] >= 0]] = True
+    # the highest half-queue position so far: its first row
+    offset = np.where(c.is_("event", "txn_half", "txn_check") & c.has("queue_offset"), c.ints("queue_offset"), -1)
+    if offset.max() >= 0 and txn[int(np.argmax(offset))] >= 0:
+        forced[txn[int(np.argmax(offset))]] = True
+    closed = one_key & ~open_keys[the_key] & ~risky[the_key] & (resolved != none) & ~unresolved_now & ~forced
+    out[rows[closed[txn[rows]]]] = True
+    return out
+
+
+def _read_across(c: Columns, crashes: np.ndarray, risky: np.ndarray) -> np.ndarray:
+    """Positions of the transaction rows that a crash reads across transactions; sets ``risky``
+    (per msg_key code) to every crash's at-risk keys. Per power crash: the first row at the
+    highest half-queue position before it (``skipped_halves``'s bound), and the COMMIT / ROLLBACK
+    ops its window may leave unread (``unseen_ops``: as many as the earlier ops of its at-risk keys)."""
+    key, event = c.codes("msg_key"), c.table["event"]
+    index = {k: i for i, k in enumerate(c.names("msg_key"))}
+    offset = np.where(c.is_("event", "txn_half", "txn_check") & c.has("queue_offset"), c.ints("queue_offset"), -1)
+    running = np.maximum.accumulate(offset)
+    ops = np.flatnonzero(c.is_("event", "txn_end") & c.is_("status", "COMMIT", "ROLLBACK") & (key >= 0))
+    windows = np.zeros(len(ops) + 1, dtype=np.int64)
+    out = []
+    for at in crashes.tolist():
+        row = {"event": event[at].as_py(), "detail": c.value("detail", at)}
+        codes = np.array([index[k] for k in at_risk_keys(row) if k in index], dtype=np.int64)
+        risky[codes] = True
+        if c.value("status", at) != "power":
+            continue
+        if at and running[at - 1] >= 0:
+            out.append(int(np.searchsorted(running, running[at - 1])))
+        before = int(np.searchsorted(ops, at))
+        lost = int(np.isin(key[ops[:before]], codes).sum())
+        windows[before] += 1
+        windows[min(before + lost, len(ops))] -= 1
+    unread = ops[np.cumsum(windows)[:-1] > 0]
+    return np.array([*out, *unread.tolist()], dtype=np.int64)
 
 
 def _carries_filters(c: Columns) -> bool:

@@ -6,8 +6,10 @@ Theory of operation
 the row count of the day's valid rows per trace (the day must lie beyond the state's last seq;
 the new state's last seq; a bound on the longest trace), and the closed keys' tombstones the
 day touches (``traces/carry.py``): every tombstone of a msg_key that a valid row of the day
-names, and of a msg_key with a tombstone on a topic that the day gives a new consumer group
-(a ``deliver`` / ``consume`` (trace, topic, group) that no carried row has). The pulled rows are
+names or that a ``crash`` of the day lists as at risk, of the msg_key of a tombstone whose
+txn_id a valid row of the day names, and of a msg_key with a tombstone on a topic that the day
+gives a new consumer group (a ``deliver`` / ``consume`` (trace, topic, group) that no carried
+row has). The pulled rows are
 written as Parquet (the trace schema, as ``closed/`` holds them) and audited with the day.
 
 Two ways to the same answer (``tests/spark/test_pull.py`` holds them equal):
@@ -38,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rmqspec.spark import driver_read
+from rmqspec.traces.checks_common import at_risk_keys
 
 # The most rows of a day ``local`` reads on the driver (its keys: ~50 bytes a row, ~1 GB at this
 # bound); a larger day takes the Spark jobs, which spread it over the executors.
@@ -61,12 +64,20 @@ def _pairs(rows: pa.Table) -> pa.Table:
     return rows.filter(mask).select(["trace", "topic", "group"]).group_by(["trace", "topic", "group"]).aggregate([])
 
 
+def _at_risk(day: pa.Table) -> pa.Table:
+    """(trace, msg_key) of the keys the day's ``crash`` rows list as at risk (a handful of rows)."""
+    crashes = day.filter(pc.equal(day["event"], "crash")).select(["trace", "event", "detail"]).to_pylist()
+    pairs = [(r["trace"], k) for r in crashes for k in at_risk_keys(r)]
+    return pa.table({"trace": pa.array([t for t, _ in pairs], pa.string()),
+                     "msg_key": pa.array([k for _, k in pairs], pa.string())})
+
+
 def local(day_files: Sequence[str], state: str | None, pulled_dir: Path) -> DayAgainstState | None:
     """``DayAgainstState`` from the driver (pyarrow), or None when ``by_spark`` must answer."""
     files = driver_read.parquet_files(day_files)
     if files is None or sum(pq.ParquetFile(f).metadata.num_rows for f in files) > LOCAL_DAY_ROWS:
         return None
-    day = driver_read.valid_rows(files, ("msg_key", "topic", "group"))
+    day = driver_read.valid_rows(files, ("msg_key", "topic", "group", "txn_id", "detail"))
     if day is None:
         return None
     per_trace = day.group_by("trace").aggregate([("seq", "min"), ("seq", "max"), ("seq", "count")])
@@ -79,18 +90,21 @@ def local(day_files: Sequence[str], state: str | None, pulled_dir: Path) -> DayA
     carried = driver_read.valid_rows(sorted(Path(state, "rows").glob("*.parquet")), ("topic", "group"))
     if carried is None:
         return None
-    day_keys = day.filter(pc.is_valid(day["msg_key"])).select(["trace", "msg_key"])
+    day_keys = pa.concat_tables([day.filter(pc.is_valid(day["msg_key"])).select(["trace", "msg_key"]),
+                                 _at_risk(day)])
+    day_txns = day.filter(pc.is_valid(day["txn_id"])).select(["trace", "txn_id"])
     new_pairs = _pairs(day).join(_pairs(carried), ["trace", "topic", "group"], join_type="left anti")
     new_topics = new_pairs.select(["trace", "topic"])
     touched_parts = []
     for f in closed_files:  # the closed keys the day touches, a file (a day's tombstones) at a time
-        closed = driver_read.valid_rows([f], ("msg_key", "topic"))
+        closed = driver_read.valid_rows([f], ("msg_key", "topic", "txn_id"))
         if closed is None:
             return None
         closed = closed.filter(pc.is_valid(closed["msg_key"]))
         touched_parts += [
             closed.join(day_keys, ["trace", "msg_key"], join_type="left semi").select(["trace", "msg_key"]),
             closed.join(new_topics, ["trace", "topic"], join_type="left semi").select(["trace", "msg_key"]),
+            closed.join(day_txns, ["trace", "txn_id"], join_type="left semi").select(["trace", "msg_key"]),
         ]
     touched = pa.concat_tables(touched_parts).group_by(["trace", "msg_key"]).aggregate([]) if touched_parts else None
     if touched is None or not touched.num_rows:
@@ -117,6 +131,7 @@ def by_spark(
     """``DayAgainstState`` by Spark jobs over ``day`` (its valid rows, typed, with ``trace``)."""
     from rmqspec.spark.incremental import _read as read_state_files
     from rmqspec.spark.incremental import _write_frame
+    from rmqspec.spark.inputs import at_risk
 
     per_trace = day.groupBy("trace").agg(F.min("seq").alias("first"), F.max("seq").alias("last"),
                                          F.count("*").alias("rows")).collect()
@@ -125,7 +140,9 @@ def by_spark(
         return DayAgainstState(bounds, 0)
     closed = read_state_files(spark, [f"{state}/closed"])
     carried = read_state_files(spark, [f"{state}/rows"])
-    day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key")
+    day_keys = day.filter(F.col("msg_key").isNotNull()).select("trace", "msg_key").unionByName(
+        day.filter(F.col("event") == "crash").select("trace", F.explode(at_risk(day)).alias("msg_key")))
+    day_txns = day.filter(F.col("txn_id").isNotNull()).select("trace", "txn_id")
     pairs = lambda df: df.filter(  # noqa: E731
         F.col("event").isin(*_CONSUMING) & F.col("topic").isNotNull() & F.col("group").isNotNull()
     ).select("trace", "topic", "group").distinct()
@@ -135,7 +152,9 @@ def by_spark(
     # would shuffle and hold), then every tombstone of them
     touched = closed.join(day_keys, ["trace", "msg_key"], "left_semi").select("trace", "msg_key").unionByName(
         closed.join(F.broadcast(new_topics), ["trace", "topic"], "left_semi").select("trace", "msg_key")
-    ).distinct().persist()
+    ).unionByName(
+        closed.join(day_txns, ["trace", "txn_id"], "left_semi").select("trace", "msg_key")
+    ).filter(F.col("msg_key").isNotNull()).distinct().persist()
     pulled = closed.join(touched, ["trace", "msg_key"], "left_semi").persist()
     try:
         n = pulled.count()

@@ -9,8 +9,18 @@ from ``H`` (one trace, rows in seq order; ``H`` may itself be an earlier ``R`` p
 that every rule's state at the end of ``R`` equals its state at the end of ``H``. Rows are kept
 per event kind, one reason per rule that reads that kind (``traces/checks_*.py``):
 
-- all ``crash``, ``recover``, ``drain``, ``lock``, ``unlock`` and ``txn_*`` rows (epochs, at-risk
-  keys, lock tables, the transactions' checks and ops, read across keys: kept whole);
+- all ``crash``, ``recover``, ``drain``, ``lock`` and ``unlock`` rows (epochs, at-risk keys, lock
+  tables, read across keys: kept whole);
+- the ``txn_*`` rows of every transaction (txn_id) but the **closed** ones, whose rows go with their
+  msg_key's tombstones: every rule reading them keeps its state per txn_id (resolutions, checks,
+  discards, the half copies an op named) or per msg_key (visibility, LOST's COMMIT), so a day that
+  names the txn_id or the msg_key pulls them back. A transaction is closed when its rows all
+  name one msg_key, a closed one, it was resolved (a COMMIT / ROLLBACK ``txn_end`` or a
+  ``txn_discard``), TXN_UNRESOLVED does not report it now (no later drain can make it), and no
+  rule reads it across transactions: not the one holding the highest half-queue position so far
+  or before a power crash (the bound of ``skipped_halves``), not one of a key a crash lists as at
+  risk (the ops a power crash's window counts, ``unseen_ops``) nor one with an op inside such a
+  window. A ``txn_*`` row without a txn_id is kept;
 - ``send_back``, ``schedule_fire`` and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%``
   (``PER_KEY``: retries, dead letters, fires; every rule reading them keeps its state per
   msg_key): with their msg_key (all of an open key's rows are kept; a closed key's are
@@ -30,11 +40,13 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   consumed it nor dead-lettered it (LOST).
 
 A **closed** msg_key (not open) leaves **tombstones** — its ``send``s, ``store``s, ``send_back``s
-and ``schedule_fire``s and its first SUCCESS ``consume`` per group — in a second table that is not
-audited: a day that touches the key (any row with that msg_key: DUPLICATED, UNEXPECTED, a retry's
-deliver, a second fire, …) or gives its topic a new consumer group (LOST for that group, with the
-saved-offset exemption judged on its stores) pulls them back (``pull``). A closed key with a row
-carried for another rule keeps its tombstones with the rows.
+and ``schedule_fire``s, its first SUCCESS ``consume`` per group and its closed transactions' rows
+— in a second table that is not audited: a day that touches the key (any row with that msg_key:
+DUPLICATED, UNEXPECTED, a retry's deliver, a second fire, …; a row naming the txn_id of one of
+its transactions; a crash listing it as at risk, whose power-loss window counts its ops) or
+gives its topic a new consumer group (LOST for that group, with the saved-offset exemption
+judged on its stores) pulls them back (``pull``). A closed key with a row carried for another
+rule keeps its tombstones with the rows.
 
 Extra rows kept for one rule never change another's state: they are earlier than the row that
 rule keeps, or they are a real consume (which only acknowledges), or they belong to an open key
@@ -57,11 +69,10 @@ from typing import Any
 import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, detail_of, has
+from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, at_risk_keys, detail_of, has
 
-KEEP_ALL = frozenset(
-    {"crash", "recover", "drain", "lock", "unlock", "txn_half", "txn_end", "txn_check", "txn_discard"}
-)
+KEEP_ALL = frozenset({"crash", "recover", "drain", "lock", "unlock"})
+TXN_EVENTS = frozenset({"txn_half", "txn_end", "txn_check", "txn_discard"})
 # Kinds whose rules keep state per msg_key only (retries, dead letters, delay levels): kept
 # with their key while it is open (or when it has none), else its tombstones.
 PER_KEY = frozenset({"send_back", "schedule_fire"})
@@ -131,8 +142,11 @@ def carry_trace(
     pending: dict[tuple, dict[int, int]] = {}
     # msg_key -> its sends, stores, send_backs, schedule_fires and first SUCCESS consume per group
     tombstones: dict[str, list[int]] = {}
+    txns = _Transactions()
     for row in rows:
         seq, ev, key = row["seq"], row["event"], row["msg_key"]
+        if not txns.add(row):
+            keep.add(seq)
         if ev in ("crash", "recover"):
             crashes += ev == "crash"
             owner.clear()  # a new epoch: no owner (ORDER_KEY_REORDERED is per epoch); the old
@@ -256,6 +270,9 @@ def carry_trace(
         if any(done.get((g, key), 1 << 62) > (drain if drain is not None else 1 << 61)
                for t in topics for g in consumers.get(t, ())):
             open_keys.add(key)
+    for key, seqs in txns.closed(open_keys, drain):
+        tombstones.setdefault(key, []).extend(seqs)
+    keep.update(txns.kept)
     if open_keys:
         keep.update(r["seq"] for r in rows if r["msg_key"] in open_keys)
     # a closed key with a row carried for another rule (a COMMIT: all txn rows are; a consume or
@@ -265,6 +282,74 @@ def carry_trace(
     keep.update(seq for key, seqs in tombstones.items() if key in in_keep for seq in seqs)
     closed = {seq for key, seqs in tombstones.items() if key not in open_keys for seq in seqs} - keep
     return keep, closed, open_keys
+
+
+@attrs.define
+class _Txn:
+    seqs: list[int] = attrs.Factory(list)
+    keys: set[str | None] = attrs.Factory(set)
+    half: int | None = None  # the first txn_half
+    resolved: int | None = None  # the first COMMIT / ROLLBACK txn_end or txn_discard
+
+
+@attrs.define
+class _Transactions:
+    """One trace's ``txn_*`` rows, fed in seq order (``add``), and which transactions are closed."""
+
+    txns: dict[str, _Txn] = attrs.Factory(dict)
+    top: tuple[int, str | None] | None = None  # the highest half-queue position so far, its txn_id
+    forced: set[str] = attrs.Factory(set)  # txn_ids read across transactions
+    risky: set[str] = attrs.Factory(set)  # every crash's at-risk keys
+    op_keys: list[str] = attrs.Factory(list)  # the msg_key of every COMMIT / ROLLBACK op so far
+    windows: list[tuple[int, int]] = attrs.Factory(list)  # (ops before a power crash, ops it may leave unread)
+    kept: set[int] = attrs.Factory(set)
+
+    def add(self, row: Mapping[str, Any]) -> bool:
+        """Take a row; False for a txn_* row without a txn_id (kept), else True."""
+        ev, seq, txn = row["event"], row["seq"], row["txn_id"]
+        if ev == "crash":
+            risky = set(at_risk_keys(row))
+            self.risky |= risky
+            if row["status"] == "power":
+                if self.top is not None and self.top[1] is not None:
+                    self.forced.add(self.top[1])
+                # it leaves unread the next ``lost`` ops (``checks_lifecycle.unseen_ops``)
+                lost = sum(1 for key in self.op_keys if key in risky)
+                self.windows.append((len(self.op_keys), lost))
+            return True
+        if ev not in TXN_EVENTS:
+            return True
+        if ev in ("txn_half", "txn_check") and row["queue_offset"] is not None and (
+                self.top is None or row["queue_offset"] > self.top[0]):
+            self.top = (row["queue_offset"], txn)
+        if ev == "txn_end" and row["status"] in ("COMMIT", "ROLLBACK") and row["msg_key"] is not None:
+            if any(start <= len(self.op_keys) < start + n for start, n in self.windows) and txn is not None:
+                self.forced.add(txn)  # an op a power crash's window may leave unread
+            self.op_keys.append(row["msg_key"])
+        if txn is None:
+            return False
+        t = self.txns.setdefault(txn, _Txn())
+        t.seqs.append(seq)
+        t.keys.add(row["msg_key"])
+        if ev == "txn_half" and t.half is None:
+            t.half = seq
+        if t.resolved is None and (ev == "txn_discard" or row["status"] in ("COMMIT", "ROLLBACK")):
+            t.resolved = seq
+        return True
+
+    def closed(self, open_keys: set[str], drain: int | None) -> Iterable[tuple[str, list[int]]]:
+        """(msg_key, seqs) of every closed transaction; the others' seqs go to ``kept``."""
+        if self.top is not None and self.top[1] is not None:
+            self.forced.add(self.top[1])
+        for txn, t in self.txns.items():
+            key = next(iter(t.keys)) if len(t.keys) == 1 else None
+            unresolved_now = drain is not None and t.half is not None and t.half < drain and not (
+                t.resolved is not None and t.resolved < drain)
+            if (key is None or key in open_keys or key in self.risky or t.resolved is None or unresolved_now
+                    or txn in self.forced):
+                self.kept.update(t.seqs)
+            else:
+                yield key, t.seqs
 
 
 def finding_key(f: Mapping[str, Any]) -> tuple:
@@ -373,9 +458,14 @@ def pull(
     closed: Sequence[Mapping[str, Any]],
     day: Sequence[Mapping[str, Any]],
 ) -> list[Mapping[str, Any]]:
-    """The tombstones of closed keys the new ``day`` touches: its msg_keys, and every closed key of
-    a topic that gains a consumer group (it may be LOST for that group)."""
+    """The tombstones of closed keys the new ``day`` touches: its msg_keys, the keys its crashes list
+    as at risk, the keys of its txn_ids' closed transactions, and every closed key of a topic that
+    gains a consumer group (it may be LOST for that group)."""
     keys = {(trace_key(r.get("trace_id")), r["msg_key"]) for r in day if r["msg_key"] is not None}
+    keys |= {(trace_key(r.get("trace_id")), k) for r in day for k in at_risk_keys(r)}
+    txns = {(trace_key(r.get("trace_id")), r["txn_id"]) for r in day if r["txn_id"] is not None}
+    keys |= {(trace_key(r.get("trace_id")), r["msg_key"]) for r in closed
+             if r["msg_key"] is not None and (trace_key(r.get("trace_id")), r["txn_id"]) in txns}
     new_topics = {(t, topic) for t, topic, _ in consumer_pairs(day) - consumer_pairs(carried)}
     touched = {
         (trace_key(r.get("trace_id")), r["msg_key"])

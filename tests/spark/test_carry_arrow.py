@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,7 @@ from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import validate
 from rmqspec.traces.schema import SCHEMA
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import schedule_reuse_days
+from tests.traces.carry_days import schedule_reuse_days, transaction_days
 
 _EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
            "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
@@ -55,6 +56,17 @@ _ORDERLY_FIELDS = {
     "client_id": ("C1", "C2", "C2", None),
     "msg_key": ("k1", None, None, None),
 }
+# Transactions: halves, ends, checks and discards of a few txn_ids on mostly their own msg_keys,
+# consumed on one topic (keys close), with power crashes listing at-risk keys and drains.
+_TXN = ("txn_half", "txn_half", "txn_end", "txn_end", "txn_end", "txn_check", "txn_check", "txn_discard", "consume",
+        "consume", "consume", "consume", "crash", "drain")  # fmt: skip
+_TXN_FIELDS = {
+    **{name: (values[0],) for name, values in _FIELDS.items()},
+    "queue_offset": (0, 1, 2, None, None),
+    "msg_key": ("k1", "k2", "k3", "k4", "k5", "k6"),
+    "txn_id": ("x1", "x2", "x3", "x4", "x5", "x6", None),
+    "detail": (None, None, '{"at_risk": ["k1"]}', '{"at_risk": ["k2", "k3"]}', '{"check_times": 1}'),
+}
 _EXAMPLES = max(500, settings().max_examples)  # ~10 ms each
 
 
@@ -85,6 +97,31 @@ def test_the_columns_carry_what_the_row_loop_carries(drawn):
 def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
     rows, subscriptions = drawn
     assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+@st.composite
+def _transactions(draw: Any) -> tuple[list, dict]:
+    rows = drawn_rows(draw, events=_TXN, gaps=(0, 1, 10**7), statuses={**_STATUS, "consume": ("SUCCESS",)},
+                      fields=_TXN_FIELDS, most=60)
+    for row in rows:  # a transaction's rows name its own msg_key, mostly
+        if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
+            row["msg_key"] = "k" + row["txn_id"][1:]
+    good, _ = validate(rows)
+    return good, {}
+
+
+@settings(max_examples=_EXAMPLES)
+@given(_transactions())
+def test_the_columns_carry_what_the_row_loop_carries_in_transactional_traces(drawn):
+    rows, subscriptions = drawn
+    assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+@pytest.mark.parametrize("case", ["top", "txn_id", "at_risk", "window"])
+def test_the_columns_close_the_transactions_the_row_loop_closes(case):
+    day1, day2, _code = transaction_days(case)
+    for rows in (day1, [*day1, *day2]):
+        assert _columns(rows, {}) == carry_trace(rows)
 
 
 @settings(max_examples=_EXAMPLES)

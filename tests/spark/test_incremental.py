@@ -19,14 +19,14 @@ from rmqspec.spark import carry as carry_mod
 from rmqspec.spark.carry import carry, collect_local, collect_per_trace
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
-from rmqspec.spark.incremental import _read, _with_crashes, read_state
+from rmqspec.spark.incremental import _raw, _read, _typed, _with_crashes, read_state
 from rmqspec.spark.incremental import run as run_incremental
 from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import check, validate
 from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
-from tests.traces.carry_days import schedule_reuse_days, touching_day
+from tests.traces.carry_days import schedule_reuse_days, touching_day, transaction_days
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -143,8 +143,10 @@ def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
     kept = pq.read_table(tmp_path / "state1" / "rows").column("seq").to_pylist()
     assert len(set(closed)) == len(closed) and not set(closed) & set(kept)
     # …in the rewritten copy of the earlier day's file (next to the day's own); state0 is unchanged
-    assert len(list((tmp_path / "state1" / "closed").glob("tombstones-*.parquet"))) == 2
-    assert len(set(closed)) + pulled == closed0
+    files = sorted((tmp_path / "state1" / "closed").glob("tombstones-*.parquet"))
+    earlier = [f for f in files if (tmp_path / "state0" / "closed" / f.name).exists()]
+    assert len(files) == 2 and len(earlier) == 1
+    assert pq.read_table(earlier[0]).num_rows + pulled == closed0
 
 
 def test_earlier_tombstone_files_go_on_less_the_pulled_ones(tmp_path):
@@ -394,3 +396,46 @@ def test_cli_bad_state_dir_exits_2_with_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0
     assert "nope: not a state directory" in proc.stderr
+
+
+def test_closed_transactions_come_back_in_spark(spark, tmp_path):
+    """``tests/traces/carry_days.transaction_days`` in Spark, its four cases as four traces of one
+    input: ``carry``'s aggregations close the transactions ``carry_trace`` closes, and the daily
+    runs (their pull, on the driver and by Spark jobs) give the findings of the whole history on
+    both plans."""
+    import pyarrow as pa
+
+    from rmqspec.spark import pull
+    from rmqspec.spark.job import run_audit
+    from rmqspec.traces.schema import SCHEMA
+
+    cases = ("top", "txn_id", "at_risk", "window")
+    both = [transaction_days(case) for case in cases]
+    days = []
+    for i in range(2):
+        days.append(str(tmp_path / f"day{i}"))
+        Path(days[-1]).mkdir()
+        rows = [{**r, "trace_id": case} for case, d in zip(cases, both, strict=True) for r in d[i]]
+        schema = SCHEMA.append(pa.field("trace_id", pa.string()))
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), Path(days[-1]) / "part-00000.parquet")
+    keep, tomb, open_keys = carry(spark, _with_crashes(spark, _read(spark, days)), {})
+    for case, (day1, day2, _code) in zip(cases, both, strict=True):
+        got = ({r["seq"] for r in keep.collect() if r["trace"] == case},
+               {r["seq"] for r in tomb.collect() if r["trace"] == case},
+               {r["msg_key"] for r in open_keys.collect() if r["trace"] == case})
+        assert got == carry_trace(validate([*day1, *day2])[0]), case
+    spark.catalog.clearCache()
+    run_audit(spark, days, str(tmp_path / "full"), plan="small")
+    full = _found(tmp_path / "full")
+    assert {"TXN_CHECK_EARLY", "TXN_CHECK_AFTER_RESOLVED"} <= {code for code, *_ in full}
+    for plan in ("small", "reference"):
+        for i, day in enumerate(days):
+            run_incremental(spark, [day], str(tmp_path / f"{plan}{i}"), AuditConfig(),
+                            str(tmp_path / f"{plan}-state0") if i else None, str(tmp_path / f"{plan}-state{i}"),
+                            on_stage=lambda _s: None, plan=plan)
+        assert _found(tmp_path / f"{plan}1") == full, plan
+    state = str(tmp_path / "small-state0")
+    local = pull.local([days[1]], state, tmp_path / "pulled-local")
+    by_spark = pull.by_spark(spark, _typed(_raw(spark, [days[1]])).drop("problem"), state, tmp_path / "pulled-spark",
+                             True)
+    assert local is not None and local.pulled == by_spark.pulled >= 4  # x1's half and COMMIT, twice

@@ -59,3 +59,56 @@ def schedule_reuse_days() -> tuple[list[dict], list[dict]]:
         row(17, "drain"),
     ]
     return day1, day2
+
+
+def transaction_days(case: str) -> tuple[list[dict], list[dict], str]:
+    """Two days where a transaction closed on day 1 (committed, its key consumed: its rows are
+    tombstones) still decides a day-2 verdict; and the code whose findings show it. ``case``:
+
+    - ``top``: x1's half held the highest half-queue position (2) before day 2's power crash; x2's
+      half at the reused position 1 is then exempt from TXN_UNRESOLVED (``skipped_halves``);
+    - ``txn_id``: a check of x1 that names no msg_key, early: TXN_CHECK_EARLY needs x1's half;
+    - ``at_risk``: day 2's power crash lists k1, whose COMMIT (x1) was day 1's: the window counts
+      it, so x2's COMMIT goes unread and x2's check after it is no TXN_CHECK_AFTER_RESOLVED;
+    - ``window``: the same crash on day 1; the window took x2's COMMIT, so x4's was read and x4's
+      check on day 2 is a TXN_CHECK_AFTER_RESOLVED (with x2's op gone, x4's would be the unread one).
+    """
+    blank = dict.fromkeys(COLUMNS)
+
+    def row(seq: int, event: str, **kw: Any) -> dict:
+        return {**blank, "seq": seq, "ts": 10_000 * seq, "event": event, **kw}
+
+    consume = {"group": "G", "topic": "T", "queue_id": 0, "status": "SUCCESS", "client_id": "c"}
+
+    def closed(seq: int, n: int, offset: int) -> list[dict]:  # x{n}: half, COMMIT, consumed
+        key, txn = f"k{n}", f"x{n}"
+        return [
+            row(seq, "txn_half", topic="T", queue_offset=offset, msg_key=key, txn_id=txn),
+            row(seq + 1, "txn_end", topic="T", queue_offset=offset, msg_key=key, txn_id=txn, status="COMMIT"),
+            row(seq + 2, "consume", queue_offset=n, msg_key=key, **consume),
+        ]
+
+    first = [row(0, "consume", queue_offset=0, msg_key="k0", **consume)]  # the first consume of (T, G): kept
+
+    def top(seq: int) -> dict:  # an open half at the highest half-queue position
+        return row(seq, "txn_half", topic="T", queue_offset=9, msg_key="k9", txn_id="x9")
+
+    if case == "top":
+        day1 = [*first, *closed(1, 1, 2)]
+        day2 = [row(4, "crash", status="power"), row(5, "txn_half", topic="T", queue_offset=1, msg_key="k2",
+                                                       txn_id="x2"), row(6, "drain")]
+        return day1, day2, "TXN_UNRESOLVED"
+    if case == "txn_id":
+        day1 = [*first, *closed(1, 1, 0), top(4)]
+        day2 = [row(5, "txn_check", topic="T", queue_offset=1, txn_id="x1", ts=15_000)]  # half ts + 5 s
+        return day1, day2, "TXN_CHECK_EARLY"
+    after = {"status": "power", "detail": '{"at_risk": ["k1"]}'}
+    checked = {"topic": "T", "detail": '{"check_times": 1}'}
+    if case == "at_risk":
+        day1 = [*first, *closed(1, 1, 0), top(4)]
+        day2 = [row(5, "crash", **after), *closed(6, 2, 1),
+                row(9, "txn_check", queue_offset=2, msg_key="k2", txn_id="x2", **checked)]
+        return day1, day2, "TXN_CHECK_AFTER_RESOLVED"
+    day1 = [*first, *closed(1, 1, 0), top(4), row(5, "crash", **after), *closed(6, 2, 1), *closed(9, 4, 2)]
+    day2 = [row(12, "txn_check", queue_offset=3, msg_key="k4", txn_id="x4", **checked)]
+    return day1, day2, "TXN_CHECK_AFTER_RESOLVED"

@@ -18,7 +18,7 @@ from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import schedule_reuse_days, touching_day
+from tests.traces.carry_days import schedule_reuse_days, touching_day, transaction_days
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -151,6 +151,40 @@ def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict]
     assert _days(rows, cuts)[0] == _full(rows)
 
 
+# Drawn transactions on one topic and group: keys close often (a COMMIT, then a SUCCESS consume
+# before the drain), so the closed transactions' rows go to the tombstones and a later day
+# brings them back by txn_id, by msg_key or by a power crash's at-risk keys.
+_TXN_EVENTS = ("txn_half", "txn_half", "txn_end", "txn_end", "txn_end", "txn_check", "txn_check", "txn_discard",
+               "consume", "consume", "consume", "consume", "crash", "drain")  # fmt: skip
+_TXN_STATUS = {"txn_end": ("COMMIT", "COMMIT", "ROLLBACK", "UNKNOWN"), "consume": ("SUCCESS",),
+               "crash": ("power", "kill")}
+_TXN_FIELDS = {
+    **{name: (values[0],) for name, values in _FIELDS.items()},
+    "queue_offset": (0, 1, 2, None, None),
+    "msg_key": ("k1", "k2", "k3", "k4", "k5", "k6"),
+    "txn_id": ("x1", "x2", "x3", "x4", "x5", "x6"),
+    "detail": _FIELDS["detail"],
+}
+
+
+@st.composite
+def _drawn_txn_days(draw: Any) -> tuple[list[dict], list[int]]:
+    rows = drawn_rows(draw, events=_TXN_EVENTS, gaps=(0, 1, 10**7), statuses=_TXN_STATUS, fields=_TXN_FIELDS,
+                      most=60)
+    for row in rows:  # a transaction's rows name its own msg_key, mostly
+        if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
+            row["msg_key"] = "k" + row["txn_id"][1:]
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=3))))
+    return rows, cuts
+
+
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
+@given(_drawn_txn_days())
+def test_drawn_transaction_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
+    rows, cuts = drawn
+    assert _days(rows, cuts)[0] == _full(rows)
+
+
 def test_the_highest_schedule_position_before_a_power_crash_is_carried() -> None:
     day1, day2 = schedule_reuse_days()
     full = _full([*day1, *day2])
@@ -159,3 +193,21 @@ def test_the_highest_schedule_position_before_a_power_crash_is_carried() -> None
     _, state = audit_since(CarriedState(), day1)
     assert 5 in {r["seq"] for r in state.rows}
     assert audit_since(state, day2)[0] == full
+
+
+@pytest.mark.parametrize(("case", "kept", "decides"), [
+    ("top", {"x1"}, "x1"), ("txn_id", {"x9"}, "x1"), ("at_risk", {"x9"}, "x1"),
+    ("window", {"x1", "x2", "x9"}, "x2"),
+])
+def test_closed_transactions_come_back_when_a_day_needs_them(case: str, kept: set[str], decides: str) -> None:
+    """A transaction closed on day 1 leaves its rows as tombstones unless a rule reads it across
+    transactions (``kept``), and day 2 gets the findings of the whole trace where a verdict depends
+    on the transaction ``decides`` (``carry_days.transaction_days``)."""
+    day1, day2, code = transaction_days(case)
+    full = _full([*day1, *day2])
+    _, state = audit_since(CarriedState(), day1)
+    assert {r["txn_id"] for r in state.rows if r["txn_id"]} == kept
+    assert {r["txn_id"] for r in state.closed if r["txn_id"]} == {r["txn_id"] for r in day1 if r["txn_id"]} - kept
+    assert audit_since(state, day2)[0] == full
+    without = _full([r for r in [*day1, *day2] if r["txn_id"] != decides])
+    assert [f for f in full if f["code"] == code] != [f for f in without if f["code"] == code]
