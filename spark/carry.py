@@ -146,6 +146,8 @@ def carry(
         F.max(ev.isin("send", "store", "txn_half").cast("int")).alias("known"),
         F.max((ev == "txn_half").cast("int")).alias("half"),
         F.max(((ev == "txn_end") & (st == "COMMIT")).cast("int")).alias("committed"),
+        F.min(F.when(ev == "txn_half", F.col("seq"))).alias("half_seq"),
+        F.max(F.when(ev == "deliver", F.col("seq"))).alias("deliver_seq"),
     )
     acked_send = (ev == "send") & (st.isNull() | st.isin(*sorted(ACKED_SEND_STATUSES))) & has("topic")
     sends = keyed.filter(acked_send)
@@ -172,7 +174,9 @@ def carry(
     ).select("trace", "msg_key")
     has_ack = acked.select("trace", "msg_key").distinct().withColumn("ack", F.lit(1))
     open_keys = per_key.join(has_ack, ["trace", "msg_key"], "left").filter(
-        (F.col("known") == 0) | F.col("ack").isNull() | ((F.col("half") == 1) & (F.col("committed") == 0))
+        (F.col("known") == 0) | (F.col("ack").isNull() & (F.col("half") == 0))
+        | ((F.col("half") == 1) & (F.col("committed") == 0)
+           & F.coalesce(F.col("deliver_seq") >= F.col("half_seq"), F.lit(False)))
     ).select("trace", "msg_key").unionByName(lost_open)
     # traces whose rows carry filter details are carried whole
     detail = F.col("detail")

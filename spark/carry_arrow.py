@@ -286,7 +286,12 @@ def _open(
     pair_topic = np.concatenate([topic[acked], commit_topic[commit_topic >= 0]])
     acked_on = np.zeros(keys + 1, dtype=bool)
     acked_on[pair_key] = True
-    open_keys = ~known | ~acked_on | (halves & ~committed)
+    # a half with no COMMIT is open while delivered after its first half (``carry_trace``)
+    first_half_seq, last_deliver = np.full(keys + 1, _NONE), np.full(keys + 1, -1)
+    np.minimum.at(first_half_seq, key[half], seq[half])
+    delivered = c.is_("event", "deliver") & has_key
+    np.maximum.at(last_deliver, key[delivered], seq[delivered])
+    open_keys = ~known | (~acked_on & ~halves) | (halves & ~committed & (last_deliver >= first_half_seq))
     # LOST: a consumer group of such a topic that has not consumed (nor dead-lettered) the key
     # before the last drain
     owed_key, owed_group, width = _owed(c, dc, pair_key, pair_topic, subscriptions)

@@ -35,9 +35,10 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
 - ``orderly_start``: the start that opened each still-open window (ORDERLY_CONCURRENT);
 - every row of an **open** msg_key: never sent, stored nor half-sent (UNEXPECTED may still be
-  withdrawn), not acknowledged (RECOVERED), a half with no COMMIT (TXN_VISIBLE_BEFORE_COMMIT /
-  TXN_ROLLBACK_VISIBLE), or acknowledged on a topic one of whose consumer groups has neither
-  consumed it nor dead-lettered it (LOST).
+  withdrawn), not acknowledged and not a half's (RECOVERED), a half with no COMMIT delivered after
+  it (TXN_VISIBLE_BEFORE_COMMIT / TXN_ROLLBACK_VISIBLE: a later COMMIT changes the verdict), or
+  acknowledged on a topic one of whose consumer groups has neither consumed it nor dead-lettered
+  it (LOST).
 
 A **closed** msg_key (not open) leaves **tombstones** — its ``send``s, ``store``s, ``send_back``s
 and ``schedule_fire``s, its first SUCCESS ``consume`` per group and its closed transactions' rows
@@ -132,6 +133,8 @@ def carry_trace(
     acked_topics: dict[str, set[str]] = {}
     half_topic: dict[str, str] = {}
     halves: set[str] = set()
+    first_half: dict[str, int] = {}
+    last_deliver: dict[str, int] = {}
     commit_topics: list[tuple[str, str | None]] = []
     committed: set[str] = set()
     done: dict[tuple[str, str], int] = {}  # (group, msg_key) -> first SUCCESS consume / DLQ seq
@@ -184,6 +187,7 @@ def carry_trace(
             if key is not None:
                 known.add(key)
                 halves.add(key)
+                first_half.setdefault(key, seq)
                 if row["topic"] is not None:
                     half_topic.setdefault(key, row["topic"])
         elif ev == "txn_end":
@@ -194,6 +198,8 @@ def carry_trace(
             if row["status"] == "DLQ" and has(row, "group", "msg_key"):
                 done.setdefault((row["group"], key), seq)
         elif ev in ("deliver", "consume"):
+            if ev == "deliver" and key is not None:
+                last_deliver[key] = seq
             if has(row, "group", "topic"):
                 consumers.setdefault(row["topic"], set()).add(row["group"])
                 if ev == "consume":
@@ -263,12 +269,15 @@ def carry_trace(
     all_keys = {r["msg_key"] for r in rows if r["msg_key"] is not None}
     for key in all_keys:
         topics = acked_topics.get(key)
-        if key not in known or not topics or (key in halves and key not in committed):
+        # unacknowledged: RECOVERED (recomputed) may name a deliver of it, unless it is a half's; a
+        # half with no COMMIT: a later COMMIT changes the visibility verdict of its delivers
+        if key not in known or (not topics and key not in halves) or (
+                key in halves and key not in committed and last_deliver.get(key, -1) >= first_half[key]):
             open_keys.add(key)
             continue
         # LOST counts what came before the last drain: done after it may not count tomorrow
         if any(done.get((g, key), 1 << 62) > (drain if drain is not None else 1 << 61)
-               for t in topics for g in consumers.get(t, ())):
+               for t in topics or () for g in consumers.get(t, ())):
             open_keys.add(key)
     for key, seqs in txns.closed(open_keys, drain):
         tombstones.setdefault(key, []).extend(seqs)

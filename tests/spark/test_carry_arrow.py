@@ -59,7 +59,7 @@ _ORDERLY_FIELDS = {
 # Transactions: halves, ends, checks and discards of a few txn_ids on mostly their own msg_keys,
 # consumed on one topic (keys close), with power crashes listing at-risk keys and drains.
 _TXN = ("txn_half", "txn_half", "txn_end", "txn_end", "txn_end", "txn_check", "txn_check", "txn_discard", "consume",
-        "consume", "consume", "consume", "crash", "drain")  # fmt: skip
+        "consume", "consume", "deliver", "crash", "drain")  # fmt: skip
 _TXN_FIELDS = {
     **{name: (values[0],) for name, values in _FIELDS.items()},
     "queue_offset": (0, 1, 2, None, None),

@@ -155,7 +155,7 @@ def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict]
 # before the drain), so the closed transactions' rows go to the tombstones and a later day
 # brings them back by txn_id, by msg_key or by a power crash's at-risk keys.
 _TXN_EVENTS = ("txn_half", "txn_half", "txn_end", "txn_end", "txn_end", "txn_check", "txn_check", "txn_discard",
-               "consume", "consume", "consume", "consume", "crash", "drain")  # fmt: skip
+               "consume", "consume", "consume", "deliver", "deliver", "crash", "drain")  # fmt: skip
 _TXN_STATUS = {"txn_end": ("COMMIT", "COMMIT", "ROLLBACK", "UNKNOWN"), "consume": ("SUCCESS",),
                "crash": ("power", "kill")}
 _TXN_FIELDS = {
