@@ -284,8 +284,8 @@ def carry_trace(
     keep.update(txns.kept)
     if open_keys:
         keep.update(r["seq"] for r in rows if r["msg_key"] in open_keys)
-    # a closed key with a row carried for another rule (a COMMIT: all txn rows are; a consume or
-    # deliver kept for LOST's consumers, ordering or a pending offset) keeps its tombstones too,
+    # a closed key with a row carried for another rule (a transaction's row that is not closed; a
+    # consume or deliver kept for LOST's consumers, ordering or a pending offset) keeps its tombstones too,
     # so the carried rows of each key are self-consistent (UNEXPECTED, LOST)
     in_keep = {r["msg_key"] for r in rows if r["msg_key"] is not None and r["seq"] in keep}
     keep.update(seq for key, seqs in tombstones.items() if key in in_keep for seq in seqs)
