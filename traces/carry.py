@@ -342,7 +342,8 @@ class _Transactions:
         t.keys.add(row["msg_key"])
         if ev == "txn_half" and t.half is None:
             t.half = seq
-        if t.resolved is None and (ev == "txn_discard" or row["status"] in ("COMMIT", "ROLLBACK")):
+        resolves = ev == "txn_discard" or (ev == "txn_end" and row["status"] in ("COMMIT", "ROLLBACK"))
+        if t.resolved is None and resolves:
             t.resolved = seq
         return True
 

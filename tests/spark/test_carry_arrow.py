@@ -101,8 +101,8 @@ def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
 
 @st.composite
 def _transactions(draw: Any) -> tuple[list, dict]:
-    rows = drawn_rows(draw, events=_TXN, gaps=(0, 1, 10**7), statuses={**_STATUS, "consume": ("SUCCESS",)},
-                      fields=_TXN_FIELDS, most=60)
+    statuses = {**_STATUS, "consume": ("SUCCESS",), "txn_check": (None, "COMMIT")}
+    rows = drawn_rows(draw, events=_TXN, gaps=(0, 1, 10**7), statuses=statuses, fields=_TXN_FIELDS, most=60)
     for row in rows:  # a transaction's rows name its own msg_key, mostly
         if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
             row["msg_key"] = "k" + row["txn_id"][1:]

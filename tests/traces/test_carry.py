@@ -156,8 +156,8 @@ def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict]
 # brings them back by txn_id, by msg_key or by a power crash's at-risk keys.
 _TXN_EVENTS = ("txn_half", "txn_half", "txn_end", "txn_end", "txn_end", "txn_check", "txn_check", "txn_discard",
                "consume", "consume", "consume", "deliver", "deliver", "crash", "drain")  # fmt: skip
-_TXN_STATUS = {"txn_end": ("COMMIT", "COMMIT", "ROLLBACK", "UNKNOWN"), "consume": ("SUCCESS",),
-               "crash": ("power", "kill")}
+_TXN_STATUS = {"txn_end": ("COMMIT", "COMMIT", "ROLLBACK", "UNKNOWN"), "txn_check": (None, "COMMIT"),
+               "consume": ("SUCCESS",), "crash": ("power", "kill")}
 _TXN_FIELDS = {
     **{name: (values[0],) for name, values in _FIELDS.items()},
     "queue_offset": (0, 1, 2, None, None),
