@@ -75,10 +75,12 @@ REJECTED_SCHEMA = T.StructType([T.StructField("position", T.StringType()), T.Str
 # shuffles ~5x its share of the input, so this gives ~64-128 MB partitions;
 # AQE coalesces the partitions of the smaller families.
 INPUT_BYTES_PER_PARTITION = 16 * 1024 * 1024
-# Up to this many crash, recover and drain seqs over all traces (+1 a trace), the rows' epoch,
-# crashes and drain are compiled comparisons (``_inline_trace_facts``); beyond, a broadcast join
-# of the per-trace lists and Spark's (interpreted) ``filter`` lambdas.
+# Up to this many crash, recover and drain seqs over all traces (+1 a trace), and up to
+# INLINE_TRACES traces (a row tests the traces' names one by one), the rows' epoch, crashes and
+# drain are compiled comparisons (``_inline_trace_facts``); beyond, a broadcast join of the
+# per-trace lists and Spark's (interpreted) ``filter`` lambdas.
 INLINE_TRACE_FACTS = 256
+INLINE_TRACES = 8
 # Findings of a large input written from the driver when there are at most this many (~200 bytes
 # each): sorting and writing a few thousand rows through Spark took five jobs and ~1.8 s of a
 # 10 M-event audit's 32 s (its range sampling, sort and write per output, the counts, the samples).
@@ -369,7 +371,7 @@ def _with_trace_facts(spark: SparkSession, base: DataFrame, facts: list[Any]) ->
             T.StructField("crash_seqs", T.ArrayType(T.LongType())),
         ]
     )
-    if sum(len(b) + len(c) + 1 for _t, _d, b, c in small) <= INLINE_TRACE_FACTS:
+    if len(small) <= INLINE_TRACES and sum(len(b) + len(c) + 1 for _t, _d, b, c in small) <= INLINE_TRACE_FACTS:
         return base.select("*", *_inline_trace_facts(small))
     table = driver_table(spark, small, schema)
     joined = base.join(F.broadcast(table), "trace", "left")
