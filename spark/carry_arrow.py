@@ -127,12 +127,13 @@ def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:
         unresolved_now = (half < drain) & ~(resolved < drain)
     forced = np.zeros(width, dtype=bool)
     risky = np.zeros(len(open_keys), dtype=bool)
+    # the half-queue position of each txn_half / txn_check (-1: none)
+    offset = np.where(c.is_("event", "txn_half", "txn_check") & c.has("queue_offset"), c.ints("queue_offset"), -1)
     crashes = np.flatnonzero(c.is_("event", "crash"))
     if len(crashes):
-        forced_rows = _read_across(c, crashes, risky)
+        forced_rows = _read_across(c, crashes, offset, risky)
         forced[txn[forced_rows][txn[forced_rows] >= 0]] = True
     # the highest half-queue position so far: its first row
-    offset = np.where(c.is_("event", "txn_half", "txn_check") & c.has("queue_offset"), c.ints("queue_offset"), -1)
     if offset.max() >= 0 and txn[int(np.argmax(offset))] >= 0:
         forced[txn[int(np.argmax(offset))]] = True
     closed = one_key & ~open_keys[the_key] & ~risky[the_key] & (resolved != none) & ~unresolved_now & ~forced
@@ -140,14 +141,14 @@ def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def _read_across(c: Columns, crashes: np.ndarray, risky: np.ndarray) -> np.ndarray:
+def _read_across(c: Columns, crashes: np.ndarray, offset: np.ndarray, risky: np.ndarray) -> np.ndarray:
     """Positions of the transaction rows that a crash reads across transactions; sets ``risky``
-    (per msg_key code) to every crash's at-risk keys. Per power crash: the first row at the
+    (per msg_key code) to every crash's at-risk keys. ``offset``: each row's half-queue position (-1:
+    none). Per power crash: the first row at the
     highest half-queue position before it (``skipped_halves``'s bound), and the COMMIT / ROLLBACK
     ops its window may leave unread (``unseen_ops``: as many as the earlier ops of its at-risk keys)."""
     key, event = c.codes("msg_key"), c.table["event"]
     index = {k: i for i, k in enumerate(c.names("msg_key"))}
-    offset = np.where(c.is_("event", "txn_half", "txn_check") & c.has("queue_offset"), c.ints("queue_offset"), -1)
     running = np.maximum.accumulate(offset)
     ops = np.flatnonzero(c.is_("event", "txn_end") & c.is_("status", "COMMIT", "ROLLBACK") & (key >= 0))
     windows = np.zeros(len(ops) + 1, dtype=np.int64)
