@@ -15,6 +15,8 @@ STATE_DIR/closed/      Parquet, same schema: closed keys' tombstones, read back 
                        a file per day (tombstones-*.parquet), the earlier days' files linked
                        from the state before; a file holding a tombstone the day pulled back
                        is written anew without it
+STATE_DIR/closed_keys/ Parquet, a file per closed/ file: its distinct keys, what the pull reads
+                       to find the tombstones a day touches (``spark/closed_keys.py``)
 STATE_DIR/findings/    Parquet, the findings output's columns: findings that are final
 ```
 
@@ -58,8 +60,8 @@ from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import carry as carry_mod
+from rmqspec.spark import closed_keys, pull
 from rmqspec.spark import inputs as inputs_mod
-from rmqspec.spark import pull
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.reference import Carried
@@ -189,18 +191,21 @@ class OldClosed:
     pulled: pa.Table | None = None
 
     def write(self, closed_dir: Path) -> None:
-        """Into ``closed_dir``, emptied first."""
-        shutil.rmtree(closed_dir, ignore_errors=True)
+        """Into ``closed_dir``, emptied first, with their key indexes (``closed_keys``)."""
+        for d in (closed_dir, closed_keys.index_dir(closed_dir)):
+            shutil.rmtree(d, ignore_errors=True)
         closed_dir.mkdir(parents=True)
         keys = self.pulled.column_names if self.pulled is not None and self.pulled.num_rows else None
         for f in sorted(Path(self.files).glob("*.parquet")) if self.files else ():
             if keys and pq.read_table(f, columns=keys).join(self.pulled, keys, join_type="left semi").num_rows:
                 pq.write_table(pq.read_table(f).join(self.pulled, keys, join_type="left anti"), closed_dir / f.name)
+                closed_keys.write(closed_dir / f.name)
                 continue
             try:  # a hard link: the files are never changed in place, only replaced
                 os.link(f, closed_dir / f.name)
             except OSError:  # another file system, or links not allowed
                 shutil.copyfile(f, closed_dir / f.name)
+            closed_keys.link(f, closed_dir / f.name)
 
 
 def _tombstones_file(closed_dir: Path) -> Path:
@@ -226,7 +231,9 @@ def _write_carried(
     rows_dir.mkdir()
     write(carried.rows, rows_dir / "part-00000.parquet")
     old_closed.write(closed_dir)
-    write(carried.tombstones, _tombstones_file(closed_dir))
+    tombstones = _tombstones_file(closed_dir)
+    write(carried.tombstones, tombstones)
+    closed_keys.write(tombstones)
     return dict(carried.open_keys)
 
 
@@ -263,7 +270,9 @@ def _carry_by_spark(
         closed_dir = Path(state_out) / "closed"
         old_closed.write(closed_dir)
         for f in (work / "closed").glob("*.parquet"):
-            shutil.move(f, _tombstones_file(closed_dir))
+            tombstones = _tombstones_file(closed_dir)
+            shutil.move(f, tombstones)
+            closed_keys.write(tombstones)
         opened: dict[str, set[str]] = {}
         if vis_keys:
             for r in open_keys.filter(F.col("msg_key").isin(*vis_keys)).collect():

@@ -4,14 +4,16 @@ state."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import functions as F
 
-from rmqspec.spark import pull
+from rmqspec.spark import closed_keys, driver_read, pull
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.incremental import _raw, _typed
 from rmqspec.spark.incremental import run as run_incremental
@@ -25,16 +27,52 @@ def _day(spark, files: list[str]):
 
 
 def _both(spark, files: list[str], state: str | None, tmp: Path, has_trace_id: bool):
-    """(local's answer and pulled rows, by_spark's answer and pulled rows)."""
+    """(local's answer and pulled rows, by_spark's answer and pulled rows); ``local`` answers the
+    same with the state's key indexes gone or stale (a state from before them, a file replaced)."""
     out = []
-    for name in ("local", "spark"):
+    for name in ("local", "stale", "spark"):
         target = tmp / f"pulled-{name}"
-        got = (pull.local(files, state, target) if name == "local"
-               else pull.by_spark(spark, _day(spark, files), state, target, has_trace_id))
+        if name == "spark":
+            got = pull.by_spark(spark, _day(spark, files), state, target, has_trace_id)
+        else:
+            got = pull.local(files, state if name == "local" else _stale(state, tmp), target)
         assert got is not None
         rows = pq.read_table(target).to_pylist() if got.pulled else []
         out.append((got, sorted(rows, key=lambda r: (r.get("trace_id") or "", r["seq"]))))
-    return out
+    if state:
+        _indexes_match(Path(state))
+    assert out[0] == out[1]
+    return out[0], out[2]
+
+
+def _stale(state: str | None, tmp: Path) -> str | None:
+    """A copy of ``state`` whose key indexes are empty ones recorded for another file size (the
+    first, third, ...) or gone (the others)."""
+    if state is None:
+        return None
+    copy = tmp / "stale-state"
+    shutil.copytree(state, copy)
+    for i, f in enumerate(sorted(closed_keys.index_dir(copy / "closed").iterdir())):
+        if i % 2:
+            f.unlink()
+        else:
+            empty = pq.read_table(f).slice(0, 0)
+            pq.write_table(empty.replace_schema_metadata({b"rmqspec.tombstones_bytes": b"1"}), f)
+    return str(copy)
+
+
+def _indexes_match(state: Path) -> None:
+    """Each ``closed/`` file of ``state`` has its stored key index: what ``closed_keys`` computes from
+    the file."""
+    files = sorted((state / "closed").glob("*.parquet"))
+    assert files and sorted(f.name for f in closed_keys.index_dir(state / "closed").iterdir()) == [
+        f.name for f in files]
+    for f in files:
+        stored = closed_keys.read(f)
+        assert stored is not None and stored.schema.metadata is None
+        computed = closed_keys.of_rows(driver_read.valid_rows([f], closed_keys.KEY_COLUMNS))
+        assert stored.sort_by([(c, "ascending") for c in stored.column_names]).equals(
+            computed.sort_by([(c, "ascending") for c in computed.column_names]))
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -144,3 +182,23 @@ def test_a_day_beyond_the_drivers_bound_goes_to_spark(tmp_path, monkeypatch):
     assert pull.local([file], None, tmp_path / "pulled") is not None
     monkeypatch.setattr(pull, "LOCAL_DAY_ROWS", table.num_rows - 1)
     assert pull.local([file], None, tmp_path / "pulled") is None
+
+
+def test_key_indexes_go_on_with_their_files(spark, tmp_path):
+    """``OldClosed.write`` takes each tombstones file's key index over with it: linked with a file it
+    links, written anew (what ``closed_keys`` computes from the new file) with one it rewrites."""
+    from rmqspec.spark.incremental import OldClosed
+
+    generate(tmp_path / "whole", GenConfig(events=3_000, seed=8, crashes=1))
+    state = Path(_state(spark, tmp_path, read_table(tmp_path / "whole")[0].sort_by("seq")))
+    (old,) = sorted((state / "closed").glob("*.parquet"))
+    old_index = closed_keys.index_dir(state / "closed") / old.name
+    OldClosed(str(state / "closed")).write(tmp_path / "linked" / "closed")
+    assert (closed_keys.index_dir(tmp_path / "linked" / "closed") / old.name).stat().st_ino == old_index.stat().st_ino
+    tombstones = pq.read_table(old, columns=["seq", "msg_key"])
+    key = next(k for k in tombstones.column("msg_key").to_pylist() if k is not None)
+    seqs = tombstones.filter(pc.equal(tombstones["msg_key"], key)).select(["seq"])  # a key pulled back
+    OldClosed(str(state / "closed"), seqs).write(tmp_path / "rewritten" / "closed")
+    _indexes_match(tmp_path / "rewritten")
+    new_index = closed_keys.read(tmp_path / "rewritten" / "closed" / old.name)
+    assert new_index is not None and new_index.num_rows < pq.read_table(old_index).num_rows

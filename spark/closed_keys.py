@@ -1,0 +1,98 @@
+"""The key index of a state's tombstones: what an incremental run's pull reads instead of ``closed/``.
+
+Theory of operation
+-------------------
+``spark/pull.py``'s ``local`` must find the closed keys a day touches: a tombstone's
+(trace, msg_key), (trace, txn_id) or (trace, topic) that the day names. The tombstones grow with the
+history (3.9 M rows after seven bench days), but the keys they hold are far fewer (a key has its
+send, stores, retries and first consumes). So each ``closed/`` file has an index beside it:
+
+```
+STATE_DIR/closed_keys/<name>   Parquet (trace, msg_key, topic, txn_id): the distinct values of the
+                               valid rows of closed/<name> that have a msg_key (``trace`` as
+                               ``driver_read.valid_rows`` decodes it); its schema metadata holds the
+                               byte size of closed/<name> it was computed from
+```
+
+An index is written with its tombstones file (``write``) and linked or written anew with it when
+the next state takes the file over (``spark/incremental.py``'s ``OldClosed``). ``read`` takes an index
+only while its recorded size is the file's; else (a state written before the index, or a file
+replaced by hand) it computes the index from the file, so an index never changes a pull, only
+its time. Spark never reads ``closed_keys/`` (the audit reads ``closed/`` only through the pulled
+rows). Pyarrow reads, groups and writes; nothing here is hand-rolled.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rmqspec.spark import driver_read
+
+KEY_COLUMNS = ("msg_key", "topic", "txn_id")
+_SIZE = b"rmqspec.tombstones_bytes"
+
+
+def index_dir(closed_dir: Path) -> Path:
+    """The index directory beside a state's ``closed/``."""
+    return closed_dir.with_name("closed_keys")
+
+
+def _index_file(tombstones: Path) -> Path:
+    return index_dir(tombstones.parent) / tombstones.name
+
+
+def of_rows(rows: pa.Table) -> pa.Table:
+    """The index of ``rows`` (valid tombstones with ``trace`` and ``KEY_COLUMNS``)."""
+    keyed = rows.filter(pc.is_valid(rows["msg_key"])).select(["trace", *KEY_COLUMNS])
+    return keyed.group_by(["trace", *KEY_COLUMNS]).aggregate([])
+
+
+def _computed(tombstones: Path) -> pa.Table | None:
+    rows = driver_read.valid_rows([tombstones], KEY_COLUMNS)
+    return None if rows is None else of_rows(rows)
+
+
+def write(tombstones: Path) -> None:
+    """The index of the file ``tombstones``, computed from the file as ``read`` would; none when the
+    driver cannot read the file as the audit does (``read`` then says None, and the pull takes its
+    Spark way)."""
+    index = _computed(tombstones)
+    if index is None:
+        return
+    target = _index_file(tombstones)
+    target.parent.mkdir(exist_ok=True)
+    size = str(tombstones.stat().st_size).encode()
+    pq.write_table(index.replace_schema_metadata({_SIZE: size}), target)
+
+
+def link(tombstones: Path, taken_over: Path) -> None:
+    """``taken_over`` (a hard link or copy of ``tombstones`` in another state) gets its index."""
+    source = _index_file(tombstones)
+    if not source.exists():
+        return
+    target = _index_file(taken_over)
+    target.parent.mkdir(exist_ok=True)
+    try:  # a hard link: index files are never changed in place, only replaced
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def read(tombstones: Path) -> pa.Table | None:
+    """The index of ``tombstones``: the stored one while it matches the file, else computed from it;
+    None when the driver cannot read the file as the audit does."""
+    stored = _index_file(tombstones)
+    if stored.exists():
+        index = pq.read_table(stored)
+        if (index.schema.metadata or {}).get(_SIZE) == str(tombstones.stat().st_size).encode():
+            return index.replace_schema_metadata(None)
+    return _computed(tombstones)
+
+
+__all__ = ["KEY_COLUMNS", "index_dir", "link", "of_rows", "read", "write"]
