@@ -19,6 +19,7 @@ import importlib
 import os
 import pkgutil
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 for _folder in ("model", "impl", "properties", "traces", "spark", "cli", "remoting"):
@@ -45,3 +46,15 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=20, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) the tests of a module run
+    on one worker, so that a module's shared work (module-scoped fixtures, ``test_conformance``'s
+    cached run) is done once; and every test that uses the shared local[2] SparkSession
+    (``tests/spark/conftest.py``) goes to one worker: one JVM and one batch audit, its cores shared
+    with the other workers' Python-bound tests instead of a JVM per worker. Without xdist the
+    marks do nothing."""
+    for item in items:
+        spark = "spark" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("spark" if spark else item.nodeid.split("::")[0]))
