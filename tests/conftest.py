@@ -49,12 +49,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) the tests of a module run
-    on one worker, so that a module's shared work (module-scoped fixtures, ``test_conformance``'s
-    cached run) is done once; and every test that uses the shared local[2] SparkSession
-    (``tests/spark/conftest.py``) goes to one worker: one JVM and one batch audit, its cores shared
-    with the other workers' Python-bound tests instead of a JVM per worker. Without xdist the
-    marks do nothing."""
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``): every test that uses the
+    shared local[2] SparkSession (``tests/spark/conftest.py``) goes to one worker, so there is one
+    JVM and one batch audit, its cores shared with the other workers' Python-bound tests; tests
+    sharing other work say so with their own ``xdist_group`` mark. Groups are handed out in the order
+    of their first test, so the Spark tests come first, then the ``slow`` ones (over a minute
+    each), then the rest as collected: the longest work starts early instead of ending the run
+    on one worker. Without xdist the marks do nothing, and the order is the run's order."""
     for item in items:
-        spark = "spark" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("spark" if spark else item.nodeid.split("::")[0]))
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    items.sort(key=lambda item: 0 if "spark" in getattr(item, "fixturenames", ())
+               else 1 if item.get_closest_marker("slow") else 2)

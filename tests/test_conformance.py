@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings as hsettings
 
 from rmqspec.model import ListRecorder
@@ -36,6 +37,8 @@ def _model_run():
     return _RESULT["r"]
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("model-run")  # with the test below: one _model_run per pytest-xdist worker
 def test_model_broker_conforms_in_lockstep() -> None:
     result = _model_run()
     assert result.passed, result.render()
@@ -52,6 +55,7 @@ def test_mmap_broker_conforms_in_lockstep() -> None:
     assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"
 
 
+@pytest.mark.xdist_group("model-run")
 def test_sometimes_every_interesting_outcome_happens() -> None:
     coverage = _model_run().coverage
     missing = [name for name in SOMETIMES if coverage.get(name, 0) == 0]

@@ -16,6 +16,8 @@ import pytest
 from rmqspec.cli.main import main
 
 TESTS = Path(__file__).resolve().parents[1]
+# One pytest-xdist worker for the module: its tests share one `rmqspec check` run (``broken_run``).
+pytestmark = pytest.mark.xdist_group("check-cli")
 
 
 @pytest.fixture(scope="module")

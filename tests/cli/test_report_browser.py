@@ -57,6 +57,8 @@ REPO = Path(__file__).resolve().parents[2]
 ENSURE = "scripts/ensure-chromium.sh"
 CONFORMANCE_BUDGET = (10, 30)  # examples, steps
 CHROMIUM_TIMEOUT_S = 120
+# One pytest-xdist worker for the module: its tests share one recorded check run (``check_run``).
+pytestmark = pytest.mark.xdist_group("report-browser")
 
 
 def run_scenario() -> list[dict[str, Any]]:

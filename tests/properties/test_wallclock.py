@@ -57,6 +57,7 @@ def _run(factory, examples: int, steps: int):
             b.close()
 
 
+@pytest.mark.slow
 def test_honest_mmap_broker_on_its_own_clock_passes(tmp_path: Path) -> None:
     factory = shared_factory(lambda clock, config: impl_factory(clock, config, tmp_path / "store"), tmp_path)
     result = _run(factory, 5, 18)

@@ -10,6 +10,8 @@ import importlib
 import sys
 from pathlib import Path
 
+import pytest
+
 from rmqspec.model.config import BrokerConfig
 from rmqspec.properties.adapters import load_factory
 from rmqspec.properties.runner import budget_settings, check_conformance
@@ -30,6 +32,7 @@ def _conform(served, examples: int, steps: int):
                              settings=budget_settings(examples, steps, wall=True))
 
 
+@pytest.mark.slow
 def test_served_mmap_broker_passes_wall_clock_conformance_over_the_wire(serve) -> None:
     result = _conform(serve(config=CONFIG), 5, 18)
     assert result.passed, result.render()
