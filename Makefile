@@ -13,9 +13,13 @@ export HYPOTHESIS_PROFILE
 check: $(STAMP) java
 	$(BIN)/rmqspec check
 
+# The tests run in PYTEST_WORKERS processes (pytest-xdist; tests/conftest.py puts the Spark tests
+# on one of them), each measured by pytest-cov, which combines their coverage data.
+PYTEST_WORKERS ?= auto
+
 test: $(STAMP) java chromium lint
 	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest --ignore=tests/interop
+	$(BIN)/python -m pytest --ignore=tests/interop -n $(PYTEST_WORKERS) --dist loadgroup --cov --cov-report=
 	$(BIN)/coverage report --skip-empty
 	@echo "coverage of model/, impl/, properties/ (must stay above 90%):"
 	$(BIN)/coverage report --skip-empty --include='model/*,impl/*,properties/*' --fail-under=90 | tail -n 1
