@@ -11,19 +11,22 @@ send, stores, retries and first consumes). So each ``closed/`` file has an index
 STATE_DIR/closed_keys/<name>   Parquet (trace, msg_key, topic, txn_id): the distinct values of the
                                valid rows of closed/<name> that have a msg_key (``trace`` as
                                ``driver_read.valid_rows`` decodes it); its schema metadata holds the
-                               byte size of closed/<name> it was computed from
+                               fingerprint of closed/<name> it was computed from: the
+                               file's byte size and a hash of its Parquet footer (the
+                               row count, and every column chunk's offsets and statistics)
 ```
 
 An index is written with its tombstones file (``write``) and linked or written anew with it when
 the next state takes the file over (``spark/incremental.py``'s ``OldClosed``). ``read`` takes an index
-only while its recorded size is the file's; else (a state written before the index, or a file
-replaced by hand) it computes the index from the file, so an index never changes a pull, only
-its time. Spark never reads ``closed_keys/`` (the audit reads ``closed/`` only through the pulled
+only while its recorded fingerprint is the file's; else (a state written before the index, or a
+file replaced by hand) it computes the index from the file, so an index changes a pull's time,
+not its rows. Spark never reads ``closed_keys/`` (the audit reads ``closed/`` only through the pulled
 rows). Pyarrow reads, groups and writes; nothing here is hand-rolled.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -35,7 +38,7 @@ import pyarrow.parquet as pq
 from rmqspec.spark import driver_read
 
 KEY_COLUMNS = ("msg_key", "topic", "txn_id")
-_SIZE = b"rmqspec.tombstones_bytes"
+_FINGERPRINT = b"rmqspec.tombstones_fingerprint"
 
 
 def index_dir(closed_dir: Path) -> Path:
@@ -53,6 +56,20 @@ def of_rows(rows: pa.Table) -> pa.Table:
     return keyed.group_by(["trace", *KEY_COLUMNS]).aggregate([])
 
 
+def _fingerprint(tombstones: Path) -> bytes:
+    """The file's byte size and a hash of its Parquet footer (read from the end: its length is
+    the 4 bytes before the closing ``PAR1``)."""
+    with tombstones.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size < 12:
+            return str(size).encode()
+        f.seek(size - 8)
+        length = int.from_bytes(f.read(4), "little")
+        f.seek(max(0, size - 8 - length))
+        footer = f.read(length)
+    return f"{size}:{hashlib.blake2b(footer, digest_size=16).hexdigest()}".encode()
+
+
 def _computed(tombstones: Path) -> pa.Table | None:
     rows = driver_read.valid_rows([tombstones], KEY_COLUMNS)
     return None if rows is None else of_rows(rows)
@@ -67,8 +84,7 @@ def write(tombstones: Path) -> None:
         return
     target = _index_file(tombstones)
     target.parent.mkdir(exist_ok=True)
-    size = str(tombstones.stat().st_size).encode()
-    pq.write_table(index.replace_schema_metadata({_SIZE: size}), target)
+    pq.write_table(index.replace_schema_metadata({_FINGERPRINT: _fingerprint(tombstones)}), target)
 
 
 def link(tombstones: Path, taken_over: Path) -> None:
@@ -90,7 +106,7 @@ def read(tombstones: Path) -> pa.Table | None:
     stored = _index_file(tombstones)
     if stored.exists():
         index = pq.read_table(stored)
-        if (index.schema.metadata or {}).get(_SIZE) == str(tombstones.stat().st_size).encode():
+        if (index.schema.metadata or {}).get(_FINGERPRINT) == _fingerprint(tombstones):
             return index.replace_schema_metadata(None)
     return _computed(tombstones)
 

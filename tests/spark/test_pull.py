@@ -46,8 +46,8 @@ def _both(spark, files: list[str], state: str | None, tmp: Path, has_trace_id: b
 
 
 def _stale(state: str | None, tmp: Path) -> str | None:
-    """A copy of ``state`` whose key indexes are empty ones recorded for another file size (the
-    first, third, ...) or gone (the others)."""
+    """A copy of ``state`` whose key indexes are empty ones recorded for another file (the first,
+    third, ...) or gone (the others)."""
     if state is None:
         return None
     copy = tmp / "stale-state"
@@ -57,7 +57,7 @@ def _stale(state: str | None, tmp: Path) -> str | None:
             f.unlink()
         else:
             empty = pq.read_table(f).slice(0, 0)
-            pq.write_table(empty.replace_schema_metadata({b"rmqspec.tombstones_bytes": b"1"}), f)
+            pq.write_table(empty.replace_schema_metadata({b"rmqspec.tombstones_fingerprint": b"1:0"}), f)
     return str(copy)
 
 
@@ -71,8 +71,11 @@ def _indexes_match(state: Path) -> None:
         stored = closed_keys.read(f)
         assert stored is not None and stored.schema.metadata is None
         computed = closed_keys.of_rows(driver_read.valid_rows([f], closed_keys.KEY_COLUMNS))
-        assert stored.sort_by([(c, "ascending") for c in stored.column_names]).equals(
-            computed.sort_by([(c, "ascending") for c in computed.column_names]))
+        assert _sorted(stored).equals(_sorted(computed))
+
+
+def _sorted(index: pa.Table) -> pa.Table:
+    return index.sort_by([(c, "ascending") for c in index.column_names])
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -202,3 +205,6 @@ def test_key_indexes_go_on_with_their_files(spark, tmp_path):
     _indexes_match(tmp_path / "rewritten")
     new_index = closed_keys.read(tmp_path / "rewritten" / "closed" / old.name)
     assert new_index is not None and new_index.num_rows < pq.read_table(old_index).num_rows
+    # the old file's index beside the rewritten file: its fingerprint is another file's, so it is not taken
+    shutil.copyfile(old_index, closed_keys.index_dir(tmp_path / "rewritten" / "closed") / old.name)
+    assert _sorted(closed_keys.read(tmp_path / "rewritten" / "closed" / old.name)).equals(_sorted(new_index))
