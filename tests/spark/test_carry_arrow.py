@@ -23,7 +23,7 @@ from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import validate
 from rmqspec.traces.schema import SCHEMA
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import schedule_reuse_days, transaction_days
+from tests.traces.carry_days import own_keys, schedule_reuse_days, transaction_days
 
 _EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
            "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
@@ -102,10 +102,8 @@ def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
 @st.composite
 def _transactions(draw: Any) -> tuple[list, dict]:
     statuses = {**_STATUS, "consume": ("SUCCESS",), "txn_check": (None, "COMMIT")}
-    rows = drawn_rows(draw, events=_TXN, gaps=(0, 1, 10**7), statuses=statuses, fields=_TXN_FIELDS, most=60)
-    for row in rows:  # a transaction's rows name its own msg_key, mostly
-        if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
-            row["msg_key"] = "k" + row["txn_id"][1:]
+    rows = own_keys(draw, drawn_rows(draw, events=_TXN, gaps=(0, 1, 10**7), statuses=statuses, fields=_TXN_FIELDS,
+                                     most=60))
     good, _ = validate(rows)
     return good, {}
 

@@ -1,12 +1,24 @@
 """Days the incremental tests share (``traces/carry.py``): one that touches what an earlier day closed (its
 tombstones pulled back, by the reference checker and by the Spark audit), and two where a closed key's row
-still decides LOST's delay-progress exemption."""
+still decides LOST's delay-progress exemption; transactions that close on day 1 (``transaction_days``), and
+``own_keys`` for drawn transactional traces."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import strategies as st
+
 from rmqspec.traces.schema import COLUMNS
+
+
+def own_keys(draw: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (drawn, with ``txn_id`` values ``x<n>``) where most ``txn_*`` rows with a txn_id name
+    their transaction's own msg_key ``k<n>``, so that keys close often; changed in place."""
+    for row in rows:
+        if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
+            row["msg_key"] = "k" + row["txn_id"][1:]
+    return rows
 
 
 def touching_day(day1: list[dict[str, Any]], consume: dict[str, Any]) -> list[dict[str, Any]]:

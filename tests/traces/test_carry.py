@@ -18,7 +18,7 @@ from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import schedule_reuse_days, touching_day, transaction_days
+from tests.traces.carry_days import own_keys, schedule_reuse_days, touching_day, transaction_days
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -169,11 +169,8 @@ _TXN_FIELDS = {
 
 @st.composite
 def _drawn_txn_days(draw: Any) -> tuple[list[dict], list[int]]:
-    rows = drawn_rows(draw, events=_TXN_EVENTS, gaps=(0, 1, 10**7), statuses=_TXN_STATUS, fields=_TXN_FIELDS,
-                      most=60)
-    for row in rows:  # a transaction's rows name its own msg_key, mostly
-        if row["event"].startswith("txn_") and row["txn_id"] is not None and draw(st.integers(0, 19)):
-            row["msg_key"] = "k" + row["txn_id"][1:]
+    rows = own_keys(draw, drawn_rows(draw, events=_TXN_EVENTS, gaps=(0, 1, 10**7), statuses=_TXN_STATUS,
+                                     fields=_TXN_FIELDS, most=60))
     cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=3))))
     return rows, cuts
 
