@@ -87,17 +87,23 @@ def write(tombstones: Path) -> None:
     pq.write_table(index.replace_schema_metadata({_FINGERPRINT: _fingerprint(tombstones)}), target)
 
 
+def link_or_copy(source: Path, target: Path) -> None:
+    """``target`` as a hard link to ``source`` (state files are never changed in place, only
+    replaced), or a copy where a link cannot be made (another file system, links not allowed)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
 def link(tombstones: Path, taken_over: Path) -> None:
-    """``taken_over`` (a hard link or copy of ``tombstones`` in another state) gets its index."""
+    """``taken_over`` (``tombstones`` linked or copied into another state) gets its index."""
     source = _index_file(tombstones)
     if not source.exists():
         return
     target = _index_file(taken_over)
     target.parent.mkdir(exist_ok=True)
-    try:  # a hard link: index files are never changed in place, only replaced
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
+    link_or_copy(source, target)
 
 
 def read(tombstones: Path) -> pa.Table | None:
@@ -111,4 +117,4 @@ def read(tombstones: Path) -> pa.Table | None:
     return _computed(tombstones)
 
 
-__all__ = ["KEY_COLUMNS", "index_dir", "link", "of_rows", "read", "write"]
+__all__ = ["KEY_COLUMNS", "index_dir", "link", "link_or_copy", "of_rows", "read", "write"]

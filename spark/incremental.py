@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import time
 import uuid
@@ -201,10 +200,7 @@ class OldClosed:
                 pq.write_table(pq.read_table(f).join(self.pulled, keys, join_type="left anti"), closed_dir / f.name)
                 closed_keys.write(closed_dir / f.name)
                 continue
-            try:  # a hard link: the files are never changed in place, only replaced
-                os.link(f, closed_dir / f.name)
-            except OSError:  # another file system, or links not allowed
-                shutil.copyfile(f, closed_dir / f.name)
+            closed_keys.link_or_copy(f, closed_dir / f.name)
             closed_keys.link(f, closed_dir / f.name)
 
 

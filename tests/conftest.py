@@ -56,8 +56,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     of their first test, so the Spark tests come first, then the ``slow`` ones (over a minute
     each), then the rest as collected: the longest work starts early instead of ending the run
     on one worker. Without xdist the marks do nothing, and the order is the run's order."""
+    spark = {item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())}
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
+        if item.nodeid in spark:
             item.add_marker(pytest.mark.xdist_group("spark"))
-    items.sort(key=lambda item: 0 if "spark" in getattr(item, "fixturenames", ())
-               else 1 if item.get_closest_marker("slow") else 2)
+    items.sort(key=lambda item: 0 if item.nodeid in spark else 1 if item.get_closest_marker("slow") else 2)
