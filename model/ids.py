@@ -3,10 +3,17 @@
 - msgId (``MessageDecoder.createMessageId``): upper-case hex of store IPv4
   (4 bytes) + port (4 bytes) + commitlog offset (8 bytes) = 32 chars.
 - UNIQ_KEY (``MessageClientIDSetter.createUniqID``): upper-case hex of a
-  10-byte fixed prefix (client IPv4, pid as 2 bytes, a 4-byte class-loader
-  hash) + 4 bytes of milliseconds since the start of the current month +
-  a 2-byte counter = 32 chars. rmqspec makes the prefix and counter explicit
+  fixed prefix (the client's IP — 4 bytes for IPv4, 16 for IPv6 —, pid as 2
+  bytes, a 4-byte class-loader hash) + 4 bytes of milliseconds since the
+  start of the current month + a 2-byte counter = 32 chars from an IPv4
+  host, 56 from an IPv6 one. rmqspec makes the prefix and counter explicit
   so that runs are reproducible.
+
+That layout is how keys are *made* here, never a rule for keys a client
+sends: to a broker a UNIQ_KEY is an opaque string (other clients write other
+formats — the Go client's suffix is lower-case hex, 5.x clients send 34
+chars — and a message may carry none), so nothing in rmqspec decodes an IP,
+pid or time out of one (``message.check_uniq_key``, docs/fidelity.md B14).
 """
 
 from __future__ import annotations
@@ -43,13 +50,12 @@ def _month_start_ms(now_ms: int) -> int:
 
 
 class UniqKeyFactory:
-    """Deterministic UNIQ_KEY generator in RocketMQ's layout."""
+    """Deterministic UNIQ_KEY generator in RocketMQ's layout (32 chars for an IPv4 ``client_ip``, 56 for IPv6)."""
 
     def __init__(self, client_ip: str = "127.0.0.1", pid: int = 1, loader_hash: int = 0) -> None:
         ip = ipaddress.ip_address(client_ip)
-        ip_bytes = ip.packed[-4:]
         self._prefix = (
-            ip_bytes + (pid & 0xFFFF).to_bytes(2, "big") + (loader_hash & 0xFFFFFFFF).to_bytes(4, "big")
+            ip.packed + (pid & 0xFFFF).to_bytes(2, "big") + (loader_hash & 0xFFFFFFFF).to_bytes(4, "big")
         )
         self._counter = 0
 

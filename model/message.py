@@ -165,6 +165,25 @@ def check_topic(topic: str) -> None:
         raise InvalidMessage("topic", topic, "may contain only characters [%|a-zA-Z0-9_-]")
 
 
+def check_uniq_key(uniq_key: Any) -> None:
+    """Raise ``InvalidMessage`` unless ``uniq_key`` can travel as the UNIQ_KEY property.
+
+    A UNIQ_KEY is an opaque string: 4.9.8's broker stores whatever the client
+    sent (SendMessageProcessor, CommitLog, IndexService and the transaction
+    services read it as a string and never parse it), and clients differ —
+    the Java client's ``MessageClientIDSetter`` writes 32 upper-case hex chars
+    from an IPv4 host and 56 from an IPv6 one, the Go client an upper-case
+    prefix with a lower-case suffix, 5.x clients 34 chars. So only what the
+    properties string cannot carry is refused: a value holding the separators
+    ``\\x01``/``\\x02`` (docs/fidelity.md B14, S9). An empty key is no key
+    (``Message`` turns ``""`` into None; the broker drops an empty value, S1).
+    """
+    if not isinstance(uniq_key, str):
+        raise InvalidMessage("uniq_key", uniq_key, "must be a string")
+    if NAME_VALUE_SEPARATOR in uniq_key or PROPERTY_SEPARATOR in uniq_key:
+        raise InvalidMessage("uniq_key", uniq_key, "contains \\x01/\\x02, the property separators")
+
+
 def validate_topic(topic: str) -> str | None:
     """TopicValidator.validateTopic on the broker's send path: None, or its remark (SYSTEM_ERROR).
 
@@ -186,6 +205,11 @@ def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
     return MappingProxyType(dict(value))
 
 
+def _no_empty_key(value: Any) -> Any:
+    """An empty UNIQ_KEY is no key: the broker's string2messageProperties drops an empty value."""
+    return None if value == "" else value
+
+
 def _tuple_of_str(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(k for k in value.split(" ") if k)
@@ -196,8 +220,9 @@ def _tuple_of_str(value: Any) -> tuple[str, ...]:
 class Message:
     """What a producer sends. ``properties`` are user properties only.
 
-    ``uniq_key`` is the producer-assigned UNIQ_KEY (32 upper-case hex chars);
-    the reference producer always sets it, a broker assigns one when absent.
+    ``uniq_key`` is the producer-assigned UNIQ_KEY, an opaque string in any
+    format a client writes (``check_uniq_key``; ``""`` becomes None); the
+    reference producer always sets it, a broker assigns one when absent.
     """
 
     topic: str
@@ -209,7 +234,7 @@ class Message:
     )
     delay_level: int = 0
     flag: int = 0
-    uniq_key: str | None = None
+    uniq_key: str | None = attrs.field(default=None, converter=_no_empty_key)
 
     # attrs compares MappingProxyType by identity; compare the contents instead.
     _props_key: tuple[tuple[str, str], ...] = attrs.field(
@@ -246,8 +271,8 @@ class Message:
                 raise InvalidMessage("keys", key, "a key may not contain spaces or \\x01/\\x02")
         if self.delay_level < 0:
             raise InvalidMessage("delay_level", self.delay_level, "must be ≥ 0")
-        if self.uniq_key is not None and not re.fullmatch(r"[0-9A-F]{32}", self.uniq_key):
-            raise InvalidMessage("uniq_key", self.uniq_key, "must be 32 upper-case hex chars")
+        if self.uniq_key is not None:
+            check_uniq_key(self.uniq_key)
         size = len(encode_properties(self.wire_properties()).encode("utf-8"))
         if size > MAX_PROPERTIES_BYTES:
             raise InvalidMessage(

@@ -19,8 +19,11 @@ Follows RocketMQ 4.9.8's ``SendMessageProcessor`` / ``AbstractSendMessageProcess
    (the request's ``maxReconsumeTimes`` from version V3_4_9, else the group's)
    goes to ``%DLQ%G`` queue 0 without delay.
 3. The wire properties become a ``Message``: TAGS, KEYS, DELAY, UNIQ_KEY map
-   to its fields; TRAN_MSG=true makes it a ``send_half`` for PGROUP (else the
-   header's producer group); the broker's send path adds CLUSTER=<cluster> as
+   to its fields (UNIQ_KEY as sent, in whatever format the client writes —
+   56 chars from a Java client on an IPv6 host, mixed case from the Go
+   client —, since 4.9.8 never parses it; an empty one is none);
+   TRAN_MSG=true makes it a ``send_half`` for PGROUP (else the header's
+   producer group); the broker's send path adds CLUSTER=<cluster> as
    the real broker does (``model/sendpath.py``);
    the other system properties RocketMQ clients may send (WAIT — 4.9.8 drops
    it too —, RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME,

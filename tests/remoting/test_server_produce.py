@@ -9,7 +9,10 @@ from rmqspec.remoting import bodies
 from rmqspec.remoting.bodies import decode_messages
 from rmqspec.remoting.codes import SEND_V2_NAMES
 from rmqspec.remoting.records import BatchItem, encode_batch
+from rmqspec.traces.checker import check
+from rmqspec.traces.io import read_table
 from tests.remoting.conftest import create_topic_ext, heartbeat, props, pull_ext, send_ext, uniq_key
+from tests.uniq_keys import KEYS
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -97,10 +100,45 @@ def test_queue_id_beyond_the_topic_is_refused_and_a_negative_one_picks_a_queue(s
 
 def test_invalid_messages_are_message_illegal(serve) -> None:
     b = serve().client()
-    r = b.call(310, send_ext("T", properties=props(UNIQ_KEY="not-hex")), b"x")
-    assert r.code == 13 and "uniq_key" in r.remark
     r = b.call(310, send_ext("T", properties=props(DELAY="x")), b"x")
     assert r.code == 1 and "<properties.DELAY>" in r.remark
+
+
+def test_uniq_keys_of_every_client_format_are_stored_and_delivered_as_sent(serve) -> None:
+    """docs/fidelity.md B14: 4.9.8 never parses UNIQ_KEY. The Java client on the IPv6 host fd00::2 sends a
+    56-char key, which serve refused with MESSAGE_ILLEGAL (13) "must be 32 upper-case hex chars"."""
+    s = serve(trace=True)
+    b = s.client()
+    b.call(17, create_topic_ext("TK", 1))
+    for name, key in sorted(KEYS.items()):
+        r = b.call(310, send_ext("TK", properties=props(UNIQ_KEY=key, WAIT="true", TAGS="k")), name.encode())
+        assert (r.code, r.remark) == (0, None), name
+        assert decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0].uniq_key == key
+    b.call(34, body=heartbeat("127.0.0.1@k", {"GK": ["TK"]}))
+    pulled = decode_messages(b.call(11, pull_ext("GK", "TK")).body)
+    assert {m.body.decode(): m.uniq_key for m in pulled} == KEYS
+    # the --trace-out trace names them as msg_key, passes trace validation and audits clean
+    s.on_loop(s.server.trace.flush)
+    table, rejected = read_table(s.server.trace.path)
+    assert rejected == []
+    rows = table.to_pylist()
+    assert {r["msg_key"] for r in rows if r["event"] == "send"} == set(KEYS.values())
+    assert {r["msg_key"] for r in rows if r["event"] == "deliver"} == set(KEYS.values())
+    report = check(rows)
+    assert report.violations == () and report.observations == () and report.rows_rejected == 0
+
+
+def test_an_empty_uniq_key_is_no_key(serve) -> None:
+    """string2messageProperties drops ``UNIQ_KEY\\x01`` (an empty value): the message has no key, and the
+    broker assigns one as it does to a message sent without (model/README.md)."""
+    b = serve().client()
+    b.call(17, create_topic_ext("TE", 1))
+    stored = []
+    for properties in (props(UNIQ_KEY="", TAGS="e"), props(TAGS="e")):
+        r = b.call(310, send_ext("TE", properties=properties), b"x")
+        assert r.code == 0
+        stored.append(decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0].properties["UNIQ_KEY"])
+    assert all(len(k) == 32 for k in stored) and stored[0] != stored[1]
 
 
 def test_batch_stores_every_item_with_consecutive_offsets(serve) -> None:

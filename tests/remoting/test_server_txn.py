@@ -9,6 +9,7 @@ import pytest
 from rmqspec.remoting.bodies import decode_messages
 from rmqspec.remoting.context import NOT_SET
 from tests.remoting.conftest import TEST_CONFIG, create_topic_ext, heartbeat, props, pull_ext, send_ext, uniq_key
+from tests.uniq_keys import IPV6_JAVA, KEYS
 
 COMMIT, ROLLBACK, UNKNOWN = "8", "12", "0"
 FAST_CHECKS = attrs.evolve(TEST_CONFIG, transaction_timeout_ms=300, transaction_check_interval_ms=200,
@@ -117,6 +118,25 @@ def test_checks_arrive_on_the_producers_connection_and_a_check_answer_commits(se
              from_check=True)
     assert r.code == 0
     assert _visible(producer) == [b"half"]
+
+
+@pytest.mark.parametrize("key", [IPV6_JAVA, KEYS["go-client"], KEYS["other-chars"]])
+def test_a_half_is_checked_and_committed_under_its_key_in_any_format(serve, key) -> None:
+    """docs/fidelity.md B14: the check names the half's UNIQ_KEY as sent (msgId = transactionId)."""
+    s = serve(FAST_CHECKS)
+    producer = s.client()
+    producer.call(34, body=heartbeat("127.0.0.1@p", producers=("PGT",)))
+    producer.call(17, create_topic_ext("TT", 1))
+    _half(producer, key=key)
+    check = producer.wait_pushed(39, timeout=10)
+    ext = check.ext_fields
+    assert ext["msgId"] == ext["transactionId"] == key
+    assert decode_messages(check.body)[0].uniq_key == key
+    r = _end(producer, "PGT", int(ext["commitLogOffset"]), int(ext["tranStateTableOffset"]), COMMIT, key,
+             from_check=True)
+    assert r.code == 0
+    committed = decode_messages(producer.call(11, pull_ext("GR", "TT")).body) if _visible(producer) else []
+    assert [m.uniq_key for m in committed] == [key]
 
 
 def test_unanswered_checks_stop_at_check_max(serve) -> None:

@@ -194,6 +194,11 @@ def batch(spark, tmp_path_factory) -> Batch:
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
     rows.update(recorded_traces(tmp))
+    # UNIQ_KEYs in every client's format as msg_key / txn_id (docs/fidelity.md B14)
+    from rmqspec.model import factory as model_factory
+    from tests.uniq_keys import record_trace
+
+    rows["uniq:model"] = record_trace(model_factory, tmp / "uniq")
     flat = [{**r, "trace_id": tid} for tid, trace in rows.items() for r in trace]
     # The notation keeps ``detail`` as its JSON text; trace files hold the mapping's JSON.
     stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]

@@ -65,6 +65,16 @@ def test_differential_random_traces(batch):
         assert spark == ref, f"{tid}\n{render(batch.rows[tid])}\nspark={spark}\nchecker={ref}"
 
 
+def test_uniq_keys_in_every_client_format_audit_clean(batch):
+    """docs/fidelity.md B14: msg_key / txn_id are opaque strings to the audit — a 56-char key of the
+    Java client on an IPv6 host, lower-case, Go-client, 5.x-client and arbitrary-character keys."""
+    from tests.uniq_keys import IPV6_JAVA
+
+    rows = batch.rows["uniq:model"]
+    assert any(r["msg_key"] == IPV6_JAVA for r in rows) and any(r["event"] == "drain" for r in rows)
+    assert batch.spark.get("uniq:model", []) == [] == batch.checker.get("uniq:model", [])
+
+
 def test_summary_counts_match_the_checker(batch):
     summary = json.loads((batch.out / "summary.json").read_text())
     v, o = batch.report.counts()
