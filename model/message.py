@@ -223,6 +223,13 @@ class Message:
     ``uniq_key`` is the producer-assigned UNIQ_KEY, an opaque string in any
     format a client writes (``check_uniq_key``; ``""`` becomes None); the
     reference producer always sets it, a broker assigns one when absent.
+
+    ``wait`` is the WAIT property as the producer sent it: the Java client's
+    ``Message`` constructor always sets ``"true"`` (the default), the Go client
+    v2 never sends one (None). 4.9.8's send path keeps WAIT out of a plain
+    record, but a delayed copy or a half re-serializes the map it decoded, so
+    what the client sent is what those records carry (``model/sendpath.py``;
+    docs/fidelity.md B15).
     """
 
     topic: str
@@ -235,6 +242,7 @@ class Message:
     delay_level: int = 0
     flag: int = 0
     uniq_key: str | None = attrs.field(default=None, converter=_no_empty_key)
+    wait: str | None = attrs.field(default="true", converter=_no_empty_key)
 
     # attrs compares MappingProxyType by identity; compare the contents instead.
     _props_key: tuple[tuple[str, str], ...] = attrs.field(
@@ -273,6 +281,8 @@ class Message:
             raise InvalidMessage("delay_level", self.delay_level, "must be ≥ 0")
         if self.uniq_key is not None:
             check_uniq_key(self.uniq_key)
+        if self.wait is not None and (NAME_VALUE_SEPARATOR in self.wait or PROPERTY_SEPARATOR in self.wait):
+            raise InvalidMessage("wait", self.wait, "contains \\x01/\\x02")
         size = len(encode_properties(self.wire_properties()).encode("utf-8"))
         if size > MAX_PROPERTIES_BYTES:
             raise InvalidMessage(
@@ -282,16 +292,18 @@ class Message:
     def wire_properties(self) -> dict[str, str]:
         """The full property map as the producer puts it on the wire.
 
-        Order: user properties, then TAGS, KEYS, WAIT=true (the Java client's
-        ``Message`` constructor always sets it), DELAY, UNIQ_KEY (when set). What
-        a broker stores from it is ``model.sendpath``'s business.
+        Order: user properties, then TAGS, KEYS, WAIT (``wait``: ``"true"`` as the
+        Java client's ``Message`` constructor sets it, none from the Go client),
+        DELAY, UNIQ_KEY (when set). What a broker stores from it is
+        ``model.sendpath``'s business.
         """
         props = dict(self.properties)
         if self.tags is not None:
             props[PROPERTY_TAGS] = self.tags
         if self.keys:
             props[PROPERTY_KEYS] = " ".join(self.keys)
-        props[PROPERTY_WAIT_STORE_MSG_OK] = "true"
+        if self.wait is not None:
+            props[PROPERTY_WAIT_STORE_MSG_OK] = self.wait
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         if self.uniq_key is not None:

@@ -25,8 +25,10 @@ Follows RocketMQ 4.9.8's ``SendMessageProcessor`` / ``AbstractSendMessageProcess
    TRAN_MSG=true makes it a ``send_half`` for PGROUP (else the header's
    producer group); the broker's send path adds CLUSTER=<cluster> as
    the real broker does (``model/sendpath.py``);
-   the other system properties RocketMQ clients may send (WAIT — 4.9.8 drops
-   it too —, RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME,
+   WAIT goes as sent (``Message.wait``: 4.9.8 keeps it out of a plain record
+   but a delayed copy or a half carries what the client sent — the Java client
+   always "true", the Go client none); the other system properties RocketMQ
+   clients may send (RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME,
    MAX_RECONSUME_TIMES, MSG_REGION, TRACE_ON, ...) cannot travel through the
    ``Broker`` protocol and are not stored (docs/fidelity.md).
 4. The response: SUCCESS with ``msgId`` (offset id), ``queueId`` (as asked),
@@ -56,6 +58,7 @@ from rmqspec.model.message import (
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     SYSTEM_PROPERTY_NAMES,
     InvalidMessage,
     Message,
@@ -160,7 +163,8 @@ def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int
     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or None
     try:
         return Message(topic, body, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS, ""),
-                       properties=user, delay_level=delay, flag=flag, uniq_key=uniq)
+                       properties=user, delay_level=delay, flag=flag, uniq_key=uniq,
+                       wait=props.get(PROPERTY_WAIT_STORE_MSG_OK))
     except InvalidMessage as exc:
         raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
 

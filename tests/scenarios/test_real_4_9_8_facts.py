@@ -1,6 +1,6 @@
 """Facts measured on a running real RocketMQ 4.9.8 broker, held by both brokers (docs/fidelity.md).
 
-Source: ``../shared/realrmq/results/scenarios.jsonl`` (RealScenarios.java, the real Java client) and
+Source: ``../shared/rocketmq-notes/results/scenarios.jsonl`` (RealScenarios.java, the real Java client) and
 the 4.9.8 source it confirms. Each test is named after the ledger item it holds.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rmqspec.model import BrokerConfig, Message, MessageQueue, PullStatus, ResponseCode, TxnAction
+from rmqspec.model.message import InvalidMessage
 from rmqspec.model.results import BrokerError
 
 CLUSTER = {"CLUSTER": "DefaultCluster"}
@@ -53,6 +54,35 @@ def test_delayed_copy_keeps_wait_true(make_broker, clock):
     clock.advance(2000)
     broker.tick()
     assert dict(_only(broker, "T").properties) == dict(scheduled.properties)  # delivered keeps them all
+
+
+def test_a_client_that_sends_no_wait_gets_none_stored(make_broker, clock):
+    # B15, measured with the Go client v2 (it never sends WAIT) against real 4.9.8: the delayed copy, the
+    # half, its commit, its checks' re-put copies and its discard carry no WAIT; a check still says false
+    broker = make_broker(FAST)
+    broker.create_topic("T", 1)
+    broker.send(Message("T", b"p", uniq_key="1" * 32, wait=None), 0)
+    broker.send(Message("T", b"d", delay_level=1, uniq_key="2" * 32, wait=None), 0)
+    assert "WAIT" not in _only(broker, "SCHEDULE_TOPIC_XXXX", 0).properties
+    start = clock.now()
+    unknown = broker.send_half(Message("T", b"u", uniq_key="3" * 32, wait=None), 0, "PG")
+    commit = broker.send_half(Message("T", b"c", uniq_key="4" * 32, wait=None), 0, "PG")
+    broker.end_transaction("PG", commit.commitlog_offset, commit.queue_offset, TxnAction.COMMIT, False)
+    checks = []
+    for run in range(1, 12):
+        clock.set(start + run * FAST.transaction_check_interval_ms)
+        checks.extend(broker.tick())
+    assert [c.transaction_id for c in checks] == [unknown.uniq_key] * 3
+    assert all(c.message.get_property("WAIT") == "false" for c in checks)
+    stored = [m for topic in ("T", "RMQ_SYS_TRANS_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC")
+              for m in broker.pull("g", MessageQueue(topic, 0), 0, 32).messages]
+    assert len(stored) == 1 + 1 + 1 + 2 + 3 + 1  # plain, delivered delay, commit, two halves, 3 re-puts, discard
+    assert [m for m in stored if "WAIT" in m.properties] == []
+
+
+def test_a_wait_value_is_refused_when_it_holds_a_separator():
+    with pytest.raises(InvalidMessage, match="wait"):
+        Message("T", b"x", wait="a\x01b")
 
 
 def test_empty_property_values_are_dropped_by_the_broker(broker):
