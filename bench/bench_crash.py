@@ -9,7 +9,7 @@
   (every unit compared) and with them deleted (every unit rebuilt), and
   ``store verify``, each against a plain sequential read of the same bytes
   (page cache warm, best of 3).
-- **recovery vs RocketMQ** (``--real``, needs ``../shared/realrmq``): the same
+- **recovery vs RocketMQ** (``--real``, needs Java and Maven: ``scripts/real-rocketmq oracle``): the same
   directory recovered by the real ``DefaultMessageStore`` (``oracle.sh dump``
   with INFO logs; its recovery time is the span from ``last shutdown`` to
   ``load over`` in its own log, so JVM start and the dump's output do not
@@ -40,6 +40,7 @@ from rmqspec.impl.verify import verify_store
 
 FILE_SIZE = 64 * 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
+REAL_VERSION = os.environ.get("RMQ_VERSION", "4.9.8")  # the store oracle's RocketMQ (scripts/real-rocketmq)
 
 
 def _records(n: int) -> list[MessageRecord]:
@@ -174,11 +175,12 @@ def _log_ms(line: str) -> int:
     return ((h * 60 + mi) * 60 + s) * 1000 + ms
 
 
-def real_recovery_ms(realrmq: Path, root: Path) -> tuple[int, int]:
+def real_recovery_ms(root: Path) -> tuple[int, int]:
     """(recovery ms, max offset) of the real DefaultMessageStore on ``root`` (mutated: pass a copy)."""
     env = dict(os.environ, ORACLE_OPTS=f"-Doracle.clFileSize={FILE_SIZE} -Doracle.logLevel=INFO")
     done = subprocess.run(
-        [str(realrmq / "oracle.sh"), "dump", str(root)], capture_output=True, text=True, env=env, check=True
+        [str(REPO / "scripts" / "real-rocketmq"), "oracle", "--version", REAL_VERSION, "dump", str(root)],
+        capture_output=True, text=True, env=env, check=True,
     )
     start = end = None
     max_offset = -1
@@ -193,7 +195,7 @@ def real_recovery_ms(realrmq: Path, root: Path) -> tuple[int, int]:
     return (end - start) % (24 * 3600 * 1000), max_offset
 
 
-def bench_real(records: int, realrmq: Path) -> None:
+def bench_real(records: int) -> None:
     with tempfile.TemporaryDirectory(dir=crashtest.scratch_base()) as tmp:
         base = Path(tmp) / "base"
         end = make_store(base, records)
@@ -207,7 +209,7 @@ def bench_real(records: int, realrmq: Path) -> None:
                     shutil.rmtree(work / "consumequeue")
                     shutil.rmtree(real / "consumequeue")
                 elapsed, our_end = _recover(work)
-                ms, their_end = real_recovery_ms(realrmq, real)
+                ms, their_end = real_recovery_ms(real)
                 if our_end != end or their_end != end:
                     raise RuntimeError(f"recovered ends differ: ours {our_end}, RocketMQ {their_end}, written {end}")
                 ours_t.append(elapsed)
@@ -233,10 +235,9 @@ def main(argv: list[str]) -> int:
     print("recovery and verify vs a plain read of the same files")
     bench_recovery(args.records)
     if args.real:
-        realrmq = Path(os.environ.get("REALRMQ") or REPO.parent / "shared" / "realrmq")
-        if not (realrmq / "oracle.sh").is_file():
-            print(f"--real needs the RocketMQ fixture at {realrmq} (set REALRMQ)")
+        if shutil.which("mvn") is None or shutil.which("javac") is None:
+            print("--real needs Java (javac) and Maven: the store oracle runs the official release jars")
             return 2
-        print("recovery vs the real RocketMQ 4.9.8 DefaultMessageStore on the same directory")
-        bench_real(args.records, realrmq)
+        print(f"recovery vs the real RocketMQ {REAL_VERSION} DefaultMessageStore on the same directory")
+        bench_real(args.records)
     return 0

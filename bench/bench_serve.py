@@ -6,10 +6,10 @@ Two figures, each a ratio against a baseline measured in the same run:
    client on a socket: SEND_MESSAGE_V2, then PULL_MESSAGE of that message), against the same calls on
    an in-process ``MmapBroker`` on the wall clock (``send`` then ``pull``). Also printed: how long
    ``rmqspec serve`` takes from spawn to its ready line.
-2. **Java-client msgs/s** (when ``../shared/realrmq`` exists and we are root with Java): our own program
+2. **Java-client msgs/s** (when we are root with Java and Maven): our own program
    ``bench/java/ServeBench.java`` (compiled with javac against the fixture's classpath; one topic, 4
    queues, a push consumer, one producer sending N messages synchronously) against ``rmqspec serve`` and
-   against the real 4.9.8 name server + broker (``start-rmq.sh`` / ``stop-rmq.sh``), each in its own
+   against the real 4.9.8 name server + broker (``scripts/real-rocketmq start`` / ``stop``), each in its own
    network namespace, both ASYNC_FLUSH: send msgs/s and end-to-end msgs/s, and the ratios serve / real.
 
 ``python -m bench serve -- [-n N] [--java-n N] [--body BYTES] [--no-java]``
@@ -36,7 +36,11 @@ from rmqspec.remoting.command import RemotingCommand, request
 from rmqspec.remoting.frame import FrameDecoder, encode_frame
 
 REPO = Path(__file__).resolve().parents[1]
-REALRMQ = Path(os.environ.get("REALRMQ") or REPO.parent / "shared" / "realrmq")
+REAL_ROCKETMQ = REPO / "scripts" / "real-rocketmq"  # the project's fixture: official release jars
+JAVA_CLIENT = "4.9.8"
+CLIENT_HEAP = ["-Xms64m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC"]
+JDK17_OPTS = ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+              "--add-opens", "java.base/java.lang=ALL-UNNAMED", "--add-opens", "java.base/java.util=ALL-UNNAMED"]
 ASYNC_CONF = "flushDiskType=ASYNC_FLUSH\nmappedFileSizeCommitLog=67108864\n"
 
 
@@ -110,16 +114,10 @@ def _in_process_round_trips(root: str, n: int, body: bytes) -> float:
 # Java client: rmqspec serve vs the real 4.9.8 broker
 
 
-def _env_array(name: str) -> list[str]:
-    out = subprocess.run(["bash", "-c", f'. "{REALRMQ}/rmq-env.sh"; printf "%s\\n" "${{{name}[@]}}"'],
-                         capture_output=True, text=True, check=True)
-    return [x for x in out.stdout.splitlines() if x]
-
-
 def _classpath() -> str:
-    out = subprocess.run(["bash", "-c", f'. "{REALRMQ}/rmq-env.sh"; printf %s "$RMQ_CP"'], capture_output=True,
+    out = subprocess.run([str(REAL_ROCKETMQ), "classpath", "--version", JAVA_CLIENT], capture_output=True,
                          text=True, check=True)
-    return out.stdout
+    return out.stdout.strip()
 
 
 def _compile(build: Path, cp: str) -> None:
@@ -128,7 +126,7 @@ def _compile(build: Path, cp: str) -> None:
 
 
 def _run_java(netns: str, cp: str, build: Path, home: Path, n: int, size: int, tag: str, threads: int) -> dict:
-    cmd = ["ip", "netns", "exec", netns, "java", *_env_array("RMQ_CLIENT_HEAP"), *_env_array("RMQ_JDK17_OPTS"),
+    cmd = ["ip", "netns", "exec", netns, "java", *CLIENT_HEAP, *JDK17_OPTS,
            f"-Duser.home={home}", f"-Drocketmq.client.logRoot={home}/logs", "-Drocketmq.client.logLevel=WARN",
            "-cp", f"{cp}:{build}", "ServeBench", "127.0.0.1:9876", str(n), str(size), tag, str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -173,21 +171,22 @@ def _java_against_real(tmp: Path, cp: str, build: Path, n: int, size: int, threa
                                                                                                       float]:
     sd = tmp / "real"
     started = time.monotonic()
-    out = subprocess.run([str(REALRMQ / "start-rmq.sh"), str(sd)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([str(REAL_ROCKETMQ), "start", "--version", JAVA_CLIENT, "--dir", str(sd)],
+                         capture_output=True, text=True, timeout=300)
     try:
         if out.returncode != 0:
-            raise RuntimeError(f"start-rmq.sh failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
+            raise RuntimeError(f"real-rocketmq start failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
         ready = time.monotonic() - started
         netns = out.stdout.split("NETNS=")[1].split()[0]
         return [_run_java(netns, cp, build, tmp / "home-real", n, size, f"r{os.getpid()}t{t}", t)
                 for t in threads], ready
     finally:
-        subprocess.run([str(REALRMQ / "stop-rmq.sh"), str(sd)], capture_output=True, timeout=300)
+        subprocess.run([str(REAL_ROCKETMQ), "stop", "--dir", str(sd)], capture_output=True, timeout=300)
 
 
 def _java_available() -> str | None:
-    if not (REALRMQ / "start-rmq.sh").is_file():
-        return f"no real RocketMQ fixture at {REALRMQ}"
+    if shutil.which("mvn") is None:
+        return "needs Maven (the release jars come from Maven Central)"
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
     if shutil.which("javac") is None or shutil.which("ip") is None:

@@ -19,7 +19,7 @@ and ``half_send_properties`` pick what each path stores. Every other writer of
 the broker (send-back, schedule fire, commit, check re-put, discard) starts from a
 message it read back from the store, so it inherits CLUSTER and never sees an
 empty value. Verified against the running 4.9.8 broker
-(``../shared/realrmq/results/scenarios.jsonl``: plain copies carry CLUSTER and no
+(``../shared/rocketmq-notes/results/scenarios.jsonl``: plain copies carry CLUSTER and no
 WAIT, delayed copies and halves carry WAIT=true).
 """
 

@@ -36,7 +36,7 @@ comparison (``mask_times``): two clocks read them, so they are judged by these
 windows, not compared to the model's.
 
 Default tolerance: 500 ms. Measured on real RocketMQ 4.9.8 with the fixture's
-shortened timing (``../shared/realrmq/results/scenarios.jsonl``): retries and
+shortened timing (``../shared/rocketmq-notes/results/scenarios.jsonl``): retries and
 delayed copies arrive 20–111 ms after their due time, a 5 s lock is free
 5.0–5.1 s after the last renewal; 500 ms covers 4× the worst seen.
 """

@@ -5,7 +5,7 @@ Theory of operation
 One pair of pure functions per operation of ``rmqspec.model.Broker``
 (SPEC §3): ``<op>_request(...) -> RemotingCommand`` builds the request
 exactly as the Java 4.9.8 client builds it (ext names and values as in
-``codes.REQUESTS`` and the captures of ``../shared/realrmq``), and
+``codes.REQUESTS`` and the captures in ``../shared/rocketmq-notes/results``), and
 ``parse_<op>(response)`` turns the broker's answer into the model's result
 type (``SendResult``, ``PullResult``, ``ResponseCode``, ``CheckRequest``...).
 ``RemoteBroker`` (``adapter.py``) only sends what these build and returns

@@ -6,14 +6,14 @@ Theory of operation
 (``namesrv``, ``broker``, or ``client`` for the broker's requests on a
 client connection), whether RocketMQ sends it oneway, the ext fields of the
 request (exact wire names, as RocketMQ 4.9.8's ``*RequestHeader`` classes
-and the captures in ``../shared/realrmq/results/wire_full.jsonl.gz`` spell
+and the captures in ``../shared/rocketmq-notes/results/wire_full.jsonl.gz`` spell
 them; ``required`` as the header's ``@CFNotNull``), the request body, and the
 ext fields of a successful response. The client, the server, the fuzzer and
 the README's table are driven by this table.
 
 Sources: ``common/protocol/RequestCode.java``, ``ResponseCode.java``,
 ``common/protocol/header/**``; facts verified on a running 4.9.8 broker in
-``../shared/realrmq/README.md`` ("Remoting protocol facts").
+``../shared/rocketmq-notes/README.md`` ("Remoting protocol facts").
 """
 
 from __future__ import annotations

@@ -64,9 +64,8 @@ def watch(b: RemoteBroker, secs: float, answer: TxnAction | None = None) -> list
 
 
 def main(sd: str, repo: str, mode: str) -> None:
-    restart = (f"REALRMQ=/work/shared/realrmq {repo}/tests/interop/restart-broker.sh {sd} "
-               "-Drocketmq.broker.rebalance.lockMaxLiveTime=5000")
-    b = RemoteBroker("127.0.0.1:9876", WallClock(), crash_cmd=f"kill -9 $(cat {sd}/broker.pid)",
+    restart = f"{repo}/scripts/real-rocketmq restart --dir {sd}"  # reuses the -D properties given to start
+    b = RemoteBroker("127.0.0.1:9876", WallClock(), crash_cmd=f"{repo}/scripts/real-rocketmq kill --dir {sd}",
                      restart_cmd=restart, producer_group="PG_" + mode)
     b.create_topic("XT", 1)
     b.create_group("OBS")

@@ -1,6 +1,6 @@
 """broker.conf: our reading against real RocketMQ 4.9.8's (java.util.Properties + MixAll.properties2Object).
 
-``BrokerConfDump.java`` (run by the JVM's source launcher with the fixture's jars) loads each file
+``interop/java/v4/BrokerConfDump.java`` (``real-rocketmq java``: compiled against the release jars) loads each file
 as ``BrokerStartup`` does and prints the properties and the config fields rmqspec maps.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file, parse_properties
+from tests.interop.realrmq import RealRocketMQ
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("brokerconf_cases", HERE.parent / "properties" / "test_brokerconf.py")
@@ -21,17 +22,6 @@ _cases = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cases)
 JAVA_CASES: list[tuple[bytes, list[tuple[str, str, int]]]] = _cases.JAVA_CASES
 REAL_FIXTURE_CONF: str = _cases.REAL_FIXTURE_CONF
-_DEBIAN_JARS = [
-    "netty-buffer",
-    "netty-common",
-    "netty-transport",
-    "netty-handler",
-    "netty-codec",
-    "slf4j-api",
-    "logback-classic",
-    "logback-core",
-    "commons-lang3",
-]
 
 
 def _unhex(text: str) -> str:
@@ -46,12 +36,10 @@ def _pairs(line: str) -> dict[str, str]:
     return out
 
 
-def java_read(realrmq: Path, files: list[Path]) -> list[tuple[dict[str, str], dict[str, str]] | str]:
+def java_read(realrmq: RealRocketMQ, files: list[Path]) -> list[tuple[dict[str, str], dict[str, str]] | str]:
     """Per file: (properties, config fields) as the real broker reads them, or the load error."""
-    jars = sorted(str(j) for j in (realrmq / "jars").glob("*.jar"))
-    jars += [f"/usr/share/java/{name}.jar" for name in _DEBIAN_JARS]
     out = subprocess.run(
-        ["java", "-cp", ":".join(jars), str(HERE / "BrokerConfDump.java"), *map(str, files)],
+        realrmq.java("BrokerConfDump", *map(str, files)),
         capture_output=True,
         text=True,
         check=True,
@@ -89,7 +77,7 @@ SILENTLY_DROPPED = [
 ]
 
 
-def test_properties_load_agrees_with_java(realrmq: Path, tmp_path: Path) -> None:
+def test_properties_load_agrees_with_java(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     files = []
     for i, (data, _expected) in enumerate(JAVA_CASES):
         path = tmp_path / f"case{i}.conf"
@@ -101,7 +89,7 @@ def test_properties_load_agrees_with_java(realrmq: Path, tmp_path: Path) -> None
         assert ours == java[0], data
 
 
-def test_malformed_unicode_escape_is_refused_by_both(realrmq: Path, tmp_path: Path) -> None:
+def test_malformed_unicode_escape_is_refused_by_both(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     path = tmp_path / "bad.conf"
     path.write_bytes(b"a=1\nb=\\u12\n")
     (java,) = java_read(realrmq, [path])
@@ -110,7 +98,7 @@ def test_malformed_unicode_escape_is_refused_by_both(realrmq: Path, tmp_path: Pa
         broker_config_from_file(path)
 
 
-def test_broker_config_agrees_with_java(realrmq: Path, tmp_path: Path) -> None:
+def test_broker_config_agrees_with_java(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     files = []
     for i, data in enumerate(CONFIG_FILES):
         path = tmp_path / f"broker{i}.conf"
@@ -133,7 +121,7 @@ def test_broker_config_agrees_with_java(realrmq: Path, tmp_path: Path) -> None:
         assert config.delay_levels_ms == java_delays
 
 
-def test_values_the_real_broker_drops_are_errors(realrmq: Path, tmp_path: Path) -> None:
+def test_values_the_real_broker_drops_are_errors(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     files = []
     for i, (data, _field, _seems) in enumerate(SILENTLY_DROPPED):
         path = tmp_path / f"dropped{i}.conf"

@@ -1,10 +1,10 @@
 """``rmqspec conform --broker rocketmq://127.0.0.1:9876 --config FILE`` against real Apache RocketMQ 4.9.8.
 
-The fixture (``../shared/realrmq/start-rmq.sh``) runs a real name server + broker in a private network
+The fixture (``scripts/real-rocketmq start``) runs a real name server + broker in a private network
 namespace with shortened timing; ``conform`` runs inside that namespace (``ip netns exec``) at the
 wall-clock default budget, in lockstep with the model configured by the same broker.conf, with kill
 crashes: ``--crash-cmd`` is ``kill -9`` of the broker JVM, ``--restart-cmd`` starts it again on the same
-store (``restart-broker.sh``). Every difference it ever found is fixed in the model or recorded in
+store (``real-rocketmq kill`` / ``restart``). Every difference it ever found is fixed in the model or recorded in
 ``docs/fidelity.md``.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.interop.realrmq import RealRocketMQ, Started
 
 REPO = Path(__file__).resolve().parents[2]
 DELAYS = "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s"
@@ -34,37 +35,24 @@ CLIENTS = "\n".join(["rocketmq.client.rebalance.lockMaxLiveTime=3000", "rocketmq
 
 
 @pytest.fixture()
-def real_broker(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+def real_broker(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Started]:
     """A fresh broker per test (it starts in ~3 s): a run that fails leaves halves the broker goes on
     checking and discarding on its own, which the next run on that broker would see as its own."""
     storedir = tmp_path_factory.mktemp("rmq-conform")
     try:
-        started = subprocess.run([str(realrmq / "start-rmq.sh"), str(storedir), *TIMING,
-                                  f"-Drocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}"],
-                                 capture_output=True, text=True, timeout=300, check=False)
-        assert started.returncode == 0, f"start-rmq.sh failed: {started.stdout}{started.stderr}"
-        env = dict(line.split("=", 1) for line in (storedir / "rmq.env").read_text().split())
-        yield storedir, env["RMQ_NETNS"]
+        yield realrmq.start(storedir, *TIMING, f"-Drocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}")
     finally:
-        subprocess.run([str(realrmq / "stop-rmq.sh"), str(storedir)], capture_output=True, timeout=120,
-                       check=False)
-        shutil.rmtree(storedir / "store", ignore_errors=True)
-
-
-def _crash_options(storedir: Path, realrmq: Path) -> list[str]:
-    restart = (f"REALRMQ={realrmq} {REPO / 'tests' / 'interop' / 'restart-broker.sh'} {storedir} "
-               f"-Drocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}")
-    return ["--crash-cmd", f"kill -9 $(cat {storedir / 'broker.pid'})", "--restart-cmd", restart]
+        realrmq.stop(storedir)
 
 
 def test_conform_against_real_rocketmq_passes_at_the_wall_clock_default_budget(real_broker, realrmq,
                                                                                 tmp_path) -> None:
-    storedir, netns = real_broker
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF + "\n")
-    done = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-m", "rmqspec.cli", "conform",
-                           "--broker", "rocketmq://127.0.0.1:9876", "--config", str(conf),
-                           "--trace-out", str(tmp_path / "traces"), *_crash_options(storedir, realrmq)],
+    done = subprocess.run(real_broker.in_netns(sys.executable, "-m", "rmqspec.cli", "conform",
+                                               "--broker", "rocketmq://127.0.0.1:9876", "--config", str(conf),
+                                               "--trace-out", str(tmp_path / "traces"),
+                                               *realrmq.crash_options(real_broker)),
                           cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     print(done.stdout)
     assert done.returncode == 0, f"conform failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"
@@ -78,13 +66,13 @@ def test_conform_against_real_rocketmq_passes_at_the_wall_clock_default_budget(r
 
 def test_check_against_real_rocketmq_end_to_end(real_broker, realrmq, tmp_path) -> None:
     """Proofs of the configuration, wall-clock conformance with kill crashes, traces, Spark audit, report."""
-    storedir, netns = real_broker
     conf = tmp_path / "broker.conf"
     conf.write_text(BROKER_CONF + "\n" + CLIENTS + "\n")
     out = tmp_path / "out"
-    done = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-m", "rmqspec.cli", "check",
-                           "--broker", "rocketmq://127.0.0.1:9876", "--config", str(conf), "--out", str(out),
-                           "--budget", "quick", "--quiet", *_crash_options(storedir, realrmq)],
+    done = subprocess.run(real_broker.in_netns(sys.executable, "-m", "rmqspec.cli", "check",
+                                               "--broker", "rocketmq://127.0.0.1:9876", "--config", str(conf),
+                                               "--out", str(out), "--budget", "quick", "--quiet",
+                                               *realrmq.crash_options(real_broker)),
                           cwd=REPO, capture_output=True, text=True, timeout=1500, check=False)
     print(done.stdout)
     assert done.returncode == 0, f"check failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}"

@@ -3,7 +3,7 @@
 The states are the ones ``make test`` explores (``impl/crashtest.py``: every
 recorded workload, seeded sampling), each written twice: one copy recovered
 by our ``MessageStore``, the other by the real store through
-``oracle.sh dump-many`` (two JVMs in parallel, commitlog files of the
+``real-rocketmq oracle dump-many`` (two JVMs in parallel, commitlog files of the
 workloads' 8 KiB, their delay levels). Compared per state: the CommitLog max
 offset, the records kept (offset, size), every consume-queue unit (commitlog
 offset, size, tagsCode).
@@ -38,6 +38,7 @@ from rmqspec.impl.commitlog import ScanStop
 from rmqspec.impl.consumequeue import UNIT_SIZE, unpack_unit
 from rmqspec.impl.crashfs import CrashState
 from rmqspec.impl.store import MessageStore, StoreConfig
+from tests.interop.realrmq import RealRocketMQ
 
 STATES = int(os.environ.get("RMQSPEC_INTEROP_CRASH_STATES", "1000"))
 JVMS = 2
@@ -67,7 +68,7 @@ def _ours(state: CrashState, directory: Path, config: StoreConfig) -> Summary:
     return summary
 
 
-def _theirs(realrmq: Path, directories: list[Path], workdir: Path, delay_levels: str) -> dict[str, Summary]:
+def _theirs(realrmq: RealRocketMQ, directories: list[Path], workdir: Path, delay_levels: str) -> dict[str, Summary]:
     env = dict(
         os.environ,
         ORACLE_OPTS=f"-Doracle.clFileSize={crashwork.COMMITLOG_FILE_SIZE}",
@@ -78,7 +79,7 @@ def _theirs(realrmq: Path, directories: list[Path], workdir: Path, delay_levels:
         listing = workdir / f"list{j}"
         listing.write_text("".join(f"{d}\n" for d in directories[j::JVMS]))
         out = open(workdir / f"out{j}", "w")  # noqa: SIM115 - closed below
-        procs.append((subprocess.Popen([str(realrmq / "oracle.sh"), "dump-many", str(listing)],
+        procs.append((subprocess.Popen(realrmq.oracle("dump-many", str(listing)),
                                        stdout=out, stderr=subprocess.DEVNULL, env=env), out))
     for proc, out in procs:
         proc.wait()
@@ -207,7 +208,7 @@ def explain(state: CrashState, ours: Summary, theirs: Summary, config: Any) -> s
     return None
 
 
-def test_the_real_store_keeps_what_ours_keeps(realrmq: Path) -> None:
+def test_the_real_store_keeps_what_ours_keeps(realrmq: RealRocketMQ) -> None:
     root = crashtest.scratch_root()
     t0 = time.perf_counter()
     try:
@@ -273,14 +274,14 @@ def _short(summary: Summary) -> str:
     return f"max {summary['max']}, {len(summary['records'])} records, {sum(map(len, summary['cq'].values()))} units"
 
 
-def test_recovery_throughput_against_the_real_store(realrmq: Path) -> None:
+def test_recovery_throughput_against_the_real_store(realrmq: RealRocketMQ) -> None:
     """bench/bench_crash.py --real: ours against DefaultMessageStore on the same directory (figures printed)."""
     done = subprocess.run(
         [sys.executable, "-m", "bench", "crash", "--", "--skip-states", "--records", "100000", "--real"],
         cwd=REPO,
         capture_output=True,
         text=True,
-        env=dict(os.environ, REALRMQ=str(realrmq)),
+        env=dict(os.environ, RMQ_VERSION=realrmq.version),
         timeout=900,
     )
     print("\n" + done.stdout, file=sys.stderr)

@@ -11,10 +11,11 @@ subscription, the TAG re-check dropping messages, and a client that never starts
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.interop.realrmq import RealRocketMQ
 
 REPO = Path(__file__).resolve().parents[2]
 DELAYS = "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s"
@@ -24,23 +25,17 @@ BROKER_CONF = "\n".join(["brokerClusterName=DefaultCluster", "brokerName=broker-
                          "brokerIP1=127.0.0.1", *TIMING, "rocketmq.broker.rebalance.lockMaxLiveTime=5000"])
 
 
-def test_inconsistent_group_in_lockstep_with_real_rocketmq(realrmq: Path, tmp_path: Path) -> None:
+def test_inconsistent_group_in_lockstep_with_real_rocketmq(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     storedir = tmp_path / "rmq"
     storedir.mkdir()
     try:
-        started = subprocess.run([str(realrmq / "start-rmq.sh"), str(storedir), *TIMING,
-                                  "-Drocketmq.broker.rebalance.lockMaxLiveTime=5000"],
-                                 capture_output=True, text=True, timeout=300, check=False)
-        assert started.returncode == 0, f"start-rmq.sh failed: {started.stdout}{started.stderr}"
-        env = dict(line.split("=", 1) for line in (storedir / "rmq.env").read_text().split())
+        started = realrmq.start(storedir, *TIMING, "-Drocketmq.broker.rebalance.lockMaxLiveTime=5000")
         conf = tmp_path / "broker.conf"
         conf.write_text(BROKER_CONF + "\n")
-        cmd = ["ip", "netns", "exec", env["RMQ_NETNS"], sys.executable, "-m", "tests.interop.filter_group_scenario",
-               str(conf)]
+        cmd = started.in_netns(sys.executable, "-m", "tests.interop.filter_group_scenario", str(conf))
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     finally:
-        subprocess.run([str(realrmq / "stop-rmq.sh"), str(storedir)], capture_output=True, timeout=120, check=False)
-        shutil.rmtree(storedir / "store", ignore_errors=True)
+        realrmq.stop(storedir)
     lines = done.stdout.strip().splitlines()
     assert done.returncode == 0 and lines, f"scenario failed ({done.returncode}): {done.stderr[-3000:]}"
     cases = json.loads(lines[-1])

@@ -13,7 +13,6 @@ two broker tables apart (``run_stale_filter``): a dead filter data still filters
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -25,22 +24,19 @@ import pytest
 from rmqspec.impl.broker import MmapBroker
 from rmqspec.model import BrokerConfig, ManualClock, ModelBroker
 from tests.heartbeat_groups import CASES, STALE_FILTER, run, run_stale_filter
+from tests.interop.realrmq import RealRocketMQ
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = BrokerConfig(enable_property_filter=True)
 
 
 @pytest.fixture(scope="module")
-def real_observations(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def real_observations(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     storedir = tmp_path_factory.mktemp("rmq-heartbeat")
     try:
-        started = subprocess.run([str(realrmq / "start-rmq.sh"), str(storedir), "enablePropertyFilter=true"],
-                                 capture_output=True, text=True, timeout=300, check=False)
-        assert started.returncode == 0, f"start-rmq.sh failed: {started.stdout}{started.stderr}"
-        env = dict(line.split("=", 1) for line in (storedir / "rmq.env").read_text().split())
+        started = realrmq.start(storedir, "enablePropertyFilter=true")
         args = {"cases": [*sorted(CASES), STALE_FILTER], "prefix": f"HB{int(time.time()) % 100000}"}
-        cmd = ["ip", "netns", "exec", env["RMQ_NETNS"], sys.executable, "-m", "tests.heartbeat_groups",
-               json.dumps(args)]
+        cmd = started.in_netns(sys.executable, "-m", "tests.heartbeat_groups", json.dumps(args))
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
         lines = done.stdout.strip().splitlines()
         assert done.returncode == 0 and lines, f"scenario failed ({done.returncode}): {done.stderr[-3000:]}"
@@ -48,8 +44,7 @@ def real_observations(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -
         assert "crashed" not in obs, obs["crashed"]
         yield {"prefix": args["prefix"], "cases": obs}
     finally:
-        subprocess.run([str(realrmq / "stop-rmq.sh"), str(storedir)], capture_output=True, timeout=120, check=False)
-        shutil.rmtree(storedir / "store", ignore_errors=True)
+        realrmq.stop(storedir)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -1,174 +1,92 @@
 """The real Apache RocketMQ 4.9.8 Java client against ``rmqspec serve`` (``make interop``; root + Java).
 
-The fixture's scenario program (``../shared/realrmq/RealScenarios.java`` via ``run-scenarios.sh``: retry
-ladder + DLQ, delayed delivery, transaction checks, queue locks) runs against ``rmqspec serve --config``
-with the timing the real-broker run used (delay levels 1s..18s, transactionTimeOut=2000,
+The project's scenario program (``interop/java/v4/RealScenarios.java`` via ``real-rocketmq scenarios``:
+retry ladder + DLQ, delayed delivery, transaction checks, queue locks) runs against ``rmqspec serve
+--config`` with the scenario timing (delay levels 1s..18s, transactionTimeOut=2000,
 transactionCheckInterval=3000, transactionCheckMax=3, SYNC_FLUSH, broker lock lifetime 5000 ms), inside a
-network namespace this module creates (only ``lo`` up). Its output is compared with what the same program
-measured against the real broker (``results/scenarios.jsonl``), each timing within ``TOL_MS``; then the
-serve process gets SIGTERM, ``rmqspec store verify`` must accept its store and ``rmqspec audit`` its trace.
+network namespace of its own (only ``lo`` up). Its output is compared with what the same program
+measures, in the same session, against a real broker started with the same timing (``real-rocketmq
+start``), each timing within ``scenario_compare.TOL_MS``; then serve gets SIGTERM, ``rmqspec store
+verify`` must accept its store and ``rmqspec audit`` its trace.
 
 Known, documented differences (docs/fidelity.md, "rmqspec serve vs real 4.9.8") are asserted as exactly
-that difference, never skipped: the WAIT property of delayed and half messages, and the audit's reading of
-a deliberate pull of TRANS_CHECK_MAX_TIME_TOPIC.
+that difference, never skipped: the audit's reading of a deliberate pull of TRANS_CHECK_MAX_TIME_TOPIC.
+The retry scenario also runs from a namespace whose only address is IPv6 and from the host network, so
+the client's UNIQ_KEY comes in both of its formats (32 and 56 hex chars).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 
+from tests.interop.realrmq import (
+    DELAYS,
+    LOCK_MS,
+    VERSION,
+    RealRocketMQ,
+    run_program,
+    scenario_rows,
+)
+from tests.interop.scenario_compare import comparison_table, java_measures
+from tests.interop.served import Served, served_in_namespace, served_on_host
+
 REPO = Path(__file__).resolve().parents[2]
-DELAYS = "1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s 17s 18s"
-BROKER_CONF = f"""brokerClusterName=DefaultCluster
-brokerName=broker-a
-listenPort=10911
-brokerIP1=127.0.0.1
-messageDelayLevel={DELAYS}
-transactionTimeOut=2000
-transactionCheckInterval=3000
-transactionCheckMax=3
-flushDiskType=SYNC_FLUSH
-rocketmq.broker.rebalance.lockMaxLiveTime=5000
-mappedFileSizeCommitLog=67108864
-"""
-TOL_MS = 500  # every timing: serve within the rule's window + TOL_MS, and within TOL_MS of the real broker
-LOCK_MS, TXN_TIMEOUT_MS, TXN_INTERVAL_MS = 5000, 2000, 3000
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
-class Served:
-    def __init__(self, root: Path, netns: str) -> None:
-        self.root, self.netns = root, netns
-        self.proc: subprocess.Popen[str] | None = None
-        self.ready = ""
-        self.spawn_to_ready_s = 0.0
-        self.exit_code: int | None = None
-
-    def start(self) -> None:
-        (self.root / "broker.conf").write_text(BROKER_CONF)
-        (self.root / "rmq.env").write_text(f"RMQ_NETNS={self.netns}\nRMQ_NAMESRV=127.0.0.1:9876\n")
-        self.stderr = (self.root / "serve.stderr").open("w")
-        cmd = ["ip", "netns", "exec", self.netns, sys.executable, "-m", "rmqspec.cli", "serve", "--store",
-               str(self.root / "store"), "--config", str(self.root / "broker.conf"), "--trace-out",
-               str(self.root / "trace")]
-        started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=REPO)
-        assert self.proc.stdout is not None
-        self.ready = self.proc.stdout.readline().strip()
-        self.spawn_to_ready_s = time.monotonic() - started
-        assert "ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911" in self.ready, self.ready
-
-    def stop(self) -> int:
-        if self.proc is not None and self.exit_code is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.communicate(timeout=30)
-            self.exit_code = self.proc.returncode
-            self.stderr.close()
-        return self.exit_code if self.exit_code is not None else -1
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    netns = f"rmqspec-serve-{os.getpid()}"
-    _ip("netns", "add", netns)
-    s = Served(tmp_path_factory.mktemp("serve-java"), netns)
-    try:
-        _ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
-        s.start()
+    with served_in_namespace(tmp_path_factory.mktemp("serve-java"), f"rmqspec-serve-{os.getpid()}") as s:
         yield s
-    finally:
-        s.stop()
-        subprocess.run(["ip", "netns", "del", netns], capture_output=True, timeout=30)
 
 
-def _scenarios(lines: str) -> dict[str, dict[str, Any]]:
-    return {row["scenario"]: row for row in (json.loads(x) for x in lines.splitlines() if x.startswith("{"))}
+@pytest.fixture(params=["ipv6-only-namespace", "host-network"])
+def served_elsewhere(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """serve where the Java client's own address is IPv6 (a namespace whose only interface besides ``lo``
+    holds fd00:7::2, an address of its own), or on the host network, whatever address the machine has. The
+    client builds UNIQ_KEY from that address (MessageClientIDSetter: 32 hex chars from IPv4, 56 from IPv6)."""
+    if request.param == "host-network":
+        with served_on_host(tmp_path) as s:
+            yield s
+    else:
+        with served_in_namespace(tmp_path, f"rmqspec-v6-{os.getpid()}", ipv6="fd00:7::2/64") as s:
+            yield s
+
+
+def test_the_retry_scenario_from_either_address_family(served_elsewhere: Served, realrmq: RealRocketMQ) -> None:
+    """Scenario (a) — send, three send-backs, the DLQ — with the client's UNIQ_KEY in its own format."""
+    code, out, err = run_program([*realrmq.java_scenarios(served_elsewhere.root, lock_ms=LOCK_MS), "a"])
+    rows = scenario_rows(out)
+    assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
+    a = rows["a_retry_dlq"]
+    assert a["deliveries_of_poison"] == 4 and a["dlq"]["pulled_messages"][0]["reconsume_times"] == 4
+    assert served_elsewhere.stop() == 0
+    keys = {json.loads(line).get("msg_key") for line in (served_elsewhere.root / "trace" / "serve-000.jsonl")
+            .read_text().splitlines()} - {None}
+    lengths = {len(k) for k in keys if k}
+    print(f"\n{served_elsewhere.netns}: UNIQ_KEY lengths {sorted(lengths)} over {len(keys)} keys")
+    if served_elsewhere.netns != "host":
+        assert lengths == {56}, sorted(keys)[:3]  # the client's IPv6 address, 16 bytes
+    else:
+        assert lengths and lengths <= {32, 56}, sorted(keys)[:3]
 
 
 @pytest.fixture(scope="module")
-def runs(served: Served, realrmq: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(serve's scenario results, the real broker's) — one RealScenarios run, about 70 s."""
-    env = {**os.environ, "SCN_JAVA_OPTS": f"-Dscn.lockMaxLiveTime={LOCK_MS}"}
-    proc = subprocess.Popen([str(realrmq / "run-scenarios.sh"), str(served.root)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:  # a hung scenario JVM: the whole process group goes
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate(timeout=60)
+def runs(served: Served, realrmq: RealRocketMQ, java_scenarios_on_real) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(serve's scenario results, the real broker's) — one RealScenarios run each, about 70 s."""
+    real_run = java_scenarios_on_real(realrmq.version)
+    code, out, err = run_program(realrmq.java_scenarios(served.root, lock_ms=LOCK_MS))
     (served.root / "scenarios.jsonl").write_text(out)
-    ours = _scenarios(out)
-    assert proc.returncode == 0 and "error" not in json.dumps(ours), out[-4000:] + err[-4000:]
-    real = _scenarios((realrmq / "results" / "scenarios.jsonl").read_text())
-    return ours, real
-
-
-@attrs.frozen
-class Measure:
-    """One timing: serve must fall in the rule's window [lo, hi + TOL_MS] and within TOL_MS of the real broker."""
-
-    what: str
-    real: int
-    serve: int
-    lo: int
-    hi: int
-    near: int = TOL_MS  # allowed distance from the real broker's figure
-
-    @property
-    def ok(self) -> bool:
-        return self.lo <= self.serve <= self.hi + TOL_MS and abs(self.serve - self.real) <= self.near
-
-    def row(self) -> str:
-        return (f"| {self.what} | {self.real} | {self.serve} | [{self.lo}, {self.hi}+{TOL_MS}], "
-                f"|Δ| ≤ {self.near} | {'ok' if self.ok else 'OUT'} |")
-
-
-def measures(ours: dict[str, Any], real: dict[str, Any]) -> list[Measure]:
-    """Every timing of the four scenarios, serve against the real broker."""
-    out = []
-    for a, r in list(zip(ours["a_retry_dlq"]["attempts"], real["a_retry_dlq"]["attempts"], strict=True))[1:]:
-        level_ms = a["level_delay_ms"]
-        out.append(Measure(f"(a) retry r={a['reconsume_times']}: failure → redelivery ms (level {level_ms // 1000} s)",
-                           r["recv_gap_ms"], a["recv_gap_ms"], level_ms, level_ms))
-    for a, r in zip(ours["b_delay"]["messages"], real["b_delay"]["messages"], strict=True):
-        out.append(Measure(f"(b) {a['key']} delay level {a['level']}: store → receive ms", r["recv_minus_stored_ms"],
-                           a["recv_minus_stored_ms"], a["level_delay_ms"], a["level_delay_ms"]))
-    checks, real_checks = ours["c_transaction"]["checks_of_unknown"], real["c_transaction"]["checks_of_unknown"]
-    out.append(Measure("(c) half store → first check ms (first 3 s round after 2 s)",
-                       real_checks[0]["since_half_store_ms"], checks[0]["since_half_store_ms"], TXN_TIMEOUT_MS,
-                       TXN_TIMEOUT_MS + TXN_INTERVAL_MS, near=TXN_INTERVAL_MS))
-    for i in (1, 2):
-        out.append(Measure(f"(c) check {i} → check {i + 1} ms",
-                           real_checks[i]["since_half_store_ms"] - real_checks[i - 1]["since_half_store_ms"],
-                           checks[i]["since_half_store_ms"] - checks[i - 1]["since_half_store_ms"],
-                           TXN_INTERVAL_MS - TOL_MS, TXN_INTERVAL_MS))
-    out.append(Measure("(d) lock taken over after A's last renewal ms",
-                       real["d_lock"]["events"][3]["ms_since_A_last_lock"],
-                       ours["d_lock"]["events"][3]["ms_since_A_last_lock"], LOCK_MS, LOCK_MS))
-    real_lapse = real["d_lock"]["orderly_consumer"]["foreign_lock_got_after_ms_since_consumer_start"]
-    out.append(Measure("(d) orderly consumer's lock lapses, ms after its start (rebalance ~1 s + 5 s)", real_lapse,
-                       ours["d_lock"]["orderly_consumer"]["foreign_lock_got_after_ms_since_consumer_start"],
-                       LOCK_MS, LOCK_MS + 1500, near=1000))
-    return out
+    ours = scenario_rows(out)
+    assert code == 0 and "error" not in json.dumps(ours), out[-4000:] + err[-4000:]
+    return ours, real_run
 
 
 def test_setup_reports_the_shortened_timing(runs) -> None:
@@ -179,7 +97,7 @@ def test_setup_reports_the_shortened_timing(runs) -> None:
 
 
 def test_every_timing_within_tolerance_of_the_rule_and_the_real_broker(runs) -> None:
-    out = [m for m in measures(*runs) if not m.ok]
+    out = [m for m in java_measures(*runs) if not m.ok]
     assert out == []
 
 
@@ -278,12 +196,10 @@ def test_trace_audits_clean_but_for_the_deliberate_system_topic_read(runs, serve
 
 def test_comparison_table(runs, served: Served, capsys: pytest.CaptureFixture[str]) -> None:
     """Writes comparison.md beside the store and prints it (make interop shows it); every row within tolerance."""
-    rows = measures(*runs)
-    lines = ["| measure | real 4.9.8 | rmqspec serve | window | |", "|---|---|---|---|---|"]
-    lines += [m.row() for m in rows]
-    lines.append(f"| rmqspec serve spawn → ready (s) | (broker 7.3–8.2) | {served.spawn_to_ready_s:.2f} | < 3 | "
-                 f"{'ok' if served.spawn_to_ready_s < 3 else 'OUT'} |")
-    table = "\n".join(lines)
+    rows = java_measures(*runs)
+    table = comparison_table(rows, f"real {VERSION}",
+                             f"| rmqspec serve spawn → ready (s) | (real: 3-4 s) | {served.spawn_to_ready_s:.2f} | "
+                             f"< 3 | {'ok' if served.spawn_to_ready_s < 3 else 'OUT'} |")
     (served.root / "comparison.md").write_text(table + "\n")
     with capsys.disabled():
         print(f"\n{table}\n({served.root / 'comparison.md'})")

@@ -13,7 +13,6 @@ the raw PULL_MESSAGE (without CHECK_CLIENT_CONFIG) is recorded too: 4.9.8 then s
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 from rmqspec.model import BrokerConfig, ManualClock, Message, MessageQueue, ModelBroker
 from rmqspec.model.results import BrokerError
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
+from tests.interop.realrmq import RealRocketMQ
 
 REPO = Path(__file__).resolve().parents[2]
 EXPRESSIONS_PER_BATCH = 40
@@ -36,17 +36,12 @@ _batch = count()
 
 
 @pytest.fixture(scope="module")
-def netns(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def netns(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     storedir = tmp_path_factory.mktemp("rmq-sql92")
     try:
-        started = subprocess.run([str(realrmq / "start-rmq.sh"), str(storedir), "enablePropertyFilter=true"],
-                                 capture_output=True, text=True, timeout=300, check=False)
-        assert started.returncode == 0, f"start-rmq.sh failed: {started.stdout}{started.stderr}"
-        env = dict(line.split("=", 1) for line in (storedir / "rmq.env").read_text().split())
-        yield env["RMQ_NETNS"]
+        yield realrmq.start(storedir, "enablePropertyFilter=true").netns
     finally:
-        subprocess.run([str(realrmq / "stop-rmq.sh"), str(storedir)], capture_output=True, timeout=120, check=False)
-        shutil.rmtree(storedir / "store", ignore_errors=True)
+        realrmq.stop(storedir)
 
 
 def _real(netns: str, args: dict) -> list[dict]:

@@ -6,7 +6,7 @@ records that roll 1 MiB files) and ours (``MessageStore.put`` of such records, a
 under the ``rmqspec check`` client workload: retries, DLQ, delays, transactions, checks, discards) —
 and each is also read as damaged copies: a kill (abort file left), a torn tail, a flipped body byte
 (CRC) with and without the abort file, a smashed record header, a short file. The real side is one
-``oracle.sh dump-many`` JVM over copies (a dump recovers, so it mutates its copy); ours opens its own
+``real-rocketmq oracle dump-many`` JVM over copies (a dump recovers, so it mutates its copy); ours opens its own
 copy with ``MessageStore.open`` (the same recovery). Both must agree on the recovered CommitLog range,
 every recovered record, every consume-queue unit (with the message it points to) and every queue's
 min/max offsets; ``rmqspec store dump`` must list the same records as the real scan of a clean store.
@@ -35,6 +35,7 @@ from rmqspec.impl.store import MessageStore, StoreConfig
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import NullRecorder
+from tests.interop.realrmq import RealRocketMQ
 
 FILE = 1 << 20  # the oracle's default commitlog file size
 GIB = 1 << 30
@@ -256,13 +257,13 @@ def _our_message(r: DecodedRecord) -> dict[str, Any]:
     }
 
 
-def real_views(realrmq: Path, paths: list[Path], opts: str = "") -> list[dict[str, Any]]:
-    """One ``oracle.sh dump-many`` JVM over ``paths``; per store its normalized view."""
+def real_views(realrmq: RealRocketMQ, paths: list[Path], opts: str = "") -> list[dict[str, Any]]:
+    """One ``real-rocketmq oracle dump-many`` JVM over ``paths``; per store its normalized view."""
     listing = paths[0].parent / f"dump-many-{paths[0].name}.txt"
     listing.write_text("".join(f"{p}\n" for p in paths))
     env = dict(os.environ, ORACLE_OPTS=opts)
     proc = subprocess.run(
-        [str(realrmq / "oracle.sh"), "dump-many", str(listing)],
+        realrmq.oracle("dump-many", str(listing)),
         capture_output=True,
         text=True,
         env=env,
@@ -369,11 +370,11 @@ def disagreements(real: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 # -- the corpus ----------------------------------------------------------------------------------------
 
 
-def _oracle_write(realrmq: Path, root: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _oracle_write(realrmq: RealRocketMQ, root: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     src = root.parent / f"{root.name}.jsonl"
     src.write_text("".join(json.dumps(line) + "\n" for line in lines))
     proc = subprocess.run(
-        [str(realrmq / "oracle.sh"), "write", str(root), str(src)], capture_output=True, text=True, timeout=300
+        realrmq.oracle("write", str(root), str(src)), capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in proc.stdout.splitlines()]
@@ -385,7 +386,7 @@ def _copy(src: Path, dst: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def corpus(realrmq: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def corpus(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("differential")
     pristine = base / "pristine"
     pristine.mkdir()
@@ -487,7 +488,7 @@ def test_clean_shutdown_leaves_the_same_files(corpus: dict[str, Any]) -> None:
         assert cp.index_msg_timestamp == 0, name
 
 
-def test_the_rmqspec_check_store_as_it_is(realrmq: Path, tmp_path: Path) -> None:
+def test_the_rmqspec_check_store_as_it_is(realrmq: RealRocketMQ, tmp_path: Path) -> None:
     """The workload store with ``rmqspec check``'s own configuration (1 GiB commitlog files)."""
     root = tmp_path / "workload"
     write_workload(root, BrokerConfig(), rounds=1)

@@ -1,4 +1,4 @@
-"""Real frames captured from the Java 4.9.8 client and broker (``../shared/realrmq/results/wire_full.jsonl.gz``).
+"""Real frames captured from the Java 4.9.8 client and broker (``../shared/rocketmq-notes/results/wire_full.jsonl.gz``).
 
 Each line of the capture is one frame: ``total_len``, ``header_len``, ``serialize_type``, the header (JSON
 text, or hex for the binary ROCKETMQ type), the body (text, or ``hex:…`` for binary bodies) and who sent it

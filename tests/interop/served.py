@@ -1,0 +1,108 @@
+"""``rmqspec serve`` as the client scenario tests run it: in a network namespace of their own, or on the host.
+
+Both scenario tests (the Java 4.9.8 client, the Go client v2) serve with the scenario timing
+(``realrmq.SCENARIO_TIMING``, the broker lock lifetime as ``rocketmq.broker.rebalance.lockMaxLiveTime``)
+and write ``rmq.env`` beside the store, so ``scripts/real-rocketmq scenarios --dir`` finds the namespace
+and the name server as it does for a real broker.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.interop.realrmq import DELAYS, LOCK_MS
+
+REPO = Path(__file__).resolve().parents[2]
+BROKER_CONF = f"""brokerClusterName=DefaultCluster
+brokerName=broker-a
+listenPort=10911
+brokerIP1=127.0.0.1
+messageDelayLevel={DELAYS}
+transactionTimeOut=2000
+transactionCheckInterval=3000
+transactionCheckMax=3
+flushDiskType=SYNC_FLUSH
+rocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}
+mappedFileSizeCommitLog=67108864
+"""
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+class Served:
+    def __init__(self, root: Path, netns: str) -> None:
+        self.root, self.netns = root, netns
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready = ""
+        self.spawn_to_ready_s = 0.0
+        self.exit_code: int | None = None
+
+    def start(self) -> None:
+        """serve in the namespace on the fixed ports, or (netns "host") on the host network on free ports."""
+        (self.root / "broker.conf").write_text(BROKER_CONF)
+        self.stderr = (self.root / "serve.stderr").open("w")
+        on_host = self.netns == "host"
+        cmd = [*([] if on_host else ["ip", "netns", "exec", self.netns]), sys.executable, "-m", "rmqspec.cli",
+               "serve", "--store", str(self.root / "store"), "--config", str(self.root / "broker.conf"),
+               "--trace-out", str(self.root / "trace"), *(["--namesrv-port", "0", "--port", "0"] if on_host else [])]
+        started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=REPO)
+        assert self.proc.stdout is not None
+        self.ready = self.proc.stdout.readline().strip()
+        self.spawn_to_ready_s = time.monotonic() - started
+        if not on_host:
+            assert "ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911" in self.ready, self.ready
+        namesrv = self.ready.split("namesrv=", 1)[1].split()[0]
+        (self.root / "rmq.env").write_text(f"RMQ_NETNS={self.netns}\nRMQ_NAMESRV={namesrv}\n")
+
+    def stop(self) -> int:
+        if self.proc is not None and self.exit_code is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate(timeout=30)
+            self.exit_code = self.proc.returncode
+            self.stderr.close()
+        return self.exit_code if self.exit_code is not None else -1
+
+
+@contextmanager
+def served_in_namespace(root: Path, netns: str, ipv6: str | None = None) -> Iterator[Served]:
+    """serve in a new namespace ``netns`` with ``lo`` up (and, given ``ipv6``, an interface holding only
+    that address: the clients then build their ids from it); the namespace is deleted afterwards."""
+    _ip("netns", "add", netns)
+    s = Served(root, netns)
+    try:
+        _ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
+        if ipv6:
+            # a veth pair with both ends inside (this kernel has no dummy links); only one end has an address
+            _ip("netns", "exec", netns, "ip", "link", "add", "v6a", "type", "veth", "peer", "name", "v6b")
+            _ip("netns", "exec", netns, "ip", "-6", "addr", "add", ipv6, "dev", "v6a", "nodad")
+            for link in ("v6a", "v6b"):
+                _ip("netns", "exec", netns, "ip", "link", "set", link, "up")
+        s.start()
+        yield s
+    finally:
+        s.stop()
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True, timeout=30)
+
+
+@contextmanager
+def served_on_host(root: Path) -> Iterator[Served]:
+    """serve on the host network, on free ports of 127.0.0.1."""
+    s = Served(root, "host")
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
