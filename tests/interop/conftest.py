@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 
+from tests.interop import goclient
 from tests.interop.realrmq import (
-    SCENARIO_PROPS,
-    SCENARIO_TIMING,
     V5,
     VERSION,
     RealRocketMQ,
     run_program,
+    scenario_conf,
     scenario_rows,
 )
 
@@ -63,7 +63,7 @@ def java_scenarios_on_real(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempP
             real = RealRocketMQ(version)
             storedir = tmp_path_factory.mktemp(f"real-java-{version}")
             try:
-                real.start(storedir, *SCENARIO_TIMING, *SCENARIO_PROPS)
+                real.start(storedir, *scenario_conf(version))
                 code, out, err = run_program(real.java_scenarios(storedir))
             finally:
                 real.stop(storedir)
@@ -71,6 +71,31 @@ def java_scenarios_on_real(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempP
             rows = scenario_rows(out)
             assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
             done[version] = rows
+        return done[version]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def go_scenarios_on_real(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
+    """``run(version)``: the Go client's scenario program against a real broker of that version started
+    with the scenario timing; measured once per version and session (about 70 s each)."""
+    done: dict[str, dict[str, Any]] = {}
+
+    def run(version: str) -> dict[str, Any]:
+        if version not in done:
+            binary = goclient.build()
+            real = RealRocketMQ(version)
+            storedir = tmp_path_factory.mktemp(f"real-go-{version}")
+            try:
+                started = real.start(storedir, *scenario_conf(version))
+                code, out, err = run_program(started.in_netns(
+                    *goclient.program(binary, started.env["RMQ_NAMESRV"], storedir / "go-client.log")))
+            finally:
+                real.stop(storedir)
+            (storedir / "go-scenarios.jsonl").write_text(out)
+            (storedir / "go-scenarios.stderr").write_text(err)
+            done[version] = goclient.checked(code, out, err)
         return done[version]
 
     return run

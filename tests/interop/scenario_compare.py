@@ -157,9 +157,11 @@ def go_measures(ours: dict[str, Any], real: dict[str, Any] | None = None) -> lis
     return out
 
 
-def comparison_table(measures: list[Measure], real_name: str, *extra_rows: str) -> str:
-    """A Markdown table of the measures (and any extra rows), as ``make interop`` prints it."""
-    lines = [f"| measure | {real_name} | rmqspec serve | window | |", "|---|---|---|---|---|"]
+def comparison_table(measures: list[Measure], real_name: str, *extra_rows: str,
+                     subject: str = "rmqspec serve") -> str:
+    """A Markdown table of the measures (and any extra rows), as ``make interop`` prints it; ``subject``
+    names the broker judged (the ``serve`` column of a ``Measure``)."""
+    lines = [f"| measure | {real_name} | {subject} | window | |", "|---|---|---|---|---|"]
     lines += [m.row() for m in measures]
     lines += extra_rows
     return "\n".join(lines)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,23 +30,17 @@ from typing import Any
 
 import pytest
 
+from tests.interop import goclient
 from tests.interop.realrmq import (
     DELAYS,
-    LOCK_MS,
-    SCENARIO_PROPS,
-    SCENARIO_TIMING,
     VERSION,
     RealRocketMQ,
     run_program,
-    scenario_rows,
 )
 from tests.interop.scenario_compare import TOL_MS, comparison_table, go_event, go_measures
 from tests.interop.served import Served, served_in_namespace
 
 REPO = Path(__file__).resolve().parents[2]
-GO_MODULE = REPO / "interop" / "goclient"
-GO_BINARY = REPO / "build" / "goclient" / "rmqspec-go-scenarios"
-SCENARIOS = ("setup", "a_retry_dlq", "b_delay", "c_transaction", "d_lock", "done")
 # (d) as the Go program reports it: (who, op, got); the phase row has no "got"
 LOCK_EVENTS = [
     ("lockA", "lock (orderly consumer start, renewal every 1 s)", True),
@@ -61,36 +54,6 @@ LOCK_EVENTS = [
 ]
 
 
-def _go() -> str:
-    found = shutil.which("go") or ("/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").is_file() else None)
-    if found is None:
-        pytest.fail("make interop needs Go (scripts/ensure-interop.sh installs golang-go)")
-    return found
-
-
-@pytest.fixture(scope="module")
-def go_scenarios() -> Path:
-    """The Go scenario program, built from interop/goclient (the module cache is Go's default)."""
-    GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([_go(), "build", "-o", str(GO_BINARY), "."], cwd=GO_MODULE, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return GO_BINARY
-
-
-def _program(binary: Path, namesrv: str, log: Path) -> list[str]:
-    """The program's command line, its logs in ``log`` (the lock lifetime is reported in (d))."""
-    return ["env", f"RMQSPEC_LOCK_MAX_LIVE_TIME={LOCK_MS}", f"RMQSPEC_GO_LOG={log}", "RMQSPEC_GO_LOG_LEVEL=info",
-            str(binary), namesrv]
-
-
-def _checked(code: int, out: str, err: str) -> dict[str, dict[str, Any]]:
-    rows = scenario_rows(out)
-    assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
-    assert tuple(rows) == SCENARIOS, list(rows)
-    return rows
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with served_in_namespace(tmp_path_factory.mktemp("serve-go"), f"rmqspec-go-{os.getpid()}") as s:
@@ -102,28 +65,23 @@ def on_serve(go_scenarios: Path, served: Served) -> dict[str, dict[str, Any]]:
     """The Go program's rows against serve (about 70 s)."""
     started = time.monotonic()
     code, out, err = run_program(["ip", "netns", "exec", served.netns,
-                                  *_program(go_scenarios, "127.0.0.1:9876", served.root / "go-client.log")])
+                                  *goclient.program(go_scenarios, "127.0.0.1:9876", served.root / "go-client.log")])
     (served.root / "go-scenarios.jsonl").write_text(out)
     (served.root / "go-scenarios.stderr").write_text(err)
-    rows = _checked(code, out, err)
+    rows = goclient.checked(code, out, err)
     rows["done"]["wall_s"] = time.monotonic() - started
     return rows
 
 
 @pytest.fixture(scope="module")
-def on_real(go_scenarios: Path, realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory
-            ) -> dict[str, dict[str, Any]]:
+def go_scenarios() -> Path:
+    return goclient.build()
+
+
+@pytest.fixture(scope="module")
+def on_real(go_scenarios_on_real, realrmq: RealRocketMQ) -> dict[str, dict[str, Any]]:
     """The Go program's rows against a real broker of the version under test, started with the same timing."""
-    storedir = tmp_path_factory.mktemp(f"real-go-{realrmq.version}")
-    try:
-        started = realrmq.start(storedir, *SCENARIO_TIMING, *SCENARIO_PROPS)
-        code, out, err = run_program(started.in_netns(
-            *_program(go_scenarios, started.env["RMQ_NAMESRV"], storedir / "go-client.log")))
-    finally:
-        realrmq.stop(storedir)
-    (storedir / "go-scenarios.jsonl").write_text(out)
-    (storedir / "go-scenarios.stderr").write_text(err)
-    return _checked(code, out, err)
+    return go_scenarios_on_real(realrmq.version)
 
 
 # --- serve alone: the rules ----------------------------------------------------------------------------------
