@@ -1,4 +1,5 @@
-"""Scenarios of RemoteBroker against the real 4.9.8 name server + broker, run INSIDE the fixture's namespace.
+"""Scenarios of RemoteBroker against a real name server + broker (4.9.8, or 5.3.3 for the module's 5.x run),
+run INSIDE the fixture's namespace.
 
 The pytest process cannot enter the fixture's network namespace (Python 3.11 has no ``os.setns``), so
 ``test_remote_adapter_real.py`` runs each scenario here as a child process::
@@ -10,6 +11,9 @@ prints one JSON object of what it saw (results as data: attrs values as dicts, b
 name, elapsed times in ms) as the last line of stdout. A failed operation is an observation too
 (``{"error": type, "message": ...}``); an unexpected exception prints ``{"crashed": traceback}``. The
 test process judges the observations against SPEC / the model and fails with the whole observation.
+Where 5.3.3 needs a different step to show what it does differently, the test passes an argument
+(``retry_dlq``: ``origin_topic``; ``transactions``: ``op_batch``); without one a scenario does what it
+always did.
 """
 
 from __future__ import annotations
@@ -167,13 +171,39 @@ def delay(args: dict) -> dict:
     return obs
 
 
+def send_back_raw(group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
+                  max_reconsume_times: int | None, origin_topic: str | None = None) -> dict:
+    """The adapter's CONSUMER_SEND_MSG_BACK request on a connection of its own, with ``originTopic`` added
+    when given (the Java client sets it to the message's topic; the adapter does not send it): code and
+    remark."""
+    cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
+    if origin_topic is not None:
+        cmd = attrs.evolve(cmd, ext_fields={**cmd.ext_fields, "originTopic": origin_topic})
+    with RemotingClient.connect(PORTS[10911]) as c:
+        resp = c.invoke(cmd)
+    return {"code": ops.parse_code(resp).name, "remark": resp.remark}
+
+
 def retry_dlq(args: dict) -> dict:
+    """Send-back to the retry topic, then to the DLQ. With ``origin_topic`` (5.x), each send-back bound for
+    the DLQ is followed by: the same request again on a connection of its own (its remark), a pull of
+    where its DLQ copy would be, and the request with ``originTopic`` set as the Java client sets it."""
+    origin_topic = args.get("origin_topic")
     b = RemoteBroker(NAMESRV, WallClock())
     b.create_topic("RT_RETRY", 1)
     b.create_group("RG_RETRY", 16, 1)
     b.create_group("RG_RETRY0", 0, 1)
     obs: dict[str, Any] = {}
     sent = b.send(Message("RT_RETRY", b"fails", tags="t"), 0)
+
+    def to_dlq(key: str, group: str, offset: int, level: int, max_times: int | None, dlq_offset: int) -> None:
+        obs[key] = b.send_back(group, offset, level, sent.uniq_key, max_times).name
+        if origin_topic:
+            obs[f"{key}_again"] = send_back_raw(group, offset, level, sent.uniq_key, max_times)
+            obs[f"{key}_dlq_before"] = attempt(lambda: b.pull(group, MessageQueue(f"%DLQ%{group}", 0), dlq_offset))
+            obs[f"{key}_with_origin_topic"] = send_back_raw(group, offset, level, sent.uniq_key, max_times,
+                                                            origin_topic)["code"]
+
     orig = pulled(b, "RG_RETRY", MessageQueue("RT_RETRY", 0), 0, obs, "original_pull").messages[0]
     obs["original"] = jsonable(orig)
     retry_mq = MessageQueue("%RETRY%RG_RETRY", 0)
@@ -186,13 +216,13 @@ def retry_dlq(args: dict) -> dict:
         copies.append({"send_back": code.name, "waited_ms": ms_since(t0), "pull": jsonable(res)})
         current = res.messages[0] if res.messages else current
     obs["retries"] = copies
-    obs["third_failure"] = b.send_back("RG_RETRY", current.commitlog_offset, 0, sent.uniq_key, 2).name
+    to_dlq("third_failure", "RG_RETRY", current.commitlog_offset, 0, 2, 0)
     pulled(b, "RG_RETRY", MessageQueue("%DLQ%RG_RETRY", 0), 0, obs, "dlq")
     obs["retry_after_dlq"] = jsonable(b.pull("RG_RETRY", retry_mq, len(copies)))
-    obs["negative_level"] = b.send_back("RG_RETRY", orig.commitlog_offset, -1, sent.uniq_key, None).name
+    to_dlq("negative_level", "RG_RETRY", orig.commitlog_offset, -1, None, 1)
     pulled(b, "RG_RETRY", MessageQueue("%DLQ%RG_RETRY", 0), 1, obs, "dlq_after_negative")
     # retry_max_times 0 of the group (no max in the request): the first failure goes to the DLQ
-    obs["group_max_0"] = b.send_back("RG_RETRY0", orig.commitlog_offset, 0, sent.uniq_key, None).name
+    to_dlq("group_max_0", "RG_RETRY0", orig.commitlog_offset, 0, None, 0)
     pulled(b, "RG_RETRY0", MessageQueue("%DLQ%RG_RETRY0", 0), 0, obs, "dlq_group_max_0")
     obs["bad_offset"] = b.send_back("RG_RETRY", 987_654_321, 0, None, None).name
     obs["uncreated_group"] = b.send_back("RG_NEVER_CREATED_2", orig.commitlog_offset, 0, None, None).name
@@ -229,12 +259,64 @@ def locks(args: dict) -> dict:
     return obs
 
 
+OP_MQ = MessageQueue("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0)
+
+
+class OpWatch(threading.Thread):
+    """Asks the broker for the max offset of the half queue's op queue (GET_MAX_OFFSET, which reads the
+    store: 4.9.8 never registers the op topic, so a pull of it is TOPIC_NOT_EXIST there) every 20 ms on a
+    connection of its own, until it holds a record: the wall-clock ms it was first seen, then a pull of it."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.done = threading.Event()
+        self.seen_ms: int | None = None
+        self.pull: Any = None
+
+    def run(self) -> None:
+        with RemotingClient.connect(PORTS[10911]) as c:
+            while not self.done.is_set():
+                resp = c.invoke(request(RequestCode.GET_MAX_OFFSET, {"topic": OP_MQ.topic, "queueId": 0}))
+                if resp.code == 0 and int(resp.ext("offset") or 0) > 0:
+                    self.seen_ms = WallClock().now()
+                    break
+                time.sleep(0.02)
+        w = RemoteBroker(NAMESRV, WallClock(), heartbeat_consumers=False)
+        self.pull = attempt(lambda: w.pull("RG_TXN_OPS", OP_MQ, 0))
+        w.close()
+
+
+def check_row(arrived_ms: int, c: Any, since_ms: int) -> dict:
+    return {"transaction_id": c.transaction_id, "tran_state_table_offset": c.tran_state_table_offset,
+            "check_times": c.message.properties.get("TRANSACTION_CHECK_TIMES"), "ms": arrived_ms - since_ms}
+
+
 def transactions(args: dict) -> dict:
+    """Halves committed, rolled back and left UNKNOWN, then the check. With ``op_batch`` (5.x): a probe half
+    (producer group PG_TXN_PROBE, never answered) first, whose first check marks a check round; the halves
+    follow at once, so they are all older than transactionTimeOut at the next round (3 s later) while the op
+    records of the first COMMIT/ROLLBACK (the first ever on the broker: 5.x writes them in a batch at least
+    transactionOpBatchInterval = 3 s later) are not written yet. An ``OpWatch`` times the op records; every
+    check of the next round is kept (until quiet for 500 ms) and answered as the producer knows it (h1
+    COMMIT, h2 ROLLBACK, h3 COMMIT)."""
+    op_batch = bool(args.get("op_batch"))
     b = RemoteBroker(NAMESRV, WallClock())
     b.create_topic("RT_TXN", 1)
     b.create_group("RG_TXN")
     mq = MessageQueue("RT_TXN", 0)
     obs: dict[str, Any] = {}
+    probe_key, probe_checks, watch, round_ms = None, [], OpWatch(), None
+    if op_batch:
+        probe = b.send_half(Message("RT_TXN", b"probe"), 0, "PG_TXN_PROBE")
+        probe_key = probe.uniq_key
+        b.end_transaction("PG_TXN_PROBE", probe.commitlog_offset, probe.queue_offset, TxnAction.UNKNOWN, False)
+        t0 = WallClock().now()
+        while not probe_checks and WallClock().now() - t0 < 15_000:
+            probe_checks = [check_row(at, c, t0) for at, c in b.tick_timed()]
+            time.sleep(0.02)
+        obs["probe_checks"] = probe_checks  # a check round began just before the first one arrived
+        round_ms = t0 + probe_checks[0]["ms"] if probe_checks else None
+        watch.start()
     h1 = b.send_half(Message("RT_TXN", b"commit me", tags="c"), 0, "PG_TXN")
     obs["half1"] = jsonable(h1)
     pulled(b, "RG_TXN", MessageQueue("RMQ_SYS_TRANS_HALF_TOPIC", 0), h1.queue_offset, obs, "half_topic")
@@ -246,39 +328,73 @@ def transactions(args: dict) -> dict:
     obs["unknown_offset"] = b.end_transaction("PG_TXN", 987_654_321, 0, TxnAction.COMMIT, False).name
     obs["commit"] = b.end_transaction("PG_TXN", h1.commitlog_offset, h1.queue_offset, TxnAction.COMMIT,
                                       False).name
+    commit_ms = WallClock().now()
     pulled(b, "RG_TXN", mq, 0, obs, "after_commit")
     obs["commit_again"] = b.end_transaction("PG_TXN", h1.commitlog_offset, h1.queue_offset, TxnAction.COMMIT,
                                             False).name
     h2 = b.send_half(Message("RT_TXN", b"roll me back"), 0, "PG_TXN")
+    obs["half2"] = jsonable(h2)
     obs["rollback"] = b.end_transaction("PG_TXN", h2.commitlog_offset, h2.queue_offset, TxnAction.ROLLBACK,
                                         False).name
+    if op_batch:
+        obs["op_at_once"] = attempt(lambda: b.pull("RG_TXN", OP_MQ, 0))
+        obs["op_seen_at_once"] = watch.seen_ms is not None
+    h3_born = WallClock().now()
     h3 = b.send_half(Message("RT_TXN", b"ask me"), 0, "PG_TXN")
     obs["half3"] = jsonable(h3)
+    if op_batch:
+        obs["half3_sent_after_round_ms"] = None if round_ms is None else h3_born - round_ms
     obs["unknown"] = b.end_transaction("PG_TXN", h3.commitlog_offset, h3.queue_offset, TxnAction.UNKNOWN,
                                        False).name
     t0 = time.monotonic()
     checks: list = []
-    while not checks and time.monotonic() - t0 < 15:
-        checks = b.tick()
-        time.sleep(0.05)
-    obs["check_after_ms"] = ms_since(t0)
-    obs["checks"] = jsonable(checks)
-    if checks:
-        c = checks[0]
-        obs["check_answer"] = b.end_transaction(c.producer_group, c.commitlog_offset, c.tran_state_table_offset,
-                                                TxnAction.COMMIT, True).name
-    pulled(b, "RG_TXN", mq, 0, obs, "final", want=3)
+    if not op_batch:
+        while not checks and time.monotonic() - t0 < 15:
+            checks = b.tick()
+            time.sleep(0.05)
+        obs["check_after_ms"] = ms_since(t0)
+        obs["checks"] = jsonable(checks)
+        if checks:
+            c = checks[0]
+            obs["check_answer"] = b.end_transaction(c.producer_group, c.commitlog_offset,
+                                                    c.tran_state_table_offset, TxnAction.COMMIT, True).name
+        pulled(b, "RG_TXN", mq, 0, obs, "final", want=3)
+    else:
+        unknown_ms, timed, last = WallClock().now(), [], time.monotonic()
+        while time.monotonic() - t0 < 15 and not (
+                any(c.transaction_id == h3.uniq_key for _, c in timed) and time.monotonic() - last > 0.5):
+            for at, c in b.tick_timed():
+                if c.transaction_id == probe_key:
+                    probe_checks.append(check_row(at, c, unknown_ms))
+                else:
+                    timed.append((at, c))
+                    last = time.monotonic()
+            time.sleep(0.02)
+        timed.sort(key=lambda x: x[1].tran_state_table_offset)  # the round's scan order
+        checks = [c for _, c in timed]
+        obs["checks"] = jsonable(checks)
+        obs["check_rows"] = [check_row(at, c, commit_ms) for at, c in timed]
+        obs["check_after_ms"] = next((at - unknown_ms for at, c in timed if c.transaction_id == h3.uniq_key), None)
+        answer = {h1.uniq_key: TxnAction.COMMIT, h2.uniq_key: TxnAction.ROLLBACK, h3.uniq_key: TxnAction.COMMIT}
+        obs["check_answers"] = [b.end_transaction(c.producer_group, c.commitlog_offset, c.tran_state_table_offset,
+                                                  answer[c.transaction_id], True).name for c in checks]
+        pulled(b, "RG_TXN", mq, 0, obs, "final", want=4)
     time.sleep(1)
     obs["final_later"] = jsonable(b.pull("RG_TXN", mq, 0))
-    obs["later_checks"] = jsonable(b.tick())
+    later = b.tick_timed()
+    probe_checks += [check_row(at, c, commit_ms) for at, c in later if op_batch and c.transaction_id == probe_key]
+    obs["later_checks"] = jsonable([c for _, c in later if not op_batch or c.transaction_id != probe_key])
+    if op_batch:
+        watch.join(12)
+        watch.done.set()
+        obs["op_batch"] = watch.pull
+        obs["op_after_commit_ms"] = None if watch.seen_ms is None else watch.seen_ms - commit_ms
     b.close()
     return obs
 
 
 def crash(args: dict) -> dict:
-    sd = args["storedir"]
-    b = RemoteBroker(NAMESRV, WallClock(), crash_cmd=f"kill -9 $(cat {sd}/broker.pid)",
-                     restart_cmd=f"{args['restart_script']} {sd} {' '.join(args['jvm_props'])}")
+    b = RemoteBroker(NAMESRV, WallClock(), crash_cmd=args["crash_cmd"], restart_cmd=args["restart_cmd"])
     obs: dict[str, Any] = {"capabilities": jsonable(b.capabilities), "crash_kinds": list(b.crash_kinds)}
     b.create_topic("RT_CRASH", 1)
     mq = MessageQueue("RT_CRASH", 0)
