@@ -416,8 +416,10 @@ def parse_pull(resp: RemotingCommand) -> PullResult:
 
 def send_back_request(group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
                       max_reconsume_times: int | None) -> RemotingCommand:
-    """CONSUMER_SEND_MSG_BACK. ``originTopic`` is not sent (the protocol does not carry it; the broker
-    reads the topic from the stored message and uses originTopic only for its consume hooks)."""
+    """CONSUMER_SEND_MSG_BACK, without the optional ``originTopic`` (the ``Broker`` protocol's ``send_back``
+    does not name the topic). 4.9.8 reads the topic from the stored message and originTopic only in its
+    consume hooks; 5.1.0+ dereferences it on the dead-letter path and answers SYSTEM_ERROR (an NPE) when it
+    is absent (docs/fidelity.md R5-3)."""
     ext: dict[str, Any] = {"offset": commitlog_offset, "group": group, "delayLevel": delay_level, "unitMode": False}
     if origin_msg_id is not None:
         ext["originMsgId"] = origin_msg_id
