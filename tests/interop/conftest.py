@@ -26,6 +26,7 @@ from tests.interop.realrmq import (
     V5,
     VERSION,
     RealRocketMQ,
+    Started,
     run_program,
     scenario_conf,
     scenario_rows,
@@ -51,54 +52,51 @@ def realrmq(request: pytest.FixtureRequest) -> RealRocketMQ:
     return real
 
 
-@pytest.fixture(scope="session")
-def java_scenarios_on_real(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory
-                           ) -> Callable[[str], dict[str, Any]]:
-    """``run(version)``: the Java scenario program (4.9.8 client) against a real broker of that version
-    started with the scenario timing; measured once per version and session (about 75 s each)."""
+def _once_per_version(tmp_path_factory: pytest.TempPathFactory, label: str,
+                      command: Callable[[RealRocketMQ, Started], list[str]],
+                      checked: Callable[[int, str, str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """``run(version)``: ``command`` against a real broker of that version started with the scenario timing,
+    its rows ``checked``; measured once per version and session, output kept beside the broker's store."""
     done: dict[str, dict[str, Any]] = {}
 
     def run(version: str) -> dict[str, Any]:
         if version not in done:
             real = RealRocketMQ(version)
-            storedir = tmp_path_factory.mktemp(f"real-java-{version}")
+            storedir = tmp_path_factory.mktemp(f"real-{label}-{version}")
             try:
-                real.start(storedir, *scenario_conf(version))
-                code, out, err = run_program(real.java_scenarios(storedir))
+                code, out, err = run_program(command(real, real.start(storedir, *scenario_conf(version))))
             finally:
                 real.stop(storedir)
-            (storedir / "scenarios.jsonl").write_text(out)
-            rows = scenario_rows(out)
-            assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
-            done[version] = rows
+            (storedir / f"{label}-scenarios.jsonl").write_text(out)
+            (storedir / f"{label}-scenarios.stderr").write_text(err)
+            done[version] = checked(code, out, err)
         return done[version]
 
     return run
+
+
+def _java_checked(code: int, out: str, err: str) -> dict[str, Any]:
+    rows = scenario_rows(out)
+    assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
+    return rows
+
+
+@pytest.fixture(scope="session")
+def java_scenarios_on_real(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory
+                           ) -> Callable[[str], dict[str, Any]]:
+    """The Java scenario program (4.9.8 client) per broker version (about 75 s each)."""
+    return _once_per_version(tmp_path_factory, "java", lambda real, started: real.java_scenarios(started.dir),
+                             _java_checked)
 
 
 @pytest.fixture(scope="session")
 def go_scenarios_on_real(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
-    """``run(version)``: the Go client's scenario program against a real broker of that version started
-    with the scenario timing; measured once per version and session (about 70 s each)."""
-    done: dict[str, dict[str, Any]] = {}
+    """The Go client's scenario program per broker version (about 70 s each)."""
+    def command(_real: RealRocketMQ, started: Started) -> list[str]:
+        return started.in_netns(*goclient.program(goclient.build(), started.env["RMQ_NAMESRV"],
+                                                  started.dir / "go-client.log"))
 
-    def run(version: str) -> dict[str, Any]:
-        if version not in done:
-            binary = goclient.build()
-            real = RealRocketMQ(version)
-            storedir = tmp_path_factory.mktemp(f"real-go-{version}")
-            try:
-                started = real.start(storedir, *scenario_conf(version))
-                code, out, err = run_program(started.in_netns(
-                    *goclient.program(binary, started.env["RMQ_NAMESRV"], storedir / "go-client.log")))
-            finally:
-                real.stop(storedir)
-            (storedir / "go-scenarios.jsonl").write_text(out)
-            (storedir / "go-scenarios.stderr").write_text(err)
-            done[version] = goclient.checked(code, out, err)
-        return done[version]
-
-    return run
+    return _once_per_version(tmp_path_factory, "go", command, goclient.checked)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -106,3 +106,14 @@ def served_on_host(root: Path) -> Iterator[Served]:
         yield s
     finally:
         s.stop()
+
+
+def assert_stopped_cleanly_and_store_verifies(s: Served) -> None:
+    """SIGTERM: serve exits 0 without a traceback, leaves no abort file, and ``rmqspec store verify``
+    accepts its store."""
+    assert s.stop() == 0
+    assert not (s.root / "store" / "abort").exists()
+    assert "Traceback" not in (s.root / "serve.stderr").read_text()
+    r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(s.root / "store"),
+                        "--delay-levels", DELAYS], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -38,7 +38,7 @@ from tests.interop.realrmq import (
     run_program,
 )
 from tests.interop.scenario_compare import TOL_MS, comparison_table, go_event, go_measures
-from tests.interop.served import Served, served_in_namespace
+from tests.interop.served import Served, assert_stopped_cleanly_and_store_verifies, served_in_namespace
 
 REPO = Path(__file__).resolve().parents[2]
 # (d) as the Go program reports it: (who, op, got); the phase row has no "got"
@@ -168,12 +168,7 @@ def test_queue_locks(on_serve) -> None:
 
 
 def test_store_verifies_after_sigterm(on_serve, served: Served) -> None:
-    assert served.stop() == 0
-    assert not (served.root / "store" / "abort").exists()
-    assert "Traceback" not in (served.root / "serve.stderr").read_text()
-    r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(served.root / "store"),
-                        "--delay-levels", DELAYS], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert_stopped_cleanly_and_store_verifies(served)
 
 
 def test_trace_audits_clean_but_for_the_deliberate_system_topic_read(on_serve, served: Served) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from tests.interop.realrmq import (
-    DELAYS,
     LOCK_MS,
     VERSION,
     RealRocketMQ,
@@ -36,7 +35,7 @@ from tests.interop.realrmq import (
     scenario_rows,
 )
 from tests.interop.scenario_compare import comparison_table, java_measures
-from tests.interop.served import Served, served_in_namespace, served_on_host
+from tests.interop.served import Served, assert_stopped_cleanly_and_store_verifies, served_in_namespace, served_on_host
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -164,12 +163,7 @@ def test_queue_locks(runs) -> None:
 
 
 def test_store_verifies_after_sigterm(runs, served: Served) -> None:
-    assert served.stop() == 0
-    assert not (served.root / "store" / "abort").exists()
-    assert "Traceback" not in (served.root / "serve.stderr").read_text()
-    r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(served.root / "store"),
-                        "--delay-levels", DELAYS], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert_stopped_cleanly_and_store_verifies(served)
 
 
 def test_trace_audits_clean_but_for_the_deliberate_system_topic_read(runs, served: Served) -> None:

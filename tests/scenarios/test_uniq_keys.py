@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import pytest
 
-from rmqspec.model import BrokerConfig, Message, MessageQueue, PullStatus, TxnAction
+from rmqspec.model import Message, MessageQueue, PullStatus, TxnAction
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.message import InvalidMessage
+from tests.scenarios.test_real_4_9_8_facts import FAST
 from tests.uniq_keys import IPV6_JAVA, KEYS, SEPARATOR_KEYS
-
-FAST = BrokerConfig(
-    message_delay_level=" ".join(f"{i}s" for i in range(1, 19)),
-    transaction_timeout_ms=2000,
-    transaction_check_interval_ms=3000,
-    transaction_check_max=3,
-)
 
 
 def _all(broker, topic, queue_id=0):
