@@ -2,6 +2,7 @@
 
 Each ``bench/bench_<name>.py`` defines ``main(argv: list[str]) -> int`` and
 prints its figures as ratios against a baseline measured in the same run.
+``BY_NAME_ONLY`` benchmarks run only when named (``power``: about an hour).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import importlib
 import pkgutil
 import sys
 from pathlib import Path
+
+BY_NAME_ONLY = frozenset({"power"})
 
 
 def main(argv: list[str]) -> int:
@@ -21,7 +24,7 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
-    names = argv or available
+    names = argv or [n for n in available if n not in BY_NAME_ONLY]
     unknown = [n for n in names if n not in available]
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {available}", file=sys.stderr)

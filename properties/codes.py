@@ -41,6 +41,10 @@ class Code(enum.StrEnum):
     # issue 15: message filtering
     FILTER_MISMATCH = "FILTER_MISMATCH"
     FILTER_SKIPPED = "FILTER_SKIPPED"
+    # issue 41: model/lifecycle.py's tables replayed on the observations (properties/inv_tables.py)
+    MESSAGE_LIFECYCLE = "MESSAGE_LIFECYCLE"
+    LOCK_LIFECYCLE = "LOCK_LIFECYCLE"
+    TXN_LIFECYCLE = "TXN_LIFECYCLE"
 
 
 class ObservationCode(enum.StrEnum):

@@ -16,8 +16,11 @@ steps rarely reaches:
   advancing the clock to each retry's due time, until the send-back routes it
   to the DLQ (every RETRY level up to the group's max, then DEAD);
   ``orderly_ladder`` suspends a fresh message in the orderly group until its
-  limit sends it to the DLQ; ``txn_ladder`` answers a fresh half UNKNOWN at
-  every check round until the check service discards it;
+  limit sends it to the DLQ; both take a message *family* (``edges._fresh``:
+  plain, keyed, with properties, delayed, in a batch, a committed half, a half
+  committed by a check answer), so one family goes through another's lifecycle;
+  ``txn_ladder`` answers a fresh half UNKNOWN at every check round until the
+  check service discards it;
 - ``send_back_lost`` — the CONSUMER_SEND_MSG_BACK request is lost (a network
   failure: ConsumeMessageConcurrentlyService re-consumes the message locally
   after 5 s), the lifecycle's ``send_back_failed`` row.
@@ -25,9 +28,11 @@ steps rarely reaches:
 Swarm testing: ``init`` draws ``swarm``, a bit mask of the optional rule
 families in ``FAMILIES`` (hashed from a drawn integer); a set bit switches that
 family off for the whole example (0, the shrinking direction, enables all).
-``init`` also draws a ``PRELUDE``: every ladder and the filter actions, in a
-drawn order, run right after it (Hypothesis rarely draws the late rules with
-arguments on its own). ``_on(family)`` is the precondition. The mask depends on nothing the broker does, so the draw
+``init`` also draws a ``PRELUDE``: every ladder, the filter actions and the edge
+probes (``edges.py``), in a drawn order, run right after it (Hypothesis rarely
+draws the late rules with arguments on its own), then a ``deadline_tour`` walks
+one deadline of every kind at d − 1, d and d + 1 ms. ``_on(family)`` is the
+precondition. The mask depends on nothing the broker does, so the draw
 structure stays time-independent on the wall clock as well (where the ladders
 and restarts idle: they would sleep for minutes). ``depth_targets`` feeds
 ``hypothesis.target`` at teardown with how deep the example went: one score adding the
@@ -51,6 +56,7 @@ from hypothesis.stateful import precondition, rule
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import PullStatus
 from rmqspec.properties.coverage import classify
+from rmqspec.properties.domains import FAMILY, MAX_CHOICES, MSG_FAMILIES, SEND_BACK_LEVELS
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
 
 # optional rule families (swarm testing): the disruptive and the incidental ones; producing,
@@ -73,9 +79,9 @@ SWARM = st.integers(0, 2**32 - 1).map(_swarm_mask)
 # actions, in a drawn order, with drawn variations. Hypothesis draws the late rules with arguments
 # rarely, and its target phase spends half the budget on mutations of one example: a prelude that
 # runs one ladder per example left the deep paths to a handful of examples (all of them: +40 % time).
-PRELUDES: tuple[str, ...] = ("restart", "power", "orderly", "dlq", "txn", "filter")
+PRELUDES: tuple[str, ...] = ("restart", "power", "orderly", "dlq", "txn", "filter", "edges")
 PRELUDE = st.tuples(st.permutations(PRELUDES), st.integers(0, 255), st.sampled_from(TAG_VALUES),
-                    property_maps(), expressions())
+                    property_maps(), expressions(), st.integers(0, 255))
 PICK = st.integers(0, 255)
 LADDER_ROUNDS = 40
 CLIENTS = ("c1", "c2", "c3")
@@ -162,6 +168,7 @@ class DeepRules:
         except Exception as exc:
             self._fail(f"candidate failed to reopen(): {exc!r}")
         self.ls.on_forks(lambda fork: fork.reopen())
+        self._restarted()
         self._emit("recover", actor="broker", status="REOPEN", detail={"clean": True})
         self._sometimes("close_reopen")
         # the clients restart with the broker (as after a crash)
@@ -228,7 +235,7 @@ class DeepRules:
             self.send_plain(n, n, ("TagB", "TagC", None)[n % 3], (), n % 2 == 0)
             self.probe_filtered(n, n, "TagA")
         elif beat == 9 and manual and self._deadlines():
-            self.advance_to_deadline(n, (-1, 0, 1, 1000)[n % 4])
+            self.deadline_walk(n + self.beats)
         else:
             self.consume_next(n)
 
@@ -249,7 +256,7 @@ class DeepRules:
         ``v`` varies their arguments."""
         if prelude is None:
             return
-        order, v, tags, props, expr = prelude
+        order, v, tags, props, expr, f = prelude if len(prelude) > 5 else (*prelude, 0)
         for kind in order:
             if not self._ladder_ok():
                 return
@@ -258,11 +265,12 @@ class DeepRules:
             elif kind == "power" and self._on("crash") and self._power_ok():
                 self.power_ladder(1 + v % 3, 1 + v // 3 % 3)
             elif kind == "orderly" and self._on("orderly") and self._orderly_mqs():
-                self.orderly_ladder(v, v // 2)
+                self.orderly_ladder(v, v // 2, _pick(MSG_FAMILIES, f // len(MSG_FAMILIES)))
                 self.send_plain(v, 0, "TagA", (), False)
                 self._orderly_batch(v)
             elif kind == "dlq" and self._consumer_groups():
-                self.dlq_ladder(v, (0, 0, 0, 1, 2, -1)[v % 6], ("none", "group", "client")[v % 3])
+                self.dlq_ladder(v, (0, 0, 0, 1, 2, 19, -1)[v % 7], ("none", "group", "client", 0, 17, -1)[f % 6],
+                                _pick(MSG_FAMILIES, f))
             elif kind == "txn" and self._on("txn"):
                 self.txn_ladder(v, v // 2)
                 # and a committed half whose COMMIT is sent twice (the row COMMITTED → COMMITTED)
@@ -273,6 +281,11 @@ class DeepRules:
                     self.txn_recommit(len(self._committed()) - 1)
             elif kind == "filter" and self._on("probe"):
                 self.filter_prelude(tags, props, expr)
+            elif kind == "edges":
+                for action in ("pull_edge", "offset_reset", "end_tampered", "lock_edge", "send_edge"):
+                    getattr(self, action)(v, f)
+        if self._ladder_ok():  # last: every deadline kind the prelude left, at d − 1, d, d + 1
+            self.deadline_tour(v + f)
 
     def _beat_ladder(self, n: int) -> None:
         """Every tenth beat (manual clock): a clean restart after a delayed copy was consumed, an
@@ -359,25 +372,26 @@ class DeepRules:
 
     @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
     @_enabled(lambda self: self._ladder_ok())
-    @rule(group=PICK, level=st.sampled_from([0, 0, 0, 1, 2, -1]),
-          max_choice=st.sampled_from(["none", "group", "client"]))
-    def dlq_ladder(self, group: int, level: int, max_choice: str) -> None:
-        """A fresh message fails in one group at every delivery until it lands in the DLQ."""
+    @rule(group=PICK, level=SEND_BACK_LEVELS, max_choice=MAX_CHOICES, family=FAMILY)
+    def dlq_ladder(self, group: int, level: int, max_choice: str | int, family: str = "plain") -> None:
+        """A fresh message of ``family`` (``edges._fresh``) fails in one group at every delivery
+        until it lands in the DLQ."""
         if not self._holds(self._ladder_ok):
             return self._idle("dlq_ladder")
-        self._record("dlq_ladder", group=group, level=level, max_choice=max_choice)
+        self._record("dlq_ladder", group=group, level=level, max_choice=max_choice,
+                     **({} if family == "plain" else {"family": family}))
         g = _pick(self._consumer_groups(), group)
         topics = sorted(self.history.subscriptions[g])
-        msg = self._message(topics[0], "TagB")
-        self._send(msg, 0)
-        self._after()
+        key = self._fresh(family, topics[0], 0)
+        if key is None:
+            return
         for _ in range(LADDER_ROUNDS):
-            routed = self._fail_key_once(g, msg.uniq_key, level, max_choice)
+            routed = self._fail_key_once(g, key, level, max_choice)
             if routed != "RETRY":
                 if routed == "DLQ":
                     self._sometimes("dlq_ladder:dead")
                 break
-            due = [d for t, d in self.expect_fire.items() if t[0] == f"%RETRY%{g}" and t[1] == msg.uniq_key]
+            due = [d for t, d in self.expect_fire.items() if t[0] == f"%RETRY%{g}" and t[1] == key]
             if not due:
                 break
             self._advance(max(0, min(due) - self._now()))
@@ -448,26 +462,26 @@ class DeepRules:
 
     @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
     @_enabled(lambda self: self._ladder_ok())
-    @rule(client=PICK, queue=PICK)
-    def orderly_ladder(self, client: int, queue: int) -> None:
-        """A fresh message on an orderly queue is suspended until its limit sends it to the DLQ
-        (the messages before it are consumed)."""
+    @rule(client=PICK, queue=PICK, family=FAMILY)
+    def orderly_ladder(self, client: int, queue: int, family: str = "plain") -> None:
+        """A fresh message of ``family`` (``edges._fresh``) on an orderly queue is suspended until
+        its limit sends it to the DLQ (the messages before it are consumed)."""
         if not self._holds(self._ladder_ok):
             return self._idle("orderly_ladder")
-        self._record("orderly_ladder", client=client, queue=queue)
+        self._record("orderly_ladder", client=client, queue=queue, **({} if family == "plain" else {"family": family}))
         c = _pick(CLIENTS, client)
         mq = _pick(self._orderly_mqs(), queue)
         if mq not in self._lock(c, [mq]):
             self._sometimes("orderly_ladder:denied")
             self._after()
             return
-        msg = self._message(self.t0, "TagA")
-        self._send(msg, mq.queue_id)
-        self._after()
+        key = self._fresh(family, self.t0, mq.queue_id)
+        if family in ("delayed", "txn_checked"):  # time passed: the client's lockAll renews
+            self._lock(c, [mq])
         for _ in range(LADDER_ROUNDS):
-            if not self._client_holds(c, mq) or not self._begin(c, mq, 1):
+            if key is None or not self._client_holds(c, mq) or not self._begin(c, mq, 1):
                 break
-            mine = self.windows[(c, mq)].batch[0].uniq_key == msg.uniq_key
+            mine = self.windows[(c, mq)].batch[0].uniq_key == key
             before = len(self.history.events)
             self._finish((c, mq), "SUSPEND" if mine else "SUCCESS")
             if mine and any(e.event == "orderly_end" and e.status == "DLQ" for e in self.history.events[before:]):

@@ -8,7 +8,9 @@ frames: the (trace, seq) of the rows to carry, the (trace, seq) of closed keys' 
 the open (trace, msg_key). Every reason of ``traces.carry.carry_trace`` is a first / last / max
 per key here (``groupBy`` aggregations); the orderly owner's last SUCCESS consume is found from
 its ownership's bounds (aggregations over the queue's lock rows) joined back to its consumes.
-``carry`` runs no Python on the executors. The differential test holds this module and
+``carry`` runs Python on the executors only for the rows lacking a field a rule reads (which
+ones are carried for good is ``traces.unjudged.lasting_rows``: ``spark/unjudged.lasting``). The
+differential test holds this module and
 ``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
 audit's own job instead (``spark/reference.py``, ``Carried``).
 
@@ -38,6 +40,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from rmqspec.spark import unjudged
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
@@ -53,7 +56,7 @@ QUEUE = ("group", "topic", "queue_id")
 TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
-                  "txn_id", "detail")
+                  "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -138,6 +141,8 @@ def carry(
         & (F.col("seq") > F.col("s")))
     reasons.append(owned.groupBy(*qk).agg(F.max("seq").alias("seq")).select("trace", "seq"))
 
+    # rows lacking a field whose absence leaves findings beyond the row unjudged: carried for good
+    reasons.append(unjudged.lasting(rows))
     keep = reduce(DataFrame.unionByName, reasons)
 
     # open keys

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from rmqspec.spark.arrow_judge import Columns, starts
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC, at_risk_keys
+from rmqspec.traces.unjudged import CANDIDATES, TraceFacts, candidate, row_unjudged
 
 __all__ = ["carry_columns"]
 
@@ -89,6 +90,7 @@ def carry_columns(
     txn_tomb = _closed_transactions(c, open_keys)
     keep |= ev(*TXN_EVENTS) & ~txn_tomb
     keep |= has_key & open_keys[key]
+    keep |= _lasting(c)
     in_keep = np.zeros(len(open_keys), dtype=bool)
     in_keep[key[keep & has_key]] = True
     tomb = (send | store | per_key) & has_key | txn_tomb
@@ -167,6 +169,44 @@ def _read_across(c: Columns, crashes: np.ndarray, offset: np.ndarray, risky: np.
         windows[min(before + lost, len(ops))] -= 1
     unread = ops[np.cumsum(windows)[:-1] > 0]
     return np.array([*out, *unread.tolist()], dtype=np.int64)
+
+
+def _lasting(c: Columns) -> np.ndarray:
+    """``traces.unjudged.lasting_rows`` as a bool per row: the candidates (``CANDIDATES``, every
+    ``txn_check``: its check number is in ``detail``) as row dicts, the trace's ``TraceFacts`` from
+    its crash rows and the anchors' seqs (a trace carried here has no filter detail)."""
+    maybe = c.is_("event", "txn_check")
+    for event, condition, fields in CANDIDATES:
+        mask = c.is_("event", event)
+        for name, values in condition:
+            holds = np.zeros(c.n, dtype=bool)
+            for v in values:
+                if v is None:
+                    holds |= c.null(name)
+                elif isinstance(v, int):
+                    holds |= ~c.null(name) & (c.ints(name) == v)
+                else:
+                    holds |= c.is_(name, v)
+            mask &= holds
+        maybe |= mask & ~c.has(*(f for f in fields if f != "check_times"))
+    out = np.zeros(c.n, dtype=bool)
+    if not maybe.any():
+        return out
+    seq, ev = c.ints("seq"), c.is_
+    crash = np.flatnonzero(ev("event", "crash"))
+    crashes = tuple((int(seq[i]), c.value("status", i)) for i in crash.tolist())
+    risky = any(at_risk_keys({"event": "crash", "detail": c.value("detail", i)}) for i in crash.tolist())
+    marks = {
+        "commit": ev("event", "commit_offset") & c.has("group", "topic", "queue_id", "queue_offset"),
+        "half_position": ev("event", "txn_half", "txn_check") & c.has("queue_offset"),
+        "schedule_position": ev("event", "store") & c.is_("topic", SCHEDULE_TOPIC) & c.has("queue_offset"),
+    }
+    anchors = {name: (int(seq[m].min()), int(seq[m].max())) for name, m in marks.items() if m.any()}
+    facts = TraceFacts(crashes, risky, False, anchors)
+    at = np.flatnonzero(maybe)
+    for i, row in zip(at.tolist(), c.table.take(pa.array(at)).to_pylist(), strict=True):
+        out[i] = candidate(row) and any(u.until is None for u in row_unjudged(row, facts))
+    return out
 
 
 def _carries_filters(c: Columns) -> bool:

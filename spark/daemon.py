@@ -50,6 +50,7 @@ PRELOADED = (
     "rmqspec.spark.rules_message",
     "rmqspec.spark.rules_txn",
     "rmqspec.spark.rules_filter",
+    "rmqspec.spark.rules_table",
     "rmqspec.spark.reference",
     "rmqspec.spark.carry",
 )

@@ -64,7 +64,7 @@ from rmqspec.spark import inputs as inputs_mod
 from rmqspec.spark.config import AuditConfig
 from rmqspec.spark.errors import StateError
 from rmqspec.spark.reference import Carried
-from rmqspec.traces.carry import merge, to_store
+from rmqspec.traces.carry import merge, to_store, withheld_out
 from rmqspec.traces.errors import TraceReadError
 from rmqspec.traces.schema import COLUMNS
 
@@ -433,7 +433,7 @@ def run(
     on_stage("audit")
     try:
         summary = run_audit(spark, inputs, out, config, on_stage=on_stage, plan=resolved,
-                            carry=state_out is not None)
+                            carry=state_out is not None, lasting=state is not None)
     except BaseException:
         if alongside is not None:
             alongside.cancel()
@@ -443,6 +443,8 @@ def run(
     trace_of = (lambda t: t) if has_trace_id else (lambda _t: None)
     last_seq = {trace_of(t): s for t, s in (state.last_seq.items() if state else ())}
     stored = _findings(f"{state.path}/findings") if state else []
+    # a row of the day lacking a field may leave a stored finding unjudged (``traces/unjudged.py``)
+    stored = withheld_out(stored, {trace_of(t): w for t, w in summary.withheld.items()})
     audited = _findings(f"{out}/violations") + _findings(f"{out}/observations")
     kinds = {c: "violations" for c in VIOLATION_CODES} | {c: "observations" for c in OBSERVATION_CODES}
     merged = merge(stored, audited, last_seq)

@@ -11,8 +11,10 @@ with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
 ``load`` returns one lazy DataFrame (never cached: each pass of the audit
 re-reads only the Parquet columns it needs) with the audit columns plus
 ``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
-``detail`` (its JSON text, for the reference plan),
-``position`` (``file#row``) and ``problem`` (why a row is rejected, null
+``detail`` (its JSON text, for the reference plan), the values some rules
+read out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``,
+``filter_detail``, and ``sb_detail``, a send-back's detail for the table
+replay), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
 expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark
 keeps them in every scan of a frame that names them, even a query that drops
@@ -62,7 +64,7 @@ TYPES: dict[str, T.DataType] = {
 }
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
-DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail", "at_risk")
+DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail", "at_risk", "sb_detail")
 
 
 @attrs.frozen
@@ -197,6 +199,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         send_back_max(df).alias("sb_max"),
         check_times(df).alias("check_times"),
         filter_detail(df).alias("filter_detail"),
+        send_back_detail(df).alias("sb_detail"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -209,6 +212,14 @@ def detail_text(df: DataFrame) -> Column:
     if "detail" not in df.columns:
         return F.lit(None).cast("string")
     return F.col("detail").cast("string")
+
+
+def send_back_detail(df: DataFrame) -> Column:
+    """A ``send_back`` row's ``detail`` as its JSON text (else null): what the table replay reads there
+    (``detail.code``, ``detail.requested_level``, ``detail.max``: ``spark/rules_table.py``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    return F.when(F.col("event") == "send_back", F.col("detail").cast("string"))
 
 
 def filter_detail(df: DataFrame) -> Column:

@@ -10,15 +10,18 @@ outputs from the driver; ``small`` and ``scale`` run the SQL rules, as follows:
 
 1. prepare: check the inputs, convert JSONL to Parquet (driver side);
 2. facts: row counts per (trace, validity, event, unknown status, filter
-   detail, lacking fields) and the crash / recover / drain rows, validating
-   every row (``_facts``: two small collects) — row counts, drain seq,
-   crash/recover seqs for epochs, at-risk keys of crashes, rows lacking
-   needed fields. Nothing is cached: Parquet is already a compact columnar
-   copy, and each later pass reads only its own columns of its own events;
-3. rules: ``rules.all_findings`` (three passes, each one shuffle by its key
-   and a judge per partition; shuffle partitions sized to the input),
-   persisted, written to ``OUT/violations`` and ``OUT/observations``
-   (Parquet);
+   detail, candidate of ``spark/unjudged.py``) and the crash / recover /
+   drain rows, validating every row (``spark/facts.py``: two small collects)
+   — row counts, drain seq, crash/recover seqs for epochs, at-risk keys of
+   crashes, the rows that may lack what a rule reads and the anchors they
+   read. Nothing is cached: Parquet is already a compact columnar copy, and
+   each later pass reads only its own columns of its own events;
+3. rules: ``rules.all_findings`` (four passes, each one shuffle by its key
+   and a judge per partition; shuffle partitions sized to the input), less
+   what rows lacking fields leave unjudged (``spark/unjudged.py``: only when
+   some row is a candidate; their count per code is the summary's
+   ``not_judged``), persisted, written to ``OUT/violations`` and
+   ``OUT/observations`` (Parquet);
 4. summary: ``OUT/rejected`` (Parquet: position, seq, reason; the input is
    re-read for it only when some row was rejected) and ``OUT/summary.json``.
 
@@ -54,19 +57,18 @@ from pyspark.sql import types as T
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
 from rmqspec.spark import reference
+from rmqspec.spark import unjudged as unjudged_mod
 from rmqspec.spark.args import add_arguments
 from rmqspec.spark.config import AuditConfig, ConfigError, load_config
 from rmqspec.spark.errors import StateError
+from rmqspec.spark.facts import facts as _facts
 from rmqspec.spark.rules import all_findings
 from rmqspec.traces.checker import not_judged_reasons
-from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY
 from rmqspec.traces.errors import TraceReadError
+from rmqspec.traces.unjudged import Withheld
 
 __all__ = ["AuditSummary", "add_arguments", "main", "render_summary", "run", "run_audit"]
 
-NEEDS_FLAT: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
-    (code, event, fields) for code, needs in NEEDS.items() for event, fields in needs
-)
 OUTPUT_KEYS = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
 # The rejected rows' output (``out/rejected``).
 REJECTED_SCHEMA = T.StructType([T.StructField("position", T.StringType()), T.StructField("seq", T.LongType()),
@@ -106,7 +108,7 @@ REFERENCE_INPUT_BYTES = 2 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
 # (``rules.register_pass``) runs only in the SQL plans, so ``auto`` then picks one.
-REFERENCE_PASSES = frozenset({"queue", "message", "txn"})
+REFERENCE_PASSES = frozenset({"queue", "message", "txn", "table"})
 
 
 @attrs.frozen
@@ -126,6 +128,9 @@ class AuditSummary:
     samples: tuple[tuple[str, tuple[int, ...], str], ...] = ()
     # The reference plan's new incremental state (``run_audit(carry=True)``); not in summary.json.
     carried: reference.Carried | None = attrs.field(default=None, eq=False, repr=False)
+    # Per trace, what rows lacking fields withhold beyond themselves (``run_audit(lasting=True)``:
+    # an incremental run withholds it from the stored findings); not in summary.json.
+    withheld: Mapping[str, Withheld] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def events_per_s(self) -> float:
@@ -166,100 +171,6 @@ def _write_text(spark: SparkSession, path: str, text: str) -> None:
     stream = fs.create(hpath, True)
     stream.write(bytearray(text.encode("utf-8")))
     stream.close()
-
-
-def _unknown_status() -> Column:
-    """``event NUL status`` for a row whose status its event's rules do not know, else null."""
-    out = F.lit(None).cast("string")
-    for event, (known, _codes) in STATUS_VOCABULARY.items():
-        bad = (F.col("event") == event) & F.col("status").isNotNull() & ~F.col("status").isin(*sorted(known))
-        out = F.when(bad, F.concat(F.col("event"), F.lit("\0"), F.col("status"))).otherwise(out)
-    return out
-
-
-# The columns some rule needs (``NEEDS``): the facts pass counts the rows lacking each
-# combination of them as one bit mask per row.
-_NEEDED_FIELDS: tuple[str, ...] = tuple(sorted({f for _code, _event, fields in NEEDS_FLAT for f in fields}))
-
-
-def _lacking_mask() -> Column:
-    """Per row, bit ``i`` set when ``_NEEDED_FIELDS[i]`` is null."""
-    mask = F.lit(0)
-    for i, name in enumerate(_NEEDED_FIELDS):
-        mask = mask + F.when(F.col(name).isNull(), 1 << i).otherwise(0)
-    return mask
-
-
-def _facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
-    """(one dict per trace: n, good, drain, bounds, crash_seqs, at_risk, filtered (rows the filter
-    rules read), power (power-loss crashes), consumers (topic -> the groups with a valid deliver
-    or consume of it), lack<i>;
-    (event, status) -> rows with a status their rules do not know).
-
-    Two jobs, both cheap: row counts grouped by (trace, valid, event, unknown status, carries a
-    filter detail, mask of the needed fields it lacks, and on deliver and consume rows their
-    group and topic) — a count per group, a few hundred groups,
-    merged here — and the valid crash, recover and drain rows themselves (a handful per trace)."""
-    valid = F.col("problem").isNull()
-    consumed = valid & F.col("event").isin("deliver", "consume") & F.col("group").isNotNull()
-    consumed = consumed & F.col("topic").isNotNull()
-    groups = rows.groupBy(
-        "trace",
-        valid.alias("valid"),
-        "event",
-        F.when(valid, _unknown_status()).alias("unknown"),
-        (valid & F.col("filter_detail").isNotNull()).alias("filtered"),
-        F.when(valid, _lacking_mask()).alias("lacking"),
-        F.when(consumed, F.col("group")).alias("c_group"),
-        F.when(consumed, F.col("topic")).alias("c_topic"),
-    ).count().collect()
-    marks = (
-        rows.filter(valid & F.col("event").isin("crash", "recover", "drain"))
-        .select("trace", "seq", "event", "status", "at_risk")
-        .collect()
-    )
-    masks = [sum(1 << _NEEDED_FIELDS.index(f) for f in fields) for _code, _event, fields in NEEDS_FLAT]
-    merged: dict[Any, dict[str, Any]] = {}
-    unknown: dict[tuple[str, str], int] = {}
-
-    def of(trace: Any) -> dict[str, Any]:
-        if trace not in merged:
-            merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "bounds": [], "crash_seqs": [],
-                             "at_risk": set(), "filtered": 0, "power": 0, "consumers": {},
-                             **{f"lack{i}": 0 for i in range(len(NEEDS_FLAT))}}  # fmt: skip
-        return merged[trace]
-
-    for g in groups:
-        into = of(g["trace"])
-        into["n"] += g["count"]
-        if not g["valid"]:
-            continue
-        into["good"] += g["count"]
-        if g["c_group"] is not None:
-            into["consumers"].setdefault(g["c_topic"], set()).add(g["c_group"])
-        into["filtered"] += g["count"] if g["filtered"] else 0
-        if g["unknown"] is not None:
-            event, _, status = g["unknown"].partition("\0")
-            unknown[(event, status)] = unknown.get((event, status), 0) + g["count"]
-        for i, (_code, event, _fields) in enumerate(NEEDS_FLAT):
-            if g["event"] == event and g["lacking"] & masks[i]:
-                into[f"lack{i}"] += g["count"]
-    for m in marks:
-        into = of(m["trace"])
-        if m["event"] == "drain":
-            into["drain"] = m["seq"] if into["drain"] is None else max(into["drain"], m["seq"])
-            continue
-        into["bounds"].append(m["seq"])
-        if m["event"] == "crash":
-            into["crash_seqs"].append(m["seq"])
-            into["power"] += m["status"] == "power"
-            into["at_risk"].update(m["at_risk"] or ())
-    facts = list(merged.values())
-    for row in facts:
-        row["bounds"] = sorted(row["bounds"])
-        row["crash_seqs"] = sorted(row["crash_seqs"])
-        row["at_risk"] = sorted(row["at_risk"])
-    return facts, unknown
 
 
 def _consumers(facts: list[Any], subscriptions: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], list[str]]:
@@ -481,6 +392,7 @@ def run_audit(
     plan: str = "auto",
     prepared: inputs_mod.Inputs | None = None,
     carry: bool = False,
+    lasting: bool = False,
 ) -> AuditSummary:
     """Audit the traces at ``paths``; write ``out/{violations,observations,rejected}`` and
     ``out/summary.json``. Raises ``TraceReadError`` for unreadable input.
@@ -490,7 +402,9 @@ def run_audit(
     to the input); ``auto`` chooses by the size of local input (``choose_plan``).
     ``prepared``: the inputs as ``start_audit`` prepared them (else prepared here).
     ``carry``: on the reference plan, also compute an incremental run's new state in the
-    same job (``AuditSummary.carried``; the SQL plans leave it ``None``)."""
+    same job (``AuditSummary.carried``; the SQL plans leave it ``None``). ``lasting``: also collect
+    what rows lacking fields withhold beyond themselves (``AuditSummary.withheld``; the reference
+    plan always has it)."""
     config = config or AuditConfig()
     stage = on_stage or (lambda _name: None)
     start = time.monotonic()
@@ -517,6 +431,7 @@ def run_audit(
         spark.conf.set(key, value)
     if small:  # one scan of the files into one cached partition; no pass then needs a shuffle
         rows = rows.persist(StorageLevel.MEMORY_ONLY)
+    unjudged: DataFrame | None = None
     try:
         try:
             facts, unknown = _facts(rows)
@@ -526,18 +441,15 @@ def run_audit(
         spark_bad = sum(r["n"] - r["good"] for r in facts)
         good_traces = [r for r in facts if r["good"]]
         has_drain = bool(good_traces) and all(r["drain"] is not None for r in good_traces)
-        lacking: dict[tuple[str, str], int] = {}
-        for i, (code, event, _fields) in enumerate(NEEDS_FLAT):
-            n = sum(r[f"lack{i}"] for r in facts)
-            if n:
-                lacking[(code, event)] = lacking.get((code, event), 0) + n
-        not_judged = not_judged_reasons(has_drain, lacking, unknown)
 
         stage("rules")
         base = rows.filter(F.col("problem").isNull()).select(
             "trace", *inputs_mod.AUDIT_COLUMNS, *inputs_mod.DERIVED_COLUMNS
         )
         base = _with_trace_facts(spark, base, facts)
+        if any(r["candidates"] for r in good_traces):  # rows lacking what a rule reads: not judged
+            unjudged = unjudged_mod.entries(base, {r["trace"]: unjudged_mod.trace_facts(r) for r in good_traces})
+        not_judged = not_judged_reasons(has_drain, unjudged_mod.lacking(unjudged) if unjudged else {}, unknown)
         any_drain = any(r["drain"] is not None for r in good_traces)
         findings = all_findings(
             base,
@@ -550,7 +462,11 @@ def run_audit(
             has_power=any(r["power"] for r in good_traces),
             constants=_constants(facts),
             consumers=_consumers(facts, config.subscriptions),
-        ).withColumnRenamed("trace", "trace_id")
+        )
+        withheld = unjudged_mod.lasting_withheld(unjudged) if unjudged is not None and lasting else {}
+        if unjudged is not None:
+            findings = unjudged_mod.withhold(findings, unjudged)
+        findings = findings.withColumnRenamed("trace", "trace_id")
         cols = ["code", "seqs", *(["trace_id"] if has_trace_id else []), *OUTPUT_KEYS, "reason"]
         try:
             write = _write_collected if small else _write_distributed
@@ -580,6 +496,8 @@ def run_audit(
     finally:
         if small:
             rows.unpersist()
+        if unjudged is not None:
+            unjudged.unpersist()
         for key, value in saved.items():
             if value is None:
                 spark.conf.unset(key)
@@ -598,6 +516,7 @@ def run_audit(
         out=out,
         rejected_sample=sample,
         samples=samples,
+        withheld=withheld,
     )
     _write_text(spark, f"{out}/summary.json", json.dumps(summary.as_json(), indent=2) + "\n")
     return summary
@@ -691,6 +610,7 @@ def _run_reference(
         ),
         samples=tuple((r["code"], tuple(r["seqs"]), r["reason"]) for r in findings if r["kind"] == "violation")[:10],
         carried=got.carried,
+        withheld=got.withheld,
     )
     _write_text(spark, f"{out}/summary.json", json.dumps(summary.as_json(), indent=2) + "\n")
     return summary

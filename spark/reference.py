@@ -10,9 +10,10 @@ the same column expressions as the SQL plans, so the same rows are rejected with
 same positions and values are typed the same way — go through the DataFrame's RDD
 (``mapPartitions``: pickled rows, no pandas needed, unlike ``mapInArrow`` in PySpark
 4) to Spark's Python workers, where ``audit_rows`` groups them by trace, sorts each
-trace by ``seq`` and runs the reference checker on it (``traces.checker.check_trace``: the
+trace by ``seq`` and runs the reference checker on it (``traces.checker.judged_trace``: the
 detectors of ``traces/checks_*.py``, which ``tests/spark/test_audit.py`` holds equal
-to the SQL rules finding for finding). A row reaches the detectors as the dict the
+to the SQL rules finding for finding, less what rows lacking fields leave unjudged,
+``traces.unjudged``). A row reaches the detectors as the dict the
 checker gets from a trace reader (SPEC §8's columns, ``detail`` decoded from its
 JSON text; text that is not JSON stays text, which the detectors read as no detail,
 as the SQL rules do).
@@ -20,7 +21,7 @@ as the SQL rules do).
 The worker returns dicts tagged by ``kind``: ``violation`` / ``observation`` (the
 columns of ``rules.all_findings``), ``rejected`` (``position``, ``seq``, ``reason``)
 and one ``facts`` dict per trace with valid rows (the valid row count, whether it has
-a drain, the rows lacking a field a rule needs and the rows with a status their rules
+a drain, the rows whose missing fields leave a rule partly unjudged and the rows with a status their rules
 do not know — what the SQL plans' facts pass computes). For an incremental run that
 writes a state (``rmqspec audit --state-out``) the same task also runs
 ``traces.carry.carry_trace`` on the trace it has just audited and returns the rows to
@@ -48,9 +49,10 @@ from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
 from rmqspec.spark.inputs import AUDIT_COLUMNS
 from rmqspec.spark.rules import FINDING_SCHEMA
 from rmqspec.traces.carry import carry_trace
-from rmqspec.traces.checker import check_trace, lacking_fields
+from rmqspec.traces.checker import judged_trace
 from rmqspec.traces.checks_common import KEY_COLUMNS, unknown_statuses
 from rmqspec.traces.schema import COLUMNS, SCHEMA
+from rmqspec.traces.unjudged import Withheld
 
 __all__ = ["FINDING_SCHEMA", "Carried", "Collected", "audit_rows", "carried_from_streams", "collect_audit",
            "decoded_rows", "ipc_stream"]
@@ -72,7 +74,7 @@ def _decoded(text: Any) -> Any:
 def _trace_findings(
     trace: str, rows: list[dict[str, Any]], params: AuditParams, subscriptions: Mapping[str, Sequence[str]] | None
 ) -> Iterator[dict[str, Any]]:
-    built, findings = check_trace(rows, params, subscriptions)
+    built, findings, lacking, withheld = judged_trace(rows, params, subscriptions)
     for f in findings:
         out: dict[str, Any] = {
             "kind": "violation" if f.code in VIOLATION_CODES else "observation",
@@ -85,10 +87,12 @@ def _trace_findings(
         yield out
     yield {
         "kind": "facts",
+        "trace": trace,
         "good": len(rows),
         "drain": built.drain_seq is not None,
-        "lacking": lacking_fields(rows),
+        "lacking": lacking,
         "unknown": unknown_statuses(rows),
+        "lasting": withheld.lasting(),
     }
 
 
@@ -213,6 +217,8 @@ class Collected:
     lacking: dict[tuple[str, str], int]
     unknown: dict[tuple[str, str], int]
     carried: Carried | None = None
+    # per trace, what its rows lacking fields withhold beyond themselves (``Withheld.lasting``)
+    withheld: Mapping[str, Withheld] = attrs.field(factory=dict)
 
 
 def collect_audit(
@@ -232,6 +238,7 @@ def collect_audit(
     good, traces, drained = 0, 0, 0
     lacking: dict[tuple[str, str], int] = {}
     unknown: dict[tuple[str, str], int] = {}
+    withheld: dict[str, Withheld] = {}
     state: dict[str, list[tuple[str, bytes]]] = {"keep": [], "tomb": []}
     open_keys: dict[str, frozenset[str]] = {}
     for r in got:
@@ -241,6 +248,8 @@ def collect_audit(
         elif kind == "open":
             open_keys[r["trace"]] = frozenset(r["msg_keys"])
         elif kind == "facts":
+            if r["lasting"]:
+                withheld[r["trace"]] = r["lasting"]
             good += r["good"]
             traces += 1
             drained += bool(r["drain"])
@@ -260,6 +269,7 @@ def collect_audit(
         lacking=lacking,
         unknown=unknown,
         carried=carried_from_streams(state, open_keys) if carry else None,
+        withheld=withheld,
     )
 
 

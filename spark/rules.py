@@ -1,4 +1,5 @@
-"""The SPEC §8.1 rules in Spark: three passes, each one shuffle by its key and a judge per partition.
+"""The SPEC §8.1 rules in Spark: four passes, each one shuffle by its key (three for the table pass)
+and a judge per partition.
 
 Theory of operation
 -------------------
@@ -31,6 +32,9 @@ txn: txn_*             trace, txn_id; by the          TXN_DOUBLE_RESOLVED, DUPLI
                        checker's detectors            TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                        (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
                                                       TXN_DISCARD_EARLY
+table: lock, unlock,   trace / trace, msg_key /       LOCK_LIFECYCLE, MESSAGE_LIFECYCLE,
+restarts; send-backs,  trace, txn_id; the checker's   TXN_LIFECYCLE
+copies, fires; txn_*   replays (``rules_table.py``)
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -208,6 +212,14 @@ def txn_rules(
     return [txn_findings(df, params, at_risk, skipped, unseen, constants)]
 
 
+def table_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
+    """MESSAGE_LIFECYCLE, LOCK_LIFECYCLE, TXN_LIFECYCLE: ``model/lifecycle.py``'s tables replayed
+    (``spark/rules_table.py``: the reference checker's replays, per trace / msg_key / txn_id)."""
+    from rmqspec.spark.rules_table import table_findings  # it imports this module
+
+    return table_findings(df, params, constants)
+
+
 def _skipped_halves(df: DataFrame) -> DataFrame:
     """(s_trace, s_txn): halves sent after a power loss at a reused half-queue position below
     1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
@@ -270,6 +282,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
         ),
     ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
+    ("table", lambda df, c: table_rules(df, c.params, c.constants)),
 )
 
 

@@ -11,10 +11,12 @@ so the two audits agree by construction; the differential tests still compare th
 
 Rows read: ``send`` / ``store`` / ``deliver`` / ``consume`` rows whose ``detail`` carries a
 subscription or the message's tags / properties (``inputs.filter_detail``), plus the ``commit_offset``
-rows of the (trace, group, topic) those deliveries name. Everything else is never shuffled: a trace
+rows of the (trace, group, topic) those deliveries name and the ``send`` / ``store`` / ``txn_end`` rows
+without such a detail on those topics (a message no row states attributes of is not LOST for a group
+that filters its topic: whether the group wants it is unknown). Everything else is never shuffled: a trace
 without filter details costs one filtered scan. ``with_filter_rules`` adds the findings to the other
 rules' and drops the LOST findings ``checks_filter.filter_exempt`` names (a filtering group's messages
-no subscription of it selects, and the FILTER_SKIPPED ones).
+no subscription of it selects or whose attributes are unknown, and the FILTER_SKIPPED ones).
 """
 
 from __future__ import annotations
@@ -72,7 +74,12 @@ def filter_findings(df: DataFrame) -> DataFrame:
     groups = (detailed.filter(F.col("event").isin("deliver", "consume") & F.col("group").isNotNull())
               .select("trace", "group", "topic").distinct())
     commits = df.filter(F.col("event") == "commit_offset").join(groups, ["trace", "group", "topic"], "left_semi")
-    rows = detailed.select(*_ROW_COLUMNS).unionByName(commits.select(*_ROW_COLUMNS))
+    # the messages of those topics no row states attributes of (``filter_exempt``: unknown to LOST)
+    plain = F.col("event").isin("send", "store", "txn_end") & F.col("filter_detail").isNull()
+    unstated = df.filter(plain & F.col("msg_key").isNotNull()).join(
+        groups.select("trace", "topic").distinct(), ["trace", "topic"], "left_semi")
+    rows = detailed.select(*_ROW_COLUMNS).unionByName(commits.select(*_ROW_COLUMNS)).unionByName(
+        unstated.select(*_ROW_COLUMNS))
     judged = rows.rdd.map(_by_topic).groupByKey().flatMap(lambda kv: _judge(list(kv[1])))
     return df.sparkSession.createDataFrame(judged, schema=FINDING_SCHEMA)
 

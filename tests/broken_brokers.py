@@ -89,6 +89,57 @@ class LockNeverExpires(Wrapped):
             group, client_id, mqs, now, 10**15) if ok)
 
 
+class LockHalfLife(Wrapped):
+    """A lock looks expired to another client half its lifetime after the holder's last grant or
+    renewal (``now − last_update > lockMaxLiveTime / 2``); renewals and free queues as 4.9.8."""
+
+    def lock_batch(self, group, client_id, mqs):
+        now = self.clock.now()
+        return frozenset(mq for mq, ok in self.inner.locks.lock_batch(
+            group, client_id, mqs, now, self.inner.config.broker_lock_max_live_ms // 2) if ok)
+
+
+class LockHalfLifeUnrenewed(Wrapped):
+    """A lock its holder never renewed looks expired to another client half its lifetime after the
+    grant; a renewed one lives lockMaxLiveTime from the last renewal, as in 4.9.8."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config, workdir)
+        self.unrenewed: set[tuple[str, MessageQueue]] = set()
+
+    def lock_batch(self, group, client_id, mqs):
+        table, now = self.inner.locks, self.clock.now()
+        half = self.inner.config.broker_lock_max_live_ms // 2
+        for mq in set(mqs):
+            entry = table.entries.get((group, mq))
+            if entry is not None and entry.client_id != client_id and (group, mq) in self.unrenewed \
+                    and now - entry.last_update > half:
+                del table.entries[(group, mq)]
+        before = {mq: table.entries.get((group, mq)) for mq in mqs}
+        granted = self.inner.lock_batch(group, client_id, mqs)
+        for mq in granted:
+            prev = before.get(mq)
+            if prev is not None and prev.client_id == client_id:
+                self.unrenewed.discard((group, mq))
+            else:
+                self.unrenewed.add((group, mq))
+        return granted
+
+
+class UnlockFreesHalfExpired(Wrapped):
+    """UNLOCK_BATCH_MQ by a client that does not hold the queue frees it when the holder's last
+    grant or renewal is older than half the lock's lifetime (the lock "looks expired")."""
+
+    def unlock_batch(self, group, client_id, mqs):
+        table, now = self.inner.locks, self.clock.now()
+        half = self.inner.config.broker_lock_max_live_ms // 2
+        for mq in set(mqs):
+            entry = table.entries.get((group, mq))
+            if entry is not None and entry.client_id != client_id and now - entry.last_update > half:
+                del table.entries[(group, mq)]
+        return self.inner.unlock_batch(group, client_id, mqs)
+
+
 class RollbackCommits(Wrapped):
     """END_TRANSACTION ROLLBACK writes the real message (op written without the check)."""
 
@@ -450,6 +501,9 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "delay_one_second_early": _factory(DelayOneSecondEarly),
     "lock_stolen_before_expiry": _factory(LockStolenBeforeExpiry),
     "lock_never_expires": _factory(LockNeverExpires),
+    "lock_half_life": _factory(LockHalfLife),
+    "lock_half_life_unrenewed": _factory(LockHalfLifeUnrenewed),
+    "unlock_frees_half_expired": _factory(UnlockFreesHalfExpired),
     "rollback_commits": _factory(RollbackCommits),
     "commit_ignored": _factory(CommitIgnored),
     "offset_plus_one": _factory(OffsetPlusOne),
@@ -493,3 +547,6 @@ __all__ = ["BROKEN", "ISSUES", "REPLICAS", "Iterable", "MessageQueue"]
 
 # Importable as ``broken_brokers:commit_ignored`` for ``rmqspec check --broker`` (tests/cli/test_check_cli.py).
 commit_ignored = BROKEN["commit_ignored"]
+lock_half_life = BROKEN["lock_half_life"]  # issue 41's yardstick: ``rmqspec conform --broker broken_brokers:…``
+lock_half_life_unrenewed = BROKEN["lock_half_life_unrenewed"]
+unlock_frees_half_expired = BROKEN["unlock_frees_half_expired"]

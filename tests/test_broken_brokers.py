@@ -29,6 +29,10 @@ LOCKSTEP = {name: (150, 50) for name in (
     "sync_send_lost_on_power", "one_check_too_many", "retry_level_off_by_one",
     "tag_filter_ignored", "queue_offset_skips", "dlq_wrong_reconsume_times",
     "duplicate_delivery", "check_before_timeout", "sql_filter_ignored", "sql_null_is_true",
+    # issue 41: locks that look expired after half their lifetime (to another client's lock; only
+    # when never renewed; to another client's unlock) — caught by the lock probes at the deadline
+    # walks' instants (properties/edges.py)
+    "lock_half_life", "lock_half_life_unrenewed", "unlock_frees_half_expired",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -46,6 +50,9 @@ INVARIANTS_ONLY = {
     "check_before_timeout": (150, 50, "TXN_CHECK_EARLY"),
     "sql_filter_ignored": (150, 50, "FILTER_MISMATCH"),
     "sql_null_is_true": (150, 50, "FILTER_MISMATCH"),
+    "lock_half_life": (150, 50, "LOCK_OVERLAP"),
+    "lock_half_life_unrenewed": (150, 50, "LOCK_OVERLAP"),
+    "unlock_frees_half_expired": (150, 50, "LOCK_OVERLAP"),
 }
 
 
@@ -87,3 +94,22 @@ def test_caught_in_lockstep_at_the_default_budget(name: str) -> None:
     result = check_conformance(BROKEN[name], settings=budget_settings(shrink=False))
     assert not result.passed, f"{name} was not caught at the default budget: {result.render()}"
     assert LOCKSTEP_NEEDLE in result.failure, result.failure
+
+
+# Issue 41: the lock-lifetime escapes are caught by the invariants alone at the default budget too
+# (the deadline tour of every example's prelude probes the lock table at the client and broker
+# lock expiries ± 1 ms: properties/edges.py).
+INVARIANTS_AT_THE_DEFAULT_BUDGET = {
+    "lock_half_life": "LOCK_OVERLAP",
+    "lock_half_life_unrenewed": "LOCK_OVERLAP",
+    "unlock_frees_half_expired": "LOCK_OVERLAP",
+}
+
+
+@pytest.mark.parametrize("name", sorted(INVARIANTS_AT_THE_DEFAULT_BUDGET),
+                         ids=[f"{n}-by-{INVARIANTS_AT_THE_DEFAULT_BUDGET[n]}"
+                              for n in sorted(INVARIANTS_AT_THE_DEFAULT_BUDGET)])
+def test_caught_by_invariants_alone_at_the_default_budget(name: str) -> None:
+    result = check_conformance(BROKEN[name], lockstep=False, settings=budget_settings(shrink=False))
+    assert not result.passed, f"{name} was not caught without lockstep at the default budget: {result.render()}"
+    assert INVARIANTS_AT_THE_DEFAULT_BUDGET[name] in result.failure, result.failure

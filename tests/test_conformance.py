@@ -26,6 +26,13 @@ SOMETIMES = (
     "send_with_properties", "probe_sql92", "inconsistent_group", "inconsistent_group:differs", "sql92:FOUND",
     "sql92:NO_MATCHED_MSG",
     "sql92:refused:SUBSCRIPTION_PARSE_FAILED",
+    # issue 41: every deadline kind walked, the lock probe, the parameter probes, every message family
+    "deadline:delay", "deadline:retry", "deadline:lock", "deadline:client_lock", "deadline:round",
+    "deadline:half", "lock_probe", "pull_edge:below", "pull_edge:end", "pull_edge:past", "offset_reset:rewound",
+    "end_tampered:SYSTEM_ERROR", "lock_edge:empty", "lock_edge:twice", "lock_edge:past", "send_edge:queue_past",
+    "send_edge:level_past", "send_refused",
+    "family:plain", "family:keyed", "family:props", "family:delayed", "family:batch", "family:txn",
+    "family:txn_checked",
 )
 
 _RESULT = {}

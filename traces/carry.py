@@ -34,6 +34,11 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 - ``commit_offset``: the last per (group, topic, queue) (OFFSET_LOST) and the highest per
   (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
 - ``orderly_start``: the start that opened each still-open window (ORDERLY_CONCURRENT);
+- every row lacking a field whose absence leaves findings beyond the row itself unjudged
+  (``traces/unjudged.lasting_rows``: a key, queue or transaction from that row on, or a rule that
+  looks ahead), carried for good, so every later day withholds what an audit of the whole history
+  withholds; and the findings an earlier day stored are withheld when a row of the day leaves them
+  unjudged (``withheld_out``);
 - every row of an **open** msg_key: never sent, stored nor half-sent (UNEXPECTED may still be
   withdrawn), not acknowledged and not a half's (RECOVERED), a half with no COMMIT delivered after
   it (TXN_VISIBLE_BEFORE_COMMIT / TXN_ROLLBACK_VISIBLE: a later COMMIT changes the verdict), or
@@ -71,6 +76,7 @@ import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, at_risk_keys, detail_of, has
+from rmqspec.traces.unjudged import Withheld, assess, lasting_rows
 
 KEEP_ALL = frozenset({"crash", "recover", "drain", "lock", "unlock"})
 TXN_EVENTS = frozenset({"txn_half", "txn_end", "txn_check", "txn_discard"})
@@ -287,6 +293,9 @@ def carry_trace(
     # a closed key with a row carried for another rule (a transaction's row that is not closed; a
     # consume or deliver kept for LOST's consumers, ordering or a pending offset) keeps its tombstones too,
     # so the carried rows of each key are self-consistent (UNEXPECTED, LOST)
+    # a row lacking what a rule reads withholds findings beyond itself (``traces/unjudged.py``):
+    # carried for good, so every later day withholds them as an audit of the whole history does
+    keep.update(lasting_rows(rows))
     in_keep = {r["msg_key"] for r in rows if r["msg_key"] is not None and r["seq"] in keep}
     keep.update(seq for key, seqs in tombstones.items() if key in in_keep for seq in seqs)
     closed = {seq for key, seqs in tombstones.items() if key not in open_keys for seq in seqs} - keep
@@ -436,10 +445,11 @@ def audit_since(
     history = [*state.rows, *pulled, *good]
     report = check(history, params, subscriptions=subscriptions)
     audited = [f.as_dict() for f in (*report.violations, *report.observations)]
-    merged = merge(state.findings, audited, state.last_seq)
     traces: dict[str | None, list[Mapping[str, Any]]] = {}
     for r in history:
         traces.setdefault(trace_key(r.get("trace_id")), []).append(r)
+    withheld = {t: assess(sorted(rows_, key=lambda r: r["seq"]))[0].lasting() for t, rows_ in traces.items()}
+    merged = merge(withheld_out(state.findings, withheld), audited, state.last_seq)
     carried: list[Mapping[str, Any]] = []
     pulled_seqs = {(trace_key(r.get("trace_id")), r["seq"]) for r in pulled}
     closed = [r for r in state.closed if (trace_key(r.get("trace_id")), r["seq"]) not in pulled_seqs]
@@ -452,6 +462,21 @@ def audit_since(
         closed.extend(r for r in trace_rows if r["seq"] in tomb)
         last_seq[t] = max(last_seq.get(t, -1), trace_rows[-1]["seq"])
     return merged, CarriedState(tuple(carried), tuple(closed), tuple(to_store(merged, open_keys)), last_seq)
+
+
+def withheld_out(
+    stored: Iterable[Mapping[str, Any]], withheld: Mapping[str | None, Withheld]
+) -> list[Mapping[str, Any]]:
+    """The ``stored`` findings (``Finding.as_dict`` rows) no entry of today's ``withheld`` (per trace,
+    ``Withheld.lasting``) covers: a row of today lacking a field may leave an earlier finding
+    unjudged (a rule that looks ahead, or a scope it may be any of), as it would in an audit of the
+    whole history."""
+    out = []
+    for f in stored:
+        w = withheld.get(f.get("trace_id"))
+        if w is None or not w or not w.covers_row(f["code"], f["seqs"], f):
+            out.append(f)
+    return out
 
 
 def consumer_pairs(rows: Iterable[Mapping[str, Any]]) -> set[tuple[str | None, str, str]]:

@@ -5,7 +5,10 @@ Theory of operation
 ``check(rows)`` validates the rows (a row lacking ``seq``/``ts``/``event``,
 with an unknown event or a wrongly typed column is rejected and reported by
 position, never raised), splits them by the optional ``trace_id`` column,
-sorts each trace by ``seq`` and runs every detector of ``DETECTORS`` over it.
+sorts each trace by ``seq`` and runs every detector of ``DETECTORS`` over it, then withholds
+what the trace's rows lacking fields leave unjudged (``traces.unjudged``: a finding the input
+cannot prove is never reported; removing information never adds one) and counts those rows
+in the report's ``not_judged``.
 Detectors are named after the anomaly they find, defined in their
 docstrings (``traces.checks_*``), and return ``Finding`` values; the
 ``CheckReport`` is data, rendered separately by ``render_text`` and
@@ -34,10 +37,12 @@ from rmqspec.traces import (
     checks_lock,
     checks_order,
     checks_retry,
+    checks_table,
     checks_txn,
 )
 from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY, Finding, Trace, unknown_statuses
 from rmqspec.traces.errors import Rejected
+from rmqspec.traces.unjudged import Withheld, assess, withhold
 from rmqspec.traces.validate import check_row, readable_seq
 
 __all__ = [
@@ -47,7 +52,7 @@ __all__ = [
     "Rejected",
     "check",
     "check_trace",
-    "lacking_fields",
+    "judged_trace",
     "not_judged_reasons",
     "render_text",
     "report_json",
@@ -84,6 +89,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_filter.detect_subscription_inconsistent,
     checks_filter.detect_filter_mismatch,
     checks_filter.detect_filter_skipped,
+    checks_table.detect_table_lifecycles,
 )
 
 
@@ -142,10 +148,10 @@ def not_judged_reasons(
     """code -> why it was (partly) not judged, from the drain, the rows lacking fields
     and the rows with a status the code's rules do not know.
 
-    ``lacking[(code, event)]`` counts the rows of ``event`` lacking a field
-    ``NEEDS[code]`` lists for it; ``unknown[(event, status)]`` counts the rows
-    of ``event`` whose status is outside ``STATUS_VOCABULARY[event]``. The
-    Spark audit uses the same wording.
+    ``lacking[(code, event)]`` counts the rows of ``event`` whose missing fields leave part of
+    ``code`` unjudged (``traces.unjudged``; ``NEEDS[code]`` names the fields it reads there);
+    ``unknown[(event, status)]`` counts the rows of ``event`` whose status is outside
+    ``STATUS_VOCABULARY[event]``. The Spark audit uses the same wording.
     """
     out: dict[str, str] = {}
     unknown = unknown or {}
@@ -165,19 +171,6 @@ def not_judged_reasons(
     return out
 
 
-def lacking_fields(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
-    """(code, event) -> rows of ``event`` lacking a field ``NEEDS[code]`` lists for it."""
-    out: dict[tuple[str, str], int] = {}
-    for code, needs in NEEDS.items():
-        for event, fields in needs:
-            n = sum(
-                1 for r in rows if r["event"] == event and any(r.get(f) is None for f in fields)
-            )
-            if n:
-                out[(code, event)] = n
-    return out
-
-
 def check_trace(
     rows: list[dict[str, Any]],
     params: AuditParams,
@@ -188,6 +181,20 @@ def check_trace(
     rows.sort(key=lambda r: r["seq"])
     trace = Trace.build(rows, params, subscriptions)
     return trace, [finding for detector in DETECTORS for finding in detector(trace)]
+
+
+def judged_trace(
+    rows: list[dict[str, Any]],
+    params: AuditParams,
+    subscriptions: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[Trace, list[Finding], dict[tuple[str, str], int], Withheld]:
+    """``check_trace``'s trace and findings less what the rows lacking fields leave unjudged,
+    (code, event) -> the rows not judged, and what was withheld (``traces.unjudged.assess``): what
+    ``check`` and the Spark audit's reference plan report. ``check_trace`` alone gives the
+    detectors' raw findings (the Spark judges' differential tests compare those)."""
+    trace, findings = check_trace(rows, params, subscriptions)
+    withheld, lacking = assess(trace.rows)
+    return trace, list(withhold(findings, withheld)), lacking, withheld
 
 
 def check(
@@ -206,9 +213,12 @@ def check(
     violations: list[Finding] = []
     observations: list[Finding] = []
     has_drain = True
+    lacking: dict[tuple[str, str], int] = {}
     for trace_id, trace_rows in traces.items():
-        trace, findings = check_trace(trace_rows, params, subscriptions)
+        trace, findings, lacks, _ = judged_trace(trace_rows, params, subscriptions)
         has_drain = has_drain and trace.drain_seq is not None
+        for key, n in lacks.items():
+            lacking[key] = lacking.get(key, 0) + n
         for finding in findings:
             if trace_id is not None:
                 finding = attrs.evolve(finding, trace_id=str(trace_id))
@@ -224,7 +234,7 @@ def check(
         observations=tuple(sorted(observations, key=order)),
         events_read=len(raw),
         rows_rejected=len(rejected),
-        not_judged=not_judged_reasons(has_drain, lacking_fields(good), unknown_statuses(good)),
+        not_judged=not_judged_reasons(has_drain, lacking, unknown_statuses(good)),
         rejected=tuple(rejected),
     )
 

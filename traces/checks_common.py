@@ -13,8 +13,10 @@ the same ``seqs`` conventions, and a differential test holds them equal.
 Conventions both sides share (also in ``spark/README.md`` under "Rules"):
 
 - ``seqs``: proving event(s) first, the offending row's seq last.
-- A row lacking a field a rule needs is ignored by that rule and counted in
-  ``not_judged`` (``NEEDS`` below).
+- Only ``seq``, ``ts`` and ``event`` are required. A row lacking a field a rule reads is
+  skipped by the rule's detector, and what it could change (the keys, queues or transactions
+  it may belong to) is withheld from the findings and counted in ``not_judged``
+  (``traces.unjudged``; ``NEEDS`` below words it): removing information never adds a finding.
 - An acknowledged ``send`` has a null status, the response code ``SUCCESS``
   or one of RocketMQ's ``SendStatus`` values; ``FAILED``, ``TIMEOUT`` and
   the other response codes mark a send the producer never saw acknowledged.
@@ -84,52 +86,111 @@ STATUS_VOCABULARY: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 }
 KEY_COLUMNS: tuple[str, ...] = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
 
-# code -> ((event, fields the rule needs on that event), ...). A row of that
-# event lacking one of the fields is skipped by the rule and counted.
+_Q = ("group", "topic", "queue_id")
+_LOCK = (*_Q, "client_id", "status")
+# code -> ((event, the fields the rule reads on that event), ...): the wording of the report's
+# "not judged" section. Which rows lacking one of them leave what unjudged (the rule's part they
+# may change: a key, a queue, a transaction, from that row on or anywhere) is
+# ``traces.unjudged.row_unjudged``; the report counts those rows per (code, event).
 NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Code.ORDER_QUEUE_GAP: (("store", ("topic", "queue_id", "queue_offset")),),
     Code.ORDER_KEY_REORDERED: (
-        ("lock", ("group", "topic", "queue_id", "client_id", "status")),
-        ("consume", ("group", "topic", "queue_id", "client_id", "queue_offset", "status")),
+        ("lock", _LOCK),
+        ("unlock", (*_Q, "client_id")),
+        ("consume", (*_Q, "client_id", "queue_offset", "status")),
     ),
-    Code.LOST: (("send", ("topic", "msg_key")), ("consume", ("group", "msg_key", "status"))),
-    Code.UNEXPECTED: (("deliver", ("msg_key",)), ("consume", ("msg_key",))),
+    Code.LOST: (
+        ("send", ("topic", "queue_id", "queue_offset", "msg_key")),
+        ("store", ("topic", "queue_id", "queue_offset", "msg_key")),
+        ("deliver", ("group", "topic", "client_id", "msg_key")),
+        ("consume", ("group", "topic", "client_id", "msg_key", "status")),
+        ("send_back", ("group", "msg_key", "status")),
+        ("commit_offset", (*_Q, "queue_offset")),
+        ("crash", ("status",)),
+    ),
+    Code.UNEXPECTED: (
+        ("send", ("msg_key",)),
+        ("store", ("msg_key",)),
+        ("txn_half", ("msg_key",)),
+        ("deliver", ("msg_key",)),
+        ("consume", ("msg_key",)),
+    ),
     Code.RETRY_EARLY: (
-        ("send_back", ("group", "msg_key", "reconsume_times")),
+        ("send_back", ("status", "group", "msg_key", "reconsume_times", "delay_level", "deliver_ts")),
         ("deliver", ("group", "msg_key", "reconsume_times")),
     ),
-    Code.DLQ_EARLY: (("send_back", ("reconsume_times", "status")),),
+    Code.DLQ_EARLY: (("send_back", ("status", "group", "reconsume_times", "delay_level")),),
     Code.DLQ_MISSED: (
-        ("send_back", ("reconsume_times", "status")),
-        ("deliver", ("reconsume_times",)),
+        ("send_back", ("status", "group", "msg_key", "reconsume_times")),
+        ("deliver", ("group", "msg_key", "reconsume_times")),
     ),
-    Code.DELAY_EARLY: (("schedule_fire", ("msg_key",)), ("deliver", ("msg_key",))),
-    Code.LOCK_OVERLAP: (("lock", ("group", "topic", "queue_id", "client_id", "status")),),
-    Code.ORDERLY_WITHOUT_LOCK: (("orderly_start", ("group", "topic", "queue_id", "client_id")),),
+    Code.DELAY_EARLY: (
+        ("store", ("topic", "deliver_ts", "reconsume_times", "msg_key", "msg_id")),
+        ("schedule_fire", ("msg_key", "msg_id", "reconsume_times")),
+        ("deliver", ("msg_key", "reconsume_times")),
+    ),
+    Code.LOCK_OVERLAP: (("lock", _LOCK), ("unlock", (*_Q, "client_id"))),
+    Code.ORDERLY_WITHOUT_LOCK: (("lock", _LOCK), ("orderly_start", (*_Q, "client_id"))),
     Code.ORDERLY_CONCURRENT: (
-        ("orderly_start", ("group", "topic", "queue_id", "client_id")),
-        ("orderly_end", ("group", "topic", "queue_id", "client_id")),
+        ("orderly_start", (*_Q, "client_id")),
+        ("orderly_end", (*_Q, "client_id")),
     ),
     Code.OFFSET_OVERRUN: (
-        ("commit_offset", ("group", "topic", "queue_id", "queue_offset")),
-        ("deliver", ("group", "topic", "queue_id", "queue_offset")),
+        ("commit_offset", (*_Q, "queue_offset")),
+        ("deliver", (*_Q, "queue_offset")),
+        ("consume", (*_Q, "queue_offset", "status")),
+        ("send_back", (*_Q, "queue_offset")),
     ),
     Code.TXN_VISIBLE_BEFORE_COMMIT: (
         ("txn_half", ("msg_key",)),
         ("txn_end", ("msg_key", "status")),
+        ("deliver", ("msg_key",)),
     ),
-    Code.TXN_ROLLBACK_VISIBLE: (("txn_half", ("msg_key",)), ("txn_end", ("msg_key", "status"))),
+    Code.TXN_ROLLBACK_VISIBLE: (
+        ("txn_half", ("msg_key",)),
+        ("txn_end", ("msg_key", "status")),
+        ("deliver", ("msg_key",)),
+    ),
     Code.TXN_DOUBLE_RESOLVED: (("txn_end", ("txn_id", "status")), ("txn_discard", ("txn_id",))),
-    Code.TXN_CHECK_EARLY: (("txn_check", ("txn_id",)),),
-    Code.TXN_CHECK_EXCEEDED: (("txn_check", ("txn_id",)),),
-    Code.TXN_UNRESOLVED: (("txn_half", ("txn_id",)),),
-    Code.TXN_CHECK_AFTER_RESOLVED: (("txn_check", ("txn_id", "queue_offset")),),
-    Code.TXN_DISCARD_EARLY: (("txn_discard", ("txn_id",)),),
-    Code.DLQ_DELAYED: (("send_back", ("group", "msg_key")),),
-    Code.SCHEDULE_DUPLICATED: (("schedule_fire", ("msg_key",)),),
-    Code.OFFSET_LOST: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
-    Code.FILTER_MISMATCH: (("consume", ("group", "msg_key", "status")),),
-    Code.FILTER_SKIPPED: (("commit_offset", ("group", "topic", "queue_id", "queue_offset")),),
+    Code.TXN_CHECK_EARLY: (("txn_half", ("txn_id",)), ("txn_check", ("txn_id",))),
+    Code.TXN_CHECK_EXCEEDED: (("txn_check", ("txn_id", "detail.check_times")),),
+    Code.TXN_UNRESOLVED: (
+        ("txn_half", ("txn_id", "msg_key", "queue_offset")),
+        ("txn_end", ("txn_id", "status")),
+        ("txn_check", ("queue_offset",)),
+        ("txn_discard", ("txn_id",)),
+        ("crash", ("status",)),
+    ),
+    Code.TXN_CHECK_AFTER_RESOLVED: (
+        ("txn_half", ("txn_id", "queue_offset")),
+        ("txn_end", ("msg_key", "status")),
+        ("txn_check", ("txn_id", "msg_key", "queue_offset", "detail.check_times")),
+        ("crash", ("status",)),
+    ),
+    Code.TXN_DISCARD_EARLY: (
+        ("txn_half", ("txn_id",)),
+        ("txn_check", ("txn_id",)),
+        ("txn_discard", ("txn_id",)),
+    ),
+    Code.DLQ_DELAYED: (("send_back", ("status", "group", "msg_key")), ("store", ("topic", "msg_key"))),
+    Code.SCHEDULE_DUPLICATED: (
+        ("store", ("topic", "reconsume_times", "msg_key")),
+        ("schedule_fire", ("msg_key", "reconsume_times")),
+    ),
+    Code.OFFSET_LOST: (("commit_offset", (*_Q, "queue_offset", "status")),),
+    Code.FILTER_MISMATCH: (
+        ("send", ("msg_key",)),
+        ("store", ("msg_key",)),
+        ("deliver", ("msg_key",)),
+        ("consume", ("msg_key", "status")),
+    ),
+    Code.FILTER_SKIPPED: (
+        ("send", ("topic", "queue_id", "queue_offset", "msg_key")),
+        ("store", ("topic", "queue_id", "queue_offset", "msg_key")),
+        ("deliver", ("group", "topic", "client_id", "msg_key")),
+        ("consume", ("group", "topic", "client_id", "msg_key")),
+        ("commit_offset", (*_Q, "queue_offset")),
+    ),
 }
 
 

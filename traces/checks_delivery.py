@@ -145,7 +145,8 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     A msg_key listed in a ``crash``'s ``detail.at_risk`` (written after the
     last flush of an ASYNC broker that lost power) may be lost: not judged;
     nor a (group, msg_key) ``skipped_by_saved_offsets`` or ``checks_filter.filter_exempt`` names
-    (a filtering group's messages its subscriptions do not select, and FILTER_SKIPPED ones), nor a
+    (a filtering group's messages its subscriptions do not select or whose attributes no row
+    states, and FILTER_SKIPPED ones), nor a
     msg_key ``skipped_by_saved_delay_progress`` names.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """

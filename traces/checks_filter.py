@@ -19,7 +19,9 @@ tag check, or the 4.9.8 SQL92 evaluation. Rows without these details are not jud
   been delivered before that commit to a client of the group whose subscription selects it.
 
 ``filter_exempt`` names the (group, msg_key) that LOST must not judge: messages no subscription of a
-filtering group selects (filtered, as asked) and the FILTER_SKIPPED ones (reported under that code).
+filtering group selects (filtered, as asked), messages of a topic a group filters whose attributes no
+row states (whether the group wants them is unknown), and the FILTER_SKIPPED ones (reported under that
+code).
 """
 
 from __future__ import annotations
@@ -187,18 +189,33 @@ def detect_filter_skipped(trace: Trace) -> Iterator[Finding]:
 
 
 def filter_exempt(trace: Trace) -> set[tuple[str, str]]:
-    """(group, msg_key) LOST does not judge (see the module docstring)."""
+    """(group, msg_key) LOST does not judge (see the module docstring), and those whose message
+    attributes no row states on a topic the group filters (whether the group wants the message is
+    unknown: not judged)."""
     attrs = _attrs(trace)
     out = {(g, k) for g, _t, k, _m, _c in _skipped(trace)}
     subs = client_subs(trace)
-    topic_of: dict[str, Any] = {}
-    for _, row in trace.of("send", "store"):
-        if row.get("msg_key") in attrs and row.get("topic") is not None:
-            topic_of.setdefault(row["msg_key"], row["topic"])
+    filters: dict[Any, list[tuple[str, list[Sub]]]] = {}  # topic -> (filtering group, its clients' subs)
+    for (group, t), clients in subs.items():
+        if any(filtering(s) for s, _ in clients.values()):
+            filters.setdefault(t, []).append((group, [s for s, _ in clients.values()]))
+    if not filters:
+        return out
+    topic_of: dict[Any, Any] = {}  # msg_key with attributes -> the topic of its first send / store
+    unknown: set[tuple[Any, Any]] = set()  # (msg_key, topic) of messages no row states attributes of
+    for _, row in trace.of("send", "store", "txn_end"):
+        key, topic = row.get("msg_key"), row.get("topic")
+        if key is None or topic is None:
+            continue
+        if key not in attrs:
+            if row["event"] != "txn_end" or row.get("status") == "COMMIT":
+                unknown.add((key, topic))
+        elif row["event"] != "txn_end":
+            topic_of.setdefault(key, topic)
     for key, topic in topic_of.items():
-        for (group, t), clients in subs.items():
-            if t != topic or not any(filtering(s) for s, _ in clients.values()):
-                continue
-            if not any(_matches(s, attrs[key]) is True for s, _ in clients.values()):
+        for group, wanted in filters.get(topic, ()):
+            if not any(_matches(s, attrs[key]) is True for s in wanted):
                 out.add((group, key))
+    for key, topic in unknown:
+        out.update((group, key) for group, _ in filters.get(topic, ()))
     return out

@@ -186,9 +186,11 @@ def detect_schedule_duplicated(trace: Trace) -> Iterator[Finding]:
     SPEC §8.1 extension (properties/README.md, "Deep lifecycle guarantees").
     ``ScheduleMessageService`` persists its progress every 10 s and on a clean shutdown:
     only a crash (kill or power) can make it deliver a copy again. Per (msg_key,
-    reconsume_times, null as 0): a ``schedule_fire`` that makes the fires outnumber the
-    ``store``s in SCHEDULE_TOPIC_XXXX so far, with no ``crash`` since the first fire.
-    seqs = [first fire, this fire].
+    reconsume_times): a ``schedule_fire`` that makes the fires outnumber the ``store``s in
+    SCHEDULE_TOPIC_XXXX so far, with no ``crash`` since the first fire.
+    seqs = [first fire, this fire]. A fire or a SCHEDULE store without reconsume_times (SPEC §8
+    does not require it) leaves its msg_key unjudged from that row on (``traces/unjudged.py``;
+    issue 41: it was read as 0, and a retry copy fired once looked like a second fire).
     """
     scheduled: dict[tuple[Any, int], int] = {}
     fired: dict[tuple[Any, int], int] = {}

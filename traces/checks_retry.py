@@ -79,8 +79,8 @@ def send_back_max(row: Mapping[str, Any], params: Any) -> int:
 def detect_dlq_early(trace: Trace) -> Iterator[Finding]:
     """DLQ_EARLY: a message dead-lettered before it failed max + 1 times.
 
-    SPEC §8.1 / §4.4: a ``send_back`` DLQ with delay_level ≥ 0 (null counts
-    as 0) whose new copy's reconsume_times ≤ the max in force
+    SPEC §8.1 / §4.4: a ``send_back`` DLQ with delay_level ≥ 0 (one without
+    delay_level is not judged: ``traces/unjudged.py``) whose new copy's reconsume_times ≤ the max in force
     (``send_back_max``; ``SendMessageProcessor``: DLQ iff reconsumeTimes ≥ max
     or level < 0; the new copy carries reconsumeTimes + 1). seqs = [send_back].
     """
@@ -141,9 +141,12 @@ def detect_delay_early(trace: Trace) -> Iterator[Finding]:
     ``deliver_ts``). Fire clause: a ``schedule_fire`` whose SCHEDULE copy is
     not yet due — its copy is the latest earlier ``store`` in
     SCHEDULE_TOPIC_XXXX (with ``deliver_ts``) with the fire's ``msg_id``, or,
-    when the fire carries no msg_id, with its msg_key;
-    seqs = [store, schedule_fire]. Deliver clause, first-generation copies
-    only (reconsume_times 0 or null; an early retry copy is RETRY_EARLY): a
+    when the fire carries no msg_id, with its msg_key (the detector's reading; the
+    audit withholds it, since the copy is then unknown: ``traces/unjudged.py``);
+    seqs = [store, schedule_fire]. Deliver clause,
+    first-generation copies only (reconsume_times 0; an early retry copy is RETRY_EARLY;
+    a deliver, fire or SCHEDULE store without reconsume_times is not judged,
+    ``traces/unjudged.py``): a
     ``deliver`` before the ``deliver_ts`` of the latest earlier
     first-generation SCHEDULE store of its msg_key, when no first-generation
     fire of that msg_key happened since (an early fire is the offending

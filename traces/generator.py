@@ -715,6 +715,8 @@ class Simulation:
         for lane in self.olanes:
             if lane.alive:
                 self._lock(lane, lane.client, True)
+            else:  # the restart emptied the broker's lock table: a takeover is granted at once
+                lane.last_grant = -(10**15)
         for fire in lost:  # schedule progress since the last persist is replayed
             sched, topic, qid, group, _flags, level, dts = fire
             self._fire((sched, topic, qid, group, DUP, level, dts))
@@ -733,6 +735,8 @@ class Simulation:
         for lane in self.olanes:
             if lane.alive:
                 self._lock(lane, lane.client, True)
+            else:  # the lock table comes back empty: a takeover is granted at once
+                lane.last_grant = -(10**15)
 
     # -- scenarios ---------------------------------------------------------------
     def start_scenario(self, gen: Generator[int, None, None]) -> None:

@@ -55,6 +55,9 @@ VIOLATION_CODES: tuple[str, ...] = (
     "OFFSET_LOST",
     "FILTER_MISMATCH",
     "FILTER_SKIPPED",
+    "MESSAGE_LIFECYCLE",
+    "LOCK_LIFECYCLE",
+    "TXN_LIFECYCLE",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
 OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
@@ -577,6 +580,60 @@ def subscription_inconsistent(ctx: _Ctx) -> Steps:
     ctx.truth([first, second], "two clients of one group subscribe the topic differently")
 
 
+# -- issue 41: the lifecycle tables replayed (properties/inv_replay_*.py) -------------------------
+
+
+def message_lifecycle(ctx: _Ctx) -> Steps:
+    """A send-back's retry copy is scheduled one level later than the send-back routes it (the
+    MESSAGE table's ``retry`` effect); fired at that level's due time, then consumed."""
+    _, copy = ctx.send()
+    yield 5
+    ctx.deliver(copy)
+    ctx.consume(copy, "RECONSUME_LATER")
+    level, wrong = 3, 4
+    dts = ctx.sim.now + ctx.delays[level - 1]
+    back = ctx.send_back(copy, "RETRY", 1, level, dts)
+    late = ctx.sim.now + ctx.delays[wrong - 1]
+    rtopic = f"%RETRY%{ctx.group}"
+    detail = f'{{"real_queue_id":0,"real_topic":"{rtopic}"}}'
+    seq, sched = ctx.store(SCHEDULE_TOPIC, wrong - 1, copy[0], 1, ctx.group, dl=wrong, dts=late, detail=detail)
+    ctx.commit(ctx.topic, 0, 1)
+    ctx.truth([back, seq], f"the send-back routes level {level}, its retry copy is scheduled at level {wrong}")
+    yield late - ctx.sim.now
+    ctx.sim.emit("schedule_fire", actor="broker", group=ctx.group, topic=rtopic, queue_id=0,
+                 msg_key=copy[0], msg_id=sched[5], reconsume_times=1, delay_level=wrong, deliver_ts=late)
+    _, retry = ctx.store(rtopic, 0, copy[0], 1, ctx.group)
+    yield 5
+    ctx.deliver(retry)
+    ctx.consume(retry)
+    ctx.commit(rtopic, 0, retry[3] + 1)
+
+
+def lock_lifecycle(ctx: _Ctx) -> Steps:
+    """The broker denies a takeover although the holder's lock expired (the LOCK table's
+    ``grant`` guard holds: a lock that never expires)."""
+    grant = ctx.lock(ctx.c1)
+    yield ctx.sim.cfg.broker_lock_ms + 1000
+    denied = ctx.lock(ctx.c2, "DENIED")
+    ctx.truth([grant, denied], "client-2 denied although client-1's lock expired")
+
+
+def txn_lifecycle(ctx: _Ctx) -> Steps:
+    """A second check carries the first one's TRANSACTION_CHECK_TIMES (the TRANSACTION table's
+    ``checked`` effect not applied); then rolled back."""
+    cfg = ctx.sim.cfg
+    _, key = ctx.half()
+    yield cfg.transaction_timeout_ms + 1000
+    first = ctx.txn("txn_check", key, detail={"check_times": 1})
+    yield 5
+    ctx.txn("txn_end", key, "UNKNOWN", {"from_check": True})
+    yield cfg.transaction_check_interval_ms
+    second = ctx.txn("txn_check", key, detail={"check_times": 1})
+    ctx.truth([first, second], "the second check repeats TRANSACTION_CHECK_TIMES 1")
+    yield 5
+    ctx.txn("txn_end", key, "ROLLBACK", {"from_check": True})
+
+
 SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDER_QUEUE_GAP": order_queue_gap,
     "ORDER_KEY_REORDERED": order_key_reordered,
@@ -603,6 +660,9 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "OFFSET_LOST": offset_lost,
     "FILTER_MISMATCH": filter_mismatch,
     "FILTER_SKIPPED": filter_skipped,
+    "MESSAGE_LIFECYCLE": message_lifecycle,
+    "LOCK_LIFECYCLE": lock_lifecycle,
+    "TXN_LIFECYCLE": txn_lifecycle,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
@@ -612,7 +672,7 @@ assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
 # in a crash), so no crash is simulated while one of these scenarios runs.
 CRASH_SENSITIVE = frozenset(
     {"LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT", "ORDER_KEY_REORDERED",
-     "SCHEDULE_DUPLICATED", "OFFSET_LOST"}
+     "SCHEDULE_DUPLICATED", "OFFSET_LOST", "LOCK_LIFECYCLE", "TXN_LIFECYCLE"}
 )
 
 

@@ -297,3 +297,28 @@ def test_skipped_delayed_copies_are_reused_positions_a_crash_found_unfired() -> 
               store(13, "H", 0, 2)]
     # D and E reuse positions (below 3); E fired before the kill; H is stored after it, no crash follows
     assert inv.skipped_by_saved_delay_progress(events) == {"D"}
+
+
+# Issue 41: an admin rewind of a group's offset (``offset_reset``) re-delivers what the group had
+# consumed — an observation (DuplicatedObservation), which the strict profile counts as a
+# violation: test_strict_profile_passes_for_the_model_without_lockstep failed with DUPLICATED on
+# the model. The machine was wrong (a broker must re-deliver after a rewind): it rewinds only
+# outside ``strict`` now.
+REWIND_IN_STRICT = [
+    Op.of("init", flush="ASYNC", orderly_max=0, queues=1, retry_max=0, swarm=0),
+    Op.of("send_plain", keys=(), props=False, queue=0, tags="TagA", topic=0),
+    Op.of("dlq_ladder", group=0, level=0, max_choice="none"),
+    Op.of("offset_reset", pick=0, which=0),
+]
+
+
+@pytest.mark.parametrize("broker", sorted(FACTORIES))
+def test_no_admin_rewind_in_the_strict_profile(broker: str) -> None:
+    machine = replay(REWIND_IN_STRICT, FACTORIES[broker], profile="strict", lockstep=False)
+    assert machine.coverage["offset_reset:rewound"] == 0
+
+
+def test_an_admin_rewind_re_delivers_as_an_observation() -> None:
+    machine = replay(REWIND_IN_STRICT, model_factory)
+    assert machine.coverage["offset_reset:rewound"] == 1
+    assert machine.observations["DuplicatedObservation"] >= 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,28 @@ def draw_random_traces(n: int) -> list[list[dict[str, Any]]]:
     return out
 
 
+# ------------------------------------------------------------- dropped fields
+
+DROPPED_TRACES = 40
+
+
+def dropped_traces(rows: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``DROPPED_TRACES`` hand-written and generated traces with 2-4 optional fields dropped
+    (``tests/traces/monotone.py``): what rows lacking fields leave unjudged (``spark/unjudged.py``)
+    must be withheld as the checker withholds it."""
+    from tests.traces.monotone import dropped, units
+
+    rnd = random.Random(41)
+    sources = sorted(t for t in rows if t.startswith(("case", "gen:")))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for i in range(DROPPED_TRACES):
+        tid = sources[i * len(sources) // DROPPED_TRACES]
+        every = units(rows[tid])
+        chosen = rnd.sample(every, min(len(every), rnd.randint(2, 4)))
+        out[f"drop{i:02d}:{tid}"] = dropped(rows[tid], chosen)
+    return out
+
+
 # ------------------------------------------------------------------ batch
 
 
@@ -193,6 +216,7 @@ def batch(spark, tmp_path_factory) -> Batch:
         rows[f"clean:{seed}"] = gen_rows
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
+    rows.update(dropped_traces(rows))
     rows.update(recorded_traces(tmp))
     # UNIQ_KEYs in every client's format as msg_key / txn_id (docs/fidelity.md B14)
     from rmqspec.model import factory as model_factory

@@ -147,16 +147,20 @@ def test_an_orderly_owner_keeps_its_last_consume_of_each_epoch():
     """The stateful reason spelled out: C1's ownership of queue 0 (re-granted, so not a new
     ownership) holds its last SUCCESS consume (its first, 2, is kept as the group's first consume,
     for LOST); C2's, ended by its unlock, holds none; a crash starts an epoch and C1's consume
-    before it stays."""
+    before it stays. (C2's consume names its message, sent and consumed, so nothing else keeps it: a
+    SUCCESS consume without its msg_key leaves its group's LOST unjudged and is carried for good,
+    ``traces/unjudged.py``.)"""
     q = {"group": "G", "topic": "T", "queue_id": 0}
     rows = [
+        {"seq": 0, "event": "send", "status": "SEND_OK", "msg_key": "k7", "queue_offset": 2, **q},
         {"seq": 1, "event": "lock", "status": "GRANTED", "client_id": "C1", **q},
         {"seq": 2, "event": "consume", "status": "SUCCESS", "client_id": "C1", "queue_offset": 0, **q},
         {"seq": 3, "event": "lock", "status": "GRANTED", "client_id": "C1", **q},
         {"seq": 4, "event": "consume", "status": "SUCCESS", "client_id": "C1", "queue_offset": 1, **q},
         {"seq": 5, "event": "crash", "status": "power"},
         {"seq": 6, "event": "lock", "status": "GRANTED", "client_id": "C2", **q},
-        {"seq": 7, "event": "consume", "status": "SUCCESS", "client_id": "C2", "queue_offset": 2, **q},
+        {"seq": 7, "event": "consume", "status": "SUCCESS", "client_id": "C2", "queue_offset": 2, "msg_key": "k7",
+         **q},
         {"seq": 8, "event": "unlock", "client_id": "C2", **q},
     ]
     good, rejected = validate([{"ts": r["seq"], **r} for r in rows])

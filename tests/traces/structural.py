@@ -60,6 +60,11 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     placed: dict[tuple, list[tuple[int, str, int]]] = defaultdict(list)  # (topic, q) -> [(off, key, seq)]
     got: dict[tuple, set[str]] = defaultdict(set)  # (group, key) -> clients delivered to
     skipped: set[tuple] = set()
+    # issue 41, the lifecycle tables: the latest RETRY send-back per (group, key); the lock entry per
+    # queue: (holder, grant seq, grant ts), ("", freeing seq, 0) or None (unknown after a finding)
+    retry_back: dict[tuple, dict] = {}
+    entry: dict[tuple, tuple[str, int | None, int] | None] = {}
+    restart: int | None = None
 
     def wants(g: str, topic: str, key: str) -> set[str]:
         a = attrs[key]
@@ -120,6 +125,9 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 continue
         if ev in ("crash", "recover"):
             last_store.clear()
+            entry.clear()
+            grants.clear()  # the broker's lock table is lost at a restart (LOCK_OVERLAP is per epoch)
+            restart = seq
         elif ev == "store":
             q = (r["topic"], r["queue_id"])
             prev = last_store.get(q)
@@ -129,12 +137,17 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
             known.add(key)
             if r["topic"] == "SCHEDULE_TOPIC_XXXX":
                 sched[r["msg_id"]] = r
+                b = retry_back.get((g, key))
+                rt = r.get("reconsume_times") or 0
+                if rt >= 1 and b is not None and (b["reconsume_times"], b["delay_level"]) != (rt, r["delay_level"]):
+                    v("MESSAGE_LIFECYCLE", b["seq"], seq)
         elif ev == "send":
             known.add(key)
             sends.append(r)
         elif ev == "txn_half":
             known.add(key)
-            txn[key] = {"half": r, "checks": 0, "times": set(), "copies": defaultdict(set), "ops": {}}
+            txn[key] = {"half": r, "checks": 0, "times": set(), "copies": defaultdict(set), "ops": {},
+                        "last": (0, seq, crashes)}
             if r.get("queue_offset") is not None:
                 txn[key]["copies"][0].add(r["queue_offset"])
         elif ev in ("deliver", "consume"):
@@ -177,6 +190,7 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 if r["deliver_ts"] - ts < DELAYS[min(r["delay_level"], len(DELAYS)) - 1]:
                     v("RETRY_EARLY", seq)
                 sb_retry[(g, key, rt)] = r
+                retry_back[(g, key)] = r
             else:
                 if r["delay_level"] >= 0 and rt <= RETRY_MAX:
                     v("DLQ_EARLY", seq)
@@ -191,8 +205,14 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 low = min(pending)
                 if r["queue_offset"] > low:
                     v("OFFSET_OVERRUN", pending[low], seq)
+        elif ev == "lock" and r["status"] == "DENIED":
+            e = entry.get(k, ("", restart, 0))
+            if e is not None and (e[0] in ("", r["client_id"]) or ts - e[2] > BROKER_LOCK):
+                v("LOCK_LIFECYCLE", *(s for s in (e[1], seq) if s is not None))
+                entry[k] = None
         elif ev == "lock" and r["status"] == "GRANTED":
             cid = r["client_id"]
+            entry[k] = (cid, seq, ts)
             others = [
                 (s, t) for c, (s, t) in grants[k].items() if c != cid and ts - t <= BROKER_LOCK
             ]
@@ -202,6 +222,8 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
             latest[k] = (cid, seq)
         elif ev == "unlock":
             grants[k].pop(r["client_id"], None)
+            if entry.get(k) is not None and entry[k][0] == r["client_id"]:
+                entry[k] = ("", seq, 0)
         elif ev == "orderly_start":
             cid = r["client_id"]
             own = grants[k].get(cid)
@@ -244,6 +266,10 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 if cands and all(p in t["ops"] for p in cands):
                     v("TXN_CHECK_AFTER_RESOLVED", max(t["ops"][p] for p in cands), seq)
                 t["copies"][times].add(r["queue_offset"])
+            last = t["last"]  # no restart since the half: the count grows with every check
+            if isinstance(times, int) and last[2] == crashes and times <= last[0]:
+                v("TXN_LIFECYCLE", last[1], seq)
+            t["last"] = (times if isinstance(times, int) else 0, seq, last[2])
             t["checks"] += 1
             if ts < t["half"]["ts"] + TXN_TIMEOUT:
                 v("TXN_CHECK_EARLY", t["half"]["seq"], seq)

@@ -1,0 +1,1 @@
+"""The mutation score of ``rmqspec conform`` (``python -m bench power``; see ``bench/bench_power.py``)."""

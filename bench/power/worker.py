@@ -1,0 +1,159 @@
+"""One mutant's run, in its own process: ``python -m bench.power.worker SPEC.json``.
+
+Theory of operation
+-------------------
+The spec names the mutated file and its text (none: the pristine candidate), the modes to run and
+where to append results (one JSON object per line, flushed as soon as known, so a parent that kills
+this process at its timeout still reads every mode finished before). Steps:
+
+1. build the private copy (``candidate.build``) and import it — an import error is a ``crash``;
+2. prove the isolation (``candidate.isolation_problems``) — a problem is an ``isolation`` line and
+   exit code 3: no result of a shared candidate may count;
+3. build one broker on a fresh directory and close it — an exception is a ``crash``;
+4. run ``conform`` per mode at the default budget: ``check_conformance`` with
+   ``budget_settings(profile="ci", shrink=False)`` (the settings of ``rmqspec conform`` without
+   ``--examples``/``--steps``; a killed mutant needs no shrunk program), lockstep or not.
+
+The lockstep shortcut (``replay``): the conformance machine judges the invariants after every
+step in both modes, and what it draws depends only on the candidate's answers (lockstep compares
+them with the model's, it never replaces them), so a lockstep run draws the same programs as an
+invariants-only run and fails at the same program or earlier. When the invariants-only run killed
+the mutant, its failing program is replayed once in lockstep (``runner.replay_outcome``); a failure
+there is the lockstep kill (``via: replay``). Only when the replay passes is the full lockstep run
+made.
+
+With ``reach`` the run records which lines of the copy executed (``coverage``), the harness's
+pre-pass over the pristine candidate.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from bench.power import candidate
+
+MODES = ("invariants", "lockstep")
+EXIT_ISOLATION = 3
+START_MS = 1_700_000_000_000  # the machine's clock start (2023-11-14)
+
+
+def kill_reason(message: str) -> str:
+    """What kind of failure killed a mutant, from the machine's message."""
+    if message.startswith("invariant "):
+        return "invariant"
+    if "lockstep mismatch" in message:
+        return "lockstep"
+    if message.startswith(("candidate raised", "candidate failed")):
+        return "raised"
+    if "not well-formed" in message:
+        return "model"
+    return "other"
+
+
+class _Out:
+    def __init__(self, path: Path) -> None:
+        self.fh = path.open("a", encoding="utf-8")
+
+    def write(self, **row: Any) -> None:
+        self.fh.write(json.dumps(row, sort_keys=True) + "\n")
+        self.fh.flush()
+
+
+def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _Out) -> tuple[Any, ...] | None:
+    from rmqspec.properties.runner import budget_settings, check_conformance, replay_outcome
+
+    started = time.monotonic()
+    if mode == "lockstep" and shortcut:
+        replayed = replay_outcome(shortcut, factory, lockstep=True)
+        if replayed.signature is not None and replayed.genuine:
+            out.write(stage="mode", mode=mode, passed=False, via="replay", examples=0,
+                      seconds=round(time.monotonic() - started, 3), failure=replayed.message[:3000],
+                      reason=kill_reason(replayed.message))
+            return None
+    result = check_conformance(factory, lockstep=mode == "lockstep",
+                               settings=budget_settings(profile="ci", shrink=False), shrink_budget=0)
+    message = result.failure or ""
+    out.write(stage="mode", mode=mode, passed=result.passed, via="run", examples=result.examples,
+              seconds=round(time.monotonic() - started, 3), failure=message[:3000] or None,
+              reason=None if result.passed else kill_reason(message))
+    return None if result.passed else result.program
+
+
+def run(spec: dict[str, Any]) -> int:
+    out = _Out(Path(spec["out"]))
+    work = Path(tempfile.mkdtemp(prefix="power-", dir=spec.get("workdir")))
+    try:
+        files = candidate.candidate_files()
+        mutated = (spec["module"], spec["text"]) if spec.get("module") else None
+        site = candidate.build(work, files, mutated)
+        cov = None
+        if spec.get("reach"):
+            import coverage
+
+            cov = coverage.Coverage(data_file=None, config_file=False, source=[str(site / candidate.PACKAGE)])
+            cov.start()
+        from rmqspec.properties.runner import stable_constant_pool
+
+        stable_constant_pool()  # the pristine pool first, as check_conformance does
+        try:
+            factory = candidate.load(site)
+        except Exception as exc:
+            out.write(stage="crash", where="import", error=_short(exc))
+            return 0
+        problems = candidate.isolation_problems(site, files, mutated)
+        out.write(stage="isolation", problems=problems)
+        if problems:
+            return EXIT_ISOLATION
+        from rmqspec.model.clock import ManualClock
+        from rmqspec.model.config import BrokerConfig
+
+        try:
+            smoke = work / "smoke"
+            smoke.mkdir()
+            factory(ManualClock(START_MS), BrokerConfig(), smoke).close()
+        except Exception as exc:
+            out.write(stage="crash", where="construct", error=_short(exc))
+            return 0
+        out.write(stage="ready")  # the parent's per-mode timeout starts now
+        shortcut = None
+        for mode in spec["modes"]:
+            program = _run_mode(factory, mode, shortcut if spec.get("replay", True) else None, out)
+            if mode == "invariants":
+                shortcut = program
+        if cov is not None:
+            cov.stop()
+            data = cov.get_data()
+            root = site / candidate.PACKAGE
+            lines = {}
+            for name in data.measured_files():
+                if not candidate._under(name, root):
+                    continue
+                rel = Path(name).resolve().relative_to(root.resolve()).as_posix()
+                lines[rel] = sorted(data.lines(name) or ())
+            out.write(stage="reach", lines=lines)
+        out.write(stage="done")
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _short(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}"[:500] + where
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    return run(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

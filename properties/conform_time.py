@@ -1,0 +1,211 @@
+"""Time, flushes, crashes and recovery in the conformance machine.
+
+Theory of operation
+-------------------
+``TimeRules`` (a mixin of ``ConformanceBase``) moves the manual clock and runs the broker's
+background services: ``_advance(ms)`` sets the clock (clamped so an open orderly window never
+outlives its broker lock) and ticks; ``_tick`` collects the checks a round sent and notes the
+round for the machine's mirror of the check service's timer (``edges.py``). The ``advance`` rule
+draws a small step (≤ 10 s), a large one (1 min – 6 h), a jump to a deadline ± 1 ms / 1 s
+(``advance_to_deadline``: the deadline table of ``edges.py``, kind first, with its probe), or a
+half on the next check round's edge. ``flush`` forces an ASYNC broker's commitlog to disk.
+``crash_recover`` kills the broker or cuts its power (``Capability.CRASH``) and recovers it; the
+keys written since the last flush are *at risk* on an ASYNC power loss (the invariants allow
+losing them); the clients restart with the broker; in lockstep the model forks over every
+recovery the broker may legitimately choose (``recovery_choices``).
+
+On the wall clock ``_advance`` sleeps, bounded and out of the quiet windows (``conform_wall.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from rmqspec.model.results import CheckRequest
+from rmqspec.properties.conform_base import LARGE_MS, PICK, SMALL_MS, _enabled, _pick
+
+
+class TimeRules:
+    """Mixin: the clock, flushes, crashes and recovery."""
+
+    # ------------------------------------------------------------------
+    # time
+
+    def _tick(self) -> None:
+        if type(self).wall is not None:
+            self._wall_tick()
+            return
+        out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
+        self._note_tick()
+        self._checks_received(out.value or [] if out.error is None else [])
+
+    def _checks_received(self, requests: list[CheckRequest]) -> None:
+        for req in requests:
+            self.pending_checks.append(req)
+            m = req.message
+            self._sometimes("txn_check")
+            self._emit("txn_check", actor="broker", group=req.producer_group, topic=m.topic,
+                       queue_id=m.queue_id, commitlog_offset=req.commitlog_offset,
+                       queue_offset=req.tran_state_table_offset, msg_key=m.uniq_key,
+                       txn_id=req.transaction_id or m.uniq_key,
+                       detail={"check_times": m.properties.get("TRANSACTION_CHECK_TIMES")})
+
+    def _window_limit(self) -> int | None:
+        if not self.windows:
+            return None
+        return min(w.lock_ts for w in self.windows.values()) + self.config.broker_lock_max_live_ms
+
+    def _advance(self, ms: int) -> None:
+        limit = self._window_limit()
+        wall = type(self).wall
+        if wall is not None:  # a bounded sleep that never ends inside a quiet window
+            ms = min(ms, wall.small_ms if ms <= 10_000 else wall.large_ms)
+            limit = None if limit is None else limit - wall.tolerance_ms - 2 * wall.guard_ms
+        target = self._now() + ms
+        if limit is not None:
+            target = min(target, limit)
+        if wall is not None:
+            self._wall_sleep(target)
+            return
+        if target > self._now():
+            self.clock.set(target)
+        self._tick()
+
+    def advance_small(self, ms: int) -> None:
+        self._record("advance_small", ms=ms)
+        self._advance(ms)
+        self._after()
+
+    def advance_large(self, ms: int) -> None:
+        self._record("advance_large", ms=ms)
+        self._advance(ms)
+        self._after()
+
+    def _deadlines(self) -> list[int]:
+        """The instants of the deadline table (``edges.py``); on the wall clock: due times, half
+        timeouts, lock expiries and the broker's rounds from the phase seen."""
+        now = self._now()
+        if type(self).wall is None:
+            return sorted({d for d, _, _ in self._deadline_table()})
+        out = list(self.expect_fire.values())
+        out += [t.born + self.config.transaction_timeout_ms for t in self.txns.values() if not t.discarded]
+        for _mq, (_, ts) in self.broker_grants.items():
+            out.append(ts + self.config.broker_lock_max_live_ms)
+        for (_, _), ts in self.client_lock.items():
+            out.append(ts + self.client_lock_ms)
+        if self.txns:  # the broker's rounds, from the phase seen
+            out += self._rounds_between(now, now + self.config.transaction_check_interval_ms)
+        return sorted({d for d in out if d > now - 1000})
+
+    def advance_to_deadline(self, which: int, delta: int) -> None:
+        """Jump to a known deadline ± a hair (kind first: ``edges.py``), tick and probe."""
+        self._record("advance_to_deadline", which=which, delta=delta)
+        wall = type(self).wall
+        if wall is None:
+            self._jump_to_deadline(which, delta)
+            self._after()
+            return
+        target = _pick(self._deadlines(), which) + delta
+        if wall is not None:  # the window's edges: the last instant before it, the first after it
+            deadline = target - delta
+            target = deadline - wall.guard_ms - 1 if delta < 0 else deadline + wall.tolerance_ms + 1
+            self._wall_sleep(min(target, self._now() + wall.large_ms))
+            self._after()
+            return
+        self._advance(max(0, target - self._now()))
+        self._after()
+
+    @precondition(lambda self: self._on("flush") and self.config.flush == "ASYNC")  # SYNC: nothing to flush
+    @rule()
+    def flush(self) -> None:
+        self._record("flush")
+        self._call("flush()", lambda b: b.flush())
+        self.last_flush_seq = len(self.history.events)
+        self._after()
+
+    @rule(kind=st.sampled_from(["small", "small", "large", "deadline", "deadline", "check_probe"]),
+          small=SMALL_MS, large=LARGE_MS, which=PICK,
+          delta=st.sampled_from([-1000, -1, 0, 1, 1000]))
+    def advance(self, kind: str, small: int, large: int, which: int, delta: int) -> None:
+        if kind == "check_probe" and self.topics and type(self).wall is None:
+            self.txn_half_before_check(which, delta, delta if abs(delta) <= 1 else None)
+        elif kind == "deadline" and self._deadlines():
+            self.advance_to_deadline(which, delta)
+        elif kind == "large":
+            self.advance_large(large)
+        else:
+            self.advance_small(small)
+
+    # ------------------------------------------------------------------
+    # crash and recovery
+
+    @precondition(lambda self: self._on("crash"))
+    @_enabled(lambda self: self.can_crash and not self.profile.strict and not self.windows)
+    @rule(kind=st.sampled_from(["kill", "power"]))
+    def crash_recover(self, kind: str) -> None:
+        if not self._holds(lambda: self.can_crash and not self.profile.strict and not self.windows):
+            return self._idle('crash_recover')
+        if type(self).wall is not None:
+            if self._open_txn_pending() or not self.txn_settled:
+                return self._idle('crash_recover')  # the check service's progress moves every round
+            kind = kind if kind in getattr(self.ls.candidate, "crash_kinds", ("kill", "power")) else "kill"
+            self._wall_persisted()
+        self._record("crash_recover", kind=kind)
+        self._crash_and_recover(kind)
+
+    def _crash_and_recover(self, kind: str) -> None:
+        """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it."""
+        self.crashes += 1
+        at_risk: list[str] = []
+        if kind == "power" and self.config.flush == "ASYNC":
+            at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
+                              if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
+                                                           "send_back", "schedule_fire",
+                                                           # a check re-put the half: the copy
+                                                           # the check service would see next
+                                                           "txn_check")})
+        self._emit("crash", actor="broker", status=kind, detail={"at_risk": at_risk})
+        for key in at_risk:
+            if key in self.txns:
+                self.txns[key].maybe_lost = True
+        try:
+            self.ls.candidate.crash(kind)
+            self.ls.candidate.recover()
+        except Exception as exc:
+            self._fail(f"candidate failed to crash({kind!r})/recover(): {exc!r}")
+        if self.ls.enabled:
+            self.ls.on_forks(lambda fork: fork.crash(kind))
+            n = self.ls.split(_recovery_choices, _recover)
+            if n > 1:
+                self._sometimes("recovery_forked")
+        self._emit("recover", actor="broker", status=kind)
+        self._restarted()
+        self._sometimes(f"crash_recover:{kind}")
+        if type(self).wall is not None:  # a restarted broker: new service phases
+            self.check_phase = None
+            self.model_time = self._sync()
+        # the clients restart with the broker: process queues, locks and pending checks go
+        self.pqs.clear()
+        self.next_pull.clear()
+        self.client_committed.clear()
+        self.opqs.clear()
+        self.client_lock.clear()
+        self.broker_grants.clear()
+        self.pending_checks.clear()
+        self._after(after_crash=True)
+
+
+
+def _recovery_choices(fork: Any) -> list[Any]:
+    choices = getattr(fork, "recovery_choices", None)
+    return list(choices()) if choices is not None else [None]
+
+
+def _recover(fork: Any, choice: Any) -> None:
+    if choice is None:
+        fork.recover()
+    else:
+        fork.recover(survivors=choice)

@@ -1,0 +1,348 @@
+"""Every row of ``model/lifecycle.py``'s tables judged: who judges it, and the replays as invariants.
+
+Theory of operation
+-------------------
+The z3 encoding and the diagrams are generated from the lifecycle tables, so
+a new row cannot be left out of them; ``TABLE_JUDGES`` does the same for the
+trace invariants. It names, for every ``Transition`` of MESSAGE, LOCK and
+TRANSACTION, the violation codes whose findings say that the row's *guard*
+was broken (the row taken where its guard is false, or another row taken
+where its guard is true; for an unguarded row, the action seen outside its
+source state) and the codes that judge its *effect* and target — or, where a
+trace cannot show it, why (``guard_unseen`` / ``effect_unseen``).
+``tests/properties/test_table_judges.py`` enumerates the tables and fails on
+a row without an entry, a side with neither codes nor a reason, or a code no
+invariant and no trace detector reports; for every row a ``…_LIFECYCLE``
+code judges, a hand-written trace breaking it shows the finding.
+
+The three ``…_LIFECYCLE`` codes come from replaying the tables themselves on
+the observations (``inv_replay.py`` and the modules it names): the rows a
+trace shows are stepped through ``Lifecycle.enabled`` / ``step`` with the
+table's guard and effect functions, and a disagreement the older rules do
+not already state is reported. ``replay(rows, params)`` runs the three on a
+trace's rows (the reference checker's ``traces/checks_table.py``; the Spark
+audit's ``spark/rules_table.py`` runs each on its partitions), and
+``TABLE_INVARIANTS`` runs them on the conformance machine's ghost history
+(``EventRow`` shows a ``TraceEvent`` as a row), every step (kind ``always``:
+each replay only looks back).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from rmqspec.model.events import TraceEvent
+from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle, Transition
+from rmqspec.properties.codes import AuditParams, Code
+from rmqspec.properties.history import History
+from rmqspec.properties.inv_base import Invariant, Violation
+from rmqspec.properties.inv_replay import (
+    ALL_KEYED,
+    Row,
+    TableFinding,
+    Unkeyed,
+    epochs_of,
+    row_label,
+    unkeyed_of,
+)
+from rmqspec.properties.inv_replay_lock import LockReplay, judge_locks
+from rmqspec.properties.inv_replay_message import MessageReplay, judge_messages
+from rmqspec.properties.inv_replay_txn import TxnReplay, judge_txns
+
+__all__ = [
+    "TABLE_CODES",
+    "TABLE_INVARIANTS",
+    "TABLE_JUDGES",
+    "EventRow",
+    "RowJudges",
+    "judges_markdown",
+    "judges_of",
+    "replay",
+    "unjudged",
+]
+
+TABLE_CODES: tuple[str, ...] = (Code.MESSAGE_LIFECYCLE, Code.LOCK_LIFECYCLE, Code.TXN_LIFECYCLE)
+
+
+@attrs.frozen
+class RowJudges:
+    """Who judges one table row (``lifecycle``, ``source``, ``action``, ``guard`` name it)."""
+
+    lifecycle: str
+    source: str
+    action: str
+    guard: str
+    guard_by: tuple[str, ...] = ()  # codes reporting the guard (or the unguarded source) broken
+    effect_by: tuple[str, ...] = ()  # codes judging the effect and the target
+    how: str = ""  # what those codes see
+    guard_unseen: str = ""  # why no trace shows the guard ("" when judged)
+    effect_unseen: str = ""  # why no trace shows the effect ("" when judged)
+
+
+C = Code
+TABLE_JUDGES: tuple[RowJudges, ...] = (
+    # -- message (per group and logical message) -------------------------------------------------
+    RowJudges("message", "STORED", "deliver", "",
+              guard_by=(C.UNEXPECTED, C.RETRY_EARLY, C.DELAY_EARLY, C.DLQ_MISSED, C.TXN_VISIBLE_BEFORE_COMMIT,
+                        C.TXN_ROLLBACK_VISIBLE),
+              how="only a stored copy is delivered: never a key nobody sent, a scheduled copy before its "
+                  "fire, a copy past the DLQ threshold, a half before its COMMIT or after its ROLLBACK",
+              effect_unseen="no effect: a pull changes no lifecycle variable (the copy a consumer reads back "
+                            "is the stored one; ORDER_QUEUE_GAP judges what a position holds)"),
+    RowJudges("message", "DELIVERED", "consume_success", "",
+              effect_by=(C.OFFSET_OVERRUN, C.LOST),
+              how="CONSUMED: only acknowledged copies may be passed by the committed offset; every "
+                  "acknowledged send reaches CONSUMED or DEAD",
+              guard_unseen="the consumer's listener decides, not the broker: any delivered copy may be "
+                           "acknowledged"),
+    RowJudges("message", "DELIVERED", "send_back", "retry",
+              guard_by=(C.DLQ_MISSED, C.MESSAGE_LIFECYCLE),
+              effect_by=(C.MESSAGE_LIFECYCLE, C.RETRY_EARLY),
+              how="guard: a RETRY send-back past the max (DLQ_MISSED); a copy scheduled where the send-back "
+                  "routes to the DLQ. effect: the scheduled copy's reconsume_times (r + 1) and level (3 + r "
+                  "or the requested one, clamped); deliver_ts = now + D(level), earlier is RETRY_EARLY, later "
+                  "MESSAGE_LIFECYCLE"),
+    RowJudges("message", "DELIVERED", "send_back", "dlq",
+              guard_by=(C.DLQ_EARLY, C.MESSAGE_LIFECYCLE),
+              effect_by=(C.MESSAGE_LIFECYCLE, C.DLQ_DELAYED, C.DLQ_MISSED),
+              how="guard: a DLQ send-back before the max with a level ≥ 0 (DLQ_EARLY); a DLQ copy where the "
+                  "send-back routes to a retry. effect: the DLQ copy's reconsume_times (r + 1); DEAD at once "
+                  "(DLQ_DELAYED), with a copy in %DLQ% (DLQ_MISSED after a drain)"),
+    RowJudges("message", "DELIVERED", "send_back_failed", "",
+              effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="nothing is written: a retry or DLQ copy that only failed send-backs precede (seen by the "
+                  "conformance machine: a failed send-back is not a trace row)",
+              guard_unseen="the broker refuses the request (a response code, not a table guard)"),
+    RowJudges("message", "SCHEDULED", "fire", "due",
+              guard_by=(C.DELAY_EARLY, C.RETRY_EARLY),
+              effect_by=(C.MESSAGE_LIFECYCLE, C.SCHEDULE_DUPLICATED),
+              how="guard: never before deliver_ts (delayed sends: DELAY_EARLY, retries: RETRY_EARLY). effect "
+                  "none: the fired copy keeps its schedule copy's reconsume_times (a %RETRY% copy has r ≥ 1); "
+                  "one fire per schedule copy"),
+    # -- lock (per group and queue) --------------------------------------------------------------
+    RowJudges("lock", "FREE", "lock", "",
+              guard_by=(C.LOCK_LIFECYCLE,), effect_by=(C.LOCK_OVERLAP, C.LOCK_LIFECYCLE),
+              how="a request on a free queue is granted (DENIED: LOCK_LIFECYCLE); take: later decisions read "
+                  "the new holder and last_update"),
+    RowJudges("lock", "HELD", "lock", "grant",
+              guard_by=(C.LOCK_LIFECYCLE,), effect_by=(C.LOCK_OVERLAP, C.LOCK_LIFECYCLE),
+              how="the holder's renewal and a takeover after the lifetime are granted (DENIED: "
+                  "LOCK_LIFECYCLE); take: later decisions read holder and last_update"),
+    RowJudges("lock", "HELD", "lock", "deny",
+              guard_by=(C.LOCK_OVERLAP,), effect_by=(C.LOCK_OVERLAP, C.LOCK_LIFECYCLE),
+              how="another client is granted an unexpired lock: LOCK_OVERLAP; a denial changes nothing later "
+                  "decisions read"),
+    RowJudges("lock", "HELD", "unlock", "holder",
+              guard_by=(C.LOCK_LIFECYCLE,), effect_by=(C.LOCK_LIFECYCLE,),
+              how="an unlock has no answer: the holder's unlock frees the queue, so a later request on it is "
+                  "granted (DENIED: LOCK_LIFECYCLE)"),
+    RowJudges("lock", "HELD", "unlock", "not_holder",
+              guard_by=(C.LOCK_OVERLAP,), effect_by=(C.LOCK_OVERLAP,),
+              how="an unlock by another client changes nothing: a later grant to a third client inside the "
+                  "holder's lifetime is LOCK_OVERLAP"),
+    RowJudges("lock", "FREE", "unlock", "",
+              guard_by=(C.LOCK_LIFECYCLE,), effect_by=(C.LOCK_LIFECYCLE,),
+              how="an unlock of a free queue changes nothing: a later request on it is granted (DENIED: "
+                  "LOCK_LIFECYCLE)"),
+    # -- transaction (per half) ------------------------------------------------------------------
+    RowJudges("transaction", "PENDING", "commit", "",
+              guard_by=(C.TXN_DOUBLE_RESOLVED,),
+              effect_by=(C.TXN_VISIBLE_BEFORE_COMMIT, C.LOST, C.TXN_CHECK_AFTER_RESOLVED),
+              how="no COMMIT after a ROLLBACK or a discard; COMMITTED: visible only now, consumed after a "
+                  "drain, the copy it names never checked again"),
+    RowJudges("transaction", "PENDING", "rollback", "",
+              guard_by=(C.TXN_DOUBLE_RESOLVED,), effect_by=(C.TXN_ROLLBACK_VISIBLE, C.TXN_CHECK_AFTER_RESOLVED),
+              how="no ROLLBACK after a COMMIT or a discard; ROLLED_BACK: never visible, the copy it names never "
+                  "checked again"),
+    RowJudges("transaction", "PENDING", "unknown", "",
+              effect_by=(C.TXN_UNRESOLVED, C.TXN_LIFECYCLE),
+              how="the half stays PENDING: checks go on, their count up by one, until it is resolved or "
+                  "discarded (TXN_UNRESOLVED after a drain)",
+              guard_unseen="END_TRANSACTION UNKNOWN is accepted in any state and does nothing; a trace shows "
+                           "only that it was sent"),
+    RowJudges("transaction", "PENDING", "check", "check",
+              guard_by=(C.TXN_CHECK_EARLY, C.TXN_CHECK_EXCEEDED, C.TXN_LIFECYCLE),
+              effect_by=(C.TXN_LIFECYCLE, C.TXN_CHECK_EXCEEDED, C.TXN_DISCARD_EARLY),
+              how="guard: not younger than transactionTimeOut, not past check max, not past fileReservedTime "
+                  "(TXN_LIFECYCLE). effect checked: TRANSACTION_CHECK_TIMES = the previous + 1 (TXN_LIFECYCLE); "
+                  "the count the limits read"),
+    RowJudges("transaction", "PENDING", "check", "young",
+              guard_by=(C.TXN_CHECK_EARLY,),
+              how="a half younger than transactionTimeOut that is checked took the check row where this one "
+                  "was enabled",
+              effect_unseen="no effect and no event: the scan stops at the young half; which halves a round "
+                            "passed over is not in a trace"),
+    RowJudges("transaction", "PENDING", "check", "discard",
+              guard_by=(C.TXN_DISCARD_EARLY, C.TXN_CHECK_EXCEEDED, C.TXN_LIFECYCLE),
+              effect_by=(C.TXN_DOUBLE_RESOLVED, C.TXN_LIFECYCLE, C.TXN_UNRESOLVED),
+              how="guard: discarded only after check max or past fileReservedTime (TXN_DISCARD_EARLY); checked "
+                  "where it is enabled (TXN_CHECK_EXCEEDED, TXN_LIFECYCLE). DISCARDED: no resolution and no "
+                  "check after it"),
+    RowJudges("transaction", "COMMITTED", "commit", "",
+              guard_unseen="4.9 accepts a second COMMIT: nothing to judge (observation DUPLICATE_COMMIT)",
+              effect_unseen="a second real message: an observation (DUPLICATED), not a violation"),
+)
+
+
+def judges_of(lifecycle: str, t: Transition) -> RowJudges | None:
+    """The entry of ``TABLE_JUDGES`` for row ``t`` of ``lifecycle``, or None."""
+    for j in TABLE_JUDGES:
+        if (j.lifecycle, j.source, j.action, j.guard) == (lifecycle, t.source, t.action, t.guard):
+            return j
+    return None
+
+
+def unjudged(
+    lifecycles: Sequence[Lifecycle] = LIFECYCLES, judges: Sequence[RowJudges] = TABLE_JUDGES
+) -> list[str]:
+    """What leaves a table row unjudged: a row with no entry, a side (guard, effect) with neither
+    codes nor a reason, an entry naming no row. Empty when every row is judged."""
+    out = []
+    for lc in lifecycles:
+        for t in lc.transitions:
+            j = next((j for j in judges if (j.lifecycle, j.source, j.action, j.guard)
+                      == (lc.name, t.source, t.action, t.guard)), None)  # fmt: skip
+            if j is None:
+                out.append(f"{row_label(lc, t)}: no entry in TABLE_JUDGES")
+                continue
+            if not (j.guard_by or j.guard_unseen):
+                out.append(f"{row_label(lc, t)}: guard {t.guard or '(none)'} neither judged nor unseen")
+            if not (j.effect_by or j.effect_unseen):
+                out.append(f"{row_label(lc, t)}: effect {t.effect or '(none)'} neither judged nor unseen")
+    rows = {(lc.name, t.source, t.action, t.guard) for lc in lifecycles for t in lc.transitions}
+    out.extend(f"{j.lifecycle}: {j.source} --{j.action}[{j.guard}]: no such row" for j in judges
+               if (j.lifecycle, j.source, j.action, j.guard) not in rows)  # fmt: skip
+    return out
+
+
+def judges_markdown(judges: Sequence[RowJudges] = TABLE_JUDGES) -> str:
+    """``TABLE_JUDGES`` as the Markdown table of ``properties/README.md`` (a test holds the two equal)."""
+    lines = ["| table row | guard judged by | effect / target judged by |", "|---|---|---|"]
+    targets = {(lc.name, t.source, t.action, t.guard): row_label(lc, t) for lc in LIFECYCLES for t in lc.transitions}
+    for j in judges:
+        label = targets.get((j.lifecycle, j.source, j.action, j.guard), f"{j.lifecycle}: {j.source} --{j.action}")
+        guard = ", ".join(j.guard_by) or f"not judged: {j.guard_unseen}"
+        effect = ", ".join(j.effect_by) or f"not judged: {j.effect_unseen}"
+        lines.append(f"| `{label}` | {guard} | {effect} |")
+    return "\n".join(lines) + "\n"
+
+
+def replay(
+    rows: Sequence[Row],
+    params: AuditParams,
+    epochs: Sequence[int] | None = None,
+    unkeyed: Unkeyed | None = None,
+) -> list[TableFinding]:
+    """Every ``…_LIFECYCLE`` finding of one trace's rows (in seq order)."""
+    epochs = epochs_of(rows) if epochs is None else epochs
+    unkeyed = unkeyed_of(rows) if unkeyed is None else unkeyed
+    return [
+        *judge_messages(rows, params, unkeyed),
+        *judge_locks(rows, params),
+        *judge_txns(rows, epochs, params, unkeyed),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# The replays on the conformance machine's ghost history
+
+
+class EventRow:
+    """A ``TraceEvent`` read as a trace row (``row["seq"]``, ``row.get("topic")``)."""
+
+    __slots__ = ("ev",)
+
+    def __init__(self, ev: TraceEvent) -> None:
+        self.ev = ev
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self.ev, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self.ev, key, default)
+
+
+@attrs.define
+class _Replayed:
+    """One history's replays so far: the history only grows, so each step feeds only its new events
+    (every replay looks back only; a finding on a prefix stays a finding)."""
+
+    ref: weakref.ref[History]
+    params: AuditParams
+    lock: LockReplay
+    message: MessageReplay
+    txn: TxnReplay
+    seen: int = 0
+    epoch: int = 0
+    unkeyed: Unkeyed = ALL_KEYED
+    found: dict[str, list[Violation]] = attrs.field(factory=lambda: {str(c): [] for c in TABLE_CODES})
+
+    @classmethod
+    def of(cls, h: History) -> _Replayed:
+        return cls(weakref.ref(h), h.params, LockReplay(h.params), MessageReplay(h.params), TxnReplay(h.params))
+
+    def catch_up(self, h: History) -> None:
+        new = [EventRow(ev) for ev in h.events[self.seen:]]
+        epochs = []
+        for row in new:
+            epochs.append(self.epoch)
+            if row["event"] in ("crash", "recover"):
+                self.epoch += 1
+        self.unkeyed = self.unkeyed | unkeyed_of(new)
+        found = [*self.message.feed(new, self.unkeyed), *self.lock.feed(new), *self.txn.feed(new, epochs, self.unkeyed)]
+        for f in sorted(found, key=lambda f: (f.seqs[-1], f.seqs)):
+            self.found[f.code].append(Violation(code=f.code, step=h.step_of[f.seqs[-1]], reason=f.reason,
+                                                seq=f.seqs[-1]))
+        self.seen = len(h.events)
+
+
+# The last histories seen, by identity with a weak reference (``History`` compares by value).
+_REPLAYED: dict[int, _Replayed] = {}
+_KEPT = 4
+
+
+def _replayed(h: History) -> _Replayed:
+    r = _REPLAYED.get(id(h))
+    if r is None or r.ref() is not h or r.params is not h.params or r.seen > len(h.events):
+        while len(_REPLAYED) >= _KEPT:
+            del _REPLAYED[next(iter(_REPLAYED))]
+        r = _REPLAYED[id(h)] = _Replayed.of(h)
+    r.catch_up(h)
+    return r
+
+
+def check_message_lifecycle(h: History) -> list[Violation]:
+    """The copies send-backs make and fires keep are the MESSAGE table's (``inv_replay_message.py``)."""
+    return list(_replayed(h).found[Code.MESSAGE_LIFECYCLE])
+
+
+def check_lock_lifecycle(h: History) -> list[Violation]:
+    """Lock answers are the LOCK table's, replayed from the grants and unlocks (``inv_replay_lock.py``)."""
+    return list(_replayed(h).found[Code.LOCK_LIFECYCLE])
+
+
+def check_txn_lifecycle(h: History) -> list[Violation]:
+    """Checks are the TRANSACTION table's: counts grow, none after a discard (``inv_replay_txn.py``)."""
+    return list(_replayed(h).found[Code.TXN_LIFECYCLE])
+
+
+TABLE_INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("MessageLifecycleProperty", Code.MESSAGE_LIFECYCLE, "always",
+              "A send-back's copy has the reconsume_times, place and level the MESSAGE table gives it, and "
+              "a fire keeps them.",
+              "SendMessageProcessor.consumerSendMsgBack + ScheduleMessageService (model/lifecycle.py MESSAGE)",
+              check_message_lifecycle),
+    Invariant("LockLifecycleProperty", Code.LOCK_LIFECYCLE, "always",
+              "A lock request the LOCK table grants (free queue, renewal, expired holder) is never denied.",
+              "RebalanceLockManager.tryLockBatch / unlockBatch (model/lifecycle.py LOCK)",
+              check_lock_lifecycle),
+    Invariant("TxnLifecycleProperty", Code.TXN_LIFECYCLE, "always",
+              "Each check bumps TRANSACTION_CHECK_TIMES by one; a discarded or expired half is not checked.",
+              "TransactionalMessageServiceImpl.check / needDiscard / needSkip (model/lifecycle.py TRANSACTION)",
+              check_txn_lifecycle),
+)
+

@@ -1,0 +1,246 @@
+"""The mutation-score harness (bench/power): its splices, its isolation proof, and a fixed sample of
+real conform runs — the pristine candidate passes both modes, five mutants of different kinds are
+killed, an endless loop is killed by the timeout.
+
+The conform runs (one module-scoped fixture, about 40 s of CPU) share the ``power`` xdist group.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from bench.power import candidate, selection
+from bench.power.harness import ModeResult, MutantResult, baseline, interpret, run_mutants
+from bench.power.mutants import Mutant, find_mutants, verify
+from bench.power.report import Report
+from bench.power.worker import MODES, kill_reason
+
+pytestmark = pytest.mark.xdist_group("power")
+
+
+def _one(pool: selection.Pool, module: str, function: str, kind: str, context: str, replacement: str) -> Mutant:
+    found = [m for m in pool.mutants if m.module == module and m.function == function and m.kind == kind
+             and context in m.context and m.replacement == replacement]
+    assert len(found) == 1, f"{module} {function} {kind} {context!r} -> {replacement!r}: {len(found)} mutants"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def pool() -> selection.Pool:
+    return selection.build_pool()
+
+
+# ---------------------------------------------------------------------------
+# the mutator
+
+
+def test_every_site_of_the_rule_modules_splices_exactly_its_mutation(pool: selection.Pool) -> None:
+    chosen = [m for m in pool.mutants if m.module in ("model/lifecycle.py", "impl/locks.py",
+                                                      "impl/schedule_service.py")]
+    assert len(chosen) > 100
+    bad = [m.id for m in chosen if not verify(m, pool.texts[m.module])]
+    assert bad == []
+
+
+def test_a_bad_splice_is_refused() -> None:
+    text = "def f(a, b):\n    return a < b\n"
+    m = next(m for m in find_mutants("x.py", text) if m.kind == "boundary")
+    assert verify(m, text)
+    wrong = Mutant(m.module, m.function, m.kind, m.line, m.end_line, m.start - 2, m.end, text[m.start - 2:m.end],
+                   "<=", m.stmt_lines, m.context)  # eats the operand's last character
+    assert not verify(wrong, text)
+
+
+def test_kinds_on_a_small_function() -> None:
+    text = ("def g(now, last_update, max_live_ms, holder):\n"
+            "    if holder is None and now - last_update > max_live_ms:\n"
+            "        self.count += 1\n"
+            "        store.put(1000)\n"
+            "    return True\n")
+    got = {(m.kind, m.original, m.replacement) for m in find_mutants("x.py", text)}
+    assert ("boundary", ">", ">=") in got
+    assert ("negate", "is", "is not") in got
+    assert ("logic", "holder is None and now - last_update > max_live_ms",
+            "holder is None or now - last_update > max_live_ms") in got
+    assert ("drop_cond", "holder is None and now - last_update > max_live_ms", "True") in got
+    assert ("timing", "now", "(now + 1)") in got
+    assert ("timing", "max_live_ms", "(max_live_ms // 2)") in got
+    assert ("unit", "1000", "1") in got
+    assert ("arith", "-", "+") in got
+    assert ("skip_assign", "self.count += 1", "pass") in got
+    assert ("skip_call", "store.put(1000)", "pass") in got
+    assert ("bool_flip", "True", "False") in got
+
+
+def test_ids_survive_edits_elsewhere_in_the_file(pool: selection.Pool) -> None:
+    text = pool.texts["impl/locks.py"]
+    before = {m.id for m in find_mutants("impl/locks.py", text)}
+    edited = text.replace("class LockManager:", "# a comment\n\n\nclass LockManager:")
+    assert {m.id for m in find_mutants("impl/locks.py", edited)} == before
+
+
+def test_the_selection_is_deterministic_and_spread_over_kinds(pool: selection.Pool) -> None:
+    a = selection.select(pool, 40, seed=5)
+    assert a == selection.select(pool, 40, seed=5)
+    assert a != selection.select(pool, 40, seed=6)
+    assert len(a) == 40 and len({m.kind for m in a}) >= 10
+
+
+def test_shared_value_types_are_never_mutated() -> None:
+    with pytest.raises(selection.SelectionError, match="shared"):
+        selection.build_pool(["model/message.py"])
+
+
+def test_model_modules_are_mutated_where_the_candidate_uses_them(pool: selection.Pool) -> None:
+    functions = {m.function for m in pool.mutants if m.module == "model/lifecycle.py"}
+    assert "route_send_back" in functions and "lock_decision" in functions
+    assert not any(f.startswith(("Lifecycle", "_g_", "_e_")) for f in functions)  # the model's own tables
+
+
+def test_recorder_only_statements_are_out_of_scope(pool: selection.Pool) -> None:
+    assert not any(m.context.startswith("self.events.") for m in pool.mutants)
+    assert not any("tap" in m.context.split() or "self._effects" in m.context for m in pool.mutants)
+    text = pool.texts["impl/broker.py"]
+    every = find_mutants("impl/broker.py", text)
+    dropped = [m for m in every if selection.out_of_scope(m)]
+    assert dropped and all("trace" in (selection.out_of_scope(m) or "") for m in dropped)
+
+
+# ---------------------------------------------------------------------------
+# the isolation proof
+
+
+def test_the_candidate_copy_shares_no_mutated_code_with_the_reference(pool: selection.Pool) -> None:
+    import rmqspec.model.broker
+    from rmqspec.model import lifecycle
+
+    m = _one(pool, "model/lifecycle.py", "route_send_back", "boundary",
+             "reconsume_times >= max_reconsume_times", ">")
+    text = m.apply(pool.texts[m.module])
+    files = candidate.candidate_files()
+    with tempfile.TemporaryDirectory() as tmp:
+        site = candidate.build(Path(tmp), files, (m.module, text))
+        try:
+            candidate.load(site)
+            assert candidate.isolation_problems(site, files, (m.module, text)) == []
+            mutated = sys.modules["rmqspec_candidate.model.lifecycle"]
+            # the candidate routes a message at its limit to a retry; the reference still to the DLQ
+            assert mutated.route_send_back(16, 16, 0, 18)[0] == "RETRY"
+            assert lifecycle.route_send_back(16, 16, 0, 18)[0] == "DLQ"
+            assert rmqspec.model.broker.route_send_back is lifecycle.route_send_back
+            assert Path(lifecycle.route_send_back.__code__.co_filename).resolve() == \
+                (candidate.PROJECT / "model" / "lifecycle.py").resolve()
+            assert sys.modules["rmqspec_candidate.impl.locks"].lock_decision is mutated.lock_decision
+        finally:
+            candidate.unload(site)
+
+
+def test_the_proof_fails_when_the_candidate_would_use_the_references_rules() -> None:
+    files = candidate.candidate_files()
+    partial = {p: t for p, t in files.items() if p != "model/lifecycle.py"}  # not copied: imported pristine
+    with tempfile.TemporaryDirectory() as tmp:
+        site = candidate.build(Path(tmp), partial)
+        try:
+            candidate.load(site)
+            problems = candidate.isolation_problems(site, partial)
+        finally:
+            candidate.unload(site)
+    assert any("imports rmqspec.model.lifecycle of the reference" in p for p in problems)
+    assert any("uses rmqspec.model.lifecycle" in p for p in problems)
+
+
+# ---------------------------------------------------------------------------
+# results as data
+
+
+def test_worker_rows_become_mode_results() -> None:
+    rows = [{"stage": "isolation", "problems": []},
+            {"stage": "mode", "mode": "invariants", "passed": True, "via": "run", "seconds": 5.0,
+             "failure": None, "reason": None}]
+    got = interpret(rows, MODES, -9, "timeout", "")
+    assert got["invariants"].status == "survived"
+    assert got["lockstep"] == ModeResult("timeout", "timeout", "run")
+    crashed = interpret([{"stage": "crash", "where": "import", "error": "SyntaxError"}], MODES, 0, None, "")
+    assert {r.status for r in crashed.values()} == {"crash"}
+    assert kill_reason("invariant LockExclusiveProperty violated: …") == "invariant"
+    assert kill_reason("lockstep mismatch in pull(…)") == "lockstep"
+
+
+def test_the_report_lists_survivors_with_their_diff(pool: selection.Pool) -> None:
+    a, b = selection.select(pool, 2, seed=1)
+    results = (MutantResult(a, {"invariants": ModeResult("survived"), "lockstep": ModeResult("killed", "lockstep")}),
+               MutantResult(b, {"invariants": ModeResult("survived"), "lockstep": ModeResult("survived")}))
+    report = Report(results, MODES, pool.texts, {"selection": "2 mutants"})
+    text = report.render()
+    assert "1/2  50.0%" in text and "0/2   0.0%" in text
+    assert b.id in text and f"+{b.apply(pool.texts[b.module]).splitlines()[b.line - 1]}" in text
+    assert report.below({"lockstep": 90.0}) == ["lockstep score 50.0% < 90%"]
+    assert json.loads(json.dumps(report.as_dict()))["scores"]["lockstep"]["killed"] == 1
+
+
+# ---------------------------------------------------------------------------
+# real conform runs: the fixed sample
+
+
+SAMPLE = [  # killed in both modes at the default budget, one kind each
+    ("impl/offsets.py", "ConsumerOffsetTable.persist", "skip_call", "save_consumer_offsets", "pass"),
+    ("model/lifecycle.py", "route_send_back", "boundary", "reconsume_times >= max_reconsume_times", ">"),
+    ("impl/schedule_service.py", "ScheduleService._deliver_level", "skip_assign", "self.offsets[level]", "pass"),
+    ("impl/mappedfile.py", "MappedFileQueue.find", "negate", "offset < self.files[0].start", ">="),
+    ("impl/store.py", "StoreConfig.__attrs_post_init__", "invert_cond", "delay_levels_ms",
+     "not (not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms))"),
+]
+ENDLESS = ("impl/schedule_service.py", "ScheduleService._deliver_level", "skip_assign", "offset += 1", "pass")
+
+
+@pytest.fixture(scope="module")
+def sample(pool: selection.Pool) -> tuple[list[MutantResult], dict[str, float]]:
+    base = baseline(modes=MODES, jobs=2, reach=False)
+    chosen = [_one(pool, *s) for s in [*SAMPLE, ENDLESS]]
+    results = run_mutants(chosen, pool.texts, modes=MODES, jobs=2, timeout=15.0, replay=True, lines=None,
+                          equivalents={})
+    return results, base.seconds
+
+
+def test_the_pristine_candidate_passes_both_modes(sample: tuple[list[MutantResult], dict[str, float]]) -> None:
+    _, seconds = sample
+    assert set(seconds) == set(MODES)
+
+
+def test_the_sample_mutants_are_killed_in_both_modes(sample: tuple[list[MutantResult], dict[str, float]]) -> None:
+    results, _ = sample
+    for r in results[:len(SAMPLE)]:
+        assert all(mode.killed for mode in r.modes.values()), (r.mutant.id, r.modes)
+    by_kind = {r.mutant.kind: r for r in results}
+    assert by_kind["invert_cond"].modes["invariants"] == ModeResult("crash", "construct", "run", 0.0,
+                                                                    by_kind["invert_cond"].modes["invariants"].failure)
+    assert by_kind["skip_call"].modes["invariants"].reason == "invariant"
+    # the invariants' counterexample, replayed in lockstep, fails there too
+    assert by_kind["skip_call"].modes["lockstep"].via == "replay"
+
+
+def test_an_endless_loop_is_killed_by_the_timeout(sample: tuple[list[MutantResult], dict[str, float]]) -> None:
+    results, _ = sample
+    endless = results[-1]
+    assert endless.modes["invariants"].status == "timeout"
+    assert endless.modes["lockstep"].status == "timeout"
+
+
+def test_the_command_lists_and_refuses_usage_errors() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bench", "power", "--", *args], capture_output=True,
+                              text=True, cwd=candidate.PROJECT, timeout=120)
+
+    listed = run("--list", "--sample", "5", "--modules", "locks,lifecycle")
+    assert listed.returncode == 0, listed.stderr
+    assert "5 of " in listed.stdout and "model/lifecycle" in listed.stdout
+    bad = run("--list", "--modules", "nosuch")
+    assert bad.returncode == 2 and "not part of the candidate" in bad.stderr and "Traceback" not in bad.stderr
+    kinds = run("--list", "--kinds", "flip")
+    assert kinds.returncode == 2 and "unknown kind" in kinds.stderr

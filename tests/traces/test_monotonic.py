@@ -1,0 +1,272 @@
+"""Audit monotonicity (issue 41, SPEC §8): removing optional fields from a trace never adds a finding.
+
+The checker may only report what its input proves: a field missing from a row makes part of a rule
+"not judged" (``traces/unjudged.py``), never a finding. Each test drops 1-4 droppable units
+(``monotone.units``: any optional column of any row, any key of a structured ``detail``) and checks
+the findings after the drop are among those before (``monotone.added``: same code, same subject);
+"not judged" may grow. Traces: the generator's, with every violation injectable
+(``traces/scenarios.py``), ≥ 1,000 per run; Hypothesis-drawn rows over tiny key domains; every
+hand-written case of ``traces/checker_cases.py`` with each unit dropped in turn. The last tests show
+the property has teeth: without the withholding the same drops add findings.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from monotone import KEPT, added, added_by, claims, dropped, units
+
+from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
+from rmqspec.traces import checker, scenarios
+from rmqspec.traces.checker import check
+from rmqspec.traces.checker_cases import CASES, PARAMS
+from rmqspec.traces.checks_common import NEEDS
+from rmqspec.traces.generator import GenConfig, generate_rows
+from rmqspec.traces.notation import parse
+from rmqspec.traces.unjudged import candidate, row_unjudged, trace_facts
+
+# Generated traces per run: ≥ 1,000 under the ``ci`` profile, more under ``thorough``.
+GENERATED = max(1000, 5 * settings.default.max_examples)
+DROPS_PER_TRACE = 3
+_INJECTABLE = (*scenarios.VIOLATION_CODES, *scenarios.OBSERVATION_CODES)  # what the generator can inject
+
+
+def _small(seed: int, events: int, crashes: int, inject: tuple[str, ...]) -> list[dict[str, Any]]:
+    """A small generated trace over a small topology (keys and queues collide often)."""
+    rows, _ = generate_rows(GenConfig(events=events, seed=seed, crashes=crashes, inject=inject, producers=2,
+                                      topics=2, orderly_topics=1, queues=2, groups=2, orderly_groups=1, clients=2))
+    return rows
+
+
+def _drop_sets(data: st.DataObject, rows: list[dict[str, Any]]) -> list[list[tuple[int, str]]]:
+    every = units(rows)
+    out = []
+    for _ in range(DROPS_PER_TRACE):
+        n = data.draw(st.integers(1, min(4, len(every))))
+        out.append(data.draw(st.lists(st.sampled_from(every), min_size=n, max_size=n, unique=True)))
+    return out
+
+
+def _holds(rows: list[dict[str, Any]], drop_sets: list[list[tuple[int, str]]], params: AuditParams) -> None:
+    before = claims(check(rows, params))
+    for chosen in drop_sets:
+        gained = added_by(rows, chosen, params, before)
+        assert not gained, f"dropping {chosen} added {gained}"
+
+
+@settings(max_examples=GENERATED)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    events=st.sampled_from((80, 150, 250)),
+    crashes=st.sampled_from((0, 0, 1, 2)),
+    inject=st.lists(st.sampled_from(_INJECTABLE), max_size=3, unique=True),
+    data=st.data(),
+)
+def test_generated_traces_never_gain_a_finding(seed, events, crashes, inject, data):
+    rows = _small(seed, events, crashes, tuple(inject))
+    _holds(rows, _drop_sets(data, rows), AuditParams())
+
+
+# -------------------------------------------------------------- drawn rows
+
+_EVENTS = ("send", "store", "store", "deliver", "deliver", "consume", "consume", "send_back", "schedule_fire",
+           "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
+           "txn_check", "txn_discard", "crash", "recover")  # fmt: skip
+_STATUS = {
+    "send": ("SEND_OK", None, "FAILED"),
+    "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
+    "send_back": ("RETRY", "RETRY", "DLQ"),
+    "lock": ("GRANTED", "GRANTED", "DENIED"),
+    "txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN"),
+    "crash": ("kill", "power"),
+    "commit_offset": (None, None, "RESTORED"),
+    "recover": (None, "REOPEN"),
+}
+_DETAIL = {
+    "txn_check": st.fixed_dictionaries({"check_times": st.integers(1, 3)}),
+    "send_back": st.fixed_dictionaries({"max": st.integers(0, 2)}),
+    "crash": st.fixed_dictionaries({"at_risk": st.lists(st.sampled_from(("K1", "K2")), max_size=1)}),
+    "deliver": st.fixed_dictionaries({"subscription": st.sampled_from(("*", "a", "r='HZ'")),
+                                      "expression_type": st.sampled_from(("TAG", "SQL92"))}),
+    "send": st.fixed_dictionaries({"tags": st.sampled_from(("a", "b")),
+                                   "properties": st.fixed_dictionaries({"r": st.sampled_from(("HZ", "SH"))})}),
+}
+_DETAIL["consume"] = _DETAIL["deliver"]
+
+
+@st.composite
+def _row(draw: Any) -> dict[str, Any]:
+    event = draw(st.sampled_from(_EVENTS))
+    row = {
+        "event": event,
+        "dt": draw(st.sampled_from((0, 1, 999, 1000, 6000, 30_001, 60_000))),
+        "group": draw(st.sampled_from(("G", "G", "GSMALL"))),
+        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "%DLQ%G", "SCHEDULE_TOPIC_XXXX"))),
+        "queue_id": draw(st.sampled_from((0, 1))),
+        "queue_offset": draw(st.integers(0, 3)),
+        "msg_key": draw(st.sampled_from(("K1", "K2", "K3"))),
+        "msg_id": draw(st.sampled_from(("M1", "M2"))),
+        "reconsume_times": draw(st.sampled_from((0, 0, 1, 2, 3, 17))),
+        "delay_level": draw(st.sampled_from((-1, 0, 1, 3))),
+        "due": draw(st.sampled_from((0, 1000, 10_000))),
+        "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
+        "client_id": draw(st.sampled_from(("C1", "C2"))),
+        "txn_id": draw(st.sampled_from(("K1", "K2"))),
+    }
+    if event in _DETAIL and draw(st.booleans()):
+        row["detail"] = draw(_DETAIL[event])
+    return row
+
+
+@st.composite
+def drawn_trace(draw: Any) -> list[dict[str, Any]]:
+    """Rows of every event with every field set (so drops matter), keys colliding often, a drain."""
+    rows, ts = [], 0
+    for seq, d in enumerate(draw(st.lists(_row(), min_size=2, max_size=24))):
+        ts += d.pop("dt")
+        due = d.pop("due")
+        rows.append({"seq": seq, "ts": ts, **d, "deliver_ts": ts + due})
+    rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+    return rows
+
+
+@settings(max_examples=max(400, 2 * settings.default.max_examples))
+@given(rows=drawn_trace(), data=st.data())
+def test_drawn_traces_never_gain_a_finding(rows, data):
+    _holds(rows, _drop_sets(data, rows), PARAMS)
+
+
+@settings(max_examples=max(500, 2 * settings.default.max_examples))
+@given(rows=drawn_trace())
+def test_every_entry_comes_from_a_candidate_row_and_is_worded(rows):
+    """``CANDIDATES`` (the Spark audit's column test) lets through every row with an entry, and
+    every (code, event) of an entry has its wording in ``NEEDS``."""
+    for chosen in ([], units(rows)[::3], units(rows)[1::2]):
+        thinned = checker.validate(dropped(rows, chosen))[0]
+        facts = trace_facts(thinned)
+        for row in thinned:
+            for u in row_unjudged(row, facts):
+                assert candidate(row), (row, u)
+                if u.code in VIOLATION_CODES:
+                    assert row["event"] in dict(NEEDS[u.code]), (u.code, row["event"])
+
+
+# ------------------------------------------------------------- hand-written
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name[:40] for c in CASES])
+def test_hand_written_case_drop_each_unit(case):
+    """Every unit of every row of the case dropped alone, then 20 sampled sets of 2-4 units."""
+    rows = parse(case.text)
+    before = claims(check(rows, PARAMS))
+    every = units(rows)
+    rnd = random.Random(case.name)
+    sets = [[u] for u in every] + [rnd.sample(every, min(len(every), rnd.randint(2, 4))) for _ in range(20)]
+    for chosen in sets:
+        gained = added_by(rows, chosen, PARAMS, before)
+        assert not gained, f"dropping {chosen} added {gained}"
+
+
+@pytest.mark.parametrize("code", _INJECTABLE)
+def test_injected_scenario_drop_each_unit_of_its_rows(code):
+    """Each unit of each row near an injected violation's rows dropped in turn."""
+    rows, truth = generate_rows(GenConfig(events=400, seed=9, inject=(code,), crashes=1))
+    before = claims(check(rows))
+    cited = {s for t in truth for s in t["seqs"]}
+    near = {i for i, r in enumerate(rows) if any(abs(r["seq"] - s) <= 2 for s in cited)}
+    for unit in (u for u in units(rows) if u[0] in near):
+        gained = added_by(rows, [unit], AuditParams(), before)
+        assert not gained, f"dropping {unit} added {gained}"
+
+
+# ------------------------------------------------------------ regressions
+
+def test_a_schedule_fire_without_reconsume_times_is_not_judged():
+    """Issue 41: SCHEDULE_DUPLICATED read a missing reconsume_times of a ``schedule_fire`` as 0 (SPEC §8
+    does not require it there), so a SPEC-valid trace of a retry copy fired once gained a finding."""
+    text = """
+    0 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=K1 id=S0 rt=0 lvl=1 due=1000
+    1 schedule_fire t=1000 topic=T q=0 key=K1 id=S0 rt=0
+    2 store t=2000 topic=SCHEDULE_TOPIC_XXXX q=1 off=0 key=K1 id=S1 rt=1 lvl=2 due=7000
+    3 schedule_fire t=7000 topic=%RETRY%G q=0 key=K1 id=S1
+    4 drain t=8000
+    """
+    report = check(parse(text))
+    assert report.violations == ()
+    assert report.not_judged == {
+        "DELAY_EARLY": "1 schedule_fire row(s) lack one of msg_key,msg_id,reconsume_times",
+        "SCHEDULE_DUPLICATED": "1 schedule_fire row(s) lack one of msg_key,reconsume_times",
+    }
+    # the same fire with its reconsume_times is judged, and fine
+    complete = check(parse(text.replace("id=S1\n", "id=S1 rt=1\n")))
+    assert complete.violations == () and complete.not_judged == {}
+
+
+def test_a_missing_field_withholds_its_scope_from_that_row_on():
+    """A store without its offset leaves its queue unjudged from that row on; other queues and
+    earlier gaps are still judged."""
+    text = """
+    0 store t=1 topic=T q=0 off=0 key=A
+    1 store t=2 topic=T q=0 off=2 key=B
+    2 store t=3 topic=T q=1 off=0 key=C
+    3 store t=4 topic=T q=0 key=D
+    4 store t=5 topic=T q=0 off=4 key=E
+    5 store t=6 topic=T q=1 off=2 key=F
+    """
+    report = check(parse(text))
+    assert [(f.code, f.seqs) for f in report.violations] == [("ORDER_QUEUE_GAP", (0, 1)), ("ORDER_QUEUE_GAP", (2, 5))]
+    assert report.not_judged["ORDER_QUEUE_GAP"] == "1 store row(s) lack one of topic,queue_id,queue_offset"
+
+
+# ----------------------------------------------------------------- teeth
+
+_TEETH = (
+    ("ORDER_QUEUE_GAP", "0 store t=1 topic=T q=0 off=0\n1 store t=2 topic=T q=0 off=1\n2 store t=3 topic=T q=0 off=2\n",
+     [(1, "queue_offset")]),
+    ("OFFSET_OVERRUN", "0 deliver t=1 g=G topic=T q=0 off=0 key=A c=C\n1 store t=1 topic=T q=0 off=0 key=A\n"
+     "2 consume t=2 g=G topic=T q=0 off=0 key=A c=C st=SUCCESS\n3 commit_offset t=3 g=G topic=T q=0 off=1\n",
+     [(2, "queue_offset")]),
+    ("SCHEDULE_DUPLICATED", "0 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=K rt=0 lvl=1 due=1000\n"
+     "1 schedule_fire t=1000 topic=T q=0 key=K rt=0\n2 store t=2000 topic=SCHEDULE_TOPIC_XXXX q=1 off=0 key=K "
+     "rt=1 lvl=2 due=7000\n3 schedule_fire t=7000 topic=%RETRY%G q=0 key=K rt=1\n", [(3, "reconsume_times")]),
+    ("ORDERLY_WITHOUT_LOCK", "0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED\n1 orderly_start t=1 g=G topic=T q=0 c=C1\n",
+     [(0, "client_id")]),
+    ("ORDERLY_CONCURRENT", "0 orderly_start t=0 g=G topic=T q=0 c=C1\n1 orderly_end t=1 g=G topic=T q=0 c=C1\n"
+     "2 orderly_start t=2 g=G topic=T q=0 c=C2\n", [(1, "client_id")]),
+    ("LOST", "0 send t=0 topic=T q=0 key=K st=SEND_OK\n1 deliver t=1 g=G topic=T q=0 off=0 key=K c=C\n"
+     "2 consume t=2 g=G topic=T q=0 off=0 key=K c=C st=SUCCESS\n3 drain t=3\n", [(2, "msg_key")]),
+)
+
+
+@pytest.mark.parametrize("code, text, chosen", _TEETH, ids=[t[0] for t in _TEETH])
+def test_without_withholding_the_drop_adds_a_finding(monkeypatch, code, text, chosen):
+    """Each drop above adds a finding of ``code`` to the detectors' raw findings (the checker before
+    issue 41), and none to what the checker reports."""
+    rows = parse(text)
+    assert not added_by(rows, chosen, AuditParams())
+    monkeypatch.setattr(checker, "withhold", lambda findings, _withheld: iter(findings))
+    assert [c for c, _, _ in added_by(rows, chosen, AuditParams())] == [code]
+
+
+def test_without_withholding_generated_drops_add_findings(monkeypatch):
+    """The generated-trace property is not vacuous: with the withholding off, its drops add findings."""
+    monkeypatch.setattr(checker, "withhold", lambda findings, _withheld: iter(findings))
+    rnd, hits = random.Random(41), 0
+    for seed in range(40):
+        rows = _small(seed, 150, seed % 2, (rnd.choice(scenarios.VIOLATION_CODES),))
+        before = claims(check(rows))
+        for _ in range(DROPS_PER_TRACE):
+            chosen = rnd.sample(units(rows), rnd.randint(1, 4))
+            hits += bool(added(before, claims(check(dropped(rows, chosen)))))
+    assert hits >= 10
+
+
+def test_the_kept_units_are_the_documented_conventions():
+    """``KEPT`` is what ``traces/unjudged.py`` says an absent value means; a send's acknowledging status
+    may be dropped (absent also acknowledges), any other is kept."""
+    rows = parse("0 send t=1 topic=T key=A st=SEND_OK\n1 send t=2 topic=T key=B st=FAILED lvl=0\n")
+    assert (0, "status") in units(rows) and (1, "status") not in units(rows) and (1, "delay_level") not in units(rows)
+    assert {event for event, _ in KEPT} == {"crash", "send_back", "send", "store", "deliver", "consume", "txn_end"}
