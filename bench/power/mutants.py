@@ -43,7 +43,7 @@ KINDS: dict[str, str] = {
     "logic": "and <-> or",
     "constant": "integer constant off by one (k -> k+1, k-1)",
     "timing": "a time or duration off by 1 ms, halved or doubled (now -> now + 1, d -> d // 2)",
-    "unit": "a duration read in the wrong unit (d -> d // 1000, d * 1000; 3_600_000 -> 3_600)",
+    "unit": "a duration read in the wrong unit (d -> d // 1000; 3_000 -> 3)",
     "arith": "arithmetic operator replaced (+ <-> -, * <-> //)",
     "skip_call": "a call statement skipped (a side effect: a write, a put, a persist)",
     "skip_assign": "a state write skipped (attribute/subscript/augmented assignment, del)",

@@ -164,7 +164,8 @@ class Report:
         out: list[str] = []
         both = [r for r in self.results if r.equivalent is None
                 and all(not r.modes[m].killed for m in self.modes)]
-        out.extend(self._listed(f"survivors ({' and '.join(LABEL[m] for m in self.modes)})", both))
+        title = "survivors of both modes" if len(self.modes) > 1 else f"survivors ({LABEL[self.modes[0]]})"
+        out.extend(self._listed(title, both))
         if len(self.modes) > 1:
             only = [r for r in self.results if r.equivalent is None and r.modes["lockstep"].killed
                     and not r.modes["invariants"].killed]

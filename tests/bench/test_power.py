@@ -2,7 +2,7 @@
 real conform runs — the pristine candidate passes both modes, five mutants of different kinds are
 killed, an endless loop is killed by the timeout.
 
-The conform runs (one module-scoped fixture, about 40 s of CPU) share the ``power`` xdist group.
+The conform runs (one module-scoped fixture, about 60 s of CPU) share the ``power`` xdist group.
 """
 
 from __future__ import annotations
