@@ -169,6 +169,7 @@ class MachineCore(RuleBasedStateMachine):
     failed_program: list[Op]
     first_failure: list[str]
     last_change: list[int]  # [ms]: see changed_at
+    check_lag: list[int]  # [ms]: see _learn_check_lag
     # every distinct failure of the run: signature -> (message, program when it happened)
     failures: dict[str, tuple[str, list[Op]]]
     lifecycle: Counter  # lifecycle rows taken (properties/coverage.py), across examples
@@ -198,6 +199,7 @@ class MachineCore(RuleBasedStateMachine):
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
+        self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)

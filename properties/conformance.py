@@ -128,6 +128,7 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
+        "check_lag": [wall.check_lag_ms if wall else 0],
         "failures": {},
         "lifecycle": Counter(),
         "rules_run": Counter(),

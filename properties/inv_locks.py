@@ -13,6 +13,7 @@ are judged by ``inv_tables.py``'s replay of ``model/lifecycle.py``'s LOCK.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
 
 from rmqspec.model.events import TraceEvent
 from rmqspec.properties.codes import Code
@@ -26,42 +27,39 @@ def _lock_key(ev: TraceEvent) -> tuple:
     return (ev.group, ev.topic, ev.queue_id)
 
 
-def check_lock_overlap(h: History) -> list[Violation]:
-    """At most one client holds an unexpired broker lock on a queue at any instant."""
-    out = []
+def _with_holders(events: Iterable[TraceEvent]) -> Iterator[tuple[TraceEvent, Mapping[tuple, tuple[str, int]]]]:
+    """Each event with the broker's lock table as it stood before it: queue (``_lock_key``) ->
+    (client, ts) of the last GRANTED; emptied by a restart, an entry freed by its holder's unlock."""
     holder: dict[tuple, tuple[str, int]] = {}
-    for ev in h.events:
+    for ev in events:
+        yield ev, holder
         if _restart(ev):
             holder.clear()
         elif ev.event == "lock" and ev.status == "GRANTED":
-            key = _lock_key(ev)
-            prev = holder.get(key)
+            holder[_lock_key(ev)] = (ev.client_id, ev.ts)
+        elif ev.event == "unlock" and holder.get(_lock_key(ev), (None,))[0] == ev.client_id:
+            del holder[_lock_key(ev)]
+
+
+def check_lock_overlap(h: History) -> list[Violation]:
+    """At most one client holds an unexpired broker lock on a queue at any instant."""
+    out = []
+    for ev, holder in _with_holders(h.events):
+        if ev.event == "lock" and ev.status == "GRANTED":
+            prev = holder.get(_lock_key(ev))
             if prev and prev[0] != ev.client_id and ev.ts - prev[1] <= h.params.broker_lock_ms:
                 out.append(_v(h, Code.LOCK_OVERLAP, ev,
                               f"{ev.client_id} granted {ev.topic}/{ev.queue_id} held by {prev[0]} "
                               f"since {ev.ts - prev[1]} ms",
                               f"denied until {prev[1] + h.params.broker_lock_ms + 1}", "GRANTED"))
-            holder[key] = (ev.client_id, ev.ts)
-        elif ev.event == "unlock":
-            key = _lock_key(ev)
-            if holder.get(key, (None,))[0] == ev.client_id:
-                del holder[key]
     return out
 
 
 def check_orderly_without_lock(h: History) -> list[Violation]:
     """Orderly consumption starts only under the client's own unexpired lock."""
     out = []
-    holder: dict[tuple, tuple[str, int]] = {}
-    for ev in h.events:
-        if _restart(ev):
-            holder.clear()
-        elif ev.event == "lock" and ev.status == "GRANTED":
-            holder[_lock_key(ev)] = (ev.client_id, ev.ts)
-        elif ev.event == "unlock":
-            if holder.get(_lock_key(ev), (None,))[0] == ev.client_id:
-                del holder[_lock_key(ev)]
-        elif ev.event == "orderly_start":
+    for ev, holder in _with_holders(h.events):
+        if ev.event == "orderly_start":
             prev = holder.get(_lock_key(ev))
             if prev is None or prev[0] != ev.client_id:
                 out.append(_v(h, Code.ORDERLY_WITHOUT_LOCK, ev,

@@ -35,7 +35,9 @@ delayed send's) or in ``%DLQ%{group}``, then the fire (``schedule_fire``,
   or DLQ_MISSED's.)
 - **the fire** (``fire[due]``'s effect: none): a ``schedule_fire`` or a
   ``store`` in ``%RETRY%`` carries the reconsume_times of some earlier
-  SCHEDULE_TOPIC_XXXX copy of the key (of its group); and a copy in
+  SCHEDULE_TOPIC_XXXX copy of the key (of its group; judged only once a
+  store surely in SCHEDULE_TOPIC_XXXX precedes it, a topic-less one may
+  match but never makes the rule judge); and a copy in
   ``%RETRY%`` with reconsume_times 0 is impossible (only the retry effect,
   r + 1, puts copies there). Fired early is DELAY_EARLY's / RETRY_EARLY's.
 
@@ -227,8 +229,9 @@ def _judge_copy(row: Row, place: str, backs: list[_Expect], copies: dict[str, in
             f"a copy scheduled at level {'/'.join(map(str, e.levels)) or '?'}" if t is _RETRY else "a DLQ copy")
         rule = row_label(MESSAGE, t) + f" / {t.effect}" if t is not None else "its send-back"
         why = f"{rule} makes {made} of {e.group} with reconsume_times {e.r}"
-    return _found(e.row, row, f"{why}; no earlier send-back of the key makes this copy {where} of group "
-                              f"{group} with reconsume_times {r}")
+    of = f" of group {group}" if group is not None else ""
+    return _found(e.row, row, f"{why}; but this copy is {where}{of} with reconsume_times {r}, which no "
+                              f"earlier send-back of the key makes")
 
 
 def _judge_fire(row: Row, scheduled: list[Row], unkeyed: Unkeyed) -> TableFinding | None:
@@ -239,8 +242,8 @@ def _judge_fire(row: Row, scheduled: list[Row], unkeyed: Unkeyed) -> TableFindin
         return _found(None, row, f"{row_label(MESSAGE, _FIRE)} changes nothing and only "
                                  f"{row_label(MESSAGE, _RETRY)} / {_RETRY.effect} (r + 1) puts copies in "
                                  f"{RETRY_PREFIX}…, but this one carries reconsume_times 0")
-    if unkeyed.schedules or not scheduled:
-        return None
+    if unkeyed.schedules or not any(p.get("topic") == SCHEDULE_TOPIC for p in scheduled):
+        return None  # judged only against a row that surely is a schedule copy (a topic-less store may not be)
     group = _group_of(topic) if topic is not None and topic.startswith(RETRY_PREFIX) else row.get("group")
     for p in scheduled:
         pr, pg = p.get("reconsume_times"), p.get("group")

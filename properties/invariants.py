@@ -406,7 +406,8 @@ def check_dlq_early(h: History) -> list[Violation]:
 
 
 def check_dlq_missed(h: History) -> list[Violation]:
-    """A copy that failed max + 1 times is never retried or delivered again."""
+    """A copy that failed max + 1 times is never retried or delivered again: a retry copy is judged
+    against the max of the send-back that made it (its reconsume_times), else the group's."""
     out = []
     backs = _send_backs(h)
     for ev in h.events:
@@ -414,7 +415,10 @@ def check_dlq_missed(h: History) -> list[Violation]:
             continue
         if ev.topic.startswith(RETRY_PREFIX):
             group = group_of(ev.topic)
-            prev = _latest_before(backs.get((group, ev.msg_key), []), ev.seq)
+            # the max in force when this copy was made: its maker's, the latest earlier send-back
+            # whose new copy has this reconsume_times (a later one may have dead-lettered it again)
+            makers = [b for b in backs.get((group, ev.msg_key), []) if b.reconsume_times == ev.reconsume_times]
+            prev = _latest_before(makers, ev.seq)
             limit = _detail(prev, "max", None) if prev is not None else None
             if limit is None:
                 limit = h.params.retry_max(group)

@@ -8,8 +8,10 @@ instead of in a shuffle of their own. Definitions: ``traces.checks_retry``.
 The max a row is judged against: a send_back's own ``detail.max``
 (``sb_max``) when the trace carries it, else the configured max of its
 group; a deliver's, that of the latest earlier send_back of the same
-(trace, group, msg_key) — a segmented running max over row positions — else
-the configured max of its group.
+(trace, group, msg_key) whose new copy has the deliver's reconsume_times (the
+send-back that made it) — a segmented running max over row positions, the
+segments (trace, group, msg_key, reconsume_times) — else the configured max of
+its group.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def retry_judged(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     keep = cols.is_("event", "send_back", "deliver")
     if not keep.any():
         return []
-    at, new = cols.sorted(keep, ("trace", "group", "msg_key"))
+    at, new = cols.sorted(keep, ("trace", "group", "msg_key", "reconsume_times"))
     n = len(at)
     back = cols.is_("event", "send_back")[at]
     by_group = np.array([params.retry_max(g) for g in cols.names("group")] + [params.retry_max(None)], dtype=np.int64)

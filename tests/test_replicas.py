@@ -22,7 +22,9 @@ REPLICAS, ISSUES = _bb.REPLICAS, _bb.ISSUES
 # replica -> the invariant code that catches it without the model beside the broker
 INVARIANTS_ONLY = {
     "dlq_through_schedule": "DLQ_DELAYED",
-    "orderly_dlq_retried_forever": "DLQ_MISSED",
+    # a copy scheduled for a send-back that routed to the DLQ: the table-derived rule sees it at the
+    # send-back's copy, before DLQ_MISSED sees the retry copy it fires
+    "orderly_dlq_retried_forever": "MESSAGE_LIFECYCLE",
     "check_after_resolution": "TXN_CHECK_AFTER_RESOLVED",
     "discard_before_check_max": "TXN_DISCARD_EARLY",
     "delay_progress_not_persisted_on_shutdown": "SCHEDULE_DUPLICATED",

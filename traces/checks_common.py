@@ -39,7 +39,6 @@ Conventions both sides share (also in ``spark/README.md`` under "Rules"):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -47,6 +46,7 @@ import attrs
 
 from rmqspec.model.results import ResponseCode, SendStatus
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
+from rmqspec.properties.inv_replay import detail_of  # re-exported: the checks import it from here
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DLQ_PREFIX = "%DLQ%"
@@ -241,17 +241,6 @@ def has(row: Mapping[str, Any], *fields: str) -> bool:
         if row.get(f) is None:
             return False
     return True
-
-
-def detail_of(row: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A row's ``detail`` as a mapping (it may still be JSON text); {} when absent or not an object."""
-    detail = row.get("detail")
-    if isinstance(detail, str):
-        try:
-            detail = json.loads(detail)
-        except ValueError:
-            return {}
-    return detail if isinstance(detail, Mapping) else {}
 
 
 def at_risk_keys(row: Mapping[str, Any]) -> list[str]:

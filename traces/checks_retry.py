@@ -104,7 +104,10 @@ def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
     SPEC §8.1 / §4.4: a ``send_back`` RETRY whose new copy's reconsume_times
     > the max in force (``send_back_max``; seqs = [send_back]), or any
     ``deliver`` with reconsume_times > max (seqs = [deliver]) — the max of the
-    latest earlier ``send_back`` of that (group, msg_key), else the group's —
+    latest earlier ``send_back`` of that (group, msg_key) whose new copy has
+    the deliver's reconsume_times (the send-back that made it: a later one of
+    an older copy may have dead-lettered that, with another max), else the
+    group's —
     also of a ``%DLQ%`` copy: SPEC §4.4 says the DLQ is not consumed by the
     group's normal subscription.
     """
@@ -113,7 +116,7 @@ def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
         rt = row["reconsume_times"]
         if row["event"] == "send_back":
             limit = send_back_max(row, trace.params)
-            in_force[(row["group"], row["msg_key"])] = limit
+            in_force[(row["group"], row["msg_key"], rt)] = limit
             if rt is not None and row["status"] == "RETRY" and rt > limit:
                 yield violation(
                     Code.DLQ_MISSED,
@@ -124,7 +127,7 @@ def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
             continue
         if rt is None:
             continue
-        limit = in_force.get((row["group"], row["msg_key"]), trace.params.retry_max(row["group"]))
+        limit = in_force.get((row["group"], row["msg_key"], rt), trace.params.retry_max(row["group"]))
         if rt > limit:
             yield violation(
                 Code.DLQ_MISSED,

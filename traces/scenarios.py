@@ -163,22 +163,46 @@ class _Ctx:
     def truth(self, seqs: list[int], reason: str) -> None:
         self.sim.add_truth(self.code, seqs, reason)
 
+    @property
+    def retry_topic(self) -> str:
+        """The scenario group's ``%RETRY%`` topic."""
+        return f"%RETRY%{self.group}"
+
+
+def _failed_once(ctx: _Ctx) -> Generator[int, None, tuple]:
+    """A fresh message on the scenario topic, delivered 5 ms later and consumed RECONSUME_LATER; its copy."""
+    _, copy = ctx.send()
+    yield 5
+    ctx.deliver(copy)
+    ctx.consume(copy, "RECONSUME_LATER")
+    return copy
+
+
+def _schedule_retry(ctx: _Ctx, key: str, rt: int, level: int, dts: int) -> tuple[int, tuple]:
+    """The retry copy of ``key`` (reconsume_times ``rt``) stored in SCHEDULE_TOPIC_XXXX at delay ``level``,
+    due at ``dts``, for the group's %RETRY% topic: (its seq, the schedule copy)."""
+    detail = f'{{"real_queue_id":0,"real_topic":"{ctx.retry_topic}"}}'
+    return ctx.store(SCHEDULE_TOPIC, level - 1, key, rt, ctx.group, dl=level, dts=dts, detail=detail)
+
+
+def _fire_retry(ctx: _Ctx, sched: tuple, level: int, dts: int) -> Generator[int, None, tuple]:
+    """Wait until ``dts``, then fire ``sched`` (``_schedule_retry``'s copy at ``level``) into %RETRY%;
+    the copy stored there."""
+    yield dts - ctx.sim.now
+    key, rt = sched[0], sched[6]
+    ctx.sim.emit("schedule_fire", actor="broker", group=ctx.group, topic=ctx.retry_topic, queue_id=0,
+                 msg_key=key, msg_id=sched[5], reconsume_times=rt, delay_level=level, deliver_ts=dts)
+    _, copy = ctx.store(ctx.retry_topic, 0, key, rt, ctx.group)
+    return copy
+
 
 def _retry_copy(ctx: _Ctx, failed: tuple, r: int) -> Generator[int, None, tuple]:
     """Send ``failed`` (reconsume_times r) back correctly and follow it to %RETRY%; the new copy."""
     level = min(3 + r, len(ctx.delays))
     dts = ctx.sim.now + ctx.delays[level - 1]
     ctx.send_back(failed, "RETRY", r + 1, level, dts)
-    rtopic = f"%RETRY%{ctx.group}"
-    detail = f'{{"real_queue_id":0,"real_topic":"{rtopic}"}}'
-    _, sched = ctx.store(SCHEDULE_TOPIC, level - 1, failed[0], r + 1, ctx.group,
-                         dl=level, dts=dts, detail=detail)
-    yield dts - ctx.sim.now
-    ctx.sim.emit("schedule_fire", actor="broker", group=ctx.group, topic=rtopic, queue_id=0,
-                 msg_key=failed[0], msg_id=sched[5], reconsume_times=r + 1, delay_level=level,
-                 deliver_ts=dts)
-    _, copy = ctx.store(rtopic, 0, failed[0], r + 1, ctx.group)
-    return copy
+    _, sched = _schedule_retry(ctx, failed[0], r + 1, level, dts)
+    return (yield from _fire_retry(ctx, sched, level, dts))
 
 
 # -- one scenario per code ---------------------------------------------------------
@@ -229,11 +253,8 @@ def unexpected(ctx: _Ctx) -> Steps:
 
 
 def retry_early(ctx: _Ctx) -> Steps:
-    _, copy = ctx.send()
-    yield 5
-    ctx.deliver(copy)
-    ctx.consume(copy, "RECONSUME_LATER")
-    rtopic = f"%RETRY%{ctx.group}"
+    copy = yield from _failed_once(ctx)
+    rtopic = ctx.retry_topic
     if ctx.index % 2 == 0:  # deliver case: the broker skipped the schedule topic
         dts = ctx.sim.now + ctx.delays[2]
         back = ctx.send_back(copy, "RETRY", 1, 3, dts)
@@ -245,15 +266,10 @@ def retry_early(ctx: _Ctx) -> Steps:
     else:  # send_back case: deliver_ts shorter than level 3's delay
         dts = ctx.sim.now + ctx.delays[2] // 2
         back = ctx.send_back(copy, "RETRY", 1, 3, dts)
-        detail = f'{{"real_queue_id":0,"real_topic":"{rtopic}"}}'
-        _, sched = ctx.store(SCHEDULE_TOPIC, 2, copy[0], 1, ctx.group, dl=3, dts=dts, detail=detail)
+        _, sched = _schedule_retry(ctx, copy[0], 1, 3, dts)
         ctx.commit(ctx.topic, 0, 1)
         ctx.truth([back], "send_back RETRY at level 3 with deliver_ts - ts below the level's delay")
-        yield dts - ctx.sim.now
-        ctx.sim.emit("schedule_fire", actor="broker", group=ctx.group, topic=rtopic, queue_id=0,
-                     msg_key=copy[0], msg_id=sched[5], reconsume_times=1, delay_level=3,
-                     deliver_ts=dts)
-        _, retry = ctx.store(rtopic, 0, copy[0], 1, ctx.group)
+        retry = yield from _fire_retry(ctx, sched, 3, dts)
         yield 5
         ctx.deliver(retry)
     ctx.consume(retry)
@@ -261,10 +277,7 @@ def retry_early(ctx: _Ctx) -> Steps:
 
 
 def dlq_early(ctx: _Ctx) -> Steps:
-    _, copy = ctx.send()
-    yield 5
-    ctx.deliver(copy)
-    ctx.consume(copy, "RECONSUME_LATER")
+    copy = yield from _failed_once(ctx)
     seq = ctx.send_back(copy, "DLQ", 1, 0)
     ctx.store(f"%DLQ%{ctx.group}", 0, copy[0], 1, ctx.group)
     ctx.commit(ctx.topic, 0, 1)
@@ -467,10 +480,7 @@ def txn_discard_early(ctx: _Ctx) -> Steps:
 
 
 def dlq_delayed(ctx: _Ctx) -> Steps:
-    _, copy = ctx.send()
-    yield 5
-    ctx.deliver(copy)
-    ctx.consume(copy, "RECONSUME_LATER")
+    copy = yield from _failed_once(ctx)
     back = ctx.send_back(copy, "DLQ", 1, -1)
     ctx.commit(ctx.topic, 0, 1)
     yield ctx.delays[0]
@@ -586,27 +596,19 @@ def subscription_inconsistent(ctx: _Ctx) -> Steps:
 def message_lifecycle(ctx: _Ctx) -> Steps:
     """A send-back's retry copy is scheduled one level later than the send-back routes it (the
     MESSAGE table's ``retry`` effect); fired at that level's due time, then consumed."""
-    _, copy = ctx.send()
-    yield 5
-    ctx.deliver(copy)
-    ctx.consume(copy, "RECONSUME_LATER")
+    copy = yield from _failed_once(ctx)
     level, wrong = 3, 4
     dts = ctx.sim.now + ctx.delays[level - 1]
     back = ctx.send_back(copy, "RETRY", 1, level, dts)
     late = ctx.sim.now + ctx.delays[wrong - 1]
-    rtopic = f"%RETRY%{ctx.group}"
-    detail = f'{{"real_queue_id":0,"real_topic":"{rtopic}"}}'
-    seq, sched = ctx.store(SCHEDULE_TOPIC, wrong - 1, copy[0], 1, ctx.group, dl=wrong, dts=late, detail=detail)
+    seq, sched = _schedule_retry(ctx, copy[0], 1, wrong, late)
     ctx.commit(ctx.topic, 0, 1)
     ctx.truth([back, seq], f"the send-back routes level {level}, its retry copy is scheduled at level {wrong}")
-    yield late - ctx.sim.now
-    ctx.sim.emit("schedule_fire", actor="broker", group=ctx.group, topic=rtopic, queue_id=0,
-                 msg_key=copy[0], msg_id=sched[5], reconsume_times=1, delay_level=wrong, deliver_ts=late)
-    _, retry = ctx.store(rtopic, 0, copy[0], 1, ctx.group)
+    retry = yield from _fire_retry(ctx, sched, wrong, late)
     yield 5
     ctx.deliver(retry)
     ctx.consume(retry)
-    ctx.commit(rtopic, 0, retry[3] + 1)
+    ctx.commit(ctx.retry_topic, 0, retry[3] + 1)
 
 
 def lock_lifecycle(ctx: _Ctx) -> Steps:

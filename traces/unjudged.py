@@ -395,8 +395,8 @@ def _send_back(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.DLQ_EARLY)
     if retry and e.lacks("status", "group", "reconsume_times"):
         e.here(Code.DLQ_MISSED)
-    if e.lacks("group", "msg_key"):
-        e.later(Code.DLQ_MISSED, "group", "msg_key")  # the max in force for the key's deliveries
+    if e.lacks("group", "msg_key", "reconsume_times"):
+        e.later(Code.DLQ_MISSED, "group", "msg_key")  # the max in force for the copy it made
 
 
 def _schedule_fire(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
