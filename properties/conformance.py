@@ -88,7 +88,15 @@ from rmqspec.properties.lockstep import Lockstep, Outcome
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.session import SessionView
 from rmqspec.properties.shrink import signature_of
-from rmqspec.properties.wallclock import WallLateness, WallOptions, in_window, mask_times, sleep_until, wall_ms
+from rmqspec.properties.wallclock import (
+    WallLateness,
+    WallOptions,
+    in_window,
+    mask_times,
+    round_points,
+    sleep_until,
+    wall_ms,
+)
 
 START_MS = 1_700_000_000_000
 OBSERVER = "rmqspec_observer"
@@ -188,6 +196,7 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
     failed_program: list[Op]
     first_failure: list[str]
     last_change: list[int]  # [ms]: see changed_at
+    check_lag: list[int]  # [ms]: see _learn_check_lag
     # every distinct failure of the run: signature -> (message, program when it happened)
     failures: dict[str, tuple[str, list[Op]]]
     lifecycle: Counter  # lifecycle rows taken (properties/coverage.py), across examples
@@ -217,6 +226,7 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
+        self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)
@@ -1028,10 +1038,33 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         out = [d for d in self.expect_fire.values()]
         wall = type(self).wall
         horizon = now + wall.guard_ms + wall.tolerance_ms
-        out += self._rounds_between(now - wall.tolerance_ms - wall.guard_ms, horizon)
+        out += self._round_points(now - wall.tolerance_ms - wall.guard_ms, horizon)
         if lock_op:
             out += [ts + self.config.broker_lock_max_live_ms for _, ts in self.broker_grants.values()]
         return out
+
+    def _round_points(self, start: int, end: int) -> list[int]:
+        """Deadlines for the predicted rounds in ``(start, end]``: a round's broker-side start may
+        precede its checks' arrival (the phase) by up to the check lag, so each round's quiet window
+        reaches that far earlier."""
+        wall = type(self).wall
+        lag = type(self).check_lag[0]
+        return round_points(self._rounds_between(start, end + lag), lag, wall.guard_ms + wall.tolerance_ms)
+
+    def _learn_check_lag(self, timed: list[tuple[int, CheckRequest]]) -> None:
+        """A check of a copy some round re-put (TRANSACTION_CHECK_TIMES ≥ 2) carries that copy's store
+        time (4.9.8 sends the half as read): when that round really ran. The model placed it at its
+        checks' arrival; the difference is the lag the quiet windows must allow for."""
+        limit = self.config.transaction_check_interval_ms // 2
+        for _, req in timed:
+            times = req.message.properties.get("TRANSACTION_CHECK_TIMES", "")
+            if not times.isdigit() or int(times) < 2:
+                continue
+            reput = req.message.store_ts
+            lags = [r - reput for r in self.seen_rounds if 0 <= r - reput <= limit]
+            if lags and min(lags) > type(self).check_lag[0]:
+                type(self).check_lag[0] = min(lags)
+                self._sometimes("wall_check_lag_learnt")
 
     def _wall_before(self, rule_name: str, lock_op: bool = False) -> None:
         """Before a request: out of every quiet window, the model caught up with the broker."""
@@ -1106,7 +1139,7 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
 
     def _wall_sleep(self, target: int) -> None:
         wall = type(self).wall
-        for d in sorted(self._quiet_deadlines(False) + self._rounds_between(self._now(), target)):
+        for d in sorted(self._quiet_deadlines(False) + self._round_points(self._now(), target)):
             if in_window(target, d, wall.guard_ms, wall.tolerance_ms):
                 target = d + wall.tolerance_ms + 1
         sleep_until(target)
@@ -1134,6 +1167,8 @@ class ConformanceBase(DeepRules, FilterRules, RuleBasedStateMachine):
         seen = {max(r, self.model_time + 1): reqs for r, reqs in seen.items()}
         if seen:
             self.check_phase = max(seen)
+            self.seen_rounds += sorted(seen)
+        self._learn_check_lag(timed)
         rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms)
                   if all(abs(r - s) > wall.tolerance_ms for s in seen)]
         steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]])
@@ -1710,6 +1745,7 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
+        "check_lag": [wall.check_lag_ms if wall else 0],
         "failures": {},
         "lifecycle": Counter(),
         "rules_run": Counter(),

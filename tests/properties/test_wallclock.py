@@ -279,3 +279,50 @@ def test_an_end_transaction_leaves_outside_a_check_rounds_quiet_window() -> None
         assert machine.model_time > round_at
     finally:
         broker.close()
+
+
+def test_a_predicted_round_keeps_requests_out_for_the_check_lag_before_it() -> None:
+    """A round's checks can reach the machine after the round re-put their halves (501 ms on a loaded
+    CI machine against real 4.9.8), so the round really started before the phase its arrival gives.
+    A request then must not start in [r − guard − lag, r + tolerance]: one at r − guard − lag / 2 is
+    inside, one just before the early edge is not."""
+    clock = _Manual()
+    machine = _wall_machine(ModelBroker(clock, SHORT), ModelBroker(clock, SHORT))
+    wall, lag = type(machine).wall, type(machine).check_lag[0]
+    assert lag == wall.check_lag_ms == 500
+    now = machine._sync()
+    machine.txn_settled = False
+    interval = SHORT.transaction_check_interval_ms
+    for early, inside in ((wall.guard_ms + lag // 2, True), (wall.guard_ms + lag + 20, False)):
+        machine.check_phase = now + early - interval  # the next predicted round is `early` ms away
+        deadlines = machine._quiet_deadlines(False)
+        assert any(in_window(now, d, wall.guard_ms, wall.tolerance_ms) for d in deadlines) is inside, early
+    # without the allowance the first case was outside every window (the 4.9.8 CI failure)
+    assert not in_window(now, now + wall.guard_ms + lag // 2, wall.guard_ms, wall.tolerance_ms)
+
+
+def test_a_larger_check_lag_is_learnt_from_a_re_put_copys_store_time() -> None:
+    """4.9.8 sends a checked half as read: a copy re-put by an earlier round carries that round's store
+    time. Against the round's arrival the model recorded, that is the lag; a larger one than allowed
+    widens every later window (and lags beyond half an interval belong to no recorded round)."""
+    clock = _Manual()
+    machine = _wall_machine(ModelBroker(clock, SHORT), ModelBroker(clock, SHORT))
+    cls = type(machine)
+    machine.seen_rounds = [10_000, 13_000]
+
+    def check(times: str, store_ts: int) -> tuple[int, object]:
+        m = StoredMessage(msg_id="X", uniq_key="K", topic="T", queue_id=0, queue_offset=0, commitlog_offset=0,
+                          body=b"", tags=None, keys=(), properties={"TRANSACTION_CHECK_TIMES": times},
+                          reconsume_times=0, born_ts=5, store_ts=store_ts, sys_flag=0, prepared_txn_offset=0)
+        from rmqspec.model.results import CheckRequest
+        return (16_000, CheckRequest(producer_group="PG", message=m, transaction_id="K", commitlog_offset=0,
+                                     tran_state_table_offset=0))
+
+    machine._learn_check_lag([check("1", 12_100)])  # a first check: the original half's store time
+    assert cls.check_lag[0] == 500
+    machine._learn_check_lag([check("2", 12_300)])  # re-put 700 ms before the round seen at 13,000
+    assert cls.check_lag[0] == 700
+    machine._learn_check_lag([check("3", 11_000)])  # 2 s before any round seen: not a round's lag
+    assert cls.check_lag[0] == 700
+    machine._learn_check_lag([check("2", 12_800)])  # smaller lags never shrink the allowance
+    assert cls.check_lag[0] == 700
