@@ -526,8 +526,8 @@ def _filters(e: _Entries, r: Mapping[str, Any]) -> None:
         e.ahead(ObservationCode.SUBSCRIPTION_INCONSISTENT, "group", "topic")
         e.ahead(Code.FILTER_SKIPPED, "group")
         e.ahead(Code.LOST, "group")
-    if ev == "consume" and subscribed and e.lacks("msg_key", "status"):
-        e.here(Code.FILTER_MISMATCH)
+    if ev == "consume" and subscribed and e.lacks("msg_key", "status", "topic"):
+        e.here(Code.FILTER_MISMATCH)  # without its topic the row names no one message of the key
     # a message FILTER_SKIPPED reports (placed by its store, else its send if not delayed) or of a
     # topic a group filters whose attributes no row states is not LOST
     placed = ev == "store" or (ev == "send" and not r.get("delay_level"))
