@@ -54,6 +54,7 @@ from typing import Any, Protocol
 import attrs
 
 from rmqspec.model.lifecycle import Lifecycle, Transition
+from rmqspec.model.queues import DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC
 
 __all__ = [
     "ALL_KEYED",
@@ -74,9 +75,6 @@ __all__ = [
     "unkeyed_row",
 ]
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 
 
 class Row(Protocol):
