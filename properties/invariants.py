@@ -338,6 +338,12 @@ def _send_backs(h: History) -> dict[tuple, list[TraceEvent]]:
     return by
 
 
+def _back_max(h: History, back: TraceEvent, group: str) -> int:
+    """The max a send-back was routed by: its own ``detail.max``, else the group's."""
+    limit = _detail(back, "max", None)
+    return h.params.retry_max(group) if limit is None else limit
+
+
 def _latest_before(events: list[TraceEvent], seq: int) -> TraceEvent | None:
     best = None
     for ev in events:
@@ -415,13 +421,18 @@ def check_dlq_missed(h: History) -> list[Violation]:
             continue
         if ev.topic.startswith(RETRY_PREFIX):
             group = group_of(ev.topic)
-            # the max in force when this copy was made: its maker's, the latest earlier send-back
-            # whose new copy has this reconsume_times (a later one may have dead-lettered it again)
-            makers = [b for b in backs.get((group, ev.msg_key), []) if b.reconsume_times == ev.reconsume_times]
-            prev = _latest_before(makers, ev.seq)
-            limit = _detail(prev, "max", None) if prev is not None else None
-            if limit is None:
-                limit = h.params.retry_max(group)
+            # the max in force when this copy was made: its maker's, an earlier send-back whose new
+            # copy has this reconsume_times. A DLQ send-back makes no retry copy (a duplicate of the
+            # message may have been dead-lettered with the same reconsume_times under a lower max),
+            # so the largest max of the others (the maker is one of them) is the bound; without
+            # them, the latest one's
+            makers = [b for b in backs.get((group, ev.msg_key), [])
+                      if b.reconsume_times == ev.reconsume_times and b.seq < ev.seq]
+            limits = [_back_max(h, b, group) for b in makers if b.status != "DLQ"]
+            if limits:
+                limit = max(limits)
+            else:
+                limit = _back_max(h, makers[-1], group) if makers else h.params.retry_max(group)
         elif ev.event == "deliver" and is_visible_topic(ev.topic):
             limit = h.params.retry_max(ev.group)
         else:

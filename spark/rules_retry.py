@@ -9,9 +9,11 @@ The max a row is judged against: a send_back's own ``detail.max``
 (``sb_max``) when the trace carries it, else the configured max of its
 group; a deliver's, that of the latest earlier send_back of the same
 (trace, group, msg_key) whose new copy has the deliver's reconsume_times (the
-send-back that made it) — a segmented running max over row positions, the
-segments (trace, group, msg_key, reconsume_times) — else the configured max of
-its group.
+send-back that made it: the largest max of those not routed to the DLQ when
+there are any, since a DLQ send-back makes no retry copy — a segmented running
+max of values — else the latest one's, a segmented running max over row
+positions; the segments are (trace, group, msg_key, reconsume_times)), else
+the configured max of its group.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ def retry_judged(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
     by_group = np.array([params.retry_max(g) for g in cols.names("group")] + [params.retry_max(None)], dtype=np.int64)
     configured = by_group[cols.codes("group")[at]]  # code -1 (no group) reads the last entry
     own = np.where(cols.null("sb_max")[at], configured, cols.ints("sb_max")[at])
-    latest = running(np.where(back, np.arange(n), n), new, largest=True)
-    limit = np.where(back, own, np.where(latest < n, own[np.minimum(latest, n - 1)], configured))
     retry, dlq = cols.is_("status", "RETRY")[at], cols.is_("status", "DLQ")[at]
+    latest = running(np.where(back, np.arange(n), n), new, largest=True)
+    made = _running_max(own, back & ~dlq, new)  # the makers' largest max (-1: none)
+    limit = np.where(back, own, np.where(made >= 0, made,
+                                         np.where(latest < n, own[np.minimum(latest, n - 1)], configured)))
     rt_known, rt = ~cols.null("reconsume_times")[at], cols.ints("reconsume_times")[at]
     level_known, level = ~cols.null("delay_level")[at], cols.ints("delay_level")[at]
     due_known = ~cols.null("deliver_ts")[at]
@@ -72,4 +76,21 @@ def retry_judged(cols: Columns, params: AuditParams) -> list[dict[str, Any]]:
                 else f"delivered with reconsume_times {r}, max is {cap}"
             )
             out.append(finding("violation", Code.DLQ_MISSED.value, s, trace, reason, **keys))
+    return out
+
+
+def _running_max(values: np.ndarray, eligible: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Per row, the max of ``values`` (>= 0) over the eligible rows before it in its segment, -1 for
+    none: one global ``accumulate``, each segment shifted above every earlier one."""
+    n = len(values)
+    if not n:
+        return values
+    v = np.maximum(np.where(eligible, values, -1) + 1, 0)  # 0: not eligible
+    span = int(v.max()) + 1
+    ids = np.cumsum(new) - 1
+    incl = np.maximum.accumulate(v + ids * span) - ids * span - 1
+    out = np.empty(n, dtype=np.int64)
+    out[0] = -1
+    out[1:] = incl[:-1]
+    out[new] = -1
     return out

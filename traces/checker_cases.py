@@ -627,6 +627,21 @@ CASES: tuple[Case, ...] = (
         (("DLQ_MISSED", (7,)),),
     ),
     Case(
+        "DLQ_MISSED: a duplicate dead-lettered under a lower max made no retry copy",
+        """
+        0 send t=0 topic=T q=0 key=K1 st=SEND_OK
+        1 store t=0 topic=T q=0 off=0 key=K1
+        2 store t=5 topic=T q=0 off=1 key=K1
+        3 deliver t=10 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        4 send_back t=20 g=G topic=T q=0 off=0 key=K1 rt=1 lvl=3 due=10020 st=RETRY detail={"max":1}
+        5 deliver t=30 g=G topic=T q=0 off=1 key=K1 c=C1 rt=0
+        6 send_back t=40 g=G topic=T q=0 off=1 key=K1 rt=1 lvl=0 st=DLQ detail={"max":0}
+        7 deliver t=10100 g=G topic=%RETRY%G q=0 off=0 key=K1 c=C1 rt=1
+        8 send_back t=10200 g=G topic=%RETRY%G q=0 off=0 key=K1 rt=2 lvl=4 due=40200 st=RETRY detail={"max":1}
+        """,
+        (("DLQ_MISSED", (8,)),),
+    ),
+    Case(
         "TXN_CHECK_EXCEEDED: a re-check repeating a check_times after a crash counts once",
         "0 txn_half t=0 key=X1 txn=X1\n"
         + "".join(f"{i} txn_check t={i * 60000} key=X1 txn=X1 detail={{\"check_times\":{i}}}\n" for i in range(1, 16))

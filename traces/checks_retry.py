@@ -106,17 +106,24 @@ def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
     ``deliver`` with reconsume_times > max (seqs = [deliver]) — the max of the
     latest earlier ``send_back`` of that (group, msg_key) whose new copy has
     the deliver's reconsume_times (the send-back that made it: a later one of
-    an older copy may have dead-lettered that, with another max), else the
-    group's —
+    an older copy may have dead-lettered that, with another max); when some
+    of those were not routed to the DLQ, the largest max among them (a DLQ
+    send-back makes no retry copy: a duplicate of the message may have been
+    dead-lettered with the same reconsume_times under a lower max, and one
+    of unknown routing may be the maker), else the group's —
     also of a ``%DLQ%`` copy: SPEC §4.4 says the DLQ is not consumed by the
     group's normal subscription.
     """
     in_force: dict[tuple[Any, Any], int] = {}
+    retried: dict[tuple[Any, Any], int] = {}  # the largest max of those not routed to the DLQ
     for _, row in trace.of("send_back", "deliver"):
         rt = row["reconsume_times"]
         if row["event"] == "send_back":
             limit = send_back_max(row, trace.params)
             in_force[(row["group"], row["msg_key"], rt)] = limit
+            if row["status"] != "DLQ":
+                key = (row["group"], row["msg_key"], rt)
+                retried[key] = max(retried.get(key, limit), limit)
             if rt is not None and row["status"] == "RETRY" and rt > limit:
                 yield violation(
                     Code.DLQ_MISSED,
@@ -127,7 +134,8 @@ def detect_dlq_missed(trace: Trace) -> Iterator[Finding]:
             continue
         if rt is None:
             continue
-        limit = in_force.get((row["group"], row["msg_key"], rt), trace.params.retry_max(row["group"]))
+        key = (row["group"], row["msg_key"], rt)
+        limit = retried.get(key, in_force.get(key, trace.params.retry_max(row["group"])))
         if rt > limit:
             yield violation(
                 Code.DLQ_MISSED,
