@@ -33,7 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-cmd", default=None, metavar="SHELL",
                         help="rocketmq://: a shell command that restarts it on the same store")
     parser.add_argument("--profile", default="rocketmq-4.9", choices=sorted(PROFILES),
-                        help="rocketmq-4.9 (faithful) or strict (observations are violations)")
+                        help="the RocketMQ version to hold the broker to: rocketmq-4.9 (4.9.8, default), "
+                             "rocketmq-5.0 (5.0.x), rocketmq-5.1 (5.1.1 to 5.1.4), rocketmq-5.2+ (5.2.0 to "
+                             "5.5.1); or strict (4.9, "
+                             "observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
     parser.add_argument("--steps", type=int, default=None, help="steps per example")
     parser.add_argument("--seed", type=int, default=None,
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     config = None
     if args.config is not None:
         try:
-            config = broker_config_from_file(args.config)
+            config = broker_config_from_file(args.config, PROFILES[args.profile].version)
         except ConfigError as exc:
             raise InputError(str(exc)) from None
         except OSError as exc:

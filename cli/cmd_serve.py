@@ -35,7 +35,8 @@ from pathlib import Path
 import attrs
 
 from rmqspec.cli.common import EXIT_OK, InputError, UsageError
-from rmqspec.model.config import BrokerConfig
+from rmqspec.model.config import BrokerConfig, default_config
+from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.adapters import FactoryError, load_factory
 
 NAME = "serve"
@@ -59,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tick-ms", type=int, default=100, metavar="MS",
                         help="period of the background services (default 100)")
     parser.add_argument("--verbose", action="store_true", help="log connections and dropped checks")
+    parser.add_argument("--profile", default=DEFAULT_VERSION, choices=sorted(VERSIONS),
+                        help="the RocketMQ version to behave as (default rocketmq-4.9; model/versions.py)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -75,16 +78,16 @@ class _ServeConf:
     others: tuple[tuple[str, str], ...] = ()
 
 
-def _serve_config(path: str | None) -> _ServeConf:
-    """The broker.conf as the broker reads it (``broker_config_from_file``'s rules); InputError names
-    file:line and the reason."""
+def _serve_config(path: str | None, version: str = DEFAULT_VERSION) -> _ServeConf:
+    """The broker.conf as a broker of ``version`` reads it (``broker_config_from_file``'s rules);
+    InputError names file:line and the reason."""
     if path is None:
-        return _ServeConf(BrokerConfig())
+        return _ServeConf(default_config(version))
     from rmqspec.properties.brokerconf import ConfigError, broker_config_from_conf, load_broker_conf
 
     try:
         conf = load_broker_conf(path)
-        config = broker_config_from_conf(conf)
+        config = broker_config_from_conf(conf, version)
     except ConfigError as exc:
         raise InputError(str(exc)) from None
     return _ServeConf(
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be a port number (0-65535), got {value}")
     if args.tick_ms <= 0:
         raise UsageError(f"--tick-ms must be positive, got {args.tick_ms}")
-    conf = _serve_config(args.config)
+    conf = _serve_config(args.config, args.profile)
     try:
         factory = load_factory(args.broker)
     except FactoryError as exc:

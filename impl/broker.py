@@ -158,6 +158,7 @@ def store_config(config: BrokerConfig) -> StoreConfig:
         delay_levels_ms=config.delay_levels_ms,
         store_host=config.store_host,
         store_port=config.store_port,
+        properties_trailing_separator=config.behaviour.properties_trailing_separator,
     )
 
 
@@ -322,7 +323,7 @@ class MmapBroker:
         now = self.clock.now()
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
-        props = plain_send_properties(wire, self.config.broker_cluster_name, delayed=msg.delay_level > 0)
+        props = plain_send_properties(wire, self.config, delayed=msg.delay_level > 0)
         spec = PutSpec(
             topic=msg.topic,
             queue_id=queue_id,
@@ -349,7 +350,7 @@ class MmapBroker:
         wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
         wire[PROPERTY_TRANSACTION_PREPARED] = "true"
         wire[PROPERTY_PRODUCER_GROUP] = producer_group
-        props = half_send_properties(wire, self.config.broker_cluster_name)
+        props = half_send_properties(wire, self.config)
         plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now), now)
         self.meta.ensure_topic(HALF_TOPIC, 1)
         entry = self._written(self.log.append(plan), now)
@@ -551,6 +552,10 @@ class MmapBroker:
             if ok:
                 granted.append(mq)
         return frozenset(granted)
+
+    def group_locked(self, group: str) -> bool:
+        """Whether an orderly lock of ``group`` is live (5.1.1+'s %RETRY% send rule)."""
+        return self.locks.group_locked(group, self.clock.now(), self.config.broker_lock_max_live_ms)
 
     def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
         """UNLOCK_BATCH_MQ: only the holder's entries are removed."""

@@ -282,7 +282,8 @@ class BrokerLog:
         """Route and validate ``spec`` as CommitLog would; raises ``BrokerError``."""
         props = dict(spec.properties)
         topic, queue_id = spec.topic, spec.queue_id
-        refusal = check_message(topic, encode_properties(props))
+        trailing = self.config.behaviour.properties_trailing_separator
+        refusal = check_message(topic, encode_properties(props, trailing=trailing))
         if refusal is not None:
             raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(spec.sys_flag)
@@ -295,9 +296,9 @@ class BrokerLog:
         sys_flag = spec.sys_flag & ~STOREHOST_V6_FLAG
         if self._store_v6:
             sys_flag |= STOREHOST_V6_FLAG
-        size = record_size(len(spec.body), topic, props, sys_flag)
+        size = record_size(len(spec.body), topic, props, sys_flag, trailing=trailing)
         refusal = check_encode(
-            topic, encode_properties(props), len(spec.body), size, self.config.commitlog_file_size
+            topic, encode_properties(props, trailing=trailing), len(spec.body), size, self.config.commitlog_file_size
         )
         if refusal is not None:
             raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")

@@ -367,6 +367,8 @@ def prepare(
     store_host: Host,
     delay_levels_ms: Sequence[int] = DEFAULT_DELAY_LEVELS_MS,
     file_size: int = INT32_MAX,
+    *,
+    trailing: bool = False,
 ) -> Prepared:
     """Validate ``record`` as RocketMQ's store does and encode its variable parts.
 
@@ -375,7 +377,8 @@ def prepare(
     32767 chars or a body over 4 MiB, PROPERTIES_SIZE_EXCEEDED for properties
     over 32767 UTF-8 bytes) or MESSAGE_ILLEGAL for a malformed field. The topic
     is not checked against ``[%|a-zA-Z0-9_-]``: that is the broker's send path
-    (TopicValidator), the store takes any topic.
+    (TopicValidator), the store takes any topic. ``trailing``: the properties string keeps
+    its last separator, as 5.2.0+ writes it.
     """
     if not isinstance(record.topic, str) or not record.topic:
         raise PutError(ResponseCode.MESSAGE_ILLEGAL, "topic", record.topic, "must be a non-empty string")
@@ -392,7 +395,7 @@ def prepare(
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, "property name", name, "empty or contains \\x01/\\x02")
         if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"property {name}", value, "contains \\x01/\\x02")
-    text = encode_properties(record.properties)
+    text = encode_properties(record.properties, trailing=trailing)
     refusal = check_message(record.topic, text)
     if refusal is not None:
         raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])
@@ -417,7 +420,7 @@ def prepare(
     if len(store) == 20:
         sys_flag |= STOREHOST_V6_FLAG
     topic = record.topic.encode("utf-8")
-    size = record_size(len(record.body), record.topic, record.properties, sys_flag)
+    size = record_size(len(record.body), record.topic, record.properties, sys_flag, trailing=trailing)
     refusal = check_encode(record.topic, text, len(record.body), size, file_size)
     if refusal is not None:
         raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])

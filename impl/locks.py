@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rmqspec.model.lifecycle import lock_decision
+from rmqspec.model.lifecycle import lock_decision, lock_expired
 from rmqspec.model.message import MessageQueue
 
 
@@ -46,6 +46,11 @@ class LockManager:
                 del self.entries[(group, mq)]
                 released.append(mq)
         return released
+
+    def group_locked(self, group: str, now: int, max_live_ms: int) -> bool:
+        """RebalanceLockManager.isLockAllExpired, negated: some lock of ``group`` is live."""
+        return any(g == group and not lock_expired(last, now, max_live_ms)
+                   for (g, _mq), (_client, last) in self.entries.items())
 
     def clear(self) -> None:
         self.entries.clear()

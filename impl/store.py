@@ -104,6 +104,8 @@ class StoreConfig:
     store_host: str = "127.0.0.1"
     store_port: int = 10911
     check_crc_on_recover: bool = True
+    # 5.2.0+ (model/versions.py): the stored properties string keeps its last separator
+    properties_trailing_separator: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
@@ -278,6 +280,7 @@ class MessageStore:
             (self.config.store_host, self.config.store_port),
             self.config.delay_levels_ms,
             self.config.commitlog_file_size,
+            trailing=self.config.properties_trailing_separator,
         )
         _offset, new_file = self.commitlog.next_position(prepared)
         if new_file:

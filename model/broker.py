@@ -341,7 +341,7 @@ class ModelBroker:
         now = self._now()
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
-        props = plain_send_properties(wire, self.config.broker_cluster_name, delayed=msg.delay_level > 0)
+        props = plain_send_properties(wire, self.config, delayed=msg.delay_level > 0)
         request = PutRequest(
             topic=msg.topic,
             queue_id=queue_id,
@@ -404,7 +404,7 @@ class ModelBroker:
         wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
         wire[PROPERTY_TRANSACTION_PREPARED] = "true"
         wire[PROPERTY_PRODUCER_GROUP] = producer_group
-        props = half_send_properties(wire, self.config.broker_cluster_name)
+        props = half_send_properties(wire, self.config)
         request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
         try:
             record = self.store.prepare(request, now)
@@ -787,6 +787,10 @@ class ModelBroker:
             if ok:
                 granted.append(mq)
         return frozenset(granted)
+
+    def group_locked(self, group: str) -> bool:
+        """Whether an orderly lock of ``group`` is live (5.1.1+'s %RETRY% send rule)."""
+        return self.locks.group_locked(group, self._now(), self.config.broker_lock_max_live_ms)
 
     def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
         """UNLOCK_BATCH_MQ: only the holder's entries are removed."""

@@ -11,6 +11,8 @@ import re
 
 import attrs
 
+from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS, Version
+
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -86,6 +88,17 @@ class BrokerConfig:
     commitlog_file_size: int = attrs.field(default=1 << 30, validator=_positive)
     # enablePropertyFilter (default false): SQL92 pulls are refused with SYSTEM_ERROR unless true.
     enable_property_filter: bool = False
+    # The RocketMQ release line the broker behaves as (``model/versions.py``: rocketmq-4.9,
+    # rocketmq-5.0, rocketmq-5.1, rocketmq-5.2+); not a broker.conf key: ``--profile`` chooses it.
+    version: str = attrs.field(default=DEFAULT_VERSION, validator=attrs.validators.in_(tuple(VERSIONS)))
+    # regionId / traceOn: what 5.x stores as MSG_REGION / TRACE_ON on every send.
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    @property
+    def behaviour(self) -> Version:
+        """The version profile's behaviours (``model/versions.py``)."""
+        return VERSIONS[self.version]
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:
@@ -102,3 +115,10 @@ class BrokerConfig:
         if level <= 0:
             raise ValueError(f"delay level must be ≥ 1, got {level}")
         return levels[min(level, len(levels)) - 1]
+
+
+def default_config(version: str = DEFAULT_VERSION) -> BrokerConfig:
+    """The defaults of a broker of ``version`` (``model/versions.py``): 4.9.8's, with the
+    version's own where they differ."""
+    behaviour = VERSIONS[version]
+    return BrokerConfig(version=version, transaction_check_interval_ms=behaviour.default_check_interval_ms)

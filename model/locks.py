@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from rmqspec.model.lifecycle import lock_decision
+from rmqspec.model.lifecycle import lock_decision, lock_expired
 from rmqspec.model.message import MessageQueue
 
 
@@ -63,6 +63,11 @@ class LockTable:
                 del self.entries[(group, mq)]
                 released.append(mq)
         return released
+
+    def group_locked(self, group: str, now: int, max_live_ms: int) -> bool:
+        """RebalanceLockManager.isLockAllExpired, negated: some lock of ``group`` is live."""
+        return any(g == group and not lock_expired(e.last_update, now, max_live_ms)
+                   for (g, _mq), e in self.entries.items())
 
     def holder(self, group: str, mq: MessageQueue) -> LockEntry | None:
         return self.entries.get((group, mq))

@@ -125,11 +125,13 @@ class InvalidMessage(ValueError):
         self.reason = reason
 
 
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """``name\\x01value\\x02…`` with the last separator dropped (empty map → "")."""
-    return PROPERTY_SEPARATOR.join(
+def encode_properties(properties: Mapping[str, str], *, trailing: bool = False) -> str:
+    """``name\\x01value\\x02…`` with the last separator dropped (empty map → ""); ``trailing``
+    keeps it, as 5.2.0+ stores the string (``model/versions.py``)."""
+    text = PROPERTY_SEPARATOR.join(
         f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()
     )
+    return text + PROPERTY_SEPARATOR if trailing and text else text
 
 
 def decode_properties(text: str) -> dict[str, str]:
@@ -375,12 +377,15 @@ class StoredMessage:
         return transaction_type(self.sys_flag)
 
 
-def record_size(body_len: int, topic: str, properties: Mapping[str, str], sys_flag: int) -> int:
-    """The CommitLog record length RocketMQ computes (``CommitLog.calMsgLength``)."""
+def record_size(
+    body_len: int, topic: str, properties: Mapping[str, str], sys_flag: int, *, trailing: bool = False
+) -> int:
+    """The CommitLog record length RocketMQ computes (``CommitLog.calMsgLength``); ``trailing``:
+    the properties string keeps its last separator (5.2.0+)."""
     born_host = 20 if sys_flag & BORNHOST_V6_FLAG else 8
     store_host = 20 if sys_flag & STOREHOST_V6_FLAG else 8
     topic_len = len(topic.encode("utf-8"))
-    props_len = len(encode_properties(properties).encode("utf-8"))
+    props_len = len(encode_properties(properties, trailing=trailing).encode("utf-8"))
     return (
         4  # totalSize
         + 4  # magic

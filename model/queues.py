@@ -315,7 +315,8 @@ class Store:
         """The record ``req`` would become if appended now (raises ``PutError``)."""
         props = dict(req.properties)
         topic, queue_id = req.topic, req.queue_id
-        refusal = check_message(topic, encode_properties(props))
+        trailing = self.config.behaviour.properties_trailing_separator
+        refusal = check_message(topic, encode_properties(props, trailing=trailing))
         if refusal is not None:
             raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(req.sys_flag)
@@ -328,9 +329,9 @@ class Store:
         sys_flag = req.sys_flag
         if self._store_v6:
             sys_flag |= STOREHOST_V6_FLAG
-        size = record_size(len(req.body), topic, props, sys_flag)
+        size = record_size(len(req.body), topic, props, sys_flag, trailing=trailing)
         file_size = self.config.commitlog_file_size
-        refusal = check_encode(topic, encode_properties(props), len(req.body), size, file_size)
+        refusal = check_encode(topic, encode_properties(props, trailing=trailing), len(req.body), size, file_size)
         if refusal is not None:
             raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
         pos = self.write_pos

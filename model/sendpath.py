@@ -21,18 +21,32 @@ message it read back from the store, so it inherits CLUSTER and never sees an
 empty value. Verified against the running 4.9.8 broker
 (``../shared/rocketmq-notes/results/scenarios.jsonl``: plain copies carry CLUSTER and no
 WAIT, delayed copies and halves carry WAIT=true).
+
+The 5.x profiles (``model/versions.py``) differ in three ways, verified against the
+5.3.3 source and broker (docs/fidelity.md V1, V4, R5-1): SendMessageProcessor calls
+``buildMsgContext`` on every send, which puts ``MSG_REGION=<regionId>`` and
+``TRACE_ON=<traceOn>`` into the client's string before it is decoded; the map is
+stored with ``WAIT`` (the block that removed it is gone); and a half with a
+``UNIQ_KEY`` also gets ``__transactionId__`` (parseHalfMessageInner).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import (
     PROPERTY_CLUSTER,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     decode_properties,
     encode_properties,
 )
+
+# 5.x (model/versions.py): SendMessageProcessor's buildMsgContext, parseHalfMessageInner
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_TRANSACTION_ID = "__transactionId__"
 
 
 def received_properties(wire: Mapping[str, str]) -> dict[str, str]:
@@ -40,21 +54,33 @@ def received_properties(wire: Mapping[str, str]) -> dict[str, str]:
     return decode_properties(encode_properties(wire))
 
 
-def send_properties(wire: Mapping[str, str], cluster: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(map, string) of SendMessageProcessor: CLUSTER added to both, WAIT kept out of the string."""
+def send_properties(wire: Mapping[str, str], config: BrokerConfig) -> tuple[dict[str, str], dict[str, str]]:
+    """(map, string) of SendMessageProcessor: CLUSTER added to both, WAIT kept out of the string
+    (4.9); 5.x first adds MSG_REGION and TRACE_ON to the client's string and keeps WAIT."""
+    behaviour = config.behaviour
+    wire = dict(wire)
+    if behaviour.region_properties:
+        wire[PROPERTY_MSG_REGION] = config.region_id
+        wire[PROPERTY_TRACE_SWITCH] = "true" if config.trace_on else "false"
     props = received_properties(wire)
-    props[PROPERTY_CLUSTER] = cluster
+    props[PROPERTY_CLUSTER] = config.broker_cluster_name
+    if behaviour.store_wait:
+        return props, dict(props)
     string = {k: v for k, v in props.items() if k != PROPERTY_WAIT_STORE_MSG_OK}
     return props, string
 
 
-def plain_send_properties(wire: Mapping[str, str], cluster: str, *, delayed: bool) -> dict[str, str]:
+def plain_send_properties(wire: Mapping[str, str], config: BrokerConfig, *, delayed: bool) -> dict[str, str]:
     """What a plain send stores: the string, or the map (WAIT back) when CommitLog re-serializes it."""
-    props, string = send_properties(wire, cluster)
+    props, string = send_properties(wire, config)
     return props if delayed else string
 
 
-def half_send_properties(wire: Mapping[str, str], cluster: str) -> dict[str, str]:
-    """What a half stores before REAL_TOPIC/REAL_QID: parseHalfMessageInner re-serializes the map."""
-    props, _string = send_properties(wire, cluster)
+def half_send_properties(wire: Mapping[str, str], config: BrokerConfig) -> dict[str, str]:
+    """What a half stores before REAL_TOPIC/REAL_QID: parseHalfMessageInner re-serializes the map
+    (5.x first puts ``__transactionId__`` = the UNIQ_KEY, when there is one)."""
+    props, _string = send_properties(wire, config)
+    uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if config.behaviour.half_transaction_id and uniq:
+        props[PROPERTY_TRANSACTION_ID] = uniq
     return props

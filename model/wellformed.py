@@ -43,6 +43,7 @@ def commitlog_layout(broker: Any) -> list[str]:
     problems = []
     store = broker.store
     fs = broker.config.commitlog_file_size
+    trailing = broker.config.behaviour.properties_trailing_separator
     end = 0
     # records are immutable: a size already checked for this very record object is not recomputed
     # (``record_size`` encodes the properties; re-checking every record after every operation was
@@ -59,7 +60,7 @@ def commitlog_layout(broker: Any) -> list[str]:
                 f"record {i} at commitlog offset {r.commitlog_offset}, expected {expected}"
             )
         if sized.get(id(r)) is not r:
-            size = record_size(len(r.body), r.topic, r.properties, r.sys_flag)
+            size = record_size(len(r.body), r.topic, r.properties, r.sys_flag, trailing=trailing)
             if r.size != size:
                 problems.append(f"record {i} size {r.size} != record_size {size}")
             else:

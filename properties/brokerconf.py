@@ -43,6 +43,7 @@ import javaproperties
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, BrokerConfig, parse_delay_levels
 from rmqspec.model.process_queue import LOCK_INTERVAL_MS, LOCK_MAX_LIVE_MS
+from rmqspec.model.versions import DEFAULT_VERSION, version_named
 
 
 class ConfigError(Exception):
@@ -271,6 +272,8 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "flushDiskType": ("flush", _flush),
     "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
     "enablePropertyFilter": ("enable_property_filter", _boolean),
+    "regionId": ("region_id", _name),
+    "traceOn": ("trace_on", _boolean),
 }
 
 # BrokerConf field -> (key, BrokerConfig field)
@@ -292,7 +295,7 @@ def delay_levels_text(delays_ms: tuple[int, ...]) -> str:
     return " ".join(tokens)
 
 
-def broker_config_from_conf(conf: BrokerConf) -> BrokerConfig:
+def broker_config_from_conf(conf: BrokerConf, version: str = DEFAULT_VERSION) -> BrokerConfig:
     """The ``BrokerConfig`` of a parsed file (``ConfigError`` for a value the broker cannot run with).
 
     Keys absent from the file take RocketMQ 4.9.8's defaults (``flushDiskType``
@@ -301,9 +304,14 @@ def broker_config_from_conf(conf: BrokerConf) -> BrokerConfig:
     ``brokerName`` and ``brokerIP1``, whose RocketMQ defaults are the machine's host
     name and address: rmqspec's ``broker-a`` and ``127.0.0.1``.
     ``rocketmq.broker.rebalance.lockMaxLiveTime`` is a JVM system property for
-    RocketMQ (``-D``); rmqspec reads it as a key of the file.
+    RocketMQ (``-D``); rmqspec reads it as a key of the file. ``version`` is the
+    RocketMQ version profile (``model/versions.py``): its defaults replace 4.9.8's
+    where they differ (``transactionCheckInterval`` 30 s from 5.1.1).
     """
-    values: dict[str, object] = {"flush": "ASYNC"}
+    behaviour = version_named(version)
+    if "transactionCheckInterval" not in conf.sources:
+        conf = attrs.evolve(conf, transaction_check_interval_ms=behaviour.default_check_interval_ms)
+    values: dict[str, object] = {"flush": "ASYNC", "version": version}
     if "messageDelayLevel" in conf.sources:
         values["message_delay_level"] = delay_levels_text(conf.delay_levels_ms)
     for conf_field, (key, field) in _FROM_CONF.items():
@@ -328,6 +336,6 @@ def broker_config_from_conf(conf: BrokerConf) -> BrokerConfig:
     return BrokerConfig(**values)  # type: ignore[arg-type]
 
 
-def broker_config_from_file(path: str | Path) -> BrokerConfig:
-    """Read ``path`` (a ``broker.conf``) into the ``BrokerConfig`` a broker runs with."""
-    return broker_config_from_conf(load_broker_conf(path))
+def broker_config_from_file(path: str | Path, version: str = DEFAULT_VERSION) -> BrokerConfig:
+    """Read ``path`` (a ``broker.conf``) into the ``BrokerConfig`` a broker of ``version`` runs with."""
+    return broker_config_from_conf(load_broker_conf(path), version)

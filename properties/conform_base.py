@@ -39,12 +39,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from rmqspec.model.clock import ManualClock
-from rmqspec.model.config import BrokerConfig
+from rmqspec.model.config import BrokerConfig, default_config
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest
+from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.composite import PRELUDE, SWARM
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
 from rmqspec.properties.history import (
@@ -82,13 +83,18 @@ LARGE_MS = st.integers(60_000, 6 * 3_600_000)
 
 @attrs.frozen
 class Profile:
-    """``rocketmq-4.9``: faithful; ``strict``: observations are violations (no crash, no re-commit)."""
+    """A RocketMQ version to hold the broker to (``model/versions.py``), faithfully; ``strict``:
+    4.9's, with observations as violations (no crash, no re-commit)."""
 
     name: str
     strict: bool
+    version: str = DEFAULT_VERSION
 
 
-PROFILES = {"rocketmq-4.9": Profile("rocketmq-4.9", False), "strict": Profile("strict", True)}
+PROFILES = {
+    **{name: Profile(name, False, name) for name in VERSIONS},
+    "strict": Profile("strict", True),
+}
 
 
 @attrs.define
@@ -184,7 +190,7 @@ class MachineCore(RuleBasedStateMachine):
         super().__init__()
         wall = type(self).wall
         self.clock = ManualClock(wall_ms() if wall else START_MS)
-        self.config = type(self).base_config or BrokerConfig()
+        self.config = type(self).base_config or default_config(type(self).profile.version)
         # names: fresh per example on a broker that outlives the example (wall-clock mode)
         self.ns = f"_{wall.run_tag}{len(type(self).examples):03d}" if wall else ""
         self.og, self.pg, self.obs, self.t0 = ORDERLY_GROUP + self.ns, TXN_GROUP + self.ns, OBSERVER + self.ns, \

@@ -67,6 +67,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from rmqspec.model.config import BrokerConfig
 from rmqspec.properties.composite import DeepRules
 from rmqspec.properties.conform_base import PROFILES as PROFILES
@@ -105,7 +107,9 @@ def conformance_machine(
     """A ``RuleBasedStateMachine`` class driving ``broker_factory(clock, config, workdir)``.
 
     ``lockstep``: compare every result with a ``ModelBroker`` on the same clock.
-    ``profile``: ``rocketmq-4.9`` (faithful) or ``strict`` (observations fail).
+    ``profile``: a RocketMQ version profile (``rocketmq-4.9``, ``rocketmq-5.0``,
+    ``rocketmq-5.1``, ``rocketmq-5.2+``: the broker and the model behave as that version) or ``strict``
+    (4.9, observations fail).
     ``recorder_factory``: called once per example; receives the SPEC §8 trace.
     ``config``: the broker configuration the model follows (default RocketMQ 4.9's).
     ``wall``: run on the wall clock against a broker with its own clock (``wallclock.py``).
@@ -114,6 +118,9 @@ def conformance_machine(
     """
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {sorted(PROFILES)}")
+    version = PROFILES[profile].version
+    if config is not None and config.version != version:
+        config = attrs.evolve(config, version=version)
     attrs_: dict[str, Any] = {
         "broker_factory": staticmethod(broker_factory),
         "model_factory": staticmethod(model_factory) if model_factory else None,

@@ -17,7 +17,9 @@ Follows RocketMQ 4.9.8's ``SendMessageProcessor`` / ``AbstractSendMessageProcess
 2. ``handleRetryAndDLQ``: a send to ``%RETRY%G`` (the Java consumer's own
    retry after a failed send-back) whose ``reconsumeTimes`` reached the max
    (the request's ``maxReconsumeTimes`` from version V3_4_9, else the group's)
-   goes to ``%DLQ%G`` queue 0 without delay.
+   goes to ``%DLQ%G`` queue 0 without delay. The 5.x profiles (``model/versions.py``)
+   dead-letter only past the max (``>``), and 5.1.1+ also while an orderly lock of
+   the group is live.
 3. The wire properties become a ``Message``: TAGS, KEYS, DELAY, UNIQ_KEY map
    to its fields (UNIQ_KEY as sent, in whatever format the client writes —
    56 chars from a Java client on an IPv6 host, mixed case from the Go
@@ -178,7 +180,14 @@ def _retry_or_dlq(ctx: Ctx, h: RemotingCommand, topic: str, queue_id: int) -> tu
     request_max = opt_int(h, "maxReconsumeTimes")
     if h.version >= V3_4_9 and request_max is not None:
         max_times = request_max
-    if get_int(h, "reconsumeTimes", 0) >= max_times:
+    behaviour = ctx.config.behaviour
+    times = get_int(h, "reconsumeTimes", 0)
+    # 5.0+ compares with > ("the client may have increased reconsumeTimes"); 5.1.1+ also
+    # dead-letters while an orderly lock of the group is live
+    dead = times > max_times if behaviour.retry_send_dlq_above_max else times >= max_times
+    if behaviour.retry_send_dlq_when_locked and ctx.broker.group_locked(group):
+        dead = True
+    if dead:
         dlq = DLQ_PREFIX + group
         ctx.served.ensure_topic(dlq, 1)
         return dlq, 0, True
@@ -195,7 +204,7 @@ def send_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
         topic, queue_id, _nums = _target_queue(ctx, conn, h)
         props = _properties(h)
         stored_topic, stored_queue, to_dlq = _retry_or_dlq(ctx, h, topic, queue_id)
-        if to_dlq:
+        if to_dlq:  # 5.x stores DELAY=-1 here instead: docs/fidelity.md V10
             props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
         msg = _message(ctx, stored_topic, req.body, props, get_int(h, "flag"))
         group = get_str(h, "producerGroup")

@@ -13,6 +13,7 @@ import pytest
 
 from rmqspec.impl import factory as mmap_factory
 from rmqspec.model.config import BrokerConfig
+from rmqspec.remoting import bodies
 from rmqspec.remoting.context import ServeSettings
 from rmqspec.remoting.server import RmqServer, ServerThread
 from tests.remoting.wire_client import WireClient
@@ -74,6 +75,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 
 # ---------------------------------------------------------------------------------------------
 # request builders the Java 4.9.8 client's way
+
+
+def lock_body(client: str, group: str = "GL", queue: int = 0, topic: str = "TL") -> bytes:
+    """A LOCK_BATCH_MQ / UNLOCK_BATCH_MQ body for one queue of broker-a."""
+    return bodies.dumps({"clientId": client, "consumerGroup": group,
+                         "mqSet": [{"brokerName": "broker-a", "queueId": queue, "topic": topic}]})
 
 
 def heartbeat(client_id: str, consumers: dict[str, list[str]] | None = None, producers: tuple[str, ...] = (),

@@ -10,7 +10,7 @@ import pytest
 
 from rmqspec.remoting import bodies
 from rmqspec.remoting.bodies import decode_messages
-from tests.remoting.conftest import create_topic_ext, heartbeat, props, pull_ext, send_ext, uniq_key
+from tests.remoting.conftest import create_topic_ext, heartbeat, lock_body, props, pull_ext, send_ext, uniq_key
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 SUSPEND, SUBSCRIPTION, COMMIT = 2, 4, 1
@@ -182,24 +182,19 @@ def test_heartbeat_body_errors_name_the_field(serve) -> None:
     assert r.code == 1 and r.remark.startswith("request body: body byte")
 
 
-def _lock_body(client: str, group: str = "GL", queue: int = 0) -> bytes:
-    return bodies.dumps({"clientId": client, "consumerGroup": group,
-                         "mqSet": [{"brokerName": "broker-a", "queueId": queue, "topic": "TL"}]})
-
-
 def test_locks_are_exclusive_and_only_the_holder_unlocks(serve) -> None:
     s = serve()
     b = s.client()
     mq = {"brokerName": "broker-a", "queueId": 0, "topic": "TL"}
-    r = b.call(41, body=_lock_body("127.0.0.1@A"))
+    r = b.call(41, body=lock_body("127.0.0.1@A"))
     assert (r.code, r.remark) == (0, None) and bodies.loads_object(r.body, "r") == {"lockOKMQSet": [mq]}
-    assert bodies.loads_object(b.call(41, body=_lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": []}
-    assert b.call(42, body=_lock_body("127.0.0.1@B")).code == 0
-    assert bodies.loads_object(b.call(41, body=_lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": []}
-    assert bodies.loads_object(b.call(41, body=_lock_body("127.0.0.1@B", "GL2")).body, "r")["lockOKMQSet"] == [mq]
-    r = b.call(42, body=_lock_body("127.0.0.1@A"))
+    assert bodies.loads_object(b.call(41, body=lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": []}
+    assert b.call(42, body=lock_body("127.0.0.1@B")).code == 0
+    assert bodies.loads_object(b.call(41, body=lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": []}
+    assert bodies.loads_object(b.call(41, body=lock_body("127.0.0.1@B", "GL2")).body, "r")["lockOKMQSet"] == [mq]
+    r = b.call(42, body=lock_body("127.0.0.1@A"))
     assert (r.code, r.remark, r.body) == (0, None, b"")
-    assert bodies.loads_object(b.call(41, body=_lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": [mq]}
+    assert bodies.loads_object(b.call(41, body=lock_body("127.0.0.1@B")).body, "r") == {"lockOKMQSet": [mq]}
     assert b.call(41, body=b'{"clientId":"x","consumerGroup":"g","mqSet":[{"topic":"T"}]}').code == 1
 
 

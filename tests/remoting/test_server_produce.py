@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from rmqspec.impl.codec import decode_record
@@ -11,7 +12,16 @@ from rmqspec.remoting.codes import SEND_V2_NAMES
 from rmqspec.remoting.records import BatchItem, encode_batch
 from rmqspec.traces.checker import check
 from rmqspec.traces.io import read_table
-from tests.remoting.conftest import create_topic_ext, heartbeat, props, pull_ext, send_ext, uniq_key
+from tests.remoting.conftest import (
+    TEST_CONFIG,
+    create_topic_ext,
+    heartbeat,
+    lock_body,
+    props,
+    pull_ext,
+    send_ext,
+    uniq_key,
+)
 from tests.uniq_keys import KEYS
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -212,3 +222,23 @@ def test_send_back_at_the_request_max_goes_to_the_dlq_only_from_v3_4_9(serve) ->
     assert b.call(30, {"topic": "%DLQ%G0", "queueId": "0"}).ext_fields["offset"] == "1"
     r = b.call(36, {**ext, "offset": "999999"})
     assert (r.code, r.remark) == (1, "look message by offset failed, 999999")
+
+
+@pytest.mark.parametrize("version", ["rocketmq-4.9", "rocketmq-5.0", "rocketmq-5.2+"])
+def test_a_retry_send_is_dead_lettered_by_the_version_s_rule(serve, version) -> None:
+    """handleRetryAndDLQ: 4.9.8 dead-letters at reconsumeTimes >= max, 5.0+ only past it (>), and 5.1.1+
+    also while an orderly lock of the group is live (model/versions.py)."""
+    s = serve(config=attrs.evolve(TEST_CONFIG, version=version))
+    b = s.client()
+    b.call(34, body=heartbeat("c@1", {"GR": ["T"]}))
+
+    def topic_of(times: str) -> str:
+        r = b.call(310, send_ext("%RETRY%GR", 0, j=times, l="3", properties=props(UNIQ_KEY=uniq_key(), DELAY="5")),
+                   b"poison")
+        assert r.code == 0, r.remark
+        return decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0].topic
+
+    at_max = "SCHEDULE_TOPIC_XXXX" if version != "rocketmq-4.9" else "%DLQ%GR"
+    assert (topic_of("2"), topic_of("3"), topic_of("4")) == ("SCHEDULE_TOPIC_XXXX", at_max, "%DLQ%GR")
+    assert b.call(41, body=lock_body("127.0.0.1@A", group="GR", topic="T")).code == 0
+    assert topic_of("0") == ("%DLQ%GR" if version == "rocketmq-5.2+" else "SCHEDULE_TOPIC_XXXX")

@@ -1,0 +1,88 @@
+"""The RocketMQ versions the model follows: what differs between releases, as data.
+
+Theory of operation
+-------------------
+A *version profile* names a line of RocketMQ releases whose message semantics agree,
+and lists, as plain fields, every behaviour in which it differs from 4.9.8. The model,
+the mmap broker, ``rmqspec serve`` and the checkers read these fields (never the
+profile's name), so a difference is one field here and one branch where the rule is
+applied; ``BrokerConfig.version`` carries the profile's name.
+
+- ``rocketmq-4.9``: 4.9.8, the release rmqspec was modelled on (the default).
+- ``rocketmq-5.0``: 5.0.x (5.1.0 is 5.0 with batched op messages). ``%RETRY%`` sends (SendMessageProcessor
+  .handleRetryAndDLQ) dead-letter when ``reconsumeTimes > maxReconsumeTimes`` instead
+  of ``>=``; every send is stored with the broker's region and trace switch
+  (AbstractSendMessageProcessor.buildMsgContext, called on every send) and keeps the
+  client's ``WAIT`` (the 4.9.8 block that removed it before serializing is gone); a
+  half with a ``UNIQ_KEY`` gets ``__transactionId__`` (TransactionalMessageBridge
+  .parseHalfMessageInner).
+- ``rocketmq-5.1``: 5.1.1 – 5.1.4. Besides 5.0's: a ``%RETRY%`` send also goes to the DLQ while an orderly lock of the
+  group is live (RebalanceLockManager.isLockAllExpired), with ``DELAY=-1``;
+  ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
+  messages are written in batches (TransactionalOpBatchService, since 5.1.0), so a check
+  round may check a half that was already ended (docs/fidelity.md V7).
+- ``rocketmq-5.2+``: 5.2.0 – 5.5.1, the releases the interop tier runs (5.3.3, 5.5.1).
+  Besides 5.1's: a stored properties string keeps its trailing separator
+  (MessageDecoder.messageProperties2String no longer drops it; docs/fidelity.md V3), so a
+  record with properties is one byte longer and every later CommitLog offset moves.
+
+What each field means and where RocketMQ does it is on the field. Differences with no
+field, because no client rmqspec drives can reach them, are in ``docs/fidelity.md``
+(section "RocketMQ 5.x profiles"): 5.1.1's refusal of an END_TRANSACTION that is not from
+a check once the half's ``CHECK_IMMUNITY_TIME_IN_SECONDS`` has passed
+(EndTransactionProcessor.rejectCommitOrRollback) needs that system property, which the
+Java client refuses to set and ``rmqspec serve`` drops, like 4.9.8's immunity branch of
+the check (``model/transactions.py``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["DEFAULT_VERSION", "VERSIONS", "Version", "version_named"]
+
+
+@attrs.frozen
+class Version:
+    """One profile's behaviours (see the module docstring for the sources)."""
+
+    name: str
+    releases: str  # the releases it stands for, for help texts and reports
+    # SendMessageProcessor: MSG_REGION=<regionId> and TRACE_ON=<traceOn> stored with every send
+    region_properties: bool = False
+    # SendMessageProcessor.sendMessage: the client's WAIT is stored with a plain send
+    store_wait: bool = False
+    # TransactionalMessageBridge.parseHalfMessageInner: __transactionId__=<UNIQ_KEY> on a half
+    half_transaction_id: bool = False
+    # handleRetryAndDLQ: a %RETRY% send dead-letters when reconsumeTimes > max (4.9: >=)
+    retry_send_dlq_above_max: bool = False
+    # handleRetryAndDLQ (5.1.1+): ... or when any orderly lock of the group is live (DELAY=-1)
+    retry_send_dlq_when_locked: bool = False
+    # BrokerConfig.transactionCheckInterval's default
+    default_check_interval_ms: int = 60_000
+    # TransactionalOpBatchService (5.1.0+): an ended half's op message is written later
+    op_batch: bool = False
+    # MessageDecoder.messageProperties2String (5.2.0+): the stored string ends in \x02
+    properties_trailing_separator: bool = False
+
+    @property
+    def is_5x(self) -> bool:
+        return self.region_properties
+
+
+_V49 = Version("rocketmq-4.9", "4.9.8")
+_V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
+                    half_transaction_id=True, retry_send_dlq_above_max=True)
+_V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
+                    default_check_interval_ms=30_000, op_batch=True)
+_V52 = attrs.evolve(_V51, name="rocketmq-5.2+", releases="5.2.0 – 5.5.1", properties_trailing_separator=True)
+VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52)}
+DEFAULT_VERSION = "rocketmq-4.9"
+
+
+def version_named(name: str) -> Version:
+    """The profile called ``name``; ``ValueError`` naming the choices for any other."""
+    try:
+        return VERSIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown RocketMQ version profile {name!r}; choose one of {sorted(VERSIONS)}") from None
