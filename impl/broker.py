@@ -78,6 +78,7 @@ from rmqspec.impl.txn_service import (
     HALF_TOPIC,
     OP_TOPIC,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    OpBatcher,
     TxnChecker,
     TxnHooks,
     check_prepare,
@@ -245,6 +246,7 @@ class MmapBroker:
         self.locks.clear()
         self.consumers.clear()
         self.txn = TxnChecker(now)
+        self.ops = OpBatcher(now, self.config.transaction_op_batch_interval_ms)  # in memory: lost in a crash
         self._crash_kind = None
         self.state = RUNNING
 
@@ -389,8 +391,10 @@ class MmapBroker:
             topic = half.prop(PROPERTY_REAL_TOPIC) or ""
             queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")
             self.events.send(real, now, topic, queue_id, txn_id, group=producer_group, txn_id=txn_id)
-        self.meta.ensure_topic(OP_TOPIC, 1)
-        self._append(op_spec(half, now, self._store_v6), now)
+        if self.config.behaviour.op_batch:
+            self.ops.offer(half.queue_id, half.queue_offset, now)
+        else:
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
         self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
         return ResponseCode.SUCCESS
 
@@ -528,11 +532,13 @@ class MmapBroker:
         """QUERY_CONSUMER_OFFSET (ConsumerManageProcessor.queryConsumerOffset): the committed
         offset; never committed: 0 while the queue's min offset is ≤ 0 (its first message is
         not swapped out: ``checkInDiskByConsumeOffset`` is false on stores this size), else −1
-        (QUERY_NOT_FOUND)."""
+        (QUERY_NOT_FOUND); 5.1.0+ also needs a message at offset 0 (``checkInMemByConsumeOffset``)."""
         self._require_running()
         offset = self.offsets.query(group, mq)
         if offset >= 0:
             return offset
+        if self.config.behaviour.offset_zero_needs_message and self.store.max_offset(mq.topic, mq.queue_id) <= 0:
+            return -1
         return 0 if self.store.min_offset(mq.topic, mq.queue_id) <= 0 else -1
 
     # ------------------------------------------------------------------
@@ -572,6 +578,8 @@ class MmapBroker:
         self._require_running()
         now = self.clock.now()
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
+        if self.config.behaviour.op_batch and self.ops.wake(now):
+            self._write_ops(self.ops.drain(now), now)
         requests: list[CheckRequest] = []
         if self.txn.due(now, self.config.transaction_check_interval_ms):
             requests = self.txn.check(self.log, self.offsets, self.config, now, self._hooks(now))
@@ -582,6 +590,17 @@ class MmapBroker:
             self.offsets_last_persist = now
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
+
+    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
+        for queue_id, body in ops:
+            self.meta.ensure_topic(OP_TOPIC, 1)
+            self._append(op_spec(queue_id, body, now, self._store_v6), now)
+
+    def flush_ops(self) -> None:
+        """5.1.0+: write every pending op message now."""
+        self._require_running()
+        now = self.clock.now()
+        self._write_ops(self.ops.drain(now, every=True), now)
 
     def _fired(self, now: int, entry: Entry, new: Entry | None, level: int, deliver_ts: int) -> None:
         if new is None:
@@ -616,6 +635,8 @@ class MmapBroker:
         self._require_running()
         assert self.store is not None
         now = self.clock.now()
+        if self.config.behaviour.op_batch:  # the op batch service's last pass
+            self._write_ops(self.ops.drain(now), now)
         self.offsets.persist()
         self.schedule.persist(now)
         self.store.close()

@@ -136,12 +136,13 @@ def commit_spec(half: Entry, commitlog_offset: int) -> PutSpec:
     )
 
 
-def op_spec(half: Entry, now: int, born_v6: bool) -> PutSpec:
-    """addRemoveTagInTransactionOp: the op resolving ``half``."""
+def op_spec(queue_id: int, body: str, now: int, born_v6: bool) -> PutSpec:
+    """An op message of half queue ``queue_id``: addRemoveTagInTransactionOp's (4.9: the half's
+    queue offset) or getOpMessage's (5.1.0+: ``offset,`` per half the batch resolves)."""
     return PutSpec(
         topic=OP_TOPIC,
-        queue_id=half.queue_id,
-        body=str(half.queue_offset).encode("utf-8"),
+        queue_id=queue_id,
+        body=body.encode("utf-8"),
         properties=((PROPERTY_TAGS, REMOVE_TAG), (PROPERTY_WAIT_STORE_MSG_OK, "true")),
         sys_flag=BORNHOST_V6_FLAG if born_v6 else 0,
         born_ts=now,
@@ -187,6 +188,39 @@ class _OpPull:
     found: bool
     next_offset: int
     last_born: int = 0
+
+
+class OpBatcher:
+    """5.1.0+'s TransactionalOpBatchService: per half queue a context of ``offset,`` strings (in
+    memory only) with the time it was created or last written; a thread that wakes every
+    ``interval`` ms from its start and writes the contexts last written at least that long ago."""
+
+    def __init__(self, now: int, interval_ms: int) -> None:
+        self.interval = interval_ms
+        self.wake_at = now + interval_ms
+        self.contexts: dict[int, tuple[int, list[str]]] = {}  # queue -> (last write, data)
+
+    def offer(self, queue_id: int, half_offset: int, now: int) -> None:
+        """deletePrepareMessage: the context is created on a queue's first END."""
+        last, data = self.contexts.get(queue_id, (now, []))
+        self.contexts[queue_id] = (last, [*data, f"{half_offset},"])
+
+    def wake(self, now: int) -> bool:
+        if self.wake_at - self.interval > now:
+            self.wake_at = now + self.interval  # the clock went backwards
+        if now < self.wake_at:
+            return False
+        self.wake_at = now + self.interval
+        return True
+
+    def drain(self, now: int, every: bool = False) -> list[tuple[int, str]]:
+        """batchSendOpMessage (``every``: regardless of the interval), queues in id order."""
+        out = []
+        for queue_id, (last, data) in sorted(self.contexts.items()):
+            if data and (every or now - last >= self.interval):
+                out.append((queue_id, "".join(data)))
+                self.contexts[queue_id] = (now, [])
+        return out
 
 
 class TxnChecker:
@@ -239,6 +273,7 @@ class _QueueCheck:
         self.op_mq = MessageQueue(OP_TOPIC, queue_id, config.broker_name)
         self.remove_map: dict[int, int] = {}
         self.done_ops: list[int] = []
+        self.op_halves: dict[int, set[int]] = {}  # op queue offset -> the halves it still names
 
     def _progress(self, mq: MessageQueue) -> int:
         offset = self.offsets.query(CID_RMQ_SYS_TRANS, mq)
@@ -256,13 +291,19 @@ class _QueueCheck:
             return _OpPull(False, res.next_begin_offset)
         if status is PullStatus.NO_NEW_MSG:
             return _OpPull(False, res.next_begin_offset)
+        batched = self.config.behaviour.op_batch
         for op in res.entries:
-            half_offset = java_int(op.body.decode("utf-8", errors="replace"), -1)
-            if op.prop(PROPERTY_TAGS) == REMOVE_TAG:
-                if half_offset < mini_offset:
-                    self.done_ops.append(op.queue_offset)
-                else:
-                    self.remove_map[half_offset] = op.queue_offset
+            text = op.body.decode("utf-8", errors="replace")
+            removing = op.prop(PROPERTY_TAGS) == REMOVE_TAG
+            # 4.9: the body is one offset; 5.1.0+: offsets each followed by a comma (String.split)
+            pieces = (text.split(",") if batched else [text]) if removing else []
+            named = {n for n in (java_int(p, -1) for p in pieces if p) if n >= mini_offset}
+            for n in named:
+                self.remove_map[n] = op.queue_offset
+            if named:
+                self.op_halves[op.queue_offset] = named
+            elif batched or (removing and pieces):
+                self.done_ops.append(op.queue_offset)  # 4.9 leaves an op of another tag pending
         return _OpPull(True, res.next_begin_offset, res.entries[-1].born_ts)
 
     def run(self) -> list[CheckRequest]:
@@ -279,7 +320,11 @@ class _QueueCheck:
         i = half_offset
         while True:
             if i in self.remove_map:
-                self.done_ops.append(self.remove_map.pop(i))
+                op = self.remove_map.pop(i)
+                self.op_halves[op].discard(i)
+                if not self.op_halves[op]:
+                    del self.op_halves[op]
+                    self.done_ops.append(op)
                 new_offset = i = i + 1
                 continue
             res = self.log.get_message(HALF_TOPIC, self.half_mq.queue_id, i, 1)

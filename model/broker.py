@@ -193,10 +193,12 @@ class ModelBroker:
         self.schedule = ScheduleService(self.config.delay_levels_ms, now)
         self.locks = LockTable()
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
-        self.txn = TransactionService(now)
+        self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         # Wall-clock conformance runs check rounds when the remote broker is seen to run them
-        # (its round phase is unknown): ``tick`` then leaves them to ``check_round``.
+        # (its round phase is unknown): ``tick`` then leaves them to ``check_round``; likewise the
+        # op batches of 5.1.0+ (``flush_ops``, when the remote broker is seen to write them).
         self.external_check_rounds = False
+        self.external_op_batches = False
         self.durability = Durability(sync=self.config.flush == "SYNC")
         self.state = BrokerState.RUNNING
         self.retry_seq = 0
@@ -510,10 +512,24 @@ class ModelBroker:
                 status="SEND_OK",
                 txn_id=txn_id,
             )
-        self.store.ensure_topic(OP_TOPIC, 1)
-        self._put(op_request(half, now, self._store_v6), now)
+        if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
+            self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
+        else:
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
         self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
         return ResponseCode.SUCCESS
+
+    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
+        for queue_id, body in ops:
+            self.store.ensure_topic(OP_TOPIC, 1)
+            self._put(op_request(queue_id, body, now, self._store_v6), now)
+
+    def flush_ops(self) -> None:
+        """5.1.0+: write every pending op message now (wall-clock mode: the remote broker was seen
+        to write its batch)."""
+        self._require_running()
+        now = self._now()
+        self._write_ops(self.txn.take_ops(now, 0, force=True), now)
 
     def _note_txn_end(
         self,
@@ -752,11 +768,13 @@ class ModelBroker:
         """QUERY_CONSUMER_OFFSET (ConsumerManageProcessor.queryConsumerOffset): the committed
         offset; never committed: 0 while the queue's min offset is ≤ 0 (its first message is
         not swapped out: ``checkInDiskByConsumeOffset`` is false on stores this size), else −1
-        (QUERY_NOT_FOUND)."""
+        (QUERY_NOT_FOUND); 5.1.0+ also needs a message at offset 0 (``checkInMemByConsumeOffset``)."""
         self._require_running()
         offset = self.offsets.query(group, mq)
         if offset >= 0:
             return offset
+        if self.config.behaviour.offset_zero_needs_message and self.store.max_offset(mq.topic, mq.queue_id) <= 0:
+            return -1
         return 0 if self.store.min_offset(mq.topic, mq.queue_id) <= 0 else -1
 
     # ------------------------------------------------------------------
@@ -820,6 +838,9 @@ class ModelBroker:
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
         )
+        interval = self.config.transaction_op_batch_interval_ms
+        if self.config.behaviour.op_batch and not self.external_op_batches and self.txn.op_batch_due(now, interval):
+            self._write_ops(self.txn.take_ops(now, interval), now)
         requests: list[CheckRequest] = []
         if not self.external_check_rounds and self.txn.check_due(now, self.config.transaction_check_interval_ms):
             requests = self.check_round()
@@ -927,9 +948,12 @@ class ModelBroker:
         self.durability.flush(len(self.store.records))
 
     def close(self) -> None:
-        """Clean shutdown: records flushed, consumer offsets and delay progress persisted."""
+        """Clean shutdown: records flushed, consumer offsets and delay progress persisted; 5.1.0+'s
+        op batch service makes one last pass first (ops pending for less than its interval are lost)."""
         self._require_running()
         now = self._now()
+        if self.config.behaviour.op_batch and not self.external_op_batches:
+            self._write_ops(self.txn.take_ops(now, self.config.transaction_op_batch_interval_ms), now)
         self.durability.flush(len(self.store.records))
         self.offsets.persist()
         self.schedule.persist(now)
@@ -1000,7 +1024,7 @@ class ModelBroker:
         self.offsets.restore()
         self.offsets_last_persist = now
         self.schedule.restore(self.store, now)
-        self.txn = TransactionService(now)
+        self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.state = BrokerState.RUNNING
 
     # ------------------------------------------------------------------

@@ -67,6 +67,8 @@ class BrokerConfig:
     transaction_timeout_ms: int = attrs.field(default=6000, validator=_positive)
     transaction_check_max: int = attrs.field(default=15, validator=_positive)
     transaction_check_interval_ms: int = attrs.field(default=60_000, validator=_positive)
+    # 5.1.0+ (model/versions.py ``op_batch``): the op batch service's period (transactionOpBatchInterval)
+    transaction_op_batch_interval_ms: int = attrs.field(default=3000, validator=_positive)
     broker_lock_max_live_ms: int = attrs.field(default=60_000, validator=_positive)
     file_reserved_hours: int = attrs.field(default=72, validator=_positive)
     flush: str = attrs.field(

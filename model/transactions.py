@@ -117,12 +117,13 @@ def half_request(
     )
 
 
-def op_request(half: Record, now: int, born_v6: bool) -> PutRequest:
-    """addRemoveTagInTransactionOp: the op message resolving ``half``."""
+def op_request(queue_id: int, body: str, now: int, born_v6: bool) -> PutRequest:
+    """addRemoveTagInTransactionOp (4.9: ``body`` is the half's queue offset) or getOpMessage
+    (5.1.0+: the queue offsets of the halves the batch resolves, each followed by a comma)."""
     return PutRequest(
         topic=OP_TOPIC,
-        queue_id=half.queue_id,
-        body=str(half.queue_offset).encode("utf-8"),
+        queue_id=queue_id,
+        body=body.encode("utf-8"),
         properties=((PROPERTY_TAGS, REMOVE_TAG), (PROPERTY_WAIT_STORE_MSG_OK, "true")),
         sys_flag=BORNHOST_V6_FLAG if born_v6 else 0,
         born_ts=now,
@@ -151,6 +152,15 @@ def commit_request(half: Record, commitlog_offset: int) -> PutRequest:
         prepared_txn_offset=commitlog_offset,
         delay_level=delay,
     )
+
+
+def _java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split`` of a plain separator, trailing empty strings dropped (Java keeps a
+    lone "" for an empty text: it parses to -1 and is skipped alike)."""
+    parts = text.split(sep)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
 
 
 def _int_or(text: str | None, default: int) -> int:
@@ -202,10 +212,42 @@ class _OpPull:
 
 
 class TransactionService:
-    """The check service's timer and the check algorithm (state: consumer offsets)."""
+    """The check service's timer and the check algorithm (state: consumer offsets), and 5.1.0+'s
+    op batch service (TransactionalOpBatchService: in memory, lost in a crash)."""
 
-    def __init__(self, now: int) -> None:
+    def __init__(self, now: int, op_interval_ms: int = 0) -> None:
         self.last_check = now
+        # per half queue: the queue offsets of ended halves whose op message is not written yet,
+        # and when the queue's op context was created or last written (MessageQueueOpContext)
+        self.op_pending: dict[int, list[int]] = {}
+        self.op_last_write: dict[int, int] = {}
+        self.op_wake = now + op_interval_ms  # the batch thread's first wake-up
+
+    def enqueue_op(self, queue_id: int, half_offset: int, now: int) -> None:
+        """deletePrepareMessage (5.1.0+): queue ``offset,`` in the half queue's op context."""
+        self.op_last_write.setdefault(queue_id, now)
+        self.op_pending.setdefault(queue_id, []).append(half_offset)
+
+    def op_batch_due(self, now: int, interval_ms: int) -> bool:
+        """The batch thread wakes every ``interval_ms`` from its start (TransactionalOpBatchService)."""
+        if now < self.op_wake - interval_ms:
+            self.op_wake = now + interval_ms  # re-anchor after a clock step backwards
+        if now >= self.op_wake:
+            self.op_wake = now + interval_ms
+            return True
+        return False
+
+    def take_ops(self, now: int, interval_ms: int, force: bool = False) -> list[tuple[int, str]]:
+        """batchSendOpMessage: the op bodies of the queues whose context was last written at least
+        ``interval_ms`` ago (every queue with ``force``), each ``offset,`` in END order."""
+        out = []
+        for queue_id in sorted(self.op_pending):
+            pending = self.op_pending[queue_id]
+            if pending and (force or now - self.op_last_write[queue_id] >= interval_ms):
+                out.append((queue_id, "".join(f"{o}," for o in pending)))
+                self.op_pending[queue_id] = []
+                self.op_last_write[queue_id] = now
+        return out
 
     def check_due(self, now: int, interval_ms: int) -> bool:
         if now < self.last_check:
@@ -255,6 +297,8 @@ class TransactionService:
         remove_map: dict[int, int],
         done: list[int],
         hooks: CheckHooks,
+        op_sets: dict[int, set[int]],
+        batched: bool,
     ) -> _OpPull:
         res = store.get_message(OP_TOPIC, op_mq.queue_id, pull_offset, OP_PULL_BATCH)
         status = bridge_pull_status(res.status)
@@ -264,12 +308,28 @@ class TransactionService:
         if status is PullStatus.NO_NEW_MSG:
             return _OpPull(False, res.next_begin_offset)
         for op in res.records:
-            half_offset = _int_or(op.body.decode("utf-8", errors="replace"), -1)
+            text = op.body.decode("utf-8", errors="replace")
+            if not batched:  # 4.9: one offset per op; an op of another tag is neither done nor used
+                half_offset = _int_or(text, -1)
+                if op.prop(PROPERTY_TAGS) == REMOVE_TAG:
+                    if half_offset < mini_offset:
+                        done.append(op.queue_offset)
+                    else:
+                        remove_map[half_offset] = op.queue_offset
+                        op_sets[op.queue_offset] = {half_offset}
+                continue
+            # 5.1.0+: comma-separated offsets; the op is done once the scan passed all of them
+            halves = set()
             if op.prop(PROPERTY_TAGS) == REMOVE_TAG:
-                if half_offset < mini_offset:
-                    done.append(op.queue_offset)
-                else:
-                    remove_map[half_offset] = op.queue_offset
+                for piece in _java_split(text, ","):
+                    half_offset = _int_or(piece, -1)
+                    if half_offset >= mini_offset:
+                        remove_map[half_offset] = op.queue_offset
+                        halves.add(half_offset)
+            if halves:
+                op_sets[op.queue_offset] = halves
+            else:
+                done.append(op.queue_offset)
         return _OpPull(True, res.next_begin_offset, res.records[-1].born_ts)
 
     def _check_queue(
@@ -292,8 +352,10 @@ class TransactionService:
             return []
         done: list[int] = []
         remove_map: dict[int, int] = {}
+        op_sets: dict[int, set[int]] = {}
+        batched = config.behaviour.op_batch
         op_pull = self._fill_op_remove_map(
-            store, offsets, op_mq, op_offset, half_offset, remove_map, done, hooks
+            store, offsets, op_mq, op_offset, half_offset, remove_map, done, hooks, op_sets, batched
         )
         requests: list[CheckRequest] = []
         null_count = 1
@@ -301,7 +363,11 @@ class TransactionService:
         i = half_offset
         while True:
             if i in remove_map:
-                done.append(remove_map.pop(i))
+                op_offset_of = remove_map.pop(i)
+                op_sets[op_offset_of].discard(i)
+                if not op_sets[op_offset_of]:
+                    del op_sets[op_offset_of]
+                    done.append(op_offset_of)
             elif limit is not None and i >= limit:
                 break  # not dispatched yet: the scan sees no new message (NO_NEW_MSG)
             else:
@@ -346,6 +412,8 @@ class TransactionService:
                         remove_map,
                         done,
                         hooks,
+                        op_sets,
+                        batched,
                     )
                     continue
                 request = self._put_back(store, half, times + 1, now, config, hooks)

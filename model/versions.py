@@ -20,7 +20,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   group is live (RebalanceLockManager.isLockAllExpired), with ``DELAY=-1``;
   ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
   messages are written in batches (TransactionalOpBatchService, since 5.1.0), so a check
-  round may check a half that was already ended (docs/fidelity.md V7).
+  round may check a half that was already ended (docs/fidelity.md V7); a never-committed
+  consumer offset of an empty queue answers QUERY_NOT_FOUND (checkInMemByConsumeOffset).
 - ``rocketmq-5.2+``: 5.2.0 – 5.5.1, the releases the interop tier runs (5.3.3, 5.5.1).
   Besides 5.1's: a stored properties string keeps its trailing separator
   (MessageDecoder.messageProperties2String no longer drops it; docs/fidelity.md V3), so a
@@ -62,6 +63,10 @@ class Version:
     default_check_interval_ms: int = 60_000
     # TransactionalOpBatchService (5.1.0+): an ended half's op message is written later
     op_batch: bool = False
+    # ConsumerManageProcessor.queryConsumerOffset (5.1.0+): a never-committed offset reads 0 only
+    # while the queue holds its offset 0 in memory (checkInMemByConsumeOffset; 4.9: unless it was
+    # swapped out, checkInDiskByConsumeOffset), so an empty queue answers QUERY_NOT_FOUND
+    offset_zero_needs_message: bool = False
     # MessageDecoder.messageProperties2String (5.2.0+): the stored string ends in \x02
     properties_trailing_separator: bool = False
 
@@ -74,7 +79,7 @@ _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
                     half_transaction_id=True, retry_send_dlq_above_max=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
-                    default_check_interval_ms=30_000, op_batch=True)
+                    default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2+", releases="5.2.0 – 5.5.1", properties_trailing_separator=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52)}
 DEFAULT_VERSION = "rocketmq-4.9"

@@ -273,6 +273,7 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
     "enablePropertyFilter": ("enable_property_filter", _boolean),
     "regionId": ("region_id", _name),
+    "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),
 }
 

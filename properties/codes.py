@@ -74,6 +74,16 @@ class AuditParams:
     file_reserved_ms: int = 72 * 3_600_000  # fileReservedTime: a half older than this is discarded unchecked
     # Per-group overrides of retry_max_times (group -> max).
     group_retry_max: tuple[tuple[str, int], ...] = ()
+    # 5.1.0+ (model/versions.py ``op_batch``): COMMIT / ROLLBACK op messages are written by a batch
+    # service of this period (transactionOpBatchInterval), not at the END; 0: at the END (4.9)
+    op_batch_ms: int = 0
+
+    @property
+    def op_written_within_ms(self) -> int:
+        """How long after an END its op message is surely written, barring a crash: at a batch pass
+        at most two periods later, one more for a pass skipped because it started within a period
+        of the last write (batchSendOpMessage); 0 without batching."""
+        return 3 * self.op_batch_ms
 
     def retry_max(self, group: str | None) -> int:
         for name, value in self.group_retry_max:

@@ -206,6 +206,7 @@ class MachineCore(RuleBasedStateMachine):
         self.txn_settled = True
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
+        self.op_writes: list[int] = []  # wall, 5.1.0+: when the broker was seen to write its pending ops
         self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)
@@ -369,6 +370,7 @@ class MachineCore(RuleBasedStateMachine):
             model = make(self.clock, self.config)
             if wall is not None:
                 model.external_check_rounds = True
+                model.external_op_batches = True
         self.ls = Lockstep(candidate, model, self.clock, normalize=mask_times if wall else None)
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
         self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs, 16, 1))

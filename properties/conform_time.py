@@ -167,6 +167,13 @@ class TimeRules:
                                                            # a check re-put the half: the copy
                                                            # the check service would see next
                                                            "txn_check")})
+            within = self.history.params.op_written_within_ms
+            if within:  # 5.1.0+: an END's op is written up to ``within`` later, maybe after the flush
+                flushed_at = self.history.events[self.last_flush_seq].ts \
+                    if self.last_flush_seq < len(self.history.events) else self._now()
+                at_risk = sorted(set(at_risk) | {
+                    e.msg_key for e in self.history.events if e.event == "txn_end" and e.msg_key
+                    and e.status in ("COMMIT", "ROLLBACK") and e.ts + within >= flushed_at})
         self._emit("crash", actor="broker", status=kind, detail={"at_risk": at_risk})
         for key in at_risk:
             if key in self.txns:

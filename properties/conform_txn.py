@@ -77,11 +77,16 @@ class TxnRules:
             # exists), so the answer, like every request, leaves outside a round's quiet window and
             # after the model replayed the rounds before it (docs/fidelity.md O2)
             self._wall_before("")
+        batched = (type(self).wall is not None and self.config.behaviour.op_batch
+                   and action is not TxnAction.UNKNOWN)
+        op_end = self.ls.candidate.op_queue_end(self.obs) if batched else 0
         out = self._call(
             f"end_transaction({self.pg!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
             lambda b: b.end_transaction(self.pg, commitlog_offset, tsto, action, from_check))
         code = out.value if out.error is None else ResponseCode.SYSTEM_ERROR
-        if type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS:
+        if batched and code == ResponseCode.SUCCESS:
+            self._await_op_batch(op_end)
+        elif type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS:
             self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
         self._sometimes(f"txn_end:{action.value}:{ResponseCode(code).name}")
         if code == ResponseCode.SUCCESS:
@@ -92,6 +97,20 @@ class TxnRules:
             if action is not TxnAction.UNKNOWN:
                 txn.decided = action.value
                 self._noted_end(txn)
+
+    def _await_op_batch(self, op_end: int) -> None:
+        """5.1.0+ (wall clock): the broker writes the END's op message at a later pass of its op batch
+        service. Wait until it is seen in the op queue; the model writes its pending ops at that
+        moment, after replaying what the broker did before it (``_wall_tick``)."""
+        wall = type(self).wall
+        within = 3 * self.config.transaction_op_batch_interval_ms + wall.tolerance_ms
+        if self.ls.candidate.await_op(self.obs, op_end, within):
+            self.op_writes.append(self._sync())
+            self._sometimes("wall_op_batch_seen")
+            self._wall_tick()
+        else:
+            self._fail(f"the op message of an END_TRANSACTION was not written within {within} ms "
+                       "(transactionOpBatchInterval × 3 + tolerance)")
 
     def _open_txns(self) -> list[Txn]:
         return [t for k, t in sorted(self.txns.items()) if not t.ended and not t.discarded]

@@ -187,11 +187,16 @@ class WallRules:
         self._learn_check_lag(timed)
         rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms)
                   if all(abs(r - s) > wall.tolerance_ms for s in seen)]
-        steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]])
+        writes, self.op_writes = [w for w in self.op_writes if w <= now], [w for w in self.op_writes if w > now]
+        steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]] + [(w, 2) for w in writes])
         for at, kind in steps:
             self.clock.set(max(at, self.model_time))
             if kind == 0:
                 self.ls.on_forks(lambda b: b.tick())
+            elif kind == 2:  # 5.1.0+: the broker was seen to write its pending op messages
+                self.ls.on_forks(lambda b: b.flush_ops())
+                if self.ls.enabled:
+                    self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
             else:
                 self._model_round(at, seen.get(at, []))
                 self.txn_settled = not seen.get(at)

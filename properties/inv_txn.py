@@ -217,6 +217,22 @@ def unseen_ops(events: Iterable[TraceEvent]) -> set[int]:
     return out
 
 
+def op_written(events: Iterable[TraceEvent], within_ms: int) -> dict[int, int | None]:
+    """seq of each COMMIT/ROLLBACK ``txn_end`` → the time from which its op message is surely
+    written (its own time when ops are written at the END, ``within_ms`` = 0), or None when a
+    crash or restart fell before then: 5.1.0+ keeps pending ops in memory only
+    (TransactionalOpBatchService), so that END may never resolve its half."""
+    events = list(events)
+    out: dict[int, int | None] = {}
+    downs = [ev.ts for ev in events if ev.event in ("crash", "recover")]
+    for ev in events:
+        if ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+            due = ev.ts + within_ms
+            lost = within_ms > 0 and any(ev.ts <= t <= due for t in downs)
+            out[ev.seq] = None if lost else due
+    return out
+
+
 def check_txn_check_after_resolved(h: History) -> list[Violation]:
     """No half copy is checked after an op resolved it.
 
@@ -227,10 +243,13 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
     makes fillOpRemoveMap skip it. An END_TRANSACTION that names an older copy does not
     resolve a later re-put one (RocketMQ then checks that copy again: allowed). Keys a
     power loss may have lost (``at_risk``: the op may be gone) are not judged, nor ops the
-    check service may never read after one (``unseen_ops``).
+    check service may never read after one (``unseen_ops``). With 5.1.0+'s op batching an
+    END resolves only once its op is surely written (``op_written``).
     """
     risky = _at_risk(h.events)
     unseen = unseen_ops(h.events)
+    within = h.params.op_written_within_ms
+    effective = op_written(h.events, within)
     copies: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     resolved: dict[str, dict[int, TraceEvent]] = defaultdict(dict)
     out = []
@@ -246,7 +265,8 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
             if times is None:
                 continue
             checked = copies[ev.msg_key].get(times - 1, set())
-            done = resolved[ev.msg_key]
+            done = {p: e for p, e in resolved[ev.msg_key].items()
+                    if (due := effective.get(e.seq)) is not None and (within == 0 or due < ev.ts)}
             if checked and checked <= set(done) and ev.msg_key not in risky:
                 op = max((done[p] for p in checked), key=lambda e: e.seq)
                 out.append(_v(h, Code.TXN_CHECK_AFTER_RESOLVED, ev,

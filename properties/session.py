@@ -208,6 +208,21 @@ class SessionView:
             self.op_longer = len(str(half_offset)) - len(str(tran_state_table_offset))
         return code
 
+    def op_queue_end(self, observer: str) -> int:
+        """The op queue's end on the broker (5.1.0+ writes an END's op later, in a batch)."""
+        return self._queue_end(observer, MessageQueue(OP_TOPIC, 0), note=False)
+
+    def await_op(self, observer: str, before: int, timeout_ms: int, poll_ms: int = 5) -> bool:
+        """Poll until the op queue's end passes ``before`` (the batch with the last END's op was
+        written); False if it did not within ``timeout_ms``."""
+        deadline = time.monotonic() + timeout_ms / 1000
+        while self._queue_end(observer, MessageQueue(OP_TOPIC, 0), note=False) <= before:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_ms / 1000)
+        self.existing.add(OP_TOPIC)
+        return True
+
     def op_landed(self, offset: int) -> None:
         """The op message of the last END_TRANSACTION starts at ``offset`` in the example's view
         (where the model wrote it: up to the op the two agree). Its body is the half's queue offset in

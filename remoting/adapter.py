@@ -208,6 +208,9 @@ class RemoteBroker:
         self._member_subs: dict[str, dict[str, dict[str, tuple[str, str, int]]]] = {}
         self._checked: dict[tuple[str, str], BrokerError | bool] = {}
         self._half_keys: dict[int, str] = {}  # commitlog offset of a half → its UNIQ_KEY
+        # commitlog offset of a pulled message → the topic its consumer saw (RETRY_TOPIC for a retry
+        # copy: the Java client's resetRetryAndNamespace), sent back as originTopic
+        self._origin_topics: dict[int, str] = {}
         self._carried: list[tuple[int, RemotingCommand]] = []  # (arrival ms, request) on a connection since lost
         self._crashed = False
         self._closed = False
@@ -374,12 +377,17 @@ class RemoteBroker:
         if not is_tag_type(expression_type) and subscription:
             self._check_client_config(group, mq.topic, subscription, expression_type)
         cmd = ops.pull_request(group, mq, offset, max_nums, subscription, expression_type)
-        return ops.parse_pull(self._invoke(cmd))
+        return self._pulled(ops.parse_pull(self._invoke(cmd)))
 
     def _pull_registered(self, group: str, mq: MessageQueue, offset: int, max_nums: int, sub_version: int,
                          expression_type: str) -> PullResult:
         cmd = ops.pull_registered_request(group, mq, offset, max_nums, sub_version, expression_type)
-        return ops.parse_pull(self._invoke(cmd))
+        return self._pulled(ops.parse_pull(self._invoke(cmd)))
+
+    def _pulled(self, result: PullResult) -> PullResult:
+        for m in result.messages:
+            self._origin_topics[m.commitlog_offset] = m.properties.get("RETRY_TOPIC") or m.topic
+        return result
 
     def heartbeat(self, group: str, client_id: str, subscriptions: Mapping[str, tuple[str, str, int]]) -> None:
         """HEART_BEAT of consumer client ``client_id`` on its own connection (one channel per client, as a
@@ -439,7 +447,8 @@ class RemoteBroker:
                   max_reconsume_times: int | None) -> ResponseCode:
         if max_reconsume_times == -1:
             max_reconsume_times = DEFAULT_MAX_RECONSUME_TIMES
-        cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
+        cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times,
+                                    self._origin_topics.get(commitlog_offset))
         code = ops.parse_code(self._invoke(cmd))
         self._dispatched()
         return code

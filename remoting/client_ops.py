@@ -415,12 +415,14 @@ def parse_pull(resp: RemotingCommand) -> PullResult:
 
 
 def send_back_request(group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
-                      max_reconsume_times: int | None) -> RemotingCommand:
-    """CONSUMER_SEND_MSG_BACK, without the optional ``originTopic`` (the ``Broker`` protocol's ``send_back``
-    does not name the topic). 4.9.8 reads the topic from the stored message and originTopic only in its
-    consume hooks; 5.1.0+ dereferences it on the dead-letter path and answers SYSTEM_ERROR (an NPE) when it
-    is absent (docs/fidelity.md R5-3)."""
+                      max_reconsume_times: int | None, origin_topic: str | None = None) -> RemotingCommand:
+    """CONSUMER_SEND_MSG_BACK; ``originTopic`` as the Java client sends it, when known (the ``Broker``
+    protocol's ``send_back`` does not name the topic: the adapter remembers what it pulled). 4.9.8 reads
+    the topic from the stored message and originTopic only in its consume hooks; 5.1.0+ dereferences it
+    on the dead-letter path and answers SYSTEM_ERROR (an NPE) when it is absent (docs/fidelity.md R5-3)."""
     ext: dict[str, Any] = {"offset": commitlog_offset, "group": group, "delayLevel": delay_level, "unitMode": False}
+    if origin_topic is not None:
+        ext["originTopic"] = origin_topic
     if origin_msg_id is not None:
         ext["originMsgId"] = origin_msg_id
     if max_reconsume_times is not None:

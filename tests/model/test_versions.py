@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from rmqspec.impl.broker import MmapBroker
@@ -10,6 +11,8 @@ from rmqspec.impl.codec import decode_record
 from rmqspec.model import ManualClock, Message, MessageQueue, ModelBroker
 from rmqspec.model.config import BrokerConfig, default_config
 from rmqspec.model.message import record_size
+from rmqspec.model.queues import OP_TOPIC
+from rmqspec.model.results import BrokerError, ResponseCode, TxnAction
 from rmqspec.model.versions import VERSIONS, version_named
 from rmqspec.properties.brokerconf import broker_conf_from_text, broker_config_from_conf
 from rmqspec.properties.conformance import PROFILES
@@ -88,3 +91,106 @@ def test_mmap_broker_conforms_to_the_model_under_a_5x_profile(version) -> None:
     result = check_conformance(load_factory("rmqspec.impl:factory"), profile=version,
                                settings=budget_settings(15, 30))
     assert result.passed, result.render()
+
+
+def _broker(kind: str, version: str, clock: ManualClock, root, **config):
+    timing = {"transaction_timeout_ms": 2000, "transaction_check_interval_ms": 3000,
+              "transaction_op_batch_interval_ms": 700}
+    config = attrs.evolve(default_config(version), **(timing | config))
+    return ModelBroker(clock, config) if kind == "model" else MmapBroker.open(root, clock, config)
+
+
+def _ops(broker) -> list[bytes]:
+    """The op messages' bodies (none before the op topic exists)."""
+    try:
+        res = broker.pull("G", MessageQueue(OP_TOPIC, 0), 0, 32)
+    except BrokerError:
+        return []
+    return [m.body for m in res.messages]
+
+
+def _key(i: int) -> str:
+    return f"{i:032X}"
+
+
+@pytest.mark.parametrize("kind", ["model", "mmap"])
+def test_5_1_writes_op_messages_in_batches_and_checks_ended_halves_meanwhile(kind, tmp_path) -> None:
+    """TransactionalOpBatchService (5.1.0+): an END's op is written at the batch thread's first pass at least
+    one period after the queue's last write (the context's creation for the first), every pending offset of
+    the queue in one op, ``offset,`` each; until then a check round checks the ended half (fidelity V7)."""
+    clock = ManualClock(0)
+    broker = _broker(kind, "rocketmq-5.2+", clock, tmp_path / "b")
+    broker.create_topic("T", 1)
+    halves = [broker.send_half(Message("T", b"h", uniq_key=_key(i)), 0, "PG") for i in range(3)]
+    clock.set(100)
+    for h in halves[:2]:
+        assert broker.end_transaction("PG", h.commitlog_offset, h.queue_offset, TxnAction.COMMIT, False) \
+            is ResponseCode.SUCCESS
+    assert _ops(broker) == []
+    clock.set(700)  # the thread's first pass: the context, created at 100, is 600 ms old
+    broker.tick()
+    assert _ops(broker) == []
+    clock.set(1400)
+    broker.tick()
+    assert _ops(broker) == [b"0,1,"]
+    clock.set(1500)
+    assert broker.end_transaction("PG", halves[2].commitlog_offset, halves[2].queue_offset, TxnAction.ROLLBACK,
+                                  False) is ResponseCode.SUCCESS
+    clock.set(2000)  # between passes
+    broker.tick()
+    assert _ops(broker) == [b"0,1,"]
+    clock.set(2100)  # the next pass: the last write was a period ago
+    broker.tick()
+    assert _ops(broker) == [b"0,1,", b"2,"]
+    if kind == "mmap":
+        broker.close()
+
+
+@pytest.mark.parametrize("kind", ["model", "mmap"])
+def test_a_half_ended_while_its_op_waits_is_checked_like_an_open_one(kind, tmp_path) -> None:
+    clock = ManualClock(0)
+    broker = _broker(kind, "rocketmq-5.1", clock, tmp_path / "b", transaction_op_batch_interval_ms=5000)
+    broker.create_topic("T", 1)
+    half = broker.send_half(Message("T", b"h", uniq_key=_key(7)), 0, "PG")
+    clock.set(2500)
+    broker.end_transaction("PG", half.commitlog_offset, half.queue_offset, TxnAction.COMMIT, False)
+    clock.set(3000)  # the check round; the op is due at the batch pass of 10000
+    assert [c.transaction_id for c in broker.tick()] == [_key(7)]
+    clock.set(10_000)
+    broker.tick()
+    assert _ops(broker) == [b"0,"]
+    if kind == "mmap":
+        broker.close()
+
+
+@pytest.mark.parametrize("kind", ["model", "mmap"])
+def test_pending_ops_die_with_the_broker_and_4_9_writes_them_at_the_end(kind, tmp_path) -> None:
+    for version, expected in (("rocketmq-4.9", [b"0"]), ("rocketmq-5.1", [])):
+        clock = ManualClock(0)
+        broker = _broker(kind, version, clock, tmp_path / version)
+        broker.create_topic("T", 1)
+        half = broker.send_half(Message("T", b"h", uniq_key=_key(1)), 0, "PG")
+        broker.end_transaction("PG", half.commitlog_offset, half.queue_offset, TxnAction.COMMIT, False)
+        assert _ops(broker) == expected
+        broker.crash("kill")
+        broker.recover()
+        clock.set(10_000)
+        broker.tick()
+        assert _ops(broker) == expected, version
+        if kind == "mmap":
+            broker.close()
+
+
+def test_a_clean_close_writes_only_the_ops_due(tmp_path) -> None:
+    clock = ManualClock(0)
+    broker = _broker("model", "rocketmq-5.1", clock, None)
+    broker.create_topic("T", 1)
+    first, second = (broker.send_half(Message("T", b"h", uniq_key=_key(i)), 0, "PG") for i in range(2))
+    broker.end_transaction("PG", first.commitlog_offset, first.queue_offset, TxnAction.COMMIT, False)
+    clock.set(800)
+    broker.close()
+    broker.reopen()
+    assert _ops(broker) == [b"0,"]
+    broker.end_transaction("PG", second.commitlog_offset, second.queue_offset, TxnAction.COMMIT, False)
+    broker.flush_ops()
+    assert _ops(broker) == [b"0,", b"1,"]
