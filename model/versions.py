@@ -63,6 +63,10 @@ class Version:
     default_check_interval_ms: int = 60_000
     # TransactionalOpBatchService (5.1.0+): an ended half's op message is written later
     op_batch: bool = False
+    # TransactionalMessageServiceImpl.check (5.1.0+): a round that finds no new op message while
+    # deciding whether a half needs its check sleeps SLEEP_WHILE_NO_OP first (docs/fidelity.md V8):
+    # its checks may leave this much after the round began (the model's round is instantaneous)
+    check_sleep_ms: int = 0
     # ConsumerManageProcessor.queryConsumerOffset (5.1.0+): a never-committed offset reads 0 only
     # while the queue holds its offset 0 in memory (checkInMemByConsumeOffset; 4.9: unless it was
     # swapped out, checkInDiskByConsumeOffset), so an empty queue answers QUERY_NOT_FOUND
@@ -79,7 +83,8 @@ _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
                     half_transaction_id=True, retry_send_dlq_above_max=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
-                    default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True)
+                    default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
+                    check_sleep_ms=1000)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2+", releases="5.2.0 – 5.5.1", properties_trailing_separator=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52)}
 DEFAULT_VERSION = "rocketmq-4.9"

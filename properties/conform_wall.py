@@ -65,7 +65,9 @@ class WallRules:
         reaches that far earlier."""
         wall = type(self).wall
         lag = type(self).check_lag[0]
-        return round_points(self._rounds_between(start, end + lag), lag, wall.guard_ms + wall.tolerance_ms)
+        late = self.config.behaviour.check_sleep_ms
+        return round_points(self._rounds_between(start - late, end + lag), lag, wall.guard_ms + wall.tolerance_ms,
+                            late)
 
     def _learn_check_lag(self, timed: list[tuple[int, CheckRequest]]) -> None:
         """A check of a copy some round re-put (TRANSACTION_CHECK_TIMES ≥ 2) carries that copy's store
@@ -185,8 +187,11 @@ class WallRules:
             self.check_phase = max(seen)
             self.seen_rounds += sorted(seen)
         self._learn_check_lag(timed)
-        rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms)
-                  if all(abs(r - s) > wall.tolerance_ms for s in seen)]
+        # a predicted round nobody saw is modelled once its checks could no longer come (5.1.0+: up to
+        # SLEEP_WHILE_NO_OP late); a seen one within the tolerance (and that lateness) is that round
+        late = self.config.behaviour.check_sleep_ms
+        rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms - late)
+                  if all(not -wall.tolerance_ms - late <= s - r <= wall.tolerance_ms + late for s in seen)]
         writes, self.op_writes = [w for w in self.op_writes if w <= now], [w for w in self.op_writes if w > now]
         steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]] + [(w, 2) for w in writes])
         for at, kind in steps:
@@ -226,17 +231,19 @@ class WallRules:
     def _model_round(self, at: int, observed: list[CheckRequest]) -> None:
         """One check round of every fork at ``at``, judged against what the broker sent in it.
         Two things may fall either side, so the forks split and the broker's observations prune
-        them: a half first due within the tolerance of ``at`` (checked in this round or the next);
+        them: a half first due within the tolerance of ``at`` (5.1.0+: or of the 1 s the scan may
+        sleep; checked in this round or the next);
         a copy this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (discarded in
         this round if 4.9.8's reput service dispatched it before the scan got there, else in the
         next: ``ModelBroker.check_round(reput_visible=...)``)."""
         wall = type(self).wall
         timeout = self.config.transaction_timeout_ms
-        borderline = any(abs(h.ts + timeout - at) <= wall.tolerance_ms for h in self.history.events
-                         if h.event == "txn_half" and h.msg_key in self.txns)
+        late = self.config.behaviour.check_sleep_ms  # 5.1.0+: the scan may go on after a 1 s sleep
+        borderline = any(-wall.tolerance_ms <= h.ts + timeout - at <= wall.tolerance_ms + late
+                         for h in self.history.events if h.event == "txn_half" and h.msg_key in self.txns)
         at_max = str(self.config.transaction_check_max)
         lagging = any(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
-        whens = [at - wall.tolerance_ms, at + wall.tolerance_ms] if borderline else [at]
+        whens = [at - wall.tolerance_ms, at + wall.tolerance_ms + late] if borderline else [at]
         choices = [(when, visible) for when in whens for visible in ([True, False] if lagging else [True])]
         if len(choices) > 1 and self.ls.enabled:
             self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))

@@ -70,6 +70,7 @@ from typing import Any
 import attrs
 
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.composite import DeepRules
 from rmqspec.properties.conform_base import PROFILES as PROFILES
 from rmqspec.properties.conform_base import GroupState as GroupState
@@ -135,7 +136,7 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
-        "check_lag": [wall.check_lag_ms if wall else 0],
+        "check_lag": [max(wall.check_lag_ms, VERSIONS[version].check_sleep_ms) if wall else 0],
         "failures": {},
         "lifecycle": Counter(),
         "rules_run": Counter(),

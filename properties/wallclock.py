@@ -133,13 +133,14 @@ def in_window(now: int, deadline: int, guard_ms: int, tolerance_ms: int) -> bool
     return deadline - guard_ms <= now <= deadline + tolerance_ms
 
 
-def round_points(rounds: list[int], lag_ms: int, step_ms: int) -> list[int]:
+def round_points(rounds: list[int], lag_ms: int, step_ms: int, late_ms: int = 0) -> list[int]:
     """Deadlines standing for predicted check rounds whose broker-side start may precede the
-    checks' arrival (which the phase is measured by) by up to ``lag_ms``: each round ``r`` gives
-    points from ``r − lag`` to ``r``, ``step_ms`` apart, so their windows join into one."""
+    checks' arrival (which the phase is measured by) by up to ``lag_ms`` and whose checks may
+    leave up to ``late_ms`` after it (5.1.0+'s SLEEP_WHILE_NO_OP): each round ``r`` gives points
+    from ``r − lag`` to ``r + late``, ``step_ms`` apart, so their windows join into one."""
     out: list[int] = []
     for r in rounds:
-        out += [*range(r - lag_ms, r, max(1, step_ms)), r]
+        out += [*range(r - lag_ms, r + late_ms, max(1, step_ms)), r + late_ms]
     return out
 
 

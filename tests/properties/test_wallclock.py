@@ -326,3 +326,16 @@ def test_a_larger_check_lag_is_learnt_from_a_re_put_copys_store_time() -> None:
     assert cls.check_lag[0] == 700
     machine._learn_check_lag([check("2", 12_800)])  # smaller lags never shrink the allowance
     assert cls.check_lag[0] == 700
+
+
+def test_round_points_reach_past_a_round_by_the_check_sleep() -> None:
+    """5.1.0+'s checks may leave up to SLEEP_WHILE_NO_OP after the round began: the quiet window reaches
+    that far past the predicted round (and the lag before it)."""
+    from itertools import pairwise
+
+    from rmqspec.properties.wallclock import round_points
+
+    assert round_points([10_000], 0, 600) == [10_000]
+    points = round_points([10_000], 1000, 600, late_ms=1000)
+    assert points[0] == 9000 and points[-1] == 11_000
+    assert all(b - a <= 600 for a, b in pairwise(points))
