@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rocketmq://: a shell command that restarts it on the same store")
     parser.add_argument("--profile", default="rocketmq-4.9", choices=sorted(PROFILES),
                         help="the RocketMQ version to hold the broker to: rocketmq-4.9 (4.9.8, default), "
-                             "rocketmq-5.0 (5.0.x), rocketmq-5.1 (5.1.1 to 5.1.4), rocketmq-5.2+ (5.2.0 to "
-                             "5.5.1); or strict (4.9, "
+                             "rocketmq-5.0 (5.0.x), rocketmq-5.1 (5.1.1 to 5.1.4), rocketmq-5.2 (5.2.0 to 5.3.3), "
+                             "rocketmq-5.5 (5.5.x); or strict (4.9, "
                              "observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
     parser.add_argument("--steps", type=int, default=None, help="steps per example")

@@ -11,6 +11,13 @@ counterexamples below it; ``--json`` prints a list of result objects with the
 same facts. Exit 0 when everything is proved, 1 when a theorem or check
 FAILED (or stayed UNKNOWN), 2 for usage errors or an unreadable / malformed
 configuration file.
+
+``--profile`` (a RocketMQ version profile, ``model/versions.py``) is the version whose
+defaults fill the keys ``--config`` leaves out (5.1+: transactionCheckInterval 30 s); the
+output names it (the table's heading, ``profile`` in every ``--json`` result). The theorems
+are stated for the 4.9 lifecycle tables whatever the profile: they do not model 5.1.0+'s
+batched op messages, under which a check may still come after an END
+(TxnNoCheckAfterResolutionProperty holds only once the op is written).
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, InputError, UsageError
 from rmqspec.cli.progress import Progress
-from rmqspec.properties.brokerconf import ConfigError, load_broker_conf
+from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
+from rmqspec.properties.brokerconf import BrokerConf, ConfigError, for_version, load_broker_conf
 from rmqspec.properties.configcheck import CHECKS, verify_config
 from rmqspec.properties.prover import FAILED, UNKNOWN, ProofResult, prove_all
 from rmqspec.properties.theorems import BY_NAME, THEOREMS
@@ -37,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         metavar="FILE",
         help="a Java properties file (broker.conf) whose concrete guarantees to verify",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(VERSIONS),
+        default=DEFAULT_VERSION,
+        help=f"the RocketMQ version whose defaults fill the keys --config leaves out (default {DEFAULT_VERSION}; "
+        "5.1+: transactionCheckInterval 30 s); the theorems are stated for the 4.9 lifecycle (op messages "
+        "written at the END, not 5.1.0+'s batches)",
     )
     parser.add_argument("--json", action="store_true", help="print a JSON list of results")
     parser.add_argument(
@@ -88,6 +105,11 @@ def _summary(results: Sequence[ProofResult], elapsed: float) -> str:
     return f"{len(results)} results: {parts} in {elapsed:.2f} s"
 
 
+def load_conf(path: str | Path, profile: str = DEFAULT_VERSION) -> BrokerConf:
+    """``path`` read as a broker.conf of RocketMQ ``profile`` (``brokerconf.for_version``)."""
+    return for_version(load_broker_conf(path), profile)
+
+
 def run(args: argparse.Namespace) -> int:
     theorems = THEOREMS
     if args.theorem:
@@ -98,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     conf = None
     if args.config is not None:
         try:
-            conf = load_broker_conf(args.config)
+            conf = load_conf(args.config, args.profile)
         except ConfigError as exc:
             raise InputError(str(exc)) from None
 
@@ -117,10 +139,15 @@ def run(args: argparse.Namespace) -> int:
     everything = results + config_results
 
     if args.json:
-        json.dump([r.to_dict() for r in everything], sys.stdout, indent=2, ensure_ascii=False)
+        json.dump([{**r.to_dict(), "profile": args.profile} for r in everything], sys.stdout, indent=2,
+                  ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        out = ["theorems over model/lifecycle.py (message, lock, transaction), all parameters:"]
+        version = VERSIONS[args.profile]
+        out = [f"profile {version.name} (RocketMQ {version.releases})"
+               + ("; the theorems are stated for the 4.9 lifecycle: ops written at the END, not in batches"
+                  if version.op_batch else ""),
+               "theorems over model/lifecycle.py (message, lock, transaction), all parameters:"]
         out += _table(results)
         out.append(f"  {len(results)} theorems in {theorem_seconds:.2f} s")
         out += _details(results, args.verbose, always=False)

@@ -384,7 +384,8 @@ class MmapBroker:
             if real_target_unparsable(half):
                 return ResponseCode.SYSTEM_ERROR
             try:
-                plan = self.log.prepare(commit_spec(half, commitlog_offset), now)
+                plan = self.log.prepare(commit_spec(half, commitlog_offset,
+                                                    self.config.behaviour.commit_drops_real_queue), now)
             except BrokerError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             real = self._written(self.log.append(plan), now)

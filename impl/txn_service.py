@@ -117,16 +117,19 @@ def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str
     )
 
 
-def commit_spec(half: Entry, commitlog_offset: int) -> PutSpec:
-    """endMessageTransaction + the processor's sys_flag / prepared offset handling."""
+def commit_spec(half: Entry, commitlog_offset: int, rebuilt: bool = False) -> PutSpec:
+    """endMessageTransaction + the processor's sys_flag / prepared offset handling. The stored string
+    is the half's (REAL_TOPIC / REAL_QID / TRAN_MSG still in it), or with ``rebuilt`` (5.5.0+) the
+    map after REAL_TOPIC / REAL_QID were cleared; a delayed copy's is the map's (CommitLog re-encodes)."""
     cleared = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED)
     map_props = tuple((k, v) for k, v in half.props if k not in cleared)
     delay = java_int(dict(map_props).get(PROPERTY_DELAY_TIME_LEVEL), 0)
+    stored = tuple((k, v) for k, v in half.props if k not in cleared[:2]) if rebuilt else half.props
     return PutSpec(
         topic=half.prop(PROPERTY_REAL_TOPIC) or "",
         queue_id=int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
         body=half.body,
-        properties=map_props if delay > 0 else half.props,
+        properties=map_props if delay > 0 else stored,
         sys_flag=with_txn_type(half.sys_flag, TRANSACTION_COMMIT_TYPE),
         born_ts=half.born_ts,
         flag=half.flag,

@@ -474,7 +474,8 @@ class ModelBroker:
             if real_target_missing(half):
                 return ResponseCode.SYSTEM_ERROR
             try:
-                real = self.store.prepare(commit_request(half, commitlog_offset), now)
+                real = self.store.prepare(
+                    commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
             except PutError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             self.store.append(real)

@@ -91,7 +91,7 @@ class BrokerConfig:
     # enablePropertyFilter (default false): SQL92 pulls are refused with SYSTEM_ERROR unless true.
     enable_property_filter: bool = False
     # The RocketMQ release line the broker behaves as (``model/versions.py``: rocketmq-4.9,
-    # rocketmq-5.0, rocketmq-5.1, rocketmq-5.2+); not a broker.conf key: ``--profile`` chooses it.
+    # rocketmq-5.0, rocketmq-5.1, rocketmq-5.2, rocketmq-5.5); not a broker.conf key: ``--profile`` chooses it.
     version: str = attrs.field(default=DEFAULT_VERSION, validator=attrs.validators.in_(tuple(VERSIONS)))
     # regionId / traceOn: what 5.x stores as MSG_REGION / TRACE_ON on every send.
     region_id: str = "DefaultRegion"

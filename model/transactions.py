@@ -130,9 +130,12 @@ def op_request(queue_id: int, body: str, now: int, born_v6: bool) -> PutRequest:
     )
 
 
-def commit_request(half: Record, commitlog_offset: int) -> PutRequest:
-    """endMessageTransaction + the processor's sys_flag / prepared offset / TRAN_MSG handling."""
-    string_props = half.props
+def commit_request(half: Record, commitlog_offset: int, rebuilt: bool = False) -> PutRequest:
+    """endMessageTransaction + the processor's sys_flag / prepared offset / TRAN_MSG handling;
+    ``rebuilt`` (5.5.0+): the stored string is rebuilt after REAL_TOPIC / REAL_QID are cleared
+    (TRAN_MSG, cleared later by the processor, stays)."""
+    real_queue = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)
+    string_props = tuple((k, v) for k, v in half.props if k not in real_queue) if rebuilt else half.props
     map_props = {
         k: v
         for k, v in half.props

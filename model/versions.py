@@ -22,10 +22,14 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   messages are written in batches (TransactionalOpBatchService, since 5.1.0), so a check
   round may check a half that was already ended (docs/fidelity.md V7); a never-committed
   consumer offset of an empty queue answers QUERY_NOT_FOUND (checkInMemByConsumeOffset).
-- ``rocketmq-5.2+``: 5.2.0 – 5.5.1, the releases the interop tier runs (5.3.3, 5.5.1).
-  Besides 5.1's: a stored properties string keeps its trailing separator
-  (MessageDecoder.messageProperties2String no longer drops it; docs/fidelity.md V3), so a
-  record with properties is one byte longer and every later CommitLog offset moves.
+- ``rocketmq-5.2``: 5.2.0 – 5.3.3 (the interop tier runs 5.3.3). Besides 5.1's: a stored
+  properties string keeps its trailing separator (MessageDecoder.messageProperties2String no
+  longer drops it; docs/fidelity.md V3), so a record with properties is one byte longer and
+  every later CommitLog offset moves.
+- ``rocketmq-5.5``: 5.5.0 – 5.5.1 (the interop tier runs 5.5.1; 5.4.x is not verified).
+  Besides 5.2's: a committed message no longer stores REAL_TOPIC / REAL_QID
+  (EndTransactionProcessor.endMessageTransaction rebuilds the string after clearing them;
+  4.9.8 to 5.3.3 stored the half's string).
 
 What each field means and where RocketMQ does it is on the field. Differences with no
 field, because no client rmqspec drives can reach them, are in ``docs/fidelity.md``
@@ -71,6 +75,9 @@ class Version:
     # while the queue holds its offset 0 in memory (checkInMemByConsumeOffset; 4.9: unless it was
     # swapped out, checkInDiskByConsumeOffset), so an empty queue answers QUERY_NOT_FOUND
     offset_zero_needs_message: bool = False
+    # EndTransactionProcessor.endMessageTransaction (5.5.0+): the committed message's string is
+    # rebuilt without REAL_TOPIC / REAL_QID (before: the half's string, with them)
+    commit_drops_real_queue: bool = False
     # MessageDecoder.messageProperties2String (5.2.0+): the stored string ends in \x02
     properties_trailing_separator: bool = False
 
@@ -85,8 +92,9 @@ _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properti
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
-_V52 = attrs.evolve(_V51, name="rocketmq-5.2+", releases="5.2.0 – 5.5.1", properties_trailing_separator=True)
-VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52)}
+_V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True)
+_V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True)
+VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}
 DEFAULT_VERSION = "rocketmq-4.9"
 
 

@@ -296,6 +296,14 @@ def delay_levels_text(delays_ms: tuple[int, ...]) -> str:
     return " ".join(tokens)
 
 
+def for_version(conf: BrokerConf, version: str) -> BrokerConf:
+    """``conf`` as a broker of ``version`` reads it: that version's default for a key the file leaves
+    out, where it differs from 4.9.8's (``transactionCheckInterval``: 30 s from 5.1.1)."""
+    if "transactionCheckInterval" in conf.sources:
+        return conf
+    return attrs.evolve(conf, transaction_check_interval_ms=version_named(version).default_check_interval_ms)
+
+
 def broker_config_from_conf(conf: BrokerConf, version: str = DEFAULT_VERSION) -> BrokerConfig:
     """The ``BrokerConfig`` of a parsed file (``ConfigError`` for a value the broker cannot run with).
 
@@ -309,9 +317,7 @@ def broker_config_from_conf(conf: BrokerConf, version: str = DEFAULT_VERSION) ->
     RocketMQ version profile (``model/versions.py``): its defaults replace 4.9.8's
     where they differ (``transactionCheckInterval`` 30 s from 5.1.1).
     """
-    behaviour = version_named(version)
-    if "transactionCheckInterval" not in conf.sources:
-        conf = attrs.evolve(conf, transaction_check_interval_ms=behaviour.default_check_interval_ms)
+    conf = for_version(conf, version)
     values: dict[str, object] = {"flush": "ASYNC", "version": version}
     if "messageDelayLevel" in conf.sources:
         values["message_delay_level"] = delay_levels_text(conf.delay_levels_ms)

@@ -109,7 +109,8 @@ def conformance_machine(
 
     ``lockstep``: compare every result with a ``ModelBroker`` on the same clock.
     ``profile``: a RocketMQ version profile (``rocketmq-4.9``, ``rocketmq-5.0``,
-    ``rocketmq-5.1``, ``rocketmq-5.2+``: the broker and the model behave as that version) or ``strict``
+    ``rocketmq-5.1``, ``rocketmq-5.2``, ``rocketmq-5.5``: the broker and the model behave as that
+    version) or ``strict``
     (4.9, observations fail).
     ``recorder_factory``: called once per example; receives the SPEC §8 trace.
     ``config``: the broker configuration the model follows (default RocketMQ 4.9's).

@@ -251,7 +251,7 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
     within = h.params.op_written_within_ms
     effective = op_written(h.events, within)
     copies: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    resolved: dict[str, dict[int, TraceEvent]] = defaultdict(dict)
+    resolved: dict[str, dict[int, list[TraceEvent]]] = defaultdict(lambda: defaultdict(list))
     out = []
     for ev in h.events:
         if not ev.msg_key or ev.queue_offset is None:
@@ -259,14 +259,20 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
         if ev.event == "txn_half":
             copies[ev.msg_key][0].add(ev.queue_offset)
         elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK") and ev.seq not in unseen:
-            resolved[ev.msg_key].setdefault(ev.queue_offset, ev)
+            resolved[ev.msg_key][ev.queue_offset].append(ev)
         elif ev.event == "txn_check":
             times = _check_times(ev)
             if times is None:
                 continue
             checked = copies[ev.msg_key].get(times - 1, set())
-            done = {p: e for p, e in resolved[ev.msg_key].items()
-                    if (due := effective.get(e.seq)) is not None and (within == 0 or due < ev.ts)}
+            # a position is resolved by any of its ENDs whose op is written by now (5.1.0+: an END
+            # whose pending op a crash lost may be followed by another END of that copy)
+            done = {}
+            for p, ends in resolved[ev.msg_key].items():
+                written = [e for e in ends
+                           if (due := effective.get(e.seq)) is not None and (within == 0 or due < ev.ts)]
+                if written:
+                    done[p] = written[0]
             if checked and checked <= set(done) and ev.msg_key not in risky:
                 op = max((done[p] for p in checked), key=lambda e: e.seq)
                 out.append(_v(h, Code.TXN_CHECK_AFTER_RESOLVED, ev,

@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import argparse
 
+from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     parser.add_argument("--config", metavar="FILE", help="audit parameters (JSON; spark/README.md)")
+    parser.add_argument(
+        "--profile",
+        choices=sorted(VERSIONS),
+        default=DEFAULT_VERSION,
+        help=f"the RocketMQ version that wrote the traces (default {DEFAULT_VERSION}); under 5.1+ "
+        "COMMIT/ROLLBACK ops are written in batches (the config's transactionOpBatchInterval, default 3000 ms) "
+        "and TXN_CHECK_AFTER_RESOLVED allows for them",
+    )
     parser.add_argument("--json", action="store_true", help="print summary.json instead of a table")
     parser.add_argument(
         "--conf",

@@ -87,6 +87,8 @@ def fingerprint(config: AuditConfig) -> dict[str, Any]:
     params = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
     params["group_retry_max"] = [list(p) for p in config.params.group_retry_max]
     params["subscriptions"] = {g: sorted(ts) for g, ts in sorted(config.subscriptions.items())}
+    if not params["op_batch_ms"]:  # ops written at the END (4.9, 5.0): as states from before op batching
+        del params["op_batch_ms"]
     return params
 
 
@@ -113,7 +115,7 @@ def read_state(path: str, config: AuditConfig) -> State:
         theirs, ours = data.get("params") or {}, fingerprint(config)
         differ = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
         raise StateError(
-            f"{meta}: made with other audit parameters ({', '.join(differ)}): use the same --config")
+            f"{meta}: made with other audit parameters ({', '.join(differ)}): use the same --config and --profile")
     for name in ("rows", "closed", "findings"):
         part = root / name
         if not part.is_dir() or not any(part.glob("*.parquet")):

@@ -54,6 +54,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from rmqspec.model.versions import DEFAULT_VERSION
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.spark import inputs as inputs_mod
 from rmqspec.spark import reference
@@ -681,7 +682,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the audit for parsed ``args``; raises ConfigError / TraceReadError / AuditUsageError."""
     from rmqspec.spark.session import audit_session
 
-    config = load_config(args.config)
+    config = load_config(args.config, getattr(args, "profile", DEFAULT_VERSION))
     conf: dict[str, str] = {}
     for item in args.conf:
         key, sep, value = item.partition("=")

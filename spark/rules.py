@@ -203,13 +203,16 @@ def txn_rules(
 ) -> list[DataFrame]:
     """Every transaction rule in one pass: one shuffle by txn_id, judged per partition by the
     checker's detectors (``spark/rules_txn.py``). ``has_power`` False (no power-loss crash): no
-    half can be skipped and every op is seen, so neither is computed."""
+    half can be skipped and every op is seen, so neither is computed. With op batching
+    (``params.op_batch_ms`` > 0) the ts of the crash and recover rows are collected too."""
     from rmqspec.spark.rules_lifecycle import _unseen_ops  # they import this module
     from rmqspec.spark.rules_txn import txn_findings
 
     skipped = _skipped_halves(df) if has_power else None
     unseen = _unseen_ops(df) if has_power else None
-    return [txn_findings(df, params, at_risk, skipped, unseen, constants)]
+    # op batching (5.1.0+): a crash or recover within 3 x op_batch_ms of an END loses its op
+    downs = df.filter(EV().isin("crash", "recover")).select("trace", "ts") if params.op_batch_ms else None
+    return [txn_findings(df, params, at_risk, skipped, unseen, constants, downs)]
 
 
 def table_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:

@@ -11,15 +11,18 @@ as the reference checker, agreeing by construction (the differential tests
 still compare them).
 
 What the detectors would read from rows outside the family comes from the
-driver: the trace's drain (a column), the msg_keys crashes list as at risk
-(collected, few), and — only when some crash is a power loss — the halves
-the check service may skip (``rules._skipped_halves``) and the ops it may
-never read (``rules_lifecycle.unseen_ops``), collected once (a few rows).
+driver: the trace's drain (a column); the msg_keys crashes list as at risk
+(collected, few); only when some crash is a power loss, the halves the
+check service may skip (``rules._skipped_halves``) and the ops it may never
+read (``rules_lifecycle.unseen_ops``), collected once (a few rows); and only
+with op batching (``AuditParams.op_batch_ms`` > 0, RocketMQ 5.1.0+), the ts
+of every crash and recover row, collected (a restart within 3 × op_batch_ms
+of an END loses its op: ``checks_lifecycle.op_written_times``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,11 +50,13 @@ def txn_findings(
     skipped: DataFrame | None,
     unseen: DataFrame | None,
     constants: Mapping[str, Any] | None = None,
+    downs: DataFrame | None = None,
 ) -> DataFrame:
     """The transaction family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
     ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
     ``skipped``: (s_trace, s_txn) of skippable halves; ``unseen``: (u_trace, u_seq) of unseen ops
-    (both None when no crash is a power loss: then there are none)."""
+    (both None when no crash is a power loss: then there are none). ``downs``: (trace, ts) of the
+    crash and recover rows, which op batching reads (``params.op_batch_ms`` > 0; None otherwise)."""
     risky: dict[str, set[str]] = {}
     for row in at_risk.collect() if at_risk is not None else ():
         risky.setdefault(row["trace"], set()).add(row["msg_key"])
@@ -61,11 +66,15 @@ def txn_findings(
     hidden: dict[str, set[int]] = {}
     for row in unseen.collect() if unseen is not None else ():
         hidden.setdefault(row["u_trace"], set()).add(row["u_seq"])
+    restarts: dict[str, list[int | None]] = {}
+    for row in downs.collect() if downs is not None else ():
+        restarts.setdefault(row["trace"], []).append(row["ts"])
     rows, left_out = shipped(
         df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull()), [F.col(c) for c in _COLUMNS], constants or {}
     )
     rows = keyed(rows, "trace", "txn_id")
-    return rows.mapInArrow(judge(_Judge(params, risky, skips, hidden), left_out), FINDING_SCHEMA)
+    rules = _Judge(params, risky, skips, hidden, restarts if downs is not None else None)
+    return rows.mapInArrow(judge(rules, left_out), FINDING_SCHEMA)
 
 
 class _Judge:
@@ -77,11 +86,16 @@ class _Judge:
         risky: Mapping[str, set[str]],
         skipped: Mapping[str, set[str]],
         unseen: Mapping[str, set[int]],
+        downs: Mapping[str, Sequence[int | None]] | None = None,
     ):
+        """``downs``: per trace, the ts of its crash and recover rows (op batching reads them); None:
+        there is no batching, or they are unknown (then, with batching, every op may be lost and
+        TXN_CHECK_AFTER_RESOLVED finds nothing, never more)."""
         self.params = params
         self.risky = dict(risky)
         self.skipped = dict(skipped)
         self.unseen = dict(unseen)
+        self.downs = None if downs is None else {t: list(ts) for t, ts in downs.items()}
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
         table = table.filter(pa.array(rows_to_judge(Columns(table), self.params)))
@@ -105,13 +119,20 @@ class _Judge:
                 *detect_txn_double_resolved(trace),
                 *detect_txn_checks(trace),
                 *detect_txn_unresolved(trace, self.skipped.get(trace_id, set())),
-                *detect_txn_check_after_resolved(trace, self.unseen.get(trace_id, set())),
+                *detect_txn_check_after_resolved(trace, self.unseen.get(trace_id, set()), self._downs(trace_id)),
                 *detect_txn_discard_early(trace),
             ]
             for f in found:
                 kind = "violation" if f.code in VIOLATION_CODES else "observation"
                 out.append(finding(kind, f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)))
         return out
+
+    def _downs(self, trace_id: str) -> list[int | None]:
+        if not self.params.op_batch_ms:
+            return []
+        if self.downs is None:
+            return [None]  # unknown restarts: every op may be lost
+        return self.downs.get(trace_id, [])
 
 
 def rows_to_judge(cols: Columns, params: AuditParams) -> np.ndarray:
@@ -132,7 +153,7 @@ def rows_to_judge(cols: Columns, params: AuditParams) -> np.ndarray:
       ``transactionCheckMax`` (the detector counts at most as many) or a check earlier than the
       latest half's ts + ``transactionTimeOut`` (the detector's due time is the first half's);
     - TXN_CHECK_AFTER_RESOLVED: a check after an op (a COMMIT / ROLLBACK ``txn_end`` with a
-      queue_offset);
+      queue_offset; with op batching the op must also be written before the check: narrower);
     - any row without ts (the detectors then decide).
 
     Each condition is implied by its rule's, so nothing a detector would report is dropped

@@ -6,6 +6,7 @@ report — nothing more. They pin the boundaries of each rule (a lock exactly
 60000 ms old still holds, a delivery exactly at ``deliver_ts`` is on time,
 …) and show every rule reachable. ``PARAMS`` is the configuration they
 assume: RocketMQ's defaults plus ``GSMALL`` with max reconsume times 2.
+The cases of 5.1.0+'s batched op messages need other parameters: ``checker_cases_batch.py``.
 """
 
 from __future__ import annotations

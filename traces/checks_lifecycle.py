@@ -8,8 +8,9 @@ invariants (``properties/invariants.py``) judge the same guarantees on its ghost
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rmqspec.properties.codes import Code
@@ -64,7 +65,51 @@ def unseen_ops(trace: Trace) -> set[int]:
     return out
 
 
-def detect_txn_check_after_resolved(trace: Trace, unseen: set[int] | None = None) -> Iterator[Finding]:
+def op_written_times(trace: Trace, downs: Sequence[int | None] | None = None) -> dict[int, int | None]:
+    """seq of each COMMIT/ROLLBACK ``txn_end`` row → the time from which its op message is surely
+    written, or None when it may never be (as ``properties.inv_txn.op_written``).
+
+    Without op batching (``params.op_batch_ms`` 0) an op is written at its END: its own ts. From 5.1.0 the
+    op batch service writes it within ``params.op_written_within_ms`` (3 × op_batch_ms) of the END,
+    and keeps pending ops in memory only: an END with a ``crash`` or ``recover`` whose ts lies in
+    [END.ts, END.ts + within] gets None (that END never resolves its half). ``downs``: the ts of the
+    trace's crash and recover rows, when the caller has only the transaction rows. A needed ts that is
+    missing counts as a loss (None): a row that cannot place itself in time never makes a finding.
+    """
+    within = trace.params.op_written_within_ms
+    if downs is None:
+        downs = [row["ts"] for _, row in trace.of("crash", "recover")] if within else []
+    unknown = any(t is None for t in downs)
+    times = sorted(t for t in downs if t is not None)
+    out: dict[int, int | None] = {}
+    for _, row in trace.of("txn_end"):
+        if row["status"] not in ("COMMIT", "ROLLBACK"):
+            continue
+        ts = row["ts"]
+        if not within:
+            out[row["seq"]] = ts
+        elif ts is None or unknown:
+            out[row["seq"]] = None
+        else:
+            due = ts + within
+            i = bisect.bisect_left(times, ts)
+            out[row["seq"]] = None if i < len(times) and times[i] <= due else due
+    return out
+
+
+def _first_written(named: Sequence[tuple[int, int | None]], at: int | None, within: int) -> int | None:
+    """The first seq of the ops ``named`` ((seq, written time) of a position's ops, in seq order) that
+    resolve the position for a check at ``at``: every one up to 5.0 (``within`` 0), else one whose op
+    was surely written before ``at``."""
+    for seq, due in named:
+        if not within or (due is not None and at is not None and due < at):
+            return seq
+    return None
+
+
+def detect_txn_check_after_resolved(
+    trace: Trace, unseen: set[int] | None = None, downs: Sequence[int | None] | None = None
+) -> Iterator[Finding]:
     """TXN_CHECK_AFTER_RESOLVED: a half copy checked after an op resolved it.
 
     SPEC §8.1 extension (properties/README.md, "Deep lifecycle guarantees").
@@ -74,14 +119,23 @@ def detect_txn_check_after_resolved(trace: Trace, unseen: set[int] | None = None
     ``queue_offset`` (the half-queue position; a check's is its re-put copy's). A
     ``txn_check`` with k ≥ 1 checks a copy with k − 1: it is a violation when every earlier
     such copy's position was named by an earlier COMMIT/ROLLBACK ``txn_end`` (its
-    ``queue_offset``), unless its msg_key is at risk. seqs = [the latest such txn_end,
-    txn_check]. Rows without queue_offset or check number take no part; nor do the ops
-    ``unseen_ops`` names (read never after a power loss; ``unseen``, when the caller computed
-    them from rows ``trace`` lacks).
+    ``queue_offset``) whose op message was written before the check, unless its msg_key is at
+    risk. Without op batching (``params.op_batch_ms`` 0: 4.9, 5.0) an op is written at its END.
+    From 5.1.0 (``op_batch_ms`` > 0: transactionOpBatchInterval) the op batch service writes it
+    later and keeps it in memory until then (``op_written_times``): an END counts only for a
+    check whose ts is past END.ts + 3 × op_batch_ms, and never when a ``crash`` or ``recover``
+    has its ts in [END.ts, END.ts + 3 × op_batch_ms] (a later END naming the same position may
+    still count). seqs = [the latest over the checked positions of the first txn_end that counts
+    for each, txn_check]. Rows without queue_offset or check number take no part; nor do the
+    ops ``unseen_ops`` names (read never after a power loss; ``unseen``, when the caller
+    computed them from rows ``trace`` lacks; ``downs``, likewise the ts of its crash and
+    recover rows).
     """
     copies: dict[str, dict[int, set[int]]] = {}
-    ops: dict[str, dict[int, int]] = {}
+    ops: dict[str, dict[int, list[tuple[int, int | None]]]] = {}  # txn -> position -> [(seq, written)]
     unseen = unseen_ops(trace) if unseen is None else unseen
+    within = trace.params.op_written_within_ms
+    written = op_written_times(trace, downs)
     for _, row in trace.of("txn_half", "txn_end", "txn_check"):
         txn, pos = row["txn_id"], row["queue_offset"]
         if txn is None or pos is None:
@@ -91,15 +145,16 @@ def detect_txn_check_after_resolved(trace: Trace, unseen: set[int] | None = None
             mine.setdefault(0, set()).add(pos)
         elif row["event"] == "txn_end":
             if row["status"] in ("COMMIT", "ROLLBACK") and row["seq"] not in unseen:
-                ops.setdefault(txn, {}).setdefault(pos, row["seq"])
+                ops.setdefault(txn, {}).setdefault(pos, []).append((row["seq"], written[row["seq"]]))
         else:
             k = check_number(row)
             if k is None:
                 continue
             checked = mine.get(k - 1, set())
-            done = ops.get(txn, {})
-            if checked and all(p in done for p in checked) and row["msg_key"] not in trace.at_risk:
-                op = max(done[p] for p in checked)
+            named = ops.get(txn, {})
+            done = [s for p in checked if (s := _first_written(named.get(p, ()), row["ts"], within)) is not None]
+            if checked and len(done) == len(checked) and row["msg_key"] not in trace.at_risk:
+                op = max(done)
                 yield violation(
                     Code.TXN_CHECK_AFTER_RESOLVED,
                     (op, row["seq"]),

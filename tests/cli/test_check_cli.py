@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rmqspec.cli.main import main
+from rmqspec.cli import cmd_check
+from rmqspec.cli.main import build_parser, main
+from rmqspec.model.versions import VERSIONS
 
 TESTS = Path(__file__).resolve().parents[1]
 # One pytest-xdist worker for the module: its tests share one `rmqspec check` run (``broken_run``).
@@ -88,3 +90,53 @@ def test_out_must_be_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[s
     target.write_text("x")
     assert main(["check", "--out", str(target)]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_every_conformance_profile_is_offered_and_an_unknown_one_exits_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rmqspec.properties.conformance import PROFILES
+
+    assert {build_parser().parse_args(["check", "--profile", name]).profile for name in PROFILES} == set(PROFILES)
+    assert {*VERSIONS, "strict"} <= set(PROFILES)
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--profile", "rocketmq-9", "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --profile: invalid choice: 'rocketmq-9'" in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def _inputs(tmp_path: Path, profile: str, *extra: str) -> tuple[object, object]:
+    """What ``rmqspec check`` reads before any work: the broker config and the audit's configuration."""
+    args = build_parser().parse_args(["check", "--profile", profile, "--out", str(tmp_path / "o"), *extra])
+    broker = cmd_check._broker_config(args)
+    return broker, cmd_check._audit_config(args, broker)
+
+
+def test_a_5x_profile_reads_broker_conf_and_audits_with_its_op_batching(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("transactionOpBatchInterval=700\n")
+    latest = sorted(VERSIONS)[-1]  # a 5.x line after 5.1: it batches op messages too
+    broker, audit = _inputs(tmp_path, latest, "--config", str(conf))
+    assert broker.version == latest and broker.transaction_check_interval_ms == 30_000
+    assert audit.params.op_batch_ms == 700  # the broker's own period reaches the audit
+    _, audit = _inputs(tmp_path, "rocketmq-5.1")
+    assert audit.params.op_batch_ms == 3000  # RocketMQ's default without --config
+    plain = tmp_path / "audit.json"
+    plain.write_text('{"transactionCheckMax": 5}')
+    _, audit = _inputs(tmp_path, "rocketmq-5.1", "--config", str(conf), "--audit-config", str(plain))
+    assert audit.params.op_batch_ms == 700 and audit.params.transaction_check_max == 5
+    for profile in ("rocketmq-4.9", "strict", "rocketmq-5.0"):
+        broker, audit = _inputs(tmp_path, profile, "--config", str(conf))
+        assert audit.params.op_batch_ms == 0, profile  # ops written at the END
+        assert broker.transaction_check_interval_ms == 60_000
+
+
+def test_an_op_batch_key_under_a_4_9_profile_is_refused_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "audit.json"
+    conf.write_text('{"transactionOpBatchInterval": 700}')
+    assert main(["check", "--audit-config", str(conf), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "transactionOpBatchInterval applies to a profile that batches op messages" in err
+    assert "Traceback" not in err and not (tmp_path / "o").exists()

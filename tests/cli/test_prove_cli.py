@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rmqspec.cli.main import main
+from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.theorems import THEOREMS
 
 REAL_BROKER_CONF = """\
@@ -128,3 +129,35 @@ def test_renewal_gap_and_check_max_fail(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["prove", "--quiet", "--config", path]) == 1
     out = capsys.readouterr().out
     assert "lock renewal gap" in out and "discarded unasked" in out
+
+
+def test_a_5x_profile_fills_the_check_interval_and_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--profile rocketmq-5.1: a broker.conf without transactionCheckInterval gets 5.1's 30 s; the
+    output names the profile and that the theorems are the 4.9 lifecycle's."""
+    path = write(tmp_path, "transactionTimeOut=45000\n")
+    args = ["prove", "--quiet", "--theorem", "TxnResolvedOnceProperty", "--config", path]
+    assert main([*args, "--profile", "rocketmq-5.1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile rocketmq-5.1 (RocketMQ 5.1.1 – 5.1.4); the theorems are stated for the 4.9")
+    assert "transactionTimeOut 45000 ms ≥ transactionCheckInterval 30000 ms" in out
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("profile rocketmq-4.9 (RocketMQ 4.9.8)\n")
+    assert "transactionTimeOut 45000 ms < transactionCheckInterval 60000 ms" in out
+    latest = sorted(VERSIONS)[-1]
+    assert main([*args, "--profile", latest, "--json"]) == 0
+    assert {d["profile"] for d in json.loads(capsys.readouterr().out)} == {latest}
+    explicit = write(tmp_path, "transactionCheckInterval=10000\n")
+    assert main(["prove", "--quiet", "--theorem", "TxnResolvedOnceProperty", "--config", explicit,
+                 "--profile", "rocketmq-5.1"]) == 0
+    assert "transactionCheckInterval 10000 ms" in capsys.readouterr().out  # the file's value wins
+
+
+def test_an_unknown_profile_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["prove", "--profile", "strict"])  # a conformance profile, not a RocketMQ version
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --profile: invalid choice: 'strict'" in err and "Traceback" not in err

@@ -22,7 +22,7 @@ WIRE = {"UNIQ_KEY": "0A0000071092000000008B6D88E20000", "WAIT": "true", "TAGS": 
 
 
 def test_profiles_are_named_and_unknown_ones_refused() -> None:
-    assert sorted(VERSIONS) == ["rocketmq-4.9", "rocketmq-5.0", "rocketmq-5.1", "rocketmq-5.2+"]
+    assert sorted(VERSIONS) == ["rocketmq-4.9", "rocketmq-5.0", "rocketmq-5.1", "rocketmq-5.2", "rocketmq-5.5"]
     assert {p.version for p in PROFILES.values()} == set(VERSIONS)
     assert PROFILES["strict"].version == "rocketmq-4.9"
     with pytest.raises(ValueError, match=r"unknown RocketMQ version profile 'rocketmq-6'.*rocketmq-4\.9"):
@@ -32,9 +32,10 @@ def test_profiles_are_named_and_unknown_ones_refused() -> None:
 
 
 def test_the_check_interval_default_follows_the_version_unless_the_file_sets_it() -> None:
-    assert [default_config(v).transaction_check_interval_ms for v in VERSIONS] == [60_000, 60_000, 30_000, 30_000]
+    assert [default_config(v).transaction_check_interval_ms for v in VERSIONS] == [60_000, 60_000, 30_000, 30_000,
+                                                                                 30_000]
     conf = broker_conf_from_text("brokerName=broker-a\n")
-    assert broker_config_from_conf(conf, "rocketmq-5.2+").transaction_check_interval_ms == 30_000
+    assert broker_config_from_conf(conf, "rocketmq-5.2").transaction_check_interval_ms == 30_000
     assert broker_config_from_conf(conf).transaction_check_interval_ms == 60_000
     conf = broker_conf_from_text("transactionCheckInterval=3000\nregionId=HZ\ntraceOn=false\n")
     config = broker_config_from_conf(conf, "rocketmq-5.1")
@@ -76,7 +77,7 @@ def test_what_a_send_stores_per_version(kind, tmp_path) -> None:
                 behaviour.half_transaction_id
     size49 = offsets["rocketmq-4.9"][0]
     assert offsets["rocketmq-5.0"][0] == offsets["rocketmq-5.1"][0] > size49
-    assert offsets["rocketmq-5.2+"][0] == offsets["rocketmq-5.1"][0] + 1
+    assert offsets["rocketmq-5.2"][0] == offsets["rocketmq-5.1"][0] + 1
 
 
 def _half_properties(root, offset: int) -> dict:
@@ -84,7 +85,7 @@ def _half_properties(root, offset: int) -> dict:
     return dict(decode_record(data[offset:], base_offset=offset).properties)
 
 
-@pytest.mark.parametrize("version", ["rocketmq-5.1", "rocketmq-5.2+"])
+@pytest.mark.parametrize("version", ["rocketmq-5.1", "rocketmq-5.2"])
 def test_mmap_broker_conforms_to_the_model_under_a_5x_profile(version) -> None:
     from rmqspec.properties.adapters import load_factory
 
@@ -119,7 +120,7 @@ def test_5_1_writes_op_messages_in_batches_and_checks_ended_halves_meanwhile(kin
     one period after the queue's last write (the context's creation for the first), every pending offset of
     the queue in one op, ``offset,`` each; until then a check round checks the ended half (fidelity V7)."""
     clock = ManualClock(0)
-    broker = _broker(kind, "rocketmq-5.2+", clock, tmp_path / "b")
+    broker = _broker(kind, "rocketmq-5.2", clock, tmp_path / "b")
     broker.create_topic("T", 1)
     halves = [broker.send_half(Message("T", b"h", uniq_key=_key(i)), 0, "PG") for i in range(3)]
     clock.set(100)
@@ -194,3 +195,24 @@ def test_a_clean_close_writes_only_the_ops_due(tmp_path) -> None:
     broker.end_transaction("PG", second.commitlog_offset, second.queue_offset, TxnAction.COMMIT, False)
     broker.flush_ops()
     assert _ops(broker) == [b"0,", b"1,"]
+
+
+@pytest.mark.parametrize("kind", ["model", "mmap"])
+def test_5_5_stores_a_committed_message_without_its_real_queue(kind, tmp_path) -> None:
+    """EndTransactionProcessor.endMessageTransaction: up to 5.3.3 the committed message stores the half's
+    string (REAL_TOPIC / REAL_QID in it); 5.5.0+ rebuilds it after clearing them (TRAN_MSG, cleared later,
+    stays in both)."""
+    seen = {}
+    for version in ("rocketmq-5.2", "rocketmq-5.5"):
+        clock = ManualClock(0)
+        broker = _broker(kind, version, clock, tmp_path / version)
+        broker.create_topic("T", 1)
+        half = broker.send_half(Message("T", b"h", uniq_key=_key(1)), 0, "PG")
+        broker.end_transaction("PG", half.commitlog_offset, half.queue_offset, TxnAction.COMMIT, False)
+        (committed,) = broker.pull("G", MessageQueue("T", 0), 0, 1).messages
+        seen[version] = set(committed.properties)
+        if kind == "mmap":
+            broker.close()
+    assert {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} <= seen["rocketmq-5.2"]
+    assert seen["rocketmq-5.2"] - seen["rocketmq-5.5"] == {"REAL_TOPIC", "REAL_QID"}
+    assert "TRAN_MSG" in seen["rocketmq-5.5"]

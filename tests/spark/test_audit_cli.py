@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmqspec.cli.main import main
+from rmqspec.model.versions import VERSIONS
 from rmqspec.traces.io import rows_to_table
 from rmqspec.traces.notation import parse
 
@@ -123,3 +124,70 @@ def test_imported_rocketmq_message_trace_audits_and_lists_what_it_cannot_judge(s
     assert sum(summary["violations"].values()) == 0
     assert {"LOST", "TXN_UNRESOLVED", "OFFSET_OVERRUN"} <= set(summary["not_judged"])
     assert "queue_id" in summary["not_judged"]["OFFSET_OVERRUN"]
+
+
+def test_a_5x_profile_brings_op_batching_to_the_spark_rules(spark, tmp_path, capsys):
+    """``--profile rocketmq-5.1`` with the config's transactionOpBatchInterval (700 ms): the SQL plan's
+    transaction judge (``--plan small``, not the reference checker) gives each op-batch case exactly
+    its findings — 4.9's would be more (``checker_cases_batch``)."""
+    from rmqspec.traces.checker_cases_batch import OP_BATCH_CASES, OP_BATCH_CONFIG_JSON, OP_BATCH_PROFILE
+
+    rows = [
+        {**r, "trace_id": f"batch{i}", "detail": json.loads(r["detail"]) if r.get("detail") else None}
+        for i, case in enumerate(OP_BATCH_CASES) for r in parse(case.text)
+    ]  # fmt: skip
+    pq.write_table(rows_to_table(rows), tmp_path / "batch.parquet")
+    (tmp_path / "audit.json").write_text(json.dumps(OP_BATCH_CONFIG_JSON))
+    out = tmp_path / "out"
+    code = main(["audit", str(tmp_path / "batch.parquet"), "--out", str(out), "--profile", OP_BATCH_PROFILE,
+                 "--config", str(tmp_path / "audit.json"), "--plan", "small", "--json", "--master", "local[2]",
+                 "--quiet"])  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1 and summary["rows_rejected"] == 0
+    found: dict[str, list] = {}
+    for kind in ("violations", "observations"):
+        for r in pq.read_table(out / kind).to_pylist():
+            found.setdefault(r["trace_id"], []).append((r["code"], tuple(r["seqs"])))
+    for i, case in enumerate(OP_BATCH_CASES):
+        assert sorted(found.get(f"batch{i}", [])) == sorted(case.expected), case.name
+        assert sorted(case.expected) != sorted(case.expected_49)
+
+
+_BATCHING = sorted(name for name, v in VERSIONS.items() if v.op_batch)  # rocketmq-5.1 and later
+
+
+@pytest.mark.parametrize(
+    "args, config, needle",
+    [
+        (["--profile", "rocketmq-9"], None, "argument --profile: invalid choice: 'rocketmq-9'"),
+        ([], {"transactionOpBatchInterval": 700}, "transactionOpBatchInterval applies to a profile that batches op "
+                                                  f"messages ({', '.join(_BATCHING)}); rocketmq-4.9 writes them"),
+        (["--profile", "rocketmq-5.0"], {"transactionOpBatchInterval": 700}, "rocketmq-5.0 writes them at the END"),
+        (["--profile", _BATCHING[-1]], {"transactionOpBatchInterval": 0}, "must be a positive integer (ms), got 0"),
+    ],
+)
+def test_a_bad_profile_or_op_batch_key_exits_2_before_spark(tmp_path, capsys, args, config, needle):
+    pq.write_table(rows_to_table(parse(GOOD)), tmp_path / "t.parquet")
+    if config is not None:
+        (tmp_path / "c.json").write_text(json.dumps(config))
+        args = [*args, "--config", str(tmp_path / "c.json")]
+    argv = ["audit", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "out"), "--quiet", *args]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses a choice itself: usage and one error line
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_op_batch_period_follows_the_profile():
+    from rmqspec.spark.config import parse_config
+
+    assert parse_config({}, profile="rocketmq-4.9").params.op_batch_ms == 0
+    assert parse_config({}, profile="rocketmq-5.0").params.op_batch_ms == 0
+    assert parse_config({}, profile="rocketmq-5.1").params.op_batch_ms == 3000  # RocketMQ's default
+    assert parse_config({}, profile="rocketmq-5.1", op_batch_default_ms=500).params.op_batch_ms == 500
+    assert "rocketmq-5.1" in _BATCHING and "rocketmq-5.0" not in _BATCHING
+    five = parse_config({"transactionOpBatchInterval": 700}, profile=_BATCHING[-1], op_batch_default_ms=500)
+    assert five.params.op_batch_ms == 700 and five.params.op_written_within_ms == 2100

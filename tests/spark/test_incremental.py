@@ -385,6 +385,24 @@ def test_a_state_made_with_other_parameters_is_refused(tmp_path):
         read_state(str(state), AuditConfig())
 
 
+def test_a_state_keeps_its_parameters_across_op_batching(tmp_path):
+    """A 4.9 audit's parameters are those of a state written before op batching existed (no
+    ``op_batch_ms``); a 5.1 audit (op_batch_ms 3000) refuses such a state, naming the parameter."""
+    from rmqspec.spark.config import load_config
+    from rmqspec.spark.incremental import FORMAT, VERSION, fingerprint
+
+    state = tmp_path / "st"
+    state.mkdir()
+    old = {k: v for k, v in fingerprint(AuditConfig()).items() if k != "op_batch_ms"}
+    assert fingerprint(load_config(None, "rocketmq-4.9")) == old == fingerprint(load_config(None, "rocketmq-5.0"))
+    (state / "state.json").write_text(json.dumps(
+        {"format": FORMAT, "version": VERSION, "params": old, "last_seq": {"": 9}}))
+    with pytest.raises(StateError, match=r"\(op_batch_ms\): use the same --config and --profile"):
+        read_state(str(state), load_config(None, "rocketmq-5.1"))
+    with pytest.raises(StateError, match="rows: missing"):  # the parameters agree: on to the files
+        read_state(str(state), load_config(None, "rocketmq-4.9"))
+
+
 def test_cli_bad_state_dir_exits_2_with_one_line(tmp_path):
     day = tmp_path / "day"
     generate(day, GenConfig(events=500, seed=1))

@@ -24,9 +24,11 @@ from rmqspec.spark.arrow_judge import Columns, judge
 from rmqspec.spark.rules_txn import _COLUMNS, TXN_EVENTS, _Judge, rows_to_judge
 from rmqspec.traces.checker import validate
 from rmqspec.traces.checker_cases import PARAMS
-from rmqspec.traces.checks_common import Trace, at_risk_keys
+from rmqspec.traces.checker_cases_batch import OP_BATCH_CASES, OP_BATCH_PARAMS
+from rmqspec.traces.checks_common import Trace, at_risk_keys, detail_of
 from rmqspec.traces.checks_lifecycle import unseen_ops
 from rmqspec.traces.checks_txn import skipped_halves
+from rmqspec.traces.notation import parse
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 CODES = {
@@ -34,14 +36,17 @@ CODES = {
     "TXN_CHECK_AFTER_RESOLVED", "TXN_DISCARD_EARLY",
 }  # fmt: skip
 _STRINGS = {"trace", "event", "status", "txn_id", "msg_key", "check_times"}
-_EVENTS = (*TXN_EVENTS, "txn_end", "txn_check", "crash")
+_EVENTS = (*TXN_EVENTS, "txn_end", "txn_check", "crash", "recover")
 _STATUS = {"txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN"), "crash": ("kill", "power", "power")}
+_GAPS = (0, 1, 3000, 6000, 60_000)
+# op_batch_ms 700: an END's op is written 2100 ms after it (``checker_cases_batch``)
+_BATCH_GAPS = (0, 1, 700, 2100, 2101, 6000, 60_000)
 
 
 @st.composite
-def _trace(draw: Any) -> list[dict[str, Any]]:
+def _trace(draw: Any, gaps: tuple[int, ...] = _GAPS) -> list[dict[str, Any]]:
     fields = {"txn_id": ("X1", "X2", None), "msg_key": ("K1", "K2", None), "queue_offset": (0, 1, 2, None)}
-    rows = drawn_rows(draw, events=_EVENTS, gaps=(0, 1, 3000, 6000, 60_000), statuses=_STATUS, fields=fields, most=30)
+    rows = drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=30)
     for row in rows:
         if row["event"] == "txn_check" and draw(st.booleans()):
             row["detail"] = {"check_times": draw(st.sampled_from((0, 1, 2, "1", "x")))}
@@ -70,7 +75,8 @@ def _judged(rows: list[dict[str, Any]], params: AuditParams = PARAMS) -> list[tu
         for r in rows
         if r["event"] in TXN_EVENTS and r["txn_id"] is not None
     ]  # fmt: skip
-    rules = _Judge(params, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)})
+    downs = {"": [r["ts"] for r in rows if r["event"] in ("crash", "recover")]}  # as ``rules.txn_rules`` collects
+    rules = _Judge(params, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)}, downs)
     return sorted(
         (f["kind"], f["code"], tuple(f["seqs"]), f["txn_id"], f["msg_key"], f["reason"])
         for f in judged_rows(rules, family, _COLUMNS, _STRINGS)
@@ -98,6 +104,38 @@ _TIGHT = attrs.evolve(PARAMS, transaction_check_max=2, file_reserved_ms=72_000)
 @given(_trace())
 def test_the_judge_finds_what_the_checker_finds_with_tight_limits(rows):
     assert _judged(rows, _TIGHT) == _checked(rows, _TIGHT)
+
+
+@st.composite
+def _batch_trace(draw: Any) -> list[dict[str, Any]]:
+    """Transactions whose ENDs and checks fall around the op batch window, with restarts between."""
+    events = ("txn_half", "txn_end", "txn_end", "txn_check", "txn_check", "crash", "recover")
+    fields = {"txn_id": ("X1", "X2"), "queue_offset": (0, 1)}
+    rows = drawn_rows(draw, events=events, gaps=_BATCH_GAPS, statuses=_STATUS, fields=fields, most=20)
+    for row in rows:
+        row["msg_key"] = row["txn_id"]
+        if row["event"] == "txn_check":
+            row["detail"] = {"check_times": draw(st.sampled_from((1, 1, 2)))}
+        if row["event"] in ("crash", "recover"):
+            row.update(txn_id=None, msg_key=None, queue_offset=None)
+    return rows
+
+
+@given(st.one_of(_trace(_BATCH_GAPS), _batch_trace()))
+def test_the_judge_finds_what_the_checker_finds_with_op_batching(rows):
+    """5.1.0+'s batched ops: the judge, given the crash and recover rows' ts the driver collects, judges
+    TXN_CHECK_AFTER_RESOLVED as the checker does on the whole trace."""
+    assert _judged(rows, OP_BATCH_PARAMS) == _checked(rows, OP_BATCH_PARAMS)
+
+
+def test_with_op_batching_a_judge_without_the_restarts_finds_no_check_after_resolution():
+    """Without the driver's crash and recover ts every op may have been lost in one: nothing, never more."""
+    rows = [{c: r.get(c) for c in _COLUMNS} | {"trace": "", "drain": None,
+                                                "check_times": _text(detail_of(r).get("check_times"))}
+            for r in parse(OP_BATCH_CASES[0].text)]  # fmt: skip
+    found = judged_rows(_Judge(OP_BATCH_PARAMS, {}, {}, {}, {"": []}), rows, _COLUMNS, _STRINGS)
+    assert sorted(tuple(f["seqs"]) for f in found) == [(6, 10), (7, 11)]
+    assert judged_rows(_Judge(OP_BATCH_PARAMS, {}, {}, {}), rows, _COLUMNS, _STRINGS) == []
 
 
 def test_the_judge_skips_only_transactions_no_rule_can_fire_in():

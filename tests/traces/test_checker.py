@@ -9,6 +9,9 @@ import pytest
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES, AuditParams
 from rmqspec.traces.checker import DETECTORS, check, render_text, report_json
 from rmqspec.traces.checker_cases import CASES, PARAMS
+from rmqspec.traces.checker_cases_batch import OP_BATCH_CASES, OP_BATCH_PARAMS
+from rmqspec.traces.checks_common import Trace
+from rmqspec.traces.checks_lifecycle import detect_txn_check_after_resolved
 from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.notation import parse
 
@@ -20,6 +23,46 @@ def _found(report):
 @pytest.mark.parametrize("case", CASES, ids=[c.name[:40] for c in CASES])
 def test_hand_written_case(case):
     assert _found(check(parse(case.text), PARAMS)) == sorted(case.expected)
+
+
+@pytest.mark.parametrize("case", OP_BATCH_CASES, ids=[c.name[:60] for c in OP_BATCH_CASES])
+def test_op_batch_case(case):
+    """5.1.0+'s batched op messages: the case's findings under op_batch_ms 700, and 4.9's without."""
+    assert _found(check(parse(case.text), OP_BATCH_PARAMS)) == sorted(case.expected)
+    assert _found(check(parse(case.text), PARAMS)) == sorted(case.expected_49)
+
+
+@pytest.mark.parametrize("case", OP_BATCH_CASES, ids=[c.name[:60] for c in OP_BATCH_CASES])
+def test_op_batch_case_agrees_with_the_conformance_invariant(case):
+    """``properties/inv_txn.py`` judges the same checks on the trace as a ghost history (a position is
+    resolved by any of its ENDs whose op is written, in both)."""
+    from rmqspec.properties.history import History
+    from rmqspec.properties.inv_txn import check_txn_check_after_resolved
+
+    for params, expected in ((OP_BATCH_PARAMS, case.expected), (PARAMS, case.expected_49)):
+        h = History(params=params)
+        for row in parse(case.text):
+            fields = {k: v for k, v in row.items() if k not in ("seq", "ts", "event") and v is not None}
+            h.emit(row["event"], row["ts"], **{**fields, **({"detail": json.loads(row["detail"])}
+                                                            if "detail" in fields else {})})
+        assert [v.seq for v in check_txn_check_after_resolved(h)] == \
+            [s[-1] for code, s in sorted(expected) if code == "TXN_CHECK_AFTER_RESOLVED"]
+
+
+def test_op_batch_without_a_needed_ts_judges_nothing():
+    """Defensive (a validated row always has ts): with op batching a crash, recover or END whose ts is
+    unknown, or a check without one, could have changed whether the op was written: no finding."""
+    rows = parse(OP_BATCH_CASES[0].text)
+
+    def found(rows, params=OP_BATCH_PARAMS, downs=None):
+        trace = Trace.build(rows, params)
+        return [f.seqs for f in detect_txn_check_after_resolved(trace, downs=downs)]
+
+    assert found(rows) == [(6, 10), (7, 11)]
+    assert found(rows, downs=[None]) == []  # a restart at an unknown time
+    assert found([{**r, "ts": None} if r["seq"] == 6 else r for r in rows]) == [(7, 11)]  # the END's
+    assert found([{**r, "ts": None} if r["seq"] == 11 else r for r in rows]) == [(6, 10)]  # the check's
+    assert len(found(rows, PARAMS, downs=[None])) == 4  # without batching no ts is read
 
 
 def test_every_code_has_a_case_and_a_detector_docstring():
