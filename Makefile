@@ -27,9 +27,10 @@ test: $(STAMP) java chromium lint
 # Tests against real Apache RocketMQ, from its official release jars on Maven Central (interop/pom.xml,
 # resolved by scripts/real-rocketmq into build/rocketmq), with the Java 4.9.8 and Go v2 clients. Root
 # (network namespaces), a JDK, Maven and Go. INTEROP=quick runs the 4.9.8 tier only; full (the default)
-# adds the 5.x brokers' tier ($(INTEROP_5X_ONLY) and the modules marked ALSO_ON_5X).
+# adds the 5.x brokers' tier ($(INTEROP_5X_ONLY), the modules marked ALSO_ON_5X, and 5.3.3 and 5.5.1 beside
+# 4.9.8 in test_conform_real.py's conformance run).
 INTEROP ?= full
-INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_conform_real5.py
+INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py
 
 interop: $(STAMP) java interop-deps
 	scripts/real-rocketmq resolve --version 4.9.8
