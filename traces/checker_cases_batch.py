@@ -28,15 +28,14 @@ class BatchCase:
     expected_49: tuple[tuple[str, tuple[int, ...]], ...]  # under PARAMS
 
 
+# rows 0-3 of the first two cases: four halves X1..X4 at half-queue positions 0..3
+_FOUR_HALVES = "".join(f"{i} txn_half t=0 topic=T off={i} key=X{i + 1} txn=X{i + 1}\n" for i in range(4))
+
 OP_BATCH_CASES: tuple[BatchCase, ...] = (
     BatchCase(
         "TXN_CHECK_AFTER_RESOLVED with op batching: a check 1 s after the COMMIT or exactly 2100 ms "
         "after it may find no op yet; 1 ms later or 5 s after it may not",
-        """
-        0 txn_half t=0 topic=T off=0 key=X1 txn=X1
-        1 txn_half t=0 topic=T off=1 key=X2 txn=X2
-        2 txn_half t=0 topic=T off=2 key=X3 txn=X3
-        3 txn_half t=0 topic=T off=3 key=X4 txn=X4
+        _FOUR_HALVES + """
         4 txn_end t=60000 key=X1 txn=X1 st=COMMIT off=0
         5 txn_end t=60000 key=X2 txn=X2 st=ROLLBACK off=1
         6 txn_end t=60000 key=X3 txn=X3 st=ROLLBACK off=2
@@ -52,11 +51,7 @@ OP_BATCH_CASES: tuple[BatchCase, ...] = (
     BatchCase(
         "TXN_CHECK_AFTER_RESOLVED with op batching: a crash, or a clean restart, up to 2100 ms after an END "
         "loses its op (the batch is in memory), so a later check is no violation; one after that is written",
-        """
-        0 txn_half t=0 topic=T off=0 key=X1 txn=X1
-        1 txn_half t=0 topic=T off=1 key=X2 txn=X2
-        2 txn_half t=0 topic=T off=2 key=X3 txn=X3
-        3 txn_half t=0 topic=T off=3 key=X4 txn=X4
+        _FOUR_HALVES + """
         4 txn_end t=60000 key=X1 txn=X1 st=COMMIT off=0
         5 txn_end t=61000 key=X2 txn=X2 st=ROLLBACK off=1
         6 crash t=62100 st=kill
