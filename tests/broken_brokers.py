@@ -338,11 +338,13 @@ class _StaleOps(TransactionService):
         self.now, self.interval = now, 3 * config.transaction_check_interval_ms
         return super().check(store, offsets, config, now, hooks, reput_visible)
 
-    def _fill_op_remove_map(self, store, offsets, op_mq, pull_offset, mini_offset, remove_map, done, hooks):
+    def _fill_op_remove_map(self, store, offsets, op_mq, pull_offset, mini_offset, remove_map, done, hooks,
+                            op_sets, batched):
         fresh = {op.queue_offset for op in store.get_message(OP_TOPIC, op_mq.queue_id, pull_offset, 32).records
                  if op.born_ts > self.now - self.interval}
         kept: dict[int, int] = {}
-        out = super()._fill_op_remove_map(store, offsets, op_mq, pull_offset, mini_offset, kept, done, hooks)
+        out = super()._fill_op_remove_map(store, offsets, op_mq, pull_offset, mini_offset, kept, done, hooks,
+                                          op_sets, batched)
         remove_map.update({half: op for half, op in kept.items() if op not in fresh})
         return out
 
