@@ -173,12 +173,11 @@ def delay(args: dict) -> dict:
 
 def send_back_raw(group: str, commitlog_offset: int, delay_level: int, origin_msg_id: str | None,
                   max_reconsume_times: int | None, origin_topic: str | None = None) -> dict:
-    """The adapter's CONSUMER_SEND_MSG_BACK request on a connection of its own, with ``originTopic`` added
-    when given (the Java client sets it to the message's topic; the adapter does not send it): code and
-    remark."""
-    cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times)
-    if origin_topic is not None:
-        cmd = attrs.evolve(cmd, ext_fields={**cmd.ext_fields, "originTopic": origin_topic})
+    """The adapter's CONSUMER_SEND_MSG_BACK request on a connection of its own, with ``originTopic`` only
+    when given (the Java client, and RemoteBroker for a message it pulled, set it to the message's topic):
+    code and remark."""
+    cmd = ops.send_back_request(group, commitlog_offset, delay_level, origin_msg_id, max_reconsume_times,
+                                origin_topic)
     with RemotingClient.connect(PORTS[10911]) as c:
         resp = c.invoke(cmd)
     return {"code": ops.parse_code(resp).name, "remark": resp.remark}
@@ -186,8 +185,9 @@ def send_back_raw(group: str, commitlog_offset: int, delay_level: int, origin_ms
 
 def retry_dlq(args: dict) -> dict:
     """Send-back to the retry topic, then to the DLQ. With ``origin_topic`` (5.x), each send-back bound for
-    the DLQ is followed by: the same request again on a connection of its own (its remark), a pull of
-    where its DLQ copy would be, and the request with ``originTopic`` set as the Java client sets it."""
+    the DLQ goes without ``originTopic`` (a raw request: RemoteBroker sends it, as the Java client does),
+    then: the same request again on a connection of its own (its remark), a pull of where its DLQ copy
+    would be, and the request with ``originTopic`` set as the Java client sets it."""
     origin_topic = args.get("origin_topic")
     b = RemoteBroker(NAMESRV, WallClock())
     b.create_topic("RT_RETRY", 1)
@@ -197,8 +197,10 @@ def retry_dlq(args: dict) -> dict:
     sent = b.send(Message("RT_RETRY", b"fails", tags="t"), 0)
 
     def to_dlq(key: str, group: str, offset: int, level: int, max_times: int | None, dlq_offset: int) -> None:
-        obs[key] = b.send_back(group, offset, level, sent.uniq_key, max_times).name
-        if origin_topic:
+        if not origin_topic:
+            obs[key] = b.send_back(group, offset, level, sent.uniq_key, max_times).name
+        else:
+            obs[key] = send_back_raw(group, offset, level, sent.uniq_key, max_times)["code"]
             obs[f"{key}_again"] = send_back_raw(group, offset, level, sent.uniq_key, max_times)
             obs[f"{key}_dlq_before"] = attempt(lambda: b.pull(group, MessageQueue(f"%DLQ%{group}", 0), dlq_offset))
             obs[f"{key}_with_origin_topic"] = send_back_raw(group, offset, level, sent.uniq_key, max_times,
