@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, InputError, UsageError
+from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.adapters import FactoryError, builtin_names, load_factory
 from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
 from rmqspec.properties.conformance import PROFILES
@@ -33,10 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-cmd", default=None, metavar="SHELL",
                         help="rocketmq://: a shell command that restarts it on the same store")
     parser.add_argument("--profile", default="rocketmq-4.9", choices=sorted(PROFILES),
-                        help="the RocketMQ version to hold the broker to: rocketmq-4.9 (4.9.8, default), "
-                             "rocketmq-5.0 (5.0.x), rocketmq-5.1 (5.1.1 to 5.1.4), rocketmq-5.2 (5.2.0 to 5.3.3), "
-                             "rocketmq-5.5 (5.5.x); or strict (4.9, "
-                             "observations are violations)")
+                        help="the RocketMQ version to hold the broker to (model/versions.py): "
+                             + ", ".join(f"{v.name} ({v.releases})" for v in VERSIONS.values())
+                             + "; default rocketmq-4.9; or strict (4.9, observations are violations)")
     parser.add_argument("--examples", type=int, default=None, help="examples (default: profile budget)")
     parser.add_argument("--steps", type=int, default=None, help="steps per example")
     parser.add_argument("--seed", type=int, default=None,

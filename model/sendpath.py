@@ -37,15 +37,15 @@ from collections.abc import Mapping
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import (
     PROPERTY_CLUSTER,
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     decode_properties,
     encode_properties,
 )
 
-# 5.x (model/versions.py): SendMessageProcessor's buildMsgContext, parseHalfMessageInner
-PROPERTY_MSG_REGION = "MSG_REGION"
-PROPERTY_TRACE_SWITCH = "TRACE_ON"
+# 5.x (model/versions.py): parseHalfMessageInner's TransactionalMessageUtil.TRANSACTION_ID
 PROPERTY_TRANSACTION_ID = "__transactionId__"
 
 

@@ -81,10 +81,6 @@ class Version:
     # MessageDecoder.messageProperties2String (5.2.0+): the stored string ends in \x02
     properties_trailing_separator: bool = False
 
-    @property
-    def is_5x(self) -> bool:
-        return self.region_properties
-
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
