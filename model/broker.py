@@ -121,6 +121,7 @@ from rmqspec.model.results import (
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
+from rmqspec.model.timer import TIMER_TOPIC, TimerService, due_ms, fire_properties
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
     CheckHooks,
@@ -191,6 +192,9 @@ class ModelBroker:
         self.offsets = ConsumerOffsets()
         self.offsets_last_persist = now
         self.schedule = ScheduleService(self.config.delay_levels_ms, now)
+        self.timer = TimerService(self.config.timer, last_persist=now)  # 5.x (model/timer.py)
+        if self.config.behaviour.timer_wheel:
+            self.store.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
         self.locks = LockTable()
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
@@ -264,9 +268,17 @@ class ModelBroker:
         self._note_store(record, now)
         return record
 
+    def _deliver_ts(self, record: Record) -> int | None:
+        """When a copy waiting in the schedule or timer topic becomes due (None for others)."""
+        if record.topic == SCHEDULE_TOPIC:
+            return record.tags_code
+        if record.topic == TIMER_TOPIC:
+            return due_ms(int(record.prop("TIMER_OUT_MS") or 0), self.config.timer_precision_ms)
+        return None
+
     def _note_store(self, record: Record, now: int) -> None:
         scheduled = record.topic == SCHEDULE_TOPIC
-        deliver_ts = record.tags_code if scheduled else None
+        deliver_ts = self._deliver_ts(record)
         level = record.queue_id + 1 if scheduled else None
         self.ghost.note_stored(
             Stored(
@@ -362,10 +374,11 @@ class ModelBroker:
         self.durability.on_append(len(self.store.records))
         self._note_store(record, now)
         delayed = record.topic == SCHEDULE_TOPIC
+        timer = record.topic == TIMER_TOPIC
         self.ghost.note_acked(
             Acked(
                 now,
-                "delayed" if delayed else "plain",
+                "delayed" if delayed else "timer" if timer else "plain",
                 uniq,
                 msg.topic,
                 queue_id,
@@ -386,7 +399,7 @@ class ModelBroker:
             msg_id=self._msg_id(record),
             reconsume_times=0,
             delay_level=record.queue_id + 1 if delayed else None,
-            deliver_ts=record.tags_code if delayed else None,
+            deliver_ts=self._deliver_ts(record),
             status="SEND_OK",
         )
         return SendResult(
@@ -839,6 +852,10 @@ class ModelBroker:
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
         )
+        if self.config.behaviour.timer_wheel:
+            self.timer.tick(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot,
+                            lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
+            self.timer.maybe_persist(now)
         interval = self.config.transaction_op_batch_interval_ms
         if self.config.behaviour.op_batch and not self.external_op_batches and self.txn.op_batch_due(now, interval):
             self._write_ops(self.txn.take_ops(now, interval), now)
@@ -892,6 +909,40 @@ class ModelBroker:
                 "from_commitlog_offset": entry.commitlog_offset,
             },
         )
+
+    def _timer_fire(self, now: int, offset: int, enqueue_ms: int) -> bool:
+        """TimerMessageStore's dequeue: the copy at ``offset`` of the timer queue to its real topic."""
+        entry = self.store.entry(TIMER_TOPIC, 0, offset)
+        request = PutRequest(
+            topic=entry.prop(PROPERTY_REAL_TOPIC) or "",
+            queue_id=int(entry.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
+            body=entry.body,
+            properties=fire_properties(entry.props, enqueue_ms, now),
+            sys_flag=entry.sys_flag,
+            born_ts=entry.born_ts,
+            flag=entry.flag,
+            reconsume_times=entry.reconsume_times,
+        )
+        try:
+            new = self.store.put(request, now)
+        except PutError:
+            return False
+        deliver_ts = self._deliver_ts(entry)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(new, now)
+        self.ghost.note_timer_fired(
+            Fired(now, 0, deliver_ts or 0, entry.commitlog_offset, new.commitlog_offset, new.topic,
+                  new.queue_id, new.uniq_key)
+        )
+        self._emit(
+            "timer_fire",
+            now,
+            actor="broker",
+            **self._copy(new),
+            deliver_ts=deliver_ts,
+            detail={"from_queue_offset": entry.queue_offset, "from_commitlog_offset": entry.commitlog_offset},
+        )
+        return True
 
     def _hooks(self, now: int) -> CheckHooks:
         def on_store(record: Record) -> None:
@@ -958,6 +1009,7 @@ class ModelBroker:
         self.durability.flush(len(self.store.records))
         self.offsets.persist()
         self.schedule.persist(now)
+        self.timer.persist(now)
         self.state = BrokerState.CLOSED
 
     def reopen(self) -> None:
@@ -1025,6 +1077,7 @@ class ModelBroker:
         self.offsets.restore()
         self.offsets_last_persist = now
         self.schedule.restore(self.store, now)
+        self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.state = BrokerState.RUNNING
 

@@ -11,6 +11,7 @@ import re
 
 import attrs
 
+from rmqspec.model.timer import TimerSettings, normalize_precision
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS, Version
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -96,11 +97,23 @@ class BrokerConfig:
     # regionId / traceOn: what 5.x stores as MSG_REGION / TRACE_ON on every send.
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # 5.x timer messages (model/timer.py): timerWheelEnable, timerPrecisionMs (normalized to
+    # 100/200/500/1000 like MessageStoreConfig's setter), timerMaxDelaySec, timerFlushIntervalMs
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = attrs.field(default=1000, converter=normalize_precision)
+    timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
+    timer_flush_interval_ms: int = attrs.field(default=1000, validator=_positive)
 
     @property
     def behaviour(self) -> Version:
         """The version profile's behaviours (``model/versions.py``)."""
         return VERSIONS[self.version]
+
+    @property
+    def timer(self) -> TimerSettings:
+        """The timer wheel's settings (5.x profiles; ``model/timer.py``)."""
+        return TimerSettings(self.timer_wheel_enable, self.timer_precision_ms, self.timer_max_delay_sec,
+                             self.timer_flush_interval_ms)
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

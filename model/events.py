@@ -8,7 +8,7 @@ JSONL or Parquet.
 Field conventions are SPEC §8's: ``store`` describes the new copy;
 ``send_back`` names the copy that failed (topic/queue_id/queue_offset) and
 carries the new copy's reconsume_times/delay_level (+ ``deliver_ts`` on RETRY);
-``schedule_fire`` names the destination; ``txn_*`` carry ``txn_id`` and the
+``schedule_fire`` and ``timer_fire`` name the destination; ``txn_*`` carry ``txn_id`` and the
 half's ``msg_key``. ``detail`` is a small JSON-able mapping for extras.
 """
 
@@ -38,6 +38,7 @@ EVENTS: tuple[str, ...] = (
     "crash",
     "recover",
     "drain",
+    "timer_fire",  # 5.x: the timer wheel delivered a timer message (model/timer.py)
 )
 EVENT_NAMES: frozenset[str] = frozenset(EVENTS)
 

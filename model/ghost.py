@@ -20,6 +20,7 @@ What is recorded (one list per kind, in order):
 - ``locks``: every lock decision (granted or denied) and every release;
 - ``sent_back``: every successful CONSUMER_SEND_MSG_BACK (RETRY or DLQ);
 - ``fired``: every schedule-service delivery;
+- ``timer_fired``: every timer-wheel delivery (5.x; ``level`` 0);
 - ``txn_halves``, ``txn_resolutions``, ``txn_checks``, ``txn_discards``;
 - ``crashes``: each crash with the records it lost.
 
@@ -160,6 +161,7 @@ class GhostHistory:
     locks: list[LockEvent] = attrs.Factory(list)
     sent_back: list[SentBack] = attrs.Factory(list)
     fired: list[Fired] = attrs.Factory(list)
+    timer_fired: list[Fired] = attrs.Factory(list)
     txn_halves: list[TxnNote] = attrs.Factory(list)
     txn_resolutions: list[TxnNote] = attrs.Factory(list)
     txn_checks: list[TxnNote] = attrs.Factory(list)
@@ -186,6 +188,9 @@ class GhostHistory:
 
     def note_fired(self, entry: Fired) -> None:
         self.fired.append(entry)
+
+    def note_timer_fired(self, entry: Fired) -> None:
+        self.timer_fired.append(entry)
 
     def note_txn(self, entry: TxnNote) -> None:
         target = {

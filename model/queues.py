@@ -67,6 +67,7 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.results import PullStatus, ResponseCode
+from rmqspec.model.timer import TIMER_TOPIC, TimerRefused, transform
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -320,6 +321,11 @@ class Store:
         if refusal is not None:
             raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(req.sys_flag)
+        if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and self.config.behaviour.timer_wheel:
+            try:  # 5.x's put hook (model/timer.py)
+                topic, queue_id = transform(topic, queue_id, props, req.delay_level, now, self.config.timer)
+            except TimerRefused as e:
+                raise PutError(e.code, e.remark) from None
         if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and req.delay_level > 0:
             level = min(req.delay_level, len(self.delays))
             props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
@@ -405,6 +411,10 @@ class Store:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         return 0
+
+    def timer_slot(self, offset: int) -> int:
+        """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py)."""
+        return int(self.entry(TIMER_TOPIC, 0, offset).prop("TIMER_OUT_MS") or 0)
 
     def entry(self, topic: str, queue_id: int, offset: int) -> Record:
         return self.records[self.queues[(topic, queue_id)][offset]]

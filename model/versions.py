@@ -15,7 +15,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   (AbstractSendMessageProcessor.buildMsgContext, called on every send) and keeps the
   client's ``WAIT`` (the 4.9.8 block that removed it before serializing is gone); a
   half with a ``UNIQ_KEY`` gets ``__transactionId__`` (TransactionalMessageBridge
-  .parseHalfMessageInner).
+  .parseHalfMessageInner). Timer messages (``model/timer.py``): a send with ``TIMER_DELIVER_MS``,
+  ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` waits in ``rmq_sys_wheel_timer`` until its time.
 - ``rocketmq-5.1``: 5.1.1 – 5.1.4. Besides 5.0's: a ``%RETRY%`` send also goes to the DLQ while an orderly lock of the
   group is live (RebalanceLockManager.isLockAllExpired), with ``DELAY=-1``;
   ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
@@ -80,11 +81,14 @@ class Version:
     commit_drops_real_queue: bool = False
     # MessageDecoder.messageProperties2String (5.2.0+): the stored string ends in \x02
     properties_trailing_separator: bool = False
+    # HookUtils.handleScheduleMessage + TimerMessageStore (5.0.0+, RIP-43): TIMER_DELIVER_MS /
+    # TIMER_DELAY_SEC / TIMER_DELAY_MS make a timer message (model/timer.py); 4.9: user properties
+    timer_wheel: bool = False
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
-                    half_transaction_id=True, retry_send_dlq_above_max=True)
+                    half_transaction_id=True, retry_send_dlq_above_max=True, timer_wheel=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
