@@ -35,7 +35,8 @@ from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.brokerconf import BrokerConf, ConfigError, for_version, load_broker_conf
 from rmqspec.properties.configcheck import CHECKS, verify_config
 from rmqspec.properties.prover import FAILED, UNKNOWN, ProofResult, prove_all
-from rmqspec.properties.theorems import BY_NAME, THEOREMS
+from rmqspec.properties.theorems import THEOREMS
+from rmqspec.properties.theorems_timer import TIMER_THEOREMS
 
 NAME = "prove"
 HELP = "prove the z3 theorems over the lifecycle tables; verify a broker.conf with --config"
@@ -111,12 +112,18 @@ def load_conf(path: str | Path, profile: str = DEFAULT_VERSION) -> BrokerConf:
 
 
 def run(args: argparse.Namespace) -> int:
-    theorems = THEOREMS
+    version = VERSIONS[args.profile]
+    # the profile's theorems: the lifecycle tables', and the timer's where the profile has timers
+    theorems = THEOREMS + tuple(t for t in TIMER_THEOREMS if t.applies(version))
+    by_name = {t.name: t for t in theorems}
     if args.theorem:
-        unknown = [n for n in args.theorem if n not in BY_NAME]
+        unknown = [n for n in args.theorem if n not in by_name]
         if unknown:
-            raise UsageError(f"unknown theorem {', '.join(unknown)}; known: {', '.join(BY_NAME)}")
-        theorems = tuple(BY_NAME[n] for n in args.theorem)
+            others = [n for n in args.theorem if n in {t.name for t in TIMER_THEOREMS}]
+            hint = f" ({', '.join(others)}: not a theorem of {args.profile}, which has no timer messages)" if others \
+                else ""
+            raise UsageError(f"unknown theorem {', '.join(unknown)}{hint}; known: {', '.join(by_name)}")
+        theorems = tuple(by_name[n] for n in args.theorem)
     conf = None
     if args.config is not None:
         try:
@@ -143,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
                   ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        version = VERSIONS[args.profile]
         out = [f"profile {version.name} (RocketMQ {version.releases})"
                + ("; the theorems are stated for the 4.9 lifecycle: ops written at the END, not in batches"
                   if version.op_batch else ""),
-               "theorems over model/lifecycle.py (message, lock, transaction), all parameters:"]
+               "theorems over model/lifecycle.py (message, lock, transaction)"
+               + (" and model/timer.py" if version.timer_wheel else "") + ", all parameters:"]
         out += _table(results)
         out.append(f"  {len(results)} theorems in {theorem_seconds:.2f} s")
         out += _details(results, args.verbose, always=False)

@@ -275,6 +275,11 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),
+    # 5.x timer messages (model/timer.py); timerPrecisionMs is normalized like MessageStoreConfig's setter
+    "timerWheelEnable": ("timer_wheel_enable", _boolean),
+    "timerPrecisionMs": ("timer_precision_ms", _integer(_INT32, 1, "> 0 ms")),
+    "timerMaxDelaySec": ("timer_max_delay_sec", _integer(_INT32, 1, "> 0 s")),
+    "timerFlushIntervalMs": ("timer_flush_interval_ms", _integer(_INT32, 1, "> 0 ms")),
 }
 
 # BrokerConf field -> (key, BrokerConfig field)

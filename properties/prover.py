@@ -10,6 +10,9 @@
   witness → PROVED (the witness is kept); none → FAILED.
 - ``wellformed``: for each pair of rows with the same source and action,
   ``guard₁ ∧ guard₂`` is unsatisfiable → PROVED, else FAILED with the state.
+- ``valid`` / ``satisfiable`` (``theorems_timer``: the 5.x timer's arithmetic, no lifecycle):
+  the negation unsatisfiable / the formula satisfiable → PROVED, with the values of the
+  counterexample or witness in ``data``.
 - A solver answer ``unknown`` (timeout) → UNKNOWN.
 
 Results render to text in ``rmqspec.cli.cmd_prove``; ``to_dict`` gives JSON.
@@ -25,6 +28,7 @@ import attrs
 import z3
 
 from rmqspec.properties.theorems import ALWAYS, SOMETIMES, THEOREMS, WELLFORMED, Theorem
+from rmqspec.properties.theorems_timer import VALID, TimerTheorem, check
 from rmqspec.properties.z3_encode import ENCODINGS, Act, Encoding, Sym
 
 PROVED = "PROVED"
@@ -297,8 +301,34 @@ def _prove_wellformed(enc: Encoding) -> tuple[str, Trace | None, str]:
     return PROVED, None, f"{pairs} row pairs exclusive"
 
 
-def prove(theorem: Theorem, encodings: Mapping[str, Encoding] | None = None) -> ProofResult:
+def _prove_timer(theorem: TimerTheorem) -> ProofResult:
+    start = time.perf_counter()
+    verdict, values = check(theorem, SOLVER_TIMEOUT_MS)
+    status = {"holds": PROVED, "fails": FAILED}.get(verdict, UNKNOWN)
+    shown = "" if values is None else ", ".join(f"{k}={v}" for k, v in values.items())
+    if status == UNKNOWN:
+        detail = "solver unknown"
+    elif theorem.kind == VALID:
+        detail = "for every now, T, d ≥ 0, max_sec ≥ 1, p ∈ {100, 200, 500, 1000}" if status == PROVED \
+            else f"counterexample: {shown}"
+    else:
+        detail = f"witness: {shown}" if status == PROVED else "no witness exists"
+    return ProofResult(
+        name=theorem.name,
+        code=None if theorem.code is None else str(theorem.code),
+        status=status,
+        seconds=time.perf_counter() - start,
+        kind=theorem.kind,
+        statement=theorem.statement,
+        detail=detail,
+        data={} if values is None else {"values": values},
+    )
+
+
+def prove(theorem: Theorem | TimerTheorem, encodings: Mapping[str, Encoding] | None = None) -> ProofResult:
     """Prove one theorem; ``encodings`` overrides the lifecycle encodings (mutation tests)."""
+    if isinstance(theorem, TimerTheorem):
+        return _prove_timer(theorem)
     enc = (encodings or {}).get(theorem.lifecycle) or ENCODINGS[theorem.lifecycle]
     start = time.perf_counter()
     witness = None
@@ -325,7 +355,7 @@ def prove(theorem: Theorem, encodings: Mapping[str, Encoding] | None = None) -> 
 
 
 def prove_all(
-    theorems: Iterable[Theorem] = THEOREMS,
+    theorems: Iterable[Theorem | TimerTheorem] = THEOREMS,
     *,
     encodings: Mapping[str, Encoding] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
