@@ -12,8 +12,9 @@ hands over plain data; this module turns it into frozen attrs values:
 - ``ConformanceSection`` — the conformance result, with the shrunk program;
 - ``AuditSection`` — the audit's ``summary.json`` counts plus a few example
   violation rows per code with the events they point at;
-- ``PlotData`` — the series the four plots draw (extracted from trace rows by
-  ``cli.report_plots``).
+- ``PlotData`` — the series the five plots draw (extracted from trace rows by
+  ``cli.report_plots``; the timer series, ``TimerPoint`` / ``TimerFire``, by
+  ``cli.report_plots_timer``).
 
 ``CheckRun`` holds them all. Its verdict per phase and its exit code are
 computed here, once, so the terminal table (``report_html.render_text``), the
@@ -390,7 +391,7 @@ class AuditSection:
 
 
 # ---------------------------------------------------------------------------
-# plot series (extracted by cli.report_plots)
+# plot series (extracted by cli.report_plots and cli.report_plots_timer)
 
 
 @attrs.frozen
@@ -496,8 +497,61 @@ class TxnCounts:
 
 
 @attrs.frozen
+class TimerFire:
+    """One ``timer_fire`` of a timer copy (5.x). ``refire``: the copy had fired before (after a
+    crash the wheel delivers again what it fired since its last checkpoint); ``crash_ts``: the
+    last ``crash`` since the copy's previous event (its store, or its previous fire), else None."""
+
+    ts: int
+    seq: int
+    refire: bool = False
+    crash_ts: int | None = None
+
+
+@attrs.frozen
+class TimerPoint:
+    """A timer message (5.x): its ``send`` / ``store`` in ``rmq_sys_wheel_timer`` carrying
+    ``deliver_ts`` (``due_ts``), its ``timer_fire`` s and the first ``deliver`` of its fired copy.
+
+    ``sent_ts`` is the send's (else the store's) ts, None when the trace only has the fire;
+    lateness is measured from ``due_ts``, negative = early (TIMER_EARLY)."""
+
+    msg_key: str | None
+    topic: str | None  # the real topic: the send's target, else the fired copy's topic
+    due_ts: int
+    sent_ts: int | None = None
+    fires: tuple[TimerFire, ...] = attrs.field(default=(), converter=tuple)
+    delivered_ts: int | None = None
+    seqs: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def requested_ms(self) -> int | None:
+        """deliver_ts − send ts: the delay asked for, rounded up to the timer precision."""
+        return None if self.sent_ts is None else self.due_ts - self.sent_ts
+
+    @property
+    def fired_ts(self) -> int | None:
+        return self.fires[0].ts if self.fires else None
+
+    @property
+    def fire_lateness_ms(self) -> int | None:
+        return None if not self.fires else self.fires[0].ts - self.due_ts
+
+    @property
+    def deliver_lateness_ms(self) -> int | None:
+        return None if self.delivered_ts is None else self.delivered_ts - self.due_ts
+
+    @property
+    def early(self) -> bool:
+        """A fire (re-fires included) or the first delivery before ``due_ts`` (TIMER_EARLY)."""
+        return any(f.ts < self.due_ts for f in self.fires) or (
+            self.delivered_ts is not None and self.delivered_ts < self.due_ts)
+
+
+@attrs.frozen
 class PlotData:
-    """What the four plots draw; ``t0`` is the trace's first ts (lock times are shown from it)."""
+    """What the five plots draw; ``t0`` is the trace's first ts (lock and timer times are shown
+    from it); ``crashes`` the ts of every ``crash`` (drawn on the timer plot)."""
 
     retries: tuple[RetryPoint, ...] = attrs.field(default=(), converter=tuple)
     retries_unmatched: int = 0
@@ -509,6 +563,8 @@ class PlotData:
     broker_lock_ms: int = 60_000
     t0: int = 0
     t_end: int = 0
+    timers: tuple[TimerPoint, ...] = attrs.field(default=(), converter=tuple)
+    crashes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
 
     def to_json(self) -> dict[str, Any]:
         def rows(items: Sequence[Any], *extra: str) -> list[dict[str, Any]]:
@@ -531,6 +587,8 @@ class PlotData:
             "broker_lock_ms": self.broker_lock_ms,
             "t0": self.t0,
             "t_end": self.t_end,
+            "timers": rows(self.timers, "requested_ms", "fire_lateness_ms", "deliver_lateness_ms", "early"),
+            "crashes": list(self.crashes),
         }
 
 

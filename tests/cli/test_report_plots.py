@@ -179,9 +179,9 @@ def _svgs(data: PlotData) -> dict[str, ET.Element]:
     return {p.plot_id: ET.fromstring(p.svg) for p in render_plots(data)}
 
 
-def test_empty_data_renders_four_no_data_panels() -> None:
+def test_empty_data_renders_five_no_data_panels() -> None:
     plots = render_plots(PlotData())
-    assert [p.plot_id for p in plots] == ["plot-retry", "plot-delay", "plot-locks", "plot-txn"]
+    assert [p.plot_id for p in plots] == ["plot-retry", "plot-delay", "plot-locks", "plot-txn", "plot-timer"]
     for p in plots:
         root = ET.fromstring(p.svg)  # well-formed XML
         assert root.get("class") == "plot empty"
@@ -204,11 +204,17 @@ def test_plots_draw_one_mark_per_datum_with_escaped_tooltips() -> None:
     t.add("lock", 10_300, client_id="c2", status="DENIED", **q)
     t.add("txn_half", 10_400, txn_id="X")
     t.add("txn_end", 10_500, txn_id="X", status="COMMIT")
+    t.add("store", 10_600, topic="rmq_sys_wheel_timer", queue_id=0, commitlog_offset=7, msg_key=g,
+          reconsume_times=0, deliver_ts=12_000)
+    t.add("timer_fire", 12_000, topic="T", commitlog_offset=8, msg_key=g, reconsume_times=0,
+          deliver_ts=12_000, detail={"from_commitlog_offset": 7})
+    t.add("deliver", 12_050, group=g, topic="T", msg_key=g, reconsume_times=0, commitlog_offset=8)
     data = extract_plot_data(t.rows)
     plots = {p.plot_id: p for p in render_plots(data)}
     svgs = _svgs(data)
     marks = {pid: len([e for e in root.iter() if e.get("class") == "mark"]) for pid, root in svgs.items()}
-    assert marks == {"plot-retry": 1, "plot-delay": 2, "plot-locks": 2, "plot-txn": 2}  # halves + committed
+    assert marks == {"plot-retry": 1, "plot-delay": 2, "plot-locks": 2, "plot-txn": 2,  # halves + committed
+                     "plot-timer": 2}  # fire + first deliver
     for pid, root in svgs.items():
         assert root.get("class") == "plot" and root.get("data-marks") == str(marks[pid])
         assert plots[pid].marks == marks[pid]
@@ -217,6 +223,8 @@ def test_plots_draw_one_mark_per_datum_with_escaped_tooltips() -> None:
     assert tooltip is not None and tooltip.text is not None and tooltip.text.startswith(g)
     assert "G&lt;&amp;&gt;&quot;x&quot;" in plots["plot-retry"].svg
     assert not re.search(r"<[^>]*G<&>", plots["plot-locks"].svg)
+    assert "G<&>" not in plots["plot-timer"].svg  # the timer tooltips name the msg_key, escaped
+    assert "timer message G&lt;&amp;&gt;&quot;x&quot; → T" in plots["plot-timer"].svg
     # axes, ticks and a legend on a plot with data
     texts = "".join(svgs["plot-retry"].itertext())
     assert "Legend" in texts and "10 s" in texts and "retry attempt" in texts
