@@ -91,9 +91,10 @@ def _version(args: argparse.Namespace) -> str:
 def _prove(args: argparse.Namespace) -> list[Any]:
     from rmqspec.cli.cmd_prove import load_conf
     from rmqspec.cli.report_model import ProofRow
+    from rmqspec.model.versions import VERSIONS
     from rmqspec.properties.brokerconf import ConfigError
     from rmqspec.properties.configcheck import verify_config
-    from rmqspec.properties.prover import prove_all
+    from rmqspec.properties.prover import prove_all, theorems_for
 
     conf = None
     if args.config:
@@ -102,7 +103,7 @@ def _prove(args: argparse.Namespace) -> list[Any]:
         except ConfigError as exc:
             raise InputError(str(exc)) from None
     bar = Progress("proofs", unit="theorems", enabled=not args.quiet)
-    results = prove_all(on_progress=bar.update)
+    results = prove_all(theorems_for(VERSIONS[_version(args)]), on_progress=bar.update)
     bar.close()
     if conf is not None:
         bar = Progress("config", unit="checks", enabled=not args.quiet)
@@ -169,11 +170,12 @@ class _CountingRecorder:
 
 
 def _workload(args: argparse.Namespace, factory: Callable[..., Any], traces: Path, work: Path,
-              rounds: int) -> tuple[int, int] | None:
-    """Run the client workload; returns (events, simulated ms) or None when the broker records nothing."""
+              rounds: int, broker_config: Any) -> tuple[int, int] | None:
+    """Run the client workload on ``--config``'s broker (else the profile's defaults); returns (events,
+    simulated ms) or None when the broker records nothing."""
     from rmqspec.cli.workload import T0, run_workload
     from rmqspec.model.clock import ManualClock
-    from rmqspec.model.config import BrokerConfig
+    from rmqspec.model.config import default_config
     from rmqspec.traces.recorder import JsonlRecorder
 
     if not _accepts_recorder(factory):
@@ -185,9 +187,10 @@ def _workload(args: argparse.Namespace, factory: Callable[..., Any], traces: Pat
     bar = Progress("workload", unit="events", enabled=not args.quiet)
     with JsonlRecorder(traces / f"{WORKLOAD_TRACE}.jsonl", extra={"trace_id": WORKLOAD_TRACE}) as rec:
         counting = _CountingRecorder(rec, bar)
-        broker = factory(clock, BrokerConfig(), workdir, recorder=counting)
+        config = broker_config if broker_config is not None else default_config(_version(args))
+        broker = factory(clock, config, workdir, recorder=counting)
         try:
-            simulated = run_workload(broker, clock, counting, rounds=rounds)
+            simulated = run_workload(broker, clock, counting, rounds=rounds, timers=config.behaviour.timer_wheel)
         finally:
             broker.close()
         events = rec.count
@@ -344,7 +347,8 @@ def run(args: argparse.Namespace) -> int:
 
     proofs = timed("proofs", lambda: _prove(args))
     _result, conformance = timed("conformance", lambda: _conform(args, factory, traces, budget, broker_config, wall))
-    workload = None if remote else timed("workload", lambda: _workload(args, factory, traces, work, budget[2]))
+    workload = None if remote else timed(
+        "workload", lambda: _workload(args, factory, traces, work, budget[2], broker_config))
     summary = timed("audit", lambda: _audit(args, traces, out, audit_config))
     t = time.monotonic()
     audit = _audit_section(summary, out, traces)

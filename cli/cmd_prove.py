@@ -34,8 +34,7 @@ from rmqspec.cli.progress import Progress
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.brokerconf import BrokerConf, ConfigError, for_version, load_broker_conf
 from rmqspec.properties.configcheck import CHECKS, verify_config
-from rmqspec.properties.prover import FAILED, UNKNOWN, ProofResult, prove_all
-from rmqspec.properties.theorems import THEOREMS
+from rmqspec.properties.prover import FAILED, UNKNOWN, ProofResult, prove_all, theorems_for
 from rmqspec.properties.theorems_timer import TIMER_THEOREMS
 
 NAME = "prove"
@@ -113,8 +112,7 @@ def load_conf(path: str | Path, profile: str = DEFAULT_VERSION) -> BrokerConf:
 
 def run(args: argparse.Namespace) -> int:
     version = VERSIONS[args.profile]
-    # the profile's theorems: the lifecycle tables', and the timer's where the profile has timers
-    theorems = THEOREMS + tuple(t for t in TIMER_THEOREMS if t.applies(version))
+    theorems = theorems_for(version)
     by_name = {t.name: t for t in theorems}
     if args.theorem:
         unknown = [n for n in args.theorem if n not in by_name]

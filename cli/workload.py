@@ -8,7 +8,8 @@ lifecycles a person can read in the report's plots:
 - concurrent consumers that fail and retry (``flaky-N`` fails N times), one
   group (``G-analytics``) with a retry max of ``ANALYTICS_MAX`` so it
   dead-letters;
-- delayed sends at several levels;
+- delayed sends at several levels; under a 5.x profile, timer messages too (``TIMER_DELAY_MS`` of
+  1.5 s to 61 s, an absolute ``TIMER_DELIVER_MS``, and one with a delay level as well: the level wins);
 - two orderly consumers: an unlock on rebalance when the second joins, then
   the first dies holding a lock and the second is DENIED until the broker
   lock expires and it takes over;
@@ -63,10 +64,12 @@ def _config(**kw: Any) -> ConsumerConfig:
     return ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
 
 
-def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, rounds: int = 1) -> int:
+def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, rounds: int = 1,
+                 timers: bool = False) -> int:
     """Drive ``broker`` with the reference client; events go to ``recorder``.
 
-    ``rounds`` repeats the send phases (more retries, delays and lock hand-overs).
+    ``rounds`` repeats the send phases (more retries, delays and lock hand-overs); ``timers``: the
+    broker has 5.x timer messages (``Version.timer_wheel``), so the workload sends some.
     Ends with a ``drain`` event; returns the simulated duration in ms.
     """
     start = clock.now()
@@ -112,6 +115,12 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
             producer.send(Message("Orders", b"flaky-%d" % n))
         for level in (1, 2, 3, 4, 5, 6, 7, 9):
             producer.send(Message("Orders", b"later-%d" % level, delay_level=level))
+        if timers:
+            for delay in (1500, 3000, 12_500, 61_000):
+                producer.send(Message("Orders", b"timer-%d" % delay, properties={"TIMER_DELAY_MS": str(delay)}))
+            at = str(clock.now() + 7_250)
+            producer.send(Message("Orders", b"timer-at", properties={"TIMER_DELIVER_MS": at}))
+            producer.send(Message("Orders", b"timer-and-level", delay_level=2, properties={"TIMER_DELAY_SEC": "90"}))
         for i in range(6):
             producer.send(Message("Ledger", b"entry-%d-%d" % (r, i)), sharding_key=f"acct-{i % 3}")
         ok = txp.send_in_transaction(Message("Payments", b"txn-commit"), lambda m: TxnAction.COMMIT)

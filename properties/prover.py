@@ -27,8 +27,9 @@ from typing import Any
 import attrs
 import z3
 
+from rmqspec.model.versions import Version
 from rmqspec.properties.theorems import ALWAYS, SOMETIMES, THEOREMS, WELLFORMED, Theorem
-from rmqspec.properties.theorems_timer import VALID, TimerTheorem, check
+from rmqspec.properties.theorems_timer import TIMER_THEOREMS, VALID, TimerTheorem, check
 from rmqspec.properties.z3_encode import ENCODINGS, Act, Encoding, Sym
 
 PROVED = "PROVED"
@@ -352,6 +353,11 @@ def prove(theorem: Theorem | TimerTheorem, encodings: Mapping[str, Encoding] | N
         detail=detail,
         witness=witness,
     )
+
+
+def theorems_for(version: Version) -> tuple[Theorem | TimerTheorem, ...]:
+    """A profile's theorems: the lifecycle tables', and the timer's where the profile has timer messages."""
+    return THEOREMS + tuple(t for t in TIMER_THEOREMS if t.applies(version))
 
 
 def prove_all(
