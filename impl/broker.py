@@ -13,6 +13,7 @@ conformance machine can run both in lockstep. Concerns, one module each:
 - ``broker_store.BrokerLog`` — delay routing on put, size limits, lookups,
   getMessage (S/CommitLog, S/DefaultMessageStore) over ``store.MessageStore``;
 - ``schedule_service`` — S/schedule/ScheduleMessageService, delayOffset.json;
+- ``timer_service`` — 5.x S/timer/TimerMessageStore (the model's wheel), config/timercheck;
 - ``txn_service`` — B/transaction/* and EndTransactionProcessor;
 - ``locks`` — B/client/rebalance/RebalanceLockManager (memory only);
 - ``offsets`` — B/offset/ConsumerOffsetManager, consumerOffset.json;
@@ -27,7 +28,8 @@ routing decisions are the shared ``lifecycle`` functions
 ``check_decision``, ``is_due`` / ``needs_correction``).
 
 ``tick()`` runs the background services due at ``now`` in the model's fixed
-order: schedule deliveries (levels ascending), the transaction check (when
+order: schedule deliveries (levels ascending), on 5.x the timer wheel (enqueue, due
+copies delivered, its checkpoint every ``timer_flush_interval_ms``), the transaction check (when
 ``transaction_check_interval_ms`` elapsed since the last run or the start),
 consumer-offset persistence, delay-progress persistence.
 
@@ -73,6 +75,7 @@ from rmqspec.impl.metadata import GroupConfig, Metadata
 from rmqspec.impl.offsets import ConsumerOffsetTable
 from rmqspec.impl.schedule_service import ScheduleService
 from rmqspec.impl.store import MessageStore, StoreConfig
+from rmqspec.impl.timer_service import DiskTimerService
 from rmqspec.impl.txn_service import (
     CID_RMQ_SYS_TRANS,
     HALF_TOPIC,
@@ -123,6 +126,7 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
+from rmqspec.model.timer import TIMER_TOPIC
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -198,6 +202,7 @@ class MmapBroker:
         self.meta: Metadata
         self.offsets: ConsumerOffsetTable
         self.schedule: ScheduleService
+        self.timer: DiskTimerService | None = None  # 5.x profiles
         self.locks = LockManager()
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn: TxnChecker
@@ -243,6 +248,10 @@ class MmapBroker:
         self.offsets_last_persist = now
         self.schedule = ScheduleService(self.config.delay_levels_ms, self.store.delay_offset_path, now)
         self.schedule.load(self.log, now)
+        self.timer = None
+        if self.config.timer_running:
+            self.meta.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
+            self.timer = DiskTimerService.open(self.config.timer, self.store.config_dir, self.log, now)
         self.locks.clear()
         self.consumers.clear()
         self.txn = TxnChecker(now)
@@ -579,6 +588,8 @@ class MmapBroker:
         self._require_running()
         now = self.clock.now()
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
+        if self.timer is not None:
+            self.timer.run(self.log, now, lambda entry, new, ts: self._timer_fired(now, entry, new, ts))
         if self.config.behaviour.op_batch and self.ops.wake(now):
             self._write_ops(self.ops.drain(now), now)
         requests: list[CheckRequest] = []
@@ -609,6 +620,10 @@ class MmapBroker:
         self._written(new, now)
         self.events.schedule_fire(entry, new, now, level, deliver_ts)
 
+    def _timer_fired(self, now: int, entry: Entry, new: Entry, deliver_ts: int) -> None:
+        self._written(new, now)
+        self.events.timer_fire(entry, new, now, deliver_ts)
+
     def _hooks(self, now: int) -> TxnHooks:
         return TxnHooks(
             ensure_topic=self.meta.ensure_topic,
@@ -632,7 +647,7 @@ class MmapBroker:
         self._flushed = self._records
 
     def close(self) -> None:
-        """Clean shutdown: records flushed, consumer offsets and delay progress persisted."""
+        """Clean shutdown: records flushed; consumer offsets, delay progress, (5.x) timer checkpoint persisted."""
         self._require_running()
         assert self.store is not None
         now = self.clock.now()
@@ -640,6 +655,9 @@ class MmapBroker:
             self._write_ops(self.ops.drain(now), now)
         self.offsets.persist()
         self.schedule.persist(now)
+        if self.timer is not None:  # the records first, then the wheel's checkpoint (TimerMessageStore.shutdown)
+            self.store.flush()
+            self.timer.persist(now)
         self.store.close()
         self._flushed = self._records
         self.store = None

@@ -9,11 +9,12 @@ check-service hooks). Each method here is one emission point:
 
 - ``store``: every record appended in any topic (system topics included): the
   new copy's topic / queue / offsets, ``delay_level`` and ``deliver_ts`` (the
-  consume-queue tagsCode) for ``SCHEDULE_TOPIC_XXXX`` copies;
+  consume-queue tagsCode) for ``SCHEDULE_TOPIC_XXXX`` copies; ``deliver_ts`` =
+  TIMER_OUT_MS + precision (``model.timer.due_ms``) for ``rmq_sys_wheel_timer`` copies;
 - ``send`` (SEND_MESSAGE acknowledged, and a COMMIT's real message), ``txn_half``,
   ``txn_end``, ``deliver`` (one per pulled message), ``send_back`` (names the
   copy that failed, carries the new copy's reconsume_times / level /
-  deliver_ts), ``schedule_fire`` (names the destination), ``commit_offset``,
+  deliver_ts), ``schedule_fire`` and ``timer_fire`` (name the destination), ``commit_offset``,
   ``lock`` / ``unlock``, ``txn_check`` / ``txn_discard``, ``crash`` /
   ``recover``.
 
@@ -28,6 +29,7 @@ from rmqspec.impl.broker_store import SCHEDULE_TOPIC, Entry
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import Recorder
 from rmqspec.model.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC, MessageQueue
+from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC, slot_of_property
 
 
 class BrokerEvents:
@@ -53,6 +55,15 @@ class BrokerEvents:
             "reconsume_times": entry.reconsume_times,
         }
 
+    def deliver_ts(self, entry: Entry) -> int | None:
+        """When a copy waiting in the schedule or timer topic becomes due (None for others)."""
+        if entry.topic == SCHEDULE_TOPIC:
+            return entry.tags_code
+        if entry.topic == TIMER_TOPIC:
+            slot = slot_of_property(entry.prop(PROPERTY_TIMER_OUT_MS), self.config.timer_precision_ms)
+            return None if slot is None else slot[1]
+        return None
+
     def store(self, entry: Entry, now: int) -> None:
         scheduled = entry.topic == SCHEDULE_TOPIC
         self.emit(
@@ -61,7 +72,7 @@ class BrokerEvents:
             actor="broker",
             **self._copy(entry),
             delay_level=entry.queue_id + 1 if scheduled else None,
-            deliver_ts=entry.tags_code if scheduled else None,
+            deliver_ts=self.deliver_ts(entry),
         )
 
     def send(
@@ -76,6 +87,7 @@ class BrokerEvents:
         txn_id: str | None = None,
     ) -> None:
         delayed = entry.topic == SCHEDULE_TOPIC
+        deliver_ts = self.deliver_ts(entry)
         fields: dict[str, Any] = {}
         if group is not None:
             fields["group"] = group
@@ -93,7 +105,7 @@ class BrokerEvents:
             msg_id=self._id(entry),
             reconsume_times=entry.reconsume_times,
             delay_level=entry.queue_id + 1 if delayed else None,
-            deliver_ts=entry.tags_code if delayed else None,
+            deliver_ts=deliver_ts,
             status="SEND_OK",
             **fields,
         )
@@ -182,6 +194,20 @@ class BrokerEvents:
             actor="broker",
             **self._copy(new),
             delay_level=level,
+            deliver_ts=deliver_ts,
+            detail={
+                "from_queue_offset": entry.queue_offset,
+                "from_commitlog_offset": entry.commitlog_offset,
+            },
+        )
+
+    def timer_fire(self, entry: Entry, new: Entry, now: int, deliver_ts: int) -> None:
+        """5.x: the timer wheel re-put ``entry`` (in rmq_sys_wheel_timer) as ``new``."""
+        self.emit(
+            "timer_fire",
+            now,
+            actor="broker",
+            **self._copy(new),
             deliver_ts=deliver_ts,
             detail={
                 "from_queue_offset": entry.queue_offset,

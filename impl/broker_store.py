@@ -8,8 +8,12 @@ size limits, or about pull batches. This module adds exactly that, following
 RocketMQ 4.9.8 (S = store/src/main/java/org/apache/rocketmq/store):
 
 - ``BrokerLog.prepare`` (S/CommitLog.asyncPutMessage + calMsgLength +
-  DefaultAppendMessageCallback.doAppend's checks): a record of transaction type
-  NOT or COMMIT whose property-*map* DELAY (``PutSpec.delay_level``) is > 0 is
+  DefaultAppendMessageCallback.doAppend's checks): on 5.x profiles a record of
+  transaction type NOT or COMMIT first goes through the timer put hook
+  (``model.timer.transform``, HookUtils.handleScheduleMessage: DELAY wins, a timer
+  message goes to ``rmq_sys_wheel_timer`` queue 0 with TIMER_OUT_MS / REAL_TOPIC /
+  REAL_QID, a refusal is a ``BrokerError`` with the model's code and remark); then a
+  record of transaction type NOT or COMMIT whose property-*map* DELAY (``PutSpec.delay_level``) is > 0 is
   clamped to the maximum level, gets REAL_TOPIC / REAL_QID and goes to
   ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``. The properties *string* is
   ``PutSpec.properties`` (callers such as the schedule service let the string
@@ -69,6 +73,8 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.results import BrokerError, PullStatus
+from rmqspec.model.timer import TimerRefused
+from rmqspec.model.timer import transform as timer_transform
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 MAX_TRANSFER_COUNT_IN_MEMORY = 32
@@ -270,6 +276,7 @@ class BrokerLog:
         self.store = store
         self.config = config
         self.delays = config.delay_levels_ms
+        self.timer = config.timer if config.behaviour.timer_wheel else None  # 5.x (timer_service.py)
         self.cq_file_units = store.config.cq_file_size // CQ_UNIT_BYTES
         self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
         host_v6 = self._store_v6
@@ -287,6 +294,11 @@ class BrokerLog:
         if refusal is not None:
             raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")
         ttype = transaction_type(spec.sys_flag)
+        if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and self.timer is not None:
+            try:  # 5.x's put hook (HookUtils.handleScheduleMessage, model/timer.py)
+                topic, queue_id = timer_transform(topic, queue_id, props, spec.delay_level, now, self.timer)
+            except TimerRefused as e:
+                raise BrokerError(e.code, e.remark) from None
         if ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) and spec.delay_level > 0:
             level = min(spec.delay_level, len(self.delays))
             props[PROPERTY_DELAY_TIME_LEVEL] = str(level)

@@ -36,6 +36,9 @@ values, never exceptions. Each property is one predicate
 ``VerifyClean``             ``store verify`` finds nothing and nothing is undispatched
 ``NewWritesInPlace``        a new send lands at the recovered end (or the next file)
                             with the next queue offset
+``TimerCopiesFire``         (5.x, SYNC) once every timer is due, each timer copy kept in
+                            ``rmq_sys_wheel_timer`` has a fired copy: ``config/timercheck``
+                            never runs ahead of what was delivered
 =========================== ===============================================================
 """
 
@@ -64,9 +67,11 @@ from rmqspec.impl.crashfs import CrashPoint, CrashState, materialize
 from rmqspec.impl.crashwork import Recording
 from rmqspec.impl.metadata import decode_groups, decode_topics
 from rmqspec.impl.store import MessageStore
+from rmqspec.impl.timer_service import ENQUEUE_TIMES_FILE, decode_enqueue_times
 from rmqspec.impl.verify import verify_store
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.message import Message
+from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 
 PROPERTIES = {
     "RecoveryNeverFails": "the broker opens: config files load and recovery completes",
@@ -76,6 +81,7 @@ PROPERTIES = {
     "QueuesIndexPrefix": "the consume queues index exactly the records of that prefix",
     "VerifyClean": "store verify finds nothing after recovery",
     "NewWritesInPlace": "a new send lands at the recovered end with the next queue offset",
+    "TimerCopiesFire": "every timer copy kept fires once due (5.x, SYNC)",
 }
 
 # config file -> decoder of its parsed document (what the broker loads)
@@ -84,6 +90,7 @@ CONFIG_DECODERS: dict[str, Callable[[Any], Any]] = {
     "config/delayOffset.json": decode_delay_offsets,
     "config/topics.json": decode_topics,
     "config/subscriptionGroup.json": decode_groups,
+    f"config/{ENQUEUE_TIMES_FILE}": decode_enqueue_times,
 }
 PROBE_TOPIC = "TopicA"
 PROBE_BODY = b"written-after-recovery"
@@ -286,6 +293,7 @@ def _check_recovered(broker: MmapBroker, promised: Promises, file_size: int) -> 
         *promised_records_survive(promised, kept, end),
         *queues_index_prefix(store, expected),
         *new_writes_in_place(broker, end, file_size, len(expected.get((PROBE_TOPIC, 0), []))),
+        *timer_copies_fire(broker),
     ]
 
 
@@ -354,6 +362,31 @@ def _unit_diff(want: list[tuple[int, int, int]], got: list[tuple[int, int, int]]
     if len(got) < len(want):
         return f"{len(got)} units, expected {len(want)} (first missing {want[len(got)]})"
     return "min offset is not 0"
+
+
+TIMER_DRAIN_MS = 4 * 24 * 3600 * 1000  # past timerMaxDelaySec (3 days): every timer copy is due
+
+
+def timer_copies_fire(broker: MmapBroker) -> list[Violation]:
+    """TimerCopiesFire (5.x, SYNC): after one tick with every timer due, each timer copy kept has a
+    copy in its real topic (same UNIQ_KEY, TIMER_OUT_MS kept). Under ASYNC a power loss may take
+    fired copies the checkpoint already counted (as in RocketMQ), so it is not checked there."""
+    if broker.timer is None or broker.config.flush != "SYNC" or not isinstance(broker.clock, ManualClock):
+        return []
+    broker.clock.advance(TIMER_DRAIN_MS)
+    broker.tick()
+    entries = broker.records()
+    fired = {e.uniq_key for e in entries if e.topic != TIMER_TOPIC and e.prop(PROPERTY_TIMER_OUT_MS) is not None}
+    for e in entries:
+        if e.topic == TIMER_TOPIC and e.uniq_key not in fired:
+            return [
+                Violation(
+                    "TimerCopiesFire",
+                    f"the timer copy at {e.commitlog_offset} (queue offset {e.queue_offset}, "
+                    f"{PROPERTY_TIMER_OUT_MS} {e.prop(PROPERTY_TIMER_OUT_MS)}) never fired",
+                )
+            ]
+    return []
 
 
 def new_writes_in_place(broker: MmapBroker, end: int, file_size: int, queue_offset: int) -> list[Violation]:

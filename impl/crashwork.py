@@ -28,6 +28,9 @@ Workloads (``WORKLOADS``; commitlog files of 8 KiB so they roll):
 ``offsets``               consumer offsets committed and persisted, a clean restart
 ``restarts``              clean, kill and power restarts between SYNC and ASYNC sends
 ``mixed``                 a bit of everything
+``timer``                 5.x timer messages (rocketmq-5.0 profile): sends with TIMER_DELAY_MS /
+                          TIMER_DELIVER_MS fired by the wheel, config/timercheck and the
+                          enqueue times persisted, kill / power / clean restarts (SYNC)
 ========================= ===============================================================
 
 ``random_workload(ops, seed)`` draws ``ops`` operations of every kind.
@@ -112,8 +115,16 @@ class Driver:
         for group, retries in GROUPS.items():
             self.broker.create_group(group, retry_max_times=retries)
 
-    def send(self, topic: str, queue: int, *, tags: str | None = "TagA", delay: int = 0) -> SendResult:
-        msg = Message(topic, self._body(topic), tags=tags, keys=(f"k{self.count}",), delay_level=delay)
+    def send(
+        self, topic: str, queue: int, *, tags: str | None = "TagA", delay: int = 0, timer_ms: int = 0
+    ) -> SendResult:
+        """``timer_ms`` > 0: a 5.x timer message (TIMER_DELAY_MS; odd ones as TIMER_DELIVER_MS)."""
+        props = {}
+        if timer_ms:
+            props = ({"TIMER_DELAY_MS": str(timer_ms)} if self.count % 2 else
+                     {"TIMER_DELIVER_MS": str(self.clock.now() + timer_ms)})
+        msg = Message(topic, self._body(topic), tags=tags, keys=(f"k{self.count}",), delay_level=delay,
+                      properties=props)
         result = self.broker.send(msg, queue)
         self._ack()
         return result
@@ -298,6 +309,24 @@ def _mixed(d: Driver) -> None:
     d.send("TopicA", 1)
 
 
+def _timer(d: Driver) -> None:
+    d.setup()
+    for i in range(18):
+        d.send("TopicA", i % 2, tags="TagT", timer_ms=(400, 1300, 2500)[i % 3])
+        if i % 4 == 3:
+            d.send("TopicB", 0, tags="TagA")
+        d.tick(600)
+        if i == 8:
+            d.restart("kill")
+        if i == 13:
+            d.restart("power")
+    d.tick(3000)
+    d.consume("GroupB", "TopicA", 0)
+    d.restart("clean")
+    d.send("TopicA", 1, timer_ms=1000)
+    d.tick(2000)
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -309,6 +338,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload("offsets", workload_config("ASYNC"), _offsets, "consumer offsets persisted, clean restart"),
         Workload("restarts", workload_config("ASYNC"), _restarts, "clean, kill and power restarts"),
         Workload("mixed", workload_config("SYNC"), _mixed, "a bit of everything"),
+        Workload("timer", workload_config("SYNC", version="rocketmq-5.0"), _timer, "5.x timer messages, timercheck"),
     )
 }
 

@@ -24,8 +24,9 @@ Three passes, each producing ``Finding`` values (never exceptions):
    dispatched one are counted as ``undispatched`` instead of missing.
 3. **Config files**: every ``config/*.json`` parses in fastjson's dialect
    (``BAD_JSON`` with the character offset); consumerOffset.json and
-   delayOffset.json also have the right shape; the checkpoint is 4096 bytes
-   (``BAD_CHECKPOINT``).
+   delayOffset.json (and 5.x's timerEnqueueTimes.json) also have the right shape;
+   the checkpoint is 4096 bytes (``BAD_CHECKPOINT``), and so is 5.x's
+   ``config/timercheck`` when present (``BAD_CHECKPOINT``).
 
 Offsets in findings are byte offsets inside ``file`` (relative to the root).
 """
@@ -67,6 +68,7 @@ from rmqspec.impl.reader import (
     list_segment_files,
     rel,
 )
+from rmqspec.impl.timer_service import ENQUEUE_TIMES_FILE, TIMER_CHECK_FILE, TIMER_CHECK_SIZE, decode_enqueue_times
 from rmqspec.model.message import InvalidMessage, check_topic
 
 _UNIT = struct.Struct(">qiq")
@@ -470,6 +472,7 @@ def _check_record(
 _SHAPES: dict[str, Callable[[Any], Any]] = {
     CONSUMER_OFFSET_FILE: decode_consumer_offsets,
     DELAY_OFFSET_FILE: decode_delay_offsets,
+    ENQUEUE_TIMES_FILE: decode_enqueue_times,
 }
 
 
@@ -482,6 +485,10 @@ def _verify_config(root: Path, findings: list[Finding], stats: dict[str, Any]) -
     cdir = root / "config"
     if not cdir.is_dir():
         return
+    timercheck = cdir / TIMER_CHECK_FILE
+    if timercheck.is_file() and (size := timercheck.stat().st_size) != TIMER_CHECK_SIZE:
+        name = f"config/{TIMER_CHECK_FILE}"
+        findings.append(Finding("BAD_CHECKPOINT", name, 0, f"{size} bytes, expected {TIMER_CHECK_SIZE}"))
     try:
         paths = sorted(p for p in cdir.iterdir() if p.is_file())
     except OSError as exc:

@@ -121,7 +121,7 @@ from rmqspec.model.results import (
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
-from rmqspec.model.timer import TIMER_TOPIC, TimerService, due_ms, fire_properties
+from rmqspec.model.timer import TIMER_TOPIC, TimerService, fire_properties, slot_of_property
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
     CheckHooks,
@@ -193,7 +193,7 @@ class ModelBroker:
         self.offsets_last_persist = now
         self.schedule = ScheduleService(self.config.delay_levels_ms, now)
         self.timer = TimerService(self.config.timer, last_persist=now)  # 5.x (model/timer.py)
-        if self.config.behaviour.timer_wheel:
+        if self.config.timer_running:
             self.store.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
         self.locks = LockTable()
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
@@ -273,7 +273,8 @@ class ModelBroker:
         if record.topic == SCHEDULE_TOPIC:
             return record.tags_code
         if record.topic == TIMER_TOPIC:
-            return due_ms(int(record.prop("TIMER_OUT_MS") or 0), self.config.timer_precision_ms)
+            slot = slot_of_property(record.prop("TIMER_OUT_MS"), self.config.timer_precision_ms)
+            return None if slot is None else slot[1]
         return None
 
     def _note_store(self, record: Record, now: int) -> None:
@@ -522,7 +523,7 @@ class ModelBroker:
                 msg_id=self._msg_id(real),
                 reconsume_times=real.reconsume_times,
                 delay_level=real.queue_id + 1 if delayed else None,
-                deliver_ts=real.tags_code if delayed else None,
+                deliver_ts=self._deliver_ts(real),
                 status="SEND_OK",
                 txn_id=txn_id,
             )
@@ -852,7 +853,7 @@ class ModelBroker:
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
         )
-        if self.config.behaviour.timer_wheel:
+        if self.config.timer_running:
             self.timer.tick(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot,
                             lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
             self.timer.maybe_persist(now)
@@ -1009,7 +1010,8 @@ class ModelBroker:
         self.durability.flush(len(self.store.records))
         self.offsets.persist()
         self.schedule.persist(now)
-        self.timer.persist(now)
+        if self.config.timer_running:
+            self.timer.persist(now)
         self.state = BrokerState.CLOSED
 
     def reopen(self) -> None:
@@ -1077,7 +1079,8 @@ class ModelBroker:
         self.offsets.restore()
         self.offsets_last_persist = now
         self.schedule.restore(self.store, now)
-        self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
+        if self.config.timer_running:
+            self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.state = BrokerState.RUNNING
 

@@ -110,6 +110,12 @@ class BrokerConfig:
         return VERSIONS[self.version]
 
     @property
+    def timer_running(self) -> bool:
+        """The broker has a timer wheel: a 5.x profile with ``timerWheelEnable`` (else, like 4.9, no
+        ``rmq_sys_wheel_timer`` topic and no checkpoint; 5.x then refuses timer messages)."""
+        return self.behaviour.timer_wheel and self.timer_wheel_enable
+
+    @property
     def timer(self) -> TimerSettings:
         """The timer wheel's settings (5.x profiles; ``model/timer.py``)."""
         return TimerSettings(self.timer_wheel_enable, self.timer_precision_ms, self.timer_max_delay_sec,

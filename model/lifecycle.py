@@ -21,10 +21,22 @@ Sources (RocketMQ 4.9): B/processor/SendMessageProcessor.consumerSendMsgBack
 S/schedule/ScheduleMessageService (due rule), B/client/rebalance/
 RebalanceLockManager (lock expiry), B/transaction/queue/
 TransactionalMessageServiceImpl.check (needDiscard, needSkip, immunity).
+RocketMQ 5.x (5.3.3; the ``timer`` table, only where ``Version.timer_wheel``):
+B/util/HookUtils.handleScheduleMessage (the put hook: DELAY wins, at once, the
+max delay, the slot), S/timer/TimerMessageStore (delivery at the slot's end,
+the checkpoint: at-least-once after a crash); the arithmetic is
+``model/timer.py``'s (``out_ms``, ``due_ms``).
 
 Simplifications: a message's lifecycle is per (group, logical message); the
 transaction lifecycle ignores the op-queue bookkeeping (an op is the
-transaction's resolution); time is an integer millisecond clock.
+transaction's resolution); time is an integer millisecond clock. The timer
+table is its own lifecycle (one timer request: a send, or a COMMIT, carrying
+``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS``) rather than
+rows of MESSAGE: the copy it fires starts MESSAGE's lifecycle at STORED, and
+the MESSAGE theorems of ``properties/theorems.py`` stay about MESSAGE alone
+(the timer's arithmetic is proved by ``properties/theorems_timer.py``). Not
+modelled as rows: ``timerWheelEnable=false`` (SYSTEM_ERROR) and
+``TIMER_DEL_UNIQKEY`` (delete messages).
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+
+from rmqspec.model.timer import due_ms, out_ms
 
 # ---------------------------------------------------------------------------
 # Table machinery
@@ -373,4 +387,88 @@ TRANSACTION = Lifecycle(
     effects={"checked": _e_checked},
 )
 
-LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION)
+# ---------------------------------------------------------------------------
+# Timer lifecycle (5.x: one timer request, model/timer.py)
+
+TIMER_LEVEL = "LEVEL"  # a delay level > 0: DELAY wins, the TIMER_* properties are dropped
+TIMER_AT_ONCE = "AT_ONCE"  # the requested time is not after now: stored as is, in its own topic
+TIMER_ILLEGAL = "ILLEGAL"  # not a Java long, or more than timerMaxDelaySec ahead: MESSAGE_ILLEGAL
+TIMER_WHEEL = "WHEEL"  # stored in rmq_sys_wheel_timer until its slot
+
+
+def timer_decision(level: int, requested: int | None, now: int, max_delay_ms: int) -> str:
+    """HookUtils.handleScheduleMessage for a put (NOT / COMMIT) carrying a TIMER_* property:
+    ``requested`` is the deliver time it asks for (None: not a Java long)."""
+    if level > 0:
+        return TIMER_LEVEL
+    if requested is None:
+        return TIMER_ILLEGAL
+    if requested <= now:
+        return TIMER_AT_ONCE
+    if requested - now > max_delay_ms:
+        return TIMER_ILLEGAL
+    return TIMER_WHEEL
+
+
+def timer_due(requested: int, precision_ms: int) -> int:
+    """When the wheel delivers a copy asking for ``requested``: its slot (TIMER_OUT_MS, the largest
+    multiple of the precision below it) + one precision — the requested time rounded up."""
+    return due_ms(out_ms(requested, precision_ms), precision_ms)
+
+
+@attrs.frozen
+class TimerVars:
+    """``requested``: the deliver time asked for (``parsed`` 0: the property is not a Java long);
+    ``level``: the put's delay level; ``deliver_ts``: the copy's due time once in the wheel;
+    ``precision`` (timerPrecisionMs) and ``max_delay`` (timerMaxDelaySec × 1000)."""
+
+    requested: int = 0
+    parsed: int = 1
+    level: int = 0
+    deliver_ts: int = 0
+    precision: int = 1000
+    max_delay: int = 3 * 24 * 3_600_000
+
+
+def _timer_decision(v: TimerVars, a: Mapping[str, int]) -> str:
+    return timer_decision(v.level, v.requested if v.parsed else None, a["now"], v.max_delay)
+
+
+def _g_timer(kind: str) -> Callable[[TimerVars, Mapping[str, int]], bool]:
+    def guard(v: TimerVars, a: Mapping[str, int]) -> bool:
+        return _timer_decision(v, a) == kind
+
+    guard.__name__ = f"_g_timer_{kind.lower()}"
+    return guard
+
+
+def _g_timer_due(v: TimerVars, a: Mapping[str, int]) -> bool:
+    return is_due(v.deliver_ts, a["now"])
+
+
+def _e_slot(v: TimerVars, a: Mapping[str, int]) -> TimerVars:
+    return attrs.evolve(v, deliver_ts=timer_due(v.requested, v.precision))
+
+
+TIMER = Lifecycle(
+    name="timer",
+    states=("SENT", "SCHEDULED", "STORED", "REFUSED", "WHEEL", "FIRED", "REFIRABLE"),
+    initial="SENT",
+    terminal=frozenset({"SCHEDULED", "STORED", "REFUSED", "FIRED", "REFIRABLE"}),
+    transitions=(
+        Transition("SENT", "put", "level", "SCHEDULED", "", "DELAY wins: TIMER_* dropped, a delayed message"),
+        Transition("SENT", "put", "at_once", "STORED", "", "requested time not after now: stored as is"),
+        Transition("SENT", "put", "illegal", "REFUSED", "", "not a long, or past timerMaxDelaySec: MESSAGE_ILLEGAL"),
+        Transition("SENT", "put", "wheel", "WHEEL", "slot", "stored in rmq_sys_wheel_timer with TIMER_OUT_MS"),
+        Transition("WHEEL", "fire", "due", "FIRED", "", "put to REAL_TOPIC / REAL_QID at out + precision or later"),
+        Transition("WHEEL", "crash", "", "WHEEL", "", "a pending copy survives: checkpoint + timer queue re-read"),
+        Transition("FIRED", "crash", "", "REFIRABLE", "", "fired after the last checkpoint: may fire again"),
+        Transition("REFIRABLE", "fire", "due", "FIRED", "", "at-least-once: delivered again after a crash"),
+        Transition("REFIRABLE", "crash", "", "REFIRABLE", "", "still may fire again"),
+    ),
+    guards={"level": _g_timer(TIMER_LEVEL), "at_once": _g_timer(TIMER_AT_ONCE),
+            "illegal": _g_timer(TIMER_ILLEGAL), "wheel": _g_timer(TIMER_WHEEL), "due": _g_timer_due},
+    effects={"slot": _e_slot},
+)
+
+LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER)

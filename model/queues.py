@@ -67,7 +67,7 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.results import PullStatus, ResponseCode
-from rmqspec.model.timer import TIMER_TOPIC, TimerRefused, transform
+from rmqspec.model.timer import TIMER_TOPIC, TimerRefused, java_long, transform
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -412,9 +412,10 @@ class Store:
     def min_offset(self, topic: str, queue_id: int) -> int:
         return 0
 
-    def timer_slot(self, offset: int) -> int:
-        """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py)."""
-        return int(self.entry(TIMER_TOPIC, 0, offset).prop("TIMER_OUT_MS") or 0)
+    def timer_slot(self, offset: int) -> int | None:
+        """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py); None when it is
+        not a Java long."""
+        return java_long(self.entry(TIMER_TOPIC, 0, offset).prop("TIMER_OUT_MS") or "")
 
     def entry(self, topic: str, queue_id: int, offset: int) -> Record:
         return self.records[self.queues[(topic, queue_id)][offset]]

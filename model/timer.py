@@ -138,6 +138,13 @@ def due_ms(out: int, precision_ms: int) -> int:
     return out + precision_ms
 
 
+def slot_of_property(text: str | None, precision_ms: int) -> tuple[int, int] | None:
+    """(``TIMER_OUT_MS``, due time) of a copy in the timer topic; None when the property is
+    missing or not a Java long (only a send straight into ``rmq_sys_wheel_timer`` makes one)."""
+    out = java_long(text or "")
+    return None if out is None else (out, due_ms(out, precision_ms))
+
+
 def is_timer_request(props: Mapping[str, str]) -> bool:
     return any(name in props for name in REQUEST_PROPERTIES)
 
@@ -202,8 +209,8 @@ class Pending:
 
 # deliver(offset in the timer queue, TIMER_ENQUEUE_MS) -> True when the copy was written
 Deliver = Callable[[int, int], bool]
-# slot_of(offset) -> TIMER_OUT_MS of the timer queue's entry at that offset
-SlotOf = Callable[[int], int]
+# slot_of(offset) -> TIMER_OUT_MS of the timer queue's entry at that offset (None: not a Java long)
+SlotOf = Callable[[int], int | None]
 
 
 @attrs.define
@@ -226,6 +233,10 @@ class TimerService:
         write_ms = self._floor(now)
         while self.queue_offset < max_offset:
             out = slot_of(self.queue_offset)
+            if out is None:
+                # a copy sent straight into the timer topic with a TIMER_OUT_MS that is no Java long:
+                # RocketMQ's enqueue thread fails on it and retries for ever (timerSkipUnknownError off)
+                break
             # TimerEnqueuePutService: a copy already due when it is read goes straight to delivery
             enqueue_ms = LONG_MAX if out < write_ms else write_ms
             self.wheel.append(Pending(out, self.queue_offset, enqueue_ms))
@@ -260,6 +271,6 @@ class TimerService:
         self.wheel = [
             Pending(out, offset, self.enqueue_times.get(offset, now))
             for offset in range(self.queue_offset)
-            if (out := slot_of(offset)) >= read_ms
+            if (out := slot_of(offset)) is not None and out >= read_ms
         ]
         self.last_persist = now

@@ -33,7 +33,9 @@ from rmqspec.impl.commitlog import CommitLog, ScanStop
 from rmqspec.impl.configfiles import encode_consumer_offsets, write_fsync
 from rmqspec.impl.consumequeue import ConsumeQueue
 from rmqspec.impl.store import MessageStore, PutResult
+from rmqspec.impl.timer_service import DiskTimerService
 from rmqspec.model.message import BORNHOST_V6_FLAG
+from rmqspec.model.timer import Deliver, SlotOf
 
 
 class TrustingCommitLog(CommitLog):
@@ -109,6 +111,17 @@ class EarlyAckStore(MessageStore):
             self.config = real
 
 
+class EagerTimerService(DiskTimerService):
+    """The timer checkpoint's read time is made durable before the due copies are delivered."""
+
+    def tick(self, now: int, max_offset: int, slot_of: SlotOf, deliver: Deliver) -> None:
+        precision = self.settings.precision_ms
+        if any(p.out < now // precision * precision for p in self.wheel):
+            self.read_ms = max(self.read_ms, now // precision * precision)
+            self.persist(now)
+        super().tick(now, max_offset, slot_of, deliver)
+
+
 def _trusting(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(store_module, "CommitLog", TrustingCommitLog)
 
@@ -125,6 +138,10 @@ def _early_ack(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(broker_module, "MessageStore", EarlyAckStore)
 
 
+def _eager_timer(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(broker_module, "DiskTimerService", EagerTimerService)
+
+
 @attrs.frozen
 class Variant:
     install: Callable[[pytest.MonkeyPatch], None]
@@ -137,4 +154,5 @@ VARIANTS = {
     "consume-queue-rebuilt-without-truncation": Variant(_untruncated, "QueuesIndexPrefix", ("async-sends",)),
     "offset-file-written-in-place": Variant(_in_place, "ConfigOnceWritten", ("offsets",)),
     "sync-acknowledged-before-flush": Variant(_early_ack, "PromisedRecordsSurvive", ("sync-sends",)),
+    "timercheck-ahead-of-delivery": Variant(_eager_timer, "TimerCopiesFire", ("timer",)),
 }

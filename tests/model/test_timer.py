@@ -197,3 +197,18 @@ def test_a_crash_before_any_checkpoint_fires_everything_again() -> None:
     broker.recover()
     _run_until(clock, broker, T0 + 2500)
     assert [m.body for m in _real(broker)] == [b"a", b"a"]
+
+
+def test_a_disabled_wheel_has_no_timer_topic_and_refuses_timer_messages() -> None:
+    _clock, broker = _broker(timer_wheel_enable=False)
+    assert not broker.topic_exists(TIMER_TOPIC)
+
+
+def test_a_direct_send_into_the_timer_topic_with_a_bad_slot_wedges_the_wheel() -> None:
+    """RocketMQ's enqueue thread fails on a TIMER_OUT_MS that is no Java long and retries for ever:
+    nothing after it is enqueued (timerSkipUnknownError is off by default)."""
+    clock, broker = _broker()
+    broker.send(Message(TIMER_TOPIC, b"bad", properties={"TIMER_OUT_MS": "abc"}), 0)
+    broker.send(Message("T", b"later", properties={"TIMER_DELAY_MS": "500"}), 0)
+    _run_until(clock, broker, T0 + 3000)
+    assert _real(broker) == []
