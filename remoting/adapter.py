@@ -257,6 +257,10 @@ class RemoteBroker:
         ops.expect_success(resp, "HEART_BEAT")
         self._last_heartbeat = time.monotonic()
 
+    def wait_dispatched(self) -> None:
+        """The dispatch barrier (below), for a caller that wrote on a connection of its own."""
+        self._dispatched()
+
     def _dispatched(self) -> None:
         """The dispatch barrier after a write: a 4.9 broker builds its consume queues in a background
         thread (ReputMessageService, every 1 ms), so a pull right after an acknowledged send may not

@@ -105,6 +105,13 @@ def broker_properties(ctx: Ctx) -> dict[str, str]:
         "longPollingEnable": "true",
         "storePathRootDir": s.store_dir,
     })
+    if c.behaviour.timer_wheel:  # 5.x MessageStoreConfig (model/timer.py); 4.9.8 has no such keys
+        props.update({
+            "timerWheelEnable": "true" if c.timer_wheel_enable else "false",
+            "timerPrecisionMs": str(c.timer_precision_ms),
+            "timerMaxDelaySec": str(c.timer_max_delay_sec),
+            "timerFlushIntervalMs": str(c.timer_flush_interval_ms),
+        })
     return props
 
 

@@ -41,6 +41,21 @@ stored, so a bad item stores nothing; it refuses delayed and transactional
 items like ``CommitLog.asyncPutMessages``. Its response names every msgId
 (comma separated) and the first queue offset.
 
+Timer messages (5.x profiles, ``Version.timer_wheel``; ``model/timer.py``): a send's
+``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` / ``TIMER_DELAY_MS`` are user properties of the
+``Message``, so the broker's put hook sees them; its refusals arrive as ``BrokerError``
+(MESSAGE_ILLEGAL "timer message illegal, …", SYSTEM_ERROR "accurate timer message is not
+enabled, …") and are answered with that code and remark, as SendMessageProcessor's
+handlePutMessageResult words them. The answer of an accepted one names the timer copy
+(queueOffset in ``rmq_sys_wheel_timer`` queue 0, its offset msgId) and the queueId asked for,
+as 5.3.3 answers (measured: ``interop/timer_probe.py``). In a batch, 5.x's hook
+(HookUtils.handleScheduleMessage on the MessageExtBatch) reads the *batch's* properties only:
+an item's own timer properties neither time it nor refuse it (5.3.3: stored at once, the
+property kept). The ``Broker`` protocol has one kind of send, whose put hook would time the
+item, so an item's own timer properties are dropped before it is sent (deviation: the stored
+item lacks them; docs/fidelity.md). Not answered: 5.3.2+'s ``recallHandle`` and 5.x's
+``transactionId`` ext fields.
+
 END_TRANSACTION: commitOrRollback 8 commits, 12 rolls back, 0 (the Java
 client's UNKNOW) and anything else get no response at all, as in RocketMQ
 (the UNKNOWN is still passed to the broker for its trace). Failures carry
@@ -67,6 +82,7 @@ from rmqspec.model.message import (
     decode_properties,
 )
 from rmqspec.model.results import BrokerError, ResponseCode, SendResult, TxnAction
+from rmqspec.model.timer import REQUEST_PROPERTIES as TIMER_REQUEST_PROPERTIES
 from rmqspec.remoting.codes import (
     SEND_V2_NAMES,
     TRANSACTION_COMMIT_TYPE,
@@ -215,7 +231,7 @@ def send_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
             ctx.wire.txn_half(now, result, stored_topic, stored_queue, pgroup)
         else:
             result = ctx.broker.send(msg, stored_queue)
-            ctx.wire.send(now, result, stored_topic, stored_queue, group)
+            ctx.wire.send(now, result, stored_topic, stored_queue, group, props)
             ctx.mark_stored()
     except BrokerError as exc:
         return refuse(req, exc.code, exc.remark, extra)
@@ -243,8 +259,12 @@ def send_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
         batch_props = _properties(h)
         get_int(h, "flag")  # checked like the header decode does; each item carries its own flag
         messages = []
+        timer_wheel = ctx.config.behaviour.timer_wheel
         for index, item in enumerate(decode_batch(req.body)):
-            props = {**item.properties, **batch_props}
+            own = item.properties
+            if timer_wheel:  # 5.x's hook reads the batch's properties, never an item's (module docstring)
+                own = {k: v for k, v in own.items() if k not in TIMER_REQUEST_PROPERTIES}
+            props = {**own, **batch_props}
             if props.get(PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0") or \
                     props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
                 raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
@@ -254,7 +274,7 @@ def send_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
         results = []
         for msg in messages:
             result = ctx.broker.send(msg, queue_id)
-            ctx.wire.send(now, result, topic, queue_id, get_str(h, "producerGroup"))
+            ctx.wire.send(now, result, topic, queue_id, get_str(h, "producerGroup"), batch_props)
             results.append(result)
         ctx.mark_stored()
     except BrokerError as exc:

@@ -24,7 +24,9 @@ last line left by a run that was killed mid-write is cut first.
 
 ``DIR/_audit.json`` is the audit configuration (``rmqspec audit --config``)
 matching the served broker's timing (delay levels, transaction timeout and
-check max, broker lock lifetime), written at start.
+check max, broker lock lifetime), written at start. Timer messages need no parameter there: the
+trace's ``deliver_ts`` (timer ``send`` / ``store``, ``timer_fire``) carries each due time, already
+rounded by the broker's ``timerPrecisionMs``.
 
 Lines are buffered and flushed every ``flush`` call (the server flushes on
 every tick) and on ``close``.

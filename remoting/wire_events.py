@@ -18,8 +18,23 @@ the mmap broker would give:
   ``lock`` (GRANTED / DENIED) and ``unlock``;
 - ``txn_check`` for every CHECK_TRANSACTION_STATE the broker's ``tick`` asked for.
 
+Timer messages (5.x profiles with ``timerWheelEnable``; ``model/timer.py``): a ``send``
+whose properties ask for a time (``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC``,
+``TIMER_DELAY_MS``; no delay level, no ``TIMER_OUT_MS``) after the server's ``now``
+carries ``deliver_ts`` = that time, computed from the server's ``now`` taken before the
+broker's put: a lower bound of the broker's due time (``TIMER_OUT_MS + precision`` ≥ the
+broker's requested time ≥ this one), so judging with it (TIMER_EARLY) never raises a false
+alarm. Topic and queue are the producer's target, the offsets the timer copy's (the
+SendResult's). A requested time not after ``now``, an unparsable one (the send was refused
+anyway) and a batch item's own timer properties (5.x times only the batch's) give none. A
+``deliver`` of a copy the wheel wrote (``TIMER_OUT_MS`` and ``TIMER_DEQUEUE_MS`` among its
+properties, outside ``rmq_sys_wheel_timer``) carries ``detail`` = {``timer_out_ms``,
+``timer_dequeue_ms``}: the slot it waited in and when the wheel took it out (the broker's
+wall clock); a normal ``deliver`` otherwise.
+
 A server cannot see, and therefore never writes: ``store`` of copies the
-broker makes itself (retry, DLQ, schedule, check re-puts), ``schedule_fire``,
+broker makes itself (retry, DLQ, schedule, timer, check re-puts), ``schedule_fire``,
+``timer_fire``,
 ``txn_discard``, whether a ``send_back`` went to the retry topic or the DLQ
 (so no ``send_back`` row), and nothing at all of the client side:
 ``consume`` results, ``orderly_start`` / ``orderly_end``, ``drain``.
@@ -27,17 +42,50 @@ broker makes itself (retry, DLQ, schedule, check re-puts), ``schedule_fire``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import Recorder
 from rmqspec.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_CHECK_TIMES,
     MessageQueue,
     StoredMessage,
 )
 from rmqspec.model.results import CheckRequest, SendResult
+from rmqspec.model.timer import (
+    PROPERTY_TIMER_DEQUEUE_MS,
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+    is_timer_request,
+    java_long,
+    requested_ms,
+)
+
+
+def timer_deliver_ts(config: BrokerConfig, topic: str, props: Mapping[str, str], now: int) -> int | None:
+    """The ``deliver_ts`` of a wire ``send`` with ``props`` at ``now`` (module docstring), else None."""
+    if not (config.behaviour.timer_wheel and config.timer_wheel_enable) or topic == TIMER_TOPIC:
+        return None
+    if props.get(PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0") or PROPERTY_TIMER_OUT_MS in props:
+        return None
+    if not is_timer_request(props):
+        return None
+    at = requested_ms(props, now)
+    return at if at is not None and at > now else None
+
+
+def fired_detail(msg: StoredMessage) -> dict[str, int] | None:
+    """``detail`` of a ``deliver`` of a copy the timer wheel wrote (module docstring), else None."""
+    if msg.topic == TIMER_TOPIC:
+        return None
+    out = java_long(msg.properties.get(PROPERTY_TIMER_OUT_MS) or "")
+    dequeued = java_long(msg.properties.get(PROPERTY_TIMER_DEQUEUE_MS) or "")
+    if out is None or dequeued is None:
+        return None
+    return {"timer_out_ms": out, "timer_dequeue_ms": dequeued}
 
 
 class WireEvents:
@@ -53,10 +101,16 @@ class WireEvents:
         if self.recorder is not None:
             self.recorder.emit(event, ts, **fields)
 
-    def send(self, now: int, result: SendResult, topic: str, queue_id: int, group: str) -> None:
+    def send(self, now: int, result: SendResult, topic: str, queue_id: int, group: str,
+             props: Mapping[str, str] | None = None) -> None:
+        """An acknowledged send; ``props`` (the wire properties) give a timer message its ``deliver_ts``."""
+        if not self.enabled:
+            return
+        deliver_ts = timer_deliver_ts(self.config, topic, props, now) if props else None
         self._emit("send", now, actor="broker", group=group, topic=topic, queue_id=queue_id,
                    queue_offset=result.queue_offset, commitlog_offset=result.commitlog_offset,
-                   msg_key=result.uniq_key, msg_id=result.msg_id, reconsume_times=0, status="SEND_OK")
+                   msg_key=result.uniq_key, msg_id=result.msg_id, reconsume_times=0, status="SEND_OK",
+                   deliver_ts=deliver_ts)
 
     def txn_half(self, now: int, result: SendResult, topic: str, queue_id: int, group: str) -> None:
         self._emit("txn_half", now, actor="broker", group=group, topic=topic, queue_id=queue_id,
@@ -69,9 +123,11 @@ class WireEvents:
                    msg_key=txn_id, txn_id=txn_id, status=action, detail={"from_check": from_check})
 
     def deliver(self, now: int, msg: StoredMessage, group: str) -> None:
+        if not self.enabled:
+            return
         self._emit("deliver", now, actor=group, group=group, topic=msg.topic, queue_id=msg.queue_id,
                    queue_offset=msg.queue_offset, commitlog_offset=msg.commitlog_offset, msg_key=msg.uniq_key,
-                   msg_id=msg.msg_id, reconsume_times=msg.reconsume_times)
+                   msg_id=msg.msg_id, reconsume_times=msg.reconsume_times, detail=fired_detail(msg))
 
     def commit_offset(self, now: int, group: str, mq: MessageQueue, offset: int) -> None:
         self._emit("commit_offset", now, actor=group, group=group, topic=mq.topic, queue_id=mq.queue_id,

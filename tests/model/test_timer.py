@@ -51,7 +51,7 @@ def test_precision_is_normalized_like_the_setter(ms: int, expected: int) -> None
     assert normalize_precision(ms) == expected
 
 
-@pytest.mark.parametrize("text", ["12", "-3", "+7", "9223372036854775807"])
+@pytest.mark.parametrize("text", ["12", "-3", "+7", "9223372036854775807", "１５００", "١٢"])
 def test_java_long_accepts_what_parse_long_accepts(text: str) -> None:
     assert java_long(text) == int(text)
 
