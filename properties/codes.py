@@ -45,6 +45,10 @@ class Code(enum.StrEnum):
     MESSAGE_LIFECYCLE = "MESSAGE_LIFECYCLE"
     LOCK_LIFECYCLE = "LOCK_LIFECYCLE"
     TXN_LIFECYCLE = "TXN_LIFECYCLE"
+    # 5.x timer messages
+    TIMER_EARLY = "TIMER_EARLY"
+    TIMER_DUPLICATED = "TIMER_DUPLICATED"
+    TIMER_UNFIRED = "TIMER_UNFIRED"
 
 
 class ObservationCode(enum.StrEnum):
@@ -58,7 +62,7 @@ VIOLATION_CODES: tuple[str, ...] = tuple(c.value for c in Code)
 OBSERVATION_CODES: tuple[str, ...] = tuple(c.value for c in ObservationCode)
 
 # Codes that need a `drain` event to be judged (SPEC §8.1).
-NEEDS_DRAIN: frozenset[str] = frozenset({Code.LOST, Code.TXN_UNRESOLVED})
+NEEDS_DRAIN: frozenset[str] = frozenset({Code.LOST, Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED})
 
 
 @attrs.frozen

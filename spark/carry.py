@@ -43,7 +43,7 @@ from pyspark.sql import functions as F
 from rmqspec.spark import unjudged
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
@@ -55,8 +55,8 @@ QUEUE = ("group", "topic", "queue_id")
 # ~2.4 GB at this bound.
 TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
-_CARRY_COLUMNS = ("seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id",
-                  "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts")
+_CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status",
+                  "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -74,9 +74,10 @@ def carry(
     ev, st = F.col("event"), F.col("status")
     has = lambda *cs: reduce(lambda a, b: a & b, [F.col(c).isNotNull() for c in cs])  # noqa: E731
     reasons: list[DataFrame] = []
-    # kinds kept whole; the per-key kinds and the SCHEDULE / DLQ stores without a msg_key
+    # kinds kept whole; the per-key kinds and the SCHEDULE / timer / DLQ stores without a msg_key
     scheduled = (ev == "store") & (F.col("topic") == SCHEDULE_TOPIC)
-    per_key = ev.isin(*PER_KEY) | scheduled | ((ev == "store") & F.col("topic").startswith(DLQ_PREFIX))
+    waiting = (ev == "store") & F.col("topic").isin(*sorted(WAITING_TOPICS))
+    per_key = ev.isin(*PER_KEY) | waiting | ((ev == "store") & F.col("topic").startswith(DLQ_PREFIX))
     reasons.append(_seqs(rows.filter(ev.isin(*KEEP_ALL) | (per_key & F.col("msg_key").isNull()))))
     txn_rows = rows.filter(ev.isin(*TXN_EVENTS))
     reasons.append(_seqs(txn_rows.filter(F.col("txn_id").isNull())))
@@ -177,6 +178,15 @@ def carry(
     lost_open = owed.filter(
         F.col("done").isNull() | (F.col("drain").isNotNull() & (F.col("done") > F.col("drain")))
     ).select("trace", "msg_key")
+    # TIMER_UNFIRED: an acknowledged timer send whose key no timer_fire fired before the last drain
+    timed = keyed.filter((ev == "send") & (st.isNull() | st.isin(*sorted(ACKED_SEND_STATUSES)))
+                         & F.col("deliver_ts").isNotNull() & F.coalesce(F.col("delay_level") == 0, F.lit(True)))
+    fired = keyed.filter(ev == "timer_fire").groupBy("trace", "msg_key").agg(F.min("seq").alias("fired"))
+    unfired = timed.select("trace", "msg_key").distinct().join(fired, ["trace", "msg_key"], "left").join(
+        F.broadcast(drains), "trace", "left").filter(
+        F.col("fired").isNull() | (F.col("drain").isNotNull() & (F.col("fired") > F.col("drain")))
+    ).select("trace", "msg_key")
+    lost_open = lost_open.unionByName(unfired)
     has_ack = acked.select("trace", "msg_key").distinct().withColumn("ack", F.lit(1))
     open_keys = per_key.join(has_ack, ["trace", "msg_key"], "left").filter(
         (F.col("known") == 0) | (F.col("ack").isNull() & (F.col("half") == 0))

@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rmqspec.spark.arrow_judge import Columns, starts
-from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS
+from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC, at_risk_keys
-from rmqspec.traces.unjudged import CANDIDATES, TraceFacts, candidate, row_unjudged
+from rmqspec.traces.unjudged import CANDIDATES, DETAIL_FIELDS, SET, TraceFacts, candidate, row_unjudged
 
 __all__ = ["carry_columns"]
 
@@ -56,7 +56,7 @@ def carry_columns(
     keep = ev(*KEEP_ALL)
     send, store, success = ev("send"), ev("store"), ev("consume") & c.is_("status", "SUCCESS")
     topic, has_key = c.codes("topic"), key >= 0
-    special = [t == SCHEDULE_TOPIC or t.startswith(DLQ_PREFIX) for t in c.names("topic")]
+    special = [t in WAITING_TOPICS or t.startswith(DLQ_PREFIX) for t in c.names("topic")]
     per_key = ev(*PER_KEY) | (store & np.array([*special, False])[topic])
     keep |= per_key & ~has_key
     crashes = np.cumsum(ev("crash"))
@@ -175,7 +175,7 @@ def _lasting(c: Columns) -> np.ndarray:
     """``traces.unjudged.lasting_rows`` as a bool per row: the candidates (``CANDIDATES``, every
     ``txn_check``: its check number is in ``detail``) as row dicts, the trace's ``TraceFacts`` from
     its crash rows and the anchors' seqs (a trace carried here has no filter detail)."""
-    maybe = c.is_("event", "txn_check")
+    maybe = c.is_("event", "txn_check")  # its check number is in ``detail``
     for event, condition, fields in CANDIDATES:
         mask = c.is_("event", event)
         for name, values in condition:
@@ -183,16 +183,24 @@ def _lasting(c: Columns) -> np.ndarray:
             for v in values:
                 if v is None:
                     holds |= c.null(name)
+                elif v is SET:
+                    holds |= ~c.null(name)
                 elif isinstance(v, int):
                     holds |= ~c.null(name) & (c.ints(name) == v)
                 else:
                     holds |= c.is_(name, v)
             mask &= holds
-        maybe |= mask & ~c.has(*(f for f in fields if f != "check_times"))
+        columns = [f for f in fields if f not in DETAIL_FIELDS]
+        if not fields:
+            maybe |= mask
+        elif columns:
+            maybe |= mask & ~c.has(*columns)
     out = np.zeros(c.n, dtype=bool)
     if not maybe.any():
         return out
     seq, ev = c.ints("seq"), c.is_
+    drains = np.flatnonzero(ev("event", "drain"))
+    drain = max(((int(seq[i]), int(c.ints("ts")[i])) for i in drains.tolist()), default=None)
     crash = np.flatnonzero(ev("event", "crash"))
     crashes = tuple((int(seq[i]), c.value("status", i)) for i in crash.tolist())
     risky = any(at_risk_keys({"event": "crash", "detail": c.value("detail", i)}) for i in crash.tolist())
@@ -202,7 +210,7 @@ def _lasting(c: Columns) -> np.ndarray:
         "schedule_position": ev("event", "store") & c.is_("topic", SCHEDULE_TOPIC) & c.has("queue_offset"),
     }
     anchors = {name: (int(seq[m].min()), int(seq[m].max())) for name, m in marks.items() if m.any()}
-    facts = TraceFacts(crashes, risky, False, anchors)
+    facts = TraceFacts(crashes, risky, False, anchors, drain)
     at = np.flatnonzero(maybe)
     for i, row in zip(at.tolist(), c.table.take(pa.array(at)).to_pylist(), strict=True):
         out[i] = candidate(row) and any(u.until is None for u in row_unjudged(row, facts))
@@ -346,7 +354,15 @@ def _open(
     found = (done_code[at] == wanted) if len(done_code) else np.zeros(len(wanted), dtype=bool)
     done = np.where(found, done_seq[at] if len(done_code) else 0, _NOT_DONE)
     drains = seq[c.is_("event", "drain")]
-    open_keys[owed_key[done > (int(drains.max()) if len(drains) else _NO_DRAIN)]] = True
+    last_drain = int(drains.max()) if len(drains) else _NO_DRAIN
+    open_keys[owed_key[done > last_drain]] = True
+    # TIMER_UNFIRED: an acknowledged timer send whose key no timer_fire fired before the last drain
+    timed = send & has_key & (c.null("status") | c.is_("status", *ACKED_SEND_STATUSES)) & ~c.null("deliver_ts") & (
+        c.null("delay_level") | (c.ints("delay_level") == 0))
+    first_fire = np.full(keys + 1, _NOT_DONE, dtype=np.int64)
+    fires = c.is_("event", "timer_fire") & has_key
+    np.minimum.at(first_fire, key[fires], seq[fires])
+    open_keys[key[timed][first_fire[key[timed]] > last_drain]] = True
     open_keys[keys] = False
     return open_keys
 

@@ -36,7 +36,8 @@ def _unknown_status() -> Column:
 
 
 def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
-    """(one dict per trace: n, good, drain, bounds, crash_seqs, crash_rows ((seq, status) of each
+    """(one dict per trace: n, good, drain, drain_ts (the last drain's seq and ts), bounds, crash_seqs,
+    crash_rows ((seq, status) of each
     crash), at_risk, filtered (rows the filter rules read), power (power-loss crashes), consumers
     (topic -> the groups with a valid deliver or consume of it), candidates (rows that may lack
     what a rule reads: ``spark/unjudged.py``), anchors (name -> (first seq, last seq) of
@@ -66,7 +67,7 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
     ).collect()
     marks = (
         rows.filter(valid & F.col("event").isin("crash", "recover", "drain"))
-        .select("trace", "seq", "event", "status", "at_risk")
+        .select("trace", "seq", "ts", "event", "status", "at_risk")
         .collect()
     )
     merged: dict[Any, dict[str, Any]] = {}
@@ -74,7 +75,8 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
 
     def of(trace: Any) -> dict[str, Any]:
         if trace not in merged:
-            merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "bounds": [], "crash_seqs": [],
+            merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "drain_ts": None, "bounds": [],
+                             "crash_seqs": [],
                              "crash_rows": [], "at_risk": set(), "filtered": 0, "power": 0, "consumers": {},
                              "candidates": 0, "anchors": dict.fromkeys(ANCHORS, (None, None))}  # fmt: skip
         return merged[trace]
@@ -100,7 +102,8 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
     for m in marks:
         into = of(m["trace"])
         if m["event"] == "drain":
-            into["drain"] = m["seq"] if into["drain"] is None else max(into["drain"], m["seq"])
+            if into["drain"] is None or (m["seq"], m["ts"]) > (into["drain"], into["drain_ts"]):
+                into["drain"], into["drain_ts"] = m["seq"], m["ts"]
             continue
         into["bounds"].append(m["seq"])
         if m["event"] == "crash":

@@ -13,8 +13,9 @@ re-reads only the Parquet columns it needs) with the audit columns plus
 ``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
 ``detail`` (its JSON text, for the reference plan), the values some rules
 read out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``,
-``filter_detail``, and ``sb_detail``, a send-back's detail for the table
-replay), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
+``filter_detail``, ``sb_detail``, a send-back's detail for the table
+replay, and ``from_commitlog_offset``, the timer copy a ``timer_fire``
+re-put), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
 expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark
 keeps them in every scan of a frame that names them, even a query that drops
@@ -64,7 +65,9 @@ TYPES: dict[str, T.DataType] = {
 }
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
-DERIVED_COLUMNS: tuple[str, ...] = ("sb_max", "check_times", "filter_detail", "at_risk", "sb_detail")
+DERIVED_COLUMNS: tuple[str, ...] = (
+    "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset",
+)
 
 
 @attrs.frozen
@@ -200,6 +203,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         check_times(df).alias("check_times"),
         filter_detail(df).alias("filter_detail"),
         send_back_detail(df).alias("sb_detail"),
+        from_commitlog_offset(df).alias("from_commitlog_offset"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -247,6 +251,16 @@ def send_back_max(df: DataFrame) -> Column:
     value = F.try_variant_get(_variant_detail(df), "$.max", "variant")
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     return F.when((F.col("event") == "send_back") & integral, F.variant_get(value, "$", "int"))
+
+
+def from_commitlog_offset(df: DataFrame) -> Column:
+    """A ``timer_fire`` row's ``detail.from_commitlog_offset`` (the timer copy it re-put) when it is a
+    JSON integer (else null): ``traces.checks_timer.from_commitlog_offset``'s reading."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("bigint")
+    value = F.try_variant_get(_variant_detail(df), "$.from_commitlog_offset", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    return F.when((F.col("event") == "timer_fire") & integral, F.try_variant_get(value, "$", "bigint"))
 
 
 def check_times(df: DataFrame) -> Column:

@@ -189,6 +189,11 @@ def _consumers(facts: list[Any], subscriptions: Mapping[str, Sequence[str]]) -> 
     return {key: sorted(groups) for key, groups in out.items()}
 
 
+def _drain_ts(facts: list[Any]) -> dict[str, int]:
+    """trace -> the ts of its last drain (``_facts``), for the traces with valid rows and a drain."""
+    return {r["trace"]: r["drain_ts"] for r in facts if r["good"] and r["drain"] is not None}
+
+
 def _at_risk(spark: SparkSession, facts: list[Any]) -> DataFrame | None:
     """(trace, msg_key) of every key a ``crash`` lists in ``detail.at_risk``; None if none."""
     pairs = [(r["trace"], k) for r in facts if r["good"] for k in r["at_risk"]]
@@ -463,6 +468,7 @@ def run_audit(
             has_power=any(r["power"] for r in good_traces),
             constants=_constants(facts),
             consumers=_consumers(facts, config.subscriptions),
+            drain_ts=_drain_ts(facts),
         )
         withheld = unjudged_mod.lasting_withheld(unjudged) if unjudged is not None and lasting else {}
         if unjudged is not None:

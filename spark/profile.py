@@ -144,6 +144,7 @@ def profile_audit(
             has_power=any(r["power"] for r in good),
             constants=job._constants(facts),
             consumers=job._consumers(facts, config.subscriptions),
+            drain_ts=job._drain_ts(facts),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

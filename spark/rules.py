@@ -23,11 +23,12 @@ queue: store,          trace, topic, queue_id;        ORDER_QUEUE_GAP, OFFSET_OV
 deliver, acks,         in numpy per partition         ORDER_KEY_REORDERED, LOCK_OVERLAP,
 commit_offset, lock,   (``rules_queue.py``,           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
 unlock, orderly_*      ``rules_lock.py``)
-message: the 8         trace, msg_key;                UNEXPECTED, RECOVERED, DUPLICATED,
+message: the 9         trace, msg_key;                UNEXPECTED, RECOVERED, DUPLICATED,
 message events         in numpy per partition         RETRY_EARLY, DLQ_EARLY, DLQ_MISSED,
                        (``rules_message.py``,         TXN_VISIBLE_BEFORE_COMMIT, TXN_ROLLBACK_VISIBLE,
                        ``rules_retry.py``,            DELAY_EARLY, DLQ_DELAYED, SCHEDULE_DUPLICATED,
-                       ``rules_copies.py``)           LOST (x the consumers of the topic, collected)
+                       ``rules_copies.py``,           LOST (x the consumers of the topic, collected),
+                       ``rules_timer.py``)            TIMER_EARLY, TIMER_DUPLICATED, TIMER_UNFIRED
 txn: txn_*             trace, txn_id; by the          TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
                        checker's detectors            TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                        (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
@@ -167,7 +168,8 @@ def queue_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any]
 # ------------------------------------------------------------ message family
 
 
-_MSG_EVENTS = ("send", "store", "deliver", "consume", "send_back", "schedule_fire", "txn_half", "txn_end")
+_MSG_EVENTS = ("send", "store", "deliver", "consume", "send_back", "schedule_fire", "txn_half", "txn_end",
+               "timer_fire")
 
 
 def message_rules(
@@ -179,16 +181,19 @@ def message_rules(
     has_crash: bool = True,
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
+    drain_ts: Mapping[str, int] | None = None,
 ) -> list[DataFrame]:
-    """Rules keyed by msg_key; ``consumers`` is (trace, topic) -> its consuming groups.
+    """Rules keyed by msg_key; ``consumers`` is (trace, topic) -> its consuming groups; ``drain_ts``
+    is trace -> its last drain's ts (TIMER_UNFIRED).
 
     One shuffle by (trace, msg_key) of the message rows, judged per partition
     in numpy (``spark/rules_message.py``): UNEXPECTED, RECOVERED, DUPLICATED,
-    RETRY_EARLY (deliver clause), transaction visibility, DELAY_EARLY and LOST.
+    RETRY_EARLY (deliver clause), transaction visibility, DELAY_EARLY and LOST; and the
+    timer rules by the checker's detectors (``spark/rules_timer.py``).
     """
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants)]
+    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants, drain_ts)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -257,6 +262,13 @@ def consumers_of(df: DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> D
     return seen.groupBy("c_trace", "c_topic").agg(F.array_sort(F.collect_set("group")).alias("groups"))
 
 
+def drains_of(df: DataFrame) -> dict[str, int]:
+    """trace -> the ts of its last drain (of two with one seq, the later ts): a job of its own (the
+    audit job has them from its facts pass)."""
+    last = df.filter((EV() == "drain") & (SEQ() == F.col("drain"))).groupBy("trace").agg(F.max("ts").alias("ts"))
+    return {r["trace"]: r["ts"] for r in last.collect()}
+
+
 @attrs.frozen
 class PassInput:
     """What every pass gets besides the rows: the configuration and the trace facts."""
@@ -269,6 +281,7 @@ class PassInput:
     has_power: bool = True  # False: no trace has a power-loss crash (the power-loss exemptions are empty)
     # Columns of ``df`` the driver knows to hold one value (``arrow_judge.shipped``): not shuffled.
     constants: Mapping[str, Any] = attrs.field(factory=dict)
+    drain_ts: Mapping[str, int] = attrs.field(factory=dict)  # trace -> its last drain's ts
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -281,7 +294,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     (
         "message",
         lambda df, c: message_rules(
-            df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants
+            df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants, c.drain_ts
         ),
     ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
@@ -308,12 +321,16 @@ def pass_findings(
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
+    drain_ts: Mapping[str, int] | None = None,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
     if consumers is None:  # only LOST reads them, and only with a drain
         found = consumers_of(df, subscriptions or {}).collect() if has_drain else []
         consumers = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in found}
-    ctx = PassInput(params, has_drain, dict(consumers), at_risk, has_crash, has_power, dict(constants or {}))
+    if drain_ts is None:  # only TIMER_UNFIRED reads them, and only with a drain
+        drain_ts = drains_of(df) if has_drain else {}
+    ctx = PassInput(params, has_drain, dict(consumers), at_risk, has_crash, has_power, dict(constants or {}),
+                    dict(drain_ts))
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -329,6 +346,7 @@ def all_findings(
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
+    drain_ts: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -341,7 +359,8 @@ def all_findings(
     likewise for power-loss crashes (``status`` power). ``constants``: columns of ``df`` the
     driver knows to hold one value on every row (name -> value, ``arrow_judge.CONSTANT_TYPES``),
     which the judged passes then do not shuffle. ``consumers``: (trace, topic) -> the groups
-    consuming it (``consumers_of``; None: computed here, a job of its own).
+    consuming it (``consumers_of``; None: computed here, a job of its own). ``drain_ts``: trace -> its
+    last drain's ts (``drains_of``; None: likewise).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
@@ -355,6 +374,7 @@ def all_findings(
         has_power=has_power,
         constants=constants,
         consumers=consumers,
+        drain_ts=drain_ts,
     )
     found = reduce(DataFrame.unionByName, parts.values())
     if not has_filters:

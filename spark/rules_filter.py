@@ -37,7 +37,7 @@ from rmqspec.traces.checks_filter import (
 )
 
 _ROW_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key",
-                "client_id", "status", "delay_level", "filter_detail")
+                "client_id", "status", "delay_level", "deliver_ts", "filter_detail")
 _KIND = {Code.FILTER_MISMATCH.value: "violation", Code.FILTER_SKIPPED.value: "violation"}
 EXEMPT_CODE = "_LOST_EXEMPT"  # internal rows: (group, msg_key) LOST must not report
 

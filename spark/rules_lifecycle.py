@@ -58,7 +58,8 @@ def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
         .groupBy("trace", "group", "topic", "queue_id", F.col("crashes").alias("cc"))
         .agg(F.max("queue_offset").alias("committed"))
     )
-    delayed = (EV() == "send") & F.coalesce(F.col("delay_level") != 0, F.lit(False))  # offset of the schedule copy
+    # a delayed (timer) send's offset is its schedule (rmq_sys_wheel_timer) copy's
+    delayed = (EV() == "send") & (F.coalesce(F.col("delay_level") != 0, F.lit(False)) | F.col("deliver_ts").isNotNull())
     positions = df.filter(
         EV().isin("send", "store") & _nn("topic", "queue_id", "queue_offset", "msg_key") & ~delayed
     ).select(

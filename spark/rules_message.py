@@ -6,7 +6,8 @@ the definitions of their reference detectors in ``rmqspec.traces.checks_*``
 (the differential tests hold the two equal); and, on the same partitions,
 the retry limits' rules (``rules_retry.py``: RETRY_EARLY's send_back clause,
 DLQ_EARLY, DLQ_MISSED), which also read send_back and deliver rows without a
-msg_key, and DLQ_DELAYED and SCHEDULE_DUPLICATED (``rules_copies.py``).
+msg_key, DLQ_DELAYED and SCHEDULE_DUPLICATED (``rules_copies.py``), and the
+timer rules (``rules_timer.py``: TIMER_EARLY, TIMER_DUPLICATED, TIMER_UNFIRED).
 
 Why not SQL windows: the three per-key window passes these rules took
 (sorted several ways, each its own shuffle) were 57 % of the audit's CPU at
@@ -51,6 +52,7 @@ from rmqspec.spark.arrow_judge import (
 from rmqspec.spark.rules import _MSG_EVENTS, EV, FINDING_SCHEMA
 from rmqspec.spark.rules_copies import dlq_delayed, schedule_duplicated
 from rmqspec.spark.rules_retry import retry_judged
+from rmqspec.spark.rules_timer import timer_judged
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
 
 __all__ = ["message_findings"]
@@ -71,6 +73,7 @@ _COLUMNS = (
     "delay_level",
     "sb_max",
     "crashes",
+    "from_commitlog_offset",
 )
 
 
@@ -93,9 +96,11 @@ def message_findings(
     has_crash: bool = True,
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
+    drain_ts: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """The message family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
-    ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
+    ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``);
+    ``drain_ts``: trace -> its last drain's ts (the timer rules, ``spark/rules_timer.py``).
 
     ``has_crash`` False (no trace has a crash row): the two crash exemptions of LOST
     are empty, so their joins are left out; ``has_power`` False (no power-loss crash):
@@ -115,7 +120,8 @@ def message_findings(
         constants or {},
     )
     rows = keyed(rows, "trace", "msg_key")
-    found = rows.mapInArrow(judge(_Judge(params, risky, groups, has_drain), left_out), FINDING_SCHEMA)
+    judged = _Judge(params, risky, groups, has_drain, drain_ts if has_drain else {})
+    found = rows.mapInArrow(judge(judged, left_out), FINDING_SCHEMA)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
@@ -147,11 +153,13 @@ class _Judge:
         risky: Mapping[str, set[str]],
         groups: Mapping[tuple[str, str], list[str]],
         lost: bool,
+        drain_ts: Mapping[str, int] | None = None,
     ):
         self.params = params
         self.risky = dict(risky)
         self.groups = dict(groups)
         self.lost = lost
+        self.drain_ts = dict(drain_ts or {})
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
         cols = Columns(table)
@@ -159,7 +167,8 @@ class _Judge:
         if cols.null("msg_key").all():
             return found
         copies = [*dlq_delayed(cols, self.params), *schedule_duplicated(cols)]
-        return [*found, *copies, *_Partition(cols, self).findings()]
+        timers = timer_judged(cols, self.params, self.risky, self.drain_ts)
+        return [*found, *copies, *timers, *_Partition(cols, self).findings()]
 
 
 class _Partition:

@@ -41,7 +41,9 @@ from rmqspec.traces.checks_common import SCHEDULE_TOPIC, at_risk_keys
 from rmqspec.traces.unjudged import (
     ANCHORS,
     CANDIDATES,
+    DETAIL_FIELDS,
     FILTER_EVENTS,
+    SET,
     TraceFacts,
     Unjudged,
     Withheld,
@@ -67,10 +69,11 @@ ENTRY_SCHEMA = T.StructType(
 _ENTRY_ARROW = pa.schema([pa.field(f.name, pa.int32() if f.name == "queue_id" else
                                    pa.int64() if f.name in ("seq", "since") else
                                    pa.bool_() if f.name == "exact" else pa.string()) for f in ENTRY_SCHEMA.fields])
-# The columns ``row_unjudged`` reads (``check_times`` and ``filter_detail``: ``inputs.DERIVED_COLUMNS``).
+# The columns ``row_unjudged`` reads (``check_times``, ``from_commitlog_offset`` and ``filter_detail``:
+# ``inputs.DERIVED_COLUMNS``).
 _ROW_COLUMNS = ("trace", "seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "msg_id",
                 "reconsume_times", "delay_level", "deliver_ts", "status", "client_id", "txn_id", "check_times",
-                "filter_detail")  # fmt: skip
+                "from_commitlog_offset", "filter_detail")  # fmt: skip
 _UNBOUNDED = -(2**63)
 _LASTING = pa.schema([pa.field("trace", pa.string()), pa.field("seq", pa.int64())])
 
@@ -81,20 +84,26 @@ def _null(name: str) -> Column:
 
 def candidate_column(filtered: bool = True) -> Column:
     """``traces.unjudged.candidate`` as a column (on ``inputs.load``'s columns; ``filtered`` False:
-    without the filter rows, on columns without ``filter_detail`` and ``check_times``, a txn_check
-    lacking nothing else not let through)."""
+    without the filter rows, on columns without ``filter_detail`` and ``DETAIL_FIELDS``: a txn_check
+    or timer_fire lacking nothing else not let through)."""
     out = F.col("event").isin(*FILTER_EVENTS) & F.col("filter_detail").isNotNull() if filtered else F.lit(False)
     for event, condition, fields in CANDIDATES:
+        every = not fields  # every row the condition lets through
         if not filtered:
-            fields = tuple(f for f in fields if f != "check_times")
+            fields = tuple(f for f in fields if f not in DETAIL_FIELDS)
         test = F.col("event") == event
         for name, values in condition:
-            known = [v for v in values if v is not None]
+            known = [v for v in values if v is not None and v is not SET]
             holds = F.col(name).isin(*known) if known else F.lit(False)
             if None in values:
                 holds = holds | _null(name)
+            if SET in values:
+                holds = holds | F.col(name).isNotNull()
             test = test & F.coalesce(holds, F.lit(False))
-        out = out | (test & reduce(lambda a, b: a | b, [_null(f) for f in fields]))
+        if every:
+            out = out | test
+        elif fields:
+            out = out | (test & reduce(lambda a, b: a | b, [_null(f) for f in fields]))
     return out
 
 
@@ -115,7 +124,8 @@ def trace_facts(fact: Mapping[str, Any]) -> TraceFacts:
     """One trace's ``TraceFacts`` from its ``job._facts`` entry."""
     anchors = {name: (lo, hi) for name, (lo, hi) in fact["anchors"].items() if lo is not None}
     crashes = tuple(sorted(fact["crash_rows"], key=lambda c: c[0]))
-    return TraceFacts(crashes, bool(fact["at_risk"]), bool(fact["filtered"]), anchors)
+    drain = (fact["drain"], fact["drain_ts"]) if fact["drain"] is not None else None
+    return TraceFacts(crashes, bool(fact["at_risk"]), bool(fact["filtered"]), anchors, drain)
 
 
 def _judge(facts: Mapping[str, TraceFacts]) -> Any:
@@ -133,9 +143,11 @@ def _judge(facts: Mapping[str, TraceFacts]) -> Any:
                         detail.update(parsed)
                 if rec["check_times"] is not None:
                     detail["check_times"] = rec["check_times"]
+                if rec["from_commitlog_offset"] is not None:
+                    detail["from_commitlog_offset"] = rec["from_commitlog_offset"]
                 rec["detail"] = detail
                 for u in row_unjudged(rec, facts[rec["trace"]]):
-                    entry = {"trace": rec["trace"], "seq": rec["seq"], "event": rec["event"], "code": u.code,
+                    entry = {"trace": rec["trace"], "seq": rec["seq"], "event": u.why or rec["event"], "code": u.code,
                              "exact": u.until is not None, "since": u.since, **dict.fromkeys(KEY_NAMES)}
                     entry.update(dict(u.keys))
                     out.append(entry)
@@ -161,7 +173,11 @@ def lasting(rows: DataFrame) -> DataFrame:
     loose = (ev == "txn_check") | candidate_column(filtered=False)
     crashes: dict[str, list[tuple[int, Any]]] = {}
     risky: set[str] = set()
-    for r in rows.filter(ev == "crash").select("trace", "seq", "status", "detail").collect():
+    drains: dict[str, tuple[int, int]] = {}
+    for r in rows.filter(ev.isin("crash", "drain")).select("trace", "seq", "ts", "event", "status", "detail").collect():
+        if r["event"] == "drain":  # the last one (of two with one seq, the later ts)
+            drains[r["trace"]] = max(drains.get(r["trace"], (r["seq"], r["ts"])), (r["seq"], r["ts"]))
+            continue
         crashes.setdefault(r["trace"], []).append((r["seq"], r["status"]))
         if at_risk_keys({"event": "crash", "detail": r["detail"]}):
             risky.add(r["trace"])
@@ -172,7 +188,7 @@ def lasting(rows: DataFrame) -> DataFrame:
     for r in marks.collect():
         anchors = {n: (r[f"lo_{n}"], r[f"hi_{n}"]) for n in ANCHORS if r[f"lo_{n}"] is not None}
         facts[r["trace"]] = TraceFacts(tuple(sorted(crashes.get(r["trace"], ()), key=lambda c: c[0])),
-                                       r["trace"] in risky, False, anchors)
+                                       r["trace"] in risky, False, anchors, drains.get(r["trace"]))
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:

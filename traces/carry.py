@@ -21,9 +21,9 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   or before a power crash (the bound of ``skipped_halves``), not one of a key a crash lists as at
   risk (the ops a power crash's window counts, ``unseen_ops``) nor one with an op inside such a
   window. A ``txn_*`` row without a txn_id is kept;
-- ``send_back``, ``schedule_fire`` and the ``store``s in SCHEDULE_TOPIC_XXXX and ``%DLQ%``
-  (``PER_KEY``: retries, dead letters, fires; every rule reading them keeps its state per
-  msg_key): with their msg_key (all of an open key's rows are kept; a closed key's are
+- ``send_back``, ``schedule_fire``, ``timer_fire`` and the ``store``s in SCHEDULE_TOPIC_XXXX,
+  rmq_sys_wheel_timer and ``%DLQ%`` (``PER_KEY``: retries, dead letters, fires; every rule reading
+  them keeps its state per msg_key): with their msg_key (all of an open key's rows are kept; a closed key's are
   tombstones), or kept when they have none;
 - ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP) and, per (queue, crashes so far), the
   first SCHEDULE_TOPIC_XXXX store at the highest position (LOST's delay-progress exemption: the
@@ -41,12 +41,12 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   unjudged (``withheld_out``);
 - every row of an **open** msg_key: never sent, stored nor half-sent (UNEXPECTED may still be
   withdrawn), not acknowledged and not a half's (RECOVERED), a half with no COMMIT delivered after
-  it (TXN_VISIBLE_BEFORE_COMMIT / TXN_ROLLBACK_VISIBLE: a later COMMIT changes the verdict), or
+  it (TXN_VISIBLE_BEFORE_COMMIT / TXN_ROLLBACK_VISIBLE: a later COMMIT changes the verdict),
   acknowledged on a topic one of whose consumer groups has neither consumed it nor dead-lettered
-  it (LOST).
+  it (LOST), or an acknowledged timer message not fired before the last drain (TIMER_UNFIRED).
 
 A **closed** msg_key (not open) leaves **tombstones** — its ``send``s, ``store``s, ``send_back``s
-and ``schedule_fire``s, its first SUCCESS ``consume`` per group and its closed transactions' rows
+and ``schedule_fire``s / ``timer_fire``s, its first SUCCESS ``consume`` per group and its closed transactions' rows
 — in a second table that is not audited: a day that touches the key (any row with that msg_key:
 DUPLICATED, UNEXPECTED, a retry's deliver, a second fire, …; a row naming the txn_id of one of
 its transactions; a crash listing it as at risk, whose power-loss window counts its ops) or
@@ -60,7 +60,7 @@ rule keeps, or they are a real consume (which only acknowledges), or they belong
 of issue 15 read them across the whole trace) is carried whole.
 
 Findings (``merge``): codes judged at the trace's end or over the whole trace (``RECOMPUTED``:
-LOST, TXN_UNRESOLVED, UNEXPECTED, RECOVERED and the filter codes) are recomputed from ``R ++ D``
+LOST, TXN_UNRESOLVED, TIMER_UNFIRED, UNEXPECTED, RECOVERED and the filter codes) are recomputed from ``R ++ D``
 every time and never stored — a LOST judged at day 1's drain is provisional. The half-visibility
 codes are stored once their msg_key is closed (its COMMIT fixed the verdict) and recomputed while
 it is open. Every other code looks only backwards: its findings on ``D``'s rows come from
@@ -75,14 +75,25 @@ from typing import Any
 import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import DLQ_PREFIX, SCHEDULE_TOPIC, acked_send, at_risk_keys, detail_of, has
+from rmqspec.traces.checks_common import (
+    DLQ_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    acked_send,
+    at_risk_keys,
+    detail_of,
+    has,
+    timer_send,
+)
 from rmqspec.traces.unjudged import Withheld, assess, lasting_rows
 
 KEEP_ALL = frozenset({"crash", "recover", "drain", "lock", "unlock"})
 TXN_EVENTS = frozenset({"txn_half", "txn_end", "txn_check", "txn_discard"})
 # Kinds whose rules keep state per msg_key only (retries, dead letters, delay levels): kept
 # with their key while it is open (or when it has none), else its tombstones.
-PER_KEY = frozenset({"send_back", "schedule_fire"})
+PER_KEY = frozenset({"send_back", "schedule_fire", "timer_fire"})
+# Stores in these topics are copies the per-key kinds' rules read (kept when they have no msg_key).
+WAITING_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
 FILTER_DETAIL_KEYS = ("subscription", "tags", "properties")
 # Judged at the trace's end or over all of it: recomputed from the carried rows every time.
 RECOMPUTED: frozenset[str] = frozenset(
@@ -94,6 +105,7 @@ RECOMPUTED: frozenset[str] = frozenset(
         Code.FILTER_MISMATCH.value,
         Code.FILTER_SKIPPED.value,
         ObservationCode.SUBSCRIPTION_INCONSISTENT.value,
+        Code.TIMER_UNFIRED.value,
     }
 )
 # Final once the msg_key is closed (a COMMIT fixed the verdict); recomputed while it is open.
@@ -144,6 +156,8 @@ def carry_trace(
     commit_topics: list[tuple[str, str | None]] = []
     committed: set[str] = set()
     done: dict[tuple[str, str], int] = {}  # (group, msg_key) -> first SUCCESS consume / DLQ seq
+    timed: set[str] = set()  # msg_keys with an acknowledged timer send
+    fired: dict[str, int] = {}  # msg_key -> its first timer_fire's seq
     drain: int | None = None
     owner: dict[tuple, str] = {}
     owner_last: dict[tuple, int] = {}
@@ -172,7 +186,7 @@ def carry_trace(
                 tombstones.setdefault(key, []).append(seq)
         if ev == "store":
             topic = row["topic"]
-            if key is None and (topic == SCHEDULE_TOPIC or (topic is not None and topic.startswith(DLQ_PREFIX))):
+            if key is None and (topic in WAITING_TOPICS or (topic is not None and topic.startswith(DLQ_PREFIX))):
                 keep.add(seq)
             if topic == SCHEDULE_TOPIC and row["queue_offset"] is not None:
                 best = top_schedule.get((row["queue_id"], crashes))
@@ -189,6 +203,8 @@ def carry_trace(
                 tombstones.setdefault(key, []).append(seq)
                 if acked_send(row) and row["topic"] is not None:
                     acked_topics.setdefault(key, set()).add(row["topic"])
+                if acked_send(row) and timer_send(row):
+                    timed.add(key)
         elif ev == "txn_half":
             if key is not None:
                 known.add(key)
@@ -203,6 +219,9 @@ def carry_trace(
         elif ev == "send_back":
             if row["status"] == "DLQ" and has(row, "group", "msg_key"):
                 done.setdefault((row["group"], key), seq)
+        elif ev == "timer_fire":
+            if key is not None:
+                fired.setdefault(key, seq)
         elif ev in ("deliver", "consume"):
             if ev == "deliver" and key is not None:
                 last_deliver[key] = seq
@@ -284,6 +303,9 @@ def carry_trace(
         # LOST counts what came before the last drain: done after it may not count tomorrow
         if any(done.get((g, key), 1 << 62) > (drain if drain is not None else 1 << 61)
                for t in topics or () for g in consumers.get(t, ())):
+            open_keys.add(key)
+        # TIMER_UNFIRED likewise: a timer message not fired before the last drain
+        if key in timed and fired.get(key, 1 << 62) > (drain if drain is not None else 1 << 61):
             open_keys.add(key)
     for key, seqs in txns.closed(open_keys, drain):
         tombstones.setdefault(key, []).extend(seqs)

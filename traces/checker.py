@@ -38,9 +38,10 @@ from rmqspec.traces import (
     checks_order,
     checks_retry,
     checks_table,
+    checks_timer,
     checks_txn,
 )
-from rmqspec.traces.checks_common import NEEDS, STATUS_VOCABULARY, Finding, Trace, unknown_statuses
+from rmqspec.traces.checks_common import NEEDS, NOT_JUDGED_WHY, STATUS_VOCABULARY, Finding, Trace, unknown_statuses
 from rmqspec.traces.errors import Rejected
 from rmqspec.traces.unjudged import Withheld, assess, withhold
 from rmqspec.traces.validate import check_row, readable_seq
@@ -90,6 +91,9 @@ DETECTORS: tuple[Detector, ...] = (
     checks_filter.detect_filter_mismatch,
     checks_filter.detect_filter_skipped,
     checks_table.detect_table_lifecycles,
+    checks_timer.detect_timer_early,
+    checks_timer.detect_timer_duplicated,
+    checks_timer.detect_timer_unfired,
 )
 
 
@@ -149,7 +153,9 @@ def not_judged_reasons(
     and the rows with a status the code's rules do not know.
 
     ``lacking[(code, event)]`` counts the rows of ``event`` whose missing fields leave part of
-    ``code`` unjudged (``traces.unjudged``; ``NEEDS[code]`` names the fields it reads there);
+    ``code`` unjudged (``traces.unjudged``; ``NEEDS[code]`` names the fields it reads there), and
+    ``lacking[(code, why)]`` the rows a rule leaves unjudged for a reason of ``NOT_JUDGED_WHY``
+    (timer messages not due at the drain: LOST);
     ``unknown[(event, status)]`` counts the rows of ``event`` whose status is outside
     ``STATUS_VOCABULARY[event]``. The Spark audit uses the same wording.
     """
@@ -163,6 +169,9 @@ def not_judged_reasons(
             n = lacking.get((code, event), 0)
             if n:
                 parts.append(f"{n} {event} row(s) lack one of {','.join(fields)}")
+        for why, text in NOT_JUDGED_WHY.items():
+            if lacking.get((code, why), 0):
+                parts.append(f"{lacking[(code, why)]} {text}")
         for (event, status), n in sorted(unknown.items()):
             if n and code in STATUS_VOCABULARY[event][1]:
                 parts.append(f"{n} {event} row(s) with unknown status {status!r}")

@@ -779,3 +779,8 @@ CASES: tuple[Case, ...] = (
         ),
     ),
 )
+
+# RocketMQ 5.x timer messages (``checker_cases_timer.py``): part of CASES, so every test runs them
+from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
+
+CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in TIMER_CASES))

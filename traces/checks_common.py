@@ -6,7 +6,8 @@ A trace is a list of rows (plain dicts with the SPEC §8 columns) in ``seq``
 order. Each §8.1 rule is one detector function named after its anomaly that
 reads the whole trace and yields ``Finding`` values; nothing raises. The
 detectors are split by key family (``checks_order``, ``checks_delivery``,
-``checks_retry``, ``checks_lock``, ``checks_txn``); the Spark audit
+``checks_retry``, ``checks_lock``, ``checks_txn``, ``checks_lifecycle``, ``checks_filter``,
+``checks_table``, ``checks_timer``); the Spark audit
 (``rmqspec.spark.rules``) implements the same rules with the same names and
 the same ``seqs`` conventions, and a differential test holds them equal.
 
@@ -49,7 +50,15 @@ from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.properties.inv_replay import detail_of  # re-exported: the checks import it from here
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # 5.x: timer copies wait here (model/timer.py)
 DLQ_PREFIX = "%DLQ%"
+# The label of the "not judged" entries of rows of timer messages not due at the drain
+# (``traces/unjudged.py``): LOST does not judge them, and says why (``NOT_JUDGED_WHY``).
+NOT_DUE = "timer_not_due"
+NOT_JUDGED_WHY: dict[str, str] = {
+    NOT_DUE: "row(s) of timer messages not due at the drain (a send or a store in rmq_sys_wheel_timer "
+             "whose deliver_ts is after the drain's ts)",
+}
 # SendStatus values (SPEC §2 SendResult) and the response code SUCCESS (SPEC §2
 # lists response codes as send results; SUCCESS is what the broker answers a
 # stored message with).
@@ -101,7 +110,7 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     ),
     Code.LOST: (
         ("send", ("topic", "queue_id", "queue_offset", "msg_key")),
-        ("store", ("topic", "queue_id", "queue_offset", "msg_key")),
+        ("store", ("topic", "queue_id", "queue_offset", "msg_key", "deliver_ts")),
         ("deliver", ("group", "topic", "client_id", "msg_key")),
         ("consume", ("group", "topic", "client_id", "msg_key", "status")),
         ("send_back", ("group", "msg_key", "status")),
@@ -191,6 +200,14 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("consume", ("group", "topic", "client_id", "msg_key")),
         ("commit_offset", (*_Q, "queue_offset")),
     ),
+    Code.TIMER_EARLY: (
+        ("send", ("msg_key",)),
+        ("store", ("topic", "msg_key", "deliver_ts")),
+        ("timer_fire", ("msg_key", "deliver_ts")),
+        ("deliver", ("topic", "msg_key", "reconsume_times")),
+    ),
+    Code.TIMER_DUPLICATED: (("timer_fire", ("msg_key", "detail.from_commitlog_offset")),),
+    Code.TIMER_UNFIRED: (("timer_fire", ("msg_key",)),),
 }
 
 
@@ -234,6 +251,13 @@ def unknown_statuses(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
     return out
 
 
+def timer_send(row: Mapping[str, Any]) -> bool:
+    """A ``send`` of a timer message (5.x): not delayed (delay_level null or 0) and with a
+    ``deliver_ts`` (SPEC §8: the earliest legal delivery; a client-side trace may give a lower
+    bound of it). A send without deliver_ts is not one (``traces/unjudged.py``'s conventions)."""
+    return row["event"] == "send" and not row["delay_level"] and row["deliver_ts"] is not None
+
+
 def has(row: Mapping[str, Any], *fields: str) -> bool:
     """Whether every one of ``fields`` is set on ``row`` (a loop, not ``all`` over a generator:
     the checker and ``carry_trace`` call this about twice per row)."""
@@ -264,7 +288,7 @@ class Trace:
 
     ``epochs[i]`` is the number of ``crash``/``recover`` rows before row ``i``
     (SPEC §8.1 "epoch"); ``drain_seq`` is the seq of the last ``drain`` row or
-    None; ``consumers`` maps a topic to the groups that consume it (seen in
+    None, ``drain_ts`` its ts; ``consumers`` maps a topic to the groups that consume it (seen in
     ``deliver``/``consume`` rows, plus the configured subscriptions);
     ``at_risk`` holds the msg_keys any ``crash`` lists in ``detail.at_risk``.
     """
@@ -275,6 +299,7 @@ class Trace:
     consumers: Mapping[str, frozenset[str]]
     params: AuditParams
     at_risk: frozenset[str] = frozenset()
+    drain_ts: int | None = None
 
     @classmethod
     def build(
@@ -285,7 +310,7 @@ class Trace:
     ) -> Trace:
         epochs = []
         epoch = 0
-        drain = None
+        drain = drain_ts = None
         consumers: dict[str, set[str]] = {}
         at_risk: set[str] = set()
         for group, topics in (subscriptions or {}).items():
@@ -297,8 +322,9 @@ class Trace:
             if ev in ("crash", "recover"):
                 epoch += 1
                 at_risk.update(at_risk_keys(row))
-            elif ev == "drain":
-                drain = row["seq"]
+            elif ev == "drain":  # the last one (of two with one seq, the later ts)
+                if drain is None or (row["seq"], row["ts"]) > (drain, drain_ts):
+                    drain, drain_ts = row["seq"], row["ts"]
             elif ev in ("deliver", "consume") and has(row, "group", "topic"):
                 consumers.setdefault(row["topic"], set()).add(row["group"])
         return cls(
@@ -308,6 +334,7 @@ class Trace:
             consumers={t: frozenset(g) for t, g in consumers.items()},
             params=params,
             at_risk=frozenset(at_risk),
+            drain_ts=drain_ts,
         )
 
     def of(self, *events: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

@@ -48,8 +48,8 @@ def _acknowledged(trace: Trace) -> dict[tuple[str, str], int]:
 
 
 def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
-    """(group, msg_key) a group may never see: a ``send`` (not delayed) or ``store`` of the key at a
-    queue_offset below a ``commit_offset`` of that group on that queue from before an earlier
+    """(group, msg_key) a group may never see: a ``send`` (not delayed, not a timer message's) or ``store``
+    of the key at a queue_offset below a ``commit_offset`` of that group on that queue from before an earlier
     ``crash`` (consumer offsets are persisted apart from the commitlog: after a power loss the
     truncated queue reuses positions the group already passed, apache/rocketmq#8239 and
     docs/fidelity.md T2). Positions below a committed offset exist only after a truncation."""
@@ -63,8 +63,8 @@ def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
             crashes += 1
         elif row["queue_offset"] is None or row["topic"] is None or row["queue_id"] is None:
             continue
-        elif ev == "send" and row["delay_level"]:
-            continue  # a delayed send's queue_offset is its SCHEDULE_TOPIC_XXXX copy's
+        elif ev == "send" and (row["delay_level"] or row["deliver_ts"] is not None):
+            continue  # a delayed (timer) send's queue_offset is its SCHEDULE_TOPIC_XXXX (rmq_sys_wheel_timer) copy's
         elif ev == "commit_offset":
             if row["group"] is not None:
                 by_group = commits.setdefault((row["topic"], row["queue_id"]), {})

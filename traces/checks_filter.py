@@ -134,13 +134,14 @@ def _skipped(trace: Trace) -> list[tuple[str, str, str, int, int]]:
     filtering_groups = {gt: c for gt, c in subs.items() if any(filtering(s) for s, _ in c.values())}
     if not filtering_groups:
         return []
-    # messages by queue: (topic, queue) -> [(queue_offset, msg_key, seq)] (store rows, else non-delayed sends)
+    # messages by queue: (topic, queue) -> [(queue_offset, msg_key, seq)] (store rows, else sends neither
+    # delayed nor timed)
     placed: dict[tuple[Any, Any], dict[str, tuple[int, int]]] = {}
     for _, row in trace.of("store", "send"):
         if not has(row, "topic", "queue_id", "queue_offset", "msg_key") or row["msg_key"] not in attrs:
             continue
-        if row["event"] == "send" and row.get("delay_level"):
-            continue
+        if row["event"] == "send" and (row.get("delay_level") or row.get("deliver_ts") is not None):
+            continue  # a delayed or timer send's position is its waiting copy's
         place = placed.setdefault((row["topic"], row["queue_id"]), {})
         place.setdefault(row["msg_key"], (row["queue_offset"], row["seq"]))
     delivered: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (group, key) -> [(seq, client)]
@@ -173,7 +174,7 @@ def detect_filter_skipped(trace: Trace) -> Iterator[Finding]:
     """FILTER_SKIPPED: a message some client of a filtering group wants, committed past undelivered.
 
     SPEC §8.1 (issue 15): on a group with a SQL92 or non-``*`` tag subscription for the topic, a
-    message of the topic (``store``, else non-delayed ``send``, with known tags / properties) that
+    message of the topic (``store``, else a ``send`` neither delayed nor timed, with known tags / properties) that
     some client's subscription of the group selects, passed by a ``commit_offset`` of the group on its
     queue before being delivered to any client of the group whose subscription selects it. One
     finding per (group, msg_key). seqs = [store/send, commit_offset].

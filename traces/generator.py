@@ -30,7 +30,9 @@ What it models (SPEC §4, field conventions §8 and traces/README.md):
 - transactions commit or roll back directly, or stay unknown and are checked
   on the 60 s check tick once older than the timeout, up to ``check_max``
   times, then discarded; rarely committed twice (an observation);
-- optional broker crashes (kill): see traces/README.md.
+- optional broker crashes (kill): see traces/README.md;
+- with ``p_timer`` > 0, RocketMQ 5.x timer messages through ``rmq_sys_wheel_timer`` and the
+  timer wheel, fired again after a crash since its last checkpoint (``gen_timer.py``).
 
 Deviations (deliberate simplifications): one broker; op-half messages and
 consumer-offset persistence are not traced; a duplicate copy (from a crash
@@ -61,6 +63,7 @@ import pyarrow as pa
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from rmqspec.model.javahash import select_queue_by_hash
+from rmqspec.traces import gen_timer
 from rmqspec.traces.io import open_writer, truth_path
 from rmqspec.traces.jsonl import JsonlWriter
 from rmqspec.traces.schema import SCHEMA
@@ -119,6 +122,7 @@ class GenConfig:
     p_txn_unknown: float = attrs.field(default=0.25, validator=_fraction)
     p_txn_stuck: float = attrs.field(default=0.02, validator=_fraction)
     p_dup_commit: float = attrs.field(default=0.005, validator=_fraction)
+    p_timer: float = attrs.field(default=0.0, validator=_fraction)  # 5.x timer messages (gen_timer.py)
     crashes: int = 0
     inject: tuple[str, ...] = ()
     inject_count: int = attrs.field(default=1, validator=_positive)
@@ -212,6 +216,7 @@ class Simulation:
         self.truth: list[dict[str, Any]] = []
         self._truth_at_drain: list[tuple[str, list[int], str]] = []
         self.recent_fires: deque = deque()
+        self.recent_timer_fires: deque = deque()  # the timer wheel's fires since its last checkpoint
         self._inj_keys = itertools.count()
         self._month_start = cfg.start_ms
         self._build_topology()
@@ -378,6 +383,8 @@ class Simulation:
             self._send_delayed(producer)
         elif x < cfg.p_orderly + cfg.p_delayed + cfg.p_txn:
             self._send_half(producer)
+        elif x < cfg.p_orderly + cfg.p_delayed + cfg.p_txn + cfg.p_timer:
+            gen_timer.send_timer(self, producer)
         else:
             self._send_normal(producer)
         self.push(self.now + rng.randint(0, 2 * cfg.send_gap_ms), self._produce)
@@ -698,7 +705,7 @@ class Simulation:
         persisted = crash_ts // 10_000 * 10_000
         lost = [arg for ts, arg in self.recent_fires if ts >= persisted]
         self.recent_fires.clear()
-        self.push(self.down_until, self._recover, (in_flight, lost))
+        self.push(self.down_until, self._recover, (in_flight, lost, gen_timer.lost_fires(self, crash_ts)))
 
     def _send_unacked(self, producer: list) -> tuple:
         rng = self.rng
@@ -710,7 +717,7 @@ class Simulation:
         return (producer, key, (topic, qid))
 
     def _recover(self, arg: tuple) -> None:
-        in_flight, lost = arg
+        in_flight, lost, lost_timer = arg
         self.emit("recover", actor=BROKER)
         for lane in self.olanes:
             if lane.alive:
@@ -720,6 +727,8 @@ class Simulation:
         for fire in lost:  # schedule progress since the last persist is replayed
             sched, topic, qid, group, _flags, level, dts = fire
             self._fire((sched, topic, qid, group, DUP, level, dts))
+        for fire in lost_timer:  # so is the timer wheel's since its last checkpoint
+            gen_timer.fire(self, fire)
         for producer, key, where in in_flight:  # the producer retries with the same UNIQ_KEY
             self._send_normal(producer, DUP, key, where)
 

@@ -10,8 +10,9 @@ once: it records that one violation with ``sim.add_truth`` (or
 of traces/README.md (proving events first, the offending row last). System
 topics (schedule, half, DLQ) share the simulation's dense offset counters.
 
-Variants: with ``inject_count`` > 1 the k-th instance of RETRY_EARLY and
-ORDERLY_WITHOUT_LOCK alternates between the rule's cases.
+Variants: with ``inject_count`` > 1 the k-th instance of RETRY_EARLY,
+ORDERLY_WITHOUT_LOCK and TIMER_EARLY alternates between the rule's cases. The
+timer codes' scenarios are in ``gen_timer.py`` (with the generator's timer messages).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
+
+from rmqspec.traces import gen_timer
 
 if TYPE_CHECKING:
     from rmqspec.traces.generator import Simulation
@@ -58,6 +61,9 @@ VIOLATION_CODES: tuple[str, ...] = (
     "MESSAGE_LIFECYCLE",
     "LOCK_LIFECYCLE",
     "TXN_LIFECYCLE",
+    "TIMER_EARLY",
+    "TIMER_DUPLICATED",
+    "TIMER_UNFIRED",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
 OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
@@ -665,6 +671,9 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "MESSAGE_LIFECYCLE": message_lifecycle,
     "LOCK_LIFECYCLE": lock_lifecycle,
     "TXN_LIFECYCLE": txn_lifecycle,
+    "TIMER_EARLY": gen_timer.timer_early,
+    "TIMER_DUPLICATED": gen_timer.timer_duplicated,
+    "TIMER_UNFIRED": gen_timer.timer_unfired,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
@@ -674,7 +683,7 @@ assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
 # in a crash), so no crash is simulated while one of these scenarios runs.
 CRASH_SENSITIVE = frozenset(
     {"LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT", "ORDER_KEY_REORDERED",
-     "SCHEDULE_DUPLICATED", "OFFSET_LOST", "LOCK_LIFECYCLE", "TXN_LIFECYCLE"}
+     "SCHEDULE_DUPLICATED", "OFFSET_LOST", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "TIMER_DUPLICATED"}
 )
 
 

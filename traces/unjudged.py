@@ -14,22 +14,22 @@ findings: **removing information from a trace never adds a finding**.
 missing fields touch: the *scope* of that rule the row may belong to (the key columns whose
 values the row does give — an absent key column is a wildcard) and the *span* of offending
 rows it may change — every later one for a rule that only looks back (``since`` = the row's
-seq), any for a rule that looks ahead (LOST, TXN_UNRESOLVED, UNEXPECTED, RECOVERED, the
-half-visibility and filter rules), or only the row itself when the rule judges the row and
+seq), any for a rule that looks ahead (LOST, TXN_UNRESOLVED, TIMER_UNFIRED, UNEXPECTED, RECOVERED,
+the half-visibility and filter rules), or only the row itself when the rule judges the row and
 nothing else reads it (``since == until == seq``). A finding is withheld (``Withheld.covers``)
 when an entry of its code matches it: equal on every key of the entry and its last seq (the
 offending row) in the span. Each entry is as narrow as the rule's key allows: a row missing
 only a queue's offset leaves that queue unjudged from that row on, not the whole trace.
 
 An entry depends on the row and on ``TraceFacts`` (the trace's crash rows, whether some crash
-lists keys at risk, whether the filter rules read the trace, and the first and last seq of the
-rows the crash exemptions read positions from, ``ANCHORS``: what the Spark audit's facts pass
-knows before any rule runs), never on other rows, so the Spark audit computes the same entries
-in one pass over the rows a cheap column test (``CANDIDATES``) lets through, and withholds with
-two anti-joins (``spark/unjudged.py``). An incremental audit carries the rows whose entries reach
-beyond themselves (``lasting_rows``, ``traces/carry.py``); the facts they read survive the carry
-(every crash row is carried, a trace with filter details whole, and a commit, a half-queue and a
-schedule position before each crash).
+lists keys at risk, whether the filter rules read the trace, the first and last seq of the
+rows the crash exemptions read positions from, ``ANCHORS``, and the last drain's seq and ts: what
+the Spark audit's facts pass knows before any rule runs), never on other rows, so the Spark audit
+computes the same entries in one pass over the rows a cheap column test (``CANDIDATES``) lets
+through, and withholds with two anti-joins (``spark/unjudged.py``). An incremental audit carries the
+rows whose entries reach beyond themselves (``lasting_rows``, ``traces/carry.py``); the facts they
+read survive the carry (every crash and drain row is carried, a trace with filter details whole, and
+a commit, a half-queue and a schedule position before each crash).
 
 A few absent values are values, not unknowns, by the conventions SPEC §8 and
 ``traces/README.md`` fix, and are read as such:
@@ -44,14 +44,21 @@ A few absent values are values, not unknowns, by the conventions SPEC §8 and
   absent where the other is given: it has none (RocketMQ's own defaults) — a message no row states
   attributes of is unknown to the filter rules, and LOST leaves it to a group that filters its topic
   (``checks_filter.filter_exempt``);
-- a ``send`` without ``delay_level`` is not delayed; a COMMIT ``txn_end`` without topic commits to
-  its half's (LOST's reading: RocketMQ writes the real topic the half names); a ``store`` in
-  RMQ_SYS_TRANS_OP_HALF_TOPIC without msg_key is an op message (it has no UNIQ_KEY).
+- a ``send`` without ``delay_level`` is not delayed, one without ``deliver_ts`` is not a timer message
+  (5.x; a ``store`` of its msg_key in rmq_sys_wheel_timer still says it is one); a COMMIT ``txn_end``
+  without topic commits to its half's (LOST's reading: RocketMQ writes the real topic the half
+  names); a ``store`` in RMQ_SYS_TRANS_OP_HALF_TOPIC without msg_key is an op message (it has no
+  UNIQ_KEY).
 
 Dropping one of them changes what the trace says (the property test in
 ``tests/traces/test_monotonic.py`` leaves them out and says why). Everything else absent is
 unknown. ``not_judged`` counts, per (code, event), the rows with an entry of that code: the
 report's "not judged" section (``checker.not_judged_reasons``).
+
+One kind of entry comes from a row that lacks nothing: a timer message's row (a timer ``send``, a
+``store`` in rmq_sys_wheel_timer) before the drain whose ``deliver_ts`` is after the drain's ts leaves
+LOST of its msg_key unjudged (the message may still wait in the wheel), counted under the reason
+``checks_common.NOT_JUDGED_WHY[NOT_DUE]`` (``Unjudged.why``) instead of a missing field.
 """
 
 from __future__ import annotations
@@ -63,12 +70,22 @@ from typing import Any
 import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC, Finding, detail_of
+from rmqspec.traces.checks_common import (
+    ACKED_SEND_STATUSES,
+    DLQ_PREFIX,
+    NOT_DUE,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    Finding,
+    detail_of,
+)
 
 __all__ = [
     "ANCHORS",
     "CANDIDATES",
+    "DETAIL_FIELDS",
     "FILTER_EVENTS",
+    "SET",
     "TraceFacts",
     "Unjudged",
     "Withheld",
@@ -90,22 +107,38 @@ _FILTER_SET = frozenset(FILTER_EVENTS)
 _QUEUE = ("group", "topic", "queue_id")
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 
+
+class _Set:
+    """``SET`` in a condition's values: any non-null value."""
+
+    def __repr__(self) -> str:
+        return "SET"
+
+
+SET = _Set()
+# Fields of ``CANDIDATES`` read from ``detail`` (the Spark audit's derived columns of the same names).
+DETAIL_FIELDS: frozenset[str] = frozenset({"check_times", "from_commitlog_offset"})
 # event -> (condition, fields): the rows some entry may come from are rows of ``event`` that
 # lack one of ``fields`` while every (column, values) of ``condition`` holds (the column's value
-# in ``values``; ``None`` in ``values`` lets a null through). A superset of the rows
-# ``row_unjudged`` gives entries for (a test holds it so), cheap to state as a Spark column.
+# in ``values``; ``None`` in ``values`` lets a null through, ``SET`` any other value); empty
+# ``fields``: every row the condition lets through (a timer message's rows, which LOST may not judge
+# at the drain). A superset of the rows ``row_unjudged`` gives entries for (a test holds it so),
+# cheap to state as a Spark column.
 Condition = tuple[tuple[str, tuple[Any, ...]], ...]
 CANDIDATES: tuple[tuple[str, Condition, tuple[str, ...]], ...] = (
     ("store", (), ("topic", "queue_id", "queue_offset", "msg_key")),
     ("store", (("topic", (SCHEDULE_TOPIC,)),), ("deliver_ts", "reconsume_times", "msg_id")),
+    ("store", (("topic", (TIMER_TOPIC,)),), ()),
     ("send", (), ("topic", "msg_key")),
     ("send", (("delay_level", (None, 0)),), ("queue_id", "queue_offset")),
+    ("send", (("delay_level", (None, 0)), ("deliver_ts", (SET,))), ()),
     ("deliver", (), ("group", "topic", "queue_id", "queue_offset", "msg_key", "reconsume_times", "client_id")),
     ("consume", (), ("group", "topic", "queue_id", "queue_offset", "msg_key", "status", "client_id")),
     ("send_back", (), ("group", "topic", "queue_id", "queue_offset", "msg_key", "reconsume_times", "status")),
     ("send_back", (("status", ("RETRY", None)),), ("delay_level", "deliver_ts")),
     ("send_back", (("status", ("DLQ", None)),), ("delay_level",)),
     ("schedule_fire", (), ("msg_key", "msg_id", "reconsume_times")),
+    ("timer_fire", (), ("msg_key", "deliver_ts", "from_commitlog_offset")),
     ("txn_half", (), ("msg_key", "txn_id", "queue_offset")),
     ("txn_end", (), ("msg_key", "status", "txn_id")),
     ("txn_check", (), ("txn_id", "queue_offset", "msg_key", "check_times")),
@@ -129,6 +162,8 @@ class Unjudged:
     keys: tuple[tuple[str, Any], ...] = ()
     since: int | None = None
     until: int | None = None
+    # why, when the row lacks nothing: a key of ``checks_common.NOT_JUDGED_WHY`` (counted under it)
+    why: str | None = None
 
     def covers(self, finding: Finding) -> bool:
         last = finding.seqs[-1]
@@ -163,12 +198,19 @@ class TraceFacts:
     """What the entries of a row may depend on besides the row: the trace's ``crash`` rows as
     (seq, status) in seq order, whether a crash lists keys at risk, whether the filter rules read
     the trace (a row of ``FILTER_EVENTS`` whose detail text names a subscription or attributes),
-    and the (first seq, last seq) of each of ``ANCHORS`` present."""
+    the (first seq, last seq) of each of ``ANCHORS`` present, and the (seq, ts) of the last
+    ``drain`` (None: no drain)."""
 
     crashes: tuple[tuple[int, str | None], ...] = ()
     at_risk: bool = False
     filtered: bool = False
     anchors: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    drain: tuple[int, int] | None = None
+
+    def not_due(self, seq: int, deliver_ts: int | None) -> bool:
+        """Whether a timer message's row at ``seq`` due at ``deliver_ts`` (None: unknown) comes
+        before the drain and is not due at its ts (LOST does not judge it then)."""
+        return self.drain is not None and seq < self.drain[0] and (deliver_ts is None or deliver_ts > self.drain[1])
 
     def _seqs(self, power: bool) -> list[int]:
         # a crash without status may have been a power loss
@@ -221,8 +263,13 @@ def trace_facts(rows: Iterable[Mapping[str, Any]]) -> TraceFacts:
     crashes: list[tuple[int, str | None]] = []
     at_risk = filtered = False
     anchors: dict[str, tuple[int, int]] = {}
+    drain: tuple[int, int] | None = None
     for row in rows:
         event = row["event"]
+        if event == "drain":
+            if drain is None or (row["seq"], row["ts"]) > drain:
+                drain = (int(row["seq"]), int(row["ts"]))
+            continue
         if event == "crash":
             crashes.append((row["seq"], row.get("status")))
             at_risk = at_risk or bool(at_risk_keys(row))
@@ -236,7 +283,7 @@ def trace_facts(rows: Iterable[Mapping[str, Any]]) -> TraceFacts:
             seq = int(row["seq"])
             low, high = anchors.get(name, (seq, seq))
             anchors[name] = (min(low, seq), max(high, seq))
-    return TraceFacts(tuple(sorted(crashes, key=lambda c: c[0])), at_risk, filtered, anchors)
+    return TraceFacts(tuple(sorted(crashes, key=lambda c: c[0])), at_risk, filtered, anchors, drain)
 
 
 _BY_EVENT: dict[str, list[tuple[Condition, tuple[str, ...]]]] = {}
@@ -252,21 +299,29 @@ def candidate(row: Mapping[str, Any]) -> bool:
     for condition, fields in _BY_EVENT.get(event, ()):
         holds = True
         for c, values in condition:
-            if get(c) not in values:
+            value = get(c)
+            if value not in values and (value is None or SET not in values):
                 holds = False
                 break
         if not holds:
             continue
+        if not fields:
+            return True
         for f in fields:
-            if (get(f) if f != "check_times" else detail_of(row).get(f)) is None:
+            if (get(f) if f not in DETAIL_FIELDS else _value(row, f)) is None:
                 return True
     return event in _FILTER_SET and get("detail") is not None and filter_text(row)
 
 
 def _value(row: Mapping[str, Any], name: str) -> Any:
-    """A column, or ``check_times`` of a ``txn_check``'s detail."""
-    if name == "check_times":
-        return detail_of(row).get("check_times")
+    """A column, or one of ``DETAIL_FIELDS`` of the row's detail (``from_commitlog_offset`` only
+    as a JSON integer: ``checks_timer.from_commitlog_offset``)."""
+    if name == "from_commitlog_offset":
+        from rmqspec.traces.checks_timer import from_commitlog_offset
+
+        return from_commitlog_offset(row)
+    if name in DETAIL_FIELDS:
+        return detail_of(row).get(name)
     return row.get(name)
 
 
@@ -284,9 +339,9 @@ class _Entries:
     def _keys(self, names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
         return tuple((n, self.row[n]) for n in names if self.row.get(n) is not None)
 
-    def ahead(self, code: str, *names: str) -> None:
+    def ahead(self, code: str, *names: str, why: str | None = None) -> None:
         """Findings of ``code`` in the scope ``names`` anywhere (a rule that looks ahead)."""
-        self.out.append(Unjudged(str(code), self._keys(names)))
+        self.out.append(Unjudged(str(code), self._keys(names), why=why))
 
     def later(self, code: str, *names: str) -> None:
         """Findings of ``code`` in the scope ``names`` from this row on (a rule that looks back)."""
@@ -340,6 +395,15 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         group = topic[len(DLQ_PREFIX):] if topic is not None else None
         keys = tuple(kv for kv in (("group", group), ("msg_key", r.get("msg_key"))) if kv[1] is not None)
         e.out.append(Unjudged(Code.DLQ_DELAYED.value, keys, since=e.seq))
+    # a timer copy (rmq_sys_wheel_timer) not due at the drain: LOST does not judge its msg_key
+    if topic in (TIMER_TOPIC, None) and f.not_due(e.seq, r.get("deliver_ts")):
+        complete = topic is not None and r.get("deliver_ts") is not None
+        e.ahead(Code.LOST, "msg_key", why=NOT_DUE if complete else None)
+    # TIMER_EARLY: a timer copy bounds its key's first delivery, a copy elsewhere drops the bound
+    if e.lacks("msg_key") and topic != OP_TOPIC:
+        e.later(Code.TIMER_EARLY)
+    elif topic is None or (topic == TIMER_TOPIC and e.lacks("deliver_ts")):
+        e.later(Code.TIMER_EARLY, "msg_key")
 
 
 def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
@@ -349,9 +413,15 @@ def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         e.ahead(Code.UNEXPECTED)
         if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES:
             e.ahead(ObservationCode.RECOVERED)
-    if not r.get("delay_level") and e.lacks("topic", "queue_id", "queue_offset", "msg_key") and f.positioned_before(
+    plain = not r.get("delay_level") and r.get("deliver_ts") is None  # its position is in its topic
+    if plain and e.lacks("topic", "queue_id", "queue_offset", "msg_key") and f.positioned_before(
             e.seq, "commit", power=False):
         e.ahead(Code.LOST, "msg_key")
+    if not r.get("delay_level"):
+        if r.get("deliver_ts") is not None and f.not_due(e.seq, r["deliver_ts"]):  # a timer send
+            e.ahead(Code.LOST, "msg_key", why=NOT_DUE)
+        if e.lacks("msg_key"):  # a timer send bounds, another send drops the bound of its key
+            e.later(Code.TIMER_EARLY)
 
 
 def _deliver(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
@@ -365,6 +435,8 @@ def _deliver(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.DLQ_MISSED)
     if e.lacks("msg_key", "reconsume_times"):
         e.here(Code.DELAY_EARLY)
+    if e.lacks("msg_key", "reconsume_times", "topic"):
+        e.here(Code.TIMER_EARLY)
 
 
 def _consume(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
@@ -405,6 +477,16 @@ def _schedule_fire(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.later(Code.SCHEDULE_DUPLICATED, "msg_key")
     if e.lacks("msg_id"):
         e.here(Code.DELAY_EARLY)
+
+
+def _timer_fire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
+    if e.lacks("msg_key", "deliver_ts"):
+        e.here(Code.TIMER_EARLY)
+    if e.lacks("msg_key"):  # a fire drops its key's delivery bound; it fires some key
+        e.later(Code.TIMER_EARLY)
+        e.ahead(Code.TIMER_UNFIRED)
+    if e.lacks("msg_key", "from_commitlog_offset"):
+        e.here(Code.TIMER_DUPLICATED)
 
 
 def _txn_half(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
@@ -530,7 +612,7 @@ def _filters(e: _Entries, r: Mapping[str, Any]) -> None:
         e.here(Code.FILTER_MISMATCH)  # without its topic the row names no one message of the key
     # a message FILTER_SKIPPED reports (placed by its store, else its send if not delayed) or of a
     # topic a group filters whose attributes no row states is not LOST
-    placed = ev == "store" or (ev == "send" and not r.get("delay_level"))
+    placed = ev == "store" or (ev == "send" and not r.get("delay_level") and r.get("deliver_ts") is None)
     if (placed and e.lacks("queue_id", "queue_offset")) or (ev in ("store", "send") and e.lacks("topic", "msg_key")):
         e.ahead(Code.LOST, "msg_key")
     if ev == "deliver" and e.lacks("group", "msg_key", "client_id"):
@@ -550,6 +632,7 @@ _RULES = {
     "consume": _consume,
     "send_back": _send_back,
     "schedule_fire": _schedule_fire,
+    "timer_fire": _timer_fire,
     "txn_half": _txn_half,
     "txn_end": _txn_end,
     "txn_check": _txn_check,
@@ -635,7 +718,7 @@ def assess(rows: Sequence[Mapping[str, Any]]) -> tuple[Withheld, dict[tuple[str,
     triples: list[tuple[int, str, Unjudged]] = []
     for row in rows:
         if candidate(row):
-            triples.extend((row["seq"], row["event"], u) for u in row_unjudged(row, facts))
+            triples.extend((row["seq"], u.why or row["event"], u) for u in row_unjudged(row, facts))
     return Withheld.of(u for _, _, u in triples), not_judged(triples)
 
 

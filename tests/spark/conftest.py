@@ -37,6 +37,7 @@ RANDOM_TRACES = 300
 GEN_EVENTS = 2500
 CONFORMANCE_BUDGET = (12, 30)  # examples, steps per broker
 RECORDED_BROKERS = ("model", "mmap")
+TIMER_TRACES = 12  # model traces of 5.x timer messages (``tests/traces/timer_runs.py``)
 
 
 def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
@@ -85,7 +86,7 @@ _STATUS = {
 _EVENTS = (
     "send", "store", "store", "deliver", "deliver", "consume", "consume", "send_back",
     "schedule_fire", "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_start",
-    "orderly_end", "txn_half", "txn_end", "txn_check", "txn_discard", "crash", "recover",
+    "orderly_end", "txn_half", "txn_end", "txn_check", "txn_discard", "crash", "recover", "timer_fire",
 )  # fmt: skip
 
 
@@ -98,7 +99,7 @@ def _row(draw: Any) -> dict[str, Any]:
         "dt": draw(st.sampled_from(_TS_STEPS)),
         "due": due,
         "group": draw(st.sampled_from(("G", "G", "GSMALL", None))),
-        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "SCHEDULE_TOPIC_XXXX", None))),
+        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer", None))),
         "queue_id": draw(st.sampled_from((0, 1))),
         "queue_offset": draw(st.integers(0, 4)),
         "msg_key": draw(st.sampled_from(("K1", "K2", "K3", None))),
@@ -107,6 +108,7 @@ def _row(draw: Any) -> dict[str, Any]:
         "status": draw(st.sampled_from(_STATUS.get(event, (None,)))),
         "client_id": draw(st.sampled_from(("C1", "C2", "C3"))),
         "txn_id": draw(st.sampled_from(("K1", "K2", None))),
+        "detail": {"from_commitlog_offset": draw(st.sampled_from((0, 1)))} if event == "timer_fire" else None,
     }
 
 
@@ -211,13 +213,18 @@ def batch(spark, tmp_path_factory) -> Batch:
         gen_rows, gen_truth = generate_rows(GenConfig(events=GEN_EVENTS, seed=7, inject=(code,)))
         rows[f"gen:{code}"] = gen_rows
         truth[f"gen:{code}"] = sorted((t["code"], tuple(t["seqs"])) for t in gen_truth)
-    for seed, crashes in ((11, 0), (12, 2)):
-        gen_rows, _ = generate_rows(GenConfig(events=GEN_EVENTS, seed=seed, crashes=crashes))
+    for seed, crashes, p_timer in ((11, 0, 0.0), (12, 2, 0.0), (13, 2, 0.2)):
+        gen_rows, _ = generate_rows(GenConfig(events=GEN_EVENTS, seed=seed, crashes=crashes, p_timer=p_timer))
         rows[f"clean:{seed}"] = gen_rows
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
     rows.update(dropped_traces(rows))
     rows.update(recorded_traces(tmp))
+    # 5.x timer messages through the model broker, with crashes; drained late and early
+    from tests.traces.timer_runs import model_timer_trace
+
+    for seed in range(TIMER_TRACES):
+        rows[f"timer:model:{seed}"] = model_timer_trace(seed, drain_early=seed % 2 == 1)
     # UNIQ_KEYs in every client's format as msg_key / txn_id (docs/fidelity.md B14)
     from rmqspec.model import factory as model_factory
     from tests.uniq_keys import record_trace

@@ -34,7 +34,7 @@ def test_generator_injection_found_exactly(batch, code):
     assert _violations(batch.checker.get(tid, [])) == batch.truth[tid]
 
 
-@pytest.mark.parametrize("tid", ["clean:11", "clean:12"])
+@pytest.mark.parametrize("tid", ["clean:11", "clean:12", "clean:13"])
 def test_clean_generated_trace_has_no_violation(batch, tid):
     assert len(batch.rows[tid]) >= 2500
     assert _violations(batch.spark.get(tid, [])) == []
@@ -52,6 +52,22 @@ def test_recorded_broker_traces_audit_clean(batch):
         assert _violations(batch.spark.get(tid, [])) == [], tid
         assert _violations(batch.checker.get(tid, [])) == [], tid
         assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+
+
+def test_model_traces_of_timer_messages(batch):
+    """5.x timer messages through ModelBroker with crashes (``tests/traces/timer_runs.py``): a late drain
+    gives no violation, an early one no timer code nor LOST of a waiting timer message — in Spark as in
+    the reference checker, finding for finding."""
+    from tests.traces.timer_runs import waiting_keys
+
+    traced = [tid for tid in batch.rows if tid.startswith("timer:")]
+    assert len(traced) >= 10 and any(r["event"] == "timer_fire" for tid in traced for r in batch.rows[tid])
+    for tid in traced:
+        assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+        if int(tid.rsplit(":", 1)[1]) % 2 == 0:
+            assert _violations(batch.spark.get(tid, [])) == [], tid
+    assert not [f for f in batch.report.violations if (f.trace_id or "").startswith("timer:")
+                and (f.code.startswith("TIMER_") or f.keys.get("msg_key") in waiting_keys(batch.rows[f.trace_id]))]
 
 
 def test_differential_random_traces(batch):

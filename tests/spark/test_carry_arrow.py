@@ -67,6 +67,16 @@ _TXN_FIELDS = {
     "txn_id": ("x1", "x2", "x3", "x4", "x5", "x6", None),
     "detail": (None, None, '{"at_risk": ["k1"]}', '{"at_risk": ["k2", "k3"]}', '{"check_times": 1}'),
 }
+# 5.x timer messages: timer sends (deliver_ts, no delay level), their copies in rmq_sys_wheel_timer, fires,
+# consumes and drains (an unfired timer message keeps its key open: TIMER_UNFIRED).
+_TIMER = ("send", "send", "store", "store", "timer_fire", "timer_fire", "deliver", "consume", "consume", "crash",
+          "drain")  # fmt: skip
+_TIMER_FIELDS = {
+    **_FIELDS,
+    "topic": ("T", "U", "rmq_sys_wheel_timer", "rmq_sys_wheel_timer", None),
+    "deliver_ts": (None, 0, 2000, 10**9),  # 10**9: not due at any drain
+    "delay_level": (None, None, 0, 2),
+}
 _EXAMPLES = max(500, settings().max_examples)  # ~10 ms each
 
 
@@ -95,6 +105,13 @@ def test_the_columns_carry_what_the_row_loop_carries(drawn):
 @settings(max_examples=_EXAMPLES)
 @given(_trace(_ORDERLY, _ORDERLY_FIELDS))
 def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
+    rows, subscriptions = drawn
+    assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
+
+
+@settings(max_examples=_EXAMPLES)
+@given(_trace(_TIMER, _TIMER_FIELDS))
+def test_the_columns_carry_what_the_row_loop_carries_in_timer_traces(drawn):
     rows, subscriptions = drawn
     assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
 

@@ -27,6 +27,7 @@ from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 CODES = {
     "UNEXPECTED", "RECOVERED", "DUPLICATED", "RETRY_EARLY", "TXN_VISIBLE_BEFORE_COMMIT",
     "TXN_ROLLBACK_VISIBLE", "DELAY_EARLY", "LOST", "DLQ_EARLY", "DLQ_MISSED", "DLQ_DELAYED", "SCHEDULE_DUPLICATED",
+    "TIMER_EARLY", "TIMER_DUPLICATED", "TIMER_UNFIRED",
 }  # fmt: skip
 _STATUS = {
     "send": ("SEND_OK", None, "FAILED", "SUCCESS", "FLUSH_DISK_TIMEOUT"),
@@ -42,7 +43,7 @@ _EVENTS = (*_MSG_EVENTS, "deliver", "consume", "store", "send", "crash")
 def _trace(draw: Any) -> list[dict[str, Any]]:
     fields = {
         "group": ("G", "G", "H", None),
-        "topic": ("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", None),
+        "topic": ("T", "T", "U", "SCHEDULE_TOPIC_XXXX", "%DLQ%G", "rmq_sys_wheel_timer", None),
         "msg_key": ("K1", "K2", None),
         "msg_id": ("M1", "M2", None),
         "reconsume_times": (0, 0, 1, 1, 2, None),
@@ -58,6 +59,8 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
             row["detail"] = {"max": draw(st.sampled_from((0, 1, 2, True, "1")))}
         if row["event"] == "crash":
             row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=1))}
+        if row["event"] == "timer_fire" and draw(st.booleans()):
+            row["detail"] = {"from_commitlog_offset": draw(st.sampled_from((0, 1, "1")))}
     if draw(st.booleans()):
         rows.append({"seq": len(rows), "ts": rows[-1]["ts"] + 1, "event": "drain"})
     return rows
@@ -69,10 +72,16 @@ def _sb_max(row: dict[str, Any]) -> int | None:
     return value if row["event"] == "send_back" and type(value) is int else None
 
 
+def _from_clo(row: dict[str, Any]) -> int | None:
+    """``inputs.from_commitlog_offset``'s reading of a row: a timer_fire's integral ``detail.from_commitlog_offset``."""
+    value = (row.get("detail") or {}).get("from_commitlog_offset")
+    return value if row["event"] == "timer_fire" and type(value) is int else None
+
+
 def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The judge's findings of one trace (trace id "")."""
-    drains = [r["seq"] for r in rows if r["event"] == "drain"]
-    drain = max(drains) if drains else None
+    drains = [(r["seq"], r["ts"]) for r in rows if r["event"] == "drain"]
+    drain, drain_ts = max(drains) if drains else (None, None)
     risky: dict[str, set[str]] = {}
     for r in rows:
         for key in at_risk_keys(r):
@@ -87,9 +96,10 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         crashes += r["event"] == "crash"
         if r["event"] in _MSG_EVENTS and (r.get("msg_key") is not None or r["event"] in ("send_back", "deliver")):
             family.append({**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain, "sb_max": _sb_max(r),
-                           "crashes": crashes})  # fmt: skip
+                           "crashes": crashes, "from_commitlog_offset": _from_clo(r)})  # fmt: skip
     strings = ("trace", "event", "group", "topic", "msg_key", "msg_id", "status")
-    found = judged_rows(_Judge(PARAMS, risky, groups, drain is not None), family, _COLUMNS, strings)
+    drain_ts = {} if drain is None else {"": drain_ts}
+    found = judged_rows(_Judge(PARAMS, risky, groups, drain is not None, drain_ts), family, _COLUMNS, strings)
     return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
 
 
@@ -147,7 +157,19 @@ def test_a_trace_of_every_message_code():
         {"seq": 17, "ts": 9, "event": "deliver", "group": "H", "topic": "T", "reconsume_times": 99},
         {"seq": 18, "ts": 9000, "event": "store", "topic": "%DLQ%G", "msg_key": "KD"},
         {"seq": 19, "ts": 9000, "event": "schedule_fire", "topic": "T", "msg_key": "KS"},
-        {"seq": 20, "ts": 9001, "event": "drain"},
+        {"seq": 20, "ts": 9000, "event": "store", "topic": "rmq_sys_wheel_timer", "msg_key": "KM",
+         "deliver_ts": 9000},
+        {"seq": 21, "ts": 9000, "event": "send", "topic": "T", "msg_key": "KM", "status": "SEND_OK",
+         "deliver_ts": 9000},
+        {"seq": 22, "ts": 9000, "event": "store", "topic": "rmq_sys_wheel_timer", "msg_key": "KN",
+         "deliver_ts": 9000},
+        {"seq": 23, "ts": 9000, "event": "send", "topic": "T", "msg_key": "KN", "status": "SEND_OK",
+         "deliver_ts": 9000},
+        {"seq": 24, "ts": 9000, "event": "timer_fire", "topic": "T", "msg_key": "KN", "deliver_ts": 9001,
+         "detail": {"from_commitlog_offset": 3}},
+        {"seq": 25, "ts": 9002, "event": "timer_fire", "topic": "T", "msg_key": "KN", "deliver_ts": 9001,
+         "detail": {"from_commitlog_offset": 3}},
+        {"seq": 26, "ts": 9003, "event": "drain"},
     ]
     rows = [{"group": None, "topic": None, "msg_key": None, "status": None, "reconsume_times": None,
              "deliver_ts": None, "msg_id": None, "delay_level": None, **r} for r in rows]  # fmt: skip

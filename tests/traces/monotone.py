@@ -13,8 +13,10 @@ meaning, so that dropping them changes what the trace says rather than hiding it
   subscriptions are those its rows show) and ``detail.expression_type`` (absent: TAG);
 - a message's ``detail.tags`` or ``detail.properties`` alone (absent: it has none) — dropping both
   (the whole detail) is a unit: then no row states the message's attributes, which is unknown;
-- a ``send``'s ``delay_level`` (absent: not delayed); a ``txn_end``'s topic (absent: a COMMIT commits
-  to its half's topic, as LOST reads it — the broker's own traces never carry it).
+- a ``send``'s ``delay_level`` (absent: not delayed) and ``deliver_ts`` (absent: not a timer message,
+  stored in its topic at once — a store of its msg_key in rmq_sys_wheel_timer still says it is one); a
+  ``txn_end``'s topic (absent: a COMMIT commits to its half's topic, as LOST reads it — the broker's own
+  traces never carry it).
 
 Comparing findings (``added``): a finding after the drop is *already there* when a finding before it
 has the same code and the same subject, and names every key the later one names with the same value
@@ -23,8 +25,8 @@ has the same code and the same subject, and names every key the later one names 
 unreadable while a later one still proves the same claim. The subject of a per-key code — one
 finding per key by definition (traces/README.md) — is that key: LOST (group, msg_key, topic),
 RECOVERED (msg_key, proven at its first deliver), TXN_UNRESOLVED (txn_id), SUBSCRIPTION_INCONSISTENT
-(group, topic), FILTER_SKIPPED (group, msg_key). This is sound: it never calls a claim old unless the
-same claim about the same row or key was made before; it is strict enough that the drops of
+(group, topic), FILTER_SKIPPED (group, msg_key), TIMER_UNFIRED (msg_key). This is sound: it never calls a
+claim old unless the same claim about the same row or key was made before; it is strict enough that the drops of
 issue 41 (a schedule_fire's reconsume_times read as 0, a consume's offset skipped) all show up as
 added findings (``tests/traces/test_monotonic.py`` pins that).
 """
@@ -48,6 +50,7 @@ KEPT: frozenset[tuple[str, str]] = frozenset(
         ("deliver", "detail.expression_type"),
         ("consume", "detail.expression_type"),
         ("send", "delay_level"),
+        ("send", "deliver_ts"),
         ("txn_end", "topic"),
         ("deliver", "detail.subscription"),
         ("consume", "detail.subscription"),
@@ -64,6 +67,7 @@ PER_KEY: dict[str, tuple[str, ...]] = {
     "TXN_UNRESOLVED": ("txn_id",),
     "SUBSCRIPTION_INCONSISTENT": ("group", "topic"),
     "FILTER_SKIPPED": ("group", "msg_key"),
+    "TIMER_UNFIRED": ("msg_key",),
 }
 
 Unit = tuple[int, str]  # (row index, column name | "detail" | "detail.<key>")

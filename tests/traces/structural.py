@@ -65,6 +65,13 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     retry_back: dict[tuple, dict] = {}
     entry: dict[tuple, tuple[str, int | None, int] | None] = {}
     restart: int | None = None
+    # 5.x timer messages: key -> (first timer send seq, its deliver_ts); keys with a timer copy stored,
+    # fired, or a copy stored in their topic; copy -> (latest fire seq, crashes then)
+    timer_sends: dict[str, tuple[int, int]] = {}
+    timer_stored: set[str] = set()
+    timer_fired: set[str] = set()
+    real_stored: set[str] = set()
+    timer_fires: dict[tuple, tuple[int, int]] = {}
 
     def wants(g: str, topic: str, key: str) -> set[str]:
         a = attrs[key]
@@ -100,6 +107,23 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
         if ev == "crash":
             crashes += 1
             commits.clear()
+        if ev == "store" and r["topic"] == "rmq_sys_wheel_timer":
+            timer_stored.add(key)
+        elif ev == "store":
+            real_stored.add(key)
+        elif ev == "send" and r.get("deliver_ts") is not None and not r.get("delay_level"):
+            timer_sends.setdefault(key, (seq, r["deliver_ts"]))
+        elif ev == "timer_fire":
+            timer_fired.add(key)
+            if ts < r["deliver_ts"]:
+                v("TIMER_EARLY", seq)
+            copy = (key, _detail(r)["from_commitlog_offset"])
+            if copy in timer_fires and timer_fires[copy][1] == crashes:
+                v("TIMER_DUPLICATED", timer_fires[copy][0], seq)
+            timer_fires[copy] = (seq, crashes)
+        elif ev == "deliver" and key in timer_sends and key not in timer_fired | real_stored \
+                and r.get("reconsume_times") == 0 and ts < timer_sends[key][1]:
+            v("TIMER_EARLY", timer_sends[key][0], seq)
         if ev in ("store", "schedule_fire") and key is not None:
             f = fires.setdefault((key, r.get("reconsume_times") or 0), [0, 0, None, 0])
             if ev == "store" and r["topic"] == "SCHEDULE_TOPIC_XXXX":
@@ -297,4 +321,7 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                             v("LOST", t["commit"], seq)
                 elif "rollback" not in t and "discard" not in t:
                     v("TXN_UNRESOLVED", t["half"]["seq"], seq)
+            for tkey, (sseq, due) in timer_sends.items():
+                if due <= ts and tkey in timer_stored and tkey not in timer_fired:
+                    v("TIMER_UNFIRED", sseq, seq)
     return sorted(out, key=lambda c: (c[1][-1], c[0]))

@@ -23,9 +23,9 @@ from tests.traces.carry_days import own_keys, schedule_reuse_days, touching_day,
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
 
-def _rows(tmp: Path, seed: int, inject: tuple[str, ...], events: int) -> list[dict]:
+def _rows(tmp: Path, seed: int, inject: tuple[str, ...], events: int, p_timer: float = 0.0) -> list[dict]:
     out = tmp / f"t{seed}"
-    generate(out, GenConfig(events=events, seed=seed, inject=inject, crashes=1))
+    generate(out, GenConfig(events=events, seed=seed, inject=inject, crashes=1, p_timer=p_timer))
     return sorted(read_table(out)[0].to_pylist(), key=lambda r: r["seq"])
 
 
@@ -53,7 +53,8 @@ def _days(rows: list[dict], cuts: list[int]) -> tuple[list[dict], CarriedState]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_days_give_the_findings_of_the_whole_trace(tmp_path: Path, seed: int) -> None:
-    rows = _rows(tmp_path, seed, NO_FILTERS, 25_000)
+    """Seed 2 with 5.x timer messages (and a cut while one waits in the wheel)."""
+    rows = _rows(tmp_path, seed, NO_FILTERS, 25_000, p_timer=0.1 if seed == 2 else 0.0)
     full = _full(rows)
     assert full, "the injected trace has findings"
     n = len(rows)
@@ -66,6 +67,9 @@ def test_days_give_the_findings_of_the_whole_trace(tmp_path: Path, seed: int) ->
         [_inside(rows, "orderly_start", None)],  # an open orderly window
         [_inside(rows, "drain", None) - 1],  # the drain on the second day
     ]
+    if seed == 2:
+        waiting = [i for i, r in enumerate(rows) if r["event"] == "store" and r["topic"] == "rmq_sys_wheel_timer"]
+        splits.append([waiting[len(waiting) // 2] + 1])  # a timer message not yet fired
     for cuts in splits:
         merged, state = _days(rows, cuts)
         assert merged == full, f"split at {cuts}"

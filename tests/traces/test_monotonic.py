@@ -36,10 +36,12 @@ DROPS_PER_TRACE = 3
 _INJECTABLE = (*scenarios.VIOLATION_CODES, *scenarios.OBSERVATION_CODES)  # what the generator can inject
 
 
-def _small(seed: int, events: int, crashes: int, inject: tuple[str, ...]) -> list[dict[str, Any]]:
-    """A small generated trace over a small topology (keys and queues collide often)."""
+def _small(seed: int, events: int, crashes: int, inject: tuple[str, ...], p_timer: float = 0.0) -> list[dict[str, Any]]:
+    """A small generated trace over a small topology (keys and queues collide often); ``p_timer``: the
+    share of 5.x timer messages."""
     rows, _ = generate_rows(GenConfig(events=events, seed=seed, crashes=crashes, inject=inject, producers=2,
-                                      topics=2, orderly_topics=1, queues=2, groups=2, orderly_groups=1, clients=2))
+                                      topics=2, orderly_topics=1, queues=2, groups=2, orderly_groups=1, clients=2,
+                                      p_timer=p_timer))
     return rows
 
 
@@ -65,10 +67,11 @@ def _holds(rows: list[dict[str, Any]], drop_sets: list[list[tuple[int, str]]], p
     events=st.sampled_from((80, 150, 250)),
     crashes=st.sampled_from((0, 0, 1, 2)),
     inject=st.lists(st.sampled_from(_INJECTABLE), max_size=3, unique=True),
+    p_timer=st.sampled_from((0.0, 0.0, 0.2)),
     data=st.data(),
 )
-def test_generated_traces_never_gain_a_finding(seed, events, crashes, inject, data):
-    rows = _small(seed, events, crashes, tuple(inject))
+def test_generated_traces_never_gain_a_finding(seed, events, crashes, inject, p_timer, data):
+    rows = _small(seed, events, crashes, tuple(inject), p_timer)
     _holds(rows, _drop_sets(data, rows), AuditParams())
 
 
@@ -76,7 +79,7 @@ def test_generated_traces_never_gain_a_finding(seed, events, crashes, inject, da
 
 _EVENTS = ("send", "store", "store", "deliver", "deliver", "consume", "consume", "send_back", "schedule_fire",
            "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
-           "txn_check", "txn_discard", "crash", "recover")  # fmt: skip
+           "txn_check", "txn_discard", "crash", "recover", "timer_fire", "timer_fire")  # fmt: skip
 _STATUS = {
     "send": ("SEND_OK", None, "FAILED"),
     "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
@@ -91,6 +94,8 @@ _DETAIL = {
     "txn_check": st.fixed_dictionaries({"check_times": st.integers(1, 3)}),
     "send_back": st.fixed_dictionaries({"max": st.integers(0, 2)}),
     "crash": st.fixed_dictionaries({"at_risk": st.lists(st.sampled_from(("K1", "K2")), max_size=1)}),
+    "timer_fire": st.fixed_dictionaries({"from_queue_offset": st.integers(0, 1),
+                                         "from_commitlog_offset": st.integers(0, 1)}),
     "deliver": st.fixed_dictionaries({"subscription": st.sampled_from(("*", "a", "r='HZ'")),
                                       "expression_type": st.sampled_from(("TAG", "SQL92"))}),
     "send": st.fixed_dictionaries({"tags": st.sampled_from(("a", "b")),
@@ -106,7 +111,7 @@ def _row(draw: Any) -> dict[str, Any]:
         "event": event,
         "dt": draw(st.sampled_from((0, 1, 999, 1000, 6000, 30_001, 60_000))),
         "group": draw(st.sampled_from(("G", "G", "GSMALL"))),
-        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "%DLQ%G", "SCHEDULE_TOPIC_XXXX"))),
+        "topic": draw(st.sampled_from(("T", "T", "%RETRY%G", "%DLQ%G", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer"))),
         "queue_id": draw(st.sampled_from((0, 1))),
         "queue_offset": draw(st.integers(0, 3)),
         "msg_key": draw(st.sampled_from(("K1", "K2", "K3"))),
@@ -279,6 +284,11 @@ _TEETH = (
      "2 orderly_start t=2 g=G topic=T q=0 c=C2\n", [(1, "client_id")]),
     ("LOST", "0 send t=0 topic=T q=0 key=K st=SEND_OK\n1 deliver t=1 g=G topic=T q=0 off=0 key=K c=C\n"
      "2 consume t=2 g=G topic=T q=0 off=0 key=K c=C st=SUCCESS\n3 drain t=3\n", [(2, "msg_key")]),
+    ("TIMER_EARLY", "0 send t=0 topic=U q=0 key=K st=SEND_OK due=1000\n1 send t=10 topic=U q=0 key=K st=SEND_OK\n"
+     "2 deliver t=20 g=G topic=U q=0 off=0 key=K c=C rt=0\n", [(1, "msg_key")]),
+    ("TIMER_UNFIRED", "0 store t=0 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=1000\n"
+     "1 send t=0 topic=U q=0 key=K st=SEND_OK due=1000\n2 store t=1000 topic=U q=0 off=0 key=K rt=0\n"
+     "3 timer_fire t=1000 topic=U q=0 off=0 key=K rt=0 due=1000\n4 drain t=2000\n", [(3, "msg_key")]),
 )
 
 
