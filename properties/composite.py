@@ -28,7 +28,9 @@ steps rarely reaches:
 Swarm testing: ``init`` draws ``swarm``, a bit mask of the optional rule
 families in ``FAMILIES`` (hashed from a drawn integer); a set bit switches that
 family off for the whole example (0, the shrinking direction, enables all).
-``init`` also draws a ``PRELUDE``: every ladder, the filter actions and the edge
+``init`` also draws a ``PRELUDE``: every ladder (the timer ladder of
+``conform_timer.py`` among them), the filter actions (SQL92 probes and a tag
+probe the message just sent does not match) and the edge
 probes (``edges.py``), in a drawn order, run right after it (Hypothesis rarely
 draws the late rules with arguments on its own), then a ``deadline_tour`` walks
 one deadline of every kind at d − 1, d and d + 1 ms. ``_on(family)`` is the
@@ -79,7 +81,7 @@ SWARM = st.integers(0, 2**32 - 1).map(_swarm_mask)
 # actions, in a drawn order, with drawn variations. Hypothesis draws the late rules with arguments
 # rarely, and its target phase spends half the budget on mutations of one example: a prelude that
 # runs one ladder per example left the deep paths to a handful of examples (all of them: +40 % time).
-PRELUDES: tuple[str, ...] = ("restart", "power", "orderly", "dlq", "txn", "filter", "edges")
+PRELUDES: tuple[str, ...] = ("restart", "power", "orderly", "dlq", "txn", "filter", "edges", "timer")
 PRELUDE = st.tuples(st.permutations(PRELUDES), st.integers(0, 255), st.sampled_from(TAG_VALUES),
                     property_maps(), expressions(), st.integers(0, 255))
 PICK = st.integers(0, 255)
@@ -281,9 +283,14 @@ class DeepRules:
                     self.txn_recommit(len(self._committed()) - 1)
             elif kind == "filter" and self._on("probe"):
                 self.filter_prelude(tags, props, expr)
+                # and a tag probe the message just sent does not match (a TAG filter's catch does not
+                # depend on Hypothesis drawing ``probe_filtered``)
+                self.probe_filtered(0, 0, "TagC" if tags != "TagC" else "TagA")
             elif kind == "edges":
                 for action in ("pull_edge", "offset_reset", "end_tampered", "lock_edge", "send_edge"):
                     getattr(self, action)(v, f)
+            elif kind == "timer":  # 5.x timer messages (conform_timer.py); 4.9: the same user properties
+                self.timer_ladder(v + f)
         if self._ladder_ok():  # last: every deadline kind the prelude left, at d − 1, d, d + 1
             self.deadline_tour(v + f)
 

@@ -45,6 +45,7 @@ from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest
+from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.composite import PRELUDE, SWARM
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
@@ -186,6 +187,12 @@ class MachineCore(RuleBasedStateMachine):
     base_config: BrokerConfig | None = None
     lateness: WallLateness | None = None
 
+    @classmethod
+    def profile_has_timer(cls) -> bool:
+        """The broker runs the 5.x timer wheel (a 5.x profile, timerWheelEnable): the TIMER table
+        applies (coverage)."""
+        return (cls.base_config or default_config(cls.profile.version)).timer_running
+
     def __init__(self) -> None:
         super().__init__()
         wall = type(self).wall
@@ -240,6 +247,10 @@ class MachineCore(RuleBasedStateMachine):
         self.crashes = 0  # crashes so far (a copy fired before one may fire again)
         self.fired_in_epoch: dict[tuple, int] = {}
         self.sched_levels: set[int] = set()
+        # timer messages (conform_timer.py): key -> (queue offset, commitlog offset) of each copy revealed in
+        # rmq_sys_wheel_timer; key -> the due time of each copy the machine expects the wheel to fire
+        self.timer_copies: dict[str, list[tuple[int, int]]] = {}
+        self.timer_due: dict[str, list[int]] = {}
         self.pull_seq = 0
         self.body_seq = 0
         self.last_flush_seq = 0
@@ -384,6 +395,8 @@ class MachineCore(RuleBasedStateMachine):
         self._create_group("G0" + self.ns, retry_max, 1, False)
         self._create_group(self.og, orderly_max, 1, True)
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
+        if self.config.timer_running and wall is None:  # 5.x: the wheel's queue (conform_timer.py)
+            self.frontier.setdefault(MessageQueue(TIMER_TOPIC, 0), 0)
         self._after()
         self._prelude(prelude)  # records itself as the next op (``init`` does not record it)
 

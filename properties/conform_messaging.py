@@ -30,7 +30,7 @@ from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import PullResult, PullStatus, ResponseCode
 from rmqspec.properties.conform_base import PICK, PRODUCER, TAGS, _origin, _pick
-from rmqspec.properties.domains import MAX_CHOICES, ORIGINS, SEND_BACK_LEVELS
+from rmqspec.properties.domains import MAX_CHOICES, ORIGINS, SEND_BACK_LEVELS, TIMER_DRAW
 from rmqspec.properties.filters import FILTER_ACTIONS
 from rmqspec.properties.history import dlq_topic, retry_topic
 
@@ -49,22 +49,28 @@ class MessagingRules:
     # producers
 
     def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None) -> None:
+        timer = self._timer_plan(msg.properties, msg.delay_level)  # 5.x: the put hook reads this clock
+        extra = {"detail": {"timer": timer["detail"]}} if timer is not None else {}
         out = self._call(f"send({msg.topic}/{queue_id}, {msg.uniq_key}, delay={msg.delay_level})",
                          lambda b: b.send(msg, queue_id))
         if out.error is not None:
             self.history.emit("send", self._now(), trace=False, topic=msg.topic, queue_id=queue_id,
-                              msg_key=msg.uniq_key, status="FAILED", detail={"error": out.error[1]})
+                              msg_key=msg.uniq_key, status="FAILED",
+                              detail={"error": out.error[1], **extra.get("detail", {})})
             self._sometimes("send_refused")
             return
         res = out.value
+        due = timer.get("due") if timer is not None else None
         self._emit("send", actor=PRODUCER, group=PRODUCER, topic=msg.topic, queue_id=queue_id,
                    queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                    msg_key=msg.uniq_key, msg_id=res.msg_id, delay_level=msg.delay_level or None,
-                   status=res.status.value, sharding_key=sharding_key)
+                   deliver_ts=due, status=res.status.value, sharding_key=sharding_key, **extra)
         if msg.delay_level > 0:
             level = min(msg.delay_level, self.config.max_delay_level)
             self.sched_levels.add(level)
             self._expect_fire(msg.topic, msg.uniq_key, 0, None, self._now() + self.config.delay_ms(level))
+        elif due is not None:
+            self._timer_expect(msg.topic, msg.uniq_key, due)
 
     def send_plain(self, topic: int, queue: int, tags: str | None, keys: tuple, props: bool) -> None:
         self._record("send_plain", topic=topic, queue=queue, tags=tags, keys=keys, props=props)
@@ -305,12 +311,14 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # the rules Hypothesis draws for them (each dispatches to a named action above)
 
-    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch"]), topic=PICK, queue=PICK,
+    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer"]), topic=PICK, queue=PICK,
           tags=st.sampled_from(TAGS), level=st.integers(1, 20), n=st.integers(2, 4),
-          key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]))
+          key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]), timer=TIMER_DRAW)
     def produce(self, kind: str, topic: int, queue: int, tags: str | None, level: int, n: int,
-                key: str) -> None:
-        if kind == "plain":
+                key: str, timer: tuple = ("TIMER_DELAY_MS", "plus1", 1, 0)) -> None:
+        if kind == "timer":
+            self.send_timer(topic, queue, *timer)
+        elif kind == "plain":
             self.send_plain(topic, queue, tags, ("k1",) if n > 2 else (), n == 4)
         elif kind == "keyed":
             self.send_keyed(topic, key)

@@ -10,8 +10,10 @@ Theory of operation
   level once a copy fires that nobody asked for); each copy is a ``store`` event, a copy that came through the schedule
   topic a ``schedule_fire`` matched to the copy the machine expected (``_expect_fire`` /
   ``_fired_due``: one entry per copy, the earliest due first), a copy in
-  TRANS_CHECK_MAX_TIME_TOPIC a ``txn_discard``. On the wall clock a fired copy is judged for
-  lateness against the tolerance;
+  TRANS_CHECK_MAX_TIME_TOPIC a ``txn_discard``; on a 5.x profile ``rmq_sys_wheel_timer`` comes
+  right after the schedule queues, and a copy fired from it is a ``timer_fire``
+  (``conform_timer.py``). On the wall clock a fired copy is judged for lateness against the
+  tolerance;
 - **invariants** — ``check_always`` (Hypothesis's ``@invariant``) evaluates the ``always``
   invariants on the ghost history after every step; a violation fails the example with its
   program (``strict`` adds the observations);
@@ -32,6 +34,7 @@ from hypothesis.stateful import invariant, precondition, rule
 
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.results import PullResult, PullStatus, ResponseCode, TxnAction
+from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties import invariants as inv
 from rmqspec.properties.conform_base import CLIENTS, CONSUME_TIMEOUT_ROUNDS, DRAIN_ROUNDS, _enabled
 from rmqspec.properties.history import DISCARD_TOPIC, SCHEDULE_TOPIC, group_of
@@ -66,10 +69,13 @@ class ObserverRules:
         return self.expect_fire.pop(first)
 
     def _reveal_mqs(self) -> list[MessageQueue]:
-        """Schedule queues first: a scheduled copy is seen before anything fired from it."""
+        """Schedule queues first, then the timer wheel's queue: a scheduled or timer copy is seen
+        before anything fired from it."""
         mqs = [MessageQueue(SCHEDULE_TOPIC, level - 1) for level in sorted(self.sched_levels)
                if SCHEDULE_TOPIC not in self.unrevealable]
-        mqs += [mq for mq in self.frontier if mq.topic not in self.unrevealable and mq.topic != SCHEDULE_TOPIC]
+        mqs += [mq for mq in self.frontier if mq.topic == TIMER_TOPIC and mq.topic not in self.unrevealable]
+        mqs += [mq for mq in self.frontier if mq.topic not in self.unrevealable
+                and mq.topic not in (SCHEDULE_TOPIC, TIMER_TOPIC)]
         return mqs
 
     def _reveal_schedule_levels(self) -> None:
@@ -100,7 +106,7 @@ class ObserverRules:
                              lambda b, mq=mq, start=start: b.pull(self.obs, mq, start, 32, "*"))
             if out.error is not None:
                 if out.error[1] != ResponseCode.TOPIC_NOT_EXIST.name and \
-                        mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC):
+                        mq.topic in (SCHEDULE_TOPIC, DISCARD_TOPIC, TIMER_TOPIC):
                     self.unrevealable.add(mq.topic)  # the broker does not expose it
                 break
             res: PullResult = out.value
@@ -119,6 +125,9 @@ class ObserverRules:
         deliver_ts = None
         if m.topic == SCHEDULE_TOPIC:
             deliver_ts = m.store_ts + self.config.delay_ms(m.queue_id + 1)
+        elif m.topic == TIMER_TOPIC:  # 5.x: the wheel's copy, due at TIMER_OUT_MS + precision
+            deliver_ts = self._timer_store_due(m)
+            self._timer_copy_seen(m)
         self._emit("store", actor="broker", group=group_of(m.topic), topic=m.topic,
                    queue_id=m.queue_id, queue_offset=m.queue_offset,
                    commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
@@ -126,13 +135,16 @@ class ObserverRules:
                    delay_level=m.queue_id + 1 if m.topic == SCHEDULE_TOPIC else None,
                    deliver_ts=deliver_ts, detail={"store_ts": m.store_ts, "origin": m.origin_message_id})
         fire = self._fired_due(m)
-        if fire is not None:
+        if self._is_timer_fire(m):
+            self._timer_revealed(m, fire)
+        elif fire is not None:
             self.changed_at(m.store_ts)
             self._sometimes("retry_fired" if m.topic.startswith("%RETRY%") else "delay_fired")
             if type(self).wall is not None:
                 self._judge_lateness("retry" if m.topic.startswith("%RETRY%") else "delay", fire, m)
-        if fire is not None or (m.delay_level > 0 and not m.topic.startswith("%DLQ%")
-                                and m.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC)):
+        scheduled = m.delay_level > 0 and not m.topic.startswith("%DLQ%") \
+            and m.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC, TIMER_TOPIC)
+        if not self._is_timer_fire(m) and (fire is not None or scheduled):
             # every copy that came through the schedule topic (it keeps DELAY): one fire each
             if fire is None:
                 self._sometimes("schedule_refired")

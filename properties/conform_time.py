@@ -163,7 +163,7 @@ class TimeRules:
         if kind == "power" and self.config.flush == "ASYNC":
             at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
                               if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
-                                                           "send_back", "schedule_fire",
+                                                           "send_back", "schedule_fire", "timer_fire",
                                                            # a check re-put the half: the copy
                                                            # the check service would see next
                                                            "txn_check")})

@@ -33,6 +33,8 @@ The machine is one class assembled from mixins, one concern each:
   its own clock;
 - ``conform_observer.py`` — ``ObserverRules``: reveals, expected fires, the invariants, the
   drain, the teardown;
+- ``conform_timer.py`` — ``TimerRules``: 5.x timer messages (sends on a precision's edges, the
+  wheel's copies and fires observed, the timer ladder);
 - ``edges.py`` — ``EdgeRules``: parameter probes, message families, lock probes, deadline walks
   (issue 41; the drawn parameter domains are ``domains.py``);
 - ``composite.py`` — ``DeepRules``: clean restarts, ladders, the beat, the prelude, swarm
@@ -42,7 +44,7 @@ The machine is one class assembled from mixins, one concern each:
 Hypothesis collects the rules of the assembled class by name (``inspect.getmembers``) and orders
 them by number of arguments, then name: which mixin holds a rule does not change the draws.
 
-Rules (SPEC §7): create topics/groups; send plain/keyed/delayed/batch; pull
+Rules (SPEC §7): create topics/groups; send plain/keyed/delayed/batch/timer; pull
 (incl. beyond the end: OFFSET_ILLEGAL) and consume with SUCCESS,
 RECONSUME_LATER, exception or a partial ackIndex; send-back failures; the
 observer's tag-filtered probe pull; orderly lock/renew/unlock/rebalance,
@@ -83,6 +85,7 @@ from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
 from rmqspec.properties.conform_orderly import OrderlyRules
 from rmqspec.properties.conform_time import TimeRules
+from rmqspec.properties.conform_timer import TimerRules
 from rmqspec.properties.conform_txn import TxnRules
 from rmqspec.properties.conform_wall import WallRules
 from rmqspec.properties.edges import EdgeRules
@@ -90,8 +93,8 @@ from rmqspec.properties.filters import FilterRules
 from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
-class ConformanceBase(DeepRules, FilterRules, EdgeRules, MessagingRules, OrderlyRules, TxnRules, TimeRules,
-                      WallRules, ObserverRules, MachineCore):
+class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, MessagingRules, OrderlyRules, TxnRules,
+                      TimeRules, WallRules, ObserverRules, MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
 

@@ -20,7 +20,15 @@ the z3 theorems prove:
   a second COMMIT from COMMITTED, ``txn_check`` the ``check`` row,
   ``txn_discard`` the ``discard`` row, and ``young`` when a check round (the
   checks seen at one instant) left a pending half younger than the timeout
-  unchecked (the scan stops there).
+  unchecked (the scan stops there);
+- timer (5.x, per timer request: a ``send`` carrying ``detail.timer``): refused
+  MESSAGE_ILLEGAL ``put[illegal]``, acknowledged with a delay level ``put[level]``,
+  with a ``deliver_ts`` ``put[wheel]``, else ``put[at_once]``; a ``timer_fire`` of
+  a key with a copy waiting in the wheel ``WHEEL --fire``, of a key fired before
+  a crash since ``REFIRABLE --fire``; a ``crash`` takes the ``crash`` row of every
+  request waiting, fired or refirable. Under a profile without the wheel no row
+  of it is taken: ``CoverageReport.of(..., timer=False)`` lists them as not
+  applicable, not as missing.
 
 ``CoverageReport.of(transitions, coverage, rules)`` lays the counts out: every
 row of every table (zero included), the rules run, the result kinds the machine
@@ -62,9 +70,48 @@ def _detail(ev: Any, key: str, default: object = None) -> object:
     return (ev.detail or {}).get(key, default)
 
 
+def _classify_timer(history: History, out: Counter[str]) -> None:
+    """The TIMER rows (see the module docstring)."""
+    waiting: Counter[str] = Counter()  # key -> copies in the wheel
+    fired: set[str] = set()
+    refirable: set[str] = set()
+    for ev in history.events:
+        e, key = ev.event, ev.msg_key
+        if e == "crash":
+            for _ in range(sum(waiting.values())):
+                out[_row("timer", "WHEEL", "crash")] += 1
+            for _ in refirable:
+                out[_row("timer", "REFIRABLE", "crash")] += 1
+            for _ in fired:
+                out[_row("timer", "FIRED", "crash")] += 1
+            refirable |= fired
+            fired = set()
+        elif e == "send" and key and isinstance(_detail(ev, "timer"), dict):
+            if ev.status == "FAILED":
+                if _detail(ev, "error") == "MESSAGE_ILLEGAL":
+                    out[_row("timer", "SENT", "put", "illegal")] += 1
+            elif ev.delay_level:
+                out[_row("timer", "SENT", "put", "level")] += 1
+            elif ev.deliver_ts is not None:
+                out[_row("timer", "SENT", "put", "wheel")] += 1
+                waiting[key] += 1
+            else:
+                out[_row("timer", "SENT", "put", "at_once")] += 1
+        elif e == "timer_fire" and key:
+            if waiting[key] > 0:
+                waiting[key] -= 1
+                out[_row("timer", "WHEEL", "fire", "due")] += 1
+                fired.add(key)
+            elif key in refirable:
+                refirable.discard(key)
+                out[_row("timer", "REFIRABLE", "fire", "due")] += 1
+                fired.add(key)
+
+
 def classify(history: History) -> Counter[str]:
     """The lifecycle rows one example's observations took, with counts (see the module docstring)."""
     out: Counter[str] = Counter()
+    _classify_timer(history, out)
     holder: dict[tuple, str] = {}
     txn: dict[str, str] = {}
     halves: dict[str, int] = {}
@@ -128,42 +175,54 @@ def classify(history: History) -> Counter[str]:
     return out
 
 
+TIMER_TRANSITIONS: tuple[str, ...] = tuple(t for t in ALL_TRANSITIONS if t.startswith("timer: "))
+
+
 @attrs.frozen
 class CoverageReport:
-    """Counts of every lifecycle row, of the rules run and of the result kinds noted."""
+    """Counts of every lifecycle row, of the rules run and of the result kinds noted; ``not_applicable``:
+    the rows the profile has no behaviour for (the TIMER table without the 5.x wheel)."""
 
     transitions: tuple[tuple[str, int], ...]
     rules: tuple[tuple[str, int], ...]
     results: tuple[tuple[str, int], ...]
+    not_applicable: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, transitions: Mapping[str, int], coverage: Mapping[str, int], rules: Iterable[str]) -> CoverageReport:
+    def of(cls, transitions: Mapping[str, int], coverage: Mapping[str, int], rules: Iterable[str],
+           timer: bool = True) -> CoverageReport:
         rule_names = set(rules)
         return cls(
             transitions=tuple((t, int(transitions.get(t, 0))) for t in ALL_TRANSITIONS),
             rules=tuple(sorted((k, int(v)) for k, v in coverage.items() if k in rule_names)),
             results=tuple(sorted((k, int(v)) for k, v in coverage.items() if k not in rule_names)),
+            not_applicable=() if timer else TIMER_TRANSITIONS,
         )
 
     @property
     def missing(self) -> tuple[str, ...]:
-        return tuple(t for t, n in self.transitions if n == 0)
+        return tuple(t for t, n in self.transitions if n == 0 and t not in self.not_applicable)
 
     def render(self) -> str:
-        reached = len(self.transitions) - len(self.missing)
-        lines = [f"coverage: {reached}/{len(self.transitions)} lifecycle transitions reached"]
+        applicable = len(self.transitions) - len(self.not_applicable)
+        reached = applicable - len(self.missing)
+        lines = [f"coverage: {reached}/{applicable} lifecycle transitions reached"
+                 + (f" ({len(self.not_applicable)} not applicable to the profile)" if self.not_applicable else "")]
         width = max(len(t) for t, _ in self.transitions)
         for t, n in self.transitions:
-            lines.append(f"  {t:<{width}}  {n:>8,}" + ("  (never)" if n == 0 else ""))
+            mark = "  (n/a)" if t in self.not_applicable else "  (never)" if n == 0 else ""
+            lines.append(f"  {t:<{width}}  {n:>8,}" + mark)
         lines.append("rules: " + ", ".join(f"{k} {v:,}" for k, v in self.rules))
         lines.append("results: " + ", ".join(f"{k} {v:,}" for k, v in self.results))
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
+        applicable = len(self.transitions) - len(self.not_applicable)
         return {
             "transitions": [{"transition": t, "count": n} for t, n in self.transitions],
-            "reached": len(self.transitions) - len(self.missing),
-            "total": len(self.transitions),
+            "reached": applicable - len(self.missing),
+            "total": applicable,
+            "not_applicable": list(self.not_applicable),
             "rules": dict(self.rules),
             "results": dict(self.results),
         }

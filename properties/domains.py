@@ -31,6 +31,12 @@ Operation and parameter: what is drawn (the boundaries among it).
   after the topic's last (``lock_edge``).
 - ``end_transaction``: the right offsets and group; tranStateTableOffset + 1, commitlog
   offset + 1, another producer group (``end_tampered``: each field checkPrepareMessage compares).
+- ``send`` of a timer message (5.x; ``conform_timer.py``): ``TIMER_DELAY_MS``, ``TIMER_DELAY_SEC``,
+  ``TIMER_DELIVER_MS``; the requested time on a multiple of timerPrecisionMs, one ms after, one ms
+  before (1, 2, 3 or 10 precisions ahead), now (0), in the past, exactly timerMaxDelaySec ahead,
+  one past it, not a Java long ("soon", "1.5", " 5"; an empty value is no property: the broker's decoder
+  drops it); delay level 0, or 1 or 3 with the timer (DELAY wins). The same
+  draws under 4.9, where they are user properties.
 
 Times are the fourth kind of parameter; their domain is the deadline table of ``edges.py``.
 """
@@ -52,8 +58,16 @@ ORIGINS = st.sampled_from(["uniq", "uniq", "none", "msg_id"])
 PULL_OFFSETS = ("below", "zero", "last", "end", "past", "far")
 PULL_MAX = (1, 31, 32, 33, 1024)
 # the message families a ladder drives through another family's lifecycle (edges.py)
-MSG_FAMILIES: tuple[str, ...] = ("plain", "keyed", "props", "delayed", "batch", "txn", "txn_checked")
+MSG_FAMILIES: tuple[str, ...] = ("plain", "keyed", "props", "delayed", "batch", "txn", "txn_checked", "timer")
 FAMILY = st.sampled_from(MSG_FAMILIES)
 # the edge rule's actions (edges.py)
 EDGE_KINDS = ("deadline_walk", "deadline_walk", "pull_edge", "offset_reset", "end_tampered", "lock_edge",
               "send_edge")
+# timer messages (conform_timer.py): the property, where the requested time falls, how many precisions
+# ahead, and a delay level beside it (DELAY wins)
+TIMER_PROPERTIES: tuple[str, ...] = ("TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS")
+TIMER_EDGES: tuple[str, ...] = ("multiple", "plus1", "minus1", "zero", "negative", "max", "past_max", "garbage")
+TIMER_SPANS: tuple[int, ...] = (1, 2, 3, 10)
+TIMER_DRAW = st.tuples(st.sampled_from(TIMER_PROPERTIES),
+                       st.sampled_from(("multiple", "plus1", "plus1", "minus1", "minus1", *TIMER_EDGES[3:])),
+                       st.sampled_from(TIMER_SPANS), st.sampled_from((0, 0, 0, 1, 3)))

@@ -15,7 +15,8 @@ kind by construction, whatever the bug:
    ``send_edge``: the queue past the last, a delay level past the table's end).
 2. **features never crossed** — ``_fresh(family, …)`` produces one message of a family
    (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, the middle of a
-   batch, a committed half, a half committed by a check answer) and makes it visible; the DLQ and
+   batch, a committed half, a half committed by a check answer, a 5.x timer message fired) and
+   makes it visible; the DLQ and
    orderly ladders (``composite.py``) take a family, so a committed half is failed until the DLQ,
    a delayed message is sent back, an orderly consumer suspends a transactional message.
 3. **effects no answer shows** — after an operation whose reply carries nothing, a probe reveals
@@ -28,7 +29,8 @@ kind by construction, whatever the bug:
    END_TRANSACTION's op shows only at the next check round that finds the half old enough: the
    drain is not quiescent before such a round ran after the last COMMIT/ROLLBACK (``end_due``).
 4. **times never drawn just before a deadline** — ``_deadline_table`` lists every deadline the
-   machine knows, by kind: ``delay`` and ``retry`` (a copy's due time), ``lock`` (the broker
+   machine knows, by kind: ``delay``, ``retry`` and ``timer`` (a copy's due time; ``timer``: a
+   5.x timer copy's, out + precision, ``conform_timer.py``), ``lock`` (the broker
    lock's expiry: last grant or renewal + lockMaxLiveTime), ``client_lock`` (the client's lock
    lifetime, 30 s: half the broker's), ``round`` (the check service's next round: the machine
    mirrors its timer, which restarts at every round and every broker restart), ``half`` (a half
@@ -61,11 +63,12 @@ from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.results import ResponseCode, TxnAction
+from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.conform_base import CLIENTS, PICK, START_MS, Txn, _pick
 from rmqspec.properties.domains import EDGE_KINDS, PULL_MAX, PULL_OFFSETS
 from rmqspec.properties.history import DISCARD_TOPIC, SCHEDULE_TOPIC
 
-WALKED = ("delay", "retry", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
+WALKED = ("delay", "retry", "timer", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
 PERSISTS = ("offsets_persist", "delay_persist")  # one instant, then a kill shows what was persisted
 Deadline = tuple[int, str, Any]  # (instant, kind, subject: a key, a queue, a half's key or None)
 
@@ -115,7 +118,8 @@ class EdgeRules:
         now, cfg = self._now(), self.config
         out: list[Deadline] = []
         for (topic, key, *_), due in self.expect_fire.items():
-            out.append((due, "retry" if topic.startswith("%RETRY%") else "delay", key))
+            kind = "retry" if topic.startswith("%RETRY%") else "timer" if key in self.timer_due else "delay"
+            out.append((due, kind, key))
         for mq, (_, ts) in self.broker_grants.items():
             out.append((ts + cfg.broker_lock_max_live_ms, "lock", mq))
         for (_, mq), ts in self.client_lock.items():
@@ -273,7 +277,7 @@ class EdgeRules:
         """The observer pulls a queue at an offset and with a batch size a consumer never uses."""
         self._record("pull_edge", which=which, pick=pick)
         mqs = sorted((mq for mq in self.frontier if mq.topic not in self.unrevealable
-                      and mq.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC)),
+                      and mq.topic not in (SCHEDULE_TOPIC, DISCARD_TOPIC, TIMER_TOPIC)),
                      key=lambda q: (q.topic, q.queue_id))
         if mqs:
             mq = _pick(mqs, which)
@@ -401,6 +405,8 @@ class EdgeRules:
             return keys[1]
         elif family in ("txn", "txn_checked"):
             return self._fresh_txn(topic, queue_id, family == "txn_checked")
+        elif family == "timer":  # 5.x: two precisions ahead (4.9: a user property, delivered at once)
+            msg = self._message(topic, "TagB", props=self._timer_props("TIMER_DELAY_MS", "plus1", 2))
         else:
             msg = self._message(topic, "TagB")
         self._send(msg, queue_id)

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 The z3 encoding and the diagrams are generated from the lifecycle tables, so
 a new row cannot be left out of them; ``TABLE_JUDGES`` does the same for the
-trace invariants. It names, for every ``Transition`` of MESSAGE, LOCK and
-TRANSACTION, the violation codes whose findings say that the row's *guard*
+trace invariants. It names, for every ``Transition`` of MESSAGE, LOCK,
+TRANSACTION and TIMER, the violation codes whose findings say that the row's *guard*
 was broken (the row taken where its guard is false, or another row taken
 where its guard is true; for an unguarded row, the action seen outside its
 source state) and the codes that judge its *effect* and target — or, where a
@@ -19,9 +19,12 @@ The three ``…_LIFECYCLE`` codes come from replaying the tables themselves on
 the observations (``inv_replay.py`` and the modules it names): the rows a
 trace shows are stepped through ``Lifecycle.enabled`` / ``step`` with the
 table's guard and effect functions, and a disagreement the older rules do
-not already state is reported. ``replay(rows, params)`` runs the three on a
+not already state is reported. The TIMER table (5.x) is replayed by
+``inv_replay_timer.py`` and reports MESSAGE_LIFECYCLE (it is the first part
+of a timer message's lifecycle). ``replay(rows, params)`` runs the four on a
 trace's rows (the reference checker's ``traces/checks_table.py``; the Spark
-audit's ``spark/rules_table.py`` runs each on its partitions), and
+audit's ``spark/rules_table.py`` runs each on its partitions — the timer
+replay, ``judge_timers``, is not wired there yet), and
 ``TABLE_INVARIANTS`` runs them on the conformance machine's ghost history
 (``EventRow`` shows a ``TraceEvent`` as a row), every step (kind ``always``:
 each replay only looks back).
@@ -51,6 +54,7 @@ from rmqspec.properties.inv_replay import (
 )
 from rmqspec.properties.inv_replay_lock import LockReplay, judge_locks
 from rmqspec.properties.inv_replay_message import MessageReplay, judge_messages
+from rmqspec.properties.inv_replay_timer import TimerReplay, judge_timers
 from rmqspec.properties.inv_replay_txn import TxnReplay, judge_txns
 
 __all__ = [
@@ -185,6 +189,50 @@ TABLE_JUDGES: tuple[RowJudges, ...] = (
     RowJudges("transaction", "COMMITTED", "commit", "",
               guard_unseen="4.9 accepts a second COMMIT: nothing to judge (observation DUPLICATE_COMMIT)",
               effect_unseen="a second real message: an observation (DUPLICATED), not a violation"),
+    # -- timer (5.x, per timer request; inv_replay_timer.py, inv_timer.py) -----------------------
+    RowJudges("timer", "SENT", "put", "level",
+              guard_by=(C.MESSAGE_LIFECYCLE,), effect_by=(C.DELAY_EARLY, C.SCHEDULE_DUPLICATED),
+              how="DELAY wins: a request with a delay level whose copy waits in rmq_sys_wheel_timer (or that is "
+                  "refused MESSAGE_ILLEGAL) took another row; SCHEDULED: the delayed message's rules"),
+    RowJudges("timer", "SENT", "put", "at_once",
+              guard_by=(C.MESSAGE_LIFECYCLE,), effect_by=(C.ORDER_QUEUE_GAP, C.LOST),
+              how="a time not after now: a copy in the wheel or a MESSAGE_ILLEGAL refusal took another row; "
+                  "STORED: the acknowledged position holds it, it is consumed after a drain"),
+    RowJudges("timer", "SENT", "put", "illegal",
+              guard_by=(C.MESSAGE_LIFECYCLE,),
+              how="not a Java long, or past timerMaxDelaySec: an acknowledged put, or a legal one refused "
+                  "MESSAGE_ILLEGAL",
+              effect_unseen="nothing is written: a copy of a refused put is the RecoveredObservation's (an "
+                            "observation), not a table effect"),
+    RowJudges("timer", "SENT", "put", "wheel",
+              guard_by=(C.MESSAGE_LIFECYCLE, C.TIMER_EARLY),
+              effect_by=(C.MESSAGE_LIFECYCLE, C.TIMER_EARLY),
+              how="guard: a legal future time refused (MESSAGE_LIFECYCLE) or stored at once (delivered before "
+                  "due: TIMER_EARLY). effect slot: the timer copy's deliver_ts (TIMER_OUT_MS + precision) is the "
+                  "requested time's slot + one precision (MESSAGE_LIFECYCLE); never delivered before it "
+                  "(TIMER_EARLY)"),
+    RowJudges("timer", "WHEEL", "fire", "due",
+              guard_by=(C.TIMER_EARLY,), effect_by=(C.MESSAGE_LIFECYCLE, C.TIMER_DUPLICATED),
+              how="guard: never before deliver_ts (TIMER_EARLY). FIRED: the copy goes to the request's topic and "
+                  "queue with reconsume_times 0 (MESSAGE_LIFECYCLE); no second fire without a crash "
+                  "(TIMER_DUPLICATED)"),
+    RowJudges("timer", "WHEEL", "crash", "",
+              effect_by=(C.TIMER_UNFIRED, C.LOST),
+              how="a copy waiting in the wheel survives a crash: it still fires (TIMER_UNFIRED after a drain)",
+              guard_unseen="a crash is the environment's, in any state"),
+    RowJudges("timer", "FIRED", "crash", "",
+              effect_by=(C.TIMER_DUPLICATED,),
+              how="REFIRABLE: only a crash lets a fired copy fire again (a second fire with no crash between is "
+                  "TIMER_DUPLICATED)",
+              guard_unseen="a crash is the environment's, in any state"),
+    RowJudges("timer", "REFIRABLE", "fire", "due",
+              guard_by=(C.TIMER_EARLY,), effect_by=(C.MESSAGE_LIFECYCLE, C.TIMER_DUPLICATED),
+              how="at-least-once: delivered again, never before deliver_ts (TIMER_EARLY), to the request's topic "
+                  "and queue (MESSAGE_LIFECYCLE), once more until the next crash (TIMER_DUPLICATED)"),
+    RowJudges("timer", "REFIRABLE", "crash", "",
+              guard_unseen="a crash is the environment's, in any state",
+              effect_unseen="nothing changes: whether the checkpoint had passed the copy (it fires again or not) "
+                            "is not in a trace"),
 )
 
 
@@ -242,6 +290,7 @@ def replay(
     unkeyed = unkeyed_of(rows) if unkeyed is None else unkeyed
     return [
         *judge_messages(rows, params, unkeyed),
+        *judge_timers(rows, params),
         *judge_locks(rows, params),
         *judge_txns(rows, epochs, params, unkeyed),
     ]
@@ -276,6 +325,7 @@ class _Replayed:
     lock: LockReplay
     message: MessageReplay
     txn: TxnReplay
+    timer: TimerReplay
     seen: int = 0
     epoch: int = 0
     unkeyed: Unkeyed = ALL_KEYED
@@ -283,7 +333,8 @@ class _Replayed:
 
     @classmethod
     def of(cls, h: History) -> _Replayed:
-        return cls(weakref.ref(h), h.params, LockReplay(h.params), MessageReplay(h.params), TxnReplay(h.params))
+        return cls(weakref.ref(h), h.params, LockReplay(h.params), MessageReplay(h.params), TxnReplay(h.params),
+                   TimerReplay(h.params))
 
     def catch_up(self, h: History) -> None:
         new = [EventRow(ev) for ev in h.events[self.seen:]]
@@ -293,7 +344,8 @@ class _Replayed:
             if row["event"] in ("crash", "recover"):
                 self.epoch += 1
         self.unkeyed = self.unkeyed | unkeyed_of(new)
-        found = [*self.message.feed(new, self.unkeyed), *self.lock.feed(new), *self.txn.feed(new, epochs, self.unkeyed)]
+        found = [*self.message.feed(new, self.unkeyed), *self.timer.feed(new), *self.lock.feed(new),
+                 *self.txn.feed(new, epochs, self.unkeyed)]
         for f in sorted(found, key=lambda f: (f.seqs[-1], f.seqs)):
             self.found[f.code].append(Violation(code=f.code, step=h.step_of[f.seqs[-1]], reason=f.reason,
                                                 seq=f.seqs[-1]))
@@ -316,7 +368,8 @@ def _replayed(h: History) -> _Replayed:
 
 
 def check_message_lifecycle(h: History) -> list[Violation]:
-    """The copies send-backs make and fires keep are the MESSAGE table's (``inv_replay_message.py``)."""
+    """The copies send-backs make and fires keep are the MESSAGE table's (``inv_replay_message.py``); a
+    timer request's put, wheel copy and fire are the TIMER table's (``inv_replay_timer.py``)."""
     return list(_replayed(h).found[Code.MESSAGE_LIFECYCLE])
 
 

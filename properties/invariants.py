@@ -23,7 +23,10 @@ survive a broker restart; a power loss may truncate a queue's tail).
 
 This module holds the table (``INVARIANTS``) and the ordering, loss, retry,
 delay, offset and observation checks; the lock checks live in
-``inv_locks.py``, the transaction checks in ``inv_txn.py``, the replay of
+``inv_locks.py``, the transaction checks in ``inv_txn.py``, the 5.x timer
+messages' in ``inv_timer.py`` (a timer send's offsets are its timer copy's:
+the ordering and offset rules leave them out; LOST leaves out a timer message
+not due at the drain), the replay of
 ``model/lifecycle.py``'s tables in ``inv_tables.py`` (each table row's
 guard and effect judged, ``TABLE_JUDGES``), the shared types and helpers in
 ``inv_base.py``. Every check keeps its name here (``invariants.check_…``).
@@ -64,6 +67,15 @@ from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     check_orderly_without_lock,
 )
 from rmqspec.properties.inv_tables import TABLE_INVARIANTS
+from rmqspec.properties.inv_timer import (  # noqa: F401 - re-exported
+    TIMER_INVARIANTS,
+    check_timer_duplicated,
+    check_timer_early,
+    check_timer_unfired,
+    is_timer_request,
+    skipped_by_saved_timer_progress,
+    timer_not_due,
+)
 from rmqspec.properties.inv_txn import (  # noqa: F401 - re-exported
     _check_times,
     _txn_index,
@@ -104,7 +116,7 @@ def check_queue_order(h: History) -> list[Violation]:
     for epoch, ev in _epochs(h.events):
         if ev.event == "store":
             stored_key[(epoch, ev.topic, ev.queue_id, ev.queue_offset)] = ev.msg_key
-        elif ev.event == "send" and ev.status == "SEND_OK" and not ev.delay_level:
+        elif ev.event == "send" and ev.status == "SEND_OK" and not ev.delay_level and not is_timer_request(ev):
             where = (epoch, ev.topic, ev.queue_id, ev.queue_offset)
             if where in stored_key and stored_key[where] != ev.msg_key:
                 out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
@@ -164,7 +176,8 @@ def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | No
         elif ev.event == "commit_offset" and ev.queue_offset is not None:
             groups[(ev.topic, ev.queue_id)][ev.group].append((crashes, ev.queue_offset))
         elif ev.event in ("send", "store") and ev.msg_key and ev.queue_offset is not None \
-                and not (ev.event == "send" and ev.delay_level):  # a delayed send's offset is its schedule copy's
+                and not (ev.event == "send" and (ev.delay_level or is_timer_request(ev))):
+            # a delayed (timer) send's offset is its schedule (timer) copy's
             for group, seen in groups.get((ev.topic, ev.queue_id), {}).items():
                 if any(c < crashes and offset > ev.queue_offset for c, offset in seen):
                     out.add((group, ev.msg_key))
@@ -210,12 +223,15 @@ def skipped_by_saved_delay_progress(events: Iterable[TraceEvent]) -> set[str]:
 def check_no_loss(h: History) -> list[Violation]:
     """At drain, every acknowledged send and every committed transaction was
     consumed successfully by each subscribed group or landed in its DLQ (a copy the
-    group may never see after a power loss, ``skipped_by_saved_offsets``, and a delayed copy the
-    schedule service may skip, ``skipped_by_saved_delay_progress``, excepted)."""
+    group may never see after a power loss, ``skipped_by_saved_offsets``, a delayed copy the
+    schedule service may skip, ``skipped_by_saved_delay_progress``, and a 5.x timer message not due
+    at the drain or skipped by the wheel, ``inv_timer``, excepted)."""
     if not h.drained():
         return []
     events = _until_last_drain(h)
-    risky = _at_risk(events) | skipped_by_saved_delay_progress(events)
+    drain_ts = max(e.ts for e in events if e.event == "drain")
+    risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | timer_not_due(events, drain_ts) \
+        | skipped_by_saved_timer_progress(events)
     skipped = skipped_by_saved_offsets(events)
     done: set[tuple[str, str]] = set()
     for ev in events:
@@ -613,6 +629,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               "A filtered pull or a client only delivers messages its subscription selects.",
               "ExpressionMessageFilter.isMatchedByCommitLog + PullAPIWrapper.processPullResult",
               check_filter_mismatch),
+    *TIMER_INVARIANTS,  # before NoLossProperty: a timer message never fired is named as such first
     Invariant("NoLossProperty", Code.LOST, "eventually",
               "Every acknowledged send is eventually consumed by each group or lands in its DLQ.",
               "at-least-once: SendMessageProcessor + ConsumeMessageConcurrentlyService",

@@ -325,7 +325,8 @@ def check_conformance(
         generate_seconds=generated,
         shrink_seconds=shrink_seconds,
         seed=seed,
-        coverage_report=CoverageReport.of(machine.lifecycle, machine.coverage, machine.rules_run),
+        coverage_report=CoverageReport.of(machine.lifecycle, machine.coverage, machine.rules_run,
+                                          timer=machine.profile_has_timer()),
     )
 
 

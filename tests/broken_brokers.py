@@ -14,11 +14,13 @@ from typing import Any
 import attrs
 
 from rmqspec.model.broker import ModelBroker
+from rmqspec.model.crash import BrokerState
 from rmqspec.model.lifecycle import effective_max_reconsume_times
-from rmqspec.model.message import MessageQueue
-from rmqspec.model.queues import OP_TOPIC, client_pull_status
+from rmqspec.model.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, MessageQueue, transaction_type
+from rmqspec.model.queues import OP_TOPIC, PutRequest, Record, Store, client_pull_status
 from rmqspec.model.results import PullResult, ResponseCode, SendResult, TxnAction
 from rmqspec.model.sql92 import FilterEvalError, compile_filter, evaluate
+from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC, is_timer_request, requested_ms
 from rmqspec.model.transactions import TransactionService
 
 
@@ -488,6 +490,86 @@ class LockRenewalNotRecorded(Wrapped):
         return granted
 
 
+# -- 5.x timer messages (model/timer.py), judged under --profile rocketmq-5.2 ---------------------------
+
+
+class _TimerBroken(ModelBroker):
+    """A 5.x ModelBroker with one timer rule broken (a no-op under a profile without the wheel)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        store = self.store_class()
+        if store is not None:
+            self.store.__class__ = store
+
+    def store_class(self) -> type[Store] | None:
+        return None
+
+    @property
+    def wheel(self) -> bool:
+        return self.config.behaviour.timer_wheel
+
+
+class TimerFiresEarly(_TimerBroken):
+    """The timer wheel reads a slot one precision early: a copy is delivered at TIMER_OUT_MS, before
+    the requested time (TimerMessageStore's dequeue compares with the write time one slot ahead)."""
+
+    def tick(self):
+        if self.wheel and self.state is BrokerState.RUNNING:
+            now = self.clock.now()
+            self.timer.tick(now + self.config.timer_precision_ms, self.store.max_offset(TIMER_TOPIC, 0),
+                            self.store.timer_slot, lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
+        return super().tick()
+
+
+class TimerLostAfterCrash(_TimerBroken):
+    """After a crash the wheel is rebuilt empty: the copies that were pending in it (enqueued before
+    the last checkpoint) are forgotten and never delivered (TimerMessageStore.recover skipping the
+    timer log)."""
+
+    def recover(self, survivors: int | None = None) -> None:
+        super().recover(survivors)
+        if self.wheel:
+            self.timer.wheel = []
+
+
+class _RoundsToNearest(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        record = super().prepare(req, now)
+        requested = requested_ms(dict(req.properties), now)
+        if record.topic != TIMER_TOPIC or requested is None or PROPERTY_TIMER_OUT_MS in dict(req.properties):
+            return record
+        p = self.config.timer_precision_ms
+        wrong = (requested + p // 2) // p * p - p  # the nearest multiple, minus one precision
+        props = tuple((k, str(wrong) if k == PROPERTY_TIMER_OUT_MS else v) for k, v in record.props)
+        return attrs.evolve(record, props=props)
+
+
+class TimerRoundsUp(_TimerBroken):
+    """transformTimerMessage rounds the requested time to the nearest multiple of the precision (half
+    up) instead of up to the next one: TIMER_OUT_MS = round(T / p) · p − p, so a time in the lower half
+    of a slot is delivered up to p / 2 early (T = k·p + 1: at k·p)."""
+
+    def store_class(self) -> type[Store] | None:
+        return _RoundsToNearest
+
+
+class _TimerBeatsLevel(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        if req.delay_level > 0 and self.config.behaviour.timer_wheel and is_timer_request(dict(req.properties)) \
+                and transaction_type(req.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            req = attrs.evolve(req, delay_level=0)
+        return super().prepare(req, now)
+
+
+class TimerIgnoresDelayLevel(_TimerBroken):
+    """A message with both a delay level and TIMER_* properties is a timer message (the timer wins; in
+    HookUtils.checkIfTimerMessage the level wins and the TIMER_* properties are dropped)."""
+
+    def store_class(self) -> type[Store] | None:
+        return _TimerBeatsLevel
+
+
 def _factory(cls: type[Wrapped]) -> Callable[..., Any]:
     def make(clock: Any, config: Any, workdir: Any = None) -> Wrapped:
         return cls(clock, config, workdir)
@@ -519,6 +601,14 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "sql_filter_ignored": _factory(SqlFilterIgnored),
     "sql_null_is_true": _factory(SqlNullIsTrue),
 }
+# 5.x timer messages: caught under --profile rocketmq-5.2 (tests/test_broken_brokers.py: TIMER_PROFILE)
+TIMER_BROKEN: dict[str, Callable[..., Any]] = {
+    "timer_fires_early": _factory(TimerFiresEarly),
+    "timer_lost_after_crash": _factory(TimerLostAfterCrash),
+    "timer_rounds_up": _factory(TimerRoundsUp),
+    "timer_ignores_delay_level": _factory(TimerIgnoresDelayLevel),
+}
+BROKEN.update(TIMER_BROKEN)
 
 REPLICAS: dict[str, Callable[..., Any]] = {
     "dlq_through_schedule": _factory(DlqThroughSchedule),
@@ -545,10 +635,15 @@ ISSUES: dict[str, str] = {
     "lock_renewal_not_recorded": "apache/rocketmq-client-go#1080",
 }
 
-__all__ = ["BROKEN", "ISSUES", "REPLICAS", "Iterable", "MessageQueue"]
+__all__ = ["BROKEN", "ISSUES", "REPLICAS", "TIMER_BROKEN", "Iterable", "MessageQueue"]
 
 # Importable as ``broken_brokers:commit_ignored`` for ``rmqspec check --broker`` (tests/cli/test_check_cli.py).
 commit_ignored = BROKEN["commit_ignored"]
 lock_half_life = BROKEN["lock_half_life"]  # issue 41's yardstick: ``rmqspec conform --broker broken_brokers:…``
 lock_half_life_unrenewed = BROKEN["lock_half_life_unrenewed"]
 unlock_frees_half_expired = BROKEN["unlock_frees_half_expired"]
+# ``rmqspec conform --broker tests.broken_brokers:timer_fires_early --profile rocketmq-5.2`` and the others
+timer_fires_early = BROKEN["timer_fires_early"]
+timer_lost_after_crash = BROKEN["timer_lost_after_crash"]
+timer_rounds_up = BROKEN["timer_rounds_up"]
+timer_ignores_delay_level = BROKEN["timer_ignores_delay_level"]

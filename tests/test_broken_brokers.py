@@ -33,10 +33,16 @@ LOCKSTEP = {name: (150, 50) for name in (
     # when never renewed; to another client's unlock) — caught by the lock probes at the deadline
     # walks' instants (properties/edges.py)
     "lock_half_life", "lock_half_life_unrenewed", "unlock_frees_half_expired",
+    # 5.x timer messages (judged under rocketmq-5.2: PROFILES)
+    "timer_fires_early", "timer_lost_after_crash", "timer_rounds_up", "timer_ignores_delay_level",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
 LOCKSTEP_NEEDLE = "lockstep mismatch in "
+# The profile a broken broker is judged under (the default: rocketmq-4.9). The timer brokers break a 5.x
+# rule; under 4.9 the TIMER_* properties are user properties and they behave as the model.
+PROFILES = {name: "rocketmq-5.2" for name in ("timer_fires_early", "timer_lost_after_crash", "timer_rounds_up",
+                                              "timer_ignores_delay_level")}
 
 # invariants alone (no model beside the broker): name -> (examples, steps, code that catches it)
 INVARIANTS_ONLY = {
@@ -53,16 +59,29 @@ INVARIANTS_ONLY = {
     "lock_half_life": (150, 50, "LOCK_OVERLAP"),
     "lock_half_life_unrenewed": (150, 50, "LOCK_OVERLAP"),
     "unlock_frees_half_expired": (150, 50, "LOCK_OVERLAP"),
+    "timer_fires_early": (150, 50, "TIMER_EARLY"),
+    "timer_lost_after_crash": (150, 50, "TIMER_UNFIRED"),
+    "timer_rounds_up": (150, 50, "TIMER_EARLY"),
+    "timer_ignores_delay_level": (150, 50, "MESSAGE_LIFECYCLE"),
 }
 
 
-def _run(name: str, lockstep: bool, examples: int = 40, steps: int = 30):
-    return check_conformance(BROKEN[name], lockstep=lockstep,
+def _run(name: str, lockstep: bool, examples: int | None = None, steps: int | None = None):
+    """``examples`` / ``steps`` None: the default budget (``rmqspec conform``'s)."""
+    return check_conformance(BROKEN[name], lockstep=lockstep, profile=PROFILES.get(name, "rocketmq-4.9"),
                              settings=budget_settings(examples, steps, shrink=False))
 
 
 def test_every_broken_broker_has_a_lockstep_test() -> None:
     assert set(LOCKSTEP) == set(BROKEN) and len(BROKEN) >= 12
+
+
+def test_the_timer_brokers_pass_under_4_9() -> None:
+    """The timer brokers break only 5.x rules: under rocketmq-4.9 the same draws (user properties) pass,
+    so their catch under 5.2 is the timer rule, not a side effect."""
+    for name in sorted(PROFILES):
+        result = check_conformance(BROKEN[name], settings=budget_settings(8, 20, shrink=False))
+        assert result.passed, f"{name}: {result.render()}"
 
 
 def _ids(table: dict) -> list[str]:
@@ -91,7 +110,7 @@ def test_caught_by_invariants_alone(name: str) -> None:
 def test_caught_in_lockstep_at_the_default_budget(name: str) -> None:
     """Issue 14: the deep rules reach every broken rule within ``rmqspec conform``'s default
     budget (40 examples × 30 steps), not only at the generous budgets above."""
-    result = check_conformance(BROKEN[name], settings=budget_settings(shrink=False))
+    result = _run(name, True)
     assert not result.passed, f"{name} was not caught at the default budget: {result.render()}"
     assert LOCKSTEP_NEEDLE in result.failure, result.failure
 
@@ -103,6 +122,12 @@ INVARIANTS_AT_THE_DEFAULT_BUDGET = {
     "lock_half_life": "LOCK_OVERLAP",
     "lock_half_life_unrenewed": "LOCK_OVERLAP",
     "unlock_frees_half_expired": "LOCK_OVERLAP",
+    # 5.x timer messages (rocketmq-5.2): the timer ladder of every example's prelude walks each due time
+    # at d − 1, d, d + 1 ms, kills the broker with a copy in the wheel, sends a level with a timer
+    "timer_fires_early": "TIMER_EARLY",  # fired at d − 1 (one precision early)
+    "timer_lost_after_crash": "TIMER_UNFIRED",  # due before the drain, never fired (and LOST)
+    "timer_rounds_up": "TIMER_EARLY",  # T = k·p + 1 fired at k·p (and MESSAGE_LIFECYCLE: the slot)
+    "timer_ignores_delay_level": "MESSAGE_LIFECYCLE",  # timer: SENT --put[level]--> SCHEDULED broken
 }
 
 
@@ -110,6 +135,6 @@ INVARIANTS_AT_THE_DEFAULT_BUDGET = {
                          ids=[f"{n}-by-{INVARIANTS_AT_THE_DEFAULT_BUDGET[n]}"
                               for n in sorted(INVARIANTS_AT_THE_DEFAULT_BUDGET)])
 def test_caught_by_invariants_alone_at_the_default_budget(name: str) -> None:
-    result = check_conformance(BROKEN[name], lockstep=False, settings=budget_settings(shrink=False))
+    result = _run(name, False)
     assert not result.passed, f"{name} was not caught without lockstep at the default budget: {result.render()}"
     assert INVARIANTS_AT_THE_DEFAULT_BUDGET[name] in result.failure, result.failure

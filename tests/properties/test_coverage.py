@@ -6,14 +6,15 @@ from __future__ import annotations
 from rmqspec.model.lifecycle import LIFECYCLES
 from rmqspec.model.model_factory import factory as model_factory
 from rmqspec.properties.codes import AuditParams
-from rmqspec.properties.coverage import ALL_TRANSITIONS, CoverageReport, classify, label
+from rmqspec.properties.coverage import ALL_TRANSITIONS, TIMER_TRANSITIONS, CoverageReport, classify, label
 from rmqspec.properties.history import History
 from rmqspec.properties.runner import budget_settings, check_conformance
 
 
 def test_every_row_of_every_table_is_listed_once() -> None:
     rows = [label(lc, t) for lc in LIFECYCLES for t in lc.transitions]
-    assert list(ALL_TRANSITIONS) == rows and len(set(rows)) == len(rows) == 19
+    assert list(ALL_TRANSITIONS) == rows and len(set(rows)) == len(rows) == 28
+    assert len(TIMER_TRANSITIONS) == 9 and all(t.startswith("timer: ") for t in TIMER_TRANSITIONS)
 
 
 def test_classify_names_the_rows_the_observations_took() -> None:
@@ -60,12 +61,61 @@ def test_report_lists_zeros_and_splits_rules_from_results() -> None:
     text = report.render()
     assert text.startswith(f"coverage: 1/{len(ALL_TRANSITIONS)} lifecycle transitions reached") and "(never)" in text
     data = report.as_dict()
-    assert data["reached"] == 1 and data["total"] == 19 and data["rules"] == {"produce": 2}
+    assert data["reached"] == 1 and data["total"] == 28 and data["rules"] == {"produce": 2}
+
+
+def test_classify_names_the_timer_rows() -> None:
+    """5.x timer requests (``detail.timer``): the put row the observation shows, the wheel's fires, crashes."""
+    h = History(params=AuditParams())
+    timer = {"timer": {"requested": 5001, "parsed": True, "precision": 1000, "max_delay_ms": 259_200_000}}
+    for event, ts, fields in [
+        ("send", 1000, {"topic": "T", "msg_key": "W", "status": "SEND_OK", "deliver_ts": 6000, "detail": timer}),
+        ("send", 1000, {"topic": "T", "msg_key": "L", "status": "SEND_OK", "delay_level": 1, "detail": timer}),
+        ("send", 1000, {"topic": "T", "msg_key": "N", "status": "SEND_OK", "detail": timer}),
+        ("send", 1000, {"topic": "T", "msg_key": "I", "status": "FAILED",
+                        "detail": {**timer, "error": "MESSAGE_ILLEGAL"}}),
+        ("send", 1000, {"topic": "T", "msg_key": "P", "status": "SEND_OK"}),  # no timer request
+        ("send", 1000, {"topic": "T", "msg_key": "X", "status": "SEND_OK", "deliver_ts": 9000, "detail": timer}),
+        ("timer_fire", 6000, {"topic": "T", "msg_key": "W", "deliver_ts": 6000}),
+        ("crash", 6100, {"status": "kill"}),  # W fired (REFIRABLE), X waiting
+        ("timer_fire", 6200, {"topic": "T", "msg_key": "W", "deliver_ts": 6000}),  # at-least-once
+        ("crash", 6300, {"status": "kill"}),  # W fired again, X still waiting
+    ]:
+        h.emit(event, ts, **fields)
+    got = classify(h)
+    assert got == {
+        "timer: SENT --put[wheel]--> WHEEL": 2,
+        "timer: SENT --put[level]--> SCHEDULED": 1,
+        "timer: SENT --put[at_once]--> STORED": 1,
+        "timer: SENT --put[illegal]--> REFUSED": 1,
+        "timer: WHEEL --fire[due]--> FIRED": 1,
+        "timer: WHEEL --crash--> WHEEL": 2,
+        "timer: FIRED --crash--> REFIRABLE": 2,
+        "timer: REFIRABLE --fire[due]--> FIRED": 1,
+    }
+
+
+def test_a_profile_without_the_wheel_lists_the_timer_rows_as_not_applicable() -> None:
+    report = CoverageReport.of({t: 1 for t in ALL_TRANSITIONS if t not in TIMER_TRANSITIONS}, {}, (), timer=False)
+    assert report.missing == () and report.not_applicable == TIMER_TRANSITIONS
+    assert "(9 not applicable to the profile)" in report.render() and "(n/a)" in report.render()
+    assert report.as_dict()["total"] == 19 and report.as_dict()["reached"] == 19
+    assert CoverageReport.of({}, {}, ()).missing == ALL_TRANSITIONS  # with the wheel they are missing
 
 
 def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
-    """``rmqspec conform``'s default budget (ci: 40 × 30) takes every row of every table."""
+    """``rmqspec conform``'s default budget (ci: 40 × 30) takes every row of every table the profile has
+    (4.9: the TIMER table is not applicable)."""
     result = check_conformance(model_factory, settings=budget_settings())
     assert result.passed, result.render()
     report = result.coverage_report
     assert report is not None and report.missing == (), report.render()
+    assert report.not_applicable == TIMER_TRANSITIONS
+
+
+def test_the_default_budget_reaches_every_timer_transition_under_5_2() -> None:
+    """Under a 5.x profile the default budget takes every row, the TIMER table's included."""
+    result = check_conformance(model_factory, profile="rocketmq-5.2", settings=budget_settings())
+    assert result.passed, result.render()
+    report = result.coverage_report
+    assert report is not None and report.not_applicable == () and report.missing == (), report.render()

@@ -37,6 +37,15 @@ from tests.broken_brokers import BROKEN
 LIFECYCLE_CODES = {str(c) for c in TABLE_CODES}
 
 
+def _timer(requested: int, error: str | None = None) -> str:
+    """A ``detail`` with the timer request's fields (the default precision and max delay), JSON text."""
+    detail: dict[str, Any] = {"timer": {"requested": requested, "parsed": True, "precision": 1000,
+                                        "max_delay_ms": 259_200_000}}
+    if error is not None:
+        detail["error"] = error
+    return json.dumps(detail, separators=(",", ":"))
+
+
 def test_every_table_row_has_its_guard_and_effect_judged():
     assert unjudged() == []
     assert len(TABLE_JUDGES) == sum(len(lc.transitions) for lc in LIFECYCLES)
@@ -174,6 +183,45 @@ WITNESSES: dict[tuple[str, str, str, str, str], tuple[str, list[tuple[str, tuple
         1 txn_discard t=259200001 key=X txn=X
         2 txn_check t=259260001 key=X txn=X detail={"check_times":1}
         """, [("TXN_LIFECYCLE", (1, 2))]),
+    # -- timer (5.x): detail.timer carries what the guards read (requested, parsed, precision, max delay)
+    ("timer", "SENT", "put", "level", "guard"): (  # DELAY wins, yet the copy waits in the wheel
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K lvl=1 st=SEND_OK detail={_timer(5001)}
+        1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=6000
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("timer", "SENT", "put", "at_once", "guard"): (  # asked for now: stored as is, yet in the wheel
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K st=SEND_OK detail={_timer(1000)}
+        1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=1000
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("timer", "SENT", "put", "illegal", "guard"): (  # one ms past timerMaxDelaySec, yet acknowledged
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K due=259202000 st=SEND_OK detail={_timer(259201001)}
+        """, [("MESSAGE_LIFECYCLE", (0,))]),
+    ("timer", "SENT", "put", "wheel", "guard"): (  # 4 s ahead, yet refused MESSAGE_ILLEGAL
+        f"""
+        0 send t=1000 topic=T q=0 key=K st=FAILED detail={_timer(5001, error="MESSAGE_ILLEGAL")}
+        """, [("MESSAGE_LIFECYCLE", (0,))]),
+    ("timer", "SENT", "put", "wheel", "effect"): (  # requested 5001: slot 5000, due 6000; the copy says 5000
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K due=6000 st=SEND_OK detail={_timer(5001)}
+        1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=5000
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("timer", "WHEEL", "fire", "due", "effect"): (  # fired into another queue than REAL_QID
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K due=6000 st=SEND_OK detail={_timer(5001)}
+        1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=6000
+        2 timer_fire t=6000 topic=T q=1 off=0 key=K rt=0 due=6000
+        """, [("MESSAGE_LIFECYCLE", (0, 2))]),
+    ("timer", "REFIRABLE", "fire", "due", "effect"): (  # fired again after a crash, into another topic
+        f"""
+        0 send t=1000 topic=T q=0 off=0 key=K due=6000 st=SEND_OK detail={_timer(5001)}
+        1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 key=K rt=0 due=6000
+        2 timer_fire t=6000 topic=T q=0 off=0 key=K rt=0 due=6000 detail={{"from_commitlog_offset":0}}
+        3 crash t=6500 st=kill
+        4 recover t=6500 st=kill
+        5 timer_fire t=7000 topic=U q=0 off=0 key=K rt=0 due=6000 detail={{"from_commitlog_offset":0}}
+        """, [("MESSAGE_LIFECYCLE", (0, 5))]),
 }
 
 
@@ -223,6 +271,10 @@ def test_the_witnesses_fixed_give_nothing():
         ("lock", "HELD", "lock", "grant", "guard"): ("t=60001", "t=60000"),
         ("transaction", "PENDING", "check", "check", "effect"): ('"check_times":0', '"check_times":1'),
         ("transaction", "PENDING", "check", "check", "guard"): ("t=259200001", "t=259200000"),
+        ("timer", "SENT", "put", "wheel", "effect"): ("due=5000", "due=6000"),
+        ("timer", "SENT", "put", "illegal", "guard"): ('"requested":259201001', '"requested":259201000'),
+        ("timer", "WHEEL", "fire", "due", "effect"): ("topic=T q=1", "topic=T q=0"),
+        ("timer", "REFIRABLE", "fire", "due", "effect"): ("topic=U", "topic=T"),
     }
     for side, (wrong, right) in fixed.items():
         text = WITNESSES[side][0].replace(wrong, right)
