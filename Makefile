@@ -30,7 +30,7 @@ test: $(STAMP) java chromium lint
 # adds the 5.x brokers' tier ($(INTEROP_5X_ONLY), the modules marked ALSO_ON_5X, and 5.3.3 and 5.5.1 beside
 # 4.9.8 in test_conform_real.py's conformance run).
 INTEROP ?= full
-INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py
+INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py
 
 interop: $(STAMP) java interop-deps
 	scripts/real-rocketmq resolve --version 4.9.8

@@ -374,7 +374,7 @@ class MachineCore(RuleBasedStateMachine):
             if isinstance(address, str) and ":" in address:  # offset msgIds name the broker's own address
                 host, _, port = address.rpartition(":")
                 self.config = attrs.evolve(self.config, store_host=host, store_port=int(port))
-            candidate = SessionView(candidate, self.config.max_delay_level)
+            candidate = SessionView(candidate, self.config.max_delay_level, self.config)
         model = None
         if type(self).lockstep_mode:
             make = type(self).model_factory or _default_model_factory()

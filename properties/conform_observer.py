@@ -170,7 +170,7 @@ class ObserverRules:
         late = m.store_ts - due
         tolerance = type(self).wall.tolerance_ms
         if late < 0:
-            code = "RETRY_EARLY" if kind == "retry" else "DELAY_EARLY"
+            code = {"retry": "RETRY_EARLY", "timer": "TIMER_EARLY"}.get(kind, "DELAY_EARLY")
             self._fail(f"invariant {inv.name_of(code)} violated: {code} {kind} copy {m.msg_id} of {m.uniq_key} "
                        f"stored at {m.store_ts}, {-late} ms before it was due ({due})")
         if late > tolerance:

@@ -38,7 +38,13 @@ S/timer/TimerMessageStore); the decisions the machine expects are ``model/lifecy
   fire again: at-least-once); the fired copies consumed, one failed once (its retry keeps
   TIMER_OUT_MS: never timed again; the DLQ ladder takes the ``timer`` family too).
 
-On the wall clock timer sends idle (their judging there is later work): the wheel is not revealed.
+- **On the wall clock** (``_timer_props_wall``): the broker's put reads its own clock, a few ms after
+  the machine's, so a request on a slot's edge could round either way. There every request that goes
+  to the wheel lands in the middle of a slot (``span`` slots ahead; "max" at most 5 s ahead, so
+  kills do not wait days for its fire; "past_max" a second past the max, not a millisecond), and
+  ``TIMER_DELAY_SEC`` is used only when the clock is itself mid-slot (else ``TIMER_DELAY_MS``): the
+  machine's due time is then the broker's. A fired copy is judged for lateness like a delayed one
+  (kind ``timer``: never before its due time, within the tolerance after it; TIMER_EARLY).
 """
 
 from __future__ import annotations
@@ -118,6 +124,8 @@ class TimerRules:
             detail["from_queue_offset"], detail["from_commitlog_offset"] = copies[0]
         self.changed_at(m.store_ts)
         self._sometimes("timer_fired" if fire is not None else "timer_refired")
+        if fire is not None and type(self).wall is not None:
+            self._judge_lateness("timer", fire, m)
         self._emit("timer_fire", actor="broker", topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
                    commitlog_offset=m.commitlog_offset, msg_key=key, msg_id=m.msg_id,
                    reconsume_times=m.reconsume_times, deliver_ts=deliver_ts, detail=detail)
@@ -149,10 +157,27 @@ class TimerRules:
             value = str(delay)
         return {prop: value}
 
+    def _timer_props_wall(self, prop: str, edge: str, span: int) -> dict[str, str]:
+        """``_timer_props`` for a broker on its own clock: the due time cannot depend on which side of
+        a slot's edge the broker's clock fell (module docstring)."""
+        now, p = self._now(), self.config.timer_precision_ms
+        max_ms = self.config.timer_max_delay_sec * 1000
+        if edge == "past_max":
+            return self._timer_props(prop, "past_max", span) if prop == PROPERTY_TIMER_DELAY_SEC \
+                else {prop: str(max_ms + 1000 + (now if prop == PROPERTY_TIMER_DELIVER_MS else 0))}
+        if edge not in ("multiple", "plus1", "minus1", "max"):
+            return self._timer_props(prop, edge, span)  # at once, or not a number: no slot to miss
+        ahead = span if edge != "max" else max(1, min(max_ms - p, 5_000) // p)
+        target = (now // p + ahead) * p + p // 2
+        phase = now % p
+        if prop == PROPERTY_TIMER_DELAY_SEC and p // 4 <= phase <= p // 2 and (ahead * p) % 1000 == 0:
+            return {prop: str(ahead * p // 1000)}  # now mid-slot: whole seconds keep it there
+        if prop == PROPERTY_TIMER_DELIVER_MS:
+            return {prop: str(target)}
+        return {PROPERTY_TIMER_DELAY_MS: str(target - now)}
+
     def send_timer(self, topic: int, queue: int, prop: str, edge: str, span: int, level: int = 0) -> None:
         """One timer message (``produce``'s ``timer`` kind; the module docstring)."""
-        if type(self).wall is not None:
-            return self._idle("send_timer")
         self._record("send_timer", topic=topic, queue=queue, prop=prop, edge=edge, span=span,
                      **({"level": level} if level else {}))
         self._send_timer(topic, queue, prop, edge, span, level)
@@ -161,7 +186,9 @@ class TimerRules:
     def _send_timer(self, topic: int, queue: int, prop: str, edge: str, span: int, level: int = 0) -> str | None:
         """The send of ``send_timer``, unrecorded (ladders); the key when acknowledged."""
         name = _pick(sorted(self.topics), topic)
-        msg = self._message(name, "TagA", props=self._timer_props(prop, edge, span), delay=level)
+        props = self._timer_props(prop, edge, span) if type(self).wall is None \
+            else self._timer_props_wall(prop, edge, span)
+        msg = self._message(name, "TagA", props=props, delay=level)
         sent = len(self.history.events)
         self._send(msg, queue % self.topics[name])
         self._sometimes(f"timer_send:{edge}" + (":level" if level else ""))

@@ -113,10 +113,12 @@ class WallRules:
 
     def _wall_persisted(self) -> None:
         """Before a kill: wait until the broker has surely persisted its consumer offsets (every
-        flushConsumerOffsetInterval) and delay progress (flushDelayOffsetInterval), as the model has,
+        flushConsumerOffsetInterval), delay progress (flushDelayOffsetInterval) and timer checkpoint
+        (timerFlushIntervalMs), as the model has,
         so what survives the kill is one state, not a race between the two clocks."""
         wall = type(self).wall
-        quiet = max(self.config.flush_consumer_offset_interval_ms, self.config.flush_delay_offset_interval_ms)
+        quiet = max(self.config.flush_consumer_offset_interval_ms, self.config.flush_delay_offset_interval_ms,
+                    self.config.timer_flush_interval_ms)
         for _ in range(16):
             pending = [d for d in self.expect_fire.values()]
             target = max([*pending, type(self).last_change[0]]) + quiet + wall.tolerance_ms

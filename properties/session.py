@@ -8,7 +8,11 @@ the CommitLog and the shared system queues (``SCHEDULE_TOPIC_XXXX``, the
 half, op and discard topics) where the previous one left them, while the
 model beside it starts empty. The machine gives every example fresh topic
 and group names; ``SessionView`` does the rest: at ``open()`` it measures the
-broker's CommitLog end and the end of each shared queue, then presents the
+broker's CommitLog end and the end of each shared queue (5.x: also the timer
+wheel's ``rmq_sys_wheel_timer``, where a timer send's answer points; whether a
+send went there is the put hook's decision, ``model.timer.transform``, taken on
+the clock before the send — the machine's wall-clock timer requests never sit
+on an edge where a few ms decide), then presents the
 broker to the machine as if those were zero — offsets in results are
 lowered by the base, offsets in arguments raised, offset message ids
 (``msgId``, ``ORIGIN_MESSAGE_ID``) rewritten to match.
@@ -51,7 +55,9 @@ import attrs
 from rmqspec.model.ids import offset_msg_id, parse_offset_msg_id
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.results import BrokerError, CheckRequest, PullResult, ResponseCode, SendResult, TxnAction
+from rmqspec.model.timer import TIMER_TOPIC, TimerRefused, is_timer_request, transform
 from rmqspec.properties.history import DISCARD_TOPIC, HALF_TOPIC, OP_TOPIC, SCHEDULE_TOPIC
+from rmqspec.properties.wallclock import wall_ms
 
 PROBE_TOPIC = "rmqspec_probe"
 OPEN_ATTEMPTS = 5
@@ -66,9 +72,10 @@ class SessionError(RuntimeError):
 class SessionView:
     """Wraps ``broker`` (whose delay table has ``levels`` levels); call ``open`` before use."""
 
-    def __init__(self, broker: Any, levels: int) -> None:
+    def __init__(self, broker: Any, levels: int, config: Any = None) -> None:
         self.broker = broker
         self.levels = levels
+        self.config = config  # the BrokerConfig: with a timer wheel (5.x), its queue is shared too
         # CommitLog offsets: the broker's offset c is the example's c - base_i for the last segment
         # (start_i, base_i) with start_i <= c (an op message with a longer body opens a segment)
         self.segments: list[tuple[int, int]] = [(0, 0)]
@@ -90,6 +97,8 @@ class SessionView:
             self.settle(observer, settle_ms)
         shared = [MessageQueue(SCHEDULE_TOPIC, q) for q in range(self.levels)]
         shared += [MessageQueue(t, 0) for t in (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)]
+        if self.config is not None and self.config.timer_running:
+            shared.append(MessageQueue(TIMER_TOPIC, 0))
         for mq in shared:
             self.queue_base[mq] = self._queue_end(observer, mq)
         self.broker.create_topic(PROBE_TOPIC, 1)
@@ -192,9 +201,22 @@ class SessionView:
         self.broker.create_group(group, retry_max_times, retry_queue_nums)
 
     def send(self, msg: Message, queue_id: int) -> SendResult:
+        timed = self._timed(msg, queue_id)
         res = self.broker.send(msg, queue_id)
         mq = MessageQueue(SCHEDULE_TOPIC, min(msg.delay_level, self.levels) - 1) if msg.delay_level > 0 else None
-        return self._sent(res, mq)
+        return self._sent(res, MessageQueue(TIMER_TOPIC, 0) if timed else mq)
+
+    def _timed(self, msg: Message, queue_id: int) -> bool:
+        """Whether the broker's put hook sends ``msg`` into the timer wheel (its answer then names the
+        wheel's queue)."""
+        props = msg.wire_properties()
+        if self.config is None or not self.config.timer_running or not is_timer_request(props):
+            return False
+        try:
+            topic, _ = transform(msg.topic, queue_id, props, msg.delay_level, wall_ms(), self.config.timer)
+        except TimerRefused:
+            return False
+        return topic == TIMER_TOPIC
 
     def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
         return self._sent(self.broker.send_half(msg, queue_id, producer_group), MessageQueue(HALF_TOPIC, 0))

@@ -112,12 +112,21 @@ class WallLateness:
         return f"tolerance {self.tolerance_ms} ms; " + ("; ".join(parts) if parts else "no timed event judged")
 
 
+# 5.x timer copies (model/timer.py): when the broker's wheel enqueued and re-put the copy, on its clock
+_WALL_PROPERTIES = ("TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS")
+
+
 def _mask(m: StoredMessage) -> StoredMessage:
-    return attrs.evolve(m, store_ts=0, born_ts=0)
+    masked = attrs.evolve(m, store_ts=0, born_ts=0)
+    if any(name in m.properties for name in _WALL_PROPERTIES):
+        masked = attrs.evolve(masked, properties={k: ("*" if k in _WALL_PROPERTIES else v)
+                                                  for k, v in m.properties.items()})
+    return masked
 
 
 def mask_times(value: Any) -> Any:
-    """An observation with broker store timestamps zeroed (judged by windows, not compared)."""
+    """An observation with broker store timestamps zeroed, and the wall-clock times a 5.x timer copy
+    carries masked (judged by windows, not compared)."""
     if isinstance(value, StoredMessage):
         return _mask(value)
     if isinstance(value, PullResult):

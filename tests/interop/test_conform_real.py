@@ -9,7 +9,9 @@ store (``real-rocketmq kill`` / ``restart``). Every difference it ever found is 
 
 The conformance test runs the release under test (4.9.8 unless ``RMQ_VERSION``) and, with ``INTEROP=full``
 (the default), 5.3.3 and 5.5.1 beside it, each with its version profile (``rocketmq-5.2``, ``rocketmq-5.5``:
-``model/versions.py``; docs/fidelity.md, "RocketMQ 5.x profiles") and its timing (``timing_of``).
+``model/versions.py``; docs/fidelity.md, "RocketMQ 5.x profiles") and its timing (``timing_of``); on 5.x a
+timer message the machine draws is judged on the wall clock (the run's ``wall clock:`` line names the worst
+timer lateness).
 """
 
 from __future__ import annotations
