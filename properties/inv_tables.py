@@ -23,8 +23,8 @@ not already state is reported. The TIMER table (5.x) is replayed by
 ``inv_replay_timer.py`` and reports MESSAGE_LIFECYCLE (it is the first part
 of a timer message's lifecycle). ``replay(rows, params)`` runs the four on a
 trace's rows (the reference checker's ``traces/checks_table.py``; the Spark
-audit's ``spark/rules_table.py`` runs each on its partitions — the timer
-replay, ``judge_timers``, is not wired there yet), and
+audit's ``spark/rules_table.py`` runs each on its partitions, the timer
+replay ``judge_timers`` per msg_key with the crash rows put back), and
 ``TABLE_INVARIANTS`` runs them on the conformance machine's ghost history
 (``EventRow`` shows a ``TraceEvent`` as a row), every step (kind ``always``:
 each replay only looks back).

@@ -29,8 +29,14 @@ extension), on the ghost history:
   since the key's first fire (``ScheduleOnceWithoutCrashProperty``'s rule);
 - ``check_timer_unfired`` (eventually): at the drain, an acknowledged timer send or commit due at
   or before the drain with no ``timer_fire`` of its key, unless its key is at risk (a power loss
-  on an ASYNC broker) or its copy's position was reused after a power loss and a crash followed
-  before its fire (``skipped_by_saved_timer_progress``, as ``skipped_by_saved_delay_progress``).
+  on an ASYNC broker may take the timer copy: a ``crash``'s ``detail.at_risk``) — the one exemption
+  the reference checker and the Spark audit make too (``traces/checks_timer.py``,
+  ``spark/rules_timer.py``). A copy waiting in the wheel survives every crash (the TIMER table's
+  ``WHEEL --crash--> WHEEL``): the restart rebuilds the wheel from the whole timer queue below the
+  checkpoint's enqueue pointer (``model/timer.py`` ``TimerService.restore``), so a copy stored after
+  a power loss at a position the loss freed still fires when a second crash follows before the next
+  checkpoint (the pointer read again then is the old one, past that position, but the rebuild covers
+  it). Such a copy is therefore not exempt; ``skipped_by_saved_timer_progress`` names these keys.
 
 ``timer_not_due`` names the keys LOST does not judge: a timer send or commit due after the drain.
 """
@@ -144,15 +150,18 @@ def check_timer_duplicated(h: History) -> list[Violation]:
 
 
 def skipped_by_saved_timer_progress(events: Iterable[TraceEvent]) -> set[str]:
-    """Keys whose timer copy the wheel may skip: stored after a power loss at a reused
-    rmq_sys_wheel_timer position, then a crash before its fire.
+    """Keys whose timer copy was stored after a power loss at a reused rmq_sys_wheel_timer position,
+    then a crash came before its fire.
 
     The checkpoint's enqueue pointer is saved apart from the commitlog (every timerFlushIntervalMs):
     after a power loss truncated the timer queue the restart clamps the pointer to the queue's end in
     memory only, so a crash before the next checkpoint reads the saved pointer — past the copies
-    stored since at the reused positions — again (``model/timer.py`` ``TimerService.restore``; the
-    schedule service's twin is ``invariants.skipped_by_saved_delay_progress``). SYNC brokers and
-    kills alone never reuse a position."""
+    stored since at the reused positions — again (docs/fidelity.md TW-3; the schedule service's twin,
+    which does skip such copies, is ``invariants.skipped_by_saved_delay_progress``). The wheel does
+    not skip them: ``TimerService.restore`` rebuilds it from every surviving copy below the pointer,
+    the reused positions included, so these copies fire (TIMER_UNFIRED does not exempt them;
+    ``tests/properties/test_inv_timer.py`` runs the model through it). SYNC brokers and kills alone
+    never reuse a position."""
     seen = -1
     bound = 0
     fired: dict[str, int] = {}
@@ -183,12 +192,13 @@ def _drain_ts(h: History) -> int | None:
 
 
 def check_timer_unfired(h: History) -> list[Violation]:
-    """At the drain, every acknowledged timer message due by then was fired."""
+    """At the drain, every acknowledged timer message due by then was fired (unless a power loss may
+    have taken its timer copy: its key at risk)."""
     drain_ts = _drain_ts(h)
     if drain_ts is None:
         return []
     events = _until_last_drain(h)
-    exempt = _at_risk(events) | skipped_by_saved_timer_progress(events)
+    exempt = _at_risk(events)
     fired = {e.msg_key for e in events if e.event == "timer_fire"}
     out: list[Violation] = []
     seen: set[str] = set()

@@ -218,17 +218,33 @@ def unseen_ops(events: Iterable[TraceEvent]) -> set[int]:
 
 
 def op_written(events: Iterable[TraceEvent], within_ms: int) -> dict[int, int | None]:
-    """seq of each COMMIT/ROLLBACK ``txn_end`` → the time from which its op message is surely
-    written (its own time when ops are written at the END, ``within_ms`` = 0), or None when a
-    crash or restart fell before then: 5.1.0+ keeps pending ops in memory only
-    (TransactionalOpBatchService), so that END may never resolve its half."""
+    """seq of each COMMIT/ROLLBACK ``txn_end`` event → the time from which its op message is surely
+    written (its own time when ops are written at the END, ``within_ms`` = 0), or None when the broker
+    may have gone down before then: 5.1.0+ keeps pending ops in memory only (TransactionalOpBatchService),
+    so that END may never resolve its half.
+
+    Down before then: a ``crash`` or ``recover`` with its ts in [END.ts, END.ts + ``within_ms``], or a
+    ``recover`` that is the first restart event after the END (no ``crash`` between them: the broker
+    stopped at a moment the history does not show — a clean shutdown is no event, only the ``recover``
+    REOPEN after it — and the shutdown's last batch pass writes only the ops pending for a full
+    transactionOpBatchInterval: TransactionalMessageServiceImpl.close → TransactionalOpBatchService's
+    last ``batchSendOpMessage``)."""
     events = list(events)
     out: dict[int, int | None] = {}
     downs = [ev.ts for ev in events if ev.event in ("crash", "recover")]
+    stopped: set[int] = set()  # ENDs whose first restart event after them is a recover
+    waiting: list[int] = []
+    for ev in events:
+        if ev.event in ("crash", "recover"):
+            if ev.event == "recover":
+                stopped.update(waiting)
+            waiting = []
+        elif ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
+            waiting.append(ev.seq)
     for ev in events:
         if ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"):
             due = ev.ts + within_ms
-            lost = within_ms > 0 and any(ev.ts <= t <= due for t in downs)
+            lost = within_ms > 0 and (ev.seq in stopped or any(ev.ts <= t <= due for t in downs))
             out[ev.seq] = None if lost else due
     return out
 
@@ -244,7 +260,9 @@ def check_txn_check_after_resolved(h: History) -> list[Violation]:
     resolve a later re-put one (RocketMQ then checks that copy again: allowed). Keys a
     power loss may have lost (``at_risk``: the op may be gone) are not judged, nor ops the
     check service may never read after one (``unseen_ops``). With 5.1.0+'s op batching an
-    END resolves only once its op is surely written (``op_written``).
+    END resolves only once its op is surely written (``op_written``): never when a crash or a
+    restart came within 3 × transactionOpBatchInterval of it, nor when the first restart after it
+    is a clean one (a ``recover`` with no ``crash`` before it: the shutdown's time is unknown).
     """
     risky = _at_risk(h.events)
     unseen = unseen_ops(h.events)

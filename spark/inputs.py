@@ -14,6 +14,7 @@ re-reads only the Parquet columns it needs) with the audit columns plus
 ``detail`` (its JSON text, for the reference plan), the values some rules
 read out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``,
 ``filter_detail``, ``sb_detail``, a send-back's detail for the table
+replay, ``timer_detail``, a timer request's detail for the timer table's
 replay, and ``from_commitlog_offset``, the timer copy a ``timer_fire``
 re-put), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
@@ -66,7 +67,7 @@ TYPES: dict[str, T.DataType] = {
 AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
-    "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset",
+    "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
 )
 
 
@@ -204,6 +205,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         filter_detail(df).alias("filter_detail"),
         send_back_detail(df).alias("sb_detail"),
         from_commitlog_offset(df).alias("from_commitlog_offset"),
+        timer_detail(df).alias("timer_detail"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -224,6 +226,16 @@ def send_back_detail(df: DataFrame) -> Column:
     if "detail" not in df.columns:
         return F.lit(None).cast("string")
     return F.when(F.col("event") == "send_back", F.col("detail").cast("string"))
+
+
+def timer_detail(df: DataFrame) -> Column:
+    """The ``detail`` text of a ``send`` or COMMIT ``txn_end`` that names ``"timer"`` (else null): the
+    timer requests whose ``detail.timer`` the TIMER table's replay reads (``spark/rules_table.py``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    text = F.col("detail").cast("string")
+    request = (F.col("event") == "send") | ((F.col("event") == "txn_end") & (F.col("status") == "COMMIT"))
+    return F.when(request & text.contains('"timer"'), text)
 
 
 def filter_detail(df: DataFrame) -> Column:

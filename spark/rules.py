@@ -1,4 +1,4 @@
-"""The SPEC §8.1 rules in Spark: four passes, each one shuffle by its key (three for the table pass)
+"""The SPEC §8.1 rules in Spark: four passes, each one shuffle by its key (four for the table pass)
 and a judge per partition.
 
 Theory of operation
@@ -34,8 +34,10 @@ txn: txn_*             trace, txn_id; by the          TXN_DOUBLE_RESOLVED, DUPLI
                        (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
                                                       TXN_DISCARD_EARLY
 table: lock, unlock,   trace / trace, msg_key /       LOCK_LIFECYCLE, MESSAGE_LIFECYCLE,
-restarts; send-backs,  trace, txn_id; the checker's   TXN_LIFECYCLE
-copies, fires; txn_*   replays (``rules_table.py``)
+restarts; send-backs,  trace, txn_id / trace,         TXN_LIFECYCLE
+copies, fires; txn_*;  msg_key; the checker's
+timer requests,        replays (``rules_table.py``)
+copies, fires
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -209,14 +211,16 @@ def txn_rules(
     """Every transaction rule in one pass: one shuffle by txn_id, judged per partition by the
     checker's detectors (``spark/rules_txn.py``). ``has_power`` False (no power-loss crash): no
     half can be skipped and every op is seen, so neither is computed. With op batching
-    (``params.op_batch_ms`` > 0) the ts of the crash and recover rows are collected too."""
+    (``params.op_batch_ms`` > 0) the seq, ts and event of the crash and recover rows are collected too."""
     from rmqspec.spark.rules_lifecycle import _unseen_ops  # they import this module
     from rmqspec.spark.rules_txn import txn_findings
 
     skipped = _skipped_halves(df) if has_power else None
     unseen = _unseen_ops(df) if has_power else None
-    # op batching (5.1.0+): a crash or recover within 3 x op_batch_ms of an END loses its op
-    downs = df.filter(EV().isin("crash", "recover")).select("trace", "ts") if params.op_batch_ms else None
+    # op batching (5.1.0+): a crash or recover within 3 x op_batch_ms of an END, or a recover as the first
+    # restart row after it (a clean restart: no row shows when the broker stopped), loses its op
+    downs = df.filter(EV().isin("crash", "recover")).select("trace", "seq", "ts", "event") if params.op_batch_ms \
+        else None
     return [txn_findings(df, params, at_risk, skipped, unseen, constants, downs)]
 
 

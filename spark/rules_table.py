@@ -24,7 +24,25 @@ txn        ``txn_*`` rows with a txn_id of the              trace, txn_id
            transactions that have a ``txn_check`` (the only
            rows a finding ends on; filtered in the judge);
            the ``epoch`` column stands for the restarts
+timer      5.x timer requests (a ``send``, or a COMMIT       trace, msg_key
+           ``txn_end``, whose ``detail`` names ``"timer"``:
+           ``inputs.timer_detail``), the ``store``s in
+           rmq_sys_wheel_timer and the ``timer_fire``s,
+           with a msg_key; the ``crashes`` column stands
+           for the ``crash`` rows
 =========  ==============================================  ==================
+
+The timer replay (``inv_replay_timer.judge_timers``, MESSAGE_LIFECYCLE) keeps
+one lifecycle per request of a msg_key and reads no other key's rows, except
+the ``crash`` rows, which step every request (a fired copy becomes
+REFIRABLE). A crash row has no msg_key, so it cannot go with its keys'
+partitions; the judge puts one back wherever the ``crashes`` column (the crash
+rows before a row) grows between two consecutive rows of a trace in its
+partition. That is exact: the TIMER table's crash rows read no variable
+(unguarded, no effect), and a crash is idempotent on every state (WHEEL stays
+WHEEL, FIRED and REFIRABLE become REFIRABLE; SCHEDULED, STORED and REFUSED
+have no crash row), so several crashes between two rows act as one, and a
+crash before a key's first row acts on no request of it.
 
 What a replay reads beyond its partition is whether the trace has rows it
 cannot attribute (``inv_replay.Unkeyed``: a send-back or a possible copy
@@ -56,22 +74,27 @@ from rmqspec.properties.inv_replay import (
 )
 from rmqspec.properties.inv_replay_lock import judge_locks
 from rmqspec.properties.inv_replay_message import judge_messages
+from rmqspec.properties.inv_replay_timer import judge_timers
 from rmqspec.properties.inv_replay_txn import judge_txns
 from rmqspec.spark.arrow_judge import Columns, finding, judge, keyed, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA
+from rmqspec.traces.checks_common import TIMER_TOPIC
 
-__all__ = ["LOCK_COLUMNS", "MESSAGE_COLUMNS", "TXN_COLUMNS", "table_findings", "unkeyed_by_trace"]
+__all__ = ["LOCK_COLUMNS", "MESSAGE_COLUMNS", "TIMER_COLUMNS", "TXN_COLUMNS", "table_findings", "unkeyed_by_trace"]
 
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status")
 MESSAGE_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "msg_key", "reconsume_times",
                    "delay_level", "status", "detail")  # fmt: skip
 TXN_COLUMNS = ("trace", "seq", "ts", "event", "status", "msg_key", "txn_id", "check_times", "epoch")
+TIMER_COLUMNS = ("trace", "seq", "ts", "event", "topic", "queue_id", "msg_key", "reconsume_times", "delay_level",
+                 "deliver_ts", "status", "detail", "crashes")  # fmt: skip
 _TXN_EVENTS = ("txn_half", *UNKEYED_TXN_EVENTS)
 
 
 def table_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
-    """The three replays' findings (``FINDING_COLUMNS``) of the validated rows ``df`` (with ``trace``
-    and ``epoch``); ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``)."""
+    """The four replays' findings (``FINDING_COLUMNS``) of the validated rows ``df`` (with ``trace``,
+    ``epoch`` and ``crashes``); ``constants``: columns the driver knows to hold one value
+    (``arrow_judge.shipped``)."""
     constants = constants or {}
     unkeyed = unkeyed_by_trace(df)
     locks, left = shipped(df.filter(EV().isin("lock", "unlock", "crash", "recover")),
@@ -79,12 +102,14 @@ def table_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, A
     messages, m_left = shipped(df.filter(_message_rows()), [_message_column(c) for c in MESSAGE_COLUMNS], constants)
     txns, t_left = shipped(df.filter(EV().isin(*_TXN_EVENTS) & F.col("txn_id").isNotNull()),
                            [F.col(c) for c in TXN_COLUMNS], constants)  # fmt: skip
+    timers, w_left = shipped(df.filter(_timer_rows()), [_timer_column(c) for c in TIMER_COLUMNS], constants)
     locks = keyed(locks, "trace") if "trace" in locks.columns else locks.coalesce(1)  # one trace: one partition
     return [
         locks.mapInArrow(judge(_by_trace(_locks(params)), left), FINDING_SCHEMA),
         keyed(messages, "trace", "msg_key").mapInArrow(judge(_by_trace(_messages(params, unkeyed)), m_left),
                                                        FINDING_SCHEMA),
         keyed(txns, "trace", "txn_id").mapInArrow(judge(_Txns(params, unkeyed), t_left), FINDING_SCHEMA),
+        keyed(timers, "trace", "msg_key").mapInArrow(judge(_by_trace(_timers(params)), w_left), FINDING_SCHEMA),
     ]
 
 
@@ -116,6 +141,19 @@ def _message_column(name: str) -> Column:
     return F.col("sb_detail").alias("detail") if name == "detail" else F.col(name)
 
 
+def _timer_rows() -> Column:
+    """The rows the timer replay reads besides the crashes, with a msg_key: the requests (a ``send`` or
+    COMMIT ``txn_end`` whose ``detail`` names ``"timer"``: ``inputs.timer_detail``, a superset of those
+    ``inv_replay_timer.timer_vars`` reads), the timer copies and the fires."""
+    copy = (EV() == "store") & F.coalesce(F.col("topic") == TIMER_TOPIC, F.lit(False))
+    return F.col("msg_key").isNotNull() & (F.col("timer_detail").isNotNull() | copy | (EV() == "timer_fire"))
+
+
+def _timer_column(name: str) -> Column:
+    """The timer rows' columns; ``detail`` is the requests' (``inputs.timer_detail``: JSON text)."""
+    return F.col("timer_detail").alias("detail") if name == "detail" else F.col(name)
+
+
 Replay = Callable[[str, list[dict[str, Any]]], list[TableFinding]]
 
 
@@ -141,6 +179,24 @@ def _locks(params: AuditParams) -> Replay:
 
 def _messages(params: AuditParams, unkeyed: Mapping[str, Unkeyed]) -> Replay:
     return lambda trace, rows: judge_messages(rows, params, unkeyed.get(trace, ALL_KEYED))
+
+
+def _timers(params: AuditParams) -> Replay:
+    """The timer replay on one trace's rows of the partition (seq order), a ``crash`` row put back
+    wherever the ``crashes`` column grows (see the module docstring)."""
+
+    def run(_trace: str, rows: list[dict[str, Any]]) -> list[TableFinding]:
+        fed: list[dict[str, Any]] = []
+        before: int | None = None
+        for row in rows:
+            crashes = row.pop("crashes")
+            if before is not None and crashes > before:
+                fed.append({"seq": row["seq"], "ts": row["ts"], "event": "crash"})
+            before = crashes
+            fed.append(row)
+        return judge_timers(fed, params)
+
+    return run
 
 
 class _Txns:

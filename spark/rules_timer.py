@@ -12,7 +12,8 @@ level) are handed, trace by trace, to the checker's own detectors — the same c
 checker, agreeing by construction (the differential tests still compare them). What they would
 read from other rows comes with the partition or from the driver: the crash rows before each row
 (the ``crashes`` column, for TIMER_DUPLICATED), the trace's last drain (the ``drain`` column, and its
-ts collected by the facts pass: ``job._facts``) and the at-risk keys (for TIMER_UNFIRED).
+ts collected by the facts pass: ``job._facts``) and the at-risk keys (for TIMER_UNFIRED: its only
+exemption, as in the checker and the ghost invariant ``properties/inv_timer.py``).
 """
 
 from __future__ import annotations

@@ -15,9 +15,10 @@ driver: the trace's drain (a column); the msg_keys crashes list as at risk
 (collected, few); only when some crash is a power loss, the halves the
 check service may skip (``rules._skipped_halves``) and the ops it may never
 read (``rules_lifecycle.unseen_ops``), collected once (a few rows); and only
-with op batching (``AuditParams.op_batch_ms`` > 0, RocketMQ 5.1.0+), the ts
-of every crash and recover row, collected (a restart within 3 × op_batch_ms
-of an END loses its op: ``checks_lifecycle.op_written_times``).
+with op batching (``AuditParams.op_batch_ms`` > 0, RocketMQ 5.1.0+), the seq,
+ts and event of every crash and recover row, collected (a restart within
+3 × op_batch_ms of an END, or a clean one — a ``recover`` with no ``crash``
+before it — as the first after it, loses its op: ``checks_lifecycle.op_written_times``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from rmqspec.properties.codes import VIOLATION_CODES, AuditParams
 from rmqspec.spark.arrow_judge import Columns, finding, judge, keyed, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA
 from rmqspec.traces.checks_common import Trace
-from rmqspec.traces.checks_lifecycle import detect_txn_check_after_resolved, detect_txn_discard_early
+from rmqspec.traces.checks_lifecycle import Restart, detect_txn_check_after_resolved, detect_txn_discard_early
 from rmqspec.traces.checks_txn import detect_txn_checks, detect_txn_double_resolved, detect_txn_unresolved
 
 __all__ = ["TXN_EVENTS", "txn_findings"]
@@ -55,8 +56,8 @@ def txn_findings(
     """The transaction family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
     ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
     ``skipped``: (s_trace, s_txn) of skippable halves; ``unseen``: (u_trace, u_seq) of unseen ops
-    (both None when no crash is a power loss: then there are none). ``downs``: (trace, ts) of the
-    crash and recover rows, which op batching reads (``params.op_batch_ms`` > 0; None otherwise)."""
+    (both None when no crash is a power loss: then there are none). ``downs``: (trace, seq, ts, event)
+    of the crash and recover rows, which op batching reads (``params.op_batch_ms`` > 0; None otherwise)."""
     risky: dict[str, set[str]] = {}
     for row in at_risk.collect() if at_risk is not None else ():
         risky.setdefault(row["trace"], set()).add(row["msg_key"])
@@ -66,9 +67,9 @@ def txn_findings(
     hidden: dict[str, set[int]] = {}
     for row in unseen.collect() if unseen is not None else ():
         hidden.setdefault(row["u_trace"], set()).add(row["u_seq"])
-    restarts: dict[str, list[int | None]] = {}
+    restarts: dict[str, list[Restart]] = {}
     for row in downs.collect() if downs is not None else ():
-        restarts.setdefault(row["trace"], []).append(row["ts"])
+        restarts.setdefault(row["trace"], []).append((row["seq"], row["ts"], row["event"]))
     rows, left_out = shipped(
         df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull()), [F.col(c) for c in _COLUMNS], constants or {}
     )
@@ -86,16 +87,16 @@ class _Judge:
         risky: Mapping[str, set[str]],
         skipped: Mapping[str, set[str]],
         unseen: Mapping[str, set[int]],
-        downs: Mapping[str, Sequence[int | None]] | None = None,
+        downs: Mapping[str, Sequence[Restart]] | None = None,
     ):
-        """``downs``: per trace, the ts of its crash and recover rows (op batching reads them); None:
-        there is no batching, or they are unknown (then, with batching, every op may be lost and
-        TXN_CHECK_AFTER_RESOLVED finds nothing, never more)."""
+        """``downs``: per trace, its crash and recover rows as (seq, ts, event) (op batching reads
+        them: ``checks_lifecycle.restarts_of``); None: there is no batching, or they are unknown (then,
+        with batching, every op may be lost and TXN_CHECK_AFTER_RESOLVED finds nothing, never more)."""
         self.params = params
         self.risky = dict(risky)
         self.skipped = dict(skipped)
         self.unseen = dict(unseen)
-        self.downs = None if downs is None else {t: list(ts) for t, ts in downs.items()}
+        self.downs = None if downs is None else {t: list(rs) for t, rs in downs.items()}
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
         table = table.filter(pa.array(rows_to_judge(Columns(table), self.params)))
@@ -127,7 +128,7 @@ class _Judge:
                 out.append(finding(kind, f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)))
         return out
 
-    def _downs(self, trace_id: str) -> list[int | None]:
+    def _downs(self, trace_id: str) -> list[Restart]:
         if not self.params.op_batch_ms:
             return []
         if self.downs is None:

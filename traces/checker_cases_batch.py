@@ -2,8 +2,9 @@
 
 Like ``checker_cases.CASES``, but under ``OP_BATCH_PARAMS``: ``PARAMS`` with
 ``op_batch_ms`` 700 (transactionOpBatchInterval), so an END's op is surely written
-3 × 700 = 2100 ms after it unless a ``crash`` or ``recover`` comes first
-(``checks_lifecycle.op_written_times``, as ``properties/inv_txn.py``'s ``op_written``).
+3 × 700 = 2100 ms after it unless a ``crash`` or ``recover`` comes first, or the first of
+them after it is a ``recover`` (a clean restart: the trace does not show when the broker
+stopped) (``checks_lifecycle.op_written_times``, as ``properties/inv_txn.py``'s ``op_written``).
 The Spark audit reads the same parameters from ``OP_BATCH_CONFIG_JSON`` under
 ``OP_BATCH_PROFILE`` (``spark/config.py``). Under ``PARAMS`` (4.9: ops written at the END)
 the same traces give ``expected_49``.
@@ -83,5 +84,34 @@ OP_BATCH_CASES: tuple[BatchCase, ...] = (
         """,
         (("DUPLICATE_COMMIT", (1, 5)), ("TXN_CHECK_AFTER_RESOLVED", (5, 6))),
         (("DUPLICATE_COMMIT", (1, 5)), ("TXN_CHECK_AFTER_RESOLVED", (1, 4)), ("TXN_CHECK_AFTER_RESOLVED", (1, 6))),
+    ),
+    BatchCase(
+        "TXN_CHECK_AFTER_RESOLVED with op batching and clean restarts: a REOPEN (no crash row: the shutdown may "
+        "have come right after the END, and it writes only the ops pending a full period) after the END loses "
+        "its op even 9 s later, a recover without status likewise; a restart after a crash that came once the "
+        "op was written does not; an END after the REOPEN resolves (the model's 5.2 run of a txn_checked ladder "
+        "and a close_reopen, then a check it would not make)",
+        """
+        0 txn_half t=0 topic=T off=0 key=X1 txn=X1
+        1 txn_check t=30000 key=X1 txn=X1 off=1 detail={"check_times":1}
+        2 txn_end t=30000 key=X1 txn=X1 st=COMMIT off=1
+        3 recover t=39375 st=REOPEN
+        4 txn_check t=69375 key=X1 txn=X1 off=2 detail={"check_times":2}
+        5 txn_end t=69375 key=X1 txn=X1 st=COMMIT off=2
+        6 txn_check t=99375 key=X1 txn=X1 off=3 detail={"check_times":3}
+        7 txn_half t=100000 topic=T off=4 key=X2 txn=X2
+        8 txn_end t=100000 key=X2 txn=X2 st=ROLLBACK off=4
+        9 crash t=105000 st=kill
+        10 recover t=105100 st=kill
+        11 recover t=110000 st=REOPEN
+        12 txn_check t=140000 key=X2 txn=X2 off=5 detail={"check_times":1}
+        13 txn_half t=150000 topic=T off=6 key=X3 txn=X3
+        14 txn_end t=150000 key=X3 txn=X3 st=COMMIT off=6
+        15 recover t=200000
+        16 txn_check t=230000 key=X3 txn=X3 off=7 detail={"check_times":1}
+        """,
+        (("DUPLICATE_COMMIT", (2, 5)), ("TXN_CHECK_AFTER_RESOLVED", (5, 6)), ("TXN_CHECK_AFTER_RESOLVED", (8, 12))),
+        (("DUPLICATE_COMMIT", (2, 5)), *(("TXN_CHECK_AFTER_RESOLVED", (end, check))
+                                        for end, check in ((2, 4), (5, 6), (8, 12), (14, 16)))),
     ),
 )

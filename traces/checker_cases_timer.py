@@ -5,7 +5,9 @@ reference checker and the Spark audit, and drops each field of each row in turn)
 ``PARAMS``: the timer rules read the precision nowhere, every due time is in the trace
 (``deliver_ts``). ``TIMER_CASES`` are ``(name, notation text, expected findings)``; the timer copy
 of a message is its ``store`` in rmq_sys_wheel_timer, its re-put a ``store`` in its topic then a
-``timer_fire`` (``traces/checks_timer.py``).
+``timer_fire`` (``traces/checks_timer.py``). A request carrying ``detail.timer`` (what the conformance
+machine writes) is also judged by the TIMER table's replay (``properties/inv_replay_timer.py``:
+MESSAGE_LIFECYCLE).
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ def _fire(seq: int, ts: int, q: int, off: int, key: str, due: int | None, timer_
     d = "" if due is None else f" due={due}"
     return (f"{seq} store t={ts} topic=T q={q} off={off} key={key} rt=0\n"
             f"{seq + 1} timer_fire t={ts} topic=T q={q} off={off} key={key} rt=0{d}{detail}\n")
+
+
+def _request(requested: int, max_delay_ms: int = 10_000, **more: str) -> str:
+    """A timer request's ``detail`` (``inv_replay_timer.timer_vars``: precision 1000)."""
+    timer = (f'{{"requested":{requested},"parsed":true,"precision":1000,"max_delay_ms":{max_delay_ms}}}')
+    extra = "".join(f',"{k}":"{v}"' for k, v in more.items())
+    return f' detail={{"timer":{timer}{extra}}}'
 
 
 def _consumed(seq: int, ts: int, q: int, off: int, key: str) -> str:
@@ -103,5 +112,40 @@ TIMER_CASES: tuple[tuple[str, str, tuple[tuple[str, tuple[int, ...]], ...]], ...
         13 drain t=9000
         """,
         (),
+    ),
+    (
+        "the TIMER table replayed (MESSAGE_LIFECYCLE): a timer copy due a precision after its slot; a legal "
+        "request refused MESSAGE_ILLEGAL; one past the max delay acknowledged; a copy fired again after a crash "
+        "into another queue (REFIRABLE); a fire into its request's queue and one whose request lacks "
+        "detail.timer are the table's",
+        "0 send t=1000 topic=T q=0 off=0 clo=0 key=K1 st=SEND_OK due=3000" + _request(2500) + "\n"
+        "1 store t=1000 topic=rmq_sys_wheel_timer q=0 off=0 clo=0 key=K1 rt=0 due=4000\n"
+        "2 send t=1000 topic=T q=0 off=1 clo=100 key=K2 st=SEND_OK due=3000" + _request(2500) + "\n"
+        "3 store t=1000 topic=rmq_sys_wheel_timer q=0 off=1 clo=100 key=K2 rt=0 due=3000\n"
+        "4 send t=1000 topic=T q=0 key=K3 st=FAILED" + _request(5000, error="MESSAGE_ILLEGAL") + "\n"
+        "5 send t=1000 topic=T q=0 key=K4 st=SEND_OK" + _request(20_000) + "\n"
+        "6 send t=1000 topic=T q=1 off=2 clo=200 key=K5 st=SEND_OK due=3000\n"
+        "7 store t=1000 topic=rmq_sys_wheel_timer q=0 off=2 clo=200 key=K5 rt=0 due=3000\n"
+        + _fire(8, 3000, 0, 0, "K2", 3000, 1)
+        + "10 crash t=3100 st=kill\n11 recover t=3200\n"
+        + _fire(12, 3300, 1, 0, "K2", 3000, 1).replace("topic=T q=0", "topic=T q=1")
+        + _fire(14, 3300, 0, 1, "K1", 3000, 0) + _fire(16, 3300, 1, 1, "K5", 3000, 2),
+        (("MESSAGE_LIFECYCLE", (0, 1)), ("MESSAGE_LIFECYCLE", (4,)), ("MESSAGE_LIFECYCLE", (5,)),
+         ("MESSAGE_LIFECYCLE", (2, 13))),
+    ),
+    (
+        "TIMER_UNFIRED after a power loss and a kill close behind it: a copy stored at a timer-queue position "
+        "the loss freed, then the kill before the next checkpoint, still fires (the restart rebuilds the wheel "
+        "from the whole queue below the old pointer), so unfired at the drain it is a finding, with LOST; the "
+        "copy the loss took (at risk) is neither; one stored past the freed positions fired",
+        _timer(0, 0, 0, "K1", 20_000)
+        + """
+        2 crash t=2500 st=power detail={"at_risk":["K1"]}
+        3 recover t=2510 st=power
+        """
+        + _timer(4, 2510, 0, "K2", 6000) + _timer(6, 2600, 1, "K3", 6000)
+        + "8 crash t=2800 st=kill\n9 recover t=2810 st=kill\n"
+        + _fire(10, 6000, 0, 0, "K3", 6000, 1) + _consumed(12, 6001, 0, 0, "K3") + "14 drain t=30000\n",
+        (("TIMER_UNFIRED", (5, 14)), ("LOST", (5, 14))),
     ),
 )

@@ -65,22 +65,38 @@ def unseen_ops(trace: Trace) -> set[int]:
     return out
 
 
-def op_written_times(trace: Trace, downs: Sequence[int | None] | None = None) -> dict[int, int | None]:
+# A restart row (``crash`` / ``recover``) as op batching reads it: (seq, ts, event); None: one whose
+# place is unknown (every op may have been lost in it).
+Restart = tuple[int, int | None, str] | None
+
+
+def restarts_of(trace: Trace) -> list[Restart]:
+    """The trace's ``crash`` and ``recover`` rows as ``Restart``s (seq order)."""
+    return [(row["seq"], row["ts"], row["event"]) for _, row in trace.of("crash", "recover")]
+
+
+def op_written_times(trace: Trace, downs: Sequence[Restart] | None = None) -> dict[int, int | None]:
     """seq of each COMMIT/ROLLBACK ``txn_end`` row → the time from which its op message is surely
     written, or None when it may never be (as ``properties.inv_txn.op_written``).
 
     Without op batching (``params.op_batch_ms`` 0) an op is written at its END: its own ts. From 5.1.0 the
     op batch service writes it within ``params.op_written_within_ms`` (3 × op_batch_ms) of the END,
-    and keeps pending ops in memory only: an END with a ``crash`` or ``recover`` whose ts lies in
-    [END.ts, END.ts + within] gets None (that END never resolves its half). ``downs``: the ts of the
-    trace's crash and recover rows, when the caller has only the transaction rows. A needed ts that is
-    missing counts as a loss (None): a row that cannot place itself in time never makes a finding.
+    and keeps pending ops in memory only: an END gets None (it never resolves its half) when a ``crash``
+    or ``recover`` has its ts in [END.ts, END.ts + within], or when the first of them after it (in seq
+    order) is a ``recover``: no ``crash`` row shows when the broker stopped, so it may have been at once
+    — a clean shutdown is no row, only the ``recover`` (status REOPEN) after it, and its last batch pass
+    writes only the ops pending for a full op_batch_ms (TransactionalMessageServiceImpl.close, 5.3.3).
+    ``downs``: the trace's crash and recover rows (``restarts_of``), when the caller has only the
+    transaction rows. A restart whose place is unknown (None), or a needed ts that is missing, counts
+    as a loss: a row that cannot place itself never makes a finding.
     """
     within = trace.params.op_written_within_ms
     if downs is None:
-        downs = [row["ts"] for _, row in trace.of("crash", "recover")] if within else []
-    unknown = any(t is None for t in downs)
-    times = sorted(t for t in downs if t is not None)
+        downs = restarts_of(trace) if within else []
+    unknown = any(d is None or d[1] is None for d in downs)
+    placed = sorted((d for d in downs if d is not None), key=lambda d: d[0])
+    times = sorted(d[1] for d in placed if d[1] is not None)
+    seqs = [d[0] for d in placed]
     out: dict[int, int | None] = {}
     for _, row in trace.of("txn_end"):
         if row["status"] not in ("COMMIT", "ROLLBACK"):
@@ -93,7 +109,9 @@ def op_written_times(trace: Trace, downs: Sequence[int | None] | None = None) ->
         else:
             due = ts + within
             i = bisect.bisect_left(times, ts)
-            out[row["seq"]] = None if i < len(times) and times[i] <= due else due
+            j = bisect.bisect_right(seqs, row["seq"])
+            stopped = j < len(placed) and placed[j][2] == "recover"  # the first restart after it: no crash row
+            out[row["seq"]] = None if stopped or (i < len(times) and times[i] <= due) else due
     return out
 
 
@@ -108,7 +126,7 @@ def _first_written(named: Sequence[tuple[int, int | None]], at: int | None, with
 
 
 def detect_txn_check_after_resolved(
-    trace: Trace, unseen: set[int] | None = None, downs: Sequence[int | None] | None = None
+    trace: Trace, unseen: set[int] | None = None, downs: Sequence[Restart] | None = None
 ) -> Iterator[Finding]:
     """TXN_CHECK_AFTER_RESOLVED: a half copy checked after an op resolved it.
 
@@ -124,12 +142,13 @@ def detect_txn_check_after_resolved(
     From 5.1.0 (``op_batch_ms`` > 0: transactionOpBatchInterval) the op batch service writes it
     later and keeps it in memory until then (``op_written_times``): an END counts only for a
     check whose ts is past END.ts + 3 × op_batch_ms, and never when a ``crash`` or ``recover``
-    has its ts in [END.ts, END.ts + 3 × op_batch_ms] (a later END naming the same position may
-    still count). seqs = [the latest over the checked positions of the first txn_end that counts
-    for each, txn_check]. Rows without queue_offset or check number take no part; nor do the
-    ops ``unseen_ops`` names (read never after a power loss; ``unseen``, when the caller
-    computed them from rows ``trace`` lacks; ``downs``, likewise the ts of its crash and
-    recover rows).
+    has its ts in [END.ts, END.ts + 3 × op_batch_ms] or the first of them after it is a
+    ``recover`` (a clean restart: the shutdown's time is not in the trace) — a later END naming
+    the same position may still count. seqs = [the latest over the checked positions of the
+    first txn_end that counts for each, txn_check]. Rows without queue_offset or check number
+    take no part; nor do the ops ``unseen_ops`` names (read never after a power loss;
+    ``unseen``, when the caller computed them from rows ``trace`` lacks; ``downs``, likewise its
+    crash and recover rows: ``restarts_of``).
     """
     copies: dict[str, dict[int, set[int]]] = {}
     ops: dict[str, dict[int, list[tuple[int, int | None]]]] = {}  # txn -> position -> [(seq, written)]

@@ -151,6 +151,11 @@ def detect_timer_unfired(trace: Trace) -> Iterator[Finding]:
     ``store`` of its msg_key in rmq_sys_wheel_timer before the drain) is judged: a trace recorded on
     the client side shows no broker's copies nor fires. One finding per msg_key, at its first such
     send; seqs = [send, drain]. A timer send due after the drain is not judged here, nor by LOST.
+    The at-risk keys are the only exemption, as in the ghost invariant (``properties/inv_timer.py``):
+    a copy waiting in the wheel survives every crash — one stored after a power loss at a position
+    the loss freed too, when a second crash comes before the next checkpoint (TimerCheckpoint's old
+    enqueue pointer is read again, but the restart rebuilds the wheel from the whole timer queue
+    below it: ``model/timer.py`` ``TimerService.restore``).
     """
     drain, drain_ts = trace.drain_seq, trace.drain_ts
     if drain is None or drain_ts is None:

@@ -38,6 +38,7 @@ GEN_EVENTS = 2500
 CONFORMANCE_BUDGET = (12, 30)  # examples, steps per broker
 RECORDED_BROKERS = ("model", "mmap")
 TIMER_TRACES = 12  # model traces of 5.x timer messages (``tests/traces/timer_runs.py``)
+RESTART_TRACES = 3  # and of timer messages across a power loss and a crash close behind it, per flush mode
 
 
 def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
@@ -221,10 +222,15 @@ def batch(spark, tmp_path_factory) -> Batch:
     rows.update(dropped_traces(rows))
     rows.update(recorded_traces(tmp))
     # 5.x timer messages through the model broker, with crashes; drained late and early
-    from tests.traces.timer_runs import model_timer_trace
+    # (their sends carry detail.timer: the TIMER table's replay judges them too); and through a power
+    # loss with a second crash close behind it, under SYNC and ASYNC flushing
+    from tests.traces.timer_runs import model_restart_timer_trace, model_timer_trace
 
     for seed in range(TIMER_TRACES):
-        rows[f"timer:model:{seed}"] = model_timer_trace(seed, drain_early=seed % 2 == 1)
+        rows[f"timer:model:{seed}"] = model_timer_trace(seed, drain_early=seed % 2 == 1, requests=True)
+    for flush in ("SYNC", "ASYNC"):
+        for seed in range(RESTART_TRACES):
+            rows[f"restart:{flush}:{seed}"] = model_restart_timer_trace(seed, flush)
     # UNIQ_KEYs in every client's format as msg_key / txn_id (docs/fidelity.md B14)
     from rmqspec.model import factory as model_factory
     from tests.uniq_keys import record_trace

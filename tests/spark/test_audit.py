@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
-from rmqspec.traces.checker_cases import CASES
+from rmqspec.traces.checker import check
+from rmqspec.traces.checker_cases import CASES, PARAMS
 from rmqspec.traces.notation import render
 
 pytestmark = pytest.mark.spark
@@ -68,6 +69,18 @@ def test_model_traces_of_timer_messages(batch):
             assert _violations(batch.spark.get(tid, [])) == [], tid
     assert not [f for f in batch.report.violations if (f.trace_id or "").startswith("timer:")
                 and (f.code.startswith("TIMER_") or f.keys.get("msg_key") in waiting_keys(batch.rows[f.trace_id]))]
+
+
+def test_model_traces_of_timer_messages_across_two_close_crashes(batch):
+    """The model through a power loss and a second crash before the next timer checkpoint, SYNC and ASYNC
+    (``tests/traces/timer_runs.model_restart_timer_trace``): no violation — TIMER_UNFIRED judged — in
+    Spark as in the reference checker."""
+    traced = [tid for tid in batch.rows if tid.startswith("restart:")]
+    assert {tid.split(":")[1] for tid in traced} == {"SYNC", "ASYNC"}
+    for tid in traced:
+        assert _violations(batch.spark.get(tid, [])) == [], tid
+        assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+        assert "TIMER_UNFIRED" not in check(batch.rows[tid], PARAMS).not_judged, tid
 
 
 def test_differential_random_traces(batch):

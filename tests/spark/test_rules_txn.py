@@ -75,7 +75,8 @@ def _judged(rows: list[dict[str, Any]], params: AuditParams = PARAMS) -> list[tu
         for r in rows
         if r["event"] in TXN_EVENTS and r["txn_id"] is not None
     ]  # fmt: skip
-    downs = {"": [r["ts"] for r in rows if r["event"] in ("crash", "recover")]}  # as ``rules.txn_rules`` collects
+    # as ``rules.txn_rules`` collects them
+    downs = {"": [(r["seq"], r["ts"], r["event"]) for r in rows if r["event"] in ("crash", "recover")]}
     rules = _Judge(params, risky, {"": skipped_halves(full)}, {"": unseen_ops(full)}, downs)
     return sorted(
         (f["kind"], f["code"], tuple(f["seqs"]), f["txn_id"], f["msg_key"], f["reason"])
@@ -123,8 +124,9 @@ def _batch_trace(draw: Any) -> list[dict[str, Any]]:
 
 @given(st.one_of(_trace(_BATCH_GAPS), _batch_trace()))
 def test_the_judge_finds_what_the_checker_finds_with_op_batching(rows):
-    """5.1.0+'s batched ops: the judge, given the crash and recover rows' ts the driver collects, judges
-    TXN_CHECK_AFTER_RESOLVED as the checker does on the whole trace."""
+    """5.1.0+'s batched ops: the judge, given the crash and recover rows' seq, ts and event the driver
+    collects, judges TXN_CHECK_AFTER_RESOLVED as the checker does on the whole trace (a recover as the
+    first restart row after an END — a clean restart — included)."""
     assert _judged(rows, OP_BATCH_PARAMS) == _checked(rows, OP_BATCH_PARAMS)
 
 

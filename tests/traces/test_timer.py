@@ -9,9 +9,11 @@ from collections import Counter
 import pytest
 from monotone import added_by, claims, units
 from structural import audit
-from timer_runs import model_timer_trace, waiting_keys
+from timer_runs import model_restart_timer_trace, model_timer_trace, reused_timer_positions, waiting_keys
 
+from rmqspec.properties import invariants as inv
 from rmqspec.properties.codes import AuditParams
+from rmqspec.properties.history import History
 from rmqspec.traces import checker
 from rmqspec.traces.checker import check, check_trace
 from rmqspec.traces.checker_cases import PARAMS
@@ -67,6 +69,31 @@ def test_without_its_crashes_a_model_trace_shows_the_fires_again():
         assert sum(f.code == "TIMER_DUPLICATED" for f in report.violations) == again, seed
         found += again
     assert found > 10
+
+
+@pytest.mark.parametrize("flush", ["SYNC", "ASYNC"])
+def test_a_power_loss_and_a_crash_close_behind_it_audit_clean(flush):
+    """The model under ``default_config("rocketmq-5.2")`` (and with ASYNC flushing) through a power loss
+    and a second crash before the next timer checkpoint (``model_restart_timer_trace``): the reference
+    checker and the ghost invariants find no timer violation, and TIMER_UNFIRED is judged (a power
+    crash's at-risk keys are the only copies the model may lose). Under ASYNC the loss frees
+    timer-queue positions the next sends reuse, and the copies there fire all the same."""
+    reused_and_fired = 0
+    for seed in range(12):
+        rows = model_restart_timer_trace(seed, flush)
+        report = check(rows)
+        assert report.violations == (), (seed, report.violations[:3])
+        assert "TIMER_UNFIRED" not in report.not_judged, report.not_judged
+        h = History(params=AuditParams())
+        for row in rows:
+            h.emit(row["event"], row["ts"], **{k: v for k, v in row.items() if k not in ("seq", "ts", "event")})
+        assert [v.code for check_ in (inv.check_timer_unfired, inv.check_timer_duplicated, inv.check_timer_early)
+                for v in check_(h)] == [], seed
+        fired = {r["msg_key"] for r in rows if r["event"] == "timer_fire"}
+        risky = {k for r in rows if r["event"] == "crash" for k in (r["detail"] or {}).get("at_risk", ())}
+        assert flush == "ASYNC" or not risky
+        reused_and_fired += len((reused_timer_positions(rows) & fired) - risky)
+    assert (reused_and_fired > 5) == (flush == "ASYNC"), reused_and_fired
 
 
 @pytest.mark.parametrize("seed", range(8))
