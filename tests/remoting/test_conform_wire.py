@@ -10,7 +10,6 @@ import importlib
 import sys
 from pathlib import Path
 
-import attrs
 import pytest
 
 from rmqspec.model.config import BrokerConfig
@@ -49,19 +48,3 @@ def test_a_served_broken_broker_is_caught_over_the_wire(serve) -> None:
     assert "lockstep mismatch" in result.failure and "[reveal]" in result.failure
     assert result.program and result.program[0].rule == "init"
 
-
-CONFIG_5X = attrs.evolve(CONFIG, version="rocketmq-5.2", transaction_check_interval_ms=6000,
-                         transaction_op_batch_interval_ms=700)
-
-
-@pytest.mark.slow
-def test_served_5x_broker_passes_wall_clock_conformance(serve) -> None:
-    """``serve --profile rocketmq-5.2`` (op batching, the 1 s check sleep, timer messages when drawn: each
-    fire judged against its due time, never early, within the tolerance)."""
-    served = serve(config=CONFIG_5X)
-    factory = load_factory(f"rocketmq://{served.server.namesrv_addr}")
-    result = check_conformance(factory, config=CONFIG_5X, profile="rocketmq-5.2", wall=WallOptions(),
-                               settings=budget_settings(3, 18, wall=True))
-    assert result.passed, result.render()
-    assert result.examples >= 3 and result.wall is not None
-    assert all(0 <= late <= 500 for late in result.wall["worst_lateness_ms"].values())
