@@ -19,7 +19,7 @@ PYTEST_WORKERS ?= auto
 
 test: $(STAMP) java chromium lint
 	$(BIN)/coverage erase
-	$(BIN)/python -m pytest --ignore=tests/interop -n $(PYTEST_WORKERS) --dist loadgroup --cov --cov-report=
+	$(BIN)/python -m pytest --ignore=tests/interop -n $(PYTEST_WORKERS) --dist loadgroup --cov --cov-report= --durations=20
 	$(BIN)/coverage report --skip-empty
 	@echo "coverage of model/, impl/, properties/ (must stay above 90%):"
 	$(BIN)/coverage report --skip-empty --include='model/*,impl/*,properties/*' --fail-under=90 | tail -n 1

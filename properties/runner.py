@@ -17,8 +17,8 @@ Two phases, timed apart:
   several bugs, keeps generating for "10 seconds after the first" — both make a
   run depend on the machine's load). With ``--seed`` the draws are a function
   of the seed and of the constants Hypothesis mixes in from loaded modules;
-  ``stable_constant_pool`` imports every ``rmqspec`` module first (as
-  tests/conftest.py does), so two processes draw the same programs.
+  ``stable_constant_pool`` pins that pool to the ``rmqspec`` modules' literals
+  (as tests/conftest.py does), so two processes draw the same programs.
 - **shrinking** (``properties/shrink.py``): each failure is shrunk by replaying
   programs, within a budget counted in replays; a replay that fails *another*
   way is a further distinct failure, recorded and shrunk in turn.
@@ -26,11 +26,8 @@ Two phases, timed apart:
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import os
-import pkgutil
 import time
 import unittest
 from collections import Counter
@@ -46,6 +43,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import TraceEvent
+from rmqspec.properties import constant_pool
 from rmqspec.properties.conformance import MachineFailure, conformance_machine
 from rmqspec.properties.coverage import CoverageReport
 from rmqspec.properties.program import Op, render
@@ -59,17 +57,10 @@ MAX_SHRUNK_FAILURES = 4
 
 
 def stable_constant_pool() -> None:
-    """Import every ``rmqspec`` module, so Hypothesis's pool of local constants (it mixes literals
-    of loaded modules into its draws) is the same in every process whatever was imported first."""
-    for folder in ("model", "impl", "properties", "traces", "spark", "cli", "remoting"):
-        try:
-            package = importlib.import_module(f"rmqspec.{folder}")
-        except ImportError:
-            continue
-        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            if not info.name.endswith("__main__"):
-                with contextlib.suppress(ImportError):
-                    importlib.import_module(info.name)
+    """Fix Hypothesis's pool of local constants to the ``rmqspec`` modules' literals
+    (``properties/constant_pool.py``), so two processes draw the same programs whatever else they
+    imported."""
+    constant_pool.pin()
 
 
 @attrs.frozen

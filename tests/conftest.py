@@ -7,26 +7,23 @@
 
 Hypothesis mixes literals found in the project's loaded modules into what it
 generates (``hypothesis.internal.conjecture.providers._get_local_constants``),
-so a derandomized run depends on which ``rmqspec`` modules happen to be
-imported when it starts. Importing all of them here first makes every run —
-one file, a ``-k`` subset or the whole suite — draw from the same pool, so a
-result seen once is seen again.
+so a derandomized run depends on which local modules happen to be imported
+when it starts. ``constant_pool.pin()`` fixes the pool to the ``rmqspec``
+modules' literals first, so every run — one file, a ``-k`` subset or the whole
+suite, whatever test files import — draws from the same pool, and a result seen
+once is seen again.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-for _folder in ("model", "impl", "properties", "traces", "spark", "cli", "remoting"):
-    _package = importlib.import_module(f"rmqspec.{_folder}")
-    for _info in pkgutil.walk_packages(_package.__path__, f"{_package.__name__}."):
-        if not _info.name.endswith("__main__"):
-            importlib.import_module(_info.name)
+from rmqspec.properties import constant_pool
+
+constant_pool.pin()
 
 settings.register_profile(
     "ci",

@@ -101,7 +101,7 @@ def run(spec: dict[str, Any]) -> int:
             cov.start()
         from rmqspec.properties.runner import stable_constant_pool
 
-        stable_constant_pool()  # the pristine pool first, as check_conformance does
+        stable_constant_pool()  # the pinned pool first (a mutant adds no literal), as check_conformance does
         try:
             factory = candidate.load(site)
         except Exception as exc:
