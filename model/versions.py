@@ -84,6 +84,13 @@ class Version:
     # HookUtils.handleScheduleMessage + TimerMessageStore (5.0.0+, RIP-43): TIMER_DELIVER_MS /
     # TIMER_DELAY_SEC / TIMER_DELAY_MS make a timer message (model/timer.py); 4.9: user properties
     timer_wheel: bool = False
+    # CommitLog.getConfirmOffset (5.3.0+): under SYNC_FLUSH the ReputMessageService builds consume queues
+    # only up to the flushed position, and dispatchBehindBytes measures against it: a write whose put does
+    # not wait for the flush (a send-back: waitStoreMsgOK=false) is unseen by a pull, while "nothing behind",
+    # until the group commit flushes it (ms). The wire adapter's dispatch barrier waits for the flush too;
+    # the model shows the copy at once (docs/fidelity.md V9). Set from the 5.2 profile on (on 5.2.0 waiting
+    # for a SYNC_FLUSH broker's flush costs nothing)
+    dispatch_after_flush: bool = False
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
@@ -92,7 +99,8 @@ _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properti
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
-_V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True)
+_V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True,
+                    dispatch_after_flush=True)
 _V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}
 DEFAULT_VERSION = "rocketmq-4.9"

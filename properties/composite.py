@@ -58,7 +58,7 @@ from hypothesis.stateful import precondition, rule
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import PullStatus
 from rmqspec.properties.coverage import classify
-from rmqspec.properties.domains import FAMILY, MAX_CHOICES, MSG_FAMILIES, SEND_BACK_LEVELS
+from rmqspec.properties.domains import FAMILY, MAX_CHOICES, MSG_FAMILIES, SEND_BACK_LEVELS, TIMER_PROPERTIES
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
 
 # optional rule families (swarm testing): the disruptive and the incidental ones; producing,
@@ -84,6 +84,9 @@ SWARM = st.integers(0, 2**32 - 1).map(_swarm_mask)
 PRELUDES: tuple[str, ...] = ("restart", "power", "orderly", "dlq", "txn", "filter", "edges", "timer")
 PRELUDE = st.tuples(st.permutations(PRELUDES), st.integers(0, 255), st.sampled_from(TAG_VALUES),
                     property_maps(), expressions(), st.integers(0, 255))
+# The timer requests of the wall clock's beat (the ladder's waits are too long there): mostly a slot or
+# two ahead, sometimes at once, not a number, past the max, or the longest wait the wall allows (5 s)
+WALL_TIMER_EDGES: tuple[str, ...] = ("plus1", "minus1", "multiple", "plus1", "zero", "garbage", "past_max", "max")
 PICK = st.integers(0, 255)
 LADDER_ROUNDS = 40
 CLIENTS = ("c1", "c2", "c3")
@@ -230,6 +233,10 @@ class DeepRules:
         elif beat == 4 and self.topics:
             # the wall clock's budget is a dozen examples: every one sends a short delay
             self.send_delayed(n, n, 1 + n % 3)
+        elif beat == 0 and not manual and self.topics and self.config.timer_running:
+            # ... and, on 5.x, a timer message: due within a few seconds, or stored at once, or refused
+            turn = self.beats // 10 + n
+            self.send_timer(n, n, _pick(TIMER_PROPERTIES, turn), _pick(WALL_TIMER_EDGES, turn), 1 + n % 2)
         elif beat == 8 and self._on("orderly") and manual and self.broker_grants:
             self.orderly_takeover(n, n)
         elif beat == 8 and not manual and self.topics and self._on("probe"):

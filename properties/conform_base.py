@@ -186,6 +186,9 @@ class MachineCore(RuleBasedStateMachine):
     wall: WallOptions | None = None
     base_config: BrokerConfig | None = None
     lateness: WallLateness | None = None
+    # wall clock: examples past this many are rejected at ``init``, before they touch the broker (an
+    # example Hypothesis does not count as valid — a draw past its buffer — still costs real time)
+    run_cap: int | None = None
 
     @classmethod
     def profile_has_timer(cls) -> bool:
@@ -356,6 +359,10 @@ class MachineCore(RuleBasedStateMachine):
     def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0,
              prelude: tuple | None = None) -> None:
         wall = type(self).wall
+        cap = type(self).run_cap
+        if wall is not None and cap is not None and len(type(self).examples) > cap:
+            self._sometimes("wall_run_cap")
+            hypothesis.reject()
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)

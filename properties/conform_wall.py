@@ -234,18 +234,22 @@ class WallRules:
         """One check round of every fork at ``at``, judged against what the broker sent in it.
         Two things may fall either side, so the forks split and the broker's observations prune
         them: a half first due within the tolerance of ``at`` (5.1.0+: or of the 1 s the scan may
-        sleep; checked in this round or the next);
+        sleep; checked in this round or the next; with several such halves, a fork per cut:
+        none, the first k in store order, all);
         a copy this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (discarded in
         this round if 4.9.8's reput service dispatched it before the scan got there, else in the
         next: ``ModelBroker.check_round(reput_visible=...)``)."""
         wall = type(self).wall
         timeout = self.config.transaction_timeout_ms
         late = self.config.behaviour.check_sleep_ms  # 5.1.0+: the scan may go on after a 1 s sleep
-        borderline = any(-wall.tolerance_ms <= h.ts + timeout - at <= wall.tolerance_ms + late
-                         for h in self.history.events if h.event == "txn_half" and h.msg_key in self.txns)
+        # each borderline half's first due time cuts the round in two: the broker's round may fall
+        # before none, some (in store order) or all of them
+        dues = sorted({h.ts + timeout for h in self.history.events
+                       if h.event == "txn_half" and h.msg_key in self.txns
+                       and -wall.tolerance_ms <= h.ts + timeout - at <= wall.tolerance_ms + late})
         at_max = str(self.config.transaction_check_max)
         lagging = any(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
-        whens = [at - wall.tolerance_ms, at + wall.tolerance_ms + late] if borderline else [at]
+        whens = sorted({at - wall.tolerance_ms, *dues, at + wall.tolerance_ms + late}) if dues else [at]
         choices = [(when, visible) for when in whens for visible in ([True, False] if lagging else [True])]
         if len(choices) > 1 and self.ls.enabled:
             self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))

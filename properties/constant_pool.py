@@ -21,6 +21,7 @@ import contextlib
 import importlib
 import pkgutil
 import sys
+from typing import Any
 
 FOLDERS = ("model", "impl", "properties", "traces", "spark", "cli", "remoting")
 
@@ -59,10 +60,19 @@ def pin() -> None:
         cache = providers.CONSTANTS_CACHE
     except (ImportError, AttributeError):
         return
-    pool = Constants(integers=SortedSet(), floats=SortedSet(key=float_to_int), bytes=SortedSet(),
-                     strings=SortedSet())
-    for name in names:
-        pool |= constants_from_module(sys.modules[name])
-    providers._get_local_constants = lambda: pool
+    modules = [sys.modules[name] for name in names]
+    pinned: list[Any] = []
+
+    def pinned_local_constants() -> Any:
+        # read on first use, not at import (Hypothesis warns against reading its storage then)
+        if not pinned:
+            pool = Constants(integers=SortedSet(), floats=SortedSet(key=float_to_int), bytes=SortedSet(),
+                             strings=SortedSet())
+            for module in modules:
+                pool |= constants_from_module(module)
+            pinned.append(pool)
+        return pinned[0]
+
+    providers._get_local_constants = pinned_local_constants
     cache.cache.clear()
     PINNED.update(pinned=True, modules=len(names))

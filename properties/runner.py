@@ -157,8 +157,10 @@ def budget_settings(
         suppress_health_check=list(HealthCheck),
         # Phase.shrink marks "shrink the failures" (check_conformance does it, deterministically);
         # a wall-clock run does not replay the same way twice: no shrinking. Phase.target:
-        # hypothesis.target pushes towards deep examples (properties/composite.depth_targets)
-        phases=tuple(Phase) if shrink and not wall else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
+        # hypothesis.target pushes towards deep examples (properties/composite.depth_targets); not on
+        # the wall clock, where its mutations re-ran one example (half a minute each) a dozen times
+        phases=(Phase.explicit, Phase.reuse, Phase.generate) if wall
+        else tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     )
 
 
@@ -272,6 +274,8 @@ def check_conformance(
     do_shrink = Phase.shrink in settings.phases and wall is None
     settings = Settings(settings, phases=tuple(p for p in settings.phases if p is not Phase.shrink),
                         report_multiple_bugs=False)
+    if wall is not None:
+        machine.run_cap = 2 * settings.max_examples
     if seed is not None:  # on the machine class: get_state_machine_test copies it from there
         hypothesis.seed(seed)(machine)
     test = lambda: run_state_machine_as_test(machine, settings=settings)  # noqa: E731

@@ -264,7 +264,8 @@ class RemoteBroker:
     def _dispatched(self) -> None:
         """The dispatch barrier after a write: a 4.9 broker builds its consume queues in a background
         thread (ReputMessageService, every 1 ms), so a pull right after an acknowledged send may not
-        see the message yet. Poll GET_BROKER_RUNTIME_INFO until ``dispatchBehindBytes`` is 0
+        see the message yet. Poll GET_BROKER_RUNTIME_INFO until ``dispatchBehindBytes`` is 0 (and, on
+        5.3.0+ under SYNC_FLUSH, ``remainHowManyDataToFlush`` too: it dispatches only what is flushed)
         (bounded by ``dispatch_wait_ms``); a broker that does not answer it (e.g. ``rmqspec
         serve``, which dispatches as it writes) is never asked again; a refusal (a 4.9.8 broker's first
         second after boot) is asked again until the bound."""
@@ -272,9 +273,14 @@ class RemoteBroker:
             return
         deadline = time.monotonic() + self.dispatch_wait_ms / 1000
         waited = False
+        # 5.3.0+ under SYNC_FLUSH: dispatched only once flushed (model/versions.py dispatch_after_flush)
+        after_flush = self.config.behaviour.dispatch_after_flush and self.config.flush == "SYNC"
         while True:
             try:
-                behind = ops.parse_dispatch_behind(self._invoke(ops.runtime_info_request()))
+                resp = self._invoke(ops.runtime_info_request())
+                behind = ops.parse_dispatch_behind(resp)
+                if behind is not None and behind <= 0 and after_flush and ops.parse_flush_pending(resp):
+                    behind = 1  # written, not yet flushed: not yet dispatched either
             except BrokerError:
                 self.dispatch_refused += 1
                 behind = 1  # unknown: ask again

@@ -364,6 +364,19 @@ def parse_dispatch_behind(resp: RemotingCommand) -> int | None:
                                 f"not an integer: {value!r}") from None
 
 
+def parse_flush_pending(resp: RemotingCommand) -> bool | None:
+    """Whether GET_BROKER_RUNTIME_INFO's ``remainHowManyDataToFlush`` (MixAll.humanReadableByteCount:
+    "0 B", "1.2 KiB", …) says the CommitLog holds bytes not yet flushed; None when the entry is absent or
+    the answer is not a table (``parse_dispatch_behind`` reports those)."""
+    if resp.code != ResponseCode.SUCCESS:
+        return None
+    table = _json_body(resp, "GET_BROKER_RUNTIME_INFO").get("table")
+    value = table.get("remainHowManyDataToFlush") if isinstance(table, dict) else None
+    if not isinstance(value, str):
+        return None
+    return value.strip().split(" ")[0] not in ("0", "0.0")
+
+
 # ----------------------------------------------------------------------------------------------
 # consuming
 

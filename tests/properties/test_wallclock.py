@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase
+from hypothesis.errors import UnsatisfiedAssumption
 
 from rmqspec.impl import factory as impl_factory
 from rmqspec.model.broker import ModelBroker
@@ -339,3 +341,59 @@ def test_round_points_reach_past_a_round_by_the_check_sleep() -> None:
     points = round_points([10_000], 1000, 600, late_ms=1000)
     assert points[0] == 9000 and points[-1] == 11_000
     assert all(b - a <= 600 for a, b in pairwise(points))
+
+
+def test_a_wall_run_is_bounded_no_targeting_and_examples_past_the_cap_never_touch_the_broker() -> None:
+    """On the wall clock an example costs real time: no target phase (its mutations re-ran one
+    example a dozen times against real 5.5.1), and an example Hypothesis does not count as valid
+    cannot stretch the run: past twice the budget, ``init`` rejects before building a broker."""
+    settings = budget_settings(wall=True)
+    assert Phase.target not in settings.phases and Phase.shrink not in settings.phases
+    assert Phase.generate in settings.phases
+    built: list[int] = []
+
+    def factory(clock, config, workdir):
+        built.append(1)
+        return impl_factory(clock, config, workdir)
+
+    machine = conformance_machine(factory, config=SHORT, wall=WallOptions())
+    machine.run_cap = 2
+    machine.examples.extend([1, 1])
+    m = machine()  # the third example: within the cap
+    assert m.run_cap == 2 and len(machine.examples) == 3
+    m2 = machine()  # the fourth: past it
+    with pytest.raises(UnsatisfiedAssumption):
+        m2.init(1, 0, 0)
+    m2.teardown()
+    m.teardown()
+    assert built == [] and machine.coverage["wall_run_cap"] == 1
+
+
+def test_a_round_between_two_borderline_halves_matches_a_fork() -> None:
+    """Three halves 150 ms apart, the broker's round 60 ms after the first one's due time: it checks
+    the first only. The round is within the tolerance of all three due times, and each due time
+    cuts it (none, the first k in store order, all): the fork "the first one" matches (real 4.9.8
+    did this in the wall-clock run; two forks, none or all, did not)."""
+    from rmqspec.properties.conformance import Txn
+
+    clock = _Manual()
+    candidate, model = ModelBroker(clock, SHORT), ModelBroker(clock, SHORT)
+    machine = _wall_machine(candidate, model)
+    for b in (candidate, model):
+        b.external_check_rounds = True
+        b.create_topic("T", 1)
+    start = machine.clock.now() + 1000
+    for i in range(3):
+        machine.clock.set(start + 150 * i)
+        candidate.clock = model.clock = machine.clock
+        msg = _msg("T", b"half-%d" % i)
+        res = candidate.send_half(msg, 0, "PG")
+        model.send_half(msg, 0, "PG")
+        machine.txns[msg.uniq_key] = Txn(msg.uniq_key, "T", 0, res.commitlog_offset, res.queue_offset, "UNKNOWN")
+        machine._emit("txn_half", actor="producer", topic="T", queue_id=0, msg_key=msg.uniq_key)
+    at = start + SHORT.transaction_timeout_ms + 60
+    machine.clock.set(at)
+    observed = candidate.check_round()
+    assert len(observed) == 1
+    machine._model_round(at, observed)  # raises on a mismatch
+    assert machine.coverage["wall_round_forked"] == 1 and machine.coverage["wall_round_matched"] == 1

@@ -51,6 +51,8 @@ class CapturedBroker(Peer):
         # then 0 (the capture has no such exchange: the body is the KVTable 4.9.8's AdminBrokerProcessor
         # writes, {"table": {...}})
         self.behind: list[int] = []
+        # ... and remainHowManyDataToFlush in turn, then "0 B" (5.3.0+ under SYNC_FLUSH dispatches only flushed bytes)
+        self.unflushed: list[str] = []
         super().__init__(self._answer)
         if self.cluster is None:
             self.cluster = {"broker-a": {0: self.address}}
@@ -70,7 +72,9 @@ class CapturedBroker(Peer):
             conn.send(attrs.evolve(ANSWERS[cmd.code], opaque=cmd.opaque, body=body))
         elif cmd.code == RequestCode.GET_BROKER_RUNTIME_INFO and cmd.code not in self.overrides:
             behind = self.behind.pop(0) if self.behind else 0
-            body = bodies.dumps({"table": {"dispatchBehindBytes": str(behind), "brokerVersion": "413"}})
+            unflushed = self.unflushed.pop(0) if self.unflushed else "0 B"
+            body = bodies.dumps({"table": {"dispatchBehindBytes": str(behind), "brokerVersion": "413",
+                                           "remainHowManyDataToFlush": unflushed}})
             conn.send(attrs.evolve(ANSWERS[RequestCode.HEART_BEAT], opaque=cmd.opaque, body=body, ext_fields={}))
         elif cmd.code in self.overrides or cmd.code in ANSWERS:
             conn.send(attrs.evolve(self.overrides.get(cmd.code) or ANSWERS[cmd.code], opaque=cmd.opaque))
@@ -347,6 +351,26 @@ def test_one_caller_and_the_reader_thread() -> None:
             got += broker.tick()
         assert len(results) == 200 and len(got) == 200
         broker.close()
+
+
+def test_on_5_3_under_sync_flush_the_barrier_waits_for_the_flush_too() -> None:
+    """5.3.0+ under SYNC_FLUSH builds consume queues only up to the flushed position, and
+    dispatchBehindBytes counts from there: a send-back (its put does not wait for the flush) reads
+    "nothing behind" while a pull cannot see it yet. Seen against real 5.5.1: the DLQ copy of a
+    send-back missing from the observer's pull right after SUCCESS. Not under ASYNC_FLUSH or on 4.9."""
+    with CapturedBroker() as peer:
+        sync5 = RemoteBroker(peer.address, ManualClock(), BrokerConfig(version="rocketmq-5.2", flush="SYNC"))
+        peer.unflushed = ["387 B", "1.2 KiB"]  # unflushed twice, then "0 B"
+        sync5.send_back("G", 597, 0, "U", -1)
+        assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 3 and sync5.dispatch_waits == 1
+        for config in (BrokerConfig(version="rocketmq-5.2", flush="ASYNC"), BrokerConfig(flush="SYNC")):
+            other = RemoteBroker(peer.address, ManualClock(), config)
+            peer.unflushed = ["387 B"]
+            before = len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO))
+            other.send_back("G", 597, 0, "U", -1)
+            assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == before + 1, config
+            assert other.dispatch_waits == 0
+            peer.unflushed = []
 
 
 def test_every_write_ends_with_the_dispatch_barrier() -> None:
