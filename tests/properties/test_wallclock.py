@@ -201,18 +201,24 @@ def _wall_machine(candidate: object, model: ModelBroker) -> object:
     return machine
 
 
-def test_a_model_round_that_moves_the_check_progress_delays_a_kill() -> None:
-    """Fidelity O1: 4.9.8 keeps the check service's progress (CID_RMQ_SYS_TRANS offsets, updated by
-    TransactionalMessageBridge.updateConsumeOffset) with the consumer offsets, persisted only every
-    flushConsumerOffsetInterval; a kill before that repeats the lost rounds (checks and discards again).
-    A round that moved the progress is a change ``_wall_persisted`` waits for; a round that moved
-    nothing is not."""
+def _round_brokers() -> tuple[ModelBroker, ModelBroker, object]:
+    """A candidate and a model whose check rounds the machine runs (``external_check_rounds``), topic T."""
     clock = _Manual()
     candidate, model = ModelBroker(clock, SHORT), ModelBroker(clock, SHORT)
     machine = _wall_machine(candidate, model)
     for b in (candidate, model):
         b.external_check_rounds = True
         b.create_topic("T", 1)
+    return candidate, model, machine
+
+
+def test_a_model_round_that_moves_the_check_progress_delays_a_kill() -> None:
+    """Fidelity O1: 4.9.8 keeps the check service's progress (CID_RMQ_SYS_TRANS offsets, updated by
+    TransactionalMessageBridge.updateConsumeOffset) with the consumer offsets, persisted only every
+    flushConsumerOffsetInterval; a kill before that repeats the lost rounds (checks and discards again).
+    A round that moved the progress is a change ``_wall_persisted`` waits for; a round that moved
+    nothing is not."""
+    candidate, model, machine = _round_brokers()
     machine.clock.set(machine.clock.now() + 1000)
     candidate.clock = machine.clock
     machine._model_round(machine.clock.now(), candidate.check_round())
@@ -376,12 +382,7 @@ def test_a_round_between_two_borderline_halves_matches_a_fork() -> None:
     did this in the wall-clock run; two forks, none or all, did not)."""
     from rmqspec.properties.conformance import Txn
 
-    clock = _Manual()
-    candidate, model = ModelBroker(clock, SHORT), ModelBroker(clock, SHORT)
-    machine = _wall_machine(candidate, model)
-    for b in (candidate, model):
-        b.external_check_rounds = True
-        b.create_topic("T", 1)
+    candidate, model, machine = _round_brokers()
     start = machine.clock.now() + 1000
     for i in range(3):
         machine.clock.set(start + 150 * i)
