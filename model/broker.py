@@ -871,7 +871,7 @@ class ModelBroker:
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 
-    def check_round(self, reput_visible: bool = True) -> list[CheckRequest]:
+    def check_round(self, reput_visible: bool | int = True) -> list[CheckRequest]:
         """Run one transaction-check round at ``clock.now()`` (the check service's body);
         ``reput_visible``: see ``TransactionService.check``."""
         self._require_running()

@@ -267,16 +267,17 @@ class TransactionService:
         config: BrokerConfig,
         now: int,
         hooks: CheckHooks,
-        reput_visible: bool = True,
+        reput_visible: bool | int = True,
     ) -> list[CheckRequest]:
-        """One check round. ``reput_visible``: the copies this round re-puts reach the half
-        queue before the scan does (our stores dispatch at once; in 4.9.8 the ReputMessageService
-        dispatches them a moment later, so a real round may stop at them instead — a copy that
-        reached ``transactionCheckMax`` is then discarded in the next round, not this one)."""
+        """One check round. ``reput_visible``: how many of the copies this round re-puts reach the
+        half queue before the scan does — all (True), none (False) or the first k (an int). Our
+        stores dispatch at once; the ReputMessageService dispatches a moment later (5.3.0+ under
+        SYNC_FLUSH only once flushed), so a real round may stop at any of them: a copy that reached
+        ``transactionCheckMax`` is discarded in this round if the scan saw it, else in the next."""
         store.ensure_topic(HALF_TOPIC, 1)  # fetchMessageQueues → selectTopicConfig creates it
         requests: list[CheckRequest] = []
         for queue_id in range(store.topics[HALF_TOPIC]):
-            limit = None if reput_visible else store.max_offset(HALF_TOPIC, queue_id)
+            limit = None if reput_visible is True else store.max_offset(HALF_TOPIC, queue_id) + int(reput_visible)
             requests.extend(self._check_queue(store, offsets, config, now, queue_id, hooks, limit))
         return requests
 

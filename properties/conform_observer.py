@@ -92,6 +92,8 @@ class ObserverRules:
                     self.sched_levels.add(level)
 
     def _after(self, after_crash: bool = False) -> None:
+        if type(self).wall is not None and self.ls is not None and not after_crash:
+            self._wall_catch_up()  # the step may have ended inside a quiet window, or past a deadline
         for mq in self._reveal_mqs():
             self._reveal(mq, after_crash)
 

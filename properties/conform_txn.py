@@ -71,14 +71,16 @@ class TxnRules:
                        status=res.status.value)
 
     def _end(self, txn: Txn, action: TxnAction, commitlog_offset: int, tsto: int, from_check: bool) -> None:
+        batched = (type(self).wall is not None and self.config.behaviour.op_batch
+                   and action is not TxnAction.UNKNOWN)
         if type(self).wall is not None and self.ls is not None:
             # drain answers checks after its reveals, which may take seconds: by then the broker's next
             # round may be re-putting the same half (4.9.8 checks a half every round until its op
             # exists), so the answer, like every request, leaves outside a round's quiet window and
-            # after the model replayed the rounds before it (docs/fidelity.md O2)
-            self._wall_before("")
-        batched = (type(self).wall is not None and self.config.behaviour.op_batch
-                   and action is not TxnAction.UNKNOWN)
+            # after the model replayed the rounds before it (docs/fidelity.md O2); 5.1.0+: its op message
+            # is written a batch pass later, and no fire may fall in between (the two would race for
+            # the CommitLog)
+            self._wall_before("", horizon_ms=self._op_batch_within() if batched else 0)
         op_end = self.ls.candidate.op_queue_end(self.obs) if batched else 0
         out = self._call(
             f"end_transaction({self.pg!r}, {commitlog_offset}, {tsto}, {action.value}, {from_check})",
@@ -98,16 +100,19 @@ class TxnRules:
                 txn.decided = action.value
                 self._noted_end(txn)
 
+    def _op_batch_within(self) -> int:
+        """5.1.0+ (wall clock): how long after an END its op message is surely written."""
+        return 3 * self.config.transaction_op_batch_interval_ms + type(self).wall.tolerance_ms
+
     def _await_op_batch(self, op_end: int) -> None:
         """5.1.0+ (wall clock): the broker writes the END's op message at a later pass of its op batch
         service. Wait until it is seen in the op queue; the model writes its pending ops at that
         moment, after replaying what the broker did before it (``_wall_tick``)."""
-        wall = type(self).wall
-        within = 3 * self.config.transaction_op_batch_interval_ms + wall.tolerance_ms
+        within = self._op_batch_within()
         if self.ls.candidate.await_op(self.obs, op_end, within):
             self.op_writes.append(self._sync())
             self._sometimes("wall_op_batch_seen")
-            self._wall_tick()
+            self._wall_catch_up()
         else:
             self._fail(f"the op message of an END_TRANSACTION was not written within {within} ms "
                        "(transactionOpBatchInterval × 3 + tolerance)")

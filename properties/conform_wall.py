@@ -84,20 +84,33 @@ class WallRules:
                 type(self).check_lag[0] = min(lags)
                 self._sometimes("wall_check_lag_learnt")
 
-    def _wall_before(self, rule_name: str, lock_op: bool = False) -> None:
-        """Before a request: out of every quiet window, the model caught up with the broker."""
-        self._wall_quiet(lock_op)
+    def _wall_before(self, rule_name: str, lock_op: bool = False, horizon_ms: int = 0) -> None:
+        """Before a request: out of every quiet window, the model caught up with the broker.
+        ``horizon_ms``: the request has effects the broker makes that long after it starts (5.1.0+: an
+        END's op message), which must not cross a fire either."""
+        self._wall_quiet(lock_op, horizon_ms)
         self._await_first_round()
         self._renew_window_locks()
         self._wall_tick()
 
-    def _wall_quiet(self, lock_op: bool) -> bool:
-        """Sleep out of every quiet window; True if it slept."""
+    def _wall_catch_up(self) -> None:
+        """After a request, before the observer looks: a request may take long (a dispatch barrier, an
+        op batch awaited) and end inside a quiet window, or past deadlines the model has not replayed.
+        Out of the window first, then the model replays what the broker did meanwhile, so a reveal
+        compares the broker with a model at the same moment."""
+        self._wall_quiet(False)
+        self._wall_tick()
+
+    def _wall_quiet(self, lock_op: bool, horizon_ms: int = 0) -> bool:
+        """Sleep out of every quiet window (a fire's window widened by ``horizon_ms`` before it);
+        True if it slept."""
         wall = type(self).wall
         slept = False
         for _ in range(64):
             now = self._sync()
-            inside = [d for d in self._quiet_deadlines(lock_op) if in_window(now, d, wall.guard_ms, wall.tolerance_ms)]
+            fires = set(self.expect_fire.values()) if horizon_ms else set()
+            inside = [d for d in self._quiet_deadlines(lock_op)
+                      if in_window(now, d, wall.guard_ms + (horizon_ms if d in fires else 0), wall.tolerance_ms)]
             if not inside:
                 break
             self._sometimes("wall_quiet_wait")
@@ -236,9 +249,10 @@ class WallRules:
         them: a half first due within the tolerance of ``at`` (5.1.0+: or of the 1 s the scan may
         sleep; checked in this round or the next; with several such halves, a fork per cut:
         none, the first k in store order, all);
-        a copy this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (discarded in
-        this round if 4.9.8's reput service dispatched it before the scan got there, else in the
-        next: ``ModelBroker.check_round(reput_visible=...)``)."""
+        the copies this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (each
+        discarded in this round if the reput service dispatched it before the scan got there, else
+        in the next; the scan stops at the first it does not see, so the first k of them, for every
+        k: ``ModelBroker.check_round(reput_visible=...)``)."""
         wall = type(self).wall
         timeout = self.config.transaction_timeout_ms
         late = self.config.behaviour.check_sleep_ms  # 5.1.0+: the scan may go on after a 1 s sleep
@@ -248,9 +262,9 @@ class WallRules:
                        if h.event == "txn_half" and h.msg_key in self.txns
                        and -wall.tolerance_ms <= h.ts + timeout - at <= wall.tolerance_ms + late})
         at_max = str(self.config.transaction_check_max)
-        lagging = any(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
+        lagging = sum(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
         whens = sorted({at - wall.tolerance_ms, *dues, at + wall.tolerance_ms + late}) if dues else [at]
-        choices = [(when, visible) for when in whens for visible in ([True, False] if lagging else [True])]
+        choices = [(when, visible) for when in whens for visible in [True, *range(lagging)]]
         if len(choices) > 1 and self.ls.enabled:
             self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))
             self._sometimes("wall_round_forked")

@@ -23,7 +23,14 @@ machine's requests. The machine keeps the model in lockstep by three rules:
    later check's copy of a re-put half, is learnt). So at every request each background action is either surely done
    on both sides or surely not started, and the model replays the ones done
    in time order (fires at their due times, check rounds at the times the
-   broker was seen to run them).
+   broker was seen to run them). The same holds when the observer looks: a
+   request may take long (5.3.0+ under SYNC_FLUSH the dispatch barrier waits
+   for the flush; a 5.1.0+ END waits for its op batch) and end inside a window
+   or past a deadline, so before the reveals the machine sleeps out of any
+   window and the model replays what fell due meanwhile. An END on 5.1.0+
+   also keeps every fire out of its op batch's reach (3 batch intervals + the
+   tolerance after it): the op message and a fired copy would race for the
+   CommitLog.
 3. **Observation resolves the rest.** The broker's check-round phase is
    unknown until its first CHECK_TRANSACTION_STATE arrives; the model runs
    rounds only where the broker was seen to (``ModelBroker.check_round``),
