@@ -232,6 +232,10 @@ class Message:
     record, but a delayed copy or a half re-serializes the map it decoded, so
     what the client sent is what those records carry (``model/sendpath.py``;
     docs/fidelity.md B15).
+
+    ``delay_level``: a level > 0 schedules the message (clamped to the broker's max); 0 sends no DELAY; a
+    negative level is stored as ``DELAY=<level>`` and never scheduled (CommitLog and 5.x's HookUtils act
+    on ``getDelayTimeLevel() > 0`` only; 5.x itself writes ``DELAY=-1`` on a dead-lettered ``%RETRY%`` send).
     """
 
     topic: str
@@ -279,8 +283,6 @@ class Message:
         for key in self.keys:
             if " " in key or NAME_VALUE_SEPARATOR in key or PROPERTY_SEPARATOR in key:
                 raise InvalidMessage("keys", key, "a key may not contain spaces or \\x01/\\x02")
-        if self.delay_level < 0:
-            raise InvalidMessage("delay_level", self.delay_level, "must be ≥ 0")
         if self.uniq_key is not None:
             check_uniq_key(self.uniq_key)
         if self.wait is not None and (NAME_VALUE_SEPARATOR in self.wait or PROPERTY_SEPARATOR in self.wait):
@@ -306,7 +308,7 @@ class Message:
             props[PROPERTY_KEYS] = " ".join(self.keys)
         if self.wait is not None:
             props[PROPERTY_WAIT_STORE_MSG_OK] = self.wait
-        if self.delay_level > 0:
+        if self.delay_level != 0:  # a negative level is stored as sent, never scheduled (only > 0 is)
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         if self.uniq_key is not None:
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self.uniq_key

@@ -15,10 +15,12 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   (AbstractSendMessageProcessor.buildMsgContext, called on every send) and keeps the
   client's ``WAIT`` (the 4.9.8 block that removed it before serializing is gone); a
   half with a ``UNIQ_KEY`` gets ``__transactionId__`` (TransactionalMessageBridge
-  .parseHalfMessageInner). Timer messages (``model/timer.py``): a send with ``TIMER_DELIVER_MS``,
-  ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` waits in ``rmq_sys_wheel_timer`` until its time.
+  .parseHalfMessageInner); a ``%RETRY%`` send it dead-letters is stored with ``DELAY=-1`` (4.9:
+  the client's level, which schedules it). Timer messages (``model/timer.py``): a send with
+  ``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` waits in ``rmq_sys_wheel_timer``
+  until its time.
 - ``rocketmq-5.1``: 5.1.1 – 5.1.4. Besides 5.0's: a ``%RETRY%`` send also goes to the DLQ while an orderly lock of the
-  group is live (RebalanceLockManager.isLockAllExpired), with ``DELAY=-1``;
+  group is live (RebalanceLockManager.isLockAllExpired);
   ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
   messages are written in batches (TransactionalOpBatchService, since 5.1.0), so a check
   round may check a half that was already ended (docs/fidelity.md V7); a never-committed
@@ -62,8 +64,11 @@ class Version:
     half_transaction_id: bool = False
     # handleRetryAndDLQ: a %RETRY% send dead-letters when reconsumeTimes > max (4.9: >=)
     retry_send_dlq_above_max: bool = False
-    # handleRetryAndDLQ (5.1.1+): ... or when any orderly lock of the group is live (DELAY=-1)
+    # handleRetryAndDLQ (5.1.1+): ... or when any orderly lock of the group is live
     retry_send_dlq_when_locked: bool = False
+    # handleRetryAndDLQ (5.0+): a %RETRY% send it dead-letters is stored with DELAY=-1 (4.9: with the DELAY
+    # the client sent, so a level > 0 schedules the dead letter; measured on 4.9.8 and 5.3.3)
+    retry_send_dlq_delay_minus_one: bool = False
     # BrokerConfig.transactionCheckInterval's default
     default_check_interval_ms: int = 60_000
     # TransactionalOpBatchService (5.1.0+): an ended half's op message is written later
@@ -95,7 +100,8 @@ class Version:
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
-                    half_transaction_id=True, retry_send_dlq_above_max=True, timer_wheel=True)
+                    half_transaction_id=True, retry_send_dlq_above_max=True, retry_send_dlq_delay_minus_one=True,
+                    timer_wheel=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)

@@ -177,6 +177,8 @@ def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int
             delay = int(delay_text)
         except ValueError:
             raise CommandError("properties.DELAY", f"not an integer: {delay_text!r}") from None
+    # a negative level (5.x's DELAY=-1 on a dead-lettered %RETRY% send, or a client's own) is stored as sent
+    # and never scheduled (CommitLog / HookUtils: getDelayTimeLevel() > 0)
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES and k not in _MAPPED}
     uniq = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or None
     try:
@@ -220,8 +222,10 @@ def send_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
         topic, queue_id, _nums = _target_queue(ctx, conn, h)
         props = _properties(h)
         stored_topic, stored_queue, to_dlq = _retry_or_dlq(ctx, h, topic, queue_id)
-        if to_dlq:  # 5.x stores DELAY=-1 here instead: docs/fidelity.md V10
-            props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        if to_dlq and ctx.config.behaviour.retry_send_dlq_delay_minus_one:
+            # 5.x: DELAY=-1 in the request's properties, stored at once; 4.9.8 keeps the level the client
+            # asked for, and a level > 0 schedules the dead letter (docs/fidelity.md P5-10)
+            props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
         msg = _message(ctx, stored_topic, req.body, props, get_int(h, "flag"))
         group = get_str(h, "producerGroup")
         now = ctx.now()

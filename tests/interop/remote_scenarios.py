@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.results import BrokerError, PullResult, TxnAction
 from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.adapter import RemoteBroker
+from rmqspec.remoting.bodies import decode_messages
 from rmqspec.remoting.client import RemotingClient, RemotingError
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand, SerializeType, request
@@ -228,6 +230,47 @@ def retry_dlq(args: dict) -> dict:
     pulled(b, "RG_RETRY0", MessageQueue("%DLQ%RG_RETRY0", 0), 0, obs, "dlq_group_max_0")
     obs["bad_offset"] = b.send_back("RG_RETRY", 987_654_321, 0, None, None).name
     obs["uncreated_group"] = b.send_back("RG_NEVER_CREATED_2", orig.commitlog_offset, 0, None, None).name
+    b.close()
+    return obs
+
+
+def retry_send_raw(group: str, times: int, max_times: int, delay: str | None, body: bytes) -> dict:
+    """SEND_MESSAGE_V2 to ``%RETRY%<group>`` as the Java consumer sends a retry itself when its
+    CONSUMER_SEND_MSG_BACK failed (DefaultMQPushConsumerImpl.sendMessageBack: RECONSUME_TIME and
+    MAX_RECONSUME_TIMES travel as the header's reconsumeTimes ``j`` and maxReconsumeTimes ``l``), with the
+    DELAY it asks for (the client's is 3 + reconsume times): the answer, and the record the msgId names."""
+    props = {"UNIQ_KEY": uuid.uuid4().hex.upper(), "WAIT": "true", **({"DELAY": delay} if delay is not None else {})}
+    cmd = ops.send_request("PG_RETRY_SEND", Message(f"%RETRY%{group}", body), 0, props,
+                           int(time.time() * 1000), "broker-a")
+    cmd = attrs.evolve(cmd, ext_fields={**cmd.ext_fields, "j": times, "l": max_times})
+    with RemotingClient.connect(PORTS[10911]) as c:
+        resp = c.invoke(cmd)
+        out: dict[str, Any] = {"code": ops.parse_code(resp).name, "remark": resp.remark}
+        if resp.code == 0:
+            offset = int(resp.ext_fields["msgId"][-16:], 16)
+            view = c.invoke(request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}))
+            out["stored"] = jsonable(decode_messages(view.body)[0]) if view.code == 0 else view.remark
+    return out
+
+
+def retry_send(args: dict) -> dict:
+    """A %RETRY% send past the max (reconsumeTimes 3, maxReconsumeTimes 2: the DLQ by 4.9.8's >= and 5.x's >),
+    with DELAY 2 and without one: where each is stored, and when each is in the DLQ."""
+    b = RemoteBroker(NAMESRV, WallClock())
+    b.create_group("RG_RS", 16, 1)
+    obs: dict[str, Any] = {}
+    t0 = time.monotonic()
+    obs["with_delay"] = retry_send_raw("RG_RS", 3, 2, "2", b"asks-level-2")
+    obs["without_delay"] = retry_send_raw("RG_RS", 3, 2, None, b"asks-nothing")
+    dlq = MessageQueue("%DLQ%RG_RS", 0)
+    seen: dict[str, int] = {}
+    while len(seen) < 2 and time.monotonic() - t0 < 10:
+        res = attempt(lambda: b.pull("RG_RS", dlq, 0))
+        for m in res.get("messages", []) if isinstance(res, dict) else []:
+            seen.setdefault(m["body"], ms_since(t0))
+        time.sleep(0.02)
+    obs["dlq_visible_after_ms"] = seen
+    obs["dlq"] = attempt(lambda: b.pull("RG_RS", dlq, 0))
     b.close()
     return obs
 
@@ -487,7 +530,7 @@ def dispatch(args: dict) -> dict:
     return obs
 
 
-SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, locks,
+SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, retry_send, locks,
                                                                         transactions, crash, replay,
                                                                         dispatch)}
 

@@ -143,6 +143,36 @@ V5_DLQ_NPE = ("java.lang.NullPointerException: Cannot invoke \"String.startsWith
               "org.apache.rocketmq.common.topic.TopicValidator.isSystemTopic(TopicValidator.java:140)")
 
 
+def test_a_retry_send_past_the_max_keeps_its_delay_on_4_9_8_and_gets_minus_one_on_5x(rmq: Fixture) -> None:
+    """handleRetryAndDLQ on a %RETRY% send (the Java consumer's own retry when its send-back failed) past the
+    max: 4.9.8 sets the DLQ topic and level 0 on the message, then replaces its properties with the request's
+    (SendMessageProcessor.asyncSendMessage: setProperties(origProps)), so the DELAY the client asked for stays
+    and the CommitLog schedules the dead letter (REAL_TOPIC %DLQ%…, fired at its level); 5.x writes DELAY=-1
+    into the request's properties first: stored at once, DELAY=-1 kept (docs/fidelity.md P5-10)."""
+    o = rmq.scenario("retry_send")
+    with_delay, without = o["with_delay"], o["without_delay"]
+    assert with_delay["code"] == without["code"] == "SUCCESS"
+    plain = without["stored"]
+    assert (plain["topic"], plain["queue_id"], plain["reconsume_times"]) == ("%DLQ%RG_RS", 0, 3)
+    dead = {m["body"]: m for m in _msgs(o["dlq"])}
+    assert set(dead) == {"asks-level-2", "asks-nothing"}
+    # 4.9.8's fired copy keeps the level it was scheduled at (measured: DELAY=2, REAL_TOPIC, REAL_QID)
+    assert {body: m["properties"].get("DELAY") for body, m in dead.items()} == (
+        {"asks-level-2": "-1", "asks-nothing": "-1"} if rmq.v5 else {"asks-level-2": "2", "asks-nothing": None})
+    seen = o["dlq_visible_after_ms"]
+    if rmq.v5:
+        assert with_delay["stored"]["topic"] == "%DLQ%RG_RS" and plain["properties"]["DELAY"] == "-1"
+        assert seen["asks-level-2"] <= TOLERANCE_MS
+    else:
+        stored = with_delay["stored"]
+        assert (stored["topic"], stored["queue_id"]) == ("SCHEDULE_TOPIC_XXXX", 1)
+        assert (stored["properties"]["REAL_TOPIC"], stored["properties"]["DELAY"]) == ("%DLQ%RG_RS", "2")
+        assert "DELAY" not in plain["properties"]
+        assert 2000 - 100 <= seen["asks-level-2"] <= 2000 + TOLERANCE_MS
+    assert seen["asks-nothing"] <= TOLERANCE_MS
+    print("retry send past the max: in the DLQ after", seen, "ms")
+
+
 def test_send_back_retries_then_dead_letters(rmq: Fixture) -> None:
     # 5.3.3: each send-back bound for the DLQ is sent without originTopic (raw: RemoteBroker now sends it, as
     # the Java client does), then again with it

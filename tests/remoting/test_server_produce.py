@@ -186,10 +186,42 @@ def test_a_retry_send_past_the_max_goes_to_the_dlq(serve) -> None:
                b"poison")
     assert r.code == 0
     stored = decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0]
+    # 4.9.8 keeps the level the client asked for: the dead letter waits in the schedule topic (fidelity P5-10)
+    assert (stored.topic, stored.queue_id) == ("SCHEDULE_TOPIC_XXXX", 4)
+    assert (stored.properties["REAL_TOPIC"], stored.properties["DELAY"]) == ("%DLQ%GR", "5")
+    r = b.call(310, send_ext("%RETRY%GR", 0, j="3", l="3", properties=props(UNIQ_KEY=uniq_key())), b"no level")
+    stored = decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0]
     assert (stored.topic, stored.queue_id) == ("%DLQ%GR", 0) and "DELAY" not in stored.properties
     r = b.call(310, send_ext("%RETRY%GR", 0, j="2", l="3", properties=props(UNIQ_KEY=uniq_key(), DELAY="5")),
                b"again")
     assert decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0].topic == "SCHEDULE_TOPIC_XXXX"
+
+
+@pytest.mark.parametrize("version", ["rocketmq-5.0", "rocketmq-5.5"])
+def test_a_retry_send_dead_lettered_by_5x_is_stored_at_once_with_delay_minus_one(serve, version) -> None:
+    """5.x's handleRetryAndDLQ writes DELAY=-1 into the request's properties: whatever level the client asked
+    for, the dead letter is stored at once and keeps DELAY=-1 (measured on real 5.3.3; fidelity P5-10)."""
+    s = serve(config=attrs.evolve(TEST_CONFIG, version=version))
+    b = s.client()
+    b.call(34, body=heartbeat("c@1", {"GR": ["T"]}))
+    for level in ({"DELAY": "5"}, {}):
+        r = b.call(310, send_ext("%RETRY%GR", 0, j="4", l="3", properties=props(UNIQ_KEY=uniq_key(), **level)),
+                   b"poison")
+        assert r.code == 0, r.remark
+        stored = decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0]
+        assert (stored.topic, stored.queue_id, stored.properties["DELAY"]) == ("%DLQ%GR", 0, "-1")
+
+
+def test_a_negative_level_is_stored_as_sent_and_never_scheduled(serve) -> None:
+    """CommitLog.asyncPutMessage schedules only getDelayTimeLevel() > 0: a negative level stays as sent."""
+    s = serve()
+    b = s.client()
+    b.call(17, create_topic_ext("TL", 1))
+    for level in ("-1", "-7"):
+        r = b.call(310, send_ext("TL", 0, properties=props(UNIQ_KEY=uniq_key(), DELAY=level)), b"now")
+        assert r.code == 0, r.remark
+        stored = decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0]
+        assert (stored.topic, stored.properties["DELAY"]) == ("TL", level)
 
 
 def _consume_one(b, group: str, topic: str) -> int:
@@ -233,12 +265,15 @@ def test_a_retry_send_is_dead_lettered_by_the_version_s_rule(serve, version) -> 
     b.call(34, body=heartbeat("c@1", {"GR": ["T"]}))
 
     def topic_of(times: str) -> str:
+        """Where the send goes: its topic, or the real topic of its schedule copy (4.9.8 schedules a dead
+        letter at the level the client asked for: P5-10)."""
         r = b.call(310, send_ext("%RETRY%GR", 0, j=times, l="3", properties=props(UNIQ_KEY=uniq_key(), DELAY="5")),
                    b"poison")
         assert r.code == 0, r.remark
-        return decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0].topic
+        stored = decode_messages(b.call(33, {"offset": str(_offset(r))}).body)[0]
+        return stored.properties["REAL_TOPIC"] if stored.topic == "SCHEDULE_TOPIC_XXXX" else stored.topic
 
-    at_max = "SCHEDULE_TOPIC_XXXX" if version != "rocketmq-4.9" else "%DLQ%GR"
-    assert (topic_of("2"), topic_of("3"), topic_of("4")) == ("SCHEDULE_TOPIC_XXXX", at_max, "%DLQ%GR")
+    at_max = "%RETRY%GR" if version != "rocketmq-4.9" else "%DLQ%GR"
+    assert (topic_of("2"), topic_of("3"), topic_of("4")) == ("%RETRY%GR", at_max, "%DLQ%GR")
     assert b.call(41, body=lock_body("127.0.0.1@A", group="GR", topic="T")).code == 0
-    assert topic_of("0") == ("%DLQ%GR" if version == "rocketmq-5.2" else "SCHEDULE_TOPIC_XXXX")
+    assert topic_of("0") == ("%DLQ%GR" if version == "rocketmq-5.2" else "%RETRY%GR")
