@@ -29,7 +29,7 @@ from rmqspec.impl.broker_store import SCHEDULE_TOPIC, Entry
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import Recorder
 from rmqspec.model.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC, MessageQueue
-from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC, slot_of_property
+from rmqspec.model.queues import waiting_due
 
 
 class BrokerEvents:
@@ -56,13 +56,7 @@ class BrokerEvents:
         }
 
     def deliver_ts(self, entry: Entry) -> int | None:
-        """When a copy waiting in the schedule or timer topic becomes due (None for others)."""
-        if entry.topic == SCHEDULE_TOPIC:
-            return entry.tags_code
-        if entry.topic == TIMER_TOPIC:
-            slot = slot_of_property(entry.prop(PROPERTY_TIMER_OUT_MS), self.config.timer_precision_ms)
-            return None if slot is None else slot[1]
-        return None
+        return waiting_due(entry, self.config.timer_precision_ms)
 
     def store(self, entry: Entry, now: int) -> None:
         scheduled = entry.topic == SCHEDULE_TOPIC

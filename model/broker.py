@@ -107,6 +107,7 @@ from rmqspec.model.queues import (
     dlq_topic,
     retry_topic,
     tag_filter,
+    waiting_due,
 )
 from rmqspec.model.results import (
     BrokerError,
@@ -121,7 +122,7 @@ from rmqspec.model.results import (
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
-from rmqspec.model.timer import TIMER_TOPIC, TimerService, fire_properties, slot_of_property
+from rmqspec.model.timer import TIMER_TOPIC, TimerService, fire_properties
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
     CheckHooks,
@@ -269,13 +270,7 @@ class ModelBroker:
         return record
 
     def _deliver_ts(self, record: Record) -> int | None:
-        """When a copy waiting in the schedule or timer topic becomes due (None for others)."""
-        if record.topic == SCHEDULE_TOPIC:
-            return record.tags_code
-        if record.topic == TIMER_TOPIC:
-            slot = slot_of_property(record.prop("TIMER_OUT_MS"), self.config.timer_precision_ms)
-            return None if slot is None else slot[1]
-        return None
+        return waiting_due(record, self.config.timer_precision_ms)
 
     def _note_store(self, record: Record, now: int) -> None:
         scheduled = record.topic == SCHEDULE_TOPIC

@@ -67,7 +67,14 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.results import PullStatus, ResponseCode
-from rmqspec.model.timer import TIMER_TOPIC, TimerRefused, java_long, transform
+from rmqspec.model.timer import (
+    PROPERTY_TIMER_OUT_MS,
+    TIMER_TOPIC,
+    TimerRefused,
+    java_long,
+    slot_of_property,
+    transform,
+)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -474,3 +481,15 @@ class Store:
             total_bytes += record.size
         status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, tuple(found), offset + scanned, lo, hi)
+
+
+def waiting_due(copy: Any, precision_ms: int) -> int | None:
+    """When a copy waiting in the schedule topic (its tags code is its due time) or in the timer topic (the
+    end of its ``TIMER_OUT_MS`` slot) becomes due; None for any other copy. ``copy``: a model ``Record`` or
+    an mmap ``Entry`` (``topic``, ``tags_code``, ``prop``)."""
+    if copy.topic == SCHEDULE_TOPIC:
+        return int(copy.tags_code)
+    if copy.topic == TIMER_TOPIC:
+        slot = slot_of_property(copy.prop(PROPERTY_TIMER_OUT_MS), precision_ms)
+        return None if slot is None else slot[1]
+    return None
