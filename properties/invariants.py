@@ -230,8 +230,9 @@ def check_no_loss(h: History) -> list[Violation]:
         return []
     events = _until_last_drain(h)
     drain_ts = max(e.ts for e in events if e.event == "drain")
-    risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | timer_not_due(events, drain_ts) \
-        | skipped_by_saved_timer_progress(events)
+    # (a timer copy stored at a position a power loss freed is not excepted: the wheel's rebuild covers it,
+    # ``inv_timer.skipped_by_saved_timer_progress``; the reference checker and Spark do not except it either)
+    risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | timer_not_due(events, drain_ts)
     skipped = skipped_by_saved_offsets(events)
     done: set[tuple[str, str]] = set()
     for ev in events:
