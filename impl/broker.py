@@ -196,6 +196,7 @@ class MmapBroker:
         self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
         self._records = 0  # message records in the commitlog
         self._flushed = 0  # of which durable
+        self._unflushed: list[str | None] = []  # the keys of the records past ``_flushed`` (ASYNC)
         self._crash_kind: str | None = None
         self.store: MessageStore | None = None
         self.log: BrokerLog
@@ -244,6 +245,7 @@ class MmapBroker:
         )
         self._records = self.log.count_records()
         self._flushed = self._records
+        self._unflushed.clear()
         self.offsets = ConsumerOffsetTable(self.store.consumer_offset_path)
         self.offsets_last_persist = now
         self.schedule = ScheduleService(self.config.delay_levels_ms, self.store.delay_offset_path, now)
@@ -273,6 +275,8 @@ class MmapBroker:
         self._records += 1
         if self.config.flush == "SYNC":
             self._flushed = self._records
+        else:
+            self._unflushed.append(entry.uniq_key)
         self.events.store(entry, now)
         return entry
 
@@ -645,6 +649,7 @@ class MmapBroker:
         assert self.store is not None
         self.store.flush()
         self._flushed = self._records
+        self._unflushed.clear()
 
     def close(self) -> None:
         """Clean shutdown: records flushed; consumer offsets, delay progress, (5.x) timer checkpoint persisted."""
@@ -660,6 +665,7 @@ class MmapBroker:
             self.timer.persist(now)
         self.store.close()
         self._flushed = self._records
+        self._unflushed.clear()
         self.store = None
         self.state = CLOSED
 
@@ -682,7 +688,9 @@ class MmapBroker:
         self.store = None
         self.state = CRASHED
         self._crash_kind = kind
-        self.events.crash(now, kind, self._records, self._flushed)
+        at_risk = sorted({key for key in self._unflushed if key}) if kind == "power" else []
+        self._unflushed.clear()
+        self.events.crash(now, kind, self._records, self._flushed, at_risk)
 
     def recovery_choices(self) -> range:
         """The numbers of commitlog records that may survive the current crash (as the model's)."""

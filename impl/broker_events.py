@@ -271,9 +271,11 @@ class BrokerEvents:
             txn_id=half.uniq_key,
         )
 
-    def crash(self, now: int, kind: str, records: int, flushed: int) -> None:
+    def crash(self, now: int, kind: str, records: int, flushed: int, at_risk: list[str]) -> None:
+        """``at_risk``: the keys of the records a power loss may take (SPEC §8: not judged LOST)."""
         self.emit(
-            "crash", now, actor="broker", status=kind, detail={"records": records, "flushed": flushed}
+            "crash", now, actor="broker", status=kind,
+            detail={"records": records, "flushed": flushed, "at_risk": at_risk},
         )
 
     def recover(self, now: int, status: str, survivors: int, lost: int) -> None:

@@ -1031,12 +1031,15 @@ class ModelBroker:
         now = self._now()
         self.state = BrokerState.CRASHED
         self.durability.crash_kind = kind
+        # the keys of the records a power loss may take (SPEC §8 crash detail.at_risk: not judged LOST)
+        tail = self.store.records[self.durability.flushed:] if kind == "power" else []
         self._emit(
             "crash",
             now,
             actor="broker",
             status=kind,
-            detail={"records": len(self.store.records), "flushed": self.durability.flushed},
+            detail={"records": len(self.store.records), "flushed": self.durability.flushed,
+                    "at_risk": sorted({r.uniq_key for r in tail if r.uniq_key})},
         )
 
     def recovery_choices(self) -> range:
