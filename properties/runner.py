@@ -17,7 +17,7 @@ Two phases, timed apart:
   several bugs, keeps generating for "10 seconds after the first" — both make a
   run depend on the machine's load). With ``--seed`` the draws are a function
   of the seed and of the constants Hypothesis mixes in from loaded modules;
-  ``stable_constant_pool`` pins that pool to the ``rmqspec`` modules' literals
+  ``constant_pool.pin`` pins that pool to the ``rmqspec`` modules' literals
   (as tests/conftest.py does), so two processes draw the same programs.
 - **shrinking** (``properties/shrink.py``): each failure is shrunk by replaying
   programs, within a budget counted in replays; a replay that fails *another*
@@ -54,13 +54,6 @@ from rmqspec.properties.wallclock import WALL_BUDGET, WallOptions
 BUDGETS = {"ci": (40, 30), "dev": (20, 30), "thorough": (400, 80)}
 # At most this many distinct failures are shrunk (the rest are reported as found).
 MAX_SHRUNK_FAILURES = 4
-
-
-def stable_constant_pool() -> None:
-    """Fix Hypothesis's pool of local constants to the ``rmqspec`` modules' literals
-    (``properties/constant_pool.py``), so two processes draw the same programs whatever else they
-    imported."""
-    constant_pool.pin()
 
 
 @attrs.frozen
@@ -265,7 +258,7 @@ def check_conformance(
     """
     if trace_dir is not None and recorder_factory is None:
         recorder_factory = jsonl_recorder_factory(trace_dir)
-    stable_constant_pool()
+    constant_pool.pin()
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
                                   recorder_factory=recorder_factory, config=config, wall=wall)
     settings = settings or budget_settings(seed=seed, wall=wall is not None)

@@ -29,7 +29,7 @@ the pristine text. The worker refuses to run when the list is not empty.
 Why ``site-packages`` in the copy's path: Hypothesis mixes literals of *local* modules into its
 draws and treats a path containing ``/site-packages/`` as third-party. The copy is therefore not
 mined, and the draws of a mutant's run are exactly those of ``rmqspec conform --broker
-rmqspec.impl:factory`` (whose pool ``runner.stable_constant_pool`` fixes from the pristine modules).
+rmqspec.impl:factory`` (whose pool ``properties/constant_pool.pin`` fixes from the pristine modules).
 """
 
 from __future__ import annotations
