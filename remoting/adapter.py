@@ -278,9 +278,7 @@ class RemoteBroker:
         while True:
             try:
                 resp = self._invoke(ops.runtime_info_request())
-                behind = ops.parse_dispatch_behind(resp)
-                if behind is not None and behind <= 0 and after_flush and ops.parse_flush_pending(resp):
-                    behind = 1  # written, not yet flushed: not yet dispatched either
+                behind = ops.parse_dispatch_behind(resp, after_flush)
             except BrokerError:
                 self.dispatch_refused += 1
                 behind = 1  # unknown: ask again

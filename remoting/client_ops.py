@@ -345,36 +345,33 @@ def runtime_info_request() -> RemotingCommand:
     return _req(RequestCode.GET_BROKER_RUNTIME_INFO)
 
 
-def parse_dispatch_behind(resp: RemotingCommand) -> int | None:
+def parse_dispatch_behind(resp: RemotingCommand, after_flush: bool = False) -> int | None:
     """``dispatchBehindBytes`` of GET_BROKER_RUNTIME_INFO's KVTable body (``{"table": {...}}``): how far
     the broker's ReputMessageService is behind the CommitLog's end; ``None`` when the broker does not
     support the request or the table has no such entry (not a RocketMQ 4.9 broker). Any other refusal
     is a ``BrokerError``: a 4.9.8 broker answers SYSTEM_ERROR (``NoSuchElementException`` from its TPS
-    statistics) for its first second or so."""
+    statistics) for its first second or so.
+
+    ``after_flush`` (5.3.0+ under SYNC_FLUSH, which dispatches only what is flushed): nothing behind
+    counts as 1 byte behind while ``remainHowManyDataToFlush`` (MixAll.humanReadableByteCount: "0 B",
+    "1.2 KiB", …) says the CommitLog holds bytes not yet flushed."""
     if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
         return None
     if resp.code != ResponseCode.SUCCESS:
         raise refusal(resp, "GET_BROKER_RUNTIME_INFO")
     table = _json_body(resp, "GET_BROKER_RUNTIME_INFO").get("table")
-    value = table.get("dispatchBehindBytes") if isinstance(table, dict) else None
+    table = table if isinstance(table, dict) else {}
+    value = table.get("dispatchBehindBytes")
     try:
-        return int(value) if value is not None else None
+        behind = int(value) if value is not None else None
     except (TypeError, ValueError):
         raise ResponseMalformed("GET_BROKER_RUNTIME_INFO", "dispatchBehindBytes",
                                 f"not an integer: {value!r}") from None
-
-
-def parse_flush_pending(resp: RemotingCommand) -> bool | None:
-    """Whether GET_BROKER_RUNTIME_INFO's ``remainHowManyDataToFlush`` (MixAll.humanReadableByteCount:
-    "0 B", "1.2 KiB", …) says the CommitLog holds bytes not yet flushed; None when the entry is absent or
-    the answer is not a table (``parse_dispatch_behind`` reports those)."""
-    if resp.code != ResponseCode.SUCCESS:
-        return None
-    table = _json_body(resp, "GET_BROKER_RUNTIME_INFO").get("table")
-    value = table.get("remainHowManyDataToFlush") if isinstance(table, dict) else None
-    if not isinstance(value, str):
-        return None
-    return value.strip().split(" ")[0] not in ("0", "0.0")
+    pending = table.get("remainHowManyDataToFlush")
+    if behind is not None and behind <= 0 and after_flush and isinstance(pending, str) \
+            and pending.strip().split(" ")[0] not in ("0", "0.0"):
+        return 1  # written, not yet flushed: not yet dispatched either
+    return behind
 
 
 # ----------------------------------------------------------------------------------------------
