@@ -42,6 +42,9 @@ or a duplicate commit) is always consumed successfully, so each
 A clean trace satisfies every rule of SPEC §8.1; ``inject`` adds one
 self-contained scenario per requested code (``scenarios.py``) whose exact
 violation seqs are recorded as ground truth.
+
+The knobs are ``gen_config.py``'s; how rows leave the simulation (Arrow tables, JSON dicts, the
+background writer) is ``gen_output.py``.
 """
 
 from __future__ import annotations
@@ -50,23 +53,18 @@ import gc
 import heapq
 import itertools
 import json
-import queue
 import random
-import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
-import attrs
-import pyarrow as pa
-
-from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from rmqspec.model.javahash import select_queue_by_hash
 from rmqspec.traces import gen_timer
+from rmqspec.traces.gen_config import GenConfig, GenResult
+from rmqspec.traces.gen_output import Row, WriterThread, row_dicts, rows_to_table
 from rmqspec.traces.io import open_writer, truth_path
 from rmqspec.traces.jsonl import JsonlWriter
-from rmqspec.traces.schema import SCHEMA
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -74,81 +72,6 @@ BROKER = "broker"
 MSGID_PREFIX = "7F00000100002A9F"  # 127.0.0.1:10911
 POISON = 1  # the message fails every time (→ DLQ)
 DUP = 2  # a duplicate copy: always consumed successfully
-
-# 2024-03-01T00:00:00Z: UNIQ_KEYs carry ms since the start of the month.
-DEFAULT_START_MS = 1_709_251_200_000
-
-Row = tuple  # (ts, event, actor, group, topic, queue_id, queue_offset, commitlog_offset,
-#              msg_key, msg_id, reconsume_times, delay_level, deliver_ts, status,
-#              client_id, sharding_key, txn_id, detail) — seq is the position.
-ROW_FIELDS = tuple(SCHEMA.names[1:])
-_ROW_SCHEMA_FIELDS = list(SCHEMA)[1:]
-
-
-def _fraction(_i: object, a: attrs.Attribute, v: float) -> None:
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{a.name} must be within [0, 1], got {v}")
-
-
-def _positive(_i: object, a: attrs.Attribute, v: int) -> None:
-    if v <= 0:
-        raise ValueError(f"{a.name} must be positive, got {v}")
-
-
-@attrs.frozen
-class GenConfig:
-    """The generator's knobs (see traces/README.md). Defaults are RocketMQ's where they exist."""
-
-    events: int = attrs.field(default=1_000_000, validator=_positive)
-    seed: int = 0
-    producers: int = attrs.field(default=8, validator=_positive)
-    topics: int = attrs.field(default=6, validator=_positive)  # concurrent topics
-    orderly_topics: int = attrs.field(default=2, validator=_positive)
-    queues: int = attrs.field(default=4, validator=_positive)
-    groups: int = attrs.field(default=4, validator=_positive)  # concurrent groups
-    orderly_groups: int = attrs.field(default=2, validator=_positive)
-    clients: int = attrs.field(default=3, validator=_positive)  # per group
-    send_gap_ms: int = attrs.field(default=2, validator=_positive)  # mean gap between sends
-    batch: int = attrs.field(default=8, validator=_positive)  # consumeMessageBatchMaxSize-like
-    p_orderly: float = attrs.field(default=0.15, validator=_fraction)
-    p_delayed: float = attrs.field(default=0.05, validator=_fraction)
-    p_txn: float = attrs.field(default=0.08, validator=_fraction)
-    p_fail: float = attrs.field(default=0.04, validator=_fraction)
-    p_poison: float = attrs.field(default=0.001, validator=_fraction)
-    p_dlq_direct: float = attrs.field(default=0.01, validator=_fraction)
-    p_orderly_fail: float = attrs.field(default=0.02, validator=_fraction)
-    p_owner_dies: float = attrs.field(default=0.01, validator=_fraction)
-    p_rebalance: float = attrs.field(default=0.01, validator=_fraction)
-    p_txn_unknown: float = attrs.field(default=0.25, validator=_fraction)
-    p_txn_stuck: float = attrs.field(default=0.02, validator=_fraction)
-    p_dup_commit: float = attrs.field(default=0.005, validator=_fraction)
-    p_timer: float = attrs.field(default=0.0, validator=_fraction)  # 5.x timer messages (gen_timer.py)
-    crashes: int = 0
-    inject: tuple[str, ...] = ()
-    inject_count: int = attrs.field(default=1, validator=_positive)
-    start_ms: int = DEFAULT_START_MS
-    delay_levels: str = DEFAULT_DELAY_LEVELS
-    retry_max: int = 16
-    transaction_timeout_ms: int = 6000
-    transaction_check_max: int = 15
-    transaction_check_interval_ms: int = 60_000
-    broker_lock_ms: int = 60_000
-    client_lock_ms: int = 30_000
-    lock_interval_ms: int = 20_000
-    crash_downtime_ms: int = 2000
-
-    @property
-    def delays_ms(self) -> tuple[int, ...]:
-        return parse_delay_levels(self.delay_levels)
-
-
-@attrs.frozen
-class GenResult:
-    events: int
-    parts: tuple[str, ...]
-    truth: tuple[dict[str, Any], ...]
-    truth_path: str | None
-    sim_ms: int
 
 
 class _Lane:
@@ -805,58 +728,6 @@ class Simulation:
         return self.base
 
 
-def rows_to_table(rows: list[Row], base: int) -> pa.Table:
-    """Row tuples (seq implied from ``base``) → an Arrow table of ``SCHEMA``."""
-    cols = list(zip(*rows)) if rows else [() for _ in ROW_FIELDS]
-    arrays = [pa.array(range(base, base + len(rows)), pa.int64())]
-    for field, col in zip(_ROW_SCHEMA_FIELDS, cols):
-        arrays.append(pa.array(col, field.type))
-    return pa.Table.from_arrays(arrays, schema=SCHEMA)
-
-
-def _row_dicts(rows: list[Row], base: int) -> Iterable[dict[str, Any]]:
-    for i, row in enumerate(rows):
-        d = {"seq": base + i}
-        for name, value in zip(ROW_FIELDS, row):
-            if value is not None:
-                d[name] = json.loads(value) if name == "detail" else value
-        yield d
-
-
-class _WriterThread:
-    """Writes Arrow tables on a background thread (Parquet encoding releases the GIL)."""
-
-    def __init__(self, writer: Any) -> None:
-        self.writer = writer
-        self.queue: queue.Queue = queue.Queue(maxsize=2)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            table = self.queue.get()
-            if table is None:
-                return
-            if self.error is None:
-                try:
-                    self.writer.write_batch(table)
-                except BaseException as exc:  # re-raised on the caller's thread
-                    self.error = exc
-
-    def put(self, table: pa.Table) -> None:
-        if self.error is not None:
-            raise self.error
-        self.queue.put(table)
-
-    def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
-        self.writer.close()
-        if self.error is not None:
-            raise self.error
-
-
 def generate(
     out: str | Path,
     cfg: GenConfig,
@@ -875,10 +746,10 @@ def generate(
     if isinstance(writer, JsonlWriter):
 
         def sink(rows: list[Row], base: int) -> None:
-            writer.write_rows(_row_dicts(rows, base))
+            writer.write_rows(row_dicts(rows, base))
 
     else:
-        background = _WriterThread(writer)
+        background = WriterThread(writer)
 
         def sink(rows: list[Row], base: int) -> None:
             background.put(rows_to_table(rows, base))
@@ -909,7 +780,7 @@ def generate_rows(cfg: GenConfig) -> tuple[list[dict[str, Any]], list[dict[str, 
     out: list[dict[str, Any]] = []
 
     def sink(rows: list[Row], base: int) -> None:
-        out.extend(_row_dicts(rows, base))
+        out.extend(row_dicts(rows, base))
 
     sim = Simulation(cfg, sink)
     sim.run()
