@@ -23,6 +23,11 @@ decisions come from ``lifecycle`` (``route_send_back``,
 ``is_due``) so the model, the lifecycle tables and their z3 encodings share
 one definition.
 
+Three mixins hold the rest of the class: ``broker_txn.Transactions`` (halves,
+END_TRANSACTION, op messages), ``broker_services.BackgroundServices`` (``tick``,
+check rounds, fires) and ``broker_restarts.Restarts`` (flush, close, crash,
+recover).
+
 ``tick()`` runs the background services due at ``now``, in a fixed order:
 schedule deliveries (levels ascending), the transaction check (when
 ``transaction_check_interval_ms`` elapsed since the last run or start),
@@ -52,21 +57,21 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.broker_restarts import Restarts
+from rmqspec.model.broker_services import BackgroundServices
+from rmqspec.model.broker_txn import Transactions
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
-from rmqspec.model.crash import CRASH_KINDS, BrokerState, Durability
+from rmqspec.model.crash import BrokerState, Durability
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ghost import (
     Acked,
-    Crashed,
     Delivered,
-    Fired,
     GhostHistory,
     LockEvent,
     OffsetCommitted,
     SentBack,
     Stored,
-    TxnNote,
 )
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.lifecycle import DLQ, effective_max_reconsume_times, route_send_back
@@ -74,11 +79,7 @@ from rmqspec.model.locks import LockTable
 from rmqspec.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_PRODUCER_GROUP,
-    PROPERTY_REAL_QUEUE_ID,
-    PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
-    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
@@ -92,9 +93,7 @@ from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
 from rmqspec.model.queues import (
     DLQ_PREFIX,
-    HALF_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
-    OP_TOPIC,
     RETRY_PREFIX,
     SCHEDULE_TOPIC,
     SCHEDULE_TOPIC_QUEUE_NUM,
@@ -111,27 +110,18 @@ from rmqspec.model.queues import (
 )
 from rmqspec.model.results import (
     BrokerError,
-    CheckRequest,
     PullResult,
     PullStatus,
     ResponseCode,
     SendResult,
     SendStatus,
-    TxnAction,
 )
 from rmqspec.model.schedule import ScheduleService
-from rmqspec.model.sendpath import half_send_properties, plain_send_properties
+from rmqspec.model.sendpath import plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
-from rmqspec.model.timer import TIMER_TOPIC, TimerService, fire_properties
+from rmqspec.model.timer import TIMER_TOPIC, TimerService
 from rmqspec.model.transactions import (
-    CID_RMQ_SYS_TRANS,
-    CheckHooks,
     TransactionService,
-    commit_request,
-    half_request,
-    op_request,
-    real_target_missing,
-    validate_end,
 )
 
 # retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
@@ -162,7 +152,7 @@ class Choice:
     detail: tuple[tuple[str, Any], ...] = ()
 
 
-class ModelBroker:
+class ModelBroker(Transactions, BackgroundServices, Restarts):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN})
@@ -404,163 +394,6 @@ class ModelBroker:
             uniq,
             record.queue_offset,
             record.commitlog_offset,
-        )
-
-    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
-        """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
-        self._require_running()
-        now = self._now()
-        self._check_send_target(msg.topic, queue_id)
-        wire, uniq = self._wire_props(msg, now)
-        wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
-        wire[PROPERTY_TRANSACTION_PREPARED] = "true"
-        wire[PROPERTY_PRODUCER_GROUP] = producer_group
-        props = half_send_properties(wire, self.config)
-        request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
-        try:
-            record = self.store.prepare(request, now)
-        except PutError as e:
-            raise BrokerError(e.code, e.remark) from None
-        self.store.ensure_topic(HALF_TOPIC, 1)
-        self.store.append(record)
-        self.durability.on_append(len(self.store.records))
-        self._note_store(record, now)
-        self.ghost.note_acked(
-            Acked(
-                now,
-                "half",
-                uniq,
-                msg.topic,
-                queue_id,
-                record.commitlog_offset,
-                record.queue_offset,
-                self.durability.sync,
-            )
-        )
-        self.ghost.note_txn(TxnNote(now, producer_group, uniq, record.commitlog_offset, "HALF"))
-        self._emit(
-            "txn_half",
-            now,
-            actor="broker",
-            group=producer_group,
-            topic=msg.topic,
-            queue_id=queue_id,
-            queue_offset=record.queue_offset,
-            commitlog_offset=record.commitlog_offset,
-            msg_key=uniq,
-            msg_id=self._msg_id(record),
-            txn_id=uniq,
-            status="SEND_OK",
-        )
-        return SendResult(
-            SendStatus.SEND_OK,
-            self._msg_id(record),
-            uniq,
-            record.queue_offset,
-            record.commitlog_offset,
-        )
-
-    def end_transaction(
-        self,
-        producer_group: str,
-        commitlog_offset: int,
-        tran_state_table_offset: int,
-        action: TxnAction,
-        from_check: bool,
-    ) -> ResponseCode:
-        """END_TRANSACTION. UNKNOWN does nothing; COMMIT/ROLLBACK validate, then write."""
-        self._require_running()
-        now = self._now()
-        half = self.store.look(commitlog_offset)
-        txn_id = half.uniq_key if half is not None else None
-        if action is TxnAction.UNKNOWN:
-            self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
-            return ResponseCode.SUCCESS
-        if validate_end(half, producer_group, commitlog_offset, tran_state_table_offset):
-            return ResponseCode.SYSTEM_ERROR
-        assert half is not None
-        if action is TxnAction.COMMIT:
-            if real_target_missing(half):
-                return ResponseCode.SYSTEM_ERROR
-            try:
-                real = self.store.prepare(
-                    commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
-            except PutError:
-                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
-            self.store.append(real)
-            self.durability.on_append(len(self.store.records))
-            self._note_store(real, now)
-            delayed = real.topic == SCHEDULE_TOPIC
-            topic = half.prop(PROPERTY_REAL_TOPIC) or ""
-            queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")
-            self.ghost.note_acked(
-                Acked(
-                    now,
-                    "commit",
-                    txn_id,
-                    topic,
-                    queue_id,
-                    real.commitlog_offset,
-                    real.queue_offset,
-                    self.durability.sync,
-                )
-            )
-            self._emit(
-                "send",
-                now,
-                actor="broker",
-                group=producer_group,
-                topic=topic,
-                queue_id=queue_id,
-                queue_offset=real.queue_offset,
-                commitlog_offset=real.commitlog_offset,
-                msg_key=txn_id,
-                msg_id=self._msg_id(real),
-                reconsume_times=real.reconsume_times,
-                delay_level=real.queue_id + 1 if delayed else None,
-                deliver_ts=self._deliver_ts(real),
-                status="SEND_OK",
-                txn_id=txn_id,
-            )
-        if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
-            self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
-        else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
-        self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
-        return ResponseCode.SUCCESS
-
-    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
-        for queue_id, body in ops:
-            self.store.ensure_topic(OP_TOPIC, 1)
-            self._put(op_request(queue_id, body, now, self._store_v6), now)
-
-    def flush_ops(self) -> None:
-        """5.1.0+: write every pending op message now (wall-clock mode: the remote broker was seen
-        to write its batch)."""
-        self._require_running()
-        now = self._now()
-        self._write_ops(self.txn.take_ops(now, 0, force=True), now)
-
-    def _note_txn_end(
-        self,
-        now: int,
-        group: str,
-        txn_id: str | None,
-        offset: int,
-        action: TxnAction,
-        from_check: bool,
-    ) -> None:
-        self.ghost.note_txn(TxnNote(now, group, txn_id, offset, action.value, from_check))
-        self._emit(
-            "txn_end",
-            now,
-            actor="broker",
-            group=group,
-            commitlog_offset=offset,
-            msg_key=txn_id,
-            txn_id=txn_id,
-            status=action.value,
-            detail={"from_check": from_check},
         )
 
     # ------------------------------------------------------------------
@@ -837,250 +670,6 @@ class ModelBroker:
                 queue_id=mq.queue_id,
                 client_id=client_id,
             )
-
-    # ------------------------------------------------------------------
-    # background services
-
-    def tick(self) -> list[CheckRequest]:
-        """Run the services due at ``clock.now()``; returns the transaction checks sent."""
-        self._require_running()
-        now = self._now()
-        self.schedule.deliver_due(
-            self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
-        )
-        if self.config.timer_running:
-            self.timer.tick(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot,
-                            lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
-            self.timer.maybe_persist(now)
-        interval = self.config.transaction_op_batch_interval_ms
-        if self.config.behaviour.op_batch and not self.external_op_batches and self.txn.op_batch_due(now, interval):
-            self._write_ops(self.txn.take_ops(now, interval), now)
-        requests: list[CheckRequest] = []
-        if not self.external_check_rounds and self.txn.check_due(now, self.config.transaction_check_interval_ms):
-            requests = self.check_round()
-        if now < self.offsets_last_persist:
-            self.offsets_last_persist = now
-        if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
-            self.offsets.persist()
-            self.offsets_last_persist = now
-        self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
-        return requests
-
-    def check_round(self, reput_visible: bool | int = True) -> list[CheckRequest]:
-        """Run one transaction-check round at ``clock.now()`` (the check service's body);
-        ``reput_visible``: see ``TransactionService.check``."""
-        self._require_running()
-        now = self._now()
-        self.txn.last_check = now
-        return self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now), reput_visible)
-
-    def _fired(
-        self, now: int, entry: Record, new: Record | None, level: int, deliver_ts: int
-    ) -> None:
-        if new is None:
-            return  # a delayed copy of a half: discarded, nothing stored
-        self.durability.on_append(len(self.store.records))
-        self._note_store(new, now)
-        self.ghost.note_fired(
-            Fired(
-                now,
-                level,
-                deliver_ts,
-                entry.commitlog_offset,
-                new.commitlog_offset,
-                new.topic,
-                new.queue_id,
-                new.uniq_key,
-            )
-        )
-        self._emit(
-            "schedule_fire",
-            now,
-            actor="broker",
-            **self._copy(new),
-            delay_level=level,
-            deliver_ts=deliver_ts,
-            detail={
-                "from_queue_offset": entry.queue_offset,
-                "from_commitlog_offset": entry.commitlog_offset,
-            },
-        )
-
-    def _timer_fire(self, now: int, offset: int, enqueue_ms: int) -> bool:
-        """TimerMessageStore's dequeue: the copy at ``offset`` of the timer queue to its real topic."""
-        entry = self.store.entry(TIMER_TOPIC, 0, offset)
-        request = PutRequest(
-            topic=entry.prop(PROPERTY_REAL_TOPIC) or "",
-            queue_id=int(entry.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
-            body=entry.body,
-            properties=fire_properties(entry.props, enqueue_ms, now),
-            sys_flag=entry.sys_flag,
-            born_ts=entry.born_ts,
-            flag=entry.flag,
-            reconsume_times=entry.reconsume_times,
-        )
-        try:
-            new = self.store.put(request, now)
-        except PutError:
-            return False
-        deliver_ts = self._deliver_ts(entry)
-        self.durability.on_append(len(self.store.records))
-        self._note_store(new, now)
-        self.ghost.note_timer_fired(
-            Fired(now, 0, deliver_ts or 0, entry.commitlog_offset, new.commitlog_offset, new.topic,
-                  new.queue_id, new.uniq_key)
-        )
-        self._emit(
-            "timer_fire",
-            now,
-            actor="broker",
-            **self._copy(new),
-            deliver_ts=deliver_ts,
-            detail={"from_queue_offset": entry.queue_offset, "from_commitlog_offset": entry.commitlog_offset},
-        )
-        return True
-
-    def _hooks(self, now: int) -> CheckHooks:
-        def on_store(record: Record) -> None:
-            self.durability.on_append(len(self.store.records))
-            self._note_store(record, now)
-
-        def on_check(old: Record, new: Record, times: int) -> None:
-            group = old.prop(PROPERTY_PRODUCER_GROUP)
-            self.ghost.note_txn(
-                TxnNote(now, group, old.uniq_key, old.commitlog_offset, "CHECK", check_times=times)
-            )
-            self._emit(
-                "txn_check",
-                now,
-                actor="broker",
-                group=group,
-                topic=old.prop(PROPERTY_REAL_TOPIC),
-                queue_offset=new.queue_offset,
-                commitlog_offset=new.commitlog_offset,
-                msg_key=old.uniq_key,
-                msg_id=self._msg_id(new),
-                txn_id=old.uniq_key,
-                detail={"check_times": times},
-            )
-
-        def on_discard(half: Record, copy_: Record) -> None:
-            group = half.prop(PROPERTY_PRODUCER_GROUP)
-            self.ghost.note_txn(
-                TxnNote(now, group, half.uniq_key, half.commitlog_offset, "DISCARD")
-            )
-            self._emit(
-                "txn_discard",
-                now,
-                actor="broker",
-                group=group,
-                topic=half.prop(PROPERTY_REAL_TOPIC),
-                commitlog_offset=half.commitlog_offset,
-                msg_key=half.uniq_key,
-                msg_id=self._msg_id(half),
-                txn_id=half.uniq_key,
-            )
-
-        def on_offset(mq: MessageQueue, offset: int) -> None:
-            self._note_offset(now, CID_RMQ_SYS_TRANS, mq, offset, actor="broker")
-
-        return CheckHooks(on_store, on_check, on_discard, on_offset)
-
-    # ------------------------------------------------------------------
-    # durability, shutdown, crashes
-
-    def flush(self) -> None:
-        """Make every written record durable (an ASYNC broker's flush)."""
-        self._require_running()
-        self._now()
-        self.durability.flush(len(self.store.records))
-
-    def close(self) -> None:
-        """Clean shutdown: records flushed, consumer offsets and delay progress persisted; 5.1.0+'s
-        op batch service makes one last pass first (ops pending for less than its interval are lost)."""
-        self._require_running()
-        now = self._now()
-        if self.config.behaviour.op_batch and not self.external_op_batches:
-            self._write_ops(self.txn.take_ops(now, self.config.transaction_op_batch_interval_ms), now)
-        self.durability.flush(len(self.store.records))
-        self.offsets.persist()
-        self.schedule.persist(now)
-        if self.config.timer_running:
-            self.timer.persist(now)
-        self.state = BrokerState.CLOSED
-
-    def reopen(self) -> None:
-        """Restart after ``close()``: durable state back, the lock table empty."""
-        if self.state is not BrokerState.CLOSED:
-            raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state.value}")
-        now = self._now()
-        self._restart(now)
-        self._emit(
-            "recover",
-            now,
-            actor="broker",
-            status="REOPEN",
-            detail={"survivors": len(self.store.records), "lost": 0},
-        )
-
-    def crash(self, kind: str) -> None:
-        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``."""
-        if kind not in CRASH_KINDS:
-            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
-        self._require_running()
-        now = self._now()
-        self.state = BrokerState.CRASHED
-        self.durability.crash_kind = kind
-        # the keys of the records a power loss may take (SPEC §8 crash detail.at_risk: not judged LOST)
-        tail = self.store.records[self.durability.flushed:] if kind == "power" else []
-        self._emit(
-            "crash",
-            now,
-            actor="broker",
-            status=kind,
-            detail={"records": len(self.store.records), "flushed": self.durability.flushed,
-                    "at_risk": sorted({r.uniq_key for r in tail if r.uniq_key})},
-        )
-
-    def recovery_choices(self) -> range:
-        """The allowed numbers of surviving commitlog records after the current crash."""
-        if self.state is not BrokerState.CRASHED:
-            raise RuntimeError("recovery_choices() is defined only after crash()")
-        return self.durability.allowed_survivors(len(self.store.records))
-
-    def recover(self, survivors: int | None = None) -> None:
-        """Restart after a crash keeping ``survivors`` records (default: all that may survive)."""
-        choices = self.recovery_choices()
-        if survivors is None:
-            survivors = choices[-1]
-        if survivors not in choices:
-            raise ValueError(f"{survivors} surviving records is not allowed; allowed: {choices}")
-        now = self._now()
-        kind = self.durability.crash_kind or ""
-        lost = self.store.truncate(survivors)
-        self.durability.after_recovery(survivors)
-        self._restart(now)
-        self.ghost.note_crash(
-            Crashed(now, kind, survivors, tuple(r.commitlog_offset for r in lost))
-        )
-        self._emit(
-            "recover",
-            now,
-            actor="broker",
-            status=kind,
-            detail={"survivors": survivors, "lost": len(lost)},
-        )
-
-    def _restart(self, now: int) -> None:
-        self.locks.clear()
-        self.consumers.clear()
-        self.offsets.restore()
-        self.offsets_last_persist = now
-        self.schedule.restore(self.store, now)
-        if self.config.timer_running:
-            self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
-        self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
-        self.state = BrokerState.RUNNING
 
     # ------------------------------------------------------------------
     # inspection (tests, well-formedness, lockstep checkers)

@@ -1,0 +1,120 @@
+"""``ModelBroker``'s durability and restarts (a mixin of ``model/broker.py``): ``flush`` (an ASYNC broker's),
+``close`` / ``reopen`` (a clean shutdown persists everything; 5.1.0+'s op batch makes its last pass),
+``crash`` (``kill``: the page cache survives; ``power``: records past the last flush may go, named in the
+crash row's ``detail.at_risk``) and ``recover`` with the number of surviving records the lockstep forks
+over (``recovery_choices``); a restart rebuilds the services from what persisted (``_restart``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rmqspec.model.crash import CRASH_KINDS, BrokerState
+from rmqspec.model.ghost import (
+    Crashed,
+)
+from rmqspec.model.timer import TIMER_TOPIC
+from rmqspec.model.transactions import (
+    TransactionService,
+)
+
+# retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
+RetryQueueChooser = Callable[[str, int, int], int]
+
+DLQ_NUMS_PER_GROUP = 1
+
+class Restarts:
+    """Mixin of ``ModelBroker``: flush, close, reopen, crash, recover (see the module docstring)."""
+
+
+    def flush(self) -> None:
+        """Make every written record durable (an ASYNC broker's flush)."""
+        self._require_running()
+        self._now()
+        self.durability.flush(len(self.store.records))
+
+    def close(self) -> None:
+        """Clean shutdown: records flushed, consumer offsets and delay progress persisted; 5.1.0+'s
+        op batch service makes one last pass first (ops pending for less than its interval are lost)."""
+        self._require_running()
+        now = self._now()
+        if self.config.behaviour.op_batch and not self.external_op_batches:
+            self._write_ops(self.txn.take_ops(now, self.config.transaction_op_batch_interval_ms), now)
+        self.durability.flush(len(self.store.records))
+        self.offsets.persist()
+        self.schedule.persist(now)
+        if self.config.timer_running:
+            self.timer.persist(now)
+        self.state = BrokerState.CLOSED
+
+    def reopen(self) -> None:
+        """Restart after ``close()``: durable state back, the lock table empty."""
+        if self.state is not BrokerState.CLOSED:
+            raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state.value}")
+        now = self._now()
+        self._restart(now)
+        self._emit(
+            "recover",
+            now,
+            actor="broker",
+            status="REOPEN",
+            detail={"survivors": len(self.store.records), "lost": 0},
+        )
+
+    def crash(self, kind: str) -> None:
+        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``."""
+        if kind not in CRASH_KINDS:
+            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
+        self._require_running()
+        now = self._now()
+        self.state = BrokerState.CRASHED
+        self.durability.crash_kind = kind
+        # the keys of the records a power loss may take (SPEC §8 crash detail.at_risk: not judged LOST)
+        tail = self.store.records[self.durability.flushed:] if kind == "power" else []
+        self._emit(
+            "crash",
+            now,
+            actor="broker",
+            status=kind,
+            detail={"records": len(self.store.records), "flushed": self.durability.flushed,
+                    "at_risk": sorted({r.uniq_key for r in tail if r.uniq_key})},
+        )
+
+    def recovery_choices(self) -> range:
+        """The allowed numbers of surviving commitlog records after the current crash."""
+        if self.state is not BrokerState.CRASHED:
+            raise RuntimeError("recovery_choices() is defined only after crash()")
+        return self.durability.allowed_survivors(len(self.store.records))
+
+    def recover(self, survivors: int | None = None) -> None:
+        """Restart after a crash keeping ``survivors`` records (default: all that may survive)."""
+        choices = self.recovery_choices()
+        if survivors is None:
+            survivors = choices[-1]
+        if survivors not in choices:
+            raise ValueError(f"{survivors} surviving records is not allowed; allowed: {choices}")
+        now = self._now()
+        kind = self.durability.crash_kind or ""
+        lost = self.store.truncate(survivors)
+        self.durability.after_recovery(survivors)
+        self._restart(now)
+        self.ghost.note_crash(
+            Crashed(now, kind, survivors, tuple(r.commitlog_offset for r in lost))
+        )
+        self._emit(
+            "recover",
+            now,
+            actor="broker",
+            status=kind,
+            detail={"survivors": survivors, "lost": len(lost)},
+        )
+
+    def _restart(self, now: int) -> None:
+        self.locks.clear()
+        self.consumers.clear()
+        self.offsets.restore()
+        self.offsets_last_persist = now
+        self.schedule.restore(self.store, now)
+        if self.config.timer_running:
+            self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
+        self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
+        self.state = BrokerState.RUNNING

@@ -1,0 +1,187 @@
+"""``ModelBroker``'s background services (a mixin of ``model/broker.py``): ``tick`` runs what is due at
+``clock.now()`` in a fixed order — schedule deliveries (levels ascending), 5.x timer fires, the transaction
+check round (or, driven from outside, ``check_round``), 5.1.0+'s op batches, consumer-offset and
+delay-progress persistence — and the hooks through which the check service writes, checks, discards
+and moves its progress. Each fire is a write like a send's (``_fired``, ``_timer_fire``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rmqspec.model.ghost import (
+    Fired,
+    TxnNote,
+)
+from rmqspec.model.message import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    MessageQueue,
+)
+from rmqspec.model.queues import (
+    PutError,
+    PutRequest,
+    Record,
+)
+from rmqspec.model.results import (
+    CheckRequest,
+)
+from rmqspec.model.timer import TIMER_TOPIC, fire_properties
+from rmqspec.model.transactions import (
+    CID_RMQ_SYS_TRANS,
+    CheckHooks,
+)
+
+# retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
+RetryQueueChooser = Callable[[str, int, int], int]
+
+DLQ_NUMS_PER_GROUP = 1
+
+class BackgroundServices:
+    """Mixin of ``ModelBroker``: the services ``tick`` runs (see the module docstring)."""
+
+
+    def tick(self) -> list[CheckRequest]:
+        """Run the services due at ``clock.now()``; returns the transaction checks sent."""
+        self._require_running()
+        now = self._now()
+        self.schedule.deliver_due(
+            self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
+        )
+        if self.config.timer_running:
+            self.timer.tick(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot,
+                            lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
+            self.timer.maybe_persist(now)
+        interval = self.config.transaction_op_batch_interval_ms
+        if self.config.behaviour.op_batch and not self.external_op_batches and self.txn.op_batch_due(now, interval):
+            self._write_ops(self.txn.take_ops(now, interval), now)
+        requests: list[CheckRequest] = []
+        if not self.external_check_rounds and self.txn.check_due(now, self.config.transaction_check_interval_ms):
+            requests = self.check_round()
+        if now < self.offsets_last_persist:
+            self.offsets_last_persist = now
+        if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
+            self.offsets.persist()
+            self.offsets_last_persist = now
+        self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
+        return requests
+
+    def check_round(self, reput_visible: bool | int = True) -> list[CheckRequest]:
+        """Run one transaction-check round at ``clock.now()`` (the check service's body);
+        ``reput_visible``: see ``TransactionService.check``."""
+        self._require_running()
+        now = self._now()
+        self.txn.last_check = now
+        return self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now), reput_visible)
+
+    def _fired(
+        self, now: int, entry: Record, new: Record | None, level: int, deliver_ts: int
+    ) -> None:
+        if new is None:
+            return  # a delayed copy of a half: discarded, nothing stored
+        self.durability.on_append(len(self.store.records))
+        self._note_store(new, now)
+        self.ghost.note_fired(
+            Fired(
+                now,
+                level,
+                deliver_ts,
+                entry.commitlog_offset,
+                new.commitlog_offset,
+                new.topic,
+                new.queue_id,
+                new.uniq_key,
+            )
+        )
+        self._emit(
+            "schedule_fire",
+            now,
+            actor="broker",
+            **self._copy(new),
+            delay_level=level,
+            deliver_ts=deliver_ts,
+            detail={
+                "from_queue_offset": entry.queue_offset,
+                "from_commitlog_offset": entry.commitlog_offset,
+            },
+        )
+
+    def _timer_fire(self, now: int, offset: int, enqueue_ms: int) -> bool:
+        """TimerMessageStore's dequeue: the copy at ``offset`` of the timer queue to its real topic."""
+        entry = self.store.entry(TIMER_TOPIC, 0, offset)
+        request = PutRequest(
+            topic=entry.prop(PROPERTY_REAL_TOPIC) or "",
+            queue_id=int(entry.prop(PROPERTY_REAL_QUEUE_ID) or "0"),
+            body=entry.body,
+            properties=fire_properties(entry.props, enqueue_ms, now),
+            sys_flag=entry.sys_flag,
+            born_ts=entry.born_ts,
+            flag=entry.flag,
+            reconsume_times=entry.reconsume_times,
+        )
+        try:
+            new = self.store.put(request, now)
+        except PutError:
+            return False
+        deliver_ts = self._deliver_ts(entry)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(new, now)
+        self.ghost.note_timer_fired(
+            Fired(now, 0, deliver_ts or 0, entry.commitlog_offset, new.commitlog_offset, new.topic,
+                  new.queue_id, new.uniq_key)
+        )
+        self._emit(
+            "timer_fire",
+            now,
+            actor="broker",
+            **self._copy(new),
+            deliver_ts=deliver_ts,
+            detail={"from_queue_offset": entry.queue_offset, "from_commitlog_offset": entry.commitlog_offset},
+        )
+        return True
+
+    def _hooks(self, now: int) -> CheckHooks:
+        def on_store(record: Record) -> None:
+            self.durability.on_append(len(self.store.records))
+            self._note_store(record, now)
+
+        def on_check(old: Record, new: Record, times: int) -> None:
+            group = old.prop(PROPERTY_PRODUCER_GROUP)
+            self.ghost.note_txn(
+                TxnNote(now, group, old.uniq_key, old.commitlog_offset, "CHECK", check_times=times)
+            )
+            self._emit(
+                "txn_check",
+                now,
+                actor="broker",
+                group=group,
+                topic=old.prop(PROPERTY_REAL_TOPIC),
+                queue_offset=new.queue_offset,
+                commitlog_offset=new.commitlog_offset,
+                msg_key=old.uniq_key,
+                msg_id=self._msg_id(new),
+                txn_id=old.uniq_key,
+                detail={"check_times": times},
+            )
+
+        def on_discard(half: Record, copy_: Record) -> None:
+            group = half.prop(PROPERTY_PRODUCER_GROUP)
+            self.ghost.note_txn(
+                TxnNote(now, group, half.uniq_key, half.commitlog_offset, "DISCARD")
+            )
+            self._emit(
+                "txn_discard",
+                now,
+                actor="broker",
+                group=group,
+                topic=half.prop(PROPERTY_REAL_TOPIC),
+                commitlog_offset=half.commitlog_offset,
+                msg_key=half.uniq_key,
+                msg_id=self._msg_id(half),
+                txn_id=half.uniq_key,
+            )
+
+        def on_offset(mq: MessageQueue, offset: int) -> None:
+            self._note_offset(now, CID_RMQ_SYS_TRANS, mq, offset, actor="broker")
+
+        return CheckHooks(on_store, on_check, on_discard, on_offset)

@@ -1,0 +1,208 @@
+"""``ModelBroker``'s transactional requests (a mixin of ``model/broker.py``): a half goes to
+``RMQ_SYS_TRANS_HALF_TOPIC`` (TransactionalMessageBridge.parseHalfMessageInner); END_TRANSACTION
+(EndTransactionProcessor) commits — the real message rebuilt from the half — or rolls back, and writes
+the op message that resolves the half, at once (4.9) or at the op batch's next pass (5.1.0+,
+``flush_ops``); every END is noted in the trace and the ghost history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rmqspec.model.ghost import (
+    Acked,
+    TxnNote,
+)
+from rmqspec.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    Message,
+)
+from rmqspec.model.queues import (
+    HALF_TOPIC,
+    OP_TOPIC,
+    SCHEDULE_TOPIC,
+    PutError,
+)
+from rmqspec.model.results import (
+    BrokerError,
+    ResponseCode,
+    SendResult,
+    SendStatus,
+    TxnAction,
+)
+from rmqspec.model.sendpath import half_send_properties
+from rmqspec.model.transactions import (
+    commit_request,
+    half_request,
+    op_request,
+    real_target_missing,
+    validate_end,
+)
+
+# retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
+RetryQueueChooser = Callable[[str, int, int], int]
+
+DLQ_NUMS_PER_GROUP = 1
+
+class Transactions:
+    """Mixin of ``ModelBroker``: send_half, end_transaction, the op messages (see the module docstring)."""
+
+    def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
+        """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
+        self._require_running()
+        now = self._now()
+        self._check_send_target(msg.topic, queue_id)
+        wire, uniq = self._wire_props(msg, now)
+        wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
+        wire[PROPERTY_TRANSACTION_PREPARED] = "true"
+        wire[PROPERTY_PRODUCER_GROUP] = producer_group
+        props = half_send_properties(wire, self.config)
+        request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
+        try:
+            record = self.store.prepare(request, now)
+        except PutError as e:
+            raise BrokerError(e.code, e.remark) from None
+        self.store.ensure_topic(HALF_TOPIC, 1)
+        self.store.append(record)
+        self.durability.on_append(len(self.store.records))
+        self._note_store(record, now)
+        self.ghost.note_acked(
+            Acked(
+                now,
+                "half",
+                uniq,
+                msg.topic,
+                queue_id,
+                record.commitlog_offset,
+                record.queue_offset,
+                self.durability.sync,
+            )
+        )
+        self.ghost.note_txn(TxnNote(now, producer_group, uniq, record.commitlog_offset, "HALF"))
+        self._emit(
+            "txn_half",
+            now,
+            actor="broker",
+            group=producer_group,
+            topic=msg.topic,
+            queue_id=queue_id,
+            queue_offset=record.queue_offset,
+            commitlog_offset=record.commitlog_offset,
+            msg_key=uniq,
+            msg_id=self._msg_id(record),
+            txn_id=uniq,
+            status="SEND_OK",
+        )
+        return SendResult(
+            SendStatus.SEND_OK,
+            self._msg_id(record),
+            uniq,
+            record.queue_offset,
+            record.commitlog_offset,
+        )
+
+    def end_transaction(
+        self,
+        producer_group: str,
+        commitlog_offset: int,
+        tran_state_table_offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> ResponseCode:
+        """END_TRANSACTION. UNKNOWN does nothing; COMMIT/ROLLBACK validate, then write."""
+        self._require_running()
+        now = self._now()
+        half = self.store.look(commitlog_offset)
+        txn_id = half.uniq_key if half is not None else None
+        if action is TxnAction.UNKNOWN:
+            self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
+            return ResponseCode.SUCCESS
+        if validate_end(half, producer_group, commitlog_offset, tran_state_table_offset):
+            return ResponseCode.SYSTEM_ERROR
+        assert half is not None
+        if action is TxnAction.COMMIT:
+            if real_target_missing(half):
+                return ResponseCode.SYSTEM_ERROR
+            try:
+                real = self.store.prepare(
+                    commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
+            except PutError:
+                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
+            self.store.append(real)
+            self.durability.on_append(len(self.store.records))
+            self._note_store(real, now)
+            delayed = real.topic == SCHEDULE_TOPIC
+            topic = half.prop(PROPERTY_REAL_TOPIC) or ""
+            queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")
+            self.ghost.note_acked(
+                Acked(
+                    now,
+                    "commit",
+                    txn_id,
+                    topic,
+                    queue_id,
+                    real.commitlog_offset,
+                    real.queue_offset,
+                    self.durability.sync,
+                )
+            )
+            self._emit(
+                "send",
+                now,
+                actor="broker",
+                group=producer_group,
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=real.queue_offset,
+                commitlog_offset=real.commitlog_offset,
+                msg_key=txn_id,
+                msg_id=self._msg_id(real),
+                reconsume_times=real.reconsume_times,
+                delay_level=real.queue_id + 1 if delayed else None,
+                deliver_ts=self._deliver_ts(real),
+                status="SEND_OK",
+                txn_id=txn_id,
+            )
+        if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
+            self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
+        else:
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
+        self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
+        return ResponseCode.SUCCESS
+
+    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
+        for queue_id, body in ops:
+            self.store.ensure_topic(OP_TOPIC, 1)
+            self._put(op_request(queue_id, body, now, self._store_v6), now)
+
+    def flush_ops(self) -> None:
+        """5.1.0+: write every pending op message now (wall-clock mode: the remote broker was seen
+        to write its batch)."""
+        self._require_running()
+        now = self._now()
+        self._write_ops(self.txn.take_ops(now, 0, force=True), now)
+
+    def _note_txn_end(
+        self,
+        now: int,
+        group: str,
+        txn_id: str | None,
+        offset: int,
+        action: TxnAction,
+        from_check: bool,
+    ) -> None:
+        self.ghost.note_txn(TxnNote(now, group, txn_id, offset, action.value, from_check))
+        self._emit(
+            "txn_end",
+            now,
+            actor="broker",
+            group=group,
+            commitlog_offset=offset,
+            msg_key=txn_id,
+            txn_id=txn_id,
+            status=action.value,
+            detail={"from_check": from_check},
+        )
