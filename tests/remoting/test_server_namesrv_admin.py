@@ -168,3 +168,11 @@ def test_frames_from_the_server_decode_as_java_would_see_them(serve) -> None:
     assert (cmd.opaque, cmd.flag, cmd.language.name, cmd.version) == (77, 1, "JAVA", 409)
     header = data[8:8 + (int.from_bytes(data[4:8], "big") & 0xFFFFFF)]
     assert header.startswith(b'{"code":0,"flag":1,"language":"JAVA","opaque":77,')
+
+
+def test_no_server_side_offset_reset(serve) -> None:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222) is not served: no offset is ever reset server-side, so 5.x's
+    ignored UPDATE_CONSUMER_OFFSET after a reset cannot arise (docs/fidelity.md P5-17)."""
+    s = serve()
+    r = s.client().call(222, {"topic": "T", "group": "G", "timestamp": "0", "isForce": "true"})
+    assert (r.code, r.remark) == (3, " request type 222 not supported")
