@@ -277,3 +277,13 @@ def test_a_retry_send_is_dead_lettered_by_the_version_s_rule(serve, version) -> 
     assert (topic_of("2"), topic_of("3"), topic_of("4")) == ("%RETRY%GR", at_max, "%DLQ%GR")
     assert b.call(41, body=lock_body("127.0.0.1@A", group="GR", topic="T")).code == 0
     assert topic_of("0") == ("%DLQ%GR" if version == "rocketmq-5.2" else "%RETRY%GR")
+
+
+def test_a_pop_retry_topic_is_refused_before_its_group_is_parsed(serve) -> None:
+    """'+' is not a topic character: a SEND naming a v2 pop retry topic never reaches handleRetryAndDLQ, whose
+    5.2.0 KeyBuilder.parseGroup would take the group before the '+' (docs/fidelity.md P5-19)."""
+    s = serve(config=attrs.evolve(TEST_CONFIG, version="rocketmq-5.2"))
+    r = s.client().call(310, send_ext("%RETRY%GR+T", 0, j="4", l="3", properties=props(UNIQ_KEY=uniq_key())),
+                        b"poison")
+    assert (r.code, r.remark) == (
+        1, "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
