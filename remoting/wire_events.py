@@ -69,8 +69,8 @@ def timer_deliver_ts(config: BrokerConfig, topic: str, props: Mapping[str, str],
     """The ``deliver_ts`` of a wire ``send`` with ``props`` at ``now`` (module docstring), else None."""
     if not (config.behaviour.timer_wheel and config.timer_wheel_enable) or topic == TIMER_TOPIC:
         return None
-    level = props.get(PROPERTY_DELAY_TIME_LEVEL, "")
-    if (level.isdigit() and int(level) > 0) or PROPERTY_TIMER_OUT_MS in props:  # a level > 0 wins (DELAY=-1: no)
+    level = java_long(props.get(PROPERTY_DELAY_TIME_LEVEL) or "")
+    if (level is not None and level > 0) or PROPERTY_TIMER_OUT_MS in props:  # a level > 0 wins (DELAY=-1: no)
         return None
     if not is_timer_request(props):
         return None
