@@ -24,7 +24,8 @@ last line left by a run that was killed mid-write is cut first.
 
 ``DIR/_audit.json`` is the audit configuration (``rmqspec audit --config``)
 matching the served broker's timing (delay levels, transaction timeout and
-check max, broker lock lifetime), written at start. Timer messages need no parameter there: the
+check max, broker lock lifetime; under 5.1+ profiles the op batch period, audited with that ``--profile``),
+written at start. Timer messages need no parameter there: the
 trace's ``deliver_ts`` (timer ``send`` / ``store``, ``timer_fire``) carries each due time, already
 rounded by the broker's ``timerPrecisionMs``.
 
@@ -71,13 +72,18 @@ def _last_seq(path: Path) -> int:
 
 
 def audit_config(config: BrokerConfig) -> dict[str, Any]:
-    """The ``rmqspec audit --config`` parameters of a broker configuration."""
-    return {
+    """The ``rmqspec audit --config`` parameters of a broker configuration; under a profile that batches
+    op messages (5.1+) also its ``transactionOpBatchInterval``, which ``rmqspec audit`` accepts only with
+    that ``--profile`` (so a 5.x trace audited as 4.9 is refused, not misjudged)."""
+    out: dict[str, Any] = {
         "messageDelayLevel": config.message_delay_level,
         "brokerLockMaxLiveTime": config.broker_lock_max_live_ms,
         "transactionTimeOut": config.transaction_timeout_ms,
         "transactionCheckMax": config.transaction_check_max,
     }
+    if config.behaviour.op_batch:
+        out["transactionOpBatchInterval"] = config.transaction_op_batch_interval_ms
+    return out
 
 
 class TraceWriter:

@@ -3,11 +3,13 @@
 Both scenario tests (the Java 4.9.8 client, the Go client v2) serve with the scenario timing
 (``realrmq.SCENARIO_TIMING``, the broker lock lifetime as ``rocketmq.broker.rebalance.lockMaxLiveTime``)
 and write ``rmq.env`` beside the store, so ``scripts/real-rocketmq scenarios --dir`` finds the namespace
-and the name server as it does for a real broker.
+and the name server as it does for a real broker. Against a 5.x broker they serve ``--profile
+SERVE_PROFILE[version]`` with the 5.x scenario lines (``realrmq.SCENARIO_5X``) added to broker.conf.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -15,8 +17,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from tests.interop.realrmq import DELAYS, LOCK_MS
+from tests.interop.realrmq import DELAYS, LOCK_MS, SCENARIO_5X
 
 REPO = Path(__file__).resolve().parents[2]
 BROKER_CONF = f"""brokerClusterName=DefaultCluster
@@ -31,6 +34,13 @@ flushDiskType=SYNC_FLUSH
 rocketmq.broker.rebalance.lockMaxLiveTime={LOCK_MS}
 mappedFileSizeCommitLog=67108864
 """
+# the profile serve runs as when its figures are compared with a real broker of that version
+SERVE_PROFILE = {"4.9.8": "rocketmq-4.9", "5.3.3": "rocketmq-5.2", "5.5.1": "rocketmq-5.5"}
+
+
+def serve_conf(version: str) -> str:
+    """serve's broker.conf for the comparison with a real broker of ``version``."""
+    return BROKER_CONF + "".join(f"{line}\n" for line in (SCENARIO_5X if version.startswith("5.") else []))
 
 
 def _ip(*args: str) -> None:
@@ -38,8 +48,9 @@ def _ip(*args: str) -> None:
 
 
 class Served:
-    def __init__(self, root: Path, netns: str) -> None:
-        self.root, self.netns = root, netns
+    def __init__(self, root: Path, netns: str, version: str = "4.9.8") -> None:
+        self.root, self.netns, self.version = root, netns, version
+        self.profile = SERVE_PROFILE[version]
         self.proc: subprocess.Popen[str] | None = None
         self.ready = ""
         self.spawn_to_ready_s = 0.0
@@ -47,12 +58,13 @@ class Served:
 
     def start(self) -> None:
         """serve in the namespace on the fixed ports, or (netns "host") on the host network on free ports."""
-        (self.root / "broker.conf").write_text(BROKER_CONF)
+        (self.root / "broker.conf").write_text(serve_conf(self.version))
         self.stderr = (self.root / "serve.stderr").open("w")
         on_host = self.netns == "host"
         cmd = [*([] if on_host else ["ip", "netns", "exec", self.netns]), sys.executable, "-m", "rmqspec.cli",
                "serve", "--store", str(self.root / "store"), "--config", str(self.root / "broker.conf"),
-               "--trace-out", str(self.root / "trace"), *(["--namesrv-port", "0", "--port", "0"] if on_host else [])]
+               "--trace-out", str(self.root / "trace"), "--profile", self.profile,
+               *(["--namesrv-port", "0", "--port", "0"] if on_host else [])]
         started = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=REPO)
         assert self.proc.stdout is not None
@@ -77,11 +89,13 @@ class Served:
 
 
 @contextmanager
-def served_in_namespace(root: Path, netns: str, ipv6: str | None = None) -> Iterator[Served]:
+def served_in_namespace(root: Path, netns: str, ipv6: str | None = None, version: str = "4.9.8"
+                        ) -> Iterator[Served]:
     """serve in a new namespace ``netns`` with ``lo`` up (and, given ``ipv6``, an interface holding only
-    that address: the clients then build their ids from it); the namespace is deleted afterwards."""
+    that address: the clients then build their ids from it), as the profile compared with a real broker of
+    ``version``; the namespace is deleted afterwards."""
     _ip("netns", "add", netns)
-    s = Served(root, netns)
+    s = Served(root, netns, version)
     try:
         _ip("netns", "exec", netns, "ip", "link", "set", "lo", "up")
         if ipv6:
@@ -117,3 +131,19 @@ def assert_stopped_cleanly_and_store_verifies(s: Served) -> None:
     r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(s.root / "store"),
                         "--delay-levels", DELAYS], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def audit_served(s: Served) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]], dict[str, Any]]:
+    """Stop serve and ``rmqspec audit`` its trace with its ``_audit.json`` under its profile: (the
+    violations, the trace's rows by seq, summary.json)."""
+    import pyarrow.parquet as pq
+
+    assert s.stop() == 0
+    out, trace = s.root / "audit", s.root / "trace"
+    r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "audit", str(trace), "--out", str(out), "--config",
+                        str(trace / "_audit.json"), "--profile", s.profile, "--quiet"], capture_output=True,
+                       text=True, cwd=REPO, timeout=900)
+    assert r.returncode in (0, 1), r.stderr
+    rows = {row["seq"]: row for line in (trace / "serve-000.jsonl").read_text().splitlines()
+            for row in [json.loads(line)]}
+    return pq.read_table(out / "violations").to_pylist(), rows, json.loads((out / "summary.json").read_text())

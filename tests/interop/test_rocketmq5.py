@@ -19,15 +19,11 @@ import pytest
 
 from tests.interop import goclient
 from tests.interop.realrmq import V5, RealRocketMQ, run_program, scenario_conf, scenario_rows
-from tests.interop.scenario_compare import comparison_table, go_measures, java_measures
+from tests.interop.scenario_compare import V5_CHECK_SLEEP_MS, comparison_table, go_measures, java_measures
 
 # 5.x's SendMessageProcessor.processRequest always calls buildMsgContext, which puts the broker's region
 # and trace switch into the message's properties; 4.9.8 calls it only when a send hook is registered.
 V5_ADDED_PROPERTIES = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
-# 5.x's check round sleeps SLEEP_WHILE_NO_OP (1000 ms) before checking an eligible half when the op queue
-# held op messages at the round's start (TransactionalMessageServiceImpl.check; 4.9.8 re-pulls at once):
-# the first check may come up to that much later than 4.9.8's window (docs/fidelity.md V8).
-V5_CHECK_SLEEP_MS = 1000
 
 
 @pytest.fixture(scope="module")

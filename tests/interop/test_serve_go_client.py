@@ -9,7 +9,9 @@ SYNC_FLUSH, broker lock lifetime 5000 ms) inside a network namespace this module
 and every figure is judged against the rule's window (``TOL_MS``); then serve gets SIGTERM, ``rmqspec store
 verify`` must accept its store and ``rmqspec audit`` its trace. The same program then runs against a real
 broker started with the same timing (``scripts/real-rocketmq start``), and serve's figures and outcomes
-must match the real broker's (tests/interop/scenario_compare.py).
+must match the real broker's (tests/interop/scenario_compare.py). The module runs twice (``ALSO_ON_5X``;
+``INTEROP=quick`` leaves the second run out): serve as ``rocketmq-4.9`` against real 4.9.8, and serve
+``--profile rocketmq-5.2`` (broker.conf plus ``transactionOpBatchInterval=1000``) against real 5.3.3.
 
 What the Go client shows differs from the Java client in places (interop/goclient/*.go say why): the
 program creates ``%RETRY%group`` itself (the Go client polls routes every 30 s), measures (b) and (c) from
@@ -19,10 +21,7 @@ orderly push consumers (no public lockBatchMQ).
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,14 +32,14 @@ import pytest
 from tests.interop import goclient
 from tests.interop.realrmq import (
     DELAYS,
-    VERSION,
     RealRocketMQ,
     run_program,
 )
-from tests.interop.scenario_compare import TOL_MS, comparison_table, go_event, go_measures
-from tests.interop.served import Served, assert_stopped_cleanly_and_store_verifies, served_in_namespace
+from tests.interop.scenario_compare import TOL_MS, check_sleep_ms, comparison_table, go_event, go_measures
+from tests.interop.served import Served, assert_stopped_cleanly_and_store_verifies, audit_served, served_in_namespace
 
 REPO = Path(__file__).resolve().parents[2]
+ALSO_ON_5X = True  # serve --profile rocketmq-5.2 against real 5.3.3 as well (tests/interop/conftest.py)
 # (d) as the Go program reports it: (who, op, got); the phase row has no "got"
 LOCK_EVENTS = [
     ("lockA", "lock (orderly consumer start, renewal every 1 s)", True),
@@ -55,8 +54,11 @@ LOCK_EVENTS = [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with served_in_namespace(tmp_path_factory.mktemp("serve-go"), f"rmqspec-go-{os.getpid()}") as s:
+def served(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """serve as the profile of the real broker it is compared with (``realrmq.version``)."""
+    v = realrmq.version
+    with served_in_namespace(tmp_path_factory.mktemp(f"serve-go-{v}"), f"rmqspec-go-{os.getpid()}-{v}",
+                             version=v) as s:
         yield s
 
 
@@ -96,8 +98,9 @@ def test_setup_reports_the_shortened_timing(on_serve) -> None:
     assert on_serve["done"]["wall_s"] < 150
 
 
-def test_every_timing_within_the_rule_window(on_serve) -> None:
-    assert [m.row() for m in go_measures(on_serve) if not m.in_window] == []
+def test_every_timing_within_the_rule_window(on_serve, realrmq: RealRocketMQ) -> None:
+    measures = go_measures(on_serve, check_sleep_ms=check_sleep_ms(realrmq.version))
+    assert [m.row() for m in measures if not m.in_window] == []
 
 
 def test_retry_ladder_then_dlq(on_serve) -> None:
@@ -175,35 +178,23 @@ def test_trace_audits_clean_but_for_the_deliberate_system_topic_read(on_serve, s
     """The only findings: the program reads TRANS_CHECK_MAX_TIME_TOPIC, which hands the discarded half to a
     consumer (SPEC §8.1's TXN_VISIBLE_BEFORE_COMMIT counts any deliver of the key) — once by PullFrom, and
     possibly once more by the Go pull consumer's own rebalance, which starts pulling the queue it subscribed."""
-    import pyarrow.parquet as pq
-
-    assert served.stop() == 0
-    out = served.root / "audit"
-    trace = served.root / "trace"
-    r = subprocess.run([sys.executable, "-m", "rmqspec.cli", "audit", str(trace), "--out", str(out), "--config",
-                        str(trace / "_audit.json"), "--quiet"], capture_output=True, text=True, cwd=REPO,
-                       timeout=900)
-    assert r.returncode in (0, 1), r.stderr
-    rows = {row["seq"]: row for line in (trace / "serve-000.jsonl").read_text().splitlines()
-            for row in [json.loads(line)]}
-    violations = pq.read_table(out / "violations").to_pylist()
+    violations, rows, summary = audit_served(served)
     offending = {(rows[v["seqs"][-1]]["event"], rows[v["seqs"][-1]]["topic"], rows[v["seqs"][-1]]["msg_key"])
                  for v in violations}
     assert {v["code"] for v in violations} == {"TXN_VISIBLE_BEFORE_COMMIT"}
     assert 1 <= len(violations) <= 2
     assert offending == {("deliver", "TRANS_CHECK_MAX_TIME_TOPIC", on_serve["c_transaction"]["sends"]["unknown"][
         "msg_id"])}
-    summary = json.loads((out / "summary.json").read_text())
     assert set(summary["not_judged"]) >= {"LOST", "TXN_UNRESOLVED"}
 
 
 # --- serve against the real broker ---------------------------------------------------------------------------
 
-def test_every_timing_near_the_real_broker(on_serve, on_real, served: Served,
+def test_every_timing_near_the_real_broker(on_serve, on_real, served: Served, realrmq: RealRocketMQ,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Writes comparison-go.md beside serve's store and prints it (make interop shows it)."""
-    measures = go_measures(on_serve, on_real)
-    table = comparison_table(measures, f"real {VERSION}")
+    measures = go_measures(on_serve, on_real, check_sleep_ms=check_sleep_ms(realrmq.version))
+    table = comparison_table(measures, f"real {realrmq.version}", subject=f"rmqspec serve --profile {served.profile}")
     (served.root / "comparison-go.md").write_text(table + "\n")
     with capsys.disabled():
         print(f"\nGo client ({on_serve['setup']['client']}), tolerance {TOL_MS} ms\n{table}\n"
