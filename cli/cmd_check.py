@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-cmd", metavar="SHELL", help="rocketmq://: restarts it on the same store")
     parser.add_argument("--tolerance", type=int, default=None, metavar="MS",
                         help="rocketmq://: how late a timed action may be (wall clock; default 500 ms)")
-    parser.add_argument("--audit-config", metavar="FILE", help="the audit's JSON configuration (spark/README.md)")
+    parser.add_argument("--audit-config", metavar="FILE", help="the audit's JSON configuration (docs/configuration.md)")
     parser.add_argument("--profile", choices=sorted(PROFILES), default="rocketmq-4.9",
                         help="the RocketMQ version to hold the broker to (default rocketmq-4.9), faithfully: its "
                              "defaults fill what --config leaves out, the conformance machine follows it and the "

@@ -15,10 +15,9 @@ removed: ``rmqspec store verify DIR`` accepts the store) and exits 0. Port 0
 picks a free port (the ready line names it). Exit 2: unusable arguments, a
 port in use, a store that cannot be opened, an unreadable ``--config``.
 
-``--config`` is a Java-properties ``broker.conf``; ``_serve_config`` below reads
-the keys serve needs. It is a private stand-in for
-``properties.brokerconf.broker_config_from_file`` (being added on another
-branch) and is meant to be swapped for it.
+``--config`` is a Java-properties ``broker.conf``, read as a broker of
+``--profile`` reads it (``properties.brokerconf``: the keys serve uses, the
+rest listed as ignored); ``_serve_config`` below adds the listen address.
 """
 
 from __future__ import annotations

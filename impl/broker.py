@@ -170,7 +170,8 @@ def store_config(config: BrokerConfig) -> StoreConfig:
 class MmapBroker:
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
-    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN})
+    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
+                              Capability.ROCKETMQ_STORE})
 
     def __init__(
         self,

@@ -24,6 +24,9 @@ class Capability(enum.Enum):
     CRASH = "crash"  # crash(kind) and recover()
     EXACT_TIME = "exact_time"  # honours an injected clock to the millisecond
     CLOSE_REOPEN = "close_reopen"  # close() then reopen() keeps durable state
+    # its workdir holds a RocketMQ 4.9 store (commitlog/, consumequeue/, config/, checkpoint): the
+    # conformance machine reads it back after shutdowns and restarts (properties/store_probe.py)
+    ROCKETMQ_STORE = "rocketmq_store"
 
 
 @runtime_checkable

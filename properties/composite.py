@@ -161,10 +161,12 @@ class DeepRules:
             self.consume_next_batch()
 
     def _close_reopen(self, down_ms: int, tick: bool = True) -> None:
+        answered, delay = self._answered_offsets(), self._reference_delay_progress()
         try:
             self.ls.candidate.close()
         except Exception as exc:
             self._fail(f"candidate failed to close(): {exc!r}")
+        self._probe_store("after a clean shutdown", closed=True, offsets=answered, delay=delay)
         self.ls.on_forks(lambda fork: fork.close())
         if down_ms:
             self.clock.set(self._now() + down_ms)
@@ -174,6 +176,7 @@ class DeepRules:
             self._fail(f"candidate failed to reopen(): {exc!r}")
         self.ls.on_forks(lambda fork: fork.reopen())
         self._restarted()
+        self._probe_store("after the reopen")
         self._emit("recover", actor="broker", status="REOPEN", detail={"clean": True})
         self._sometimes("close_reopen")
         # the clients restart with the broker (as after a crash)

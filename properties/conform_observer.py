@@ -289,6 +289,7 @@ class ObserverRules:
                 try:
                     self.drain()
                     self._judge(("always", "eventually"))
+                    self._final_store_probe()
                 finally:
                     self._account()
             else:

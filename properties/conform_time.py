@@ -188,6 +188,7 @@ class TimeRules:
             n = self.ls.split(_recovery_choices, _recover)
             if n > 1:
                 self._sometimes("recovery_forked")
+        self._probe_store(f"after crash({kind!r}) and recovery")
         self._emit("recover", actor="broker", status=kind)
         self._restarted()
         self._sometimes(f"crash_recover:{kind}")

@@ -39,7 +39,9 @@ The machine is one class assembled from mixins, one concern each:
   (issue 41; the drawn parameter domains are ``domains.py``);
 - ``composite.py`` — ``DeepRules``: clean restarts, ladders, the beat, the prelude, swarm
   families, depth targets;
-- ``filters.py`` — ``FilterRules``: user properties, SQL92 pulls, an inconsistent group.
+- ``filters.py`` — ``FilterRules``: user properties, SQL92 pulls, an inconsistent group;
+- ``conform_store.py`` — ``StoreProbeRules``: the candidate's store read back by the pristine
+  RocketMQ reader after every clean shutdown, reopen and crash recovery (``store_probe.py``).
 
 Hypothesis collects the rules of the assembled class by name (``inspect.getmembers``) and orders
 them by number of arguments, then name: which mixin holds a rule does not change the draws.
@@ -84,6 +86,7 @@ from rmqspec.properties.conform_base import Window as Window
 from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
 from rmqspec.properties.conform_orderly import OrderlyRules
+from rmqspec.properties.conform_store import StoreProbeRules
 from rmqspec.properties.conform_time import TimeRules
 from rmqspec.properties.conform_timer import TimerRules
 from rmqspec.properties.conform_txn import TxnRules
@@ -94,7 +97,7 @@ from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
 class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, MessagingRules, OrderlyRules, TxnRules,
-                      TimeRules, WallRules, ObserverRules, MachineCore):
+                      TimeRules, WallRules, ObserverRules, StoreProbeRules, MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
 

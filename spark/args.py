@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories")
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
-    parser.add_argument("--config", metavar="FILE", help="audit parameters (JSON; spark/README.md)")
+    parser.add_argument("--config", metavar="FILE", help="audit parameters (JSON; docs/configuration.md)")
     parser.add_argument(
         "--profile",
         choices=sorted(VERSIONS),

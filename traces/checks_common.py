@@ -11,7 +11,7 @@ detectors are split by key family (``checks_order``, ``checks_delivery``,
 (``rmqspec.spark.rules``) implements the same rules with the same names and
 the same ``seqs`` conventions, and a differential test holds them equal.
 
-Conventions both sides share (also in ``spark/README.md`` under "Rules"):
+Conventions both sides share (also in ``docs/audit-rules.md``):
 
 - ``seqs``: proving event(s) first, the offending row's seq last.
 - Only ``seq``, ``ts`` and ``event`` are required. A row lacking a field a rule reads is

@@ -141,6 +141,28 @@ def test_the_candidate_copy_shares_no_mutated_code_with_the_reference(pool: sele
             candidate.unload(site)
 
 
+def test_the_store_probe_reads_the_candidates_store_with_the_pristine_impl(pool: selection.Pool) -> None:
+    import rmqspec.impl.checkpoint as pristine
+    from rmqspec.properties import store_probe
+
+    m = next(m for m in pool.mutants if m.module == "impl/checkpoint.py" and m.function == "Checkpoint.encode")
+    text = m.apply(pool.texts[m.module])
+    files = candidate.candidate_files()
+    with tempfile.TemporaryDirectory() as tmp:
+        site = candidate.build(Path(tmp), files, (m.module, text))
+        try:
+            candidate.load(site)
+            assert candidate.isolation_problems(site, files, (m.module, text)) == []
+            copy = sys.modules["rmqspec_candidate.impl.checkpoint"]
+            # the candidate writes with the mutated module, the probe reads with the pristine one
+            assert copy.read_checkpoint is not pristine.read_checkpoint
+            assert store_probe.read_checkpoint is pristine.read_checkpoint
+            assert Path(store_probe.verify_store.__code__.co_filename).resolve() == \
+                (candidate.PROJECT / "impl" / "verify.py").resolve()
+        finally:
+            candidate.unload(site)
+
+
 def test_the_proof_fails_when_the_candidate_would_use_the_references_rules() -> None:
     files = candidate.candidate_files()
     partial = {p: t for p, t in files.items() if p != "model/lifecycle.py"}  # not copied: imported pristine
