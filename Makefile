@@ -26,13 +26,15 @@ test: $(STAMP) java chromium lint
 
 # Tests against real Apache RocketMQ, from its official release jars on Maven Central (interop/pom.xml,
 # resolved by scripts/real-rocketmq into build/rocketmq), with the Java 4.9.8 and Go v2 clients. Root
-# (network namespaces), a JDK, Maven and Go. INTEROP=quick runs the 4.9.8 tier only; full (the default)
-# adds the 5.x brokers' tier ($(INTEROP_5X_ONLY), the modules marked ALSO_ON_5X, and 5.3.3 and 5.5.1 beside
-# 4.9.8 in test_conform_real.py's conformance run).
+# (network namespaces), a JDK, Maven and Go. Tiers (INTEROP): quick = the 4.9.8 tier; 5x = the 5.x tier
+# (5.3.3 and 5.5.1: $(INTEROP_5X_ONLY), the 5.3.3 runs of the modules marked ALSO_ON_5X, the wall-clock
+# conformance of both; tests/interop/conftest.py); full (the default) = both in one session. CI runs
+# quick, then 5x (.ci/run), each within its time budget.
 INTEROP ?= full
 INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py
 
 interop: $(STAMP) java interop-deps
+	@case "$(INTEROP)" in quick|5x|full) ;; *) echo "INTEROP must be quick, 5x or full"; exit 2;; esac
 	scripts/real-rocketmq resolve --version 4.9.8
 	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.3.3)
 	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.5.1)

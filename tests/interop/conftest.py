@@ -9,12 +9,16 @@ it needs Maven Central, Java and root. Here a fixture that cannot start is an er
 ``RMQ_VERSION`` (default 4.9.8) is the broker version the tier runs against. A module that sets
 ``ALSO_ON_5X = True`` runs its tests once more against RocketMQ 5.3.3 (its tests then read
 ``realrmq.version``), unless ``INTEROP=quick``.
+
+Tiers (``INTEROP``, ``realrmq.TIER``): ``quick`` runs the 4.9.8 tier (the Makefile leaves the 5.x-only
+modules out); ``5x`` runs the 5.x tier only: the modules that set ``TIER_5X = True``, the tests a module
+names in ``TIER_5X_TESTS``, and the 5.3.3 runs of the ``ALSO_ON_5X`` modules — everything else is
+deselected; ``full`` runs both in one session.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +27,7 @@ import pytest
 
 from tests.interop import goclient
 from tests.interop.realrmq import (
+    TIER,
     V5,
     VERSION,
     RealRocketMQ,
@@ -35,7 +40,7 @@ from tests.interop.realrmq import (
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "realrmq" in metafunc.fixturenames and getattr(metafunc.module, "ALSO_ON_5X", False):
-        versions = [VERSION] if os.environ.get("INTEROP") == "quick" or VERSION == V5 else [VERSION, V5]
+        versions = {"quick": [VERSION], "5x": [V5], "full": list(dict.fromkeys([VERSION, V5]))}[TIER]
         metafunc.parametrize("realrmq", versions, indirect=True, scope="module")
 
 
@@ -99,6 +104,19 @@ def go_scenarios_on_real(tmp_path_factory: pytest.TempPathFactory) -> Callable[[
     return _once_per_version(tmp_path_factory, "go", command, goclient.checked)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _in_5x_tier(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    if getattr(module, "TIER_5X", False) or item.originalname in getattr(module, "TIER_5X_TESTS", ()):
+        return True
+    param = getattr(item, "callspec", None)
+    return getattr(module, "ALSO_ON_5X", False) and param is not None and param.params.get("realrmq") == V5
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TIER == "5x":
+        dropped = [item for item in items if not _in_5x_tier(item)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if _in_5x_tier(item)]
     for item in items:
         item.add_marker(pytest.mark.interop)

@@ -14,7 +14,12 @@ import attrs
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "real-rocketmq"
 VERSION = os.environ.get("RMQ_VERSION", "4.9.8")  # the broker version under test
-V5 = "5.3.3"  # the 5.x broker of INTEROP=full
+V5 = "5.3.3"  # the 5.x broker of INTEROP=full and 5x
+# INTEROP: quick = the 4.9.8 tier, 5x = the 5.x tier, full (the default) = both in one session. CI runs the
+# two tiers one after the other (.ci/run), each within its time budget.
+TIER = os.environ.get("INTEROP", "full")
+if TIER not in ("quick", "5x", "full"):
+    raise SystemExit(f"INTEROP must be quick, 5x or full, got {TIER!r}")
 
 
 @attrs.frozen

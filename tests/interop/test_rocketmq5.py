@@ -25,6 +25,8 @@ from tests.interop.scenario_compare import V5_CHECK_SLEEP_MS, comparison_table, 
 # and trace switch into the message's properties; 4.9.8 calls it only when a send hook is registered.
 V5_ADDED_PROPERTIES = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
+TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
+
 
 @pytest.fixture(scope="module")
 def both(java_scenarios_on_real) -> tuple[dict[str, Any], dict[str, Any]]:

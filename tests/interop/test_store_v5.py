@@ -79,6 +79,8 @@ CASES = [name for base in WRITERS for name in (base, *(f"{base}-{k}" for k in DA
 EARLY_CASES = [f"{base}-{EARLY}" for base in EARLY_WRITERS]
 SMALL = 16 * 1024  # the commitlog file size of the consume-queue-rebuild cases (the workload spans 7 files)
 
+TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
+
 
 def _resolved(version: str) -> RealRocketMQ:
     real = RealRocketMQ(version)

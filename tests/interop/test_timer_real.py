@@ -42,6 +42,8 @@ NOT_ENABLED = "accurate timer message is not enabled, timerWheelEnable is false"
 REFUSED = {"sec_over_max", "ms_over_max", "deliver_over_max", "ms_text", "deliver_decimal", "sec_blank"}
 TIMED = {"valid_delay_ms", "ms_plus_sign"}
 
+TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
+
 
 def _probe(cmd_prefix: list[str], namesrv: str, profile: str, out: Path, checks: str, *extra: str) -> dict[str, Any]:
     cmd = [*cmd_prefix, sys.executable, "-m", "interop.timer_probe", "--broker", f"rocketmq://{namesrv}",
