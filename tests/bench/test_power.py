@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,21 @@ def _one(pool: selection.Pool, module: str, function: str, kind: str, context: s
              and context in m.context and m.replacement == replacement]
     assert len(found) == 1, f"{module} {function} {kind} {context!r} -> {replacement!r}: {len(found)} mutants"
     return found[0]
+
+
+@contextmanager
+def _loaded_with(pool: selection.Pool, m: Mutant) -> Iterator[None]:
+    """The candidate copy with ``m`` applied, loaded and proved isolated; unloaded afterwards."""
+    text = m.apply(pool.texts[m.module])
+    files = candidate.candidate_files()
+    with tempfile.TemporaryDirectory() as tmp:
+        site = candidate.build(Path(tmp), files, (m.module, text))
+        try:
+            candidate.load(site)
+            assert candidate.isolation_problems(site, files, (m.module, text)) == []
+            yield
+        finally:
+            candidate.unload(site)
 
 
 @pytest.fixture(scope="module")
@@ -122,23 +139,15 @@ def test_the_candidate_copy_shares_no_mutated_code_with_the_reference(pool: sele
 
     m = _one(pool, "model/lifecycle.py", "route_send_back", "boundary",
              "reconsume_times >= max_reconsume_times", ">")
-    text = m.apply(pool.texts[m.module])
-    files = candidate.candidate_files()
-    with tempfile.TemporaryDirectory() as tmp:
-        site = candidate.build(Path(tmp), files, (m.module, text))
-        try:
-            candidate.load(site)
-            assert candidate.isolation_problems(site, files, (m.module, text)) == []
-            mutated = sys.modules["rmqspec_candidate.model.lifecycle"]
-            # the candidate routes a message at its limit to a retry; the reference still to the DLQ
-            assert mutated.route_send_back(16, 16, 0, 18)[0] == "RETRY"
-            assert lifecycle.route_send_back(16, 16, 0, 18)[0] == "DLQ"
-            assert rmqspec.model.broker.route_send_back is lifecycle.route_send_back
-            assert Path(lifecycle.route_send_back.__code__.co_filename).resolve() == \
-                (candidate.PROJECT / "model" / "lifecycle.py").resolve()
-            assert sys.modules["rmqspec_candidate.impl.locks"].lock_decision is mutated.lock_decision
-        finally:
-            candidate.unload(site)
+    with _loaded_with(pool, m):
+        mutated = sys.modules["rmqspec_candidate.model.lifecycle"]
+        # the candidate routes a message at its limit to a retry; the reference still to the DLQ
+        assert mutated.route_send_back(16, 16, 0, 18)[0] == "RETRY"
+        assert lifecycle.route_send_back(16, 16, 0, 18)[0] == "DLQ"
+        assert rmqspec.model.broker.route_send_back is lifecycle.route_send_back
+        assert Path(lifecycle.route_send_back.__code__.co_filename).resolve() == \
+            (candidate.PROJECT / "model" / "lifecycle.py").resolve()
+        assert sys.modules["rmqspec_candidate.impl.locks"].lock_decision is mutated.lock_decision
 
 
 def test_the_store_probe_reads_the_candidates_store_with_the_pristine_impl(pool: selection.Pool) -> None:
@@ -146,21 +155,13 @@ def test_the_store_probe_reads_the_candidates_store_with_the_pristine_impl(pool:
     from rmqspec.properties import store_probe
 
     m = next(m for m in pool.mutants if m.module == "impl/checkpoint.py" and m.function == "Checkpoint.encode")
-    text = m.apply(pool.texts[m.module])
-    files = candidate.candidate_files()
-    with tempfile.TemporaryDirectory() as tmp:
-        site = candidate.build(Path(tmp), files, (m.module, text))
-        try:
-            candidate.load(site)
-            assert candidate.isolation_problems(site, files, (m.module, text)) == []
-            copy = sys.modules["rmqspec_candidate.impl.checkpoint"]
-            # the candidate writes with the mutated module, the probe reads with the pristine one
-            assert copy.read_checkpoint is not pristine.read_checkpoint
-            assert store_probe.read_checkpoint is pristine.read_checkpoint
-            assert Path(store_probe.verify_store.__code__.co_filename).resolve() == \
-                (candidate.PROJECT / "impl" / "verify.py").resolve()
-        finally:
-            candidate.unload(site)
+    with _loaded_with(pool, m):
+        copy = sys.modules["rmqspec_candidate.impl.checkpoint"]
+        # the candidate writes with the mutated module, the probe reads with the pristine one
+        assert copy.read_checkpoint is not pristine.read_checkpoint
+        assert store_probe.read_checkpoint is pristine.read_checkpoint
+        assert Path(store_probe.verify_store.__code__.co_filename).resolve() == \
+            (candidate.PROJECT / "impl" / "verify.py").resolve()
 
 
 def test_the_proof_fails_when_the_candidate_would_use_the_references_rules() -> None:
