@@ -161,12 +161,7 @@ class DeepRules:
             self.consume_next_batch()
 
     def _close_reopen(self, down_ms: int, tick: bool = True) -> None:
-        answered, delay = self._answered_offsets(), self._reference_delay_progress()
-        try:
-            self.ls.candidate.close()
-        except Exception as exc:
-            self._fail(f"candidate failed to close(): {exc!r}")
-        self._probe_store("after a clean shutdown", closed=True, offsets=answered, delay=delay)
+        self._close_candidate_and_probe("after a clean shutdown")
         self.ls.on_forks(lambda fork: fork.close())
         if down_ms:
             self.clock.set(self._now() + down_ms)

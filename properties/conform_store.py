@@ -92,9 +92,13 @@ class StoreProbeRules:
         if not self._store_declared():
             self._sometimes("store_probe:not_judged")
             return
+        self._close_candidate_and_probe("after the final clean shutdown")
+
+    def _close_candidate_and_probe(self, when: str) -> None:
+        """Close the candidate cleanly and probe its store against what it answered just before."""
         answered, delay = self._answered_offsets(), self._reference_delay_progress()
         try:
             self.ls.candidate.close()
         except Exception as exc:
             self._fail(f"candidate failed to close(): {exc!r}")
-        self._probe_store("after the final clean shutdown", closed=True, offsets=answered, delay=delay)
+        self._probe_store(when, closed=True, offsets=answered, delay=delay)
