@@ -197,8 +197,18 @@ class ObserverRules:
 
     @invariant()
     def check_always(self) -> None:
-        if not self.failed and self.ls is not None:
-            self._judge(("always",))
+        """The "always" invariants on the history so far; a step that left the history as it was
+        (no event, no parameter, subscription or orderly group added) is not judged again: the
+        invariants are functions of the history alone, and events are frozen and only appended."""
+        if self.failed or self.ls is None:
+            return
+        h = self.history
+        key = (len(h.events), h.params, tuple(sorted((g, tuple(sorted(t))) for g, t in h.subscriptions.items())),
+               tuple(sorted(h.orderly_groups)))
+        if key == getattr(self, "_judged_at", None):
+            return
+        self._judge(("always",))
+        self._judged_at = key
 
     def _quiescent(self) -> bool:
         if self.expect_fire or self.pending_checks or self.windows:

@@ -44,6 +44,7 @@ def _model_run():
     return _RESULT["r"]
 
 
+@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
 @pytest.mark.slow
 @pytest.mark.xdist_group("model-run")  # with the test below: one _model_run per pytest-xdist worker
 def test_model_broker_conforms_in_lockstep() -> None:
@@ -52,6 +53,7 @@ def test_model_broker_conforms_in_lockstep() -> None:
     assert result.examples >= 40
 
 
+@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
 def test_mmap_broker_conforms_in_lockstep() -> None:
     """SPEC §7: MmapBroker (real mmap files, real recovery) agrees with the model step by step."""
     from rmqspec.properties.adapters import load_factory
@@ -62,6 +64,7 @@ def test_mmap_broker_conforms_in_lockstep() -> None:
     assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"
 
 
+@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
 @pytest.mark.xdist_group("model-run")
 def test_sometimes_every_interesting_outcome_happens() -> None:
     coverage = _model_run().coverage

@@ -40,6 +40,7 @@ def _workloads(budget: int) -> list[Workload]:
     return [*crashwork.WORKLOADS.values(), crashwork.random_workload(120, 7), *extra]
 
 
+@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
 @pytest.mark.slow
 def test_every_crash_state_recovers_without_loss() -> None:
     budget = _budget()

@@ -33,9 +33,11 @@ from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.io import rows_to_table
 from rmqspec.traces.notation import parse
 
-RANDOM_TRACES = 300
+# Budgets follow the Hypothesis profile (``ci``: 60 examples, ``thorough``: 1,000): ``make test``'s
+# batch is sized to its time budget, a ``thorough`` run audits several times more.
+RANDOM_TRACES = max(150, settings.default.max_examples)
 GEN_EVENTS = 2500
-CONFORMANCE_BUDGET = (12, 30)  # examples, steps per broker
+CONFORMANCE_BUDGET = (max(6, settings.default.max_examples // 25), 30)  # examples, steps per broker
 RECORDED_BROKERS = ("model", "mmap")
 TIMER_TRACES = 12  # model traces of 5.x timer messages (``tests/traces/timer_runs.py``)
 RESTART_TRACES = 3  # and of timer messages across a power loss and a crash close behind it, per flush mode

@@ -151,6 +151,7 @@ def test_output_layout(batch):
     assert pq.read_table(batch.out / "rejected").num_rows == 0
 
 
+@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
 def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path, monkeypatch):
     """The plan for large inputs (AQE, sized shuffles, findings written from the driver, or sorted
     and written by Spark when they are many) finds and writes exactly what the small-input plan
@@ -161,7 +162,8 @@ def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path, monkeypatch)
     from rmqspec.spark.job import run_audit
     from rmqspec.traces.io import rows_to_table
 
-    tids = [t for t in batch.rows if t.startswith(("case", "gen:"))]
+    gen = sorted(t for t in batch.rows if t.startswith("gen:"))
+    tids = [t for t in batch.rows if t.startswith("case")] + gen[::2]  # every other injected code
     flat = [{**r, "trace_id": t} for t in tids for r in batch.rows[t]]
     stored = [{**r, "detail": json.loads(r["detail"])} if isinstance(r.get("detail"), str) else r for r in flat]
     pq.write_table(rows_to_table(stored), tmp_path / "cases.parquet")
