@@ -17,6 +17,7 @@ once is seen again.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -59,3 +60,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.nodeid in spark:
             item.add_marker(pytest.mark.xdist_group("spark"))
     items.sort(key=lambda item: 0 if item.nodeid in spark else 1 if item.get_closest_marker("slow") else 2)
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """``@pytest.mark.no_cover`` that holds under pytest-xdist too: pytest-cov pauses only its own
+    Coverage object, and an xdist worker has two started (pytest-cov's and the one coverage's
+    subprocess patch starts), the other of which goes on tracing — the test ran 3-4× slower, traced.
+    Every started Coverage is stopped for the test's call and restarted after it, in order."""
+    if item.get_closest_marker("no_cover") is None:
+        yield
+        return
+    import coverage
+
+    stopped = []
+    while (cov := coverage.Coverage.current()) is not None and len(stopped) < 8:
+        cov.stop()
+        stopped.append(cov)
+    try:
+        yield
+    finally:
+        for cov in reversed(stopped):
+            cov.start()

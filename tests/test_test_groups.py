@@ -33,3 +33,12 @@ def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
     assert len(grouped) == 4, proc.stdout
     assert all(suffix == "@g" for _, _, suffix in grouped), "the group is not in the node ids: " + proc.stdout
     assert len({worker for worker, _, _ in grouped}) == 1, "one group ran on several workers: " + proc.stdout
+
+
+@pytest.mark.no_cover
+def test_a_no_cover_test_runs_untraced() -> None:
+    """``tests/conftest.py``'s hook: under ``make test`` (coverage in pytest-xdist workers) a test marked
+    ``no_cover`` runs with no tracer at all; without coverage there is none to begin with."""
+    import sys
+
+    assert sys.gettrace() is None, sys.gettrace()

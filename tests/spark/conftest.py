@@ -35,7 +35,7 @@ from rmqspec.traces.notation import parse
 
 # Budgets follow the Hypothesis profile (``ci``: 60 examples, ``thorough``: 1,000): ``make test``'s
 # batch is sized to its time budget, a ``thorough`` run audits several times more.
-RANDOM_TRACES = max(150, settings.default.max_examples)
+RANDOM_TRACES = max(300, settings.default.max_examples)
 GEN_EVENTS = 2500
 CONFORMANCE_BUDGET = (max(6, settings.default.max_examples // 25), 30)  # examples, steps per broker
 RECORDED_BROKERS = ("model", "mmap")
@@ -199,7 +199,7 @@ def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return audit_session(
         "local[2]",
-        {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"},
+        {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},  # 1g: G1 collected all the time
         app_name="rmqspec-tests",
     )
 

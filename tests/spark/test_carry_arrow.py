@@ -77,7 +77,7 @@ _TIMER_FIELDS = {
     "deliver_ts": (None, 0, 2000, 10**9),  # 10**9: not due at any drain
     "delay_level": (None, None, 0, 2),
 }
-_EXAMPLES = max(200, settings().max_examples)  # ~10 ms each; ``thorough``: 1,000
+_EXAMPLES = max(500, settings().max_examples)  # ~10 ms each
 
 
 @st.composite

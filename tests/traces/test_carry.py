@@ -150,7 +150,7 @@ def _drawn_days(draw: Any) -> tuple[list[dict], list[int]]:
 
 
 @pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
-@settings(max_examples=max(150, settings().max_examples), deadline=None)
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
 @given(_drawn_days())
 def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
     rows, cuts = drawn
@@ -182,7 +182,7 @@ def _drawn_txn_days(draw: Any) -> tuple[list[dict], list[int]]:
 
 
 @pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
-@settings(max_examples=max(150, settings().max_examples), deadline=None)
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
 @given(_drawn_txn_days())
 def test_drawn_transaction_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
     rows, cuts = drawn

@@ -142,7 +142,7 @@ def drawn_trace(draw: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
-@settings(max_examples=max(200, 2 * settings.default.max_examples))
+@settings(max_examples=max(400, 2 * settings.default.max_examples))
 @given(rows=drawn_trace(), data=st.data())
 def test_drawn_traces_never_gain_a_finding(rows, data):
     _holds(rows, _drop_sets(data, rows), PARAMS)
@@ -169,7 +169,7 @@ def txn_trace(draw: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
-@settings(max_examples=max(200, 2 * settings.default.max_examples))
+@settings(max_examples=max(400, 2 * settings.default.max_examples))
 @given(rows=txn_trace(), data=st.data())
 def test_transaction_traces_never_gain_a_finding_with_op_batching(rows, data):
     """5.1.0+'s batched ops (op_batch_ms 700: an END counts 2100 ms after it, a crash or recover in
@@ -186,7 +186,7 @@ def test_transaction_traces_never_gain_a_finding_with_op_batching(rows, data):
 
 
 @pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
-@settings(max_examples=max(250, 2 * settings.default.max_examples))
+@settings(max_examples=max(500, 2 * settings.default.max_examples))
 @given(rows=drawn_trace())
 def test_every_entry_comes_from_a_candidate_row_and_is_worded(rows):
     """``CANDIDATES`` (the Spark audit's column test) lets through every row with an entry, and
