@@ -64,21 +64,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """``@pytest.mark.no_cover`` that holds under pytest-xdist too: pytest-cov pauses only its own
-    Coverage object, and an xdist worker has two started (pytest-cov's and the one coverage's
-    subprocess patch starts), the other of which goes on tracing — the test ran 3-4× slower, traced.
-    Every started Coverage is stopped for the test's call and restarted after it, in order."""
+    """``@pytest.mark.no_cover`` that holds under pytest-xdist too (``tests/untraced.py``)."""
     if item.get_closest_marker("no_cover") is None:
         yield
         return
-    import coverage
+    from tests.untraced import untraced
 
-    stopped = []
-    while (cov := coverage.Coverage.current()) is not None and len(stopped) < 8:
-        cov.stop()
-        stopped.append(cov)
-    try:
+    with untraced():
         yield
-    finally:
-        for cov in reversed(stopped):
-            cov.start()
