@@ -128,6 +128,9 @@ class DeepRules:
         """At teardown: what this example reached (coverage) and how deep (targets)."""
         type(self).lifecycle.update(classify(self.history))
         type(self).rules_run.update(op.rule for op in self.program)
+        busy = getattr(self.ls.candidate, "busy_retries", 0) if self.ls is not None else 0
+        if isinstance(busy, int) and busy:  # a remote broker's flow control, sent again (remoting/adapter.py)
+            self.coverage["busy_retried"] += busy
         self._target_depth()
 
     def _target_depth(self) -> None:

@@ -227,6 +227,7 @@ class MachineCore(RuleBasedStateMachine):
         type(self).examples.append(1)
         self.failed = False
         self.ls: Lockstep | None = None
+        self.started = False  # ``init`` ran to its end: the example's topics and groups exist
         self.can_crash = False
         self.uniq = UniqKeyFactory(client_ip="10.0.0.7", pid=4242)
         self.topics: dict[str, int] = {}
@@ -393,8 +394,14 @@ class MachineCore(RuleBasedStateMachine):
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
         self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs, 16, 1))
         if wall is not None:
-            candidate.open(self.obs, self.clock, settle_ms=self.config.transaction_timeout_ms
-                           + self.config.transaction_check_interval_ms + wall.tolerance_ms)
+            settle = self.config.transaction_timeout_ms + self.config.transaction_check_interval_ms \
+                + wall.tolerance_ms
+            try:
+                candidate.open(self.obs, self.clock, settle_ms=settle)
+            except Exception as exc:  # not an operation of the example: a finding without a lockstep
+                message = f"candidate raised {type(exc).__name__} in open() [session start]: {exc!r}"
+                type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+                raise
             for topic in sorted(candidate.existing):  # earlier examples made them: the model has them too
                 self.ls.on_forks(lambda b, topic=topic: b.store.ensure_topic(
                     topic, self.config.max_delay_level if topic == SCHEDULE_TOPIC else 1))
@@ -404,6 +411,7 @@ class MachineCore(RuleBasedStateMachine):
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         if self.config.timer_running and wall is None:  # 5.x: the wheel's queue (conform_timer.py)
             self.frontier.setdefault(MessageQueue(TIMER_TOPIC, 0), 0)
+        self.started = True
         self._after()
         self._prelude(prelude)  # records itself as the next op (``init`` does not record it)
 

@@ -295,7 +295,8 @@ class ObserverRules:
 
     def teardown(self) -> None:
         try:
-            if not self.failed and self.drain_on_teardown and self.ls is not None:
+            # an example whose init did not finish has nothing to drain: its own failure is the finding
+            if not self.failed and self.drain_on_teardown and self.ls is not None and self.started:
                 try:
                     self.drain()
                     self._judge(("always", "eventually"))

@@ -71,6 +71,15 @@ lists the broker again and the broker answers a heartbeat; then it is used
 as before. A remote broker can be killed, not power-cut: ``crash_kinds`` is
 ``("kill",)``. No ``EXACT_TIME``: the broker runs on its own wall clock.
 
+Flow control: a broker answers SYSTEM_BUSY to a request it dropped unprocessed (4.9/5.x
+``BrokerFastFailure``: a request that waited in its thread pool's queue longer than e.g.
+``waitTimeMillsInSendQueue``, 200 ms by default, or any while the page cache is busy;
+``NettyRemotingAbstract``: a processor that rejects requests, or a full pool). The Java producer
+sends again on SYSTEM_BUSY; so does every request of this adapter, after 10, 20, 40 ... ms (at most
+``busy_wait_ms`` in all), and counts it in ``busy_retries``. Only when the broker stays busy past that
+bound does the refusal reach the caller. Why: on a loaded machine (two brokers and the checker on two
+cores) a real broker sheds a probe send now and then; that is load, not semantics.
+
 Errors: refusals as the protocol says (``BrokerError`` / a ``ResponseCode``);
 the wire's failures as ``RemotingError`` subclasses (address, code, opaque);
 a malformed answer as ``client_ops.ResponseMalformed``; setup problems
@@ -113,6 +122,7 @@ DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
 HEARTBEAT_INTERVAL_MS = 10_000  # re-heartbeat period (the Java client's heartbeatBrokerInterval is 30 s)
 ROUTE_WAIT_MS = 15_000
 DISPATCH_WAIT_MS = 2_000
+BUSY_WAIT_MS = 10_000  # how long a SYSTEM_BUSY (flow-controlled) request is sent again
 RECOVER_TIMEOUT_MS = 180_000
 MASTER_ID = 0  # MixAll.MASTER_ID
 DEFAULT_MAX_RECONSUME_TIMES = 16  # DefaultMQPushConsumer.getMaxReconsumeTimes for -1
@@ -179,7 +189,8 @@ class RemoteBroker:
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, producer_group: str = DEFAULT_PRODUCER_GROUP,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, route_wait_ms: int = ROUTE_WAIT_MS,
                  recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None,
-                 heartbeat_consumers: bool = True, dispatch_wait_ms: int = DISPATCH_WAIT_MS) -> None:
+                 heartbeat_consumers: bool = True, dispatch_wait_ms: int = DISPATCH_WAIT_MS,
+                 busy_wait_ms: int = BUSY_WAIT_MS) -> None:
         self.namesrv_addr = namesrv_addr
         self.clock = clock
         self.config = config if config is not None else BrokerConfig()
@@ -195,6 +206,8 @@ class RemoteBroker:
         self.dispatch_wait_ms = dispatch_wait_ms  # 0: no dispatch barrier
         self.dispatch_waits = 0  # writes after which the broker had not yet dispatched everything
         self.dispatch_refused = 0  # GET_BROKER_RUNTIME_INFO refusals (asked again)
+        self.busy_wait_ms = busy_wait_ms
+        self.busy_retries = 0  # requests answered SYSTEM_BUSY and sent again
         self.capabilities: frozenset[Capability] = (
             frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
         self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
@@ -246,14 +259,26 @@ class RemoteBroker:
         return self._namesrv
 
     def _invoke(self, cmd: RemotingCommand) -> RemotingCommand:
-        return self._conn().invoke(cmd)
+        return self._ask(self._conn(), cmd)
+
+    def _ask(self, conn: RemotingClient, cmd: RemotingCommand) -> RemotingCommand:
+        """``cmd`` on ``conn``, sent again while the broker sheds it with SYSTEM_BUSY (module docstring)."""
+        deadline = time.monotonic() + self.busy_wait_ms / 1000
+        pause = 0.01
+        while True:
+            resp = conn.invoke(cmd)
+            if resp.code != ResponseCode.SYSTEM_BUSY.value or time.monotonic() + pause > deadline:
+                return resp
+            self.busy_retries += 1
+            time.sleep(pause)
+            pause = min(2 * pause, 0.5)
 
     def _heartbeat(self) -> None:
         assert self._broker is not None
         consumers = self._consumer_groups if self.heartbeat_consumers else {}
         members = {g for groups in self._member_subs.values() for g in groups}
         consumers = {g: t for g, t in consumers.items() if g not in members}  # the members' subscriptions rule
-        resp = self._broker.invoke(ops.heartbeat_request(self.client_id, self._producer_groups, consumers))
+        resp = self._ask(self._broker, ops.heartbeat_request(self.client_id, self._producer_groups, consumers))
         ops.expect_success(resp, "HEART_BEAT")
         self._last_heartbeat = time.monotonic()
 
@@ -348,7 +373,7 @@ class RemoteBroker:
         props, uniq = self._properties(msg)
         cmd = ops.send_request(producer_group, msg, queue_id, ops.half_properties(props, producer_group),
                                self.clock.now(), self.broker_name, sys_flag=ops.HALF_SYS_FLAG)
-        result = ops.parse_send(conn.invoke(cmd), uniq)
+        result = ops.parse_send(self._ask(conn, cmd), uniq)
         self._half_keys[result.commitlog_offset] = uniq
         self._dispatched()
         return result
@@ -414,7 +439,7 @@ class RemoteBroker:
         if conn is None or conn.closed:
             conn = self._members[client_id] = RemotingClient.connect(
                 self.broker_addr, connect_timeout_ms=self.timeout_ms, timeout_ms=self.timeout_ms)
-        resp = conn.invoke(ops.consumer_heartbeat_request(client_id, self._member_subs[client_id]))
+        resp = self._ask(conn, ops.consumer_heartbeat_request(client_id, self._member_subs[client_id]))
         ops.expect_success(resp, "HEART_BEAT")
 
     def unregister_consumer(self, group: str, client_id: str) -> None:
@@ -424,7 +449,8 @@ class RemoteBroker:
         conn = self._members.get(client_id)
         if groups.pop(group, None) is None or conn is None:
             return
-        ops.expect_success(conn.invoke(ops.unregister_request(client_id, consumer_group=group)), "UNREGISTER_CLIENT")
+        ops.expect_success(self._ask(conn, ops.unregister_request(client_id, consumer_group=group)),
+                           "UNREGISTER_CLIENT")
         if not groups:
             del self._member_subs[client_id]
             self._members.pop(client_id).close()

@@ -47,6 +47,7 @@ class CapturedBroker(Peer):
         self.silent: set[int] = set()
         self.overrides: dict[int, RemotingCommand] = {}  # answer these codes with another captured response
         self.close_on: set[int] = set()  # close the connection instead of answering these codes (once)
+        self.busy: dict[int, int] = {}  # answer this code SYSTEM_BUSY this many times first (flow control)
         # GET_BROKER_RUNTIME_INFO (the adapter's dispatch barrier): dispatchBehindBytes answered in turn,
         # then 0 (the capture has no such exchange: the body is the KVTable 4.9.8's AdminBrokerProcessor
         # writes, {"table": {...}})
@@ -63,6 +64,12 @@ class CapturedBroker(Peer):
             conn.close()
             return
         if cmd.is_oneway or cmd.code in self.silent:
+            return
+        if self.busy.get(cmd.code, 0) > 0:
+            self.busy[cmd.code] -= 1
+            conn.send(attrs.evolve(ANSWERS[RequestCode.SEND_MESSAGE_V2], opaque=cmd.opaque, code=2, ext_fields={},
+                                   remark="[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, "
+                                          "period in queue: 204ms, size of queue: 3"))
             return
         if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:
             table = {name: {"brokerAddrs": addrs, "brokerName": name, "cluster": "DefaultCluster"}
@@ -417,4 +424,29 @@ def test_the_barrier_gives_up_after_its_bound_and_is_off_for_a_broker_without_ru
         broker.send(Message("T", b"x"), 0)
         broker.send(Message("T", b"y"), 0)
         assert len(peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)) == 1 and broker.dispatch_wait_ms == 0
+        broker.close()
+
+
+def test_a_flow_controlled_request_is_sent_again_until_the_broker_takes_it() -> None:
+    """SYSTEM_BUSY is a request the broker dropped unprocessed (BrokerFastFailure's TIMEOUT_CLEAN_QUEUE on
+    a loaded machine, seen in CI against real 5.3.3 on a probe send): sent again, as the Java producer
+    does, counted; past ``busy_wait_ms`` the refusal reaches the caller."""
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock())
+        peer.busy[RequestCode.SEND_MESSAGE_V2] = 3
+        result = broker.send(Message("T", b"x"), 0)
+        assert result.status is SendStatus.SEND_OK and broker.busy_retries == 3
+        assert len(peer.requests(RequestCode.SEND_MESSAGE_V2)) == 4
+        peer.busy[RequestCode.QUERY_CONSUMER_OFFSET] = 1  # any request, not only sends
+        broker.query_offset("G", MessageQueue("T", 0))
+        assert broker.busy_retries == 4
+        broker.close()
+    with CapturedBroker() as peer:
+        broker = RemoteBroker(peer.address, ManualClock(), busy_wait_ms=100)
+        peer.busy[RequestCode.SEND_MESSAGE_V2] = 10_000  # busy for good
+        started = time.monotonic()
+        with pytest.raises(BrokerError) as refused:
+            broker.send(Message("T", b"x"), 0)
+        assert refused.value.code is ResponseCode.SYSTEM_BUSY and "TIMEOUT_CLEAN_QUEUE" in str(refused.value)
+        assert 0.05 <= time.monotonic() - started < 3 and 2 <= broker.busy_retries <= 8
         broker.close()
