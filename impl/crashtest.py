@@ -34,7 +34,6 @@ the Hypothesis/env profile ``thorough`` 1,000,000.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
@@ -60,6 +59,7 @@ from rmqspec.impl.crashselect import (
     state_id,
 )
 from rmqspec.impl.crashwork import Recording, Workload
+from rmqspec.impl.scratch import scratch_base, scratch_dir
 from rmqspec.impl.store import MessageStore
 
 ProgressFn = Callable[[int, int], None]
@@ -191,15 +191,9 @@ def prepare(workload: Workload, directory: Path) -> Prepared:
     return Prepared(recording, tuple(points), tuple(crashoracle.promises(recording, points)))
 
 
-def scratch_base() -> Path:
-    """A tmpfs when there is one (states are written and read once), else the temp directory."""
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
-
-
 def scratch_root() -> Path:
-    """A fresh directory for one exploration under ``scratch_base()``."""
-    return Path(tempfile.mkdtemp(prefix="rmqspec-crash-", dir=scratch_base()))
+    """A fresh directory for one exploration under ``scratch_base()`` (states are written and read once)."""
+    return scratch_dir("rmqspec-crash-")
 
 
 def explore(

@@ -27,7 +27,6 @@ round); ``START_MS`` is 2023-11-14 (the manual clock's start).
 from __future__ import annotations
 
 import contextlib
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +37,7 @@ import hypothesis.errors
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from rmqspec.impl.scratch import scratch_dir
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.config import BrokerConfig, default_config
 from rmqspec.model.ids import UniqKeyFactory
@@ -217,7 +217,7 @@ class MachineCore(RuleBasedStateMachine):
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.op_writes: list[int] = []  # wall, 5.1.0+: when the broker was seen to write its pending ops
-        self.workdir = tempfile.mkdtemp(prefix="rmqspec-conform-")
+        self.workdir = str(scratch_dir("rmqspec-conform-"))  # memory when there is some (impl/scratch.py)
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)
         self.recorder = recorder

@@ -14,8 +14,8 @@ Theory of operation
    same programs: ``worker``), which the baseline checks.
 3. **Mutants**: at most ``jobs`` workers at a time (``python -m bench.power.worker``, its own
    process group). A worker that writes nothing new for ``timeout`` seconds, or holds more than
-   ``MAX_RSS_BYTES``, is killed: the mode it was in is ``timeout`` (killed), and so are the later
-   modes (the same programs lead to the same hang, or lockstep stops earlier). A worker killed by a
+   ``MAX_RSS_BYTES``, is killed: the mode it was in (its last ``start`` row) is ``timeout`` (killed),
+   and so are the modes it had not run (the same programs lead to the same hang). A worker killed by a
    signal while running a mode crashed in it (``crash``, e.g. SIGBUS from a truncated mapping).
 
 Statuses per mode: ``killed`` (reason ``invariant`` / ``lockstep`` / ``raised`` / ``model`` /
@@ -209,7 +209,9 @@ def interpret(rows: list[dict[str, Any]], modes: Sequence[str], returncode: int,
         if r.get("stage") == "mode":
             status = "survived" if r["passed"] else "killed"
             out[r["mode"]] = ModeResult(status, r["reason"], r["via"], r["seconds"], r["failure"])
-    missing = [m for m in modes if m not in out]
+    started = [r["mode"] for r in rows if r.get("stage") == "start"]
+    missing = sorted((m for m in modes if m not in out), key=lambda m: (m not in started, started.index(m)
+                                                                        if m in started else 0))
     if missing:
         if killed_for is not None:
             first = ModeResult("timeout", killed_for, "run", 0.0, None)

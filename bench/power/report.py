@@ -137,11 +137,13 @@ class Report:
         lines.append(row("not reached (survived)", lambda s: str(s.total - s.reached)))
         eq = sum(1 for r in self.results if r.equivalent is not None)
         lines.append(f"equivalent (excluded): {eq}; mutants run or judged: {len(self.results)}")
-        if "lockstep" in self.modes:
-            via = Counter(r.modes["lockstep"].via for r in self.results
-                          if r.modes["lockstep"].status == "killed")
-            lines.append(f"lockstep kills from replaying the invariants' counterexample: {via.get('replay', 0)}, "
-                         f"from a lockstep run: {via.get('run', 0)}")
+        if set(self.modes) == {"invariants", "lockstep"}:
+            via = {m: Counter(r.modes[m].via for r in self.results if r.modes[m].status in ("killed", "survived"))
+                   for m in self.modes}
+            lines.append(f"verdicts without a run of their own: invariants' survivals inferred from a lockstep pass "
+                         f"{via['invariants'].get('inferred', 0)}, invariants' kills from replaying lockstep's "
+                         f"counterexample {via['invariants'].get('replay', 0)}, lockstep kills from replaying the "
+                         f"invariants' {via['lockstep'].get('replay', 0)}")
         return "\n".join(lines)
 
     def _table(self, title: str, values: list[str], pick: Callable[[MutantResult, str], bool]) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.power import candidate, selection
+from bench.power import candidate, selection, worker
 from bench.power.harness import ModeResult, MutantResult, baseline, interpret, run_mutants
 from bench.power.mutants import Mutant, find_mutants, verify
 from bench.power.report import Report
@@ -189,10 +189,44 @@ def test_worker_rows_become_mode_results() -> None:
     got = interpret(rows, MODES, -9, "timeout", "")
     assert got["invariants"].status == "survived"
     assert got["lockstep"] == ModeResult("timeout", "timeout", "run")
+    # lockstep runs first (worker._run_modes): killed inside it, it is the mode that timed out, and the
+    # invariants' run it never reached is inferred
+    got = interpret([{"stage": "isolation", "problems": []}, {"stage": "start", "mode": "lockstep"}],
+                    MODES, -9, "timeout", "")
+    assert got["lockstep"] == ModeResult("timeout", "timeout", "run")
+    assert got["invariants"] == ModeResult("timeout", "timeout", "inferred")
     crashed = interpret([{"stage": "crash", "where": "import", "error": "SyntaxError"}], MODES, 0, None, "")
     assert {r.status for r in crashed.values()} == {"crash"}
     assert kill_reason("invariant LockExclusiveProperty violated: …") == "invariant"
     assert kill_reason("lockstep mismatch in pull(…)") == "lockstep"
+
+
+def test_lockstep_runs_first_and_a_pass_stands_for_the_invariants(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order and the shortcuts of ``worker._run_modes`` (what each mode's run would return is given)."""
+    calls: list[tuple[str, object]] = []
+
+    def orchestrate(lockstep_program: object, replay: bool = True) -> list[dict]:
+        calls.clear()
+
+        def run_mode(factory: object, mode: str, shortcut: object, out: worker._Out) -> object:
+            calls.append((mode, shortcut))
+            return lockstep_program if mode == "lockstep" else None
+
+        monkeypatch.setattr(worker, "_run_mode", run_mode)
+        path = tmp_path / f"rows-{len(list(tmp_path.iterdir()))}.jsonl"
+        worker._run_modes(None, list(MODES), replay, worker._Out(path))
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    rows = orchestrate(None)  # lockstep passed: one run, the invariants' survival inferred
+    assert calls == [("lockstep", None)]
+    assert rows == [{"stage": "mode", "mode": "invariants", "passed": True, "via": "inferred", "examples": 0,
+                     "seconds": 0.0, "failure": None, "reason": None}]
+    program = ("init", "send")
+    orchestrate(program)  # lockstep failed: its program goes to the invariants' run as the shortcut
+    assert calls == [("lockstep", None), ("invariants", program)]
+    orchestrate(program, replay=False)  # --no-replay: each mode in full, in the usual order
+    assert calls == [("invariants", None), ("lockstep", None)]
 
 
 def test_the_report_lists_survivors_with_their_diff(pool: selection.Pool) -> None:
@@ -244,8 +278,9 @@ def test_the_sample_mutants_are_killed_in_both_modes(sample: tuple[list[MutantRe
     assert by_kind["invert_cond"].modes["invariants"] == ModeResult("crash", "construct", "run", 0.0,
                                                                     by_kind["invert_cond"].modes["invariants"].failure)
     assert by_kind["skip_call"].modes["invariants"].reason == "invariant"
-    # the invariants' counterexample, replayed in lockstep, fails there too
-    assert by_kind["skip_call"].modes["lockstep"].via == "replay"
+    # lockstep runs first; its counterexample, replayed without the model, fails the invariants too
+    assert by_kind["skip_call"].modes["lockstep"].via == "run"
+    assert by_kind["skip_call"].modes["invariants"].via == "replay"
 
 
 def test_an_endless_loop_is_killed_by_the_timeout(sample: tuple[list[MutantResult], dict[str, float]]) -> None:
