@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rmqspec.properties.runner import budget_settings, check_conformance
+from tests.untraced import budget_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 BROKEN = importlib.import_module("broken_brokers").BROKEN  # a helper module beside this test
@@ -76,7 +77,7 @@ def test_every_broken_broker_has_a_lockstep_test() -> None:
     assert set(LOCKSTEP) == set(BROKEN) and len(BROKEN) >= 12
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_the_timer_brokers_pass_under_4_9() -> None:
     """The timer brokers break only 5.x rules: under rocketmq-4.9 the same draws (user properties) pass,
     so their catch under 5.2 is the timer rule, not a side effect."""
@@ -107,7 +108,7 @@ def test_caught_by_invariants_alone(name: str) -> None:
     assert code in result.failure, result.failure
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("name", sorted(LOCKSTEP))
 def test_caught_in_lockstep_at_the_default_budget(name: str) -> None:
     """Issue 14: the deep rules reach every broken rule within ``rmqspec conform``'s default
@@ -133,7 +134,7 @@ INVARIANTS_AT_THE_DEFAULT_BUDGET = {
 }
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("name", sorted(INVARIANTS_AT_THE_DEFAULT_BUDGET),
                          ids=[f"{n}-by-{INVARIANTS_AT_THE_DEFAULT_BUDGET[n]}"
                               for n in sorted(INVARIANTS_AT_THE_DEFAULT_BUDGET)])

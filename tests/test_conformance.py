@@ -10,6 +10,7 @@ from rmqspec.model.model_factory import factory as model_factory
 from rmqspec.properties.conformance import conformance_machine
 from rmqspec.properties.program import parse, render, replay
 from rmqspec.properties.runner import ConformanceTestCase, budget_settings, check_conformance
+from tests.untraced import budget_run
 
 # What must happen at least once within the ci budget (the "sometimes" properties).
 SOMETIMES = (
@@ -44,7 +45,7 @@ def _model_run():
     return _RESULT["r"]
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.slow
 @pytest.mark.xdist_group("model-run")  # with the test below: one _model_run per pytest-xdist worker
 def test_model_broker_conforms_in_lockstep() -> None:
@@ -53,7 +54,7 @@ def test_model_broker_conforms_in_lockstep() -> None:
     assert result.examples >= 40
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_mmap_broker_conforms_in_lockstep() -> None:
     """SPEC §7: MmapBroker (real mmap files, real recovery) agrees with the model step by step."""
     from rmqspec.properties.adapters import load_factory
@@ -64,7 +65,7 @@ def test_mmap_broker_conforms_in_lockstep() -> None:
     assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.xdist_group("model-run")
 def test_sometimes_every_interesting_outcome_happens() -> None:
     coverage = _model_run().coverage

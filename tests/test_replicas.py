@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from rmqspec.properties.runner import budget_settings, check_conformance
+from tests.untraced import budget_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 _bb = importlib.import_module("broken_brokers")
@@ -47,7 +48,7 @@ def test_every_replica_cites_its_issue_and_most_are_caught_by_invariants() -> No
     assert len(INVARIANTS_ONLY) >= 0.8 * len(REPLICAS)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("name", sorted(REPLICAS))
 def test_replica_caught_in_lockstep_at_the_default_budget(name: str) -> None:
     result = _run(name, True)
@@ -56,7 +57,7 @@ def test_replica_caught_in_lockstep_at_the_default_budget(name: str) -> None:
     assert result.program
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("name", sorted(INVARIANTS_ONLY),
                          ids=[f"{n}-by-{INVARIANTS_ONLY[n]}" for n in sorted(INVARIANTS_ONLY)])
 def test_replica_caught_by_invariants_alone_at_the_default_budget(name: str) -> None:

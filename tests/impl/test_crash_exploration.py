@@ -19,6 +19,7 @@ import pytest
 from rmqspec.impl import crashtest, crashwork
 from rmqspec.impl.crashtest import StateIdError
 from rmqspec.impl.crashwork import Driver, Workload, workload_config
+from tests.untraced import budget_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 VARIANTS = importlib.import_module("crash_variants").VARIANTS  # a helper module beside this test
@@ -40,7 +41,7 @@ def _workloads(budget: int) -> list[Workload]:
     return [*crashwork.WORKLOADS.values(), crashwork.random_workload(120, 7), *extra]
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.slow
 def test_every_crash_state_recovers_without_loss() -> None:
     budget = _budget()

@@ -17,6 +17,7 @@ from rmqspec.model.versions import VERSIONS, version_named
 from rmqspec.properties.brokerconf import broker_conf_from_text, broker_config_from_conf
 from rmqspec.properties.conformance import PROFILES
 from rmqspec.properties.runner import budget_settings, check_conformance
+from tests.untraced import budget_run
 
 WIRE = {"UNIQ_KEY": "0A0000071092000000008B6D88E20000", "WAIT": "true", "TAGS": "TagA"}
 
@@ -85,7 +86,7 @@ def _half_properties(root, offset: int) -> dict:
     return dict(decode_record(data[offset:], base_offset=offset).properties)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("version", ["rocketmq-5.1", "rocketmq-5.2"])
 def test_mmap_broker_conforms_to_the_model_under_a_5x_profile(version) -> None:
     from rmqspec.properties.adapters import load_factory

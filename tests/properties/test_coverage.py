@@ -3,14 +3,13 @@ lifecycle table (model/lifecycle.py)."""
 
 from __future__ import annotations
 
-import pytest
-
 from rmqspec.model.lifecycle import LIFECYCLES
 from rmqspec.model.model_factory import factory as model_factory
 from rmqspec.properties.codes import AuditParams
 from rmqspec.properties.coverage import ALL_TRANSITIONS, TIMER_TRANSITIONS, CoverageReport, classify, label
 from rmqspec.properties.history import History
 from rmqspec.properties.runner import budget_settings, check_conformance
+from tests.untraced import budget_run
 
 
 def test_every_row_of_every_table_is_listed_once() -> None:
@@ -105,7 +104,7 @@ def test_a_profile_without_the_wheel_lists_the_timer_rows_as_not_applicable() ->
     assert CoverageReport.of({}, {}, ()).missing == ALL_TRANSITIONS  # with the wheel they are missing
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
     """``rmqspec conform``'s default budget (ci: 40 × 30) takes every row of every table the profile has
     (4.9: the TIMER table is not applicable)."""
@@ -116,7 +115,7 @@ def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
     assert report.not_applicable == TIMER_TRANSITIONS
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_the_default_budget_reaches_every_timer_transition_under_5_2() -> None:
     """Under a 5.x profile the default budget takes every row, the TIMER table's included."""
     result = check_conformance(model_factory, profile="rocketmq-5.2", settings=budget_settings())

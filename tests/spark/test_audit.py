@@ -11,6 +11,7 @@ from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.traces.checker import check
 from rmqspec.traces.checker_cases import CASES, PARAMS
 from rmqspec.traces.notation import render
+from tests.untraced import budget_run
 
 pytestmark = pytest.mark.spark
 
@@ -151,7 +152,7 @@ def test_output_layout(batch):
     assert pq.read_table(batch.out / "rejected").num_rows == 0
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_scale_plan_gives_the_same_findings(spark, batch, tmp_path, monkeypatch):
     """The plan for large inputs (AQE, sized shuffles, findings written from the driver, or sorted
     and written by Spark when they are many) finds and writes exactly what the small-input plan

@@ -24,6 +24,7 @@ from rmqspec.traces.checker import validate
 from rmqspec.traces.schema import SCHEMA
 from tests.spark.judge_runs import drawn_rows
 from tests.traces.carry_days import own_keys, schedule_reuse_days, transaction_days
+from tests.untraced import budget_run
 
 _EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
            "commit_offset", "lock", "lock", "unlock", "orderly_start", "orderly_end", "txn_half", "txn_end",
@@ -95,7 +96,7 @@ def _columns(rows: list[dict[str, Any]], subscriptions: dict[str, list[str]]) ->
     return set(seq[keep].tolist()), set(seq[closed].tolist()), set(open_keys)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=_EXAMPLES)
 @given(_trace())
 def test_the_columns_carry_what_the_row_loop_carries(drawn):
@@ -103,7 +104,7 @@ def test_the_columns_carry_what_the_row_loop_carries(drawn):
     assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=_EXAMPLES)
 @given(_trace(_ORDERLY, _ORDERLY_FIELDS))
 def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
@@ -111,7 +112,7 @@ def test_the_columns_carry_what_the_row_loop_carries_in_orderly_traces(drawn):
     assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=_EXAMPLES)
 @given(_trace(_TIMER, _TIMER_FIELDS))
 def test_the_columns_carry_what_the_row_loop_carries_in_timer_traces(drawn):
@@ -128,7 +129,7 @@ def _transactions(draw: Any) -> tuple[list, dict]:
     return good, {}
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=_EXAMPLES)
 @given(_transactions())
 def test_the_columns_carry_what_the_row_loop_carries_in_transactional_traces(drawn):
@@ -143,7 +144,7 @@ def test_the_columns_close_the_transactions_the_row_loop_closes(case):
         assert _columns(rows, {}) == carry_trace(rows)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=_EXAMPLES)
 @given(_trace(), st.lists(st.booleans(), max_size=60))
 def test_the_rows_carried_are_those_of_the_seqs_carry_trace_keeps(drawn, shared):

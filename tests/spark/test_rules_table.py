@@ -39,6 +39,7 @@ from rmqspec.traces.checker_cases import PARAMS as _PARAMS
 from rmqspec.traces.generator import GenConfig, generate_rows
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 from tests.traces.timer_runs import model_timer_trace
+from tests.untraced import budget_run
 
 _STRINGS = {"trace", "event", "group", "topic", "client_id", "status", "msg_key", "txn_id", "check_times", "detail"}
 # A drawn trace mixes all four families, or keeps to one (each replay's findings need a few of its rows).
@@ -174,7 +175,7 @@ def test_the_table_judges_find_what_the_checker_finds(rows):
     assert _judged(rows) == _checked(rows)
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_every_replay_is_reached_by_the_drawn_traces():
     """The drawn traces give findings of all three codes, the TIMER table's among MESSAGE_LIFECYCLE's (its
     reasons name a ``timer:`` row): else the test above proves little."""

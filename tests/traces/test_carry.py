@@ -19,6 +19,7 @@ from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
 from tests.spark.judge_runs import drawn_rows
 from tests.traces.carry_days import own_keys, schedule_reuse_days, touching_day, transaction_days
+from tests.untraced import budget_run
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -51,7 +52,7 @@ def _days(rows: list[dict], cuts: list[int]) -> tuple[list[dict], CarriedState]:
     return merged, state
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @pytest.mark.parametrize("seed", [1, 2])
 def test_days_give_the_findings_of_the_whole_trace(tmp_path: Path, seed: int) -> None:
     """Seed 2 with 5.x timer messages (and a cut while one waits in the wheel)."""
@@ -149,7 +150,7 @@ def _drawn_days(draw: Any) -> tuple[list[dict], list[int]]:
     return rows, cuts
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=max(300, settings().max_examples), deadline=None)
 @given(_drawn_days())
 def test_drawn_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
@@ -181,7 +182,7 @@ def _drawn_txn_days(draw: Any) -> tuple[list[dict], list[int]]:
     return rows, cuts
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=max(300, settings().max_examples), deadline=None)
 @given(_drawn_txn_days())
 def test_drawn_transaction_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:

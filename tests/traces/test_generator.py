@@ -14,6 +14,7 @@ from rmqspec.properties.codes import VIOLATION_CODES as SPEC_CODES
 from rmqspec.traces.generator import GenConfig, generate, generate_rows
 from rmqspec.traces.io import open_trace, read_table
 from rmqspec.traces.scenarios import VIOLATION_CODES, parse_codes
+from tests.untraced import budget_run
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +156,7 @@ def test_generate_writes_parts_and_truth(tmp_path):
     assert list(open_trace(tmp_path / "t.jsonl").iter_rows())[-1]["seq"] == jsonl.events - 1
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_one_million_events_stream_to_parts(tmp_path):
     result = generate(tmp_path / "big", GenConfig(events=1_000_000, seed=1, crashes=1),
                       part_rows=500_000)

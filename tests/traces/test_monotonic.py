@@ -29,6 +29,7 @@ from rmqspec.traces.checks_common import NEEDS
 from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.notation import parse
 from rmqspec.traces.unjudged import candidate, row_unjudged, trace_facts
+from tests.untraced import budget_run
 
 # Generated traces per run: ≥ 1,000 under the ``ci`` profile, more under ``thorough``.
 GENERATED = max(1000, 5 * settings.default.max_examples)
@@ -70,7 +71,7 @@ def _holds(rows: list[dict[str, Any]], drop_sets: list[list[tuple[int, str]]], p
     p_timer=st.sampled_from((0.0, 0.0, 0.2)),
     data=st.data(),
 )
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 def test_generated_traces_never_gain_a_finding(seed, events, crashes, inject, p_timer, data):
     rows = _small(seed, events, crashes, tuple(inject), p_timer)
     _holds(rows, _drop_sets(data, rows), AuditParams())
@@ -141,7 +142,7 @@ def drawn_trace(draw: Any) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=max(400, 2 * settings.default.max_examples))
 @given(rows=drawn_trace(), data=st.data())
 def test_drawn_traces_never_gain_a_finding(rows, data):
@@ -168,7 +169,7 @@ def txn_trace(draw: Any) -> list[dict[str, Any]]:
     return rows
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=max(400, 2 * settings.default.max_examples))
 @given(rows=txn_trace(), data=st.data())
 def test_transaction_traces_never_gain_a_finding_with_op_batching(rows, data):
@@ -185,7 +186,7 @@ def test_transaction_traces_never_gain_a_finding_with_op_batching(rows, data):
         assert not gained, f"dropping {chosen} added {gained}"
 
 
-@pytest.mark.no_cover  # a budget run of code the suite covers elsewhere: untraced (tests/README.md)
+@budget_run
 @settings(max_examples=max(500, 2 * settings.default.max_examples))
 @given(rows=drawn_trace())
 def test_every_entry_comes_from_a_candidate_row_and_is_worded(rows):
