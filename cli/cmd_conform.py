@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, InputError, UsageError
+from rmqspec.model.config import default_config
 from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.adapters import FactoryError, builtin_names, load_factory
 from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
 from rmqspec.properties.conformance import PROFILES
 from rmqspec.properties.runner import budget_settings, check_conformance
 from rmqspec.properties.shrink import DEFAULT_BUDGET
-from rmqspec.properties.wallclock import DEFAULT_TOLERANCE_MS, WALL_BUDGET, WallOptions
+from rmqspec.properties.wallclock import DEFAULT_TOLERANCE_MS, WALL_BUDGET, WallOptions, untested_timing_note
 
 NAME = "conform"
 HELP = "check a broker (package.module:factory) against the RocketMQ 4.9 semantics"
@@ -72,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{args.config}: {exc.strerror or exc}") from None
     # a remote broker runs on its own clock: wall-clock mode (default budget WALL_BUDGET)
     wall = WallOptions(tolerance_ms=args.tolerance) if remote else None
+    note = untested_timing_note(config or default_config(PROFILES[args.profile].version)) if remote else None
+    if note is not None:
+        print(f"rmqspec conform: {note}", file=sys.stderr)
     try:
         factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
     except FactoryError as exc:

@@ -482,3 +482,20 @@ def test_an_end_whose_op_batch_could_cross_a_fire_waits_for_the_fire() -> None:
     assert machine._wall_quiet(False) is False, "outside the fire's own window"
     assert machine._wall_quiet(False, horizon_ms=1_000) is True
     assert wall_ms() > due + wall.tolerance_ms
+
+
+def test_a_5_1_plus_timing_other_than_the_tiers_gets_a_note() -> None:
+    """fidelity O4: the guide's 4.9 timing on 5.3.3 failed an honest broker; conform says which timing is tested."""
+    import attrs
+
+    from rmqspec.model.config import default_config
+    from rmqspec.properties.wallclock import untested_timing_note
+
+    assert untested_timing_note(SHORT) is None  # 4.9: no op batch
+    note = untested_timing_note(default_config("rocketmq-5.2"))
+    assert note is not None and "transactionCheckInterval=30000" in note and "O4" in note
+    assert "transactionOpBatchInterval=3000" in note
+    tested = attrs.evolve(default_config("rocketmq-5.2"), transaction_check_interval_ms=6000,
+                          transaction_op_batch_interval_ms=700)
+    assert untested_timing_note(tested) is None
+    assert untested_timing_note(default_config("rocketmq-5.0")) is None  # 5.0: ops written at once
