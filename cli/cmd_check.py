@@ -323,7 +323,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--tolerance must be ≥ 0 ms, got {args.tolerance}")
     broker_config = _broker_config(args)
     try:
-        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd,
+                               broker_name=broker_config.broker_name if broker_config is not None else None)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     audit_config = _audit_config(args, broker_config)  # read every input before hours of work, not after

@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if note is not None:
         print(f"rmqspec conform: {note}", file=sys.stderr)
     try:
-        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd)
+        factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd,
+                               broker_name=config.broker_name if config is not None else None)
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     result = check_conformance(

@@ -55,7 +55,8 @@ def builtin_names() -> list[str]:
 REMOTE_SCHEME = "rocketmq://"
 
 
-def _remote_factory(spec: str, crash_cmd: str | None, restart_cmd: str | None) -> Callable[..., Any]:
+def _remote_factory(spec: str, crash_cmd: str | None, restart_cmd: str | None,
+                    broker_name: str | None) -> Callable[..., Any]:
     from rmqspec.remoting.adapter import RemoteSetupError, parse_url, remote_factory
 
     try:
@@ -66,16 +67,20 @@ def _remote_factory(spec: str, crash_cmd: str | None, restart_cmd: str | None) -
         # The machine's consumers pull with their subscription in every request and never register
         # as consumers: %RETRY% topics then appear at the first send-back, as in the model (a
         # consumer heartbeat would make the broker create them at once).
-        return remote_factory(address, crash_cmd=crash_cmd, restart_cmd=restart_cmd, heartbeat_consumers=False)
+        return remote_factory(address, crash_cmd=crash_cmd, restart_cmd=restart_cmd, heartbeat_consumers=False,
+                              broker_name=broker_name)
     except RemoteSetupError as exc:
         raise FactoryError(f"cannot use {spec}: {exc}") from None
 
 
-def load_factory(spec: str, crash_cmd: str | None = None, restart_cmd: str | None = None) -> Callable[..., Any]:
-    """Resolve ``package.module:attr``, ``package.module.attr`` or ``rocketmq://HOST:PORT`` to a factory."""
+def load_factory(spec: str, crash_cmd: str | None = None, restart_cmd: str | None = None,
+                 broker_name: str | None = None) -> Callable[..., Any]:
+    """Resolve ``package.module:attr``, ``package.module.attr`` or ``rocketmq://HOST:PORT`` to a factory.
+    ``broker_name``: which broker of the remote cluster (the ``brokerName`` of ``--config``); without it,
+    ``broker-a`` or the only broker registered."""
     spec = spec.strip()
     if spec.startswith(REMOTE_SCHEME):
-        return _remote_factory(spec, crash_cmd, restart_cmd)
+        return _remote_factory(spec, crash_cmd, restart_cmd, broker_name)
     if crash_cmd or restart_cmd:
         raise FactoryError(f"crash and restart commands apply to a rocketmq://HOST:PORT broker, not {spec!r}")
     if ":" in spec:

@@ -617,7 +617,8 @@ def remote_factory(namesrv_addr: str, *, crash_cmd: str | None = None, restart_c
     """
     if bool(crash_cmd) != bool(restart_cmd):
         raise RemoteSetupError("crash and restart commands go together: give both or neither")
-    locate_broker(namesrv_addr, options.get("broker_name"), timeout_ms)
+    # the broker RemoteBroker will pick: the one named, else config's default name (broker-a), else the only one
+    locate_broker(namesrv_addr, options.get("broker_name") or BrokerConfig().broker_name, timeout_ms)
 
     def factory(clock: Clock, config: BrokerConfig | None = None, workdir: Any = None,
                 **_ignored: Any) -> RemoteBroker:

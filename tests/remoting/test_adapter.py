@@ -333,6 +333,21 @@ def test_load_factory_resolves_rocketmq_urls() -> None:
         broker.close()
 
 
+def test_a_cluster_of_several_brokers_takes_the_broker_named_by_the_config() -> None:
+    """``--config``'s brokerName picks the broker (cmd_conform / cmd_check pass it); without one, broker-a."""
+    with CapturedBroker() as peer:
+        peer.cluster = {"broker-a": {0: peer.address}, "broker-b": {0: peer.address}}
+        broker = load_factory(f"rocketmq://{peer.address}", broker_name="broker-b")(ManualClock(), BrokerConfig())
+        assert broker.broker_name == "broker-b"
+        broker.close()
+        broker = load_factory(f"rocketmq://{peer.address}")(ManualClock(), BrokerConfig())
+        assert broker.broker_name == "broker-a"
+        broker.close()
+        peer.cluster = {"broker-b": {0: peer.address}, "broker-c": {0: peer.address}}
+        with pytest.raises(FactoryError, match=r"no broker named 'broker-a' registered \(brokers: broker-b, "):
+            load_factory(f"rocketmq://{peer.address}")
+
+
 def test_conform_cli_exits_2_for_an_unreachable_name_server(capsys) -> None:
     port = closed_port()
     assert main(["conform", "--broker", f"rocketmq://127.0.0.1:{port}", "--examples", "1"]) == 2
