@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"run's, at least {MIN_TIMEOUT_S:g})")
     p.add_argument("--no-lockstep-only", action="store_true", help="run the invariants-only mode only")
     p.add_argument("--no-replay", action="store_true",
-                   help="always run lockstep in full (default: replay the invariants' counterexample first)")
+                   help="run both modes in full (default: lockstep first; its pass stands for the invariants' "
+                        "run, its counterexample is replayed without the model)")
     p.add_argument("--no-reach", action="store_true",
                    help="run every mutant (default: a mutant no pristine run reaches is reported not reached)")
     p.add_argument("--list", action="store_true", help="list the selected mutants and exit")

@@ -1,18 +1,16 @@
 """Broker factories by name: ``package.module:factory`` (or the dotted form).
 
 A factory has the signature ``(clock, config, workdir) -> Broker``. Built-in
-names: ``rmqspec.model:factory`` (the ModelBroker) and, once the mmap broker
-exists, ``rmqspec.impl:factory``. The current directory is importable, so an
-adapter file next to the caller works (``rmqspec conform --broker
-my_adapter:factory``). This is the only place ``properties`` imports ``impl``.
+names: ``rmqspec.model:factory`` (the ModelBroker) and ``rmqspec.impl:factory``
+(the MmapBroker). The current directory is importable, so an adapter file next
+to the caller works (``rmqspec conform --broker my_adapter:factory``).
 
 ``rocketmq://HOST:PORT`` names a running RocketMQ 4.9 name server (or
 ``rmqspec serve``): the factory makes a ``rmqspec.remoting.adapter.RemoteBroker``
 per call; the name server is asked for the broker at once, so an unreachable
 address is a ``FactoryError``. ``crash_cmd`` / ``restart_cmd`` (shell commands)
 give it the kill-crash capability; they are refused for other factories.
-``rmqspec.remoting`` is imported only then (and this is the only place
-``properties`` imports it).
+``rmqspec.remoting`` is imported only then.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ def _impl_factory() -> Callable[..., Any]:
     impl = importlib.import_module("rmqspec.impl")
     factory = getattr(impl, "factory", None)
     if factory is None:
-        raise FactoryError("rmqspec.impl:factory does not exist yet (the MmapBroker has not landed)")
+        raise FactoryError("rmqspec.impl has no factory: the installed package is incomplete")
     return factory
 
 

@@ -7,8 +7,10 @@ rmqspec is a namespace package whose sub-packages live in separate folders
 sub-packages: ``rmqspec/model/…``, ``rmqspec/properties/…``,
 ``rmqspec/traces/…``, ``rmqspec/spark/…`` — everything the audit imports
 (``cli`` is not needed on the cluster). The executors need ``attrs``,
-``pyarrow`` and ``lark`` as well (``pip install attrs pyarrow lark`` on the
-nodes, or a packed virtualenv via ``spark.archives``).
+``pyarrow``, ``lark``, ``numpy`` and ``pandas`` as well (``pip install attrs
+pyarrow lark numpy pandas`` on the nodes, or a packed virtualenv via
+``spark.archives``): the ``mapInArrow`` judges import numpy, and PySpark's
+``mapInArrow`` checks for pandas.
 """
 
 from __future__ import annotations
