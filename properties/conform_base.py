@@ -306,9 +306,13 @@ class MachineCore(RuleBasedStateMachine):
             self._fail(str(exc))
             raise  # unreachable
         except Exception as exc:  # the candidate (or a model fork) raised: a finding with its program
-            message = f"candidate raised {type(exc).__name__} in {op}: {exc!r}"
-            type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+            self._raised(op, exc)
             raise
+
+    def _raised(self, where: str, exc: Exception) -> None:
+        """Note that the candidate raised ``exc`` in ``where``: a finding with the program so far."""
+        message = f"candidate raised {type(exc).__name__} in {where}: {exc!r}"
+        type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
 
     def _now(self) -> int:
         return self.clock.now()
@@ -399,8 +403,7 @@ class MachineCore(RuleBasedStateMachine):
             try:
                 candidate.open(self.obs, self.clock, settle_ms=settle)
             except Exception as exc:  # not an operation of the example: a finding without a lockstep
-                message = f"candidate raised {type(exc).__name__} in open() [session start]: {exc!r}"
-                type(self).failures.setdefault(signature_of(message), (message, list(self.program)))
+                self._raised("open() [session start]", exc)
                 raise
             for topic in sorted(candidate.existing):  # earlier examples made them: the model has them too
                 self.ls.on_forks(lambda b, topic=topic: b.store.ensure_topic(

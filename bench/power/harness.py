@@ -42,6 +42,7 @@ import attrs
 from bench.power.candidate import PROJECT
 from bench.power.mutants import Mutant
 from bench.power.worker import EXIT_ISOLATION, MODES
+from rmqspec.impl.scratch import scratch_base
 
 KILLS = ("killed", "timeout", "crash")
 MAX_RSS_BYTES = 3 << 30
@@ -93,12 +94,10 @@ class Baseline:
     lines: dict[str, frozenset[int]] | None  # executed lines per module of the copy
 
 
-def scratch_root() -> Path | None:
-    """Where workers keep the copy and the brokers' stores: memory (``/dev/shm``) when there is one,
-    so a run's time is the checker's and the broker's, not the disk's (every SYNC put msyncs; the
-    code paths are the same on any file system)."""
-    shm = Path("/dev/shm")
-    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+def scratch_root() -> Path:
+    """Where workers keep the copy and the brokers' stores: ``impl/scratch.py``'s choice (``$TMPDIR``,
+    else memory when there is some), so a run's time is the checker's and the broker's, not the disk's."""
+    return scratch_base()
 
 
 def _env(scratch: Path) -> dict[str, str]:
@@ -210,8 +209,7 @@ def interpret(rows: list[dict[str, Any]], modes: Sequence[str], returncode: int,
             status = "survived" if r["passed"] else "killed"
             out[r["mode"]] = ModeResult(status, r["reason"], r["via"], r["seconds"], r["failure"])
     started = [r["mode"] for r in rows if r.get("stage") == "start"]
-    missing = sorted((m for m in modes if m not in out), key=lambda m: (m not in started, started.index(m)
-                                                                        if m in started else 0))
+    missing = [m for m in started if m not in out] + [m for m in modes if m not in out and m not in started]
     if missing:
         if killed_for is not None:
             first = ModeResult("timeout", killed_for, "run", 0.0, None)
