@@ -208,7 +208,18 @@ class WallRules:
         rounds = [r for r in self._rounds_between(self.model_time, now - wall.tolerance_ms - late)
                   if all(not -wall.tolerance_ms - late <= s - r <= wall.tolerance_ms + late for s in seen)]
         writes, self.op_writes = [w for w in self.op_writes if w <= now], [w for w in self.op_writes if w > now]
-        steps = sorted([(d, 0) for d in fires] + [(r, 1) for r in [*rounds, *seen]] + [(w, 2) for w in writes])
+        # a fire due shortly before a round that sent checks may be written after the round's re-puts
+        # (the wheel or the schedule service writes up to the tolerance late, the round re-puts up to the
+        # check lag before its checks arrive): such a fire is the round's to place, either side of it
+        # (_model_round). A round that sent none re-put nothing for a fire to race with.
+        lag = type(self).check_lag[0]
+        near: dict[int, list[int]] = {}
+        for r in sorted(seen):
+            near[r] = [d for d in fires if r - lag - wall.tolerance_ms <= d <= r + wall.tolerance_ms
+                       and not any(d in ds for ds in near.values())]
+        placed = {d for ds in near.values() for d in ds}
+        steps = sorted([(d, 0) for d in fires if d not in placed] + [(r, 1) for r in [*rounds, *seen]]
+                       + [(w, 2) for w in writes])
         for at, kind in steps:
             self.clock.set(max(at, self.model_time))
             if kind == 0:
@@ -218,7 +229,7 @@ class WallRules:
                 if self.ls.enabled:
                     self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
             else:
-                self._model_round(at, seen.get(at, []))
+                self._model_round(at, seen.get(at, []), near.get(at, []))
                 self.txn_settled = not seen.get(at)
         self.clock.set(now)
         self.ls.on_forks(lambda b: b.tick())
@@ -243,7 +254,7 @@ class WallRules:
                 self._sometimes("wall_round_straggler")
         return timed
 
-    def _model_round(self, at: int, observed: list[CheckRequest]) -> None:
+    def _model_round(self, at: int, observed: list[CheckRequest], fires: list[int] | None = None) -> None:
         """One check round of every fork at ``at``, judged against what the broker sent in it.
         Two things may fall either side, so the forks split and the broker's observations prune
         them: a half first due within the tolerance of ``at`` (5.1.0+: or of the 1 s the scan may
@@ -252,7 +263,9 @@ class WallRules:
         the copies this round re-puts with TRANSACTION_CHECK_TIMES = transactionCheckMax (each
         discarded in this round if the reput service dispatched it before the scan got there, else
         in the next; the scan stops at the first it does not see, so the first k of them, for every
-        k: ``ModelBroker.check_round(reput_visible=...)``)."""
+        k: ``ModelBroker.check_round(reput_visible=...)``);
+        the copies due at ``fires`` (shortly before the round, see ``_wall_tick``): the first k of
+        them (in due order) written before the round's re-puts, the rest after, for every k."""
         wall = type(self).wall
         timeout = self.config.transaction_timeout_ms
         late = self.config.behaviour.check_sleep_ms  # 5.1.0+: the scan may go on after a 1 s sleep
@@ -264,7 +277,9 @@ class WallRules:
         at_max = str(self.config.transaction_check_max)
         lagging = sum(r.message.properties.get("TRANSACTION_CHECK_TIMES") == at_max for r in observed)
         whens = sorted({at - wall.tolerance_ms, *dues, at + wall.tolerance_ms + late}) if dues else [at]
-        choices = [(when, visible) for when in whens for visible in [True, *range(lagging)]]
+        fires = sorted(fires or [])
+        choices = [(when, visible, k) for when in whens for visible in [True, *range(lagging)]
+                   for k in range(len(fires) + 1)]
         if len(choices) > 1 and self.ls.enabled:
             self.ls.split(lambda f: choices, lambda f, choice: setattr(f, "_wall_round", choice))
             self._sometimes("wall_round_forked")
@@ -272,16 +287,22 @@ class WallRules:
         moved: list[int] = []  # when a fork's round moved the check service's progress
 
         def model_round(b: Any) -> list[CheckRequest]:
-            when, visible = getattr(b, "_wall_round", (at, True))
+            when, visible, k = getattr(b, "_wall_round", (at, True, len(fires)))
             if hasattr(b, "_wall_round"):
                 del b._wall_round
             saved = clock.now()
-            clock.set(when)
             try:
+                for due in fires[:k]:
+                    clock.set(due)
+                    b.tick()
+                clock.set(when)
                 before = _txn_progress(b)
                 checks = b.check_round(reput_visible=visible)
                 if _txn_progress(b) != before:
                     moved.append(when)
+                for due in fires[k:]:  # written after the round's re-puts: fired at their due time all the same
+                    clock.set(due)
+                    b.tick()
                 return checks
             finally:
                 clock.set(saved)

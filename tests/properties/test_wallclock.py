@@ -444,6 +444,38 @@ def test_a_round_between_two_borderline_halves_matches_a_fork() -> None:
     assert machine.coverage["wall_round_forked"] == 1 and machine.coverage["wall_round_matched"] == 1
 
 
+def test_a_fire_due_just_before_a_round_may_land_after_its_re_put() -> None:
+    """A delayed copy due 6 ms before the round's checks arrive; the broker re-put the half first and
+    fired the copy after it (real 5.3.3 and 5.5.1 did so with a timer message in the wall-clock run:
+    the wheel writes up to the tolerance late, the round re-puts before its checks leave). The fire is
+    the round's to place: a fork that fires it after the re-put matches; so does one that fires it
+    first, when the broker did."""
+    for fire_first in (False, True):
+        candidate, model, machine = _round_brokers()
+        start = machine.clock.now() + 1000
+        machine.clock.set(start)
+        candidate.clock = model.clock = machine.clock
+        delayed = attrs_evolve_delay(_msg("T", b"delayed"))
+        due = start + SHORT.delay_ms(2)
+        half = _msg("T", b"half")
+        for b in (candidate, model):
+            b.send(delayed, 0)
+            b.send_half(half, 0, "PG")
+        at = due + 6
+        machine.clock.set(at)
+        if fire_first:
+            candidate.tick()
+        observed = candidate.check_round()
+        candidate.tick()
+        assert len(observed) == 1
+        machine._model_round(at, observed, [due])  # raises on a mismatch
+        assert machine.coverage["wall_round_matched"] == 1
+        assert [f.store.max_offset("T", 0) for f in machine.ls.forks] == [candidate.store.max_offset("T", 0)] \
+            * len(machine.ls.forks), "every surviving fork fired the copy too"
+        survivors = {f.store.records[-1].body for f in machine.ls.forks}
+        assert survivors == {candidate.store.records[-1].body}
+
+
 def test_a_step_that_ends_inside_a_fires_window_is_revealed_after_it() -> None:
     """A request may take long (5.3.0+ under SYNC_FLUSH: the dispatch barrier waits for the flush) and
     end just after a fire the broker already made, before the model replayed it. The observer looks
