@@ -159,6 +159,7 @@ def store_config(config: BrokerConfig) -> StoreConfig:
     """The store settings a ``BrokerConfig`` implies (file size, flush, delays, address)."""
     return StoreConfig(
         commitlog_file_size=config.commitlog_file_size,
+        cq_file_size=config.consume_queue_file_size,
         flush=config.flush,
         delay_levels_ms=config.delay_levels_ms,
         store_host=config.store_host,

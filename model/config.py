@@ -49,6 +49,12 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     return tuple(delays)
 
 
+def _whole_units(inst: object, attr: attrs.Attribute, value: int) -> None:
+    _positive(inst, attr, value)
+    if value % 20:
+        raise ValueError(f"{attr.name} must be whole consume-queue units of 20 bytes, got {value}")
+
+
 def _check_delay_levels(_inst: object, _attr: object, value: str) -> None:
     parse_delay_levels(value)
 
@@ -89,6 +95,9 @@ class BrokerConfig:
     # CommitLog mapped-file size (mappedFileSizeCommitLog, 1 GiB); a record that
     # does not fit (size + 8 > room left) rolls to the next multiple of this.
     commitlog_file_size: int = attrs.field(default=1 << 30, validator=_positive)
+    # ConsumeQueue mapped-file size (mappedFileSizeConsumeQueue, 300,000 units of 20 bytes; RocketMQ
+    # rounds a value up to whole units). Only the concrete store's files see it: queue offsets do not.
+    consume_queue_file_size: int = attrs.field(default=300_000 * 20, validator=_whole_units)
     # enablePropertyFilter (default false): SQL92 pulls are refused with SYSTEM_ERROR unless true.
     enable_property_filter: bool = False
     # The RocketMQ release line the broker behaves as (``model/versions.py``: rocketmq-4.9,

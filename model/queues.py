@@ -95,7 +95,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
 )
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager
 
-CQ_FILE_UNITS = 300_000  # mappedFileSizeConsumeQueue / 20
 CQ_UNIT_BYTES = 20
 MAX_TRANSFER_COUNT_IN_MEMORY = 32
 MAX_TRANSFER_BYTES_IN_MEMORY = 256 * 1024
@@ -458,7 +457,8 @@ class Store:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, (), hi, lo, hi)
         units = self.queues[(topic, queue_id)]
-        file_end = (offset // CQ_FILE_UNITS + 1) * CQ_FILE_UNITS
+        file_units = self.config.consume_queue_file_size // CQ_UNIT_BYTES  # mappedFileSizeConsumeQueue / 20
+        file_end = (offset // file_units + 1) * file_units
         limit_units = max(16000, max_nums * CQ_UNIT_BYTES) // CQ_UNIT_BYTES
         end = min(hi, file_end, offset + limit_units)
         found: list[Record] = []

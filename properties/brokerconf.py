@@ -143,6 +143,15 @@ def _drift(text: str) -> int:
     return value
 
 
+def _cq_units(text: str) -> int:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: rounded up to whole 20-byte units."""
+    value = _integer(_INT32, 1, "> 0 bytes")(text)
+    units = -(-value // 20)
+    if units * 20 > _INT32:
+        raise ValueError(f"{value} rounds up to {units * 20} bytes (whole 20-byte units), past a Java int")
+    return units * 20
+
+
 def _delays(text: str) -> tuple[int, ...]:
     return parse_delay_levels(text)
 
@@ -271,6 +280,7 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "listenPort": ("store_port", _integer(_INT32, 1, "a TCP port (1..65535)")),
     "flushDiskType": ("flush", _flush),
     "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
+    "mappedFileSizeConsumeQueue": ("consume_queue_file_size", _cq_units),
     "enablePropertyFilter": ("enable_property_filter", _boolean),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),

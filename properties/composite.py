@@ -76,7 +76,27 @@ def _swarm_mask(seed: int) -> int:
     return (seed * 0x9E3779B1 & 0xFFFFFFFF) >> (32 - len(FAMILIES)) & _SWARM_BITS
 
 
-SWARM = st.integers(0, 2**32 - 1).map(_swarm_mask)
+# The store's file geometry of an in-process example (mappedFileSizeCommitLog,
+# mappedFileSizeConsumeQueue): RocketMQ's defaults in half the examples, small files in the rest, so
+# records roll to the next file (a blank at the end of the last), queues span files, and recovery
+# scans several — paths a 1 GiB file never takes in 30 steps. 40 KiB still holds the largest record
+# the edges send (32 KiB of properties). Taken from other bits of the same drawn integer as the swarm
+# mask (bits 8 and up of ``SWARM``'s value), so adding it changed no other draw.
+FILE_GEOMETRIES: tuple[tuple[int, int] | None, ...] = (None, None, (4096, 200), (40960, 2000))
+
+
+def _swarm_value(seed: int) -> int:
+    """The swarm mask in the low bits, the file geometry's index above them."""
+    geometry = (seed * 0x9E3779B1 & 0xFFFFFFFF) >> 20 & (len(FILE_GEOMETRIES) - 1)
+    return _swarm_mask(seed) | geometry << len(FAMILIES)
+
+
+def split_swarm(value: int) -> tuple[int, tuple[int, int] | None]:
+    """``SWARM``'s value as (the family mask, the file geometry)."""
+    return value & _SWARM_BITS, FILE_GEOMETRIES[value >> len(FAMILIES) & (len(FILE_GEOMETRIES) - 1)]
+
+
+SWARM = st.integers(0, 2**32 - 1).map(_swarm_value)
 # What every example starts with, right after ``init`` (which draws it): the ladders and the filter
 # actions, in a drawn order, with drawn variations. Hypothesis draws the late rules with arguments
 # rarely, and its target phase spends half the budget on mutations of one example: a prelude that

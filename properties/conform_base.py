@@ -47,7 +47,7 @@ from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
-from rmqspec.properties.composite import PRELUDE, SWARM
+from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
@@ -157,6 +157,12 @@ def _default_model_factory() -> Callable[..., Any]:
 
     return lambda clock, config: ModelBroker(clock, config)
 
+
+
+def _default_files(config: BrokerConfig) -> bool:
+    defaults = BrokerConfig()
+    return (config.commitlog_file_size, config.consume_queue_file_size) == \
+        (defaults.commitlog_file_size, defaults.consume_queue_file_size)
 
 
 class MachineCore(RuleBasedStateMachine):
@@ -362,7 +368,10 @@ class MachineCore(RuleBasedStateMachine):
         prelude=PRELUDE,
     )
     def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0,
-             prelude: tuple | None = None) -> None:
+             prelude: tuple | None = None, files: tuple[int, int] | None = None) -> None:
+        """``swarm``: the families switched off, and (drawn, bits above the mask) the store's file
+        geometry, which a program records as ``files`` (commitlog, consume-queue bytes; None: RocketMQ's
+        defaults). A remote broker keeps its own files and flush mode."""
         wall = type(self).wall
         cap = type(self).run_cap
         if wall is not None and cap is not None and len(type(self).examples) > cap:
@@ -371,12 +380,19 @@ class MachineCore(RuleBasedStateMachine):
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
+        swarm, drawn_files = split_swarm(swarm)
+        if files is None and not _default_files(self.config):
+            drawn_files = None  # the sizes the user's --config chose stand
+        files = None if wall is not None else files if files is not None else drawn_files
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
-                     flush=flush, swarm=swarm)
+                     flush=flush, swarm=swarm, **({"files": tuple(files)} if files is not None else {}))
         # the wall clock's budget is a dozen examples: every family stays on (the draw is kept so the
         # draw structure does not depend on the mode)
         self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
+        if files is not None:
+            self.config = attrs.evolve(self.config, commitlog_file_size=files[0], consume_queue_file_size=files[1])
+            self._sometimes(f"files:{files[0]}+{files[1]}")
         if wall is None:  # SQL92 pulls (properties/filters.py); a remote broker keeps its own setting
             self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)

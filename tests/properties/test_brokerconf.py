@@ -135,6 +135,23 @@ def test_broker_config_defaults_are_rocketmqs(tmp_path: Path) -> None:
     assert config.delay_levels_ms == defaults.delay_levels_ms
     assert config.transaction_check_max == 15 and config.transaction_timeout_ms == 6000
     assert config.commitlog_file_size == 1 << 30 and config.store_port == 10911
+    assert config.consume_queue_file_size == 300_000 * 20  # MessageStoreConfig: 300,000 units
+
+
+def test_a_consume_queue_file_size_is_rounded_up_to_whole_units(tmp_path: Path) -> None:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue: ceil(size / 20) units of 20 bytes; the mmap
+    broker's consume-queue files take that size."""
+    from rmqspec.impl.broker import store_config
+
+    path = tmp_path / "broker.conf"
+    for given, taken in (("200", 200), ("201", 220), ("1", 20)):
+        path.write_text(f"mappedFileSizeConsumeQueue={given}\n")
+        config = broker_config_from_file(path)
+        assert config.consume_queue_file_size == taken
+        assert store_config(config).cq_file_size == taken
+    path.write_text("mappedFileSizeConsumeQueue=2147483647\n")
+    with pytest.raises(ConfigError, match="past a Java int"):
+        broker_config_from_file(path)
 
 
 @pytest.mark.parametrize(
@@ -147,6 +164,7 @@ def test_broker_config_defaults_are_rocketmqs(tmp_path: Path) -> None:
         ("listenPort=0\n", 1, "listenPort: 0 must be a TCP port"),
         ("mappedFileSizeCommitLog=1g\n", 1, "mappedFileSizeCommitLog: '1g' is not an integer"),
         ("mappedFileSizeCommitLog=4294967296\n", 1, "out of range for a Java int"),
+        ("mappedFileSizeConsumeQueue=0\n", 1, "mappedFileSizeConsumeQueue: 0 must be > 0 bytes"),
         ("brokerName=\n", 1, "brokerName: is empty"),
         ("a=1\ntransactionCheckMax=0\n", 2, "transactionCheckMax: 0 must be > 0"),
         ("transactionTimeOut=0\n", 1, "transactionTimeOut: 0 must be > 0"),
