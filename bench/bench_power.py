@@ -1,15 +1,17 @@
 """The mutation score of ``rmqspec conform``: how many broken brokers it catches, and which it misses.
 
 ``python -m bench power -- [--sample N] [--kinds K,..] [--modules M,..] [--jobs J] [--seed S]
-[--timeout S] [--no-lockstep-only] [--list] [--out FILE]``
+[--timeout S] [--profiles P,..] [--no-lockstep-only] [--list] [--out FILE]``
 
 Mutants of the candidate broker (``rmqspec.impl:factory`` and the model rule modules it imports)
 are built one file at a time in a private copy of its source (``bench/power/candidate.py``), and
 ``conform`` runs each at its default budget in lockstep and by the invariants alone, in its own
-process, ``--jobs`` at a time. The reference model in lockstep is the pristine ``rmqspec`` package;
-the run proves it (``candidate.isolation_problems``) before a result counts. The report gives the
-kill rate per module and per kind in both modes and lists every survivor with its diff; equivalent
-mutants (``bench/power/equivalent.toml``) are excluded with their reason. Theory of operation:
+process, ``--jobs`` at a time, under each version profile (``--profiles``) whose pristine run
+executes the mutated statement, in turn, until it is killed. The reference model in lockstep is
+the pristine ``rmqspec`` package; the run proves it (``candidate.isolation_problems``) before a
+result counts. The report gives the kill rate per module and per kind in both modes and lists
+every survivor with its diff; equivalent mutants (``bench/power/equivalent.toml``) are excluded
+with their reason. Theory of operation:
 ``bench/power/*.py`` and bench/README.md.
 
 Why no mutation library: mutmut 3 copies the source tree under the *same* package name and
@@ -44,9 +46,13 @@ from bench.power.mutants import KINDS
 from bench.power.report import LABEL, Report
 from bench.power.worker import MODES
 from rmqspec.cli.progress import Progress
+from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.runner import BUDGETS
 
 MIN_TIMEOUT_S = 45.0
+# 4.9.8 first (what most mutants are reached by), then the newest 5.x: the code only 5.x runs (op
+# batches, timer messages, 5.x routing) is measured too
+DEFAULT_PROFILES = ("rocketmq-4.9", "rocketmq-5.5")
 TIMEOUT_FACTOR = 2.5
 
 
@@ -75,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help=f"seconds a mode may run without finishing (default {TIMEOUT_FACTOR:g}× the pristine "
                         f"run's, at least {MIN_TIMEOUT_S:g})")
+    p.add_argument("--profiles", type=_csv, default=list(DEFAULT_PROFILES), metavar="P,..",
+                   help="version profiles of conform, in order (default " + ",".join(DEFAULT_PROFILES) + "): a "
+                        "mutant runs under each whose pristine run reached it, until killed")
     p.add_argument("--no-lockstep-only", action="store_true", help="run the invariants-only mode only")
     p.add_argument("--no-replay", action="store_true",
                    help="run both modes in full (default: lockstep first; its pass stands for the invariants' "
@@ -133,6 +142,10 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.sample <= 0 or args.jobs <= 0 or (args.timeout is not None and args.timeout <= 0):
         build_parser().error("--sample, --jobs and --timeout must be positive")
+    unknown = [p for p in args.profiles if p not in VERSIONS]
+    if unknown or not args.profiles:
+        build_parser().error(f"--profiles: unknown {', '.join(unknown) or '(none given)'}; "
+                             f"known: {', '.join(VERSIONS)}")
     try:
         equivalents = {k: v.reason for k, v in selection.load_equivalents(args.equivalent).items()}
     except (selection.SelectionError, OSError, ValueError) as exc:
@@ -157,7 +170,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         print(f"power: baseline (the pristine candidate, {', '.join(modes)})", file=sys.stderr)
-        base = baseline(modes=modes, jobs=args.jobs, reach=not args.no_reach)
+        base = baseline(modes=modes, jobs=args.jobs, reach=not args.no_reach, profiles=args.profiles)
         timeout = args.timeout or max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * max(base.seconds.values()))
         progress = Progress("power", len(chosen), unit="mutants")
         tally: Counter[str] = Counter()
@@ -169,8 +182,8 @@ def main(argv: list[str]) -> int:
             progress.advance()
 
         results = run_mutants(chosen, pool.texts, modes=modes, jobs=args.jobs, timeout=timeout,
-                              replay=not args.no_replay, lines=base.lines, equivalents=equivalents,
-                              progress=note)
+                              replay=not args.no_replay, reach=base.reach, equivalents=equivalents,
+                              progress=note, profiles=args.profiles)
         progress.close()
     except HarnessError as exc:
         print(f"bench power: error: {exc}", file=sys.stderr)
@@ -239,7 +252,8 @@ def _meta(args: argparse.Namespace, pool: selection.Pool, chosen: list, base: Ba
         "candidate": "rmqspec.impl:factory, a private copy (package rmqspec_candidate), one file mutated",
         "reference": "rmqspec.model.broker.ModelBroker from the pristine package (isolation proved per run)",
         "budget": f"rmqspec conform's default: {examples} examples × {steps} steps, derandomized, no shrinking; "
-                  "modes: " + ", ".join(LABEL[m] for m in (("invariants",) if args.no_lockstep_only else MODES)),
+                  "modes: " + ", ".join(LABEL[m] for m in (("invariants",) if args.no_lockstep_only else MODES))
+                  + "; profiles " + ", ".join(args.profiles) + " (each reaching the mutant, in turn, until killed)",
         "selection": (f"{len(chosen)} of {len(pool.mutants)} sites, seed {args.seed}"
                       + (f", ids {len(args.ids)}" if args.ids else "")
                       + f"; {len(set(m.module for m in chosen))} modules; kinds {','.join(sorted(set(args.kinds)))}"),

@@ -3,15 +3,18 @@
 Theory of operation
 -------------------
 1. **Baseline** (``baseline``): the pristine candidate, built through the same copy, runs each mode
-   in its own worker with ``reach`` on (in parallel). It must pass both — a candidate that fails
-   ``conform`` on its own has no mutation score — and gives the per-mode time the default timeout
-   is scaled from, and the lines of the copy the runs executed.
+   under each version profile in its own worker with ``reach`` on (in parallel). It must pass them
+   all — a candidate that fails ``conform`` on its own has no mutation score — and gives the
+   per-mode time the default timeout is scaled from, and the lines of the copy the runs executed.
 2. **Reach**: ``conform`` is deterministic (derandomized, ``PYTHONHASHSEED=0``, the copy not mined
    for constants), and a mutant's run is the pristine run until the mutated code first executes. A
    mutant whose statement no baseline run executed therefore behaves as the pristine candidate and
    survives: it is reported ``not_reached`` (a survivor, listed) without a run, as PIT reports "no
    coverage". The lockstep and the invariants-only runs reach the same lines (both modes draw the
-   same programs: ``worker``), which the baseline checks.
+   same programs: ``worker``), which the baseline checks. Reach is per version profile: a mutant
+   runs under the profiles whose pristine run executed its statement (4.9.8 first, then 5.x: code
+   only 5.x runs, such as op batches and timer messages, is measured under 5.x), in turn, and a
+   mode killed under one is not run under the next; none reaching it, it is ``not_reached``.
 3. **Mutants**: at most ``jobs`` workers at a time (``python -m bench.power.worker``, its own
    process group). A worker that writes nothing new for ``timeout`` seconds, or holds more than
    ``MAX_RSS_BYTES``, is killed: the mode it was in (its last ``start`` row) is ``timeout`` (killed),
@@ -41,7 +44,7 @@ import attrs
 
 from bench.power.candidate import PROJECT
 from bench.power.mutants import Mutant
-from bench.power.worker import EXIT_ISOLATION, MODES
+from bench.power.worker import DEFAULT_PROFILE, EXIT_ISOLATION, MODES
 from rmqspec.impl.scratch import scratch_base
 
 KILLS = ("killed", "timeout", "crash")
@@ -62,6 +65,7 @@ class ModeResult:
     via: str | None = None  # run | replay | inferred
     seconds: float = 0.0
     failure: str | None = None
+    profile: str | None = None  # the version profile of the run that decided it
 
     @property
     def killed(self) -> bool:
@@ -90,8 +94,8 @@ class MutantResult:
 
 @attrs.frozen
 class Baseline:
-    seconds: dict[str, float]
-    lines: dict[str, frozenset[int]] | None  # executed lines per module of the copy
+    seconds: dict[str, float]  # per mode, the slowest profile's
+    reach: dict[str, dict[str, frozenset[int]]] | None  # per profile: executed lines per module of the copy
 
 
 def scratch_root() -> Path:
@@ -204,12 +208,22 @@ def interpret(rows: list[dict[str, Any]], modes: Sequence[str], returncode: int,
     if crash is not None:
         return {m: ModeResult("crash", crash["where"], "run", 0.0, crash["error"]) for m in modes}
     out: dict[str, ModeResult] = {}
+    ended: set[tuple[str, str | None]] = set()
     for r in rows:
         if r.get("stage") == "mode":
+            ended.add((r["mode"], r.get("profile")))
+            if r["mode"] in out and out[r["mode"]].killed:
+                continue  # killed under an earlier profile: that verdict stands
             status = "survived" if r["passed"] else "killed"
-            out[r["mode"]] = ModeResult(status, r["reason"], r["via"], r["seconds"], r["failure"])
-    started = [r["mode"] for r in rows if r.get("stage") == "start"]
-    missing = [m for m in started if m not in out] + [m for m in modes if m not in out and m not in started]
+            out[r["mode"]] = ModeResult(status, r["reason"], r["via"], r["seconds"], r["failure"],
+                                        r.get("profile"))
+    # the worker died in the mode it started and did not end (under the profile it was in); the modes
+    # still alive that it had not run under that profile are inferred from it (the same programs)
+    died = next(((r["mode"], r.get("profile")) for r in rows
+                 if r.get("stage") == "start" and (r["mode"], r.get("profile")) not in ended), None)
+    started = [died[0]] if died is not None else []
+    missing = started + [m for m in modes if m not in started and not (m in out and out[m].killed)
+                         and (m not in out or (died is not None and (m, died[1]) not in ended))]
     if missing:
         if killed_for is not None:
             first = ModeResult("timeout", killed_for, "run", 0.0, None)
@@ -220,35 +234,41 @@ def interpret(rows: list[dict[str, Any]], modes: Sequence[str], returncode: int,
         else:
             first = ModeResult("crash", f"exit {returncode}", "run", 0.0, stderr[-500:] or None)
             later = attrs.evolve(first, via="inferred")
+        where = died[1] if died is not None else None
         for i, m in enumerate(missing):
-            out[m] = first if i == 0 else later
+            out[m] = attrs.evolve(first if i == 0 else later, profile=where)
     return {m: out[m] for m in modes}
 
 
 def baseline(*, modes: Sequence[str] = MODES, jobs: int, reach: bool, timeout: float = 600.0,
-             workdir: Path | None = None) -> Baseline:
-    """The pristine candidate through the copy, each mode in its own worker; it must pass them."""
+             workdir: Path | None = None, profiles: Sequence[str] = (DEFAULT_PROFILE,)) -> Baseline:
+    """The pristine candidate through the copy, each mode under each profile in its own worker; it
+    must pass them all."""
     results: dict[int, tuple[list[dict[str, Any]], int, str | None, str]] = {}
-    specs = [{"module": None, "text": None, "modes": [mode], "reach": reach} for mode in modes]
+    runs = [(profile, mode) for profile in profiles for mode in modes]
+    specs = [{"module": None, "text": None, "modes": [mode], "reach": reach, "profiles": [profile]}
+             for profile, mode in runs]
     with tempfile.TemporaryDirectory(prefix="power-", dir=workdir or scratch_root()) as tmp:
         run_specs(specs, jobs=jobs, timeout=timeout, workdir=Path(tmp),
                   on_done=lambda k, rows, rc, why, err: results.__setitem__(k, (rows, rc, why, err)))
     seconds: dict[str, float] = {}
-    reached: list[dict[str, frozenset[int]]] = []
-    for i, mode in enumerate(modes):
+    reached: dict[str, list[dict[str, frozenset[int]]]] = {}
+    for i, (profile, mode) in enumerate(runs):
         rows, rc, why, err = results[i]
         result = interpret(rows, [mode], rc, why, err)[mode]
         if result.status != "survived":
-            raise HarnessError(f"the pristine candidate does not pass conform ({mode}): {result.status} "
+            raise HarnessError(f"the pristine candidate does not pass conform ({mode}, {profile}): {result.status} "
                                f"{result.reason or ''} {result.failure or err[-1000:]}")
-        seconds[mode] = result.seconds
+        seconds[mode] = max(seconds.get(mode, 0.0), result.seconds)
         for r in rows:
             if r.get("stage") == "reach":
-                reached.append({k: frozenset(v) for k, v in r["lines"].items()})
-    if reach and len(reached) > 1 and any(r != reached[0] for r in reached):
-        raise HarnessError("the lockstep and the invariants-only runs of the pristine candidate reached "
-                           "different lines: the reach pre-pass cannot stand for both modes (use --no-reach)")
-    return Baseline(seconds, reached[0] if reach and reached else None)
+                reached.setdefault(profile, []).append({k: frozenset(v) for k, v in r["lines"].items()})
+    for profile, lines in reached.items():
+        if len(lines) > 1 and any(r != lines[0] for r in lines):
+            raise HarnessError(f"the lockstep and the invariants-only runs of the pristine candidate ({profile}) "
+                               "reached different lines: the reach pre-pass cannot stand for both modes "
+                               "(use --no-reach)")
+    return Baseline(seconds, {p: lines[0] for p, lines in reached.items()} if reach else None)
 
 
 def is_reached(mutant: Mutant, lines: dict[str, frozenset[int]] | None) -> bool | None:
@@ -259,25 +279,37 @@ def is_reached(mutant: Mutant, lines: dict[str, frozenset[int]] | None) -> bool 
     return any(first <= n <= last for n in executed)
 
 
+def reaching_profiles(mutant: Mutant, reach: dict[str, dict[str, frozenset[int]]] | None,
+                      profiles: Sequence[str]) -> list[str]:
+    """The profiles (in the order given) whose pristine run executed the mutant's statement; every
+    profile without a reach pre-pass."""
+    if reach is None:
+        return list(profiles)
+    return [p for p in profiles if is_reached(mutant, reach.get(p)) is True]
+
+
 def run_mutants(mutants: Sequence[Mutant], texts: dict[str, str], *, modes: Sequence[str], jobs: int,
-                timeout: float, replay: bool, lines: dict[str, frozenset[int]] | None,
+                timeout: float, replay: bool, reach: dict[str, dict[str, frozenset[int]]] | None,
                 equivalents: dict[str, str], run_unreached: bool = False,
                 progress: Callable[[MutantResult], None] | None = None,
-                workdir: Path | None = None) -> list[MutantResult]:
-    """Every mutant's result, in the order given."""
+                workdir: Path | None = None, profiles: Sequence[str] = (DEFAULT_PROFILE,)) -> list[MutantResult]:
+    """Every mutant's result, in the order given. A mutant runs under the profiles that reach it
+    (``reaching_profiles``), in the order given, until each mode is killed."""
     results: dict[int, MutantResult] = {}
     specs: list[dict[str, Any]] = []
     keys: list[int] = []
+    reached_by: dict[int, bool | None] = {}
     for i, m in enumerate(mutants):
-        reached = is_reached(m, lines)
+        runs = reaching_profiles(m, reach, profiles)
+        reached_by[i] = None if reach is None else bool(runs)
         if m.id in equivalents:
-            results[i] = MutantResult(m, {mode: ModeResult("equivalent") for mode in modes}, reached,
+            results[i] = MutantResult(m, {mode: ModeResult("equivalent") for mode in modes}, reached_by[i],
                                       equivalents[m.id])
-        elif reached is False and not run_unreached:
+        elif reached_by[i] is False and not run_unreached:
             results[i] = MutantResult(m, {mode: ModeResult("not_reached") for mode in modes}, False)
         else:
             specs.append({"module": m.module, "text": m.apply(texts[m.module]), "modes": list(modes),
-                          "replay": replay})
+                          "replay": replay, "profiles": runs or list(profiles)})
             keys.append(i)
         if i in results and progress is not None:
             progress(results[i])
@@ -285,8 +317,8 @@ def run_mutants(mutants: Sequence[Mutant], texts: dict[str, str], *, modes: Sequ
     def done(k: int, rows: list[dict[str, Any]], rc: int, why: str | None, err: str) -> None:
         i = keys[k]
         per_mode = interpret(rows, modes, rc, why, err)
-        seconds = sum(r.seconds for r in per_mode.values())
-        results[i] = MutantResult(mutants[i], per_mode, is_reached(mutants[i], lines), None, seconds,
+        seconds = sum(r.get("seconds", 0.0) for r in rows if r.get("stage") == "mode")
+        results[i] = MutantResult(mutants[i], per_mode, reached_by[i], None, seconds,
                                   err[-1000:] if rc else "")
         if progress is not None:
             progress(results[i])

@@ -144,6 +144,11 @@ class Report:
                          f"{via['invariants'].get('inferred', 0)}, invariants' kills from replaying lockstep's "
                          f"counterexample {via['invariants'].get('replay', 0)}, lockstep kills from replaying the "
                          f"invariants' {via['lockstep'].get('replay', 0)}")
+        by_profile = {m: Counter(r.modes[m].profile for r in self.results if r.modes[m].killed
+                                 and r.modes[m].profile is not None) for m in self.modes}
+        if any(by_profile.values()):
+            lines.append("kills by version profile: " + "; ".join(
+                f"{LABEL[m]} " + ", ".join(f"{p} {n}" for p, n in sorted(c.items())) for m, c in by_profile.items()))
         return "\n".join(lines)
 
     def _table(self, title: str, values: list[str], pick: Callable[[MutantResult, str], bool]) -> str:

@@ -12,7 +12,9 @@ this process at its timeout still reads every mode finished before). Steps:
 3. build one broker on a fresh directory and close it — an exception is a ``crash``;
 4. run ``conform`` per mode at the default budget: ``check_conformance`` with
    ``budget_settings(profile="ci", shrink=False)`` (the settings of ``rmqspec conform`` without
-   ``--examples``/``--steps``; a killed mutant needs no shrunk program), lockstep or not.
+   ``--examples``/``--steps``; a killed mutant needs no shrunk program), lockstep or not, under each
+   of the spec's ``profiles`` in turn (the version profiles whose pristine run executed the mutated
+   statement: ``harness.run_mutants``); a mode killed under one profile is not run under the next.
 
 The lockstep shortcut (``replay``): the conformance machine judges the invariants after every
 step in both modes, and what it draws depends only on the candidate's answers (lockstep compares
@@ -48,6 +50,7 @@ from typing import Any
 from bench.power import candidate
 
 MODES = ("invariants", "lockstep")
+DEFAULT_PROFILE = "rocketmq-4.9"
 EXIT_ISOLATION = 3
 START_MS = 1_700_000_000_000  # the machine's clock start (2023-11-14)
 
@@ -74,39 +77,51 @@ class _Out:
         self.fh.flush()
 
 
-def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _Out) -> tuple[Any, ...] | None:
+def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _Out,
+              profile: str = DEFAULT_PROFILE) -> tuple[bool, tuple[Any, ...] | None]:
+    """Run one mode; (passed, the failing program when a run failed)."""
     from rmqspec.properties.runner import budget_settings, check_conformance, replay_outcome
 
     started = time.monotonic()
-    out.write(stage="start", mode=mode)
+    out.write(stage="start", mode=mode, profile=profile)
     if shortcut:
-        replayed = replay_outcome(shortcut, factory, lockstep=mode == "lockstep")
+        replayed = replay_outcome(shortcut, factory, lockstep=mode == "lockstep", profile=profile)
         if replayed.signature is not None and replayed.genuine:
-            out.write(stage="mode", mode=mode, passed=False, via="replay", examples=0,
+            out.write(stage="mode", mode=mode, profile=profile, passed=False, via="replay", examples=0,
                       seconds=round(time.monotonic() - started, 3), failure=replayed.message[:3000],
                       reason=kill_reason(replayed.message))
-            return None
-    result = check_conformance(factory, lockstep=mode == "lockstep",
+            return False, None
+    result = check_conformance(factory, lockstep=mode == "lockstep", profile=profile,
                                settings=budget_settings(profile="ci", shrink=False), shrink_budget=0)
     message = result.failure or ""
-    out.write(stage="mode", mode=mode, passed=result.passed, via="run", examples=result.examples,
+    out.write(stage="mode", mode=mode, profile=profile, passed=result.passed, via="run", examples=result.examples,
               seconds=round(time.monotonic() - started, 3), failure=message[:3000] or None,
               reason=None if result.passed else kill_reason(message))
-    return None if result.passed else result.program
+    return result.passed, None if result.passed else result.program
 
 
-def _run_modes(factory: Any, modes: list[str], replay: bool, out: _Out) -> None:
-    """Every mode asked; with both and ``replay``, lockstep first (module docstring)."""
+def _run_modes(factory: Any, modes: list[str], replay: bool, out: _Out,
+               profiles: list[str] | None = None) -> None:
+    """Every mode asked, under each profile in turn until it is killed (module docstring); with both
+    modes and ``replay``, lockstep first under each."""
+    alive = list(modes)
+    for profile in profiles or [DEFAULT_PROFILE]:
+        if not alive:
+            return
+        passed = _run_profile(factory, alive, replay, out, profile)
+        alive = [m for m in alive if passed.get(m, True)]
+
+
+def _run_profile(factory: Any, modes: list[str], replay: bool, out: _Out, profile: str) -> dict[str, bool]:
+    """The modes under one profile; each mode's verdict (True: it passed)."""
     if not (replay and set(modes) == set(MODES)):
-        for mode in modes:
-            _run_mode(factory, mode, None, out)
-        return
-    program = _run_mode(factory, "lockstep", None, out)
-    if program is None:
-        out.write(stage="mode", mode="invariants", passed=True, via="inferred", examples=0, seconds=0.0,
-                  failure=None, reason=None)
-        return
-    _run_mode(factory, "invariants", program, out)
+        return {mode: _run_mode(factory, mode, None, out, profile)[0] for mode in modes}
+    passed, program = _run_mode(factory, "lockstep", None, out, profile)
+    if passed:
+        out.write(stage="mode", mode="invariants", profile=profile, passed=True, via="inferred", examples=0,
+                  seconds=0.0, failure=None, reason=None)
+        return {"lockstep": True, "invariants": True}
+    return {"lockstep": False, "invariants": _run_mode(factory, "invariants", program, out, profile)[0]}
 
 
 def run(spec: dict[str, Any]) -> int:
@@ -145,7 +160,7 @@ def run(spec: dict[str, Any]) -> int:
             out.write(stage="crash", where="construct", error=_short(exc))
             return 0
         out.write(stage="ready")  # the parent's per-mode timeout starts now
-        _run_modes(factory, list(spec["modes"]), spec.get("replay", True), out)
+        _run_modes(factory, list(spec["modes"]), spec.get("replay", True), out, spec.get("profiles"))
         if cov is not None:
             cov.stop()
             data = cov.get_data()

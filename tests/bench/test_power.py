@@ -209,9 +209,11 @@ def test_lockstep_runs_first_and_a_pass_stands_for_the_invariants(tmp_path: Path
     def orchestrate(lockstep_program: object, replay: bool = True) -> list[dict]:
         calls.clear()
 
-        def run_mode(factory: object, mode: str, shortcut: object, out: worker._Out) -> object:
+        def run_mode(factory: object, mode: str, shortcut: object, out: worker._Out,
+                     profile: str = worker.DEFAULT_PROFILE) -> tuple[bool, object]:
             calls.append((mode, shortcut))
-            return lockstep_program if mode == "lockstep" else None
+            program = lockstep_program if mode == "lockstep" else None
+            return program is None, program
 
         monkeypatch.setattr(worker, "_run_mode", run_mode)
         path = tmp_path / f"rows-{len(list(tmp_path.iterdir()))}.jsonl"
@@ -220,13 +222,48 @@ def test_lockstep_runs_first_and_a_pass_stands_for_the_invariants(tmp_path: Path
 
     rows = orchestrate(None)  # lockstep passed: one run, the invariants' survival inferred
     assert calls == [("lockstep", None)]
-    assert rows == [{"stage": "mode", "mode": "invariants", "passed": True, "via": "inferred", "examples": 0,
-                     "seconds": 0.0, "failure": None, "reason": None}]
+    assert rows == [{"stage": "mode", "mode": "invariants", "profile": worker.DEFAULT_PROFILE, "passed": True,
+                     "via": "inferred", "examples": 0, "seconds": 0.0, "failure": None, "reason": None}]
     program = ("init", "send")
     orchestrate(program)  # lockstep failed: its program goes to the invariants' run as the shortcut
     assert calls == [("lockstep", None), ("invariants", program)]
     orchestrate(program, replay=False)  # --no-replay: each mode in full, in the usual order
     assert calls == [("invariants", None), ("lockstep", None)]
+
+
+def test_a_mode_runs_under_the_next_profile_until_it_is_killed(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``worker._run_modes`` with two profiles: what survived the first runs under the second, what the
+    first killed does not; ``interpret`` keeps the first kill and names its profile."""
+    calls: list[tuple[str, str]] = []
+    verdicts = {("lockstep", "p1"): (False, ("init",)), ("invariants", "p1"): (True, None),
+                ("invariants", "p2"): (False, ("init",))}
+
+    def run_mode(factory: object, mode: str, shortcut: object, out: worker._Out,
+                 profile: str = worker.DEFAULT_PROFILE) -> tuple[bool, object]:
+        calls.append((mode, profile))
+        passed, program = verdicts[(mode, profile)]
+        out.write(stage="start", mode=mode, profile=profile)
+        out.write(stage="mode", mode=mode, profile=profile, passed=passed, via="run", examples=1, seconds=1.0,
+                  failure=None if passed else "lockstep mismatch", reason=None if passed else "lockstep")
+        return passed, program
+
+    monkeypatch.setattr(worker, "_run_mode", run_mode)
+    path = tmp_path / "rows.jsonl"
+    worker._run_modes(None, list(MODES), True, worker._Out(path), ["p1", "p2"])
+    assert calls == [("lockstep", "p1"), ("invariants", "p1"), ("invariants", "p2")]
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    got = interpret(rows, MODES, 0, None, "")
+    assert (got["lockstep"].status, got["lockstep"].profile) == ("killed", "p1")
+    assert (got["invariants"].status, got["invariants"].profile) == ("killed", "p2")
+    # both survived p1; the worker hung in p2's lockstep: that mode timed out there, the invariants'
+    # run under p2 it never reached is inferred
+    hung = [{"stage": "mode", "mode": m, "profile": "p1", "passed": True, "via": "run", "seconds": 1.0,
+             "failure": None, "reason": None} for m in ("lockstep", "invariants")]
+    hung.append({"stage": "start", "mode": "lockstep", "profile": "p2"})
+    got = interpret(hung, MODES, -9, "timeout", "")
+    assert got["lockstep"] == ModeResult("timeout", "timeout", "run", profile="p2")
+    assert got["invariants"] == ModeResult("timeout", "timeout", "inferred", profile="p2")
 
 
 def test_the_report_lists_survivors_with_their_diff(pool: selection.Pool) -> None:
@@ -260,7 +297,7 @@ ENDLESS = ("impl/schedule_service.py", "ScheduleService._deliver_level", "skip_a
 def sample(pool: selection.Pool) -> tuple[list[MutantResult], dict[str, float]]:
     base = baseline(modes=MODES, jobs=2, reach=False)
     chosen = [_one(pool, *s) for s in [*SAMPLE, ENDLESS]]
-    results = run_mutants(chosen, pool.texts, modes=MODES, jobs=2, timeout=15.0, replay=True, lines=None,
+    results = run_mutants(chosen, pool.texts, modes=MODES, jobs=2, timeout=15.0, replay=True, reach=None,
                           equivalents={})
     return results, base.seconds
 
