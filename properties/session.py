@@ -25,10 +25,12 @@ otherwise refused with a clear error. A shared queue's end is its
 ``max_offset`` (a pull far beyond it answers OFFSET_ILLEGAL with it).
 
 One record's *size* depends on an offset: the op message END_TRANSACTION
-writes has the half's queue offset as its decimal body, so where it has more
-digits on the broker than in the example's view, every later record moves:
-the view keeps CommitLog *segments* (after the op, a larger base); the
-machine says where the op landed (``op_landed``: where the model wrote it).
+writes has the half's queue offset as its decimal body (5.1.0+: the offsets
+of the ENDs one batch pass collected, each followed by a comma), so where
+they have more digits on the broker than in the example's view, every later
+record moves: the view keeps CommitLog *segments* (after the op, a larger
+base, by the extra digits of every END since the last op); the machine says
+where the op landed (``op_landed``: where the model wrote it).
 
 Before measuring, ``open(settle_ms=…)`` waits until the transaction queues
 (half, op, discard) have kept their ends for ``settle_ms``: the broker's
@@ -79,7 +81,7 @@ class SessionView:
         # CommitLog offsets: the broker's offset c is the example's c - base_i for the last segment
         # (start_i, base_i) with start_i <= c (an op message with a longer body opens a segment)
         self.segments: list[tuple[int, int]] = [(0, 0)]
-        self.op_longer = 0  # how many digits longer the last op's body is on the broker
+        self.op_longer = 0  # how many digits longer the next op's body is on the broker
         self.queue_base: dict[MessageQueue, int] = {}
         self.existing: set[str] = set()  # shared system topics the broker already has
         self.capabilities = getattr(broker, "capabilities", frozenset())
@@ -227,7 +229,9 @@ class SessionView:
         code = self.broker.end_transaction(producer_group, self.up(commitlog_offset), half_offset,
                                            action, from_check)
         if code == ResponseCode.SUCCESS and action is not TxnAction.UNKNOWN:
-            self.op_longer = len(str(half_offset)) - len(str(tran_state_table_offset))
+            # 5.1.0+ batches the ENDs of a pass into one op message ("a,b,"): its body is longer
+            # by every offset's extra digits, summed until the machine says where it landed
+            self.op_longer += len(str(half_offset)) - len(str(tran_state_table_offset))
         return code
 
     def op_queue_end(self, observer: str) -> int:
@@ -248,7 +252,8 @@ class SessionView:
     def op_landed(self, offset: int) -> None:
         """The op message of the last END_TRANSACTION starts at ``offset`` in the example's view
         (where the model wrote it: up to the op the two agree). Its body is the half's queue offset in
-        decimal, which may have more digits on the broker: every later record moves by that."""
+        decimal (5.1.0+: those of every END since the last op), which may have more digits on the
+        broker: every later record moves by that."""
         if self.op_longer:
             self.segments.append((offset + self.base + 1, self.base + self.op_longer))
         self.op_longer = 0

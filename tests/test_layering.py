@@ -71,7 +71,7 @@ def test_every_import_between_folders_is_an_allowed_edge() -> None:
 
 
 def test_nothing_imports_the_command_line_or_the_tests() -> None:
-    for (a, b), uses in _edges().items():
+    for (_, b), uses in _edges().items():
         assert b not in ("cli", "tests"), uses
 
 

@@ -22,7 +22,7 @@ from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import WallClock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
-from rmqspec.model.results import PullResult, TxnAction
+from rmqspec.model.results import PullResult, ResponseCode, TxnAction
 from rmqspec.properties.conformance import Txn, conformance_machine
 from rmqspec.properties.lockstep import Lockstep
 from rmqspec.properties.runner import budget_settings, check_conformance
@@ -99,6 +99,48 @@ def test_session_view_rebases_a_shared_broker(tmp_path: Path) -> None:
     delayed = second.send(attrs_evolve_delay(_msg("B")), 0)
     assert delayed.queue_offset == 0, "the schedule queue is rebased as well"
     assert second.pull("obs", MessageQueue("SCHEDULE_TOPIC_XXXX", 1), 0).messages[0].queue_offset == 0
+
+
+def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_digits() -> None:
+    """Fidelity O4: 5.1.0+ writes the ENDs of one batch pass as one op message, "10,11," on a broker
+    whose half queue is past 10 where the example sees "0,1,": two bytes longer, one per END. The view
+    moves every later record by both (it moved them by the last END's one digit only)."""
+    from rmqspec.model.config import default_config
+
+    config = attrs_evolve_config(default_config("rocketmq-5.2"))
+    clock = _Manual()
+    broker, model = ModelBroker(clock, config), ModelBroker(clock, config)
+    for b in (broker, model):
+        b.external_op_batches = True
+        b.create_topic("T", 1)
+    broker.create_group("obs", 16, 1)
+    for i in range(10):  # earlier examples: the broker's half queue is at 10
+        res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
+        broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
+    broker.flush_ops()
+    view = SessionView(broker, config.max_delay_level, config)
+    view.open("obs", clock)
+    halves = []
+    for i in range(2):
+        msg = _msg("T", b"half-%d" % i)
+        got, want = view.send_half(msg, 0, "PG"), model.send_half(msg, 0, "PG")
+        assert (got.commitlog_offset, got.queue_offset) == (want.commitlog_offset, want.queue_offset)
+        halves.append(got)
+    for h in halves:
+        for b in (view, model):
+            assert b.end_transaction("PG", h.commitlog_offset, h.queue_offset, TxnAction.COMMIT, False) \
+                == ResponseCode.SUCCESS
+    broker.flush_ops()
+    model.flush_ops()
+    view.op_landed(model.store.records[-1].commitlog_offset)
+    after = _msg("T", b"after")
+    assert view.send(after, 0).commitlog_offset == model.send(after, 0).commitlog_offset
+
+
+def attrs_evolve_config(config: BrokerConfig) -> BrokerConfig:
+    import attrs
+
+    return attrs.evolve(config, message_delay_level=SHORT.message_delay_level)
 
 
 def test_session_view_refuses_a_broker_that_keeps_writing(tmp_path: Path) -> None:
