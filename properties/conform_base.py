@@ -346,8 +346,11 @@ class MachineCore(RuleBasedStateMachine):
                 self.history.subscriptions[g].add(topic)
 
     def _create_group(self, group: str, retry_max: int, retry_queue_nums: int, orderly: bool) -> None:
-        self._call(f"create_group({group!r}, {retry_max}, {retry_queue_nums})",
-                   lambda b: b.create_group(group, retry_max, retry_queue_nums))
+        # RocketMQ's defaults (16 retries, 1 retry queue) are left to the broker: the protocol's
+        # defaults are part of what a candidate must honour
+        args = () if (retry_max, retry_queue_nums) == (16, 1) else (retry_max, retry_queue_nums)
+        self._call(f"create_group({', '.join(map(repr, (group, *args)))})",
+                   lambda b: b.create_group(group, *args))
         self.groups[group] = GroupState(retry_max, retry_queue_nums, orderly)
         self.history.set_group_max(group, retry_max)
         if orderly:
@@ -412,7 +415,7 @@ class MachineCore(RuleBasedStateMachine):
                 model.external_op_batches = True
         self.ls = Lockstep(candidate, model, self.clock, normalize=mask_times if wall else None)
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
-        self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs, 16, 1))
+        self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs))
         if wall is not None:
             settle = self.config.transaction_timeout_ms + self.config.transaction_check_interval_ms \
                 + wall.tolerance_ms

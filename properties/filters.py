@@ -198,7 +198,7 @@ class FilterRules:
         self._record("inconsistent_group", first=first, second=second, which=which, n=n, style=style)
         group = FILTER_GROUP + self.ns
         if not self.fg_created:
-            self._call(f"create_group({group!r})", lambda b: b.create_group(group, 16, 1))
+            self._call(f"create_group({group!r})", lambda b: b.create_group(group))
             self.fg_created = True
         subs = self._gf_subscriptions(group, first, second, tuple(style))
         clients = list(subs)
