@@ -68,6 +68,8 @@ from rmqspec.properties.conform_base import CLIENTS, PICK, START_MS, Txn, _pick
 from rmqspec.properties.domains import EDGE_KINDS, PULL_MAX, PULL_OFFSETS
 from rmqspec.properties.history import DISCARD_TOPIC, SCHEDULE_TOPIC
 
+JAVA_INT_MAX, JAVA_INT_MIN = (1 << 31) - 1, -(1 << 31)
+
 WALKED = ("delay", "retry", "timer", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
 PERSISTS = ("offsets_persist", "delay_persist")  # one instant, then a kill shows what was persisted
 Deadline = tuple[int, str, Any]  # (instant, kind, subject: a key, a queue, a half's key or None)
@@ -361,7 +363,10 @@ class EdgeRules:
         self._after()
 
     def send_edge(self, which: int, pick: int) -> None:
-        """A send to the queue past the topic's last (refused), or delayed past the table's end."""
+        """A send to the queue past the topic's last (refused), or delayed past the table's end: one or
+        two levels past it (clamped to the last), or a DELAY at a Java int's ends (``Integer.parseInt``
+        takes both: the largest is clamped like any level past the end, the smallest is ≤ 0, stored as
+        sent and never scheduled)."""
         self._record("send_edge", which=which, pick=pick)
         if self.topics:
             name = _pick(sorted(self.topics), which)
@@ -369,9 +374,10 @@ class EdgeRules:
                 self._send(self._message(name, "TagA"), self.topics[name])
                 self._sometimes("send_edge:queue_past")
             else:
-                level = self.config.max_delay_level + 1 + pick // 2 % 2
+                past = self.config.max_delay_level + 1
+                level = (past, past + 1, JAVA_INT_MAX, JAVA_INT_MIN)[pick // 2 % 4]
                 self._send(self._message(name, "TagB", delay=level), which % self.topics[name])
-                self._sometimes("send_edge:level_past")
+                self._sometimes("send_edge:level_past" if level > 0 else "send_edge:level_int_min")
         self._after()
 
     # -- 2. message families -------------------------------------------------------------------

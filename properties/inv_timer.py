@@ -57,16 +57,23 @@ __all__ = [
     "check_timer_duplicated",
     "check_timer_early",
     "check_timer_unfired",
+    "delayed_send",
     "is_timer_request",
     "skipped_by_saved_timer_progress",
     "timer_not_due",
 ]
 
 
+def delayed_send(ev: TraceEvent) -> bool:
+    """A ``send`` with a delay level > 0: the only levels RocketMQ schedules (a level ≤ 0 is stored as
+    sent, never scheduled: CommitLog.putMessage and 5.x's HookUtils test ``getDelayTimeLevel() > 0``)."""
+    return ev.event == "send" and (ev.delay_level or 0) > 0
+
+
 def is_timer_request(ev: TraceEvent) -> bool:
     """A timer ``send`` (not delayed, with ``deliver_ts``) or a COMMIT that became a timer message."""
     if ev.event == "send":
-        return not ev.delay_level and ev.deliver_ts is not None
+        return not delayed_send(ev) and ev.deliver_ts is not None
     return ev.event == "txn_end" and ev.status == "COMMIT" and ev.deliver_ts is not None
 
 
@@ -96,7 +103,7 @@ def check_timer_early(h: History) -> list[Violation]:
             if is_timer_request(ev):
                 if key not in bound or ev.deliver_ts < bound[key][0]:
                     bound[key] = (ev.deliver_ts, ev)
-            elif not ev.delay_level:
+            elif not delayed_send(ev):
                 bound.pop(key, None)
         elif ev.event == "store":
             if ev.topic == TIMER_TOPIC:

@@ -72,6 +72,7 @@ from rmqspec.properties.inv_timer import (  # noqa: F401 - re-exported
     check_timer_duplicated,
     check_timer_early,
     check_timer_unfired,
+    delayed_send,
     is_timer_request,
     skipped_by_saved_timer_progress,
     timer_not_due,
@@ -116,7 +117,7 @@ def check_queue_order(h: History) -> list[Violation]:
     for epoch, ev in _epochs(h.events):
         if ev.event == "store":
             stored_key[(epoch, ev.topic, ev.queue_id, ev.queue_offset)] = ev.msg_key
-        elif ev.event == "send" and ev.status == "SEND_OK" and not ev.delay_level and not is_timer_request(ev):
+        elif ev.event == "send" and ev.status == "SEND_OK" and not delayed_send(ev) and not is_timer_request(ev):
             where = (epoch, ev.topic, ev.queue_id, ev.queue_offset)
             if where in stored_key and stored_key[where] != ev.msg_key:
                 out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
@@ -176,7 +177,7 @@ def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | No
         elif ev.event == "commit_offset" and ev.queue_offset is not None:
             groups[(ev.topic, ev.queue_id)][ev.group].append((crashes, ev.queue_offset))
         elif ev.event in ("send", "store") and ev.msg_key and ev.queue_offset is not None \
-                and not (ev.event == "send" and (ev.delay_level or is_timer_request(ev))):
+                and not (delayed_send(ev) or is_timer_request(ev)):
             # a delayed (timer) send's offset is its schedule (timer) copy's
             for group, seen in groups.get((ev.topic, ev.queue_id), {}).items():
                 if any(c < crashes and offset > ev.queue_offset for c, offset in seen):
@@ -483,7 +484,7 @@ def check_delay_early(h: History) -> list[Violation]:
     out = []
     due: dict[str, tuple[int, str]] = {}
     for ev in h.events:
-        if ev.event == "send" and ev.status == "SEND_OK" and ev.delay_level:
+        if delayed_send(ev) and ev.status == "SEND_OK":
             due[ev.msg_key] = (ev.ts + h.params.delay_ms(ev.delay_level), ev.topic)
         elif ev.event in ("store", "deliver") and ev.msg_key in due and ev.topic == due[ev.msg_key][1]:
             when = due[ev.msg_key][0]

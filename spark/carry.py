@@ -180,7 +180,7 @@ def carry(
     ).select("trace", "msg_key")
     # TIMER_UNFIRED: an acknowledged timer send whose key no timer_fire fired before the last drain
     timed = keyed.filter((ev == "send") & (st.isNull() | st.isin(*sorted(ACKED_SEND_STATUSES)))
-                         & F.col("deliver_ts").isNotNull() & F.coalesce(F.col("delay_level") == 0, F.lit(True)))
+                         & F.col("deliver_ts").isNotNull() & F.coalesce(F.col("delay_level") <= 0, F.lit(True)))
     fired = keyed.filter(ev == "timer_fire").groupBy("trace", "msg_key").agg(F.min("seq").alias("fired"))
     unfired = timed.select("trace", "msg_key").distinct().join(fired, ["trace", "msg_key"], "left").join(
         F.broadcast(drains), "trace", "left").filter(

@@ -358,7 +358,7 @@ def _open(
     open_keys[owed_key[done > last_drain]] = True
     # TIMER_UNFIRED: an acknowledged timer send whose key no timer_fire fired before the last drain
     timed = send & has_key & (c.null("status") | c.is_("status", *ACKED_SEND_STATUSES)) & ~c.null("deliver_ts") & (
-        c.null("delay_level") | (c.ints("delay_level") == 0))
+        c.null("delay_level") | (c.ints("delay_level") <= 0))
     first_fire = np.full(keys + 1, _NOT_DONE, dtype=np.int64)
     fires = c.is_("event", "timer_fire") & has_key
     np.minimum.at(first_fire, key[fires], seq[fires])

@@ -59,7 +59,7 @@ def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
         .agg(F.max("queue_offset").alias("committed"))
     )
     # a delayed (timer) send's offset is its schedule (rmq_sys_wheel_timer) copy's
-    delayed = (EV() == "send") & (F.coalesce(F.col("delay_level") != 0, F.lit(False)) | F.col("deliver_ts").isNotNull())
+    delayed = (EV() == "send") & (F.coalesce(F.col("delay_level") > 0, F.lit(False)) | F.col("deliver_ts").isNotNull())
     positions = df.filter(
         EV().isin("send", "store") & _nn("topic", "queue_id", "queue_offset", "msg_key") & ~delayed
     ).select(

@@ -36,7 +36,7 @@ def _timer_rows(cols: Columns) -> np.ndarray:
     """Bool per row: a row of a (trace, msg_key) with a timer row."""
     key = cols.codes("msg_key")
     send = cols.is_("event", "send") & ~cols.null("deliver_ts") & (
-        cols.null("delay_level") | (cols.ints("delay_level") == 0))
+        cols.null("delay_level") | (cols.ints("delay_level") <= 0))
     timer = (cols.is_("event", "timer_fire") | (cols.is_("event", "store") & cols.is_("topic", TIMER_TOPIC)) | send)
     timer &= key >= 0
     if not timer.any():

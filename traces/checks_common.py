@@ -252,10 +252,17 @@ def unknown_statuses(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str],
 
 
 def timer_send(row: Mapping[str, Any]) -> bool:
-    """A ``send`` of a timer message (5.x): not delayed (delay_level null or 0) and with a
+    """A ``send`` of a timer message (5.x): not delayed (``delayed_send``) and with a
     ``deliver_ts`` (SPEC §8: the earliest legal delivery; a client-side trace may give a lower
     bound of it). A send without deliver_ts is not one (``traces/unjudged.py``'s conventions)."""
-    return row["event"] == "send" and not row["delay_level"] and row["deliver_ts"] is not None
+    return row["event"] == "send" and not delayed_send(row) and row["deliver_ts"] is not None
+
+
+def delayed_send(row: Mapping[str, Any]) -> bool:
+    """A ``send`` with a delay level > 0, the only levels RocketMQ schedules: a level ≤ 0 (null, 0, a
+    client's -1) is stored as sent and never scheduled (``getDelayTimeLevel() > 0`` in CommitLog and
+    5.x's HookUtils)."""
+    return row["event"] == "send" and (row.get("delay_level") or 0) > 0
 
 
 def has(row: Mapping[str, Any], *fields: str) -> bool:

@@ -12,6 +12,7 @@ from rmqspec.traces.checks_common import (
     Finding,
     Trace,
     acked_send,
+    delayed_send,
     has,
     keys_of,
     observation,
@@ -63,7 +64,7 @@ def skipped_by_saved_offsets(trace: Trace) -> set[tuple[Any, Any]]:
             crashes += 1
         elif row["queue_offset"] is None or row["topic"] is None or row["queue_id"] is None:
             continue
-        elif ev == "send" and (row["delay_level"] or row["deliver_ts"] is not None):
+        elif delayed_send(row) or (ev == "send" and row["deliver_ts"] is not None):
             continue  # a delayed (timer) send's queue_offset is its SCHEDULE_TOPIC_XXXX (rmq_sys_wheel_timer) copy's
         elif ev == "commit_offset":
             if row["group"] is not None:

@@ -32,7 +32,7 @@ from typing import Any
 from rmqspec.model.pullfilter import subscription_matches
 from rmqspec.model.sql92 import is_tag_type
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import Finding, Trace, detail_of, has, observation, violation
+from rmqspec.traces.checks_common import Finding, Trace, delayed_send, detail_of, has, observation, violation
 
 Sub = tuple[str, str]  # (subscription, expression_type)
 
@@ -140,7 +140,7 @@ def _skipped(trace: Trace) -> list[tuple[str, str, str, int, int]]:
     for _, row in trace.of("store", "send"):
         if not has(row, "topic", "queue_id", "queue_offset", "msg_key") or row["msg_key"] not in attrs:
             continue
-        if row["event"] == "send" and (row.get("delay_level") or row.get("deliver_ts") is not None):
+        if delayed_send(row) or (row["event"] == "send" and row.get("deliver_ts") is not None):
             continue  # a delayed or timer send's position is its waiting copy's
         place = placed.setdefault((row["topic"], row["queue_id"]), {})
         place.setdefault(row["msg_key"], (row["queue_offset"], row["seq"]))

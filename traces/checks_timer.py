@@ -35,6 +35,7 @@ from rmqspec.traces.checks_common import (
     Finding,
     Trace,
     acked_send,
+    delayed_send,
     detail_of,
     keys_of,
     timer_send,
@@ -87,7 +88,7 @@ def detect_timer_early(trace: Trace) -> Iterator[Finding]:
         elif ev == "send":
             if timer_send(row):
                 bound[key] = min(bound.get(key, (row["deliver_ts"], row["seq"])), (row["deliver_ts"], row["seq"]))
-            elif not row["delay_level"]:
+            elif not delayed_send(row):
                 bound.pop(key, None)
         elif ev == "store":
             if row["topic"] == TIMER_TOPIC:
