@@ -49,7 +49,8 @@ kind by construction, whatever the bug:
 Where they run: the ``edge`` rule draws one action; every example's prelude (``composite.py``)
 ends with ``deadline_tour`` (what the example lacks is made first: a delayed message, a retry, a
 lock; then one walk per timed kind in time order, and a half on the next round's edge; the
-persist kinds and ``reserved`` are left to the drawn walks) after one of each parameter probe;
+persist kinds are left to the drawn walks, and ``reserved`` to them and to a quarter of the tours, for
+the half the tour sent) after one of each parameter probe;
 ``beat`` walks a deadline every tenth beat. All of them need the manual clock;
 on the wall clock they idle.
 """
@@ -173,6 +174,7 @@ class EdgeRules:
             self._half_edge(which, edge)
         elif kind == "reserved":
             self._visit(max(d + edge, self._now()), kind, subject)
+            self._sometimes(f"deadline:reserved{edge:+d}")
         elif kind in PERSISTS:  # what the service persisted by then is what a kill keeps
             self._visit(max(d + edge, self._now()), kind, subject)
             self._crash_and_recover("kill")
@@ -201,7 +203,7 @@ class EdgeRules:
         """Every deadline kind, walked: what the example lacks is made first (a delayed message, a
         retry, a lock: ``_seed_deadlines``), then one deadline per kind (``v`` picks which) is
         visited at d − 1, d, d + 1 in time order, and a half is sent for the next round's edge
-        (``reserved``, 72 h away, is left to the walks)."""
+        (``reserved``, 72 h away: that half's, in a quarter of the tours; else left to the walks)."""
         self._record("deadline_tour", v=v)
         if not self._edges_ok():
             return
@@ -216,7 +218,17 @@ class EdgeRules:
         if self.topics and self._on("txn") and not self.windows:
             self._half_edge(v, v % 3 - 1)
             self._sometimes("deadline:half")
+            if v % 4 == 0:  # a quarter of the tours: that half's fileReservedTime, 72 h on
+                self._walk_reserved(v // 4 % 3 - 1)
         self._after()
+
+    def _walk_reserved(self, edge: int) -> None:
+        """The youngest pending half's fileReservedTime deadline d, jumped to d + ``edge`` (the check
+        round runs there: checked at d − 1 and d, discarded unchecked at d + 1). The walks draw it too,
+        but rarely: a pending half is one kind among many."""
+        pending = [d for d in self._deadline_table() if d[1] == "reserved"]
+        if pending and not self.windows:
+            self._walk(max(pending, key=lambda d: d[0]), edge + 1)
 
     def _seed_deadlines(self, v: int) -> None:
         """A deadline of each timed kind the example has none of: a delayed message, a message
@@ -246,6 +258,8 @@ class EdgeRules:
             self._walk(deadline, delta + 1 if abs(delta) <= 1 else which)
         else:
             self._visit(max(d + delta, self._now()), kind, subject)
+            if kind == "reserved":
+                self._sometimes(f"deadline:reserved{delta:+d}")
 
     # -- 3. probes of effects no answer shows ---------------------------------------------------
 
