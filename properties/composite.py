@@ -79,8 +79,8 @@ def _swarm_mask(seed: int) -> int:
 # The store's file geometry of an in-process example (mappedFileSizeCommitLog,
 # mappedFileSizeConsumeQueue): RocketMQ's defaults in half the examples, small files in the rest, so
 # records roll to the next file (a blank at the end of the last), queues span files, and recovery
-# scans several — paths a 1 GiB file never takes in 30 steps. 40 KiB still holds the largest record
-# the edges send (32 KiB of properties). Taken from other bits of the same drawn integer as the swarm
+# scans several — paths a 1 GiB file never takes in 30 steps. 40 KiB still holds a record with the
+# largest properties a message may carry (32767 bytes). Taken from other bits of the same drawn integer as the swarm
 # mask (bits 8 and up of ``SWARM``'s value), so adding it changed no other draw.
 FILE_GEOMETRIES: tuple[tuple[int, int] | None, ...] = (None, None, (4096, 200), (40960, 2000))
 
