@@ -778,27 +778,11 @@ CASES: tuple[Case, ...] = (
             ("MESSAGE_LIFECYCLE", (14,)),
         ),
     ),
-    Case(
-        # a level ≤ 0 is stored as sent (DELAY=-1, or a Java int's smallest) and never scheduled: the
-        # send is a plain one, at its own queue offset, delivered at once
-        "a send with a DELAY level below 1 is not delayed",
-        """
-        0 send t=1000 topic=T q=0 off=0 key=K1 lvl=-1 st=SEND_OK
-        1 store t=1000 topic=T q=0 off=0 key=K1
-        2 send t=1001 topic=T q=0 off=1 key=K2 lvl=-2147483648 st=SEND_OK
-        3 store t=1001 topic=T q=0 off=1 key=K2
-        4 deliver t=1010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
-        5 deliver t=1010 g=G topic=T q=0 off=1 key=K2 c=C1 rt=0
-        6 consume t=1020 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS
-        7 consume t=1020 g=G topic=T q=0 off=1 key=K2 c=C1 st=SUCCESS
-        8 commit_offset t=1030 g=G topic=T q=0 off=2
-        9 drain t=9000
-        """,
-        (),
-    ),
 )
 
-# RocketMQ 5.x timer messages (``checker_cases_timer.py``): part of CASES, so every test runs them
+# RocketMQ 5.x timer messages (``checker_cases_timer.py``) and sends whose DELAY level is below 1
+# (``checker_cases_send.py``): part of CASES, so every test runs them
+from rmqspec.traces.checker_cases_send import SEND_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
 
-CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in TIMER_CASES))
+CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in (*TIMER_CASES, *SEND_CASES)))
