@@ -223,7 +223,7 @@ class MachineCore(RuleBasedStateMachine):
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.op_writes: list[int] = []  # wall, 5.1.0+: when the broker was seen to write its pending ops
-        self.workdir = str(scratch_dir("rmqspec-conform-"))  # memory when there is some (impl/scratch.py)
+        self.workdir = ""  # made by init (memory when there is some: impl/scratch.py), removed by teardown
         recorder = type(self).recorder_factory() if type(self).recorder_factory else None
         self.history = History.for_config(self.config, recorder)
         self.recorder = recorder
@@ -399,6 +399,7 @@ class MachineCore(RuleBasedStateMachine):
         if wall is None:  # SQL92 pulls (properties/filters.py); a remote broker keeps its own setting
             self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)
+        self.workdir = str(scratch_dir("rmqspec-conform-"))
         candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
         if wall is not None:
             address = getattr(candidate, "broker_addr", None)

@@ -314,4 +314,5 @@ class ObserverRules:
                     self.ls.candidate.close()
             except Exception:
                 pass
-            shutil.rmtree(self.workdir, ignore_errors=True)
+            if self.workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
