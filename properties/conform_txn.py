@@ -89,7 +89,7 @@ class TxnRules:
         if batched and code == ResponseCode.SUCCESS:
             self._await_op_batch(op_end)
         elif type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS:
-            self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
+            self._op_landed()
         self._sometimes(f"txn_end:{action.value}:{ResponseCode(code).name}")
         if code == ResponseCode.SUCCESS:
             self._emit("txn_end", actor=self.pg, group=self.pg, topic=txn.topic,

@@ -118,6 +118,13 @@ class WallRules:
             slept = True
         return slept
 
+    def _op_landed(self) -> None:
+        """The broker wrote the op message the model just wrote last (an END's, or 5.1.0+'s batch): the
+        session view moves later records by its body's extra digits on the broker (``SessionView.op_landed``)."""
+        last = self.ls.model.store.records[-1] if self.ls.model.store.records else None
+        if last is not None and last.topic == OP_TOPIC:
+            self.ls.candidate.op_landed(last.commitlog_offset, last.body)
+
     def changed_at(self, ms: int) -> None:
         """A consumer offset committed, a delayed copy fired or a check round moved the check
         service's progress (CID_RMQ_SYS_TRANS offsets) at ``ms``: state the broker persists only every
@@ -227,7 +234,7 @@ class WallRules:
             elif kind == 2:  # 5.1.0+: the broker was seen to write its pending op messages
                 self.ls.on_forks(lambda b: b.flush_ops())
                 if self.ls.enabled:
-                    self.ls.candidate.op_landed(self.ls.model.store.records[-1].commitlog_offset)
+                    self._op_landed()
             else:
                 self._model_round(at, seen.get(at, []), near.get(at, []))
                 self.txn_settled = not seen.get(at)

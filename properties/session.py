@@ -48,6 +48,7 @@ that names the operation.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -81,7 +82,6 @@ class SessionView:
         # CommitLog offsets: the broker's offset c is the example's c - base_i for the last segment
         # (start_i, base_i) with start_i <= c (an op message with a longer body opens a segment)
         self.segments: list[tuple[int, int]] = [(0, 0)]
-        self.op_longer = 0  # how many digits longer the next op's body is on the broker
         self.queue_base: dict[MessageQueue, int] = {}
         self.existing: set[str] = set()  # shared system topics the broker already has
         self.capabilities = getattr(broker, "capabilities", frozenset())
@@ -228,10 +228,6 @@ class SessionView:
         half_offset = tran_state_table_offset + self._qbase(MessageQueue(HALF_TOPIC, 0))
         code = self.broker.end_transaction(producer_group, self.up(commitlog_offset), half_offset,
                                            action, from_check)
-        if code == ResponseCode.SUCCESS and action is not TxnAction.UNKNOWN:
-            # 5.1.0+ batches the ENDs of a pass into one op message ("a,b,"): its body is longer
-            # by every offset's extra digits, summed until the machine says where it landed
-            self.op_longer += len(str(half_offset)) - len(str(tran_state_table_offset))
         return code
 
     def op_queue_end(self, observer: str) -> int:
@@ -249,14 +245,16 @@ class SessionView:
         self.existing.add(OP_TOPIC)
         return True
 
-    def op_landed(self, offset: int) -> None:
-        """The op message of the last END_TRANSACTION starts at ``offset`` in the example's view
-        (where the model wrote it: up to the op the two agree). Its body is the half's queue offset in
-        decimal (5.1.0+: those of every END since the last op), which may have more digits on the
-        broker: every later record moves by that."""
-        if self.op_longer:
-            self.segments.append((offset + self.base + 1, self.base + self.op_longer))
-        self.op_longer = 0
+    def op_landed(self, offset: int, body: bytes) -> None:
+        """The op message the model wrote at ``offset`` in the example's view, with ``body``, was
+        written by the broker too (up to the op the two agree). Its body lists the removed halves'
+        queue offsets in decimal (4.9.8: one; 5.1.0+: those one batch pass collected, each followed by
+        a comma), each ``qbase`` larger on the broker: where that has more digits, every later record
+        moves by the extra digits of all of them."""
+        half = self._qbase(MessageQueue(HALF_TOPIC, 0))
+        longer = sum(len(str(int(n) + half)) - len(n) for n in re.findall(r"\d+", body.decode("ascii", "replace")))
+        if longer:
+            self.segments.append((offset + self.base + 1, self.base + longer))
 
     def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32,
              subscription: str | None = "*", expression_type: str = "TAG", sub_version: int = 0) -> PullResult:

@@ -132,7 +132,9 @@ def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_
                 == ResponseCode.SUCCESS
     broker.flush_ops()
     model.flush_ops()
-    view.op_landed(model.store.records[-1].commitlog_offset)
+    op = model.store.records[-1]
+    assert op.topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC" and op.body == b"0,1,"
+    view.op_landed(op.commitlog_offset, op.body)
     after = _msg("T", b"after")
     assert view.send(after, 0).commitlog_offset == model.send(after, 0).commitlog_offset
 
