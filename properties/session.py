@@ -29,8 +29,8 @@ writes has the half's queue offset as its decimal body (5.1.0+: the offsets
 of the ENDs one batch pass collected, each followed by a comma), so where
 they have more digits on the broker than in the example's view, every later
 record moves: the view keeps CommitLog *segments* (after the op, a larger
-base, by the extra digits of every END since the last op); the machine says
-where the op landed (``op_landed``: where the model wrote it).
+base, by the extra digits of the offsets in the op's body); the machine says
+where the op landed and what it holds (``op_landed``: the op the model wrote).
 
 Before measuring, ``open(settle_ms=…)`` waits until the transaction queues
 (half, op, discard) have kept their ends for ``settle_ms``: the broker's
