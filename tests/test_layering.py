@@ -5,6 +5,7 @@ the allowed edges, and the narrow edges come only from the modules named for the
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def _imports(path: Path) -> list[str]:
     return [m for m in out if m == "rmqspec" or m.startswith("rmqspec.")]
 
 
+@functools.cache
 def _edges() -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Every cross-folder import, by (importer, imported) folder; parsed once per session."""
     edges: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).rglob("*.py")):
