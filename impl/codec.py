@@ -57,6 +57,8 @@ from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.limits import check_encode, check_message
 from rmqspec.model.message import (
     BORNHOST_V6_FLAG,
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
     NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -95,7 +97,7 @@ _I16 = struct.Struct(">h")
 _HEAD4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _MIN_RECORD = record_size(0, "", {}, 0) - 0  # smallest possible record (empty body/topic/props)
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT32_MIN, INT32_MAX = JAVA_INT_MIN, JAVA_INT_MAX
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 

@@ -24,6 +24,7 @@ PROPERTY_SEPARATOR = "\x02"
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_TOPIC_BYTES = 127
 MAX_PROPERTIES_BYTES = 32767
+JAVA_INT_MIN, JAVA_INT_MAX = -(1 << 31), (1 << 31) - 1  # a Java int's range (Integer.MIN_VALUE/MAX_VALUE)
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 
 # MessageConst property names (SPEC §3.1)
@@ -108,6 +109,12 @@ TRANSACTION_TYPE_MASK = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOST_V6_FLAG = 0x20
 
+
+
+def schedules_delay(delay_level: int | None) -> bool:
+    """Whether a send's delay level schedules it: only a level > 0 does (CommitLog.putMessage and 5.x's
+    HookUtils test ``getDelayTimeLevel() > 0``); a level ≤ 0 (none, 0, a client's -1) is stored as sent."""
+    return (delay_level or 0) > 0
 
 def transaction_type(sys_flag: int) -> int:
     """The transaction type bits of a sysFlag (NOT, PREPARED, COMMIT or ROLLBACK)."""

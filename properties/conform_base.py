@@ -159,10 +159,11 @@ def _default_model_factory() -> Callable[..., Any]:
 
 
 
+_DEFAULT_FILES = (BrokerConfig().commitlog_file_size, BrokerConfig().consume_queue_file_size)
+
+
 def _default_files(config: BrokerConfig) -> bool:
-    defaults = BrokerConfig()
-    return (config.commitlog_file_size, config.consume_queue_file_size) == \
-        (defaults.commitlog_file_size, defaults.consume_queue_file_size)
+    return (config.commitlog_file_size, config.consume_queue_file_size) == _DEFAULT_FILES
 
 
 class MachineCore(RuleBasedStateMachine):

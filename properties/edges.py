@@ -57,20 +57,27 @@ on the wall clock they idle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.message import MessageQueue
+from rmqspec.model.message import JAVA_INT_MAX, JAVA_INT_MIN, MessageQueue
 from rmqspec.model.results import ResponseCode, TxnAction
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.conform_base import CLIENTS, PICK, START_MS, Txn, _pick
 from rmqspec.properties.domains import EDGE_KINDS, PULL_MAX, PULL_OFFSETS
 from rmqspec.properties.history import DISCARD_TOPIC, SCHEDULE_TOPIC
 
-JAVA_INT_MAX, JAVA_INT_MIN = (1 << 31) - 1, -(1 << 31)
-
+# send_edge's edges by pick: (coverage label, the DELAY level from the table's last level, or None for a
+# send to the queue past the topic's last); half the picks are the queue, the levels take turns
+SEND_EDGES: tuple[tuple[str, Callable[[int], int] | None], ...] = (
+    ("queue_past", None), ("level_past", lambda top: top + 1),
+    ("queue_past", None), ("level_past", lambda top: top + 2),
+    ("queue_past", None), ("level_past", lambda top: JAVA_INT_MAX),
+    ("queue_past", None), ("level_int_min", lambda top: JAVA_INT_MIN),
+)  # fmt: skip
 WALKED = ("delay", "retry", "timer", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
 PERSISTS = ("offsets_persist", "delay_persist")  # one instant, then a kill shows what was persisted
 Deadline = tuple[int, str, Any]  # (instant, kind, subject: a key, a queue, a half's key or None)
@@ -167,14 +174,19 @@ class EdgeRules:
         if kind != "round":
             self._after()
 
+    def _visit_edge(self, d: int, delta: int, kind: str, subject: Any) -> None:
+        """``_visit`` at ``d + delta`` (never back in time); a half's reserved deadline is counted."""
+        self._visit(max(d + delta, self._now()), kind, subject)
+        if kind == "reserved":
+            self._sometimes(f"deadline:reserved{delta:+d}")
+
     def _walk(self, deadline: Deadline, which: int) -> None:
         d, kind, subject = deadline
         edge = which % 3 - 1  # −1, 0, +1
         if kind == "half":
             self._half_edge(which, edge)
         elif kind == "reserved":
-            self._visit(max(d + edge, self._now()), kind, subject)
-            self._sometimes(f"deadline:reserved{edge:+d}")
+            self._visit_edge(d, edge, kind, subject)
         elif kind in PERSISTS:  # what the service persisted by then is what a kill keeps
             self._visit(max(d + edge, self._now()), kind, subject)
             self._crash_and_recover("kill")
@@ -257,9 +269,7 @@ class EdgeRules:
         elif kind in PERSISTS and not self.windows:
             self._walk(deadline, delta + 1 if abs(delta) <= 1 else which)
         else:
-            self._visit(max(d + delta, self._now()), kind, subject)
-            if kind == "reserved":
-                self._sometimes(f"deadline:reserved{delta:+d}")
+            self._visit_edge(d, delta, kind, subject)
 
     # -- 3. probes of effects no answer shows ---------------------------------------------------
 
@@ -380,18 +390,17 @@ class EdgeRules:
         """A send to the queue past the topic's last (refused), or delayed past the table's end: one or
         two levels past it (clamped to the last), or a DELAY at a Java int's ends (``Integer.parseInt``
         takes both: the largest is clamped like any level past the end, the smallest is ≤ 0, stored as
-        sent and never scheduled)."""
+        sent and never scheduled). ``SEND_EDGES[pick % 8]`` names the edge."""
         self._record("send_edge", which=which, pick=pick)
         if self.topics:
             name = _pick(sorted(self.topics), which)
-            if pick % 2 == 0:
+            label, level_of = SEND_EDGES[pick % len(SEND_EDGES)]
+            if level_of is None:
                 self._send(self._message(name, "TagA"), self.topics[name])
-                self._sometimes("send_edge:queue_past")
             else:
-                past = self.config.max_delay_level + 1
-                level = (past, past + 1, JAVA_INT_MAX, JAVA_INT_MIN)[pick // 2 % 4]
+                level = level_of(self.config.max_delay_level)
                 self._send(self._message(name, "TagB", delay=level), which % self.topics[name])
-                self._sometimes("send_edge:level_past" if level > 0 else "send_edge:level_int_min")
+            self._sometimes(f"send_edge:{label}")
         self._after()
 
     # -- 2. message families -------------------------------------------------------------------

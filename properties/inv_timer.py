@@ -47,6 +47,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rmqspec.model.events import TraceEvent
+from rmqspec.model.message import schedules_delay
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.codes import Code
 from rmqspec.properties.history import History
@@ -67,7 +68,7 @@ __all__ = [
 def delayed_send(ev: TraceEvent) -> bool:
     """A ``send`` with a delay level > 0: the only levels RocketMQ schedules (a level ≤ 0 is stored as
     sent, never scheduled: CommitLog.putMessage and 5.x's HookUtils test ``getDelayTimeLevel() > 0``)."""
-    return ev.event == "send" and (ev.delay_level or 0) > 0
+    return ev.event == "send" and schedules_delay(ev.delay_level)
 
 
 def is_timer_request(ev: TraceEvent) -> bool:

@@ -45,6 +45,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.message import schedules_delay
 from rmqspec.model.results import ResponseCode, SendStatus
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.properties.inv_replay import detail_of  # re-exported: the checks import it from here
@@ -262,7 +263,7 @@ def delayed_send(row: Mapping[str, Any]) -> bool:
     """A ``send`` with a delay level > 0, the only levels RocketMQ schedules: a level ≤ 0 (null, 0, a
     client's -1) is stored as sent and never scheduled (``getDelayTimeLevel() > 0`` in CommitLog and
     5.x's HookUtils)."""
-    return row["event"] == "send" and (row.get("delay_level") or 0) > 0
+    return row["event"] == "send" and schedules_delay(row.get("delay_level"))
 
 
 def has(row: Mapping[str, Any], *fields: str) -> bool:
