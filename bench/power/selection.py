@@ -8,8 +8,9 @@ modules only the definitions the candidate reaches (``candidate.candidate_scope`
 lifecycle tables in ``model/lifecycle.py`` are not the candidate's code). ``EXCLUDED`` says why the
 rest of the candidate's closure is not mutated by default (``--modules`` can still name it), and
 ``OUT_OF_SCOPE`` drops the statements of mutated modules that only feed a recorder conform never
-attaches (the broker's own trace, the crash-exploration effect log), ``TRACE_ONLY_ARGS`` the
-arguments whose value reaches only the trace.
+attaches (the broker's own trace, the crash-exploration effect log) or bookkeeping only those and
+inspection read, ``INSPECTION`` the methods conform never calls on a candidate (tests' and the
+lockstep forks' inspection), ``TRACE_ONLY_ARGS`` the arguments whose value reaches only the trace.
 
 The **selection** draws ``size`` mutants with ``random.Random(seed)``: a quota per kind
 (``KIND_WEIGHTS``, scaled to ``size``; a kind with fewer sites gives its share to the others), and
@@ -62,7 +63,22 @@ OUT_OF_SCOPE = (
                                        "candidate without a recorder"),
     (re.compile(r"\btap\b|\beffects\.|\b_effects\b|\blog is (not )?None\b|\blog\.(mark|add|rel)\("),
      "records durable effects for crash exploration (effects.py): off unless a recorder is installed"),
+    (re.compile(r"\bself\._(records|flushed|unflushed|crash_kind)\b|^self\._(note_)?written\(|^self\.hooks\.on_store\("),
+     "the broker's record and flush counts and its last crash kind: read only by its trace (events.crash / "
+     "events.recover) and by INSPECTION methods conform never calls on a candidate"),
 )
+# methods of a mutated module that are no behaviour a candidate shows conform: inspection conform
+# never calls on a candidate (tests' and the lockstep forks', which are reference brokers) and the
+# record counting behind the trace and that inspection; and why
+INSPECTION = {
+    "impl/broker.py": {
+        "MmapBroker.recovery_choices": "which records may survive a crash: conform asks the reference's forks",
+        "MmapBroker.commitlog_record_count": "a count for tests and crash exploration",
+        "MmapBroker.retry_queue_choices": "the retry queues a send-back may pick, for tests",
+        "MmapBroker._written": "counts a written record for the trace and inspection; returns its argument",
+        "MmapBroker._note_written": "the check service's hook into _written",
+    },
+}
 # arguments that reach only the trace: (module, method, argument index); MmapBroker._written uses its
 # ``now`` for events.store alone
 TRACE_ONLY_ARGS = {"impl/broker.py": frozenset({("_written", 1), ("_note_written", 1)})}
@@ -124,6 +140,9 @@ def build_pool(modules: Sequence[str] = DEFAULT_MODULES, kinds: Iterable[str] = 
 
 def out_of_scope(m: Mutant) -> str | None:
     """Why a site is instrumentation rather than broker behaviour (None: it is behaviour)."""
+    inspection = INSPECTION.get(m.module, {}).get(m.function)
+    if inspection is not None:
+        return f"not behaviour conform can see (trace, inspection): {inspection}"
     return next((why for pattern, why in OUT_OF_SCOPE if pattern.search(m.context)), None)
 
 

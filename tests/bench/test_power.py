@@ -8,6 +8,7 @@ The conform runs (one module-scoped fixture, about 60 s of CPU) share the ``powe
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,23 @@ def test_recorder_only_statements_are_out_of_scope(pool: selection.Pool) -> None
     every = find_mutants("impl/broker.py", text)
     dropped = [m for m in every if selection.out_of_scope(m)]
     assert dropped and all("trace" in (selection.out_of_scope(m) or "") for m in dropped)
+
+
+def test_inspection_and_record_counting_are_out_of_scope(pool: selection.Pool) -> None:
+    broker = {m.function for m in pool.mutants if m.module == "impl/broker.py"}
+    assert "MmapBroker.send" in broker and "MmapBroker.crash" in broker
+    assert not broker & {"MmapBroker.recovery_choices", "MmapBroker.commitlog_record_count",
+                         "MmapBroker.retry_queue_choices", "MmapBroker._written", "MmapBroker._note_written"}
+    assert not any(re.search(r"self\._(records|flushed|unflushed)\b", m.context) for m in pool.mutants)
+    assert not any(m.context.startswith(("self._written(", "self.hooks.on_store(")) for m in pool.mutants)
+    # the write _written wraps stays: its time is the record's store time
+    assert any(m.function == "MmapBroker._append" and m.kind == "timing" for m in pool.mutants)
+
+
+def test_every_equivalent_mutant_is_a_site_of_the_pool(pool: selection.Pool) -> None:
+    ids = {m.id for m in pool.mutants}
+    equivalents = selection.load_equivalents()
+    assert len(equivalents) >= 20 and sorted(set(equivalents) - ids) == []
 
 
 # ---------------------------------------------------------------------------
