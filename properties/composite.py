@@ -59,6 +59,7 @@ from rmqspec.model.protocol import Capability
 from rmqspec.model.results import PullStatus
 from rmqspec.properties.coverage import classify
 from rmqspec.properties.domains import FAMILY, MAX_CHOICES, MSG_FAMILIES, SEND_BACK_LEVELS, TIMER_PROPERTIES
+from rmqspec.properties.filters import GF_TAG_SUBS
 from rmqspec.properties.sql92_strategies import TAG_VALUES, expressions, property_maps
 
 # optional rule families (swarm testing): the disruptive and the incidental ones; producing,
@@ -280,6 +281,20 @@ class DeepRules:
         if self.windows:
             self.orderly_finish(n, "SUSPEND" if n % 4 == 0 else "SUCCESS")
 
+    def _gf_prelude(self, v: int, f: int, expr: str) -> None:
+        """GF's lifecycle (``filters.py``): sometimes a client that is no member leaves first (nothing
+        changes), a round of both clients, one leaves (the other takes every queue), sometimes the
+        last one leaves too (its pull in flight is refused: the group info went with it)."""
+        if self.t0 not in self.topics:
+            return
+        if v % 3 == 0:
+            self.group_leave(f, 1 + v % 8)
+        style = (_pick(GF_TAG_SUBS, v), _pick(GF_TAG_SUBS, f), f % 2)
+        self.inconsistent_group(expr, "region IS NOT NULL", v % 2, 1 + f % 8, style)
+        self.group_leave(v // 2, 1 + f % 8)
+        if f % 3 == 0:
+            self.group_leave(v // 2 + 1, 8)
+
     def _prelude(self, prelude: tuple | None) -> None:
         """Right after ``init``: each ladder and the filter actions in the drawn order (each records
         itself as an op of its own), those that can run in this example (manual clock, family on);
@@ -314,6 +329,7 @@ class DeepRules:
                 # and a tag probe the message just sent does not match (a TAG filter's catch does not
                 # depend on Hypothesis drawing ``probe_filtered``)
                 self.probe_filtered(0, 0, "TagC" if tags != "TagC" else "TagA")
+                self._gf_prelude(v, f, expr)
             elif kind == "edges":
                 for action in ("pull_edge", "offset_reset", "end_tampered", "lock_edge", "send_edge"):
                     getattr(self, action)(v, f)

@@ -111,8 +111,9 @@ class EdgeRules:
                 self.timers[name] = now
 
     def _restarted(self) -> None:
-        """A restarted broker starts its periodic services anew."""
+        """A restarted broker starts its periodic services anew; its consumer tables are empty."""
         self.timers = dict.fromkeys(self._intervals(), self._now())
+        self._forget_consumers()
 
     def _next_round(self) -> int:
         return self._timer("round") + self.config.transaction_check_interval_ms

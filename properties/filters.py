@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 ``FilterRules`` is a mixin of ``ConformanceBase`` (``properties/conformance.py``), like ``DeepRules``;
 it uses the machine's plumbing (``_record``, ``_call``, ``_send``, ``_message``, ``_after``, ``history``).
-The machine runs its brokers with ``enablePropertyFilter=true`` (on the manual clock). The three
+The machine runs its brokers with ``enablePropertyFilter=true`` (on the manual clock). The four
 actions ride on the machine's ``probe_filtered`` rule (``FILTER_ACTIONS`` draws which), so the other
 rules keep their share of the steps.
 
@@ -36,6 +36,11 @@ rules keep their share of the steps.
   Each round the observer also probes both drawn SQL92 expressions on their client's queues (what the
   clients asked for, judged by FilterMismatchProperty). ``GF`` is not a subscribing group of the
   no-loss invariant and the drain leaves it alone.
+- ``group_leave`` — a GF client shuts down (UNREGISTER_CLIENT, an effect no answer shows): the other
+  member takes every queue and consumes it filtered by the subscription table the unregister left
+  as it was; when the last member left, the group info went with it and the leaver's pull in flight
+  is refused. The machine follows GF's members and the broker's subscription (``fg_members``,
+  ``fg_table``); a restarted broker forgets both.
 
 Every ``deliver`` / ``consume`` of these rules carries ``detail.subscription``,
 ``detail.expression_type``, ``detail.tags`` and ``detail.properties`` (what the audit judges with);
@@ -66,7 +71,7 @@ GfSub = tuple[str, str, int]  # expression, expression_type, sub_version
 # what ``probe_filtered`` does besides its tag probe: None = the tag probe, else ``filters``' arguments
 FILTER_ACTIONS = st.one_of(
     st.none(),
-    st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent"]), st.sampled_from(TAG_VALUES),
+    st.tuples(st.sampled_from(["send", "probe", "probe", "inconsistent", "leave"]), st.sampled_from(TAG_VALUES),
               property_maps(), expressions(), expressions(), st.integers(0, 1), st.integers(1, 8), GF_STYLE),
 )
 
@@ -102,6 +107,8 @@ class FilterRules:
     fg_subs: dict[str, GfSub]
     fg_started: dict[str, bool]
     fg_created: bool
+    fg_members: set[str]  # GF's clients registered since the broker's last start (heartbeated, not left)
+    fg_table: GfSub | None  # the broker's subscription of GF for T0: the greatest version its members sent
 
     def _emit_delivers(self, res: PullResult, group: str, client: str, trace: bool,
                        detail: Callable[[Any], dict[str, Any]]) -> None:
@@ -119,6 +126,22 @@ class FilterRules:
             self.fg_subs = {}
             self.fg_started = {}
             self.fg_created = False
+            self.fg_members = set()
+            self.fg_table = None
+
+    def _forget_consumers(self) -> None:
+        """The broker restarted: its consumer tables live in memory, so GF has no member and no
+        subscription until a client heartbeats again."""
+        self._filter_state()
+        self.fg_members.clear()
+        self.fg_table = None
+
+    def _joined(self, client: str, sub: GfSub) -> None:
+        """A GF heartbeat: the client is a member; the broker keeps a topic's subscription until one
+        with a greater subVersion comes (ConsumerGroupInfo.updateSubscription)."""
+        self.fg_members.add(client)
+        if self.fg_table is None or sub[2] > self.fg_table[2]:
+            self.fg_table = sub
 
     def filters(self, kind: str, topic: int, queue: int, tags: str | None, props: dict[str, str], first: str,
                 second: str, which: int, n: int, style: tuple = (None, None, 1)) -> None:
@@ -127,6 +150,8 @@ class FilterRules:
             self.send_with_properties(topic, queue, tags, props)
         elif kind == "probe":
             self.probe_sql92(topic, queue, first, 32 if n == 8 else n)
+        elif kind == "leave":
+            self.group_leave(which, n)
         elif self.t0 in self.topics:
             self.inconsistent_group(first, second, which, n, style)
 
@@ -208,21 +233,58 @@ class FilterRules:
         for c in running:  # the acting client heartbeats last, just before it pulls
             self._call(f"heartbeat({group!r}, {c!r}, {self.t0}={subs[c]!r})",
                        lambda b, c=c: b.heartbeat(group, c, {self.t0: subs[c]}))
+            self._joined(c, subs[c])
         for i, expr in enumerate((first, second)):  # the observer probes both drawn SQL92 expressions on
             for q in range(i, self.topics[self.t0], 2):  # the queues of their client (FilterMismatchProperty)
                 self._sql_pull(self.obs, MessageQueue(self.t0, q), 0, 32, expr, self.obs, deliver=False)
-        broker_sub = max((subs[c] for c in running), key=lambda s: s[2]) if running else None
+        broker_sub = self.fg_table if running else None
         for c in running[::-1]:  # the acting client first, then the other one: both consume their queues
             self._gf_consume(group, c, clients.index(c), n, subs[c], broker_sub)  # type: ignore[arg-type]
         self._after()
 
-    def _gf_consume(self, group: str, client: str, index: int, n: int, own: GfSub, broker_sub: GfSub) -> None:
-        """One client's round: pull each allocated queue without the subscription flag from the committed
-        offset, keep what the Java client keeps, consume it, commit the pull's next offset."""
+    def group_leave(self, which: int, n: int) -> None:
+        """GF's client ``which`` shuts down (UNREGISTER_CLIENT; a client that is no member — never
+        started, or heartbeated before the broker restarted — changes nothing). An unregister leaves
+        the group's subscription table as it is (4.9.8 and 5.x ConsumerManager.unregisterConsumer):
+        the other client, still a member, takes every queue (the rebalance) and consumes them without a
+        heartbeat, filtered by the subscription with the greatest version, maybe the leaver's. The
+        last member takes the group info with it: a pull without the subscription flag is then
+        refused (SUBSCRIPTION_NOT_EXIST) — the leaver's pull still in flight shows it."""
+        self._filter_state()
+        self._record("group_leave", which=which, n=n)
+        group = FILTER_GROUP + self.ns
+        clients = [c.replace("GF", group) for c in FILTER_CLIENTS]
+        leaver, other = clients[which % 2], clients[1 - which % 2]
+        self._call(f"unregister_consumer({group!r}, {leaver!r})", lambda b: b.unregister_consumer(group, leaver))
+        if leaver not in self.fg_members:
+            self._sometimes("group_leave:not_member")
+        else:
+            self.fg_members.discard(leaver)
+            self._sometimes("group_leave:member")
+            if not self.fg_members:
+                self.fg_table = None
+                self._sometimes("group_leave:last")
+        if self.t0 not in self.topics or not self.fg_subs:
+            return self._after()
+        if other in self.fg_members and self.fg_table is not None:
+            self._sometimes("group_leave:rebalanced")
+            self._gf_consume(group, other, None, n, self.fg_subs[other], self.fg_table)
+        elif not self.fg_members and self.fg_started.get(leaver):
+            own = self.fg_subs[leaver]
+            res = self._heartbeat_pull(group, MessageQueue(self.t0, which % self.topics[self.t0]), 0, n, leaver,
+                                       own, own)
+            self._sometimes("group_leave:stale_pull_refused" if res is None else "group_leave:stale_pull_served")
+        self._after()
+
+    def _gf_consume(self, group: str, client: str, index: int | None, n: int, own: GfSub,
+                    broker_sub: GfSub) -> None:
+        """One client's round: pull each allocated queue (``index``: the queue id parity of its half;
+        None: every queue) without the subscription flag from the committed offset, keep what the Java
+        client keeps, consume it, commit the pull's next offset."""
         if broker_sub[:2] != own[:2]:
             self._sometimes("inconsistent_group:filtered_by_other")
         for q in range(self.topics[self.t0]):
-            if q % 2 != index:
+            if index is not None and q % 2 != index:
                 continue
             mq = MessageQueue(self.t0, q)
             stored = self._call(f"query_offset({group!r}, {mq.topic}/{q})", lambda b, mq=mq: b.query_offset(group, mq))

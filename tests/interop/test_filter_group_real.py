@@ -4,8 +4,9 @@ A fresh broker with ``enablePropertyFilter=true`` and the conformance timing; ``
 replays, inside the fixture's namespace, one short program per subscription mix (TAG/TAG, SQL92/SQL92,
 TAG/SQL92, SQL92/TAG, a SQL92 that does not compile) in wall-clock lockstep with the model: both GF
 clients heartbeat on their own connections, pull without the subscription flag and keep what the Java
-client keeps. Every case must pass, and the rule must have seen a client filtered by the other client's
-subscription, the TAG re-check dropping messages, and a client that never starts.
+client keeps; then the clients leave (UNREGISTER_CLIENT). Every case must pass, and the rules must have seen
+a client filtered by the other client's subscription, the TAG re-check dropping messages, a client that
+never starts, a client taking the leaver's queues, the last leaver's pull refused and a non-member leaving.
 """
 
 from __future__ import annotations
@@ -46,5 +47,7 @@ def test_inconsistent_group_in_lockstep_with_real_rocketmq(realrmq: RealRocketMQ
         for key, n in c["coverage"].items():
             seen[key] = seen.get(key, 0) + n
     for wanted in ("inconsistent_group:filtered_by_other", "inconsistent_group:client_dropped",
-                   "inconsistent_group:start_refused", "inconsistent_group:FOUND", "sql92:FOUND"):
+                   "inconsistent_group:start_refused", "inconsistent_group:FOUND", "sql92:FOUND",
+                   "group_leave:rebalanced", "group_leave:last", "group_leave:stale_pull_refused",
+                   "group_leave:not_member"):
         assert seen.get(wanted, 0) > 0, (wanted, seen)
