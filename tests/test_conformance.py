@@ -32,6 +32,7 @@ SOMETIMES = (
     "deadline:half", "lock_probe", "pull_edge:below", "pull_edge:end", "pull_edge:past", "offset_reset:rewound",
     "end_tampered:SYSTEM_ERROR", "lock_edge:empty", "lock_edge:twice", "lock_edge:past", "send_edge:queue_past",
     "send_edge:level_past", "send_refused",
+    "group_leave:rebalanced", "group_leave:last", "group_leave:stale_pull_refused", "group_leave:not_member",
     "family:plain", "family:keyed", "family:props", "family:delayed", "family:batch", "family:txn",
     "family:txn_checked",
 )
@@ -55,11 +56,12 @@ def test_model_broker_conforms_in_lockstep() -> None:
 
 
 @budget_run
+@pytest.mark.xdist_group("default-run")  # with tests/properties/test_coverage.py: one run per worker
 def test_mmap_broker_conforms_in_lockstep() -> None:
     """SPEC §7: MmapBroker (real mmap files, real recovery) agrees with the model step by step."""
-    from rmqspec.properties.adapters import load_factory
+    from tests.default_runs import mmap_default_run
 
-    result = check_conformance(load_factory("rmqspec.impl:factory"), settings=budget_settings())
+    result = mmap_default_run()
     assert result.passed, result.render()
     assert result.examples >= 40
     assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"

@@ -241,13 +241,15 @@ def interpret(rows: list[dict[str, Any]], modes: Sequence[str], returncode: int,
 
 
 def baseline(*, modes: Sequence[str] = MODES, jobs: int, reach: bool, timeout: float = 600.0,
-             workdir: Path | None = None, profiles: Sequence[str] = (DEFAULT_PROFILE,)) -> Baseline:
+             workdir: Path | None = None, profiles: Sequence[str] = (DEFAULT_PROFILE,),
+             examples: int | None = None) -> Baseline:
     """The pristine candidate through the copy, each mode under each profile in its own worker; it
-    must pass them all."""
+    must pass them all. ``examples``: fewer than conform's default budget (the harness's own tests:
+    its times are then no timeout's base)."""
     results: dict[int, tuple[list[dict[str, Any]], int, str | None, str]] = {}
     runs = [(profile, mode) for profile in profiles for mode in modes]
-    specs = [{"module": None, "text": None, "modes": [mode], "reach": reach, "profiles": [profile]}
-             for profile, mode in runs]
+    specs = [{"module": None, "text": None, "modes": [mode], "reach": reach, "profiles": [profile],
+              **({"examples": examples} if examples else {})} for profile, mode in runs]
     with tempfile.TemporaryDirectory(prefix="power-", dir=workdir or scratch_root()) as tmp:
         run_specs(specs, jobs=jobs, timeout=timeout, workdir=Path(tmp),
                   on_done=lambda k, rows, rc, why, err: results.__setitem__(k, (rows, rc, why, err)))

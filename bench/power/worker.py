@@ -78,7 +78,7 @@ class _Out:
 
 
 def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _Out,
-              profile: str = DEFAULT_PROFILE) -> tuple[bool, tuple[Any, ...] | None]:
+              profile: str = DEFAULT_PROFILE, examples: int | None = None) -> tuple[bool, tuple[Any, ...] | None]:
     """Run one mode; (passed, the failing program when a run failed)."""
     from rmqspec.properties.runner import budget_settings, check_conformance, replay_outcome
 
@@ -92,7 +92,7 @@ def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _O
                       reason=kill_reason(replayed.message))
             return False, None
     result = check_conformance(factory, lockstep=mode == "lockstep", profile=profile,
-                               settings=budget_settings(profile="ci", shrink=False), shrink_budget=0)
+                               settings=budget_settings(examples, profile="ci", shrink=False), shrink_budget=0)
     message = result.failure or ""
     out.write(stage="mode", mode=mode, profile=profile, passed=result.passed, via="run", examples=result.examples,
               seconds=round(time.monotonic() - started, 3), failure=message[:3000] or None,
@@ -101,27 +101,29 @@ def _run_mode(factory: Any, mode: str, shortcut: tuple[Any, ...] | None, out: _O
 
 
 def _run_modes(factory: Any, modes: list[str], replay: bool, out: _Out,
-               profiles: list[str] | None = None) -> None:
+               profiles: list[str] | None = None, examples: int | None = None) -> None:
     """Every mode asked, under each profile in turn until it is killed (module docstring); with both
-    modes and ``replay``, lockstep first under each."""
+    modes and ``replay``, lockstep first under each. ``examples``: fewer than conform's default (the
+    harness's own tests)."""
     alive = list(modes)
     for profile in profiles or [DEFAULT_PROFILE]:
         if not alive:
             return
-        passed = _run_profile(factory, alive, replay, out, profile)
+        passed = _run_profile(factory, alive, replay, out, profile, examples)
         alive = [m for m in alive if passed.get(m, True)]
 
 
-def _run_profile(factory: Any, modes: list[str], replay: bool, out: _Out, profile: str) -> dict[str, bool]:
+def _run_profile(factory: Any, modes: list[str], replay: bool, out: _Out, profile: str,
+                 examples: int | None = None) -> dict[str, bool]:
     """The modes under one profile; each mode's verdict (True: it passed)."""
     if not (replay and set(modes) == set(MODES)):
-        return {mode: _run_mode(factory, mode, None, out, profile)[0] for mode in modes}
-    passed, program = _run_mode(factory, "lockstep", None, out, profile)
+        return {mode: _run_mode(factory, mode, None, out, profile, examples)[0] for mode in modes}
+    passed, program = _run_mode(factory, "lockstep", None, out, profile, examples)
     if passed:
         out.write(stage="mode", mode="invariants", profile=profile, passed=True, via="inferred", examples=0,
                   seconds=0.0, failure=None, reason=None)
         return {"lockstep": True, "invariants": True}
-    return {"lockstep": False, "invariants": _run_mode(factory, "invariants", program, out, profile)[0]}
+    return {"lockstep": False, "invariants": _run_mode(factory, "invariants", program, out, profile, examples)[0]}
 
 
 def run(spec: dict[str, Any]) -> int:
@@ -160,7 +162,8 @@ def run(spec: dict[str, Any]) -> int:
             out.write(stage="crash", where="construct", error=_short(exc))
             return 0
         out.write(stage="ready")  # the parent's per-mode timeout starts now
-        _run_modes(factory, list(spec["modes"]), spec.get("replay", True), out, spec.get("profiles"))
+        _run_modes(factory, list(spec["modes"]), spec.get("replay", True), out, spec.get("profiles"),
+                   spec.get("examples"))
         if cov is not None:
             cov.stop()
             data = cov.get_data()

@@ -3,6 +3,8 @@ lifecycle table (model/lifecycle.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from rmqspec.model.lifecycle import LIFECYCLES
 from rmqspec.model.model_factory import factory as model_factory
 from rmqspec.properties.codes import AuditParams
@@ -105,10 +107,13 @@ def test_a_profile_without_the_wheel_lists_the_timer_rows_as_not_applicable() ->
 
 
 @budget_run
+@pytest.mark.xdist_group("default-run")  # the run tests/test_conformance.py judges too
 def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
     """``rmqspec conform``'s default budget (ci: 40 × 30) takes every row of every table the profile has
     (4.9: the TIMER table is not applicable)."""
-    result = check_conformance(model_factory, settings=budget_settings())
+    from tests.default_runs import mmap_default_run
+
+    result = mmap_default_run()
     assert result.passed, result.render()
     report = result.coverage_report
     assert report is not None and report.missing == (), report.render()

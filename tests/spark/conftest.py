@@ -221,7 +221,15 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
 
 @pytest.fixture(scope="session")
 def batch(spark, tmp_path_factory) -> Batch:
-    tmp = tmp_path_factory.mktemp("audit_batch")
+    """The differential batch (``_batch``), built untraced: a budget run of the generator, the brokers,
+    the reference checker and the SQL rules, whose lines the suite covers elsewhere."""
+    from tests.untraced import untraced
+
+    with untraced():
+        return _batch(spark, tmp_path_factory.mktemp("audit_batch"))
+
+
+def _batch(spark, tmp: Path) -> Batch:
     rows: dict[str, list[dict[str, Any]]] = {}
     truth: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
     for i, case in enumerate(CASES):
@@ -237,10 +245,7 @@ def batch(spark, tmp_path_factory) -> Batch:
     for i, trace in enumerate(draw_random_traces(RANDOM_TRACES)):
         rows[f"hyp{i:03d}"] = trace
     rows.update(dropped_traces(rows))
-    from tests.untraced import untraced
-
-    with untraced():  # conformance and timer runs of the model and the mmap broker: covered elsewhere
-        _recorded(rows, tmp)
+    _recorded(rows, tmp)  # conformance and timer runs of the model and the mmap broker
     # UNIQ_KEYs in every client's format as msg_key / txn_id (docs/fidelity.md B14)
     from rmqspec.model import factory as model_factory
     from tests.uniq_keys import record_trace

@@ -27,6 +27,7 @@ from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
 from tests.traces.carry_days import schedule_reuse_days, touching_day, transaction_days
+from tests.untraced import budget_run
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
 
@@ -50,6 +51,7 @@ def _found(out: Path) -> list[tuple]:
     return sorted(got)
 
 
+@budget_run
 @pytest.mark.parametrize(
     ("plan", "carry_rows"),
     [("small", None), ("small", 0), ("reference", None)],
@@ -100,6 +102,7 @@ def test_days_with_state_give_the_findings_of_the_whole_history(spark, tmp_path,
                         on_stage=lambda _s: None, plan=plan)
 
 
+@budget_run
 @pytest.mark.parametrize("plan", ["small", "reference"])
 def test_closed_keys_come_back_when_a_day_touches_them(spark, tmp_path, plan):
     """The tombstones pulled back (``traces/carry.py``'s case in Spark): a new consumer group of an
@@ -208,6 +211,7 @@ def _days(spark, days: list[str], tmp_path: Path, plan: str) -> list[dict[str, l
     return states
 
 
+@budget_run
 def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spark, tmp_path):
     """The reference plan computes the new state in the audit's own job (no second read of the
     history, ``reference.Carried``); it writes the same rows, tombstones and findings as the SQL
@@ -221,6 +225,7 @@ def test_the_reference_plans_state_from_the_audit_job_is_the_sql_plans_state(spa
     assert all(s["rows"] and s["closed"] for s in states["reference"])
 
 
+@budget_run
 def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path):
     """Three traces in one input (a ``trace_id`` column), each cut in two days: both plans write
     the same state (``trace_id`` kept), and day 2 gives the findings of a full audit."""
@@ -260,6 +265,7 @@ def test_traces_with_trace_id_carry_the_same_state_on_both_plans(spark, tmp_path
     assert {dict(r)["trace_id"] for r in states["reference"]["rows"]} == {"t0", "t1", "t2"}
 
 
+@budget_run
 @pytest.mark.parametrize("per_trace", [False, "spark", "driver"], ids=["aggregations", "per-trace", "driver"])
 def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace):
     path = str(batch.out.parent / "batch.parquet")
@@ -297,6 +303,7 @@ def test_spark_carry_keeps_the_rows_the_reference_keeps(spark, batch, per_trace)
             assert row == {**read[key].asDict(), "trace": key[0]}, key
 
 
+@budget_run
 def test_spark_carry_keeps_a_closed_keys_highest_schedule_position(spark, tmp_path):
     """``carry``'s aggregations on the case the batch lacks (``tests/traces/carry_days.py``): k1's
     SCHEDULE_TOPIC_XXXX store at 5, the highest of its queue before the power crash, stays."""
@@ -416,6 +423,7 @@ def test_cli_bad_state_dir_exits_2_with_one_line(tmp_path):
     assert "nope: not a state directory" in proc.stderr
 
 
+@budget_run
 def test_closed_transactions_come_back_in_spark(spark, tmp_path):
     """``tests/traces/carry_days.transaction_days`` in Spark, its four cases as four traces of one
     input: ``carry``'s aggregations close the transactions ``carry_trace`` closes, and the daily

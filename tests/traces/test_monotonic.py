@@ -207,6 +207,7 @@ def test_every_entry_comes_from_a_candidate_row_and_is_worded(rows):
 _HAND_WRITTEN = [(c.name, c.text, PARAMS) for c in CASES] + [(c.name, c.text, OP_BATCH_PARAMS) for c in OP_BATCH_CASES]
 
 
+@budget_run
 @pytest.mark.parametrize("name, text, params", _HAND_WRITTEN, ids=[c[0][:40] for c in _HAND_WRITTEN])
 def test_hand_written_case_drop_each_unit(name, text, params):
     """Every unit of every row of the case dropped alone, then 20 sampled sets of 2-4 units
@@ -221,10 +222,13 @@ def test_hand_written_case_drop_each_unit(name, text, params):
         assert not gained, f"dropping {chosen} added {gained}"
 
 
+@budget_run
 @pytest.mark.parametrize("code", _INJECTABLE)
 def test_injected_scenario_drop_each_unit_of_its_rows(code):
-    """Each unit of each row near an injected violation's rows dropped in turn."""
-    rows, truth = generate_rows(GenConfig(events=400, seed=9, inject=(code,), crashes=1))
+    """Each unit of each row near an injected violation's rows dropped in turn (a short trace around
+    it: each drop re-checks the whole trace; the long traces are ``test_generated_traces_…``'s)."""
+    rows, truth = generate_rows(GenConfig(events=200, seed=9, inject=(code,), crashes=1))
+    assert truth, f"the generator injected no {code}"
     before = claims(check(rows))
     cited = {s for t in truth for s in t["seqs"]}
     near = {i for i, r in enumerate(rows) if any(abs(r["seq"] - s) <= 2 for s in cited)}

@@ -21,6 +21,7 @@ from rmqspec.traces.checker_cases_timer import TIMER_CASES
 from rmqspec.traces.checks_common import NOT_DUE, NOT_JUDGED_WHY
 from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.notation import parse
+from tests.untraced import budget_run
 
 SEEDS = range(40)
 _NOT_DUE_TEXT = NOT_JUDGED_WHY[NOT_DUE]
@@ -30,6 +31,7 @@ def _timer_codes(report: checker.CheckReport) -> list[tuple[str, tuple[int, ...]
     return [(f.code, f.seqs) for f in report.violations if f.code.startswith("TIMER_")]
 
 
+@budget_run
 def test_model_traces_with_timer_messages_and_crashes_audit_clean():
     """What the model did under a 5.x profile — timer messages fired once, again after a crash
     (at-least-once), never early — breaks no rule; a drain before some are due leaves their LOST
@@ -57,6 +59,7 @@ def test_model_traces_with_timer_messages_and_crashes_audit_clean():
     assert seen["waiting"] > 10, "no drain came before a timer message was due"
 
 
+@budget_run
 def test_without_its_crashes_a_model_trace_shows_the_fires_again():
     """The teeth of TIMER_DUPLICATED: the same traces with their crash rows taken out (and seqs kept)
     show every copy the wheel delivered again as fired twice."""
