@@ -10,7 +10,8 @@ rest of the candidate's closure is not mutated by default (``--modules`` can sti
 ``OUT_OF_SCOPE`` drops the statements of mutated modules that only feed a recorder conform never
 attaches (the broker's own trace, the crash-exploration effect log) or bookkeeping only those and
 inspection read, ``INSPECTION`` the methods conform never calls on a candidate (tests' and the
-lockstep forks' inspection), ``TRACE_ONLY_ARGS`` the arguments whose value reaches only the trace.
+lockstep forks' inspection), ``FOREIGN_INPUT`` the functions that read only what another writer made
+(the candidate reads its own files), ``TRACE_ONLY_ARGS`` the arguments whose value reaches only the trace.
 
 The **selection** draws ``size`` mutants with ``random.Random(seed)``: a quota per kind
 (``KIND_WEIGHTS``, scaled to ``size``; a kind with fewer sites gives its share to the others), and
@@ -79,6 +80,16 @@ INSPECTION = {
         "MmapBroker._note_written": "the check service's hook into _written",
     },
 }
+# functions of a mutated module that read only input the candidate never writes itself: (qualified-name
+# prefixes, why)
+FOREIGN_INPUT = {
+    "impl/configfiles.py": (
+        ("_Parser.", "_join_surrogates", "_has_surrogate"),
+        "the fallback parser of config files another writer made (fastjson's single quotes, escapes, "
+        "surrogate pairs; a torn or hand-edited file): the candidate reads only what its dump_fastjson "
+        "wrote, atomically, which _parse_fast reads; tests/impl/test_configfiles.py holds it to fastjson",
+    ),
+}
 # arguments that reach only the trace: (module, method, argument index); MmapBroker._written uses its
 # ``now`` for events.store alone
 TRACE_ONLY_ARGS = {"impl/broker.py": frozenset({("_written", 1), ("_note_written", 1)})}
@@ -143,6 +154,9 @@ def out_of_scope(m: Mutant) -> str | None:
     inspection = INSPECTION.get(m.module, {}).get(m.function)
     if inspection is not None:
         return f"not behaviour conform can see (trace, inspection): {inspection}"
+    prefixes, why = FOREIGN_INPUT.get(m.module, ((), ""))
+    if m.function.startswith(prefixes):
+        return f"reads only input from another writer: {why}"
     return next((why for pattern, why in OUT_OF_SCOPE if pattern.search(m.context)), None)
 
 

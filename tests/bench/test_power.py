@@ -141,6 +141,12 @@ def test_inspection_and_record_counting_are_out_of_scope(pool: selection.Pool) -
     assert any(m.function == "MmapBroker._append" and m.kind == "timing" for m in pool.mutants)
 
 
+def test_the_fallback_config_parser_is_out_of_scope(pool: selection.Pool) -> None:
+    config = {m.function for m in pool.mutants if m.module == "impl/configfiles.py"}
+    assert "_parse_fast" in config and "parse_fastjson" in config and "load_with_backup" in config
+    assert not any(f.startswith(("_Parser.", "_join_surrogates", "_has_surrogate")) for f in config)
+
+
 def test_every_equivalent_mutant_is_a_site_of_the_pool(pool: selection.Pool) -> None:
     ids = {m.id for m in pool.mutants}
     equivalents = selection.load_equivalents()
