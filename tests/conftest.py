@@ -48,17 +48,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``): every test that uses the
-    shared local[2] SparkSession (``tests/spark/conftest.py``) goes to one worker, so there is one
-    JVM and one batch audit, its cores shared with the other workers' Python-bound tests; tests
-    sharing other work say so with their own ``xdist_group`` mark. Groups are handed out in the order
-    of their first test, so the Spark tests come first, then the ``slow`` ones (over a minute
-    each), then the rest as collected: the longest work starts early instead of ending the run
-    on one worker. Without xdist the marks do nothing, and the order is the run's order."""
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``): the tests that use the
+    local[2] SparkSession (``tests/spark/conftest.py``) go to two groups, those of the batch audit
+    (the ``batch`` fixture, built once per worker) and the rest, so each runs on one worker with one
+    JVM and neither is a twenty-minute run on one worker while the other idles; tests sharing other
+    work say so with their own ``xdist_group`` mark. Groups are handed out in the order of their first
+    test, so the Spark tests come first, then the ``slow`` ones (over a minute each), then the rest as
+    collected: the longest work starts early instead of ending the run on one worker. Without xdist
+    the marks do nothing, and the order is the run's order."""
     spark = {item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())}
     for item in items:
         if item.nodeid in spark:
-            item.add_marker(pytest.mark.xdist_group("spark"))
+            batch = "batch" in getattr(item, "fixturenames", ())
+            item.add_marker(pytest.mark.xdist_group("spark" if batch else "spark-jobs"))
     items.sort(key=lambda item: 0 if item.nodeid in spark else 1 if item.get_closest_marker("slow") else 2)
 
 
