@@ -68,9 +68,11 @@ OUT_OF_SCOPE = (
      "the broker's record and flush counts and its last crash kind: read only by its trace (events.crash / "
      "events.recover) and by INSPECTION methods conform never calls on a candidate"),
 )
-# methods of a mutated module that are no behaviour a candidate shows conform: inspection conform
-# never calls on a candidate (tests' and the lockstep forks', which are reference brokers) and the
-# record counting behind the trace and that inspection; and why
+# methods of a mutated module that are no behaviour a candidate shows in-process conform: inspection
+# conform never calls on a candidate (tests' and the lockstep forks', which are reference brokers), the
+# record counting behind the trace and that inspection, and the wire server's views; and why
+WIRE_VIEW = ("a view beyond the Broker protocol for rmqspec serve's wire server (remoting/): the harness runs "
+             "conform in-process; conform over the wire against serve reaches it, tests/remoting hold it")
 INSPECTION = {
     "impl/broker.py": {
         "MmapBroker.recovery_choices": "which records may survive a crash: conform asks the reference's forks",
@@ -78,7 +80,13 @@ INSPECTION = {
         "MmapBroker.retry_queue_choices": "the retry queues a send-back may pick, for tests",
         "MmapBroker._written": "counts a written record for the trace and inspection; returns its argument",
         "MmapBroker._note_written": "the check service's hook into _written",
+        **dict.fromkeys(
+            ("MmapBroker.topic_queue_nums", "MmapBroker.group_config", "MmapBroker.queue_range",
+             "MmapBroker.message_at", "MmapBroker.queue_units", "MmapBroker.group_locked",
+             "MmapBroker.is_system_topic", "MmapBroker.topic_exists"), WIRE_VIEW),
     },
+    "impl/locks.py": {"LockManager.group_locked": WIRE_VIEW},
+    "impl/store.py": {"MessageStore.has_queue": WIRE_VIEW + " (MmapBroker.queue_units')"},
 }
 # functions of a mutated module that read only input the candidate never writes itself: (qualified-name
 # prefixes, why)
@@ -153,7 +161,7 @@ def out_of_scope(m: Mutant) -> str | None:
     """Why a site is instrumentation rather than broker behaviour (None: it is behaviour)."""
     inspection = INSPECTION.get(m.module, {}).get(m.function)
     if inspection is not None:
-        return f"not behaviour conform can see (trace, inspection): {inspection}"
+        return f"not behaviour conform sees in-process: {inspection}"
     prefixes, why = FOREIGN_INPUT.get(m.module, ((), ""))
     if m.function.startswith(prefixes):
         return f"reads only input from another writer: {why}"
