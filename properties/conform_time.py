@@ -11,7 +11,8 @@ draws a small step (≤ 10 s), a large one (1 min – 6 h), a jump to a deadline
 half on the next check round's edge. ``flush`` forces an ASYNC broker's commitlog to disk.
 ``crash_recover`` kills the broker or cuts its power (``Capability.CRASH``) and recovers it; the
 keys written since the last flush are *at risk* on an ASYNC power loss (the invariants allow
-losing them); the clients restart with the broker; in lockstep the model forks over every
+losing them); while it is down (on the manual clock) one request of the protocol's, in turn, must be
+refused (``_probe_down``); the clients restart with the broker; in lockstep the model forks over every
 recovery the broker may legitimately choose (``recovery_choices``).
 
 On the wall clock ``_advance`` sleeps, bounded and out of the quiet windows (``conform_wall.py``).
@@ -19,13 +20,15 @@ On the wall clock ``_advance`` sleeps, bounded and out of the quiet windows (``c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.results import CheckRequest
-from rmqspec.properties.conform_base import LARGE_MS, PICK, SMALL_MS, _enabled, _pick
+from rmqspec.model.message import MessageQueue
+from rmqspec.model.results import CheckRequest, TxnAction
+from rmqspec.properties.conform_base import CLIENTS, LARGE_MS, PICK, SMALL_MS, _enabled, _pick
 
 
 class TimeRules:
@@ -180,11 +183,17 @@ class TimeRules:
                 self.txns[key].maybe_lost = True
         try:
             self.ls.candidate.crash(kind)
-            self.ls.candidate.recover()
         except Exception as exc:
-            self._fail(f"candidate failed to crash({kind!r})/recover(): {exc!r}")
+            self._fail(f"candidate failed to crash({kind!r}): {exc!r}")
         if self.ls.enabled:
             self.ls.on_forks(lambda fork: fork.crash(kind))
+        if type(self).wall is None:
+            self._probe_down()
+        try:
+            self.ls.candidate.recover()
+        except Exception as exc:
+            self._fail(f"candidate failed to recover() after crash({kind!r}): {exc!r}")
+        if self.ls.enabled:
             n = self.ls.split(_recovery_choices, _recover)
             if n > 1:
                 self._sometimes("recovery_forked")
@@ -205,6 +214,39 @@ class TimeRules:
         self.pending_checks.clear()
         self._after(after_crash=True)
 
+
+    def _probe_down(self) -> None:
+        """One request while the broker is down (crashed, not yet recovered): it must be refused
+        (SERVICE_NOT_AVAILABLE in-process) — a broker that answers then acts on tables a crash took.
+        The request varies with the crash and the history's length (``DOWN_PROBES``); on the manual
+        clock only (a real broker's port is closed then: the adapter cannot tell the two apart)."""
+        name = DOWN_PROBES[(self.crashes + len(self.history.events)) % len(DOWN_PROBES)]
+        group, topic = "G0" + self.ns, self.t0
+        mq = MessageQueue(topic, 0)
+        requests: dict[str, Callable[[Any], Any]] = {
+            "send": lambda b: b.send(self._message(topic, "TagA"), 0),
+            "send_half": lambda b: b.send_half(self._message(topic, "TagA"), 0, "PG" + self.ns),
+            "end_transaction": lambda b: b.end_transaction("PG" + self.ns, 0, 0, TxnAction.COMMIT, False),
+            "pull": lambda b: b.pull(group, mq, 0, 32),
+            "heartbeat": lambda b: b.heartbeat(group, CLIENTS[0], {topic: ("*", "TAG", 0)}),
+            "unregister_consumer": lambda b: b.unregister_consumer(group, CLIENTS[0]),
+            "send_back": lambda b: b.send_back(group, 0, 0, None, None),
+            "update_offset": lambda b: b.update_offset(group, mq, 0),
+            "query_offset": lambda b: b.query_offset(group, mq),
+            "lock_batch": lambda b: b.lock_batch(group, CLIENTS[0], [mq]),
+            "unlock_batch": lambda b: b.unlock_batch(group, CLIENTS[0], [mq]),
+            "tick": lambda b: b.tick(),
+            "flush": lambda b: b.flush(),
+        }
+        out = self._call(f"{name}(…) [while down]", requests[name])
+        if out.error is None:
+            self._fail(f"the broker answered {name} while down (crashed, not yet recovered): {out.render()}")
+        self._sometimes(f"down_probe:{name}")
+
+
+# the requests tried while the broker is down, one per crash in turn (``_probe_down``)
+DOWN_PROBES = ("lock_batch", "send", "pull", "update_offset", "query_offset", "send_back", "send_half",
+               "end_transaction", "heartbeat", "unlock_batch", "unregister_consumer", "tick", "flush")
 
 
 def _recovery_choices(fork: Any) -> list[Any]:

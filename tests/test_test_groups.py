@@ -1,8 +1,9 @@
 """The test suite's own distribution: ``make test`` runs the tests under pytest-xdist with ``--dist
 loadgroup``, and ``tests/conftest.py`` puts the Spark tests in two ``xdist_group``s (the audit batch's,
-built once, and the rest: one JVM each). A pytest / xdist pair that drops the groups runs nothing wrong, only slower — every worker then
-starts Spark and builds the batch — so nothing else would notice (pytest 9.2 with xdist 3.8 did: 15 →
-20 min). Here two tests of one group must run on one worker and carry the group in their node ids."""
+built once, and the rest: one JVM each). A pytest / xdist pair that drops the groups runs nothing wrong,
+only slower — every worker then starts Spark and builds the batch — so nothing else would notice (pytest
+9.2 with xdist 3.8 did: 15 → 20 min). Here two tests of one group must run on one worker and carry the
+group in their node ids."""
 
 from __future__ import annotations
 
