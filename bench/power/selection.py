@@ -72,7 +72,8 @@ OUT_OF_SCOPE = (
 # conform never calls on a candidate (tests' and the lockstep forks', which are reference brokers), the
 # record counting behind the trace and that inspection, and the wire server's views; and why
 WIRE_VIEW = ("a view beyond the Broker protocol for rmqspec serve's wire server (remoting/): the harness runs "
-             "conform in-process; conform over the wire against serve reaches it, tests/remoting hold it")
+             "conform in-process, where nothing calls it; serve's wire clients do (tests/remoting and the "
+             "interop clients hold it)")
 INSPECTION = {
     "impl/broker.py": {
         "MmapBroker.recovery_choices": "which records may survive a crash: conform asks the reference's forks",
