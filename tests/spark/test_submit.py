@@ -16,32 +16,14 @@ import pytest
 from rmqspec.spark.submit import build_zip, command
 from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.io import rows_to_table
+from tests.spark.bare_python import bare_python
 
 pytestmark = pytest.mark.spark
-
-HIDE = '''"""python -m MODULE without the rmqspec installed in this environment: only --py-files remain."""
-import runpy
-import sys
-
-sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()
-                    and "editable" not in type(f).__module__.lower()]
-sys.path[:] = [p for p in sys.path if "__editable__" not in p]
-assert sys.argv[1] == "-m", sys.argv
-module, sys.argv = sys.argv[2], [sys.argv[2], *sys.argv[3:]]
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-'''
 
 
 def test_spark_submit_runs_the_job_from_the_zip(tmp_path):
     zip_path = build_zip(tmp_path / "dist" / "rmqspec.zip")
-    (tmp_path / "hide.py").write_text(HIDE)
-    worker = tmp_path / "worker-python"
-    worker.write_text(f"#!/bin/sh\nexec {sys.executable} {tmp_path / 'hide.py'} \"$@\"\n")
-    worker.chmod(0o755)
-    probe = subprocess.run([str(worker), "-m", "json.tool", "--help"], capture_output=True, text=True, check=True)
-    assert probe.returncode == 0
-    hidden = subprocess.run([str(worker), "-m", "rmqspec.traces.checker"], capture_output=True, text=True)
-    assert "No module named 'rmqspec" in hidden.stderr  # the workers really depend on the zip
+    worker = bare_python(tmp_path)
     rows, truth = generate_rows(GenConfig(events=600, seed=3, inject=("LOST",)))
     pq.write_table(rows_to_table(rows), tmp_path / "trace.parquet")
     out = tmp_path / "out"
