@@ -381,11 +381,11 @@ def test_rmqspec_check_on_the_cluster_audits_as_a_local_audit_does(cluster, loca
 # ------------------------------------------------------------------ the guide
 
 
-def _guide_lines() -> list[list[str]]:
-    """The fenced command lines of the guide's "On a cluster" section, as words (``MASTER=$(…)``:
-    the command inside)."""
-    text = GUIDE.read_text(encoding="utf-8")
-    section = text[text.index("## On a cluster"):]
+def _shown(doc: Path, heading: str) -> list[list[str]]:
+    """The fenced command lines of ``doc``'s section ``heading``, as words (``MASTER=$(…)``: the command
+    inside)."""
+    text = doc.read_text(encoding="utf-8")
+    section = text[text.index(heading):]
     section = section[: section.index("\n## ", 3)]
     out, fenced = [], False
     joined = ""
@@ -404,15 +404,25 @@ def _guide_lines() -> list[list[str]]:
     return out
 
 
+ENV = ["export", "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_PYTHON=$PWD/.venv/bin/python"]
+SHOWN_CLUSTER = "build/spark-cluster"
+SHOWN_AUDIT = AS_DOCUMENTED.audit("$MASTER", ["rmqspec-out/gen", "--out", "rmqspec-out/cluster-audit"])
+
+
 def test_the_guide_shows_the_commands_this_tier_runs() -> None:
-    shown = _guide_lines()
-    assert ["export", "SPARK_LOCAL_IP=127.0.0.1", "PYSPARK_PYTHON=$PWD/.venv/bin/python"] in shown
-    cluster = "build/spark-cluster"
+    shown = _shown(GUIDE, "## On a cluster")
     for argv in (
-        AS_DOCUMENTED.start(cluster),
-        AS_DOCUMENTED.audit("$MASTER", ["rmqspec-out/gen", "--out", "rmqspec-out/cluster-audit"]),
+        ENV,
+        AS_DOCUMENTED.start(SHOWN_CLUSTER),
+        SHOWN_AUDIT,
         AS_DOCUMENTED.submit("dist/rmqspec.zip", "$MASTER", ["rmqspec-out/gen", "--out", "rmqspec-out/cluster-submit"]),
         AS_DOCUMENTED.check("$MASTER", "rmqspec-out/cluster-check"),
-        AS_DOCUMENTED.stop(cluster),
+        AS_DOCUMENTED.stop(SHOWN_CLUSTER),
     ):
         assert argv in shown, f"{shlex.join(argv)} is not in {GUIDE}'s \"On a cluster\" section"
+
+
+def test_the_readme_shows_the_commands_this_tier_runs() -> None:
+    shown = _shown(REPO / "README.md", "## Use 3")
+    for argv in (ENV, AS_DOCUMENTED.start(SHOWN_CLUSTER), SHOWN_AUDIT, AS_DOCUMENTED.stop(SHOWN_CLUSTER)):
+        assert argv in shown, f"{shlex.join(argv)} is not in README.md's \"Use 3\" section"
