@@ -27,6 +27,9 @@ trace directory works too), then in one Spark session:
   printed with each figure.
 - ``--plans reference`` in a profile: the reference plan is one job (the
   reference checker in Spark's Python workers), so it is timed whole.
+- ``--master spark://HOST:PORT``: the cluster against ``--baseline`` (``local[2]``) instead, on a trace
+  with every code injected, the full audit and an incremental day, findings compared
+  (``bench/audit_cluster.py``).
 """
 
 from __future__ import annotations
@@ -168,10 +171,17 @@ def main(argv: list[str]) -> int:
                         help="the plan --e2e compares --plan auto with (default small)")
     parser.add_argument("--e2e", type=int, default=0, metavar="N",
                         help="N rounds of rmqspec audit end to end on the smallest size as JSONL")  # fmt: skip
+    parser.add_argument("--baseline", default="local[2]",
+                        help="with a spark:// --master: the master it is timed against")
+    parser.add_argument("--inject-count", type=int, default=3, help="with a spark:// --master: instances of each code")
     args = parser.parse_args(argv)
     sizes = [_size(s) for s in args.sizes.split(",") if s.strip()]
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.master.startswith("spark://"):
+        from bench.audit_cluster import compare
+
+        return compare(args.master, sizes, work, args.baseline, args.inject_count, label=_label)
     traces = {n: _trace(work, n) for n in sizes}
 
     spark = audit_session(
