@@ -30,10 +30,12 @@ the tier runs under ``make interop INTEROP=quick`` (not in 5x).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
@@ -213,8 +215,23 @@ def _env(python: Path | str, root: Path) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+def _spawned(argv: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``argv`` in a process group of its own, killed whole (spark-submit's driver JVM and Python too)
+    when the test stops waiting: a timeout, an interrupt."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          start_new_session=True) as proc:  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _run(argv: list[str], env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    done = _spawned(argv, env, timeout)
     assert done.returncode in (0, 1), f"{shlex.join(argv)} exited {done.returncode}:\n{done.stderr[-4000:]}"
     return done
 
@@ -368,8 +385,7 @@ def test_rmqspec_audit_on_the_cluster_gives_the_local_findings(cluster, inputs, 
 
 def test_rmqspec_check_on_the_cluster_audits_as_a_local_audit_does(cluster, local_spark, tmp_path):
     out = tmp_path / "check"
-    done = subprocess.run(HERE.check(cluster.master, str(out)), capture_output=True, text=True,
-                          env=_env(sys.executable, tmp_path), timeout=900, check=False)  # fmt: skip
+    done = _spawned(HERE.check(cluster.master, str(out)), _env(sys.executable, tmp_path), timeout=1200)
     assert done.returncode == 0, done.stderr[-4000:]  # the bundled broker conforms, its traces are clean
     checked = Audit(done.returncode, out / "audit")
     _on_cluster(checked, cluster)
