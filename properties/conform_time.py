@@ -11,8 +11,8 @@ draws a small step (≤ 10 s), a large one (1 min – 6 h), a jump to a deadline
 half on the next check round's edge. ``flush`` forces an ASYNC broker's commitlog to disk.
 ``crash_recover`` kills the broker or cuts its power (``Capability.CRASH``) and recovers it; the
 keys written since the last flush are *at risk* on an ASYNC power loss (the invariants allow
-losing them); while it is down (on the manual clock) one request of the protocol's, in turn, must be
-refused (``_probe_down``); the clients restart with the broker; in lockstep the model forks over every
+losing them); while it is down (on the manual clock) every request of the protocol's must be refused
+(``_probe_down``); the clients restart with the broker; in lockstep the model forks over every
 recovery the broker may legitimately choose (``recovery_choices``).
 
 On the wall clock ``_advance`` sleeps, bounded and out of the quiet windows (``conform_wall.py``).
@@ -216,11 +216,10 @@ class TimeRules:
 
 
     def _probe_down(self) -> None:
-        """One request while the broker is down (crashed, not yet recovered): it must be refused
-        (SERVICE_NOT_AVAILABLE in-process) — a broker that answers then acts on tables a crash took.
-        The request varies with the crash and the history's length (``DOWN_PROBES``); on the manual
-        clock only (a real broker's port is closed then: the adapter cannot tell the two apart)."""
-        name = DOWN_PROBES[(self.crashes + len(self.history.events)) % len(DOWN_PROBES)]
+        """Every request of the protocol while the broker is down (crashed, not yet recovered): each
+        must be refused (SERVICE_NOT_AVAILABLE in-process) — a broker that answers then acts on
+        tables a crash took. On the manual clock only (a real broker's port is closed then: the
+        adapter cannot tell that from a refusal)."""
         group, topic = "G0" + self.ns, self.t0
         mq = MessageQueue(topic, 0)
         requests: dict[str, Callable[[Any], Any]] = {
@@ -237,16 +236,20 @@ class TimeRules:
             "unlock_batch": lambda b: b.unlock_batch(group, CLIENTS[0], [mq]),
             "tick": lambda b: b.tick(),
             "flush": lambda b: b.flush(),
+            "create_topic": lambda b: b.create_topic(topic, self.topics.get(topic, 1)),
+            "create_group": lambda b: b.create_group(group),
         }
-        out = self._call(f"{name}(…) [while down]", requests[name])
-        if out.error is None:
-            self._fail(f"the broker answered {name} while down (crashed, not yet recovered): {out.render()}")
-        self._sometimes(f"down_probe:{name}")
+        for name in DOWN_PROBES:
+            out = self._call(f"{name}(…) [while down]", requests[name])
+            if out.error is None:
+                self._fail(f"the broker answered {name} while down (crashed, not yet recovered): {out.render()}")
+        self._sometimes("down_probe")
 
 
-# the requests tried while the broker is down, one per crash in turn (``_probe_down``)
+# the requests tried while the broker is down (``_probe_down``)
 DOWN_PROBES = ("lock_batch", "send", "pull", "update_offset", "query_offset", "send_back", "send_half",
-               "end_transaction", "heartbeat", "unlock_batch", "unregister_consumer", "tick", "flush")
+               "end_transaction", "heartbeat", "unlock_batch", "unregister_consumer", "tick", "flush",
+               "create_topic", "create_group")
 
 
 def _recovery_choices(fork: Any) -> list[Any]:

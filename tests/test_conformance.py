@@ -33,7 +33,7 @@ SOMETIMES = (
     "end_tampered:SYSTEM_ERROR", "lock_edge:empty", "lock_edge:twice", "lock_edge:past", "send_edge:queue_past",
     "send_edge:level_past", "send_refused",
     "group_leave:rebalanced", "group_leave:last", "group_leave:stale_pull_refused", "group_leave:not_member",
-    "down_probe:lock_batch", "down_probe:send", "down_probe:pull", "down_probe:update_offset", "down_probe:tick",
+    "down_probe",
     "family:plain", "family:keyed", "family:props", "family:delayed", "family:batch", "family:txn",
     "family:txn_checked",
 )
