@@ -23,9 +23,31 @@ from rmqspec.model.sql92 import FilterEvalError, compile_filter, evaluate
 from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC, is_timer_request, requested_ms
 from rmqspec.model.transactions import TransactionService
 
+# the Broker protocol's requests: a subclass's override of one refuses while the broker is down, as the
+# wrapped broker does (each broker breaks one rule, not also "answers while crashed")
+REQUESTS = ("send", "send_half", "end_transaction", "pull", "heartbeat", "unregister_consumer", "send_back",
+            "update_offset", "query_offset", "lock_batch", "unlock_batch", "tick", "flush", "create_topic",
+            "create_group")
+
+
+def _while_up(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def request(self: Wrapped, *args: Any, **kwargs: Any) -> Any:
+        self.inner._require_running()
+        return fn(self, *args, **kwargs)
+
+    request.__name__, request.__doc__ = fn.__name__, fn.__doc__
+    return request
+
 
 class Wrapped:
-    """Delegates every operation to a correct ModelBroker; subclasses override one."""
+    """Delegates every operation to a correct ModelBroker; subclasses override one (``REQUESTS``'
+    overrides refuse while the broker is down, as the wrapped broker does)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in REQUESTS:
+            if name in cls.__dict__:
+                setattr(cls, name, _while_up(cls.__dict__[name]))
 
     def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
         self.clock = clock
