@@ -227,6 +227,7 @@ class WallRules:
         placed = {d for ds in near.values() for d in ds}
         steps = sorted([(d, 0) for d in fires if d not in placed] + [(r, 1) for r in [*rounds, *seen]]
                        + [(w, 2) for w in writes])
+        view = self.ls.candidate
         for at, kind in steps:
             self.clock.set(max(at, self.model_time))
             if kind == 0:
@@ -235,13 +236,13 @@ class WallRules:
                 self.ls.on_forks(lambda b: b.flush_ops())
                 if self.ls.enabled:
                     self._op_landed()
-            else:
-                self._model_round(at, seen.get(at, []), near.get(at, []))
+            else:  # checks are judged in the example's view as it stands now (SessionView.in_view)
+                self._model_round(at, [view.in_view(r) for r in seen.get(at, [])], near.get(at, []))
                 self.txn_settled = not seen.get(at)
         self.clock.set(now)
         self.ls.on_forks(lambda b: b.tick())
         self.model_time = now
-        self._checks_received([req for _, req in sorted(timed, key=lambda p: p[0])])
+        self._checks_received([view.in_view(req) for _, req in sorted(timed, key=lambda p: p[0])])
 
     def _complete_rounds(self, timed: list[tuple[int, CheckRequest]]) -> list[tuple[int, CheckRequest]]:
         """A round's checks leave the broker one by one (a thread pool): once one has arrived,

@@ -31,6 +31,9 @@ they have more digits on the broker than in the example's view, every later
 record moves: the view keeps CommitLog *segments* (after the op, a larger
 base, by the extra digits of the offsets in the op's body); the machine says
 where the op landed and what it holds (``op_landed``: the op the model wrote).
+Check requests are therefore translated when the machine judges them
+(``in_view``), not when they arrive: a round's check may arrive before the
+machine's model has written the op the broker wrote before that round.
 
 Before measuring, ``open(settle_ms=…)`` waits until the transaction queues
 (half, op, discard) have kept their ends for ``settle_ms``: the broker's
@@ -288,22 +291,27 @@ class SessionView:
     def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
         self.broker.unlock_batch(group, client_id, mqs)
 
-    def _check(self, r: CheckRequest) -> CheckRequest:
+    def in_view(self, r: CheckRequest) -> CheckRequest:
+        """A check request as the example sees it. Translated when it is judged, not when it
+        arrives: an op message the broker wrote before the copy the check names moves that copy by
+        the op's extra digits (``op_landed``), and the machine learns of the op only when its model
+        writes it, which may be after the check arrived (5.1.0+: the op batch is seen, then the
+        model replays the rounds before it and writes the op)."""
         half = self._qbase(MessageQueue(HALF_TOPIC, 0))
         return attrs.evolve(r, commitlog_offset=self.down(r.commitlog_offset),
                             tran_state_table_offset=r.tran_state_table_offset - half,
                             message=self._stored(r.message, half))
 
     def tick(self) -> list[CheckRequest]:
-        return [self._check(r) for r in self.broker.tick()]
+        return [self.in_view(r) for r in self.broker.tick()]
 
     def tick_timed(self, now: int) -> list[tuple[int, CheckRequest]]:
-        """The checks received since the last tick, each with its arrival time. A broker without
+        """The checks received since the last tick, each with its arrival time, *as the broker
+        sent them* (``in_view`` translates one when it is judged). A broker without
         ``tick_timed`` gives none: they all arrived ``now``. (The check's message cannot say when
         its round ran: 4.9.8 sends the half as read, with the previous copy's store time.)"""
         timed = getattr(self.broker, "tick_timed", None)
-        pairs = timed() if timed is not None else [(now, r) for r in self.broker.tick()]
-        return [(at, self._check(r)) for at, r in pairs]
+        return timed() if timed is not None else [(now, r) for r in self.broker.tick()]
 
     def flush(self) -> None:
         self.broker.flush()

@@ -139,6 +139,53 @@ def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_
     assert view.send(after, 0).commitlog_offset == model.send(after, 0).commitlog_offset
 
 
+def test_a_check_that_arrived_before_the_op_it_follows_landed_is_judged_after_the_op() -> None:
+    """The 5.3.3 run that failed CI: on a broker whose half queue is at 8, the END of half 0's first copy
+    (offset 2 in the example, "10," on the broker: one byte longer) is followed by a round that re-puts
+    half 1 again, and that round's check arrives before the machine's model writes the op (the op batch is
+    seen, then the model replays the rounds before it). Translated on arrival, the check named the copy
+    one byte further than the model's; translated when judged (``in_view``), after ``op_landed``, it
+    matches."""
+    from rmqspec.model.config import default_config
+
+    config = attrs_evolve_config(default_config("rocketmq-5.2"))
+    clock = _Manual()
+    broker, model = ModelBroker(clock, config), ModelBroker(clock, config)
+    for b in (broker, model):
+        b.external_op_batches = b.external_check_rounds = True
+        b.create_topic("T", 1)
+    broker.create_group("obs", 16, 1)
+    for i in range(8):  # earlier examples: the broker's half queue is at 8
+        res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
+        broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
+    broker.flush_ops()
+    clock.t += config.transaction_timeout_ms + 1
+    broker.check_round()  # the old halves are done: the check service's progress passes them
+    view = SessionView(broker, config.max_delay_level, config)
+    view.open("obs", clock)
+    for i in range(2):
+        msg = _msg("T", b"half-%d" % i)
+        assert view.send_half(msg, 0, "PG").commitlog_offset == model.send_half(msg, 0, "PG").commitlog_offset
+    clock.t += config.transaction_timeout_ms + 1
+    first = [view.in_view(r) for r in broker.check_round()]
+    assert first == model.check_round()
+    copy = first[0]  # half 0's copy, at half-queue offset 2 in the example
+    for b in (view, model):
+        assert b.end_transaction("PG", copy.commitlog_offset, copy.tran_state_table_offset, TxnAction.COMMIT,
+                                 True) == ResponseCode.SUCCESS
+    broker.flush_ops()  # the broker's op batch: "10,"
+    clock.t += config.transaction_check_interval_ms
+    arrived = broker.check_round()  # half 1 again, after the op on the broker
+    early = [view.in_view(r).commitlog_offset for r in arrived]
+    model.flush_ops()  # the model writes "2," only now, and the view learns where it landed
+    op = model.store.records[-1]
+    assert op.topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC" and op.body == b"2,"
+    view.op_landed(op.commitlog_offset, op.body)
+    want = model.check_round()
+    assert [view.in_view(r) for r in arrived] == want
+    assert early == [r.commitlog_offset + 1 for r in want], "translated on arrival it is a byte off"
+
+
 def attrs_evolve_config(config: BrokerConfig) -> BrokerConfig:
     import attrs
 
