@@ -54,22 +54,13 @@ from rmqspec.traces.io import rows_to_table
 from rmqspec.traces.notation import parse
 from rmqspec.traces.scenarios import SCENARIOS
 from tests.spark.bare_python import bare_python
+from tests.spark.odd_trace import UNDRAINED
 
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "guide-audit.md"
 INJECTED = tuple(SCENARIOS)  # every violation code and the observations the generator can plant
 assert set(VIOLATION_CODES) <= set(INJECTED)
 EVENTS = 4000  # per generated trace: every code injected, a crash
-ODD = """
-0 send t=1000 topic=T q=0 key=K1 st=OK
-1 store t=1000 topic=T q=0 off=0 key=K1
-2 send t=1001 topic=T q=0 key=K2 st=SEND_OK
-3 store t=1001 topic=T q=0 off=1 key=K2
-4 deliver t=1010 g=G topic=T off=0 key=K1 c=C1 rt=0
-5 lock t=1020 g=G topic=T q=0 c=C1 st=EXPIRED
-6 crash t=1030 st=power detail={"at_risk":["K2",7]}
-7 recover t=1040
-"""
 # summary.json keys that differ between any two runs, or name the master and the output
 VOLATILE = ("wall_time_s", "events_per_s", "out", "master", "rejected_sample")
 
@@ -144,13 +135,13 @@ def _stored(rows: list[dict[str, Any]], trace_id: str) -> list[dict[str, Any]]:
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Inputs:
     root = tmp_path_factory.mktemp("spark-cluster-inputs")
     gen, truth = generate_rows(GenConfig(events=EVENTS, seed=46, inject=INJECTED, crashes=1))
-    flat = _stored(gen, "gen") + _stored(parse(ODD), "odd")  # odd: no drain, an unknown status, at-risk keys
+    flat = _stored(gen, "gen") + _stored(parse(UNDRAINED), "odd")  # odd: no drain, an unknown status, at-risk keys
     table = rows_to_table(flat)
     events = table.column("event").to_pylist()
     events[5], events[700] = "warp", "teleport"  # rejected by Spark, by file#row
     table = table.set_column(table.schema.get_field_index("event"), "event", pa.array(events))
     pq.write_table(table, root / "traces.parquet")
-    good = [json.dumps({k: v for k, v in r.items() if v is not None}) for r in _stored(parse(ODD), "jsonl")]
+    good = [json.dumps({k: v for k, v in r.items() if v is not None}) for r in _stored(parse(UNDRAINED), "jsonl")]
     lines = [*good[:3], "{not json", json.dumps({"seq": 99, "ts": "x", "event": "send", "trace_id": "jsonl"}),
              *good[3:], json.dumps({"seq": 20, "ts": 2000, "event": "deliver", "trace_id": "jsonl"})]
     (root / "more.jsonl").write_text("\n".join(lines) + "\n")  # rejected on the driver, by file:line

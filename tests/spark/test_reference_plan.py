@@ -23,22 +23,12 @@ from rmqspec.spark.job import choose_plan, run_audit
 from rmqspec.traces.generator import GenConfig, generate_rows
 from rmqspec.traces.io import rows_to_table
 from rmqspec.traces.notation import parse
+from tests.spark.odd_trace import ODD
 
 pytestmark = pytest.mark.spark
 
 FILTERS = tuple(c for c in VIOLATION_CODES if c.startswith("FILTER"))
 OTHERS = tuple(c for c in VIOLATION_CODES if c not in FILTERS)
-ODD = """
-0 send t=1000 topic=T q=0 key=K1 st=OK
-1 store t=1000 topic=T q=0 off=0 key=K1
-2 send t=1001 topic=T q=0 key=K2 st=SEND_OK
-3 store t=1001 topic=T q=0 off=1 key=K2
-4 deliver t=1010 g=G topic=T off=0 key=K1 c=C1 rt=0
-5 lock t=1020 g=G topic=T q=0 c=C1 st=EXPIRED
-6 crash t=1030 st=power detail={"at_risk":["K2",7]}
-7 recover t=1040
-8 drain t=9000
-"""
 
 
 def _stored(rows: list[dict[str, Any]], trace_id: str | None) -> list[dict[str, Any]]:
