@@ -92,6 +92,7 @@ from rmqspec.impl.txn_service import (
 )
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.crash import TORN
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.lifecycle import DLQ, effective_max_reconsume_times, route_send_back
@@ -173,6 +174,7 @@ class MmapBroker:
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
                               Capability.ROCKETMQ_STORE})
+    crash_kinds: tuple[str, ...] = (*CRASH_KINDS, TORN)
 
     def __init__(
         self,
@@ -680,13 +682,17 @@ class MmapBroker:
         self.events.recover(now, "REOPEN", self._records, 0)
 
     def crash(self, kind: str) -> None:
-        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``."""
-        if kind not in CRASH_KINDS:
-            raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
+        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``.
+        ``torn``: a power loss after the page cache wrote back some unflushed records, the last of
+        them torn (``MessageStore.torn_tail``); traced as ``power``, as SPEC's power allows it."""
+        if kind not in self.crash_kinds:
+            raise ValueError(f"crash kind must be one of {self.crash_kinds}, got {kind!r}")
         self._require_running()
         assert self.store is not None
         now = self.clock.now()
-        self.store.crash(kind)
+        torn = self.store.torn_tail() if kind == TORN else 0
+        kind = "power" if kind == TORN else kind
+        self.store.crash(kind, torn=torn)
         self.store = None
         self.state = CRASHED
         self._crash_kind = kind

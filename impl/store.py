@@ -20,7 +20,8 @@ need, single-threaded and deterministic:
   page cache outlives the process), ``abort`` stays. ``crash("power")`` also
   zeroes every byte past each file's flushed position; ``torn=True`` keeps the
   first half of the first unflushed record (a torn record), an int keeps that
-  many bytes.
+  many bytes (``torn_tail``: the unflushed records but the last whole, the last
+  torn).
 - ``open`` recovers (``recovery.py``): normal or abnormal by the abort file.
   After an abnormal recovery everything it kept is msynced: a process crash
   leaves written bytes in the page cache, and a later flush (which starts at
@@ -414,6 +415,22 @@ class MessageStore:
             for cq in self._queues.values():
                 cq.files.lose_unflushed(0)
         self._release(flush=False)
+
+    def torn_tail(self) -> int:
+        """For ``crash("power", torn=n)``: the ``n`` that keeps every whole record past the flushed
+        position of the first file holding unflushed bytes but the last, and half of that one (a
+        power loss after the page cache wrote some of them back, tearing the last); 0 when
+        nothing is unflushed."""
+        f = next((f for f in self.commitlog.files.files if f.flushed < f.wrote), None)
+        if f is None:
+            return 0
+        pos, last = f.flushed, None
+        while pos + 4 <= f.wrote:
+            size = int.from_bytes(f.mm[pos : pos + 4], "big", signed=True)
+            if size <= 8 or pos + size > f.wrote:
+                break
+            last, pos = (pos, size), pos + size
+        return 0 if last is None else last[0] - f.flushed + last[1] // 2
 
     def _release(self, *, flush: bool) -> None:
         self.commitlog.files.close(flush=flush)

@@ -31,6 +31,10 @@ from __future__ import annotations
 import enum
 
 CRASH_KINDS = ("kill", "power")
+# a crash kind a broker may add to its ``crash_kinds`` (the mmap broker does): a power loss after the
+# page cache wrote back some unflushed bytes, tearing a record — SPEC's "a torn tail is possible"; to
+# the model (which allows every prefix of the unflushed records) it is a power loss
+TORN = "torn"
 
 
 class BrokerState(enum.Enum):

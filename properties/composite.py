@@ -55,6 +55,7 @@ import hypothesis.errors
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from rmqspec.model.crash import TORN
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import PullStatus
 from rmqspec.properties.coverage import classify
@@ -309,6 +310,8 @@ class DeepRules:
                 self.restart_ladder(1 + v % 4, (0, 5000)[v % 2])
             elif kind == "power" and self._on("crash") and self._power_ok():
                 self.power_ladder(1 + v % 3, 1 + v // 3 % 3)
+                if self.config.flush == "ASYNC" and TORN in getattr(self.ls.candidate, "crash_kinds", ()):
+                    self.crash_recover(TORN)  # and a power loss that tears the unflushed tail
             elif kind == "orderly" and self._on("orderly") and self._orderly_mqs():
                 self.orderly_ladder(v, v // 2, _pick(MSG_FAMILIES, f // len(MSG_FAMILIES)))
                 self.send_plain(v, 0, "TagA", (), False)

@@ -26,6 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from rmqspec.model.crash import TORN
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.results import CheckRequest, TxnAction
 from rmqspec.properties.conform_base import CLIENTS, LARGE_MS, PICK, SMALL_MS, _enabled, _pick
@@ -149,20 +150,38 @@ class TimeRules:
     @_enabled(lambda self: self.can_crash and not self.profile.strict and not self.windows)
     @rule(kind=st.sampled_from(["kill", "power"]))
     def crash_recover(self, kind: str) -> None:
+        """``torn`` (the power ladder's prelude asks for it, ``composite.py``): on a candidate that
+        declares it (``crash_kinds``; SPEC §6: "a torn tail is possible"), a power loss after the
+        page cache wrote back some unflushed records and tore the last; on an ASYNC broker a burst of
+        sends is in flight first, so there is a tail to tear. Recovery must drop the torn record and
+        rebuild the consume queue units lost with the queues' unflushed bytes; the model allows every
+        prefix of the unflushed records. On another candidate it is a power loss (a kill on the wall
+        clock)."""
         if not self._holds(lambda: self.can_crash and not self.profile.strict and not self.windows):
             return self._idle('crash_recover')
+        kinds = getattr(self.ls.candidate, "crash_kinds", ("kill", "power"))
         if type(self).wall is not None:
             if self._open_txn_pending() or not self.txn_settled:
                 return self._idle('crash_recover')  # the check service's progress moves every round
-            kind = kind if kind in getattr(self.ls.candidate, "crash_kinds", ("kill", "power")) else "kill"
+            kind = kind if kind in kinds else "kill"
             self._wall_persisted()
+        elif kind not in kinds:
+            kind = "power"
         self._record("crash_recover", kind=kind)
+        if kind == TORN and self.config.flush == "ASYNC":
+            for i in range(3):
+                self._send(self._message(self.t0, "TagA"), i % self.topics[self.t0])
         self._crash_and_recover(kind)
 
     def _crash_and_recover(self, kind: str) -> None:
-        """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it."""
+        """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it.
+        ``torn`` (a candidate that declares it in ``crash_kinds``: the mmap broker) is a power loss
+        that kept some unflushed records and tore the last (``MessageStore.torn_tail``): to the model
+        and in the trace a power loss, whose recovery must drop the torn record and redispatch the
+        rest."""
         self.crashes += 1
         at_risk: list[str] = []
+        drawn, kind = kind, "power" if kind == TORN else kind
         if kind == "power" and self.config.flush == "ASYNC":
             at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
                               if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
@@ -177,14 +196,15 @@ class TimeRules:
                 at_risk = sorted(set(at_risk) | {
                     e.msg_key for e in self.history.events if e.event == "txn_end" and e.msg_key
                     and e.status in ("COMMIT", "ROLLBACK") and e.ts + within >= flushed_at})
-        self._emit("crash", actor="broker", status=kind, detail={"at_risk": at_risk})
+        self._emit("crash", actor="broker", status=kind,
+                   detail={"at_risk": at_risk, **({"torn": True} if drawn == TORN else {})})
         for key in at_risk:
             if key in self.txns:
                 self.txns[key].maybe_lost = True
         try:
-            self.ls.candidate.crash(kind)
+            self.ls.candidate.crash(drawn)
         except Exception as exc:
-            self._fail(f"candidate failed to crash({kind!r}): {exc!r}")
+            self._fail(f"candidate failed to crash({drawn!r}): {exc!r}")
         probing = type(self).wall is None  # on the wall clock the forks crash once the broker is back
         if probing and self.ls.enabled:
             self.ls.on_forks(lambda fork: fork.crash(kind))
@@ -193,17 +213,17 @@ class TimeRules:
         try:
             self.ls.candidate.recover()
         except Exception as exc:
-            self._fail(f"candidate failed to recover() after crash({kind!r}): {exc!r}")
+            self._fail(f"candidate failed to recover() after crash({drawn!r}): {exc!r}")
         if self.ls.enabled:
             if not probing:
                 self.ls.on_forks(lambda fork: fork.crash(kind))
             n = self.ls.split(_recovery_choices, _recover)
             if n > 1:
                 self._sometimes("recovery_forked")
-        self._probe_store(f"after crash({kind!r}) and recovery")
+        self._probe_store(f"after crash({drawn!r}) and recovery")
         self._emit("recover", actor="broker", status=kind)
         self._restarted()
-        self._sometimes(f"crash_recover:{kind}")
+        self._sometimes(f"crash_recover:{drawn}")
         if type(self).wall is not None:  # a restarted broker: new service phases
             self.check_phase = None
             self.model_time = self._sync()

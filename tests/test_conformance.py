@@ -66,6 +66,7 @@ def test_mmap_broker_conforms_in_lockstep() -> None:
     assert result.passed, result.render()
     assert result.examples >= 40
     assert result.coverage.get("crash_recover:power", 0) > 0, "power loss was exercised"
+    assert result.coverage.get("crash_recover:torn", 0) > 0, "and a power loss that tore the unflushed tail"
 
 
 @budget_run

@@ -171,6 +171,29 @@ def test_async_power_loss_loses_exactly_the_unflushed_tail(tmp_path: Path) -> No
     assert verify_store(tmp_path).ok
 
 
+def test_a_torn_tail_keeps_the_unflushed_records_but_the_last(tmp_path: Path) -> None:
+    """``torn_tail``: a power loss after the page cache wrote back the unflushed records but tore the
+    last: recovery keeps the whole ones, drops the torn one, and rebuilds their consume queue units
+    (lost with the queue's unflushed bytes) from the CommitLog."""
+    store = MessageStore.open(tmp_path, config=_cfg(flush="ASYNC"))
+    assert store.torn_tail() == 0, "nothing unflushed, nothing to tear"
+    for i in range(3):
+        store.put(MessageRecord("T", 0, b"%d" % i, store_ts=10_000 + i))
+    store.flush()
+    assert store.torn_tail() == 0
+    puts = [store.put(MessageRecord("T", 0, b"x%d" % i, store_ts=10_010 + i)) for i in range(4)]
+    keep = store.torn_tail()
+    last = puts[-1].commitlog_offset
+    assert last - puts[0].commitlog_offset < keep < store.commitlog.max_offset - puts[0].commitlog_offset
+    store.crash("power", torn=keep)
+    store = MessageStore.open(tmp_path, config=_cfg(flush="ASYNC"))
+    assert store.recovery is not None and store.recovery.corrupt is not None
+    assert store.max_offset("T", 0) == 6, "the three flushed and the three whole unflushed records"
+    assert store.recovery.end_offset == last
+    store.close()
+    assert verify_store(tmp_path).ok
+
+
 def test_kill_keeps_everything_and_leaves_abort(tmp_path: Path) -> None:
     store = MessageStore.open(tmp_path, config=_cfg(flush="ASYNC"))
     for i in range(30):
