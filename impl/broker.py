@@ -684,7 +684,8 @@ class MmapBroker:
     def crash(self, kind: str) -> None:
         """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``.
         ``torn``: a power loss after the page cache wrote back some unflushed records, the last of
-        them torn (``MessageStore.torn_tail``); traced as ``power``, as SPEC's power allows it."""
+        them torn (``MessageStore.torn_tail``), and the consume queues' units, those of the lost
+        records too; traced as ``power``, as SPEC's power allows it."""
         if kind not in self.crash_kinds:
             raise ValueError(f"crash kind must be one of {self.crash_kinds}, got {kind!r}")
         self._require_running()
@@ -692,7 +693,7 @@ class MmapBroker:
         now = self.clock.now()
         torn = self.store.torn_tail() if kind == TORN else 0
         kind = "power" if kind == TORN else kind
-        self.store.crash(kind, torn=torn)
+        self.store.crash(kind, torn=torn, keep_queues=torn > 0)
         self.store = None
         self.state = CRASHED
         self._crash_kind = kind

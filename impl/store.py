@@ -21,7 +21,8 @@ need, single-threaded and deterministic:
   zeroes every byte past each file's flushed position; ``torn=True`` keeps the
   first half of the first unflushed record (a torn record), an int keeps that
   many bytes (``torn_tail``: the unflushed records but the last whole, the last
-  torn).
+  torn); ``keep_queues`` keeps the consume queues' unflushed units, which may
+  then point past the CommitLog's recovered end.
 - ``open`` recovers (``recovery.py``): normal or abnormal by the abort file.
   After an abnormal recovery everything it kept is msynced: a process crash
   leaves written bytes in the page cache, and a later flush (which starts at
@@ -393,8 +394,10 @@ class MessageStore:
         self.abort_path.unlink(missing_ok=True)
         fsync_dir(self.root)
 
-    def crash(self, kind: str, torn: bool | int = False) -> None:
-        """Simulate ``kill`` (every written byte survives) or ``power`` (unflushed bytes lost)."""
+    def crash(self, kind: str, torn: bool | int = False, keep_queues: bool = False) -> None:
+        """Simulate ``kill`` (every written byte survives) or ``power`` (unflushed bytes lost;
+        ``keep_queues``: but the consume queues' were written back, units past a torn CommitLog
+        included)."""
         if kind not in CRASH_KINDS:
             raise ValueError(f"crash kind must be one of {CRASH_KINDS}, got {kind!r}")
         self._check_open()
@@ -412,7 +415,7 @@ class MessageStore:
                     keep = int(torn)
                 keep = min(keep, unflushed)
             self.commitlog.files.lose_unflushed(keep)
-            for cq in self._queues.values():
+            for cq in self._queues.values() if not keep_queues else ():
                 cq.files.lose_unflushed(0)
         self._release(flush=False)
 
