@@ -443,8 +443,15 @@ class MachineCore(RuleBasedStateMachine):
     @precondition(lambda self: len(self.topics) < MAX_TOPICS)
     @rule(queues=TOPIC_QUEUES)
     def create_topic(self, queues: int) -> None:
+        """A new topic, and a probe of its empty last queue: QUERY_CONSUMER_OFFSET for a group that
+        never committed there answers 0 while the queue's min offset is 0 (4.9), -1 on 5.x until a
+        message is stored (``offset_zero_needs_message``) — an answer no consumer asks for otherwise."""
         self._record("create_topic", queues=queues)
-        self._create_topic(f"T{len(self.topics)}{self.ns}", queues)
+        name = f"T{len(self.topics)}{self.ns}"
+        self._create_topic(name, queues)
+        mq = MessageQueue(name, queues - 1)
+        self._call(f"query_offset({'G0' + self.ns!r}, {name}/{queues - 1}) [empty]",
+                   lambda b: b.query_offset("G0" + self.ns, mq))
         self._after()
 
     @precondition(lambda self: self._on("admin"))
