@@ -105,19 +105,8 @@ def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_
     """Fidelity O4: 5.1.0+ writes the ENDs of one batch pass as one op message, "10,11," on a broker
     whose half queue is past 10 where the example sees "0,1,": two bytes longer, one per END. The view
     moves every later record by both (it moved them by the last END's one digit only)."""
-    from rmqspec.model.config import default_config
 
-    config = attrs_evolve_config(default_config("rocketmq-5.2"))
-    clock = _Manual()
-    broker, model = ModelBroker(clock, config), ModelBroker(clock, config)
-    for b in (broker, model):
-        b.external_op_batches = True
-        b.create_topic("T", 1)
-    broker.create_group("obs", 16, 1)
-    for i in range(10):  # earlier examples: the broker's half queue is at 10
-        res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
-        broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
-    broker.flush_ops()
+    config, clock, broker, model = _half_queue_at(10)
     view = SessionView(broker, config.max_delay_level, config)
     view.open("obs", clock)
     halves = []
@@ -146,19 +135,8 @@ def test_a_check_that_arrived_before_the_op_it_follows_landed_is_judged_after_th
     seen, then the model replays the rounds before it). Translated on arrival, the check named the copy
     one byte further than the model's; translated when judged (``in_view``), after ``op_landed``, it
     matches."""
-    from rmqspec.model.config import default_config
 
-    config = attrs_evolve_config(default_config("rocketmq-5.2"))
-    clock = _Manual()
-    broker, model = ModelBroker(clock, config), ModelBroker(clock, config)
-    for b in (broker, model):
-        b.external_op_batches = b.external_check_rounds = True
-        b.create_topic("T", 1)
-    broker.create_group("obs", 16, 1)
-    for i in range(8):  # earlier examples: the broker's half queue is at 8
-        res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
-        broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
-    broker.flush_ops()
+    config, clock, broker, model = _half_queue_at(8, rounds=True)
     clock.t += config.transaction_timeout_ms + 1
     broker.check_round()  # the old halves are done: the check service's progress passes them
     view = SessionView(broker, config.max_delay_level, config)
@@ -184,6 +162,27 @@ def test_a_check_that_arrived_before_the_op_it_follows_landed_is_judged_after_th
     want = model.check_round()
     assert [view.in_view(r) for r in arrived] == want
     assert early == [r.commitlog_offset + 1 for r in want], "translated on arrival it is a byte off"
+
+
+def _half_queue_at(n: int, rounds: bool = False) -> tuple[BrokerConfig, _Manual, ModelBroker, ModelBroker]:
+    """A 5.x broker whose half queue earlier examples left at ``n`` (every half rolled back, the ops
+    written), and a model beside it; both write op batches (and, with ``rounds``, run check rounds)
+    only when told."""
+    from rmqspec.model.config import default_config
+
+    config = attrs_evolve_config(default_config("rocketmq-5.2"))
+    clock = _Manual()
+    broker, model = ModelBroker(clock, config), ModelBroker(clock, config)
+    for b in (broker, model):
+        b.external_op_batches = True
+        b.external_check_rounds = rounds
+        b.create_topic("T", 1)
+    broker.create_group("obs", 16, 1)
+    for i in range(n):
+        res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
+        broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
+    broker.flush_ops()
+    return config, clock, broker, model
 
 
 def attrs_evolve_config(config: BrokerConfig) -> BrokerConfig:
