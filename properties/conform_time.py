@@ -151,7 +151,7 @@ class TimeRules:
     @rule(kind=st.sampled_from(["kill", "power"]))
     def crash_recover(self, kind: str) -> None:
         """``torn`` (the power ladder's prelude asks for it, ``composite.py``): on a candidate that
-        declares it (``crash_kinds``; SPEC §6: "a torn tail is possible"), a power loss after the
+        declares it (``crash_kinds``; SPEC §5: "a torn tail is possible"), a power loss after the
         page cache wrote back some unflushed records and tore the last; on an ASYNC broker a burst of
         sends is in flight first, so there is a tail to tear. Recovery must drop the torn record and
         rebuild the consume queue units lost with the queues' unflushed bytes; the model allows every
