@@ -68,6 +68,7 @@ from rmqspec.impl.codec import (
     MessageRecord,
     encode_host,
     is_txn_hidden,
+    peek_size,
     prepare,
 )
 from rmqspec.impl.codec import tags_code as compute_tags_code
@@ -428,8 +429,8 @@ class MessageStore:
         if f is None:
             return 0
         pos, last = f.flushed, None
-        while pos + 4 <= f.wrote:
-            size = int.from_bytes(f.mm[pos : pos + 4], "big", signed=True)
+        while pos + 8 <= f.wrote:
+            size, _magic = peek_size(f.mm, pos)
             if size <= 8 or pos + size > f.wrote:
                 break
             last, pos = (pos, size), pos + size

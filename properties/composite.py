@@ -310,7 +310,7 @@ class DeepRules:
                 self.restart_ladder(1 + v % 4, (0, 5000)[v % 2])
             elif kind == "power" and self._on("crash") and self._power_ok():
                 self.power_ladder(1 + v % 3, 1 + v // 3 % 3)
-                if self.config.flush == "ASYNC" and TORN in getattr(self.ls.candidate, "crash_kinds", ()):
+                if self.config.flush == "ASYNC" and TORN in self._crash_kinds():
                     self.crash_recover(TORN)  # and a power loss that tears the unflushed tail
             elif kind == "orderly" and self._on("orderly") and self._orderly_mqs():
                 self.orderly_ladder(v, v // 2, _pick(MSG_FAMILIES, f // len(MSG_FAMILIES)))

@@ -26,7 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.crash import TORN
+from rmqspec.model.crash import CRASH_KINDS, TORN
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.results import CheckRequest, TxnAction
 from rmqspec.properties.conform_base import CLIENTS, LARGE_MS, PICK, SMALL_MS, _enabled, _pick
@@ -159,7 +159,7 @@ class TimeRules:
         clock)."""
         if not self._holds(lambda: self.can_crash and not self.profile.strict and not self.windows):
             return self._idle('crash_recover')
-        kinds = getattr(self.ls.candidate, "crash_kinds", ("kill", "power"))
+        kinds = self._crash_kinds()
         if type(self).wall is not None:
             if self._open_txn_pending() or not self.txn_settled:
                 return self._idle('crash_recover')  # the check service's progress moves every round
@@ -172,6 +172,10 @@ class TimeRules:
             for i in range(3):
                 self._send(self._message(self.t0, "TagA"), i % self.topics[self.t0])
         self._crash_and_recover(kind)
+
+    def _crash_kinds(self) -> tuple[str, ...]:
+        """The kinds the candidate's ``crash`` takes (SPEC's two unless it declares others)."""
+        return tuple(getattr(self.ls.candidate, "crash_kinds", CRASH_KINDS))
 
     def _crash_and_recover(self, kind: str) -> None:
         """The broker crashes (``kill`` / ``power``) and recovers; the clients restart with it.

@@ -58,6 +58,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.crash import CRASH_KINDS
 from rmqspec.model.ids import offset_msg_id, parse_offset_msg_id
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.results import BrokerError, CheckRequest, PullResult, ResponseCode, SendResult, TxnAction
@@ -88,7 +89,7 @@ class SessionView:
         self.queue_base: dict[MessageQueue, int] = {}
         self.existing: set[str] = set()  # shared system topics the broker already has
         self.capabilities = getattr(broker, "capabilities", frozenset())
-        self.crash_kinds = getattr(broker, "crash_kinds", ("kill", "power"))
+        self.crash_kinds = getattr(broker, "crash_kinds", CRASH_KINDS)
 
     def __getattr__(self, name: str) -> Any:  # recovery_choices, crash, recover, ...
         return getattr(self.broker, name)

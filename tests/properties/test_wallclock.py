@@ -105,7 +105,6 @@ def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_
     """Fidelity O4: 5.1.0+ writes the ENDs of one batch pass as one op message, "10,11," on a broker
     whose half queue is past 10 where the example sees "0,1,": two bytes longer, one per END. The view
     moves every later record by both (it moved them by the last END's one digit only)."""
-
     config, clock, broker, model = _half_queue_at(10)
     view = SessionView(broker, config.max_delay_level, config)
     view.open("obs", clock)
@@ -135,7 +134,6 @@ def test_a_check_that_arrived_before_the_op_it_follows_landed_is_judged_after_th
     seen, then the model replays the rounds before it). Translated on arrival, the check named the copy
     one byte further than the model's; translated when judged (``in_view``), after ``op_landed``, it
     matches."""
-
     config, clock, broker, model = _half_queue_at(8, rounds=True)
     clock.t += config.transaction_timeout_ms + 1
     broker.check_round()  # the old halves are done: the check service's progress passes them
