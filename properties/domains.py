@@ -23,7 +23,8 @@ Operation and parameter: what is drawn (the boundaries among it).
   2, 16, 17, the group's value; origin_msg_id: the UNIQ_KEY, None, the offset msgId (4.9.8 takes
   the copy's ORIGIN_MESSAGE_ID from the stored message, never from the request).
 - ``pull`` offset: the consumer's next; −1, 0, max − 1, max (OFFSET_OVERFLOW_ONE), max + 1,
-  max + 1000 (``pull_edge``); max_nums: 1–8; 1, 31, 32, 33 (32 is
+  max + 1000 (``pull_edge``); queue_id: the topic's queues, and the queue after the last
+  (``pull_edge``: refused, SYSTEM_ERROR); max_nums: 1–8; 1, 31, 32, 33 (32 is
   maxTransferCountOnMessageInMemory), 1024 (the client's cap) (``pull_edge``).
 - ``update_offset`` offset: the consumer's increasing commits; a rewind to 0, to committed − 1 or
   to committed (``offset_reset``: the broker stores what it is sent).

@@ -9,10 +9,12 @@ kind by construction, whatever the bug:
 1. **parameters never drawn away from their defaults** — ``domains.py`` lists every parameter of
    every operation with the values drawn, boundaries included; the probes below send the values a
    well-behaved consumer never sends (``pull_edge``: offsets −1, 0, max − 1, max, max + 1,
-   max + 1000 and batch sizes 1, 31, 32, 33, 1024; ``offset_reset``: an admin rewind of a consumer
-   group's offset; ``end_tampered``: an END_TRANSACTION with one field checkPrepareMessage
-   compares wrong; ``lock_edge``: an empty batch, a queue twice, a queue past the topic's last;
-   ``send_edge``: the queue past the last, a delay level past the table's end).
+   max + 1000, the queue after the topic's last, and batch sizes 1, 31, 32, 33, 1024;
+   ``offset_reset``: an admin rewind of a consumer group's offset; ``end_tampered``: an
+   END_TRANSACTION with one field checkPrepareMessage compares wrong, or a negative commitlog
+   offset; ``lock_edge``: an empty batch, a queue twice, a queue past the topic's last;
+   ``send_edge``: the queue past the last, a delay level past the table's end, a record exactly
+   a commitlog file's room and one byte more).
 2. **features never crossed** — ``_fresh(family, …)`` produces one message of a family
    (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, the middle of a
    batch, a committed half, a half committed by a check answer, a 5.x timer message fired) and
@@ -57,14 +59,26 @@ on the wall clock they idle.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.message import JAVA_INT_MAX, JAVA_INT_MIN, MessageQueue
+from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH
+from rmqspec.model.message import (
+    JAVA_INT_MAX,
+    JAVA_INT_MIN,
+    MAX_BODY_BYTES,
+    STOREHOST_V6_FLAG,
+    Message,
+    MessageQueue,
+    record_size,
+)
 from rmqspec.model.results import ResponseCode, TxnAction
+from rmqspec.model.sendpath import plain_send_properties
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.conform_base import CLIENTS, PICK, START_MS, Txn, _pick
 from rmqspec.properties.domains import EDGE_KINDS, PULL_MAX, PULL_OFFSETS
@@ -78,6 +92,9 @@ SEND_EDGES: tuple[tuple[str, Callable[[int], int] | None], ...] = (
     ("queue_past", None), ("level_past", lambda top: JAVA_INT_MAX),
     ("queue_past", None), ("level_int_min", lambda top: JAVA_INT_MIN),
 )  # fmt: skip
+# and then, where the file geometry lets a body fill a commitlog file, a record of the bytes past a
+# file's room: 0 (it opens a new file and fills it up to the 8-byte end marker), 1 (refused)
+SIZE_EDGES: tuple[tuple[str, int], ...] = (("size_fit", 0), ("size_over", 1))
 WALKED = ("delay", "retry", "timer", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
 PERSISTS = ("offsets_persist", "delay_persist")  # one instant, then a kill shows what was persisted
 Deadline = tuple[int, str, Any]  # (instant, kind, subject: a key, a queue, a half's key or None)
@@ -314,6 +331,10 @@ class EdgeRules:
             max_nums = _pick(PULL_MAX, pick // len(PULL_OFFSETS))
             self._pull(self.obs, mq, offset, max_nums, self.obs, sub="*", deliver=False)
             self._sometimes(f"pull_edge:{where}")
+            if mq.topic in self.topics:  # and the queue after the topic's last: refused (SYSTEM_ERROR)
+                self._pull(self.obs, MessageQueue(mq.topic, self.topics[mq.topic]), 0, max_nums, self.obs,
+                           sub="*", deliver=False)
+                self._sometimes("pull_edge:queue_past")
         self._after()
 
     def offset_reset(self, which: int, pick: int) -> None:
@@ -342,15 +363,17 @@ class EdgeRules:
 
     def end_tampered(self, which: int, pick: int) -> None:
         """An END_TRANSACTION with one field wrong (tranStateTableOffset, commitlog offset, producer
-        group): checkPrepareMessage refuses it and the half stays as it was."""
+        group): checkPrepareMessage refuses it and the half stays as it was; or a negative commitlog
+        offset, which lookMessageByOffset finds no message at (SYSTEM_ERROR)."""
         self._record("end_tampered", which=which, pick=pick)
         txns = [t for _, t in sorted(self.txns.items()) if not t.maybe_lost and not t.discarded]
         if txns and self._on("txn"):
             txn: Txn = _pick(txns, which)
-            field = _pick(("tsto", "offset", "group"), pick)
-            action = _pick((TxnAction.COMMIT, TxnAction.ROLLBACK), pick // 3)
+            field = _pick(("tsto", "offset", "group", "negative"), pick)
+            action = _pick((TxnAction.COMMIT, TxnAction.ROLLBACK), pick // 4)
             group = self.pg + ("_other" if field == "group" else "")
-            clo = txn.commitlog_offset + (1 if field == "offset" else 0)
+            clo = {"offset": txn.commitlog_offset + 1, "negative": -1 - txn.commitlog_offset}.get(
+                field, txn.commitlog_offset)
             tsto = txn.half_offset + (1 if field == "tsto" else 0)
             out = self._call(f"end_transaction({group!r}, {clo}, {tsto}, {action.value}, False) [{field} wrong]",
                              lambda b: b.end_transaction(group, clo, tsto, action, False))
@@ -391,7 +414,10 @@ class EdgeRules:
         """A send to the queue past the topic's last (refused), or delayed past the table's end: one or
         two levels past it (clamped to the last), or a DELAY at a Java int's ends (``Integer.parseInt``
         takes both: the largest is clamped like any level past the end, the smallest is ≤ 0, stored as
-        sent and never scheduled). ``SEND_EDGES[pick % 8]`` names the edge."""
+        sent and never scheduled). ``SEND_EDGES[pick % 8]`` names the edge. Then, where the file
+        geometry lets a body fill a commitlog file, a record whose size is a file's room (the file size
+        less the 8-byte end marker: it opens a new file and fills it, the next record rolls again) or
+        one byte more (refused): ``SIZE_EDGES[pick // 8 % 2]``."""
         self._record("send_edge", which=which, pick=pick)
         if self.topics:
             name = _pick(sorted(self.topics), which)
@@ -402,7 +428,24 @@ class EdgeRules:
                 level = level_of(self.config.max_delay_level)
                 self._send(self._message(name, "TagB", delay=level), which % self.topics[name])
             self._sometimes(f"send_edge:{label}")
+            label, extra = SIZE_EDGES[pick // len(SEND_EDGES) % len(SIZE_EDGES)]
+            sized = self._sized(name, extra)
+            if sized is not None:
+                self._send(sized, which % self.topics[name])
+                self._sometimes(f"send_edge:{label}")
         self._after()
+
+    def _sized(self, topic: str, extra: int) -> Message | None:
+        """A plain message whose stored record is ``extra`` bytes longer than a commitlog file's room
+        (what the broker stores for it: ``model/sendpath.py``, ``message.record_size``); None when
+        that body is empty or past the body limit."""
+        msg = self._message(topic, "TagA")
+        cfg = self.config
+        props = plain_send_properties(msg.wire_properties(), cfg, delayed=False)
+        flag = STOREHOST_V6_FLAG if ipaddress.ip_address(cfg.store_host).version == 6 else 0
+        head = record_size(0, topic, props, flag, trailing=cfg.behaviour.properties_trailing_separator)
+        body = cfg.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH - head + extra
+        return attrs.evolve(msg, body=b"s" * body) if 0 < body <= MAX_BODY_BYTES else None
 
     # -- 2. message families -------------------------------------------------------------------
 

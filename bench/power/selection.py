@@ -10,8 +10,10 @@ rest of the candidate's closure is not mutated by default (``--modules`` can sti
 ``OUT_OF_SCOPE`` drops the statements of mutated modules that only feed a recorder conform never
 attaches (the broker's own trace, the crash-exploration effect log) or bookkeeping only those and
 inspection read, ``INSPECTION`` the methods conform never calls on a candidate (tests' and the
-lockstep forks' inspection), ``FOREIGN_INPUT`` the functions that read only what another writer made
-(the candidate reads its own files), ``TRACE_ONLY_ARGS`` the arguments whose value reaches only the trace.
+lockstep forks' inspection), ``FAULT_INJECTION`` the store's crash simulation (a mutant of it injects
+another fault; the broker recovering from it is what is judged), ``FOREIGN_INPUT`` the functions that
+read only what another writer made (the candidate reads its own files), ``TRACE_ONLY_ARGS`` the
+arguments whose value reaches only the trace.
 
 The **selection** draws ``size`` mutants with ``random.Random(seed)``: a quota per kind
 (``KIND_WEIGHTS``, scaled to ``size``; a kind with fewer sites gives its share to the others), and
@@ -89,6 +91,17 @@ INSPECTION = {
     "impl/locks.py": {"LockManager.group_locked": WIRE_VIEW},
     "impl/store.py": {"MessageStore.has_queue": WIRE_VIEW + " (MmapBroker.queue_units')"},
 }
+# methods of a mutated module that simulate the fault conform injects rather than decide what the broker
+# does: a mutant of them injects another fault (power keeps more or fewer unflushed bytes, a torn tail
+# tears elsewhere), and the broker, recovering from it, is what is judged. RocketMQ has no such code: its
+# crashes come from outside (kill -9, a power loss)
+FAULT_INJECTION = {
+    "impl/store.py": dict.fromkeys(
+        ("MessageStore.crash", "MessageStore.torn_tail"),
+        "the store's crash simulation (which written bytes a kill, power loss or torn tail leaves), "
+        "the fault conform injects through MmapBroker.crash, not a decision of the broker",
+    ),
+}
 # functions of a mutated module that read only input the candidate never writes itself: (qualified-name
 # prefixes, why)
 FOREIGN_INPUT = {
@@ -163,6 +176,9 @@ def out_of_scope(m: Mutant) -> str | None:
     inspection = INSPECTION.get(m.module, {}).get(m.function)
     if inspection is not None:
         return f"not behaviour conform sees in-process: {inspection}"
+    fault = FAULT_INJECTION.get(m.module, {}).get(m.function)
+    if fault is not None:
+        return f"fault injection, not broker behaviour: {fault}"
     prefixes, why = FOREIGN_INPUT.get(m.module, ((), ""))
     if m.function.startswith(prefixes):
         return f"reads only input from another writer: {why}"

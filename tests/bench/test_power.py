@@ -148,6 +148,14 @@ def test_the_fallback_config_parser_is_out_of_scope(pool: selection.Pool) -> Non
     assert not any(f.startswith(("_Parser.", "_join_surrogates", "_has_surrogate")) for f in config)
 
 
+def test_the_store_crash_simulation_is_fault_injection_not_behaviour(pool: selection.Pool) -> None:
+    store = {m.function for m in pool.mutants if m.module == "impl/store.py"}
+    assert "MessageStore.put" in store and "MessageStore.flush" in store
+    assert not store & {"MessageStore.crash", "MessageStore.torn_tail"}
+    broker = {m.function for m in pool.mutants if m.module == "impl/broker.py"}
+    assert "MmapBroker.crash" in broker and "MmapBroker.recover" in broker  # the broker's side stays
+
+
 def test_every_equivalent_mutant_is_a_site_of_the_pool(pool: selection.Pool) -> None:
     ids = {m.id for m in pool.mutants}
     equivalents = selection.load_equivalents()
