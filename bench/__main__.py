@@ -2,7 +2,7 @@
 
 Each ``bench/bench_<name>.py`` defines ``main(argv: list[str]) -> int`` and
 prints its figures as ratios against a baseline measured in the same run.
-``BY_NAME_ONLY`` benchmarks run only when named (``power``: about an hour).
+``BY_NAME_ONLY`` benchmarks run only when named (``power``: about an hour; ``seeds``: hours).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pkgutil
 import sys
 from pathlib import Path
 
-BY_NAME_ONLY = frozenset({"power"})
+BY_NAME_ONLY = frozenset({"power", "seeds"})
 
 
 def main(argv: list[str]) -> int:
