@@ -263,15 +263,13 @@ class MessageStore:
         return cq
 
     def _dispatch(self, record: DecodedRecord) -> bool:
-        """Build the consume-queue unit of ``record`` (CommitLogDispatcherBuildConsumeQueue)."""
+        """Build the consume-queue unit of ``record`` (CommitLogDispatcherBuildConsumeQueue). Only
+        recovery calls it; ``_open`` then sets the last dispatched time from recovery's report."""
         if is_txn_hidden(record.sys_flag):
             return False
         cq = self._queue(record.topic, record.queue_id)
         code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
-        done = cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code)
-        if done:
-            self._last_dispatched_ts = record.store_ts
-        return done
+        return cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code)
 
     # -- writing -----------------------------------------------------------------------------
 
