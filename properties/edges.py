@@ -13,8 +13,9 @@ kind by construction, whatever the bug:
    ``offset_reset``: an admin rewind of a consumer group's offset; ``end_tampered``: an
    END_TRANSACTION with one field checkPrepareMessage compares wrong, or a negative commitlog
    offset; ``lock_edge``: an empty batch, a queue twice, a queue past the topic's last;
-   ``send_edge``: the queue past the last, a delay level past the table's end, a record exactly
-   a commitlog file's room and one byte more).
+   ``send_edge``: the queue past the last, a delay level past the table's end, and a message
+   exactly at a size limit and one past it: a small commitlog file's room, the body's 4 MiB, the
+   properties string's 32767 chars, plain and delayed).
 2. **features never crossed** — ``_fresh(family, …)`` produces one message of a family
    (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, the middle of a
    batch, a committed half, a half committed by a check answer, a 5.x timer message fired) and
@@ -67,7 +68,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH
+from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
 from rmqspec.model.message import (
     JAVA_INT_MAX,
     JAVA_INT_MIN,
@@ -75,6 +76,7 @@ from rmqspec.model.message import (
     STOREHOST_V6_FLAG,
     Message,
     MessageQueue,
+    encode_properties,
     record_size,
 )
 from rmqspec.model.results import ResponseCode, TxnAction
@@ -92,9 +94,12 @@ SEND_EDGES: tuple[tuple[str, Callable[[int], int] | None], ...] = (
     ("queue_past", None), ("level_past", lambda top: JAVA_INT_MAX),
     ("queue_past", None), ("level_int_min", lambda top: JAVA_INT_MIN),
 )  # fmt: skip
-# and then, where the file geometry lets a body fill a commitlog file, a record of the bytes past a
-# file's room: 0 (it opens a new file and fills it up to the 8-byte end marker), 1 (refused)
-SIZE_EDGES: tuple[tuple[str, int], ...] = (("size_fit", 0), ("size_over", 1))
+# and then a message at one of the store's size limits (``model/limits.py``), exactly at it or one past
+# it: a small file's room (the file size less the 8-byte end marker; at it, the record opens a new file
+# and fills it), else, by turns, the body limit (4 MiB; one past it is no message: the client refuses
+# it), the properties string's (32767 chars), and a delayed message at the latter, whose string the
+# routing then lengthens (PROPERTIES_SIZE_EXCEEDED)
+LIMIT_EDGES: tuple[str, ...] = ("props", "props_delayed", "props", "props_delayed", "body")
 WALKED = ("delay", "retry", "timer", "lock", "client_lock", "round")  # visited at d − 1, d, d + 1
 PERSISTS = ("offsets_persist", "delay_persist")  # one instant, then a kill shows what was persisted
 Deadline = tuple[int, str, Any]  # (instant, kind, subject: a key, a queue, a half's key or None)
@@ -414,10 +419,8 @@ class EdgeRules:
         """A send to the queue past the topic's last (refused), or delayed past the table's end: one or
         two levels past it (clamped to the last), or a DELAY at a Java int's ends (``Integer.parseInt``
         takes both: the largest is clamped like any level past the end, the smallest is ≤ 0, stored as
-        sent and never scheduled). ``SEND_EDGES[pick % 8]`` names the edge. Then, where the file
-        geometry lets a body fill a commitlog file, a record whose size is a file's room (the file size
-        less the 8-byte end marker: it opens a new file and fills it, the next record rolls again) or
-        one byte more (refused): ``SIZE_EDGES[pick // 8 % 2]``."""
+        sent and never scheduled). ``SEND_EDGES[pick % 8]`` names the edge. Then a message at a size
+        limit or one past it (``_at_limit``: ``LIMIT_EDGES``)."""
         self._record("send_edge", which=which, pick=pick)
         if self.topics:
             name = _pick(sorted(self.topics), which)
@@ -428,24 +431,44 @@ class EdgeRules:
                 level = level_of(self.config.max_delay_level)
                 self._send(self._message(name, "TagB", delay=level), which % self.topics[name])
             self._sometimes(f"send_edge:{label}")
-            label, extra = SIZE_EDGES[pick // len(SEND_EDGES) % len(SIZE_EDGES)]
-            sized = self._sized(name, extra)
-            if sized is not None:
-                self._send(sized, which % self.topics[name])
-                self._sometimes(f"send_edge:{label}")
+            limit = self._at_limit(name, pick // len(SEND_EDGES))
+            if limit is not None:
+                self._send(limit[1], which % self.topics[name])
+                self._sometimes(f"send_edge:{limit[0]}")
         self._after()
 
-    def _sized(self, topic: str, extra: int) -> Message | None:
-        """A plain message whose stored record is ``extra`` bytes longer than a commitlog file's room
-        (what the broker stores for it: ``model/sendpath.py``, ``message.record_size``); None when
-        that body is empty or past the body limit."""
-        msg = self._message(topic, "TagA")
+    def _at_limit(self, topic: str, pick: int) -> tuple[str, Message] | None:
+        """(label, a message exactly at a size limit, ``pick % 2`` = 0, or one past it): the record a
+        small commitlog file has room for, else one of ``LIMIT_EDGES`` (by a hash of ``pick // 2``); sized from what the
+        broker stores for it (``model/sendpath.py``, ``message.record_size``). None when the file
+        cannot hold the record (the file's own limit would answer first)."""
         cfg = self.config
-        props = plain_send_properties(msg.wire_properties(), cfg, delayed=False)
+        trailing = cfg.behaviour.properties_trailing_separator
         flag = STOREHOST_V6_FLAG if ipaddress.ip_address(cfg.store_host).version == 6 else 0
-        head = record_size(0, topic, props, flag, trailing=cfg.behaviour.properties_trailing_separator)
-        body = cfg.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH - head + extra
-        return attrs.evolve(msg, body=b"s" * body) if 0 < body <= MAX_BODY_BYTES else None
+        room = cfg.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH
+        extra, label = pick % 2, ("fit", "over")[pick % 2]
+
+        def stored(m: Message) -> dict[str, str]:
+            return plain_send_properties(m.wire_properties(), cfg, delayed=False)
+
+        def size(m: Message, body_len: int) -> int:
+            return record_size(body_len, topic, stored(m), flag, trailing=trailing)
+
+        msg = self._message(topic, "TagA")
+        if room - size(msg, 0) <= MAX_BODY_BYTES:  # a small file: its room
+            body = room - size(msg, 0) + extra
+            return (f"room_{label}", attrs.evolve(msg, body=b"s" * body)) if body > 0 else None
+        kind = LIMIT_EDGES[(pick // 2 * 0x9E3779B1 >> 7) % len(LIMIT_EDGES)]  # spread: picks drawn are small
+        if kind == "body":  # one past it is no message (``Message`` refuses it, as the client does)
+            label, msg = "fit", attrs.evolve(msg, body=b"b" * MAX_BODY_BYTES)
+        else:
+            delay = 1 if kind == "props_delayed" else 0
+            base = self._message(topic, "TagA", props={"PAD": "p"}, delay=delay)
+            width = MAX_PROPERTIES_LENGTH + extra - len(encode_properties(stored(base), trailing=trailing)) + 1
+            msg = attrs.evolve(base, properties={"PAD": "p" * width})
+            if len(encode_properties(stored(msg), trailing=trailing)) != MAX_PROPERTIES_LENGTH + extra:
+                return None
+        return (f"{kind}_{label}", msg) if size(msg, len(msg.body)) <= room else None
 
     # -- 2. message families -------------------------------------------------------------------
 
