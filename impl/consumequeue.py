@@ -144,15 +144,21 @@ class ConsumeQueue:
     # -- recovery ----------------------------------------------------------------------------
 
     def recover(self) -> None:
-        """Keep the leading run of valid units of the last 3 files (``ConsumeQueue.recover``)."""
+        """Keep the leading run of valid units (``ConsumeQueue.recover``), read from the first file.
+
+        RocketMQ reads from the third file from the end and trusts the files before it: after a
+        power loss that took a queue's first files' units (the consume queues are flushed
+        asynchronously, even under SYNC_FLUSH), its queue keeps their offsets as zero units and
+        the re-dispatch puts the surviving records' units in the wrong places — durable messages
+        become unreadable (docs/fidelity.md, "RocketMQ trusts the consume-queue files before the
+        last three"). rmqspec reads every file."""
         files = self.files.files
         if not files:
             return
-        index = max(0, len(files) - 3)
-        end = files[index].start
+        end = files[0].start
         max_phys = -1
         done = False
-        for f in files[index:]:
+        for f in files:
             pos = 0
             while pos + UNIT_SIZE <= f.size:
                 clo, size, _tags = _UNIT.unpack_from(f.mm, pos)
