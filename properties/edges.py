@@ -439,9 +439,9 @@ class EdgeRules:
 
     def _at_limit(self, topic: str, pick: int) -> tuple[str, Message] | None:
         """(label, a message exactly at a size limit, ``pick % 2`` = 0, or one past it): the record a
-        small commitlog file has room for, else one of ``LIMIT_EDGES`` (by a hash of ``pick // 2``); sized from what the
-        broker stores for it (``model/sendpath.py``, ``message.record_size``). None when the file
-        cannot hold the record (the file's own limit would answer first)."""
+        small commitlog file has room for, else one of ``LIMIT_EDGES`` (by a hash of ``pick // 2``);
+        sized from what the broker stores for it (``model/sendpath.py``, ``message.record_size``).
+        None when the file cannot hold the record (the file's own limit would answer first)."""
         cfg = self.config
         trailing = cfg.behaviour.properties_trailing_separator
         flag = STOREHOST_V6_FLAG if ipaddress.ip_address(cfg.store_host).version == 6 else 0
