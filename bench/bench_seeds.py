@@ -29,6 +29,7 @@ from pathlib import Path
 import attrs
 
 from rmqspec.cli.progress import Progress
+from rmqspec.properties.conformance import PROFILES
 
 BROKERS = {"model": "rmqspec.model:factory", "impl": "rmqspec.impl:factory"}
 
@@ -64,13 +65,10 @@ def render(runs: list[Run], args: argparse.Namespace, wall: float) -> str:
         "",
         f"{'broker':<8}{'profile':<15}{'passed':>10}{'mean s':>9}{'max s':>8}{'vs model':>10}",
     ]
-    mean = {}
-    for broker in args.brokers:
-        for profile in args.profiles:
-            mine = [r for r in runs if (r.broker, r.profile) == (broker, profile)]
-            if not mine:
-                continue
-            mean[(broker, profile)] = sum(r.seconds for r in mine) / len(mine)
+    groups = {(b, p): [r for r in runs if (r.broker, r.profile) == (b, p)] for b in args.brokers for p in args.profiles}
+    mean = {key: sum(r.seconds for r in mine) / len(mine) for key, mine in groups.items() if mine}
+    for (broker, profile), mine in groups.items():
+        if mine:
             base = mean.get(("model", profile))
             ratio = f"{mean[(broker, profile)] / base:.2f}×" if base else "—"
             passed = sum(r.passed for r in mine)
@@ -97,9 +95,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.brokers = [b for b in args.brokers.split(",") if b]
     args.profiles = [p for p in args.profiles.split(",") if p]
-    unknown = [b for b in args.brokers if b not in BROKERS]
-    if unknown or args.seeds < 1 or args.jobs < 1:
-        parser.error(f"unknown broker(s) {unknown}" if unknown else "--seeds and --jobs must be at least 1")
+    unknown = [b for b in args.brokers if b not in BROKERS] + [p for p in args.profiles if p not in PROFILES]
+    if unknown or not args.brokers or not args.profiles or args.seeds < 1 or args.jobs < 1:
+        parser.error(f"unknown broker(s) or profile(s) {unknown} (brokers {sorted(BROKERS)}, profiles "
+                     f"{sorted(PROFILES)})" if unknown else "no broker or profile, or --seeds/--jobs below 1")
     work = [(b, p, s) for s in range(1, args.seeds + 1) for p in args.profiles for b in args.brokers]
     progress = Progress("seeds", len(work), unit="runs", interval=5.0)
     runs: list[Run] = []

@@ -25,3 +25,9 @@ def test_bad_arguments_are_usage_errors() -> None:
     with pytest.raises(SystemExit) as info:
         bench_seeds.main(["--brokers", "nope"])
     assert info.value.code == 2
+
+
+def test_an_unknown_profile_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as info:
+        bench_seeds.main(["--profiles", "rocketmq-9.9"])
+    assert info.value.code == 2
