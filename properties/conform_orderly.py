@@ -24,7 +24,7 @@ from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.process_queue import ProcessQueue
-from rmqspec.model.results import PullStatus
+from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.properties.conform_base import CLIENTS, PICK, Window, _enabled, _pick
 
 
@@ -155,21 +155,22 @@ class OrderlyRules:
         status = "SUCCESS"
         if result == "SUSPEND":
             over = [m for m in w.batch if self.orderly_failures[(m.commitlog_offset,)] >= limit]
-            if over:  # limit reached: send back (the broker routes it to the DLQ), then commit
-                for m in w.batch:
-                    self._emit("consume", actor=w.client, group=group, client_id=w.client,
-                               topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
-                               msg_key=m.uniq_key, msg_id=m.msg_id,
-                               reconsume_times=m.reconsume_times, status="RECONSUME_LATER")
-                    self._send_back(group, m, -1, None, w.client)
+            for m in w.batch:
+                self._emit("consume", actor=w.client, group=group, client_id=w.client,
+                           topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+                           msg_key=m.uniq_key, msg_id=m.msg_id,
+                           reconsume_times=m.reconsume_times, status="RECONSUME_LATER")
+            # limit reached: send back (the broker routes it to the DLQ), then commit; a send-back the
+            # broker refuses suspends the batch instead (checkReconsumeTimes: sendMessageBack false)
+            sent = [self._send_back(group, m, -1, None, w.client) == ResponseCode.SUCCESS for m in w.batch] \
+                if over else [False]
+            if all(sent):
                 self._sometimes("orderly_dlq")
                 status = "DLQ"
             else:
+                if over:
+                    self._sometimes("orderly_dlq_refused")
                 for m in w.batch:
-                    self._emit("consume", actor=w.client, group=group, client_id=w.client,
-                               topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
-                               msg_key=m.uniq_key, msg_id=m.msg_id,
-                               reconsume_times=m.reconsume_times, status="RECONSUME_LATER")
                     self.orderly_failures[(m.commitlog_offset,)] += 1
                 if pq is not None:
                     pq.make_messages_to_consume_again(w.batch)

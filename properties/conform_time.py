@@ -192,7 +192,11 @@ class TimeRules:
                                                            "send_back", "schedule_fire", "timer_fire",
                                                            # a check re-put the half: the copy
                                                            # the check service would see next
-                                                           "txn_check")})
+                                                           "txn_check")}
+                             # a delayed, retry or timer copy due by now: the broker may have fired it
+                             # unobserved into the unflushed CommitLog and persisted its delay progress
+                             # past it (delayOffset.json is written apart from the CommitLog)
+                             | {t[1] for t, due in self.expect_fire.items() if due <= self._now()})
             within = self.history.params.op_written_within_ms
             if within:  # 5.1.0+: an END's op is written up to ``within`` later, maybe after the flush
                 flushed_at = self.history.events[self.last_flush_seq].ts \

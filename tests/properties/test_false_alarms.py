@@ -322,3 +322,45 @@ def test_an_admin_rewind_re_delivers_as_an_observation() -> None:
     machine = replay(REWIND_IN_STRICT, model_factory)
     assert machine.coverage["offset_reset:rewound"] == 1
     assert machine.observations["DuplicatedObservation"] >= 1
+
+
+# Found by `python -m bench seeds` (rmqspec conform at 300 × 80, seeds 1, 6, 7 on the mmap broker).
+# Seed 1: 31 halves in 200-byte consume-queue files, none flushed, then a power loss — the mmap
+# broker read only the last three files (RocketMQ's ConsumeQueue.recover) and kept offsets 0–9.
+CQ_FIRST_FILES_LOST = [
+    Op.of("init", files=(4096, 200), flush="ASYNC", orderly_max=0, queues=1, retry_max=0, swarm=0),
+    Op.of("txn_ladder", queue=0, topic=0),
+    Op.of("crash_recover", kind="power"),
+    Op.of("txn_ladder", queue=0, topic=0),
+]
+# Seed 6: an orderly batch at its retry limit whose DLQ send-back the broker refuses (a properties
+# string at 32767 chars grows past it): the reference client committed past the message anyway.
+ORDERLY_DLQ_REFUSED = [
+    Op.of("init", flush="SYNC", orderly_max=0, queues=1, retry_max=0, swarm=0),
+    Op.of("send_edge", pick=0, which=0),
+    Op.of("orderly_lock", client=0, mask=1),
+    Op.of("orderly_begin", n=1, which=0),
+    Op.of("orderly_finish", result="SUSPEND", which=0),
+]
+# Seed 7: a retry copy fired unobserved into the unflushed CommitLog, the delay progress persisted
+# past it, then a power loss: LOST, though the copy was never durable (ASYNC).
+FIRE_LOST_PROGRESS_KEPT = [
+    Op.of("init", files=(4096, 200), flush="ASYNC", orderly_max=0, queues=2, retry_max=0, swarm=0),
+    Op.of("dlq_ladder", family="batch", group=0, level=0, max_choice=8),
+    Op.of("timer_ladder", v=0),
+    Op.of("send_batch", n=3, queue=1, topic=0),
+    Op.of("pull_consume", ack_index=0, level=0, max_choice=-1, n=4, result="SUCCESS", which=0),
+    Op.of("power_ladder", level=1, n=1),
+]
+
+
+@pytest.mark.parametrize("lockstep", [True, False], ids=["lockstep", "invariants-only"])
+@pytest.mark.parametrize("broker", sorted(FACTORIES))
+@pytest.mark.parametrize("program", ["cq_first_files", "orderly_dlq_refused", "fire_lost"])
+def test_what_the_honest_brokers_did_at_300_by_80(program: str, broker: str, lockstep: bool) -> None:
+    ops = {"cq_first_files": CQ_FIRST_FILES_LOST, "orderly_dlq_refused": ORDERLY_DLQ_REFUSED,
+           "fire_lost": FIRE_LOST_PROGRESS_KEPT}[program]
+    machine = replay(ops, FACTORIES[broker], lockstep=lockstep)
+    label = {"cq_first_files": "crash_recover:power", "orderly_dlq_refused": "orderly_dlq_refused",
+             "fire_lost": "power_ladder:crashed"}[program]
+    assert machine.coverage[label] >= 1
