@@ -154,7 +154,7 @@ class OrderlyRules:
         limit = self.groups[group].retry_max
         status = "SUCCESS"
         if result == "SUSPEND":
-            over = [m for m in w.batch if self.orderly_failures[(m.commitlog_offset,)] >= limit]
+            over = any(self.orderly_failures[(m.commitlog_offset,)] >= limit for m in w.batch)
             for m in w.batch:
                 self._emit("consume", actor=w.client, group=group, client_id=w.client,
                            topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
@@ -162,9 +162,9 @@ class OrderlyRules:
                            reconsume_times=m.reconsume_times, status="RECONSUME_LATER")
             # limit reached: send back (the broker routes it to the DLQ), then commit; a send-back the
             # broker refuses suspends the batch instead (checkReconsumeTimes: sendMessageBack false)
-            sent = [self._send_back(group, m, -1, None, w.client) == ResponseCode.SUCCESS for m in w.batch] \
-                if over else [False]
-            if all(sent):
+            dead = over and all([self._send_back(group, m, -1, None, w.client) == ResponseCode.SUCCESS
+                                 for m in w.batch])  # a list: every message is sent back, as 4.9.8 does
+            if dead:
                 self._sometimes("orderly_dlq")
                 status = "DLQ"
             else:
