@@ -40,9 +40,14 @@ When a record whose storeTs is at or below the durable checkpoint's
 the store first lowers the checkpoint's logics timestamp so abnormal recovery
 can never start re-dispatching after units that were not yet flushed.
 
-Single process: a ``lock`` file in the root is held with ``flock`` while open and
-holds the text ``lock``; ``index/`` is created empty (rmqspec builds no index
-files), as in a real store directory.
+Single process: while open, byte 0 of a ``lock`` file in the root is held with an
+exclusive open-file-description record lock, and the file holds the text ``lock``.
+RocketMQ's ``DefaultMessageStore.start`` takes ``FileChannel.tryLock(0, 1, false)``,
+a POSIX record lock (fcntl ``F_SETLK``) on Linux, and refuses to start without it;
+an OFD lock conflicts with that one (so neither a RocketMQ broker nor a second
+``MessageStore`` opens a store in use), and unlike a classic POSIX lock it is not
+released when the process closes some other descriptor of the file. ``index/`` is
+created empty (rmqspec builds no index files), as in a real store directory.
 
 Durable effects: with a recorder installed for the root (``effects``), the
 store marks every append (``append``: offset, size) and the end of recovery
@@ -55,6 +60,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,6 +89,8 @@ from rmqspec.model.message import java_length
 DEFAULT_COMMITLOG_FILE_SIZE = 1024 * 1024 * 1024
 FLUSH_MODES = ("SYNC", "ASYNC")
 CRASH_KINDS = ("kill", "power")
+# struct flock (Linux, 64-bit off_t): F_WRLCK on byte 0 from SEEK_SET, l_pid 0 (an OFD lock needs it)
+_LOCK_BYTE_0 = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
 
 
 def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
@@ -229,7 +237,7 @@ class MessageStore:
             self._effects.add(effects.Create("lock"))
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _LOCK_BYTE_0)
         except OSError as exc:
             os.close(fd)
             raise StoreError(path, None, "store is locked by another open MessageStore") from exc

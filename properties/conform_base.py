@@ -196,6 +196,9 @@ class MachineCore(RuleBasedStateMachine):
     # wall clock: examples past this many are rejected at ``init``, before they touch the broker (an
     # example Hypothesis does not count as valid — a draw past its buffer — still costs real time)
     run_cap: int | None = None
+    # a run (``runner.check_conformance``), not a replay: the file geometry turns with the example
+    # count (``composite.split_swarm``) and every example records the one it ran with
+    rotate_files = False
 
     @classmethod
     def profile_has_timer(cls) -> bool:
@@ -384,9 +387,12 @@ class MachineCore(RuleBasedStateMachine):
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
-        swarm, drawn_files = split_swarm(swarm)
+        turn = len(type(self).examples) if type(self).rotate_files and files is None else 0
+        swarm, drawn_files = split_swarm(swarm, turn)
         if files is None and not _default_files(self.config):
             drawn_files = None  # the sizes the user's --config chose stand
+        elif files is None and turn:  # recorded even when RocketMQ's: a replay has no turn
+            drawn_files = drawn_files or _DEFAULT_FILES
         files = None if wall is not None else files if files is not None else drawn_files
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
                      flush=flush, swarm=swarm, **({"files": tuple(files)} if files is not None else {}))
@@ -396,7 +402,8 @@ class MachineCore(RuleBasedStateMachine):
         self.config = attrs.evolve(self.config, flush=flush)
         if files is not None:
             self.config = attrs.evolve(self.config, commitlog_file_size=files[0], consume_queue_file_size=files[1])
-            self._sometimes(f"files:{files[0]}+{files[1]}")
+            if tuple(files) != _DEFAULT_FILES:
+                self._sometimes(f"files:{files[0]}+{files[1]}")
         if wall is None:  # SQL92 pulls (properties/filters.py); a remote broker keeps its own setting
             self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)
@@ -435,6 +442,7 @@ class MachineCore(RuleBasedStateMachine):
         self.frontier.setdefault(MessageQueue(DISCARD_TOPIC, 0), 0)
         if self.config.timer_running and wall is None:  # 5.x: the wheel's queue (conform_timer.py)
             self.frontier.setdefault(MessageQueue(TIMER_TOPIC, 0), 0)
+        self._probe_hold("after the first start", running=True)
         self.started = True
         self._after()
         self._prelude(prelude)  # records itself as the next op (``init`` does not record it)

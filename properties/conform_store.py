@@ -14,6 +14,12 @@ points where the files are what a restarted RocketMQ would read:
 - right after a reopen or a crash's recovery: the format probe (the broker runs: ``abort`` is
   there, an undispatched tail is tolerated).
 
+With each, what the broker holds of the directory (``store_hold.py``): while it runs (at the start,
+after a reopen or a recovery) RocketMQ's lock, a write record lock on byte 0 of ``lock``
+(``STORE_UNLOCKED`` without it: a second broker would start on the same files); once it stopped
+(a clean shutdown, or the crash itself: a dead process holds nothing) no file under it open or
+mapped by this process (``STORE_HELD``).
+
 Only a candidate declaring ``Capability.ROCKETMQ_STORE`` (the mmap broker) is probed; any other
 (the in-process model, a third-party adapter with files of its own format; the wall-clock mode,
 whose broker's files are not ours) is never judged. A declared store the probe cannot find (no
@@ -25,6 +31,7 @@ program.
 from __future__ import annotations
 
 from rmqspec.model.protocol import Capability
+from rmqspec.properties.store_hold import held_under, lock_held
 from rmqspec.properties.store_probe import StoreExpectation, probe_store
 
 
@@ -75,6 +82,9 @@ class StoreProbeRules:
                                   offsets=offsets or {},
                                   delay_levels_ms=tuple(self.config.delay_levels_ms),
                                   delay_progress=delay)
+        self._probe_hold(when, running=not closed)
+        if self.failed:
+            return
         found = probe_store(self.workdir, expect)
         if found is None:
             self._sometimes("store_probe:not_judged")
@@ -84,6 +94,25 @@ class StoreProbeRules:
             first = found[0]
             more = f" (+{len(found) - 1} more: {', '.join(v.code for v in found[1:])})" if len(found) > 1 else ""
             self._fail(f"invariant {first.code} violated {when}: {first.render()}{more}")
+
+    def _probe_hold(self, when: str, *, running: bool) -> None:
+        """RocketMQ's lock held while the broker runs; nothing under the store held once it stopped."""
+        if self.failed or not self._store_declared():
+            return
+        if running:
+            held = lock_held(self.workdir)
+            if held is False:
+                self._fail(f"invariant STORE_UNLOCKED violated {when}: no write record lock on byte 0 of "
+                           f"{self.workdir}/lock while the broker runs (DefaultMessageStore.start: "
+                           "tryLock(0, 1, false), else \"Lock failed,MQ already started\")")
+            self._sometimes(f"store_lock:{'not_judged' if held is None else 'judged'}")
+            return
+        files = held_under(self.workdir)
+        if files:
+            more = f" (+{len(files) - 3} more)" if len(files) > 3 else ""
+            self._fail(f"invariant STORE_HELD violated {when}: the stopped broker still holds "
+                       f"{', '.join(files[:3])}{more}")
+        self._sometimes(f"store_held:{'not_judged' if files is None else 'judged'}")
 
     def _final_store_probe(self) -> None:
         """The teardown's shutdown, probed (the teardown closes the candidate anyway)."""

@@ -213,6 +213,7 @@ class TimeRules:
             self.ls.candidate.crash(drawn)
         except Exception as exc:
             self._fail(f"candidate failed to crash({drawn!r}): {exc!r}")
+        self._probe_hold(f"after crash({drawn!r})", running=False)
         probing = type(self).wall is None  # on the wall clock the forks crash once the broker is back
         if probing and self.ls.enabled:
             self.ls.on_forks(lambda fork: fork.crash(kind))
