@@ -69,6 +69,7 @@ __all__ = [
     "epochs_of",
     "found",
     "int_or_none",
+    "may_be_delayed",
     "row_label",
     "table_row",
     "unkeyed_of",
@@ -156,12 +157,14 @@ class Unkeyed:
     ``send_back`` without msg_key; a ``store`` without msg_key that may be a send-back's copy (its
     topic absent, SCHEDULE_TOPIC_XXXX or a ``%DLQ%`` topic: ``copies``) or a fire's schedule copy
     (its topic absent or SCHEDULE_TOPIC_XXXX: ``schedules``); a ``txn_end`` / ``txn_check`` /
-    ``txn_discard`` without txn_id."""
+    ``txn_discard`` without txn_id; a ``send`` without msg_key that may be a delayed one (its
+    delay_level absent or above 0: ``sends``)."""
 
     send_backs: bool = False
     copies: bool = False
     schedules: bool = False
     txn_rows: bool = False
+    sends: bool = False
 
     def __or__(self, other: Unkeyed) -> Unkeyed:
         return Unkeyed(*(a or b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
@@ -182,11 +185,19 @@ def unkeyed_row(row: Row) -> Unkeyed:
         return Unkeyed(copies=schedule or topic.startswith(DLQ_PREFIX), schedules=schedule)
     if event in UNKEYED_TXN_EVENTS:
         return Unkeyed(txn_rows=row.get("txn_id") is None)
+    if event == "send":
+        return Unkeyed(sends=row.get("msg_key") is None and may_be_delayed(row))
     return ALL_KEYED
 
 
+def may_be_delayed(row: Row) -> bool:
+    """A ``send`` that may have gone through SCHEDULE_TOPIC_XXXX: its delay_level unknown or above 0."""
+    level = int_or_none(row.get("delay_level"))
+    return level is None or level > 0
+
+
 def unkeyed_of(rows: Iterable[Row]) -> Unkeyed:
-    backs = copies = schedules = txn = False
+    backs = copies = schedules = txn = sends = False
     for row in rows:
         event = row["event"]
         if event == "send_back":
@@ -199,5 +210,7 @@ def unkeyed_of(rows: Iterable[Row]) -> Unkeyed:
                 schedules = schedules or schedule
         elif event in UNKEYED_TXN_EVENTS:
             txn = txn or row.get("txn_id") is None
-    return Unkeyed(backs, copies, schedules, txn)
+        elif event == "send":
+            sends = sends or (row.get("msg_key") is None and may_be_delayed(row))
+    return Unkeyed(backs, copies, schedules, txn, sends)
 

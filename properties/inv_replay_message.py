@@ -40,6 +40,13 @@ delayed send's) or in ``%DLQ%{group}``, then the fire (``schedule_fire``,
   match but never makes the rule judge); and a copy in
   ``%RETRY%`` with reconsume_times 0 is impossible (only the retry effect,
   r + 1, puts copies there). Fired early is DELAY_EARLY's / RETRY_EARLY's.
+- **where a delayed send's copy fires** (``fire[due]``'s effect: none, so the
+  copy keeps REAL_TOPIC / REAL_QID — messageTimeup puts it in the topic and
+  queue the producer sent it to): a ``schedule_fire`` naming a topic other
+  than ``%RETRY%…`` / ``%DLQ%…`` and a queue must name those of some earlier
+  ``send`` of the key that may be delayed (delay_level absent or above 0);
+  judged only when every such send names both (and no send that may be
+  delayed lacks its msg_key: ``Unkeyed.sends``).
 
 The retry effect's ``deliver_ts = now + D(level)`` is not compared: a
 send-back's ``ts`` is its recorder's clock, not the broker's store time, so
@@ -71,6 +78,7 @@ from rmqspec.properties.inv_replay import (
     detail_of,
     found,
     int_or_none,
+    may_be_delayed,
     row_label,
     table_row,
 )
@@ -105,6 +113,8 @@ class _Key:
     backs: list[_Expect] = attrs.field(factory=list)
     copies: dict[str, int] = attrs.field(factory=lambda: {_RETRY.target: 0, _DEAD.target: 0})
     scheduled: list[Row] = attrs.field(factory=list)  # stores that may be SCHEDULE_TOPIC_XXXX copies
+    # where the sends that may be delayed went: (topic, queue_id), None for one that does not say
+    sent_to: list[tuple[str, int] | None] = attrs.field(factory=list)
 
 
 class MessageReplay:
@@ -118,7 +128,7 @@ class MessageReplay:
     def feed(self, rows: Iterable[Row], unkeyed: Unkeyed = ALL_KEYED) -> list[TableFinding]:
         out: list[TableFinding] = []
         for row in rows:
-            if row["event"] in ("send_back", "store", "schedule_fire") and row.get("msg_key") is not None:
+            if row["event"] in ("send", "send_back", "store", "schedule_fire") and row.get("msg_key") is not None:
                 state = self.keys.get(row["msg_key"])
                 if state is None:
                     state = self.keys[row["msg_key"]] = _Key()
@@ -130,6 +140,11 @@ class MessageReplay:
     def _row(self, key: _Key, row: Row, unkeyed: Unkeyed) -> TableFinding | None:
         event, topic = row["event"], row.get("topic")
         finding = None
+        if event == "send":
+            if may_be_delayed(row):
+                queue = int_or_none(row.get("queue_id"))
+                key.sent_to.append(None if topic is None or queue is None else (topic, queue))
+            return None
         if event == "send_back":
             key.backs.append(_expect(row, self.params))
         elif event == "store" and (place := _copy_place(topic, row.get("reconsume_times"))) is not None:
@@ -139,6 +154,8 @@ class MessageReplay:
                 finding = _judge_copy(row, place, key.backs, key.copies)
         if event == "schedule_fire" or (event == "store" and topic is not None and topic.startswith(RETRY_PREFIX)):
             finding = _judge_fire(row, key.scheduled, unkeyed)
+        if event == "schedule_fire" and finding is None and not unkeyed.sends:
+            finding = _judge_destination(row, key.sent_to)
         if event == "store" and topic in (None, SCHEDULE_TOPIC):
             key.scheduled.append(row)
         return finding
@@ -252,6 +269,18 @@ def _judge_fire(row: Row, scheduled: list[Row], unkeyed: Unkeyed) -> TableFindin
     had = sorted({p.get("reconsume_times") for p in scheduled if p.get("reconsume_times") is not None})
     return _found(scheduled[-1], row, f"{row_label(MESSAGE, _FIRE)} changes nothing, so a fired copy keeps "
                                       f"its schedule copy's reconsume_times ({had}), but it carries {r}")
+
+
+def _judge_destination(row: Row, sent_to: list[tuple[str, int] | None]) -> TableFinding | None:
+    topic, queue = row.get("topic"), int_or_none(row.get("queue_id"))
+    if topic is None or queue is None or topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+        return None
+    if not sent_to or None in sent_to or (topic, queue) in sent_to:
+        return None
+    named = ", ".join(f"{t}/{q}" for t, q in dict.fromkeys(sent_to))  # type: ignore[misc]
+    return _found(None, row, f"{row_label(MESSAGE, _FIRE)} changes nothing: a delayed copy fires into "
+                             f"REAL_TOPIC / REAL_QID, the queue it was sent to ({named}), but this one "
+                             f"fired into {topic}/{queue}")
 
 
 def _found(proof: Row | None, row: Row, reason: str) -> TableFinding:

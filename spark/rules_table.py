@@ -19,7 +19,9 @@ message    ``send_back``, ``schedule_fire``, and ``store``   trace, msg_key
            rows that may be a send-back's copy, a schedule
            copy or a fired retry copy (topic absent,
            SCHEDULE_TOPIC_XXXX, ``%DLQ%…``, ``%RETRY%…``),
-           with a msg_key; ``detail`` only on send-backs
+           the ``send``s that may be delayed (delay_level
+           absent or above 0), with a msg_key; ``detail``
+           only on send-backs
 txn        ``txn_*`` rows with a txn_id of the              trace, txn_id
            transactions that have a ``txn_check`` (the only
            rows a finding ends on; filtered in the judge);
@@ -83,7 +85,7 @@ from rmqspec.traces.checks_common import TIMER_TOPIC
 __all__ = ["LOCK_COLUMNS", "MESSAGE_COLUMNS", "TIMER_COLUMNS", "TXN_COLUMNS", "table_findings", "unkeyed_by_trace"]
 
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status")
-MESSAGE_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "msg_key", "reconsume_times",
+MESSAGE_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "msg_key", "reconsume_times",
                    "delay_level", "status", "detail")  # fmt: skip
 TXN_COLUMNS = ("trace", "seq", "ts", "event", "status", "msg_key", "txn_id", "check_times", "epoch")
 TIMER_COLUMNS = ("trace", "seq", "ts", "event", "topic", "queue_id", "msg_key", "reconsume_times", "delay_level",
@@ -122,6 +124,7 @@ def unkeyed_by_trace(df: DataFrame) -> dict[str, Unkeyed]:
         ((EV() == "send_back") & F.col("msg_key").isNull())
         | ((EV() == "store") & F.col("msg_key").isNull())
         | (EV().isin(*UNKEYED_TXN_EVENTS) & F.col("txn_id").isNull())
+        | ((EV() == "send") & F.col("msg_key").isNull() & _may_be_delayed())
     )
     out: dict[str, Unkeyed] = {}
     for r in df.filter(lacking).select("trace", "event", kind.alias("kind")).distinct().collect():
@@ -133,7 +136,13 @@ def unkeyed_by_trace(df: DataFrame) -> dict[str, Unkeyed]:
 def _message_rows() -> Column:
     topic = F.col("topic")
     copy = topic.isNull() | (topic == SCHEDULE_TOPIC) | topic.startswith(DLQ_PREFIX) | topic.startswith(RETRY_PREFIX)
-    return EV().isin("send_back", "schedule_fire") | ((EV() == "store") & copy)
+    return EV().isin("send_back", "schedule_fire") | ((EV() == "store") & copy) \
+        | ((EV() == "send") & F.col("msg_key").isNotNull() & _may_be_delayed())
+
+
+def _may_be_delayed() -> Column:
+    """``inv_replay.may_be_delayed``: a send whose delay_level is absent or above 0."""
+    return F.col("delay_level").isNull() | (F.col("delay_level") > 0)
 
 
 def _message_column(name: str) -> Column:

@@ -352,3 +352,28 @@ def test_removing_a_value_never_adds_a_lifecycle_finding(side):
     before = found(rows)
     for fewer in _drops(rows):
         assert found(fewer) <= before
+
+
+_FIRED_ELSEWHERE = """
+0 send t=0 topic=T q=1 off=0 key=K lvl=1 due=1000
+1 store t=0 topic=SCHEDULE_TOPIC_XXXX q=0 off=0 key=K rt=0 due=1000
+2 schedule_fire t=1000 topic=T q=0 off=0 key=K rt=0
+"""
+
+
+def test_a_delayed_copy_fired_into_another_queue_is_the_fire_rows_effect_broken():
+    """fire[due] changes nothing: the copy keeps REAL_TOPIC / REAL_QID, the queue the producer named
+    (ScheduleMessageService.messageTimeup) — a broker that fires it into queue 0 is found by the
+    checker and the invariant alike; the right queue, a send that does not name its queue, or one
+    without its msg_key (it may be this message's) give nothing."""
+    rows = parse(_FIRED_ELSEWHERE)
+    found = [(f.code, f.seqs) for f in check(rows, PARAMS).violations if f.code in LIFECYCLE_CODES]
+    assert found == [("MESSAGE_LIFECYCLE", (2,))]
+    reason = next(f.reason for f in check(rows, PARAMS).violations if f.code == "MESSAGE_LIFECYCLE")
+    assert "SCHEDULED --fire" in reason and "T/1" in reason and "T/0" in reason
+    invariant = inv.BY_NAME[inv.name_of("MESSAGE_LIFECYCLE")]
+    assert [(v.code, v.seq) for v in invariant.check(_history(rows))] == [("MESSAGE_LIFECYCLE", 2)]
+    for fixed in (_FIRED_ELSEWHERE.replace("topic=T q=0", "topic=T q=1"),
+                  _FIRED_ELSEWHERE.replace("topic=T q=1 ", "topic=T "),
+                  _FIRED_ELSEWHERE.replace("0 send t=0 topic=T q=1 off=0 key=K", "0 send t=0 topic=T q=1 off=0")):
+        assert [f for f in check(parse(fixed), PARAMS).violations if f.code in LIFECYCLE_CODES] == [], fixed

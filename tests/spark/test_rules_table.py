@@ -45,7 +45,7 @@ _STRINGS = {"trace", "event", "group", "topic", "client_id", "status", "msg_key"
 # A drawn trace mixes all four families, or keeps to one (each replay's findings need a few of its rows).
 _FAMILIES = {
     "lock": ("lock", "lock", "lock", "unlock", "crash", "recover"),
-    "message": ("send_back", "send_back", "store", "store", "store", "schedule_fire", "crash"),
+    "message": ("send_back", "send_back", "store", "store", "store", "schedule_fire", "send", "crash"),
     "txn": ("txn_half", "txn_end", "txn_check", "txn_check", "txn_check", "txn_discard", "crash", "recover"),
     "timer": ("send", "send", "txn_end", "store", "store", "timer_fire", "timer_fire", "crash"),
 }
@@ -135,8 +135,9 @@ def _timer_row(row: dict[str, Any]) -> bool:
 def _message_row(row: dict[str, Any]) -> bool:
     topic = row.get("topic")
     copy = topic is None or topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith(("%DLQ%", "%RETRY%"))
+    delayed = row["event"] == "send" and (row.get("delay_level") is None or row["delay_level"] > 0)
     return row.get("msg_key") is not None and (row["event"] in ("send_back", "schedule_fire")
-                                               or (row["event"] == "store" and copy))
+                                               or (row["event"] == "store" and copy) or delayed)
 
 
 def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -188,9 +189,10 @@ def test_every_replay_is_reached_by_the_drawn_traces():
         seen.update(code for code, *_ in found)
         seen.update("timer" for *_, reason in found if "timer: " in reason)
         seen.update("refire" for *_, reason in found if "timer: REFIRABLE" in reason)
+        seen.update("fired_elsewhere" for *_, reason in found if "a delayed copy fires into" in reason)
 
     collect()
-    assert seen == {"MESSAGE_LIFECYCLE", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "timer", "refire"}
+    assert seen == {"MESSAGE_LIFECYCLE", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "timer", "refire", "fired_elsewhere"}
 
 
 def _timer_findings(rows: list[dict[str, Any]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
