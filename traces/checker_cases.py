@@ -778,6 +778,26 @@ CASES: tuple[Case, ...] = (
             ("MESSAGE_LIFECYCLE", (14,)),
         ),
     ),
+    Case(
+        "MESSAGE_LIFECYCLE: a delayed copy fires into the queue it was sent to; one that fires into "
+        "another queue is found; a send that is never delayed (lvl=0) does not count, and a delayable "
+        "send naming no queue leaves the key's fires not judged",
+        """
+        0 store t=0 topic=SCHEDULE_TOPIC_XXXX q=1 off=0 key=F1 rt=0 lvl=2 due=5000
+        1 send t=0 topic=T q=1 key=F1 lvl=2
+        2 schedule_fire t=5000 topic=T q=1 key=F1 rt=0
+        3 store t=0 topic=SCHEDULE_TOPIC_XXXX q=1 off=1 key=F2 rt=0 lvl=2 due=5000
+        4 send t=0 topic=T q=0 key=F2 lvl=2
+        5 send t=0 topic=T q=2 key=F2 lvl=0
+        6 schedule_fire t=5000 topic=T q=2 key=F2 rt=0
+        7 store t=0 topic=SCHEDULE_TOPIC_XXXX q=1 off=2 key=F3 rt=0 lvl=2 due=5000
+        8 send t=0 topic=T key=F3 lvl=2
+        9 store t=0 topic=SCHEDULE_TOPIC_XXXX q=1 off=3 key=F3 rt=0 lvl=2 due=5000
+        10 send t=0 topic=T q=0 key=F3 lvl=2
+        11 schedule_fire t=5000 topic=T q=3 key=F3 rt=0
+        """,
+        (("MESSAGE_LIFECYCLE", (6,)),),
+    ),
 )
 
 # RocketMQ 5.x timer messages (``checker_cases_timer.py``) and sends whose DELAY level is below 1
