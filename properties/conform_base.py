@@ -27,6 +27,7 @@ round); ``START_MS`` is 2023-11-14 (the manual clock's start).
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -58,7 +59,7 @@ from rmqspec.properties.history import (
     dlq_topic,
     retry_topic,
 )
-from rmqspec.properties.lockstep import Lockstep, Outcome
+from rmqspec.properties.lockstep import EventTap, Lockstep, Outcome, tap_of
 from rmqspec.properties.program import Op, render
 from rmqspec.properties.session import SessionView
 from rmqspec.properties.shrink import signature_of
@@ -157,6 +158,14 @@ def _default_model_factory() -> Callable[..., Any]:
 
     return lambda clock, config: ModelBroker(clock, config)
 
+
+
+def _takes_recorder(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` has a ``recorder`` parameter (the registries' signature, SPEC §3)."""
+    try:
+        return "recorder" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 _DEFAULT_FILES = (BrokerConfig().commitlog_file_size, BrokerConfig().consume_queue_file_size)
@@ -408,7 +417,10 @@ class MachineCore(RuleBasedStateMachine):
             self.config = attrs.evolve(self.config, enable_property_filter=True)
         self.history.params = audit_params(self.config)
         self.workdir = str(scratch_dir("rmqspec-conform-"))
-        candidate = type(self).broker_factory(self.clock, self.config, self.workdir)
+        # the brokers' own trace events are compared in lockstep when both can record (``EventTap``)
+        taps = wall is None and type(self).lockstep_mode and _takes_recorder(type(self).broker_factory)
+        candidate = type(self).broker_factory(self.clock, self.config, self.workdir,
+                                              **({"recorder": EventTap()} if taps else {}))
         if wall is not None:
             address = getattr(candidate, "broker_addr", None)
             if isinstance(address, str) and ":" in address:  # offset msgIds name the broker's own address
@@ -419,6 +431,8 @@ class MachineCore(RuleBasedStateMachine):
         if type(self).lockstep_mode:
             make = type(self).model_factory or _default_model_factory()
             model = make(self.clock, self.config)
+            if taps and tap_of(candidate) is not None and hasattr(model, "recorder"):
+                model.recorder = EventTap()
             if wall is not None:
                 model.external_check_rounds = True
                 model.external_op_batches = True

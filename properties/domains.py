@@ -63,7 +63,7 @@ MSG_FAMILIES: tuple[str, ...] = ("plain", "keyed", "props", "delayed", "batch", 
 FAMILY = st.sampled_from(MSG_FAMILIES)
 # the edge rule's actions (edges.py)
 EDGE_KINDS = ("deadline_walk", "deadline_walk", "pull_edge", "offset_reset", "end_tampered", "lock_edge",
-              "send_edge")
+              "send_edge", "topic_edge")
 # timer messages (conform_timer.py): the property, where the requested time falls, how many precisions
 # ahead, and a delay level beside it (DELAY wins)
 TIMER_PROPERTIES: tuple[str, ...] = ("TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS")

@@ -15,7 +15,8 @@ kind by construction, whatever the bug:
    offset; ``lock_edge``: an empty batch, a queue twice, a queue past the topic's last;
    ``send_edge``: the queue past the last, a delay level past the table's end, and a message
    exactly at a size limit and one past it: a small commitlog file's room, the body's 4 MiB, the
-   properties string's 32767 chars, plain and delayed).
+   properties string's 32767 chars, plain and delayed; ``topic_edge``: a topic named with 127 chars,
+   created and sent to, and one of 128, refused).
 2. **features never crossed** — ``_fresh(family, …)`` produces one message of a family
    (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, the middle of a
    batch, a committed half, a half committed by a check answer, a 5.x timer message fired) and
@@ -73,6 +74,7 @@ from rmqspec.model.message import (
     JAVA_INT_MAX,
     JAVA_INT_MIN,
     MAX_BODY_BYTES,
+    MAX_TOPIC_BYTES,
     STOREHOST_V6_FLAG,
     Message,
     MessageQueue,
@@ -435,6 +437,25 @@ class EdgeRules:
             if limit is not None:
                 self._send(limit[1], which % self.topics[name])
                 self._sometimes(f"send_edge:{limit[0]}")
+        self._after()
+
+    def topic_edge(self, which: int, pick: int) -> None:
+        """A topic name at its length limit (127 chars, TopicValidator's and the store's
+        ``checkMessage``'s) and one past it: the longer one is refused at creation; the one at the
+        limit is created and sent to, plain or delayed by ``pick``, and stays for every later rule."""
+        self._record("topic_edge", which=which, pick=pick)
+        if not any(len(t) == MAX_TOPIC_BYTES for t in self.topics):  # one per example, past MAX_TOPICS
+            head = f"T{len(self.topics)}"
+            name = head + "_" * (MAX_TOPIC_BYTES - len(head) - len(self.ns)) + self.ns
+            over = name + "x"
+            out = self._call(f"create_topic({over[:12]}…[{len(over)} chars], 1) [too long]",
+                             lambda b: b.create_topic(over, 1))
+            if out.error is None:  # judged without the model too: no message could ever be stored there
+                self._fail(f"the broker created a topic named with {len(over)} chars (the limit is 127)")
+            self._create_topic(name, 1 + which % 2)
+            delay = 1 + pick % 2 if pick % 3 == 2 else 0
+            self._send(self._message(name, "TagA", delay=delay), pick % self.topics[name])
+            self._sometimes(f"topic_edge:{'delayed' if delay else 'plain'}")
         self._after()
 
     def _at_limit(self, topic: str, pick: int) -> tuple[str, Message] | None:

@@ -26,6 +26,17 @@ behaviour matches, however many there were. Live choices are taken from both
 ends of the choice list first (after a power loss: everything survived,
 only the flushed prefix survived, then inwards), the common answers.
 
+Trace events are an output too. When the candidate and the model both take
+a recorder (``EventTap``: the candidate's factory has a ``recorder``
+parameter, the model a ``recorder`` attribute), each operation's outcome
+carries the SPEC §8 events the broker emitted since the previous one (its
+crash and recovery included), and a fork survives only if its events equal
+the candidate's, field for field (``seq`` aside: the tap numbers nothing).
+An unlock that frees the lock but records no ``unlock``, a send-back whose
+``send_back`` row names the wrong level: effects no reply shows, but a
+trace audit of that broker would judge wrongly from them. Each copy of a
+fork gets a copy of its tap (the model shares its recorder when copied).
+
 Model well-formedness (``rmqspec.model.wellformed``, when present) is checked
 on every surviving fork after each operation that can change state (not after
 a pull or an offset query, ``READ_ONLY``): a malformed model is a model bug,
@@ -41,6 +52,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.events import TraceEvent
 from rmqspec.model.message import InvalidMessage
 from rmqspec.model.results import BrokerError
 
@@ -58,12 +70,37 @@ class ModelMalformed(AssertionError):
     """The model broker broke its own well-formedness conditions (a model bug)."""
 
 
+class EventTap:
+    """A ``Recorder`` keeping the events emitted since the last ``drain`` (``seq`` 0: unnumbered)."""
+
+    def __init__(self, pending: list[TraceEvent] | None = None) -> None:
+        self.pending: list[TraceEvent] = list(pending or ())
+
+    def emit(self, event: str, ts: int, **fields: Any) -> TraceEvent:
+        ev = TraceEvent(seq=0, ts=ts, event=event, **fields)
+        self.pending.append(ev)
+        return ev
+
+    def drain(self) -> tuple[TraceEvent, ...]:
+        out, self.pending = tuple(self.pending), []
+        return out
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EventTap:
+        return EventTap(self.pending)  # events are frozen; the list is the fork's own
+
+
+def tap_of(broker: Any) -> EventTap | None:
+    tap = getattr(broker, "recorder", None)
+    return tap if isinstance(tap, EventTap) else None
+
+
 @attrs.frozen
 class Outcome:
-    """What an operation returned, or how it was refused."""
+    """What an operation returned, or how it was refused, and the trace events it emitted."""
 
     value: Any = None
     error: tuple[str, str] | None = None
+    events: tuple[TraceEvent, ...] = ()
 
     def render(self) -> str:
         if self.error is not None:
@@ -73,11 +110,28 @@ class Outcome:
 
 def observe(fn: Callable[[Any], Any], broker: Any) -> Outcome:
     try:
-        return Outcome(value=fn(broker))
+        out = Outcome(value=fn(broker))
     except BrokerError as exc:
-        return Outcome(error=("BrokerError", exc.code.name))
+        out = Outcome(error=("BrokerError", exc.code.name))
     except InvalidMessage as exc:
-        return Outcome(error=("InvalidMessage", exc.field))
+        out = Outcome(error=("InvalidMessage", exc.field))
+    tap = tap_of(broker)
+    return out if tap is None else attrs.evolve(out, events=tap.drain())
+
+
+def event_diff(expected: tuple[TraceEvent, ...], actual: tuple[TraceEvent, ...]) -> list[str]:
+    """The first difference between two event lists, field by field."""
+    for i, (a, b) in enumerate(zip(expected, actual)):
+        if a != b:
+            lines = diff(a, b, f"event[{i}]")
+            return [f"event[{i}] {a.event}: " + "; ".join(lines[:4])]
+    longer, which = (expected, "missing") if len(expected) > len(actual) else (actual, "unexpected")
+    extra = longer[min(len(expected), len(actual)):]
+    return [f"{which} event {e.event} ({_row(e)})" for e in extra[:3]]
+
+
+def _row(ev: TraceEvent) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in ev.as_row().items() if v is not None and k != "seq")
 
 
 def _fields(value: Any) -> dict[str, Any] | None:
@@ -169,10 +223,15 @@ class Lockstep:
         return self.forks[0] if self.forks else None
 
     def _copy(self, broker: Any) -> Any:
-        return copy.deepcopy(broker, memo={id(self.clock): self.clock})
+        tap = tap_of(broker)
+        twin = copy.deepcopy(broker, memo={id(self.clock): self.clock})
+        if tap is not None:
+            twin.recorder = copy.deepcopy(tap)
+        return twin
 
     def _same(self, a: Outcome, b: Outcome) -> bool:
-        return a.error == b.error and self.normalize(a.value) == self.normalize(b.value)
+        return a.error == b.error and self.normalize(a.value) == self.normalize(b.value) \
+            and a.events == b.events
 
     def call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
         """Apply ``fn`` to the candidate and every fork; keep the agreeing forks.
@@ -195,15 +254,24 @@ class Lockstep:
         if not self.reserve:
             self.log.clear()
         if not keep:
-            expected = outcomes[0]
-            lines = diff(self.normalize(expected.value), self.normalize(actual.value)) \
-                if expected.error is None and actual.error is None else []
+            # the fork whose reply matched, if one did: then only its events differ
+            expected = next((o for o in outcomes if o.error == actual.error
+                             and self.normalize(o.value) == self.normalize(actual.value)), outcomes[0])
+            if expected.error == actual.error and self.normalize(expected.value) == self.normalize(actual.value):
+                lines = event_diff(expected.events, actual.events)
+                what = "trace events"
+            else:
+                lines = diff(self.normalize(expected.value), self.normalize(actual.value)) \
+                    if expected.error is None and actual.error is None else []
+                what = ""
             detail = "; ".join(lines[:6]) if lines else f"expected {expected.render()}, actual {actual.render()}"
             alt = f" ({tried} allowed model behaviours, none matches)" if tried > 1 else ""
+            shown = (lambda o: "; ".join(f"{e.event}({_row(e)})" for e in o.events) or "no events") \
+                if what else Outcome.render
             raise LockstepMismatch(
-                f"lockstep mismatch in {op}{alt}: {detail}\n"
-                f"  expected (model):    {expected.render()[:1500]}\n"
-                f"  actual (candidate):  {actual.render()[:1500]}"
+                f"lockstep mismatch in {op}{alt}: {what + ': ' if what else ''}{detail}\n"
+                f"  expected (model):    {shown(expected)[:1500]}\n"
+                f"  actual (candidate):  {shown(actual)[:1500]}"
             )
         self.forks = keep
         if not op.startswith(READ_ONLY):

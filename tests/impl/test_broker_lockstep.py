@@ -10,8 +10,9 @@ power loss the model is recovered with the survivor count the mmap store
 observed, which must be one the model allows (``recovery_choices``). The
 store left behind must pass ``store verify``.
 
-The conformance machine (``properties.conformance``) compares results but not
-events; this test pins the events too.
+The conformance machine (``properties.conformance``) compares the events too
+(``lockstep.EventTap``) on the programs it generates; this test drives the raw
+operations without the machine's client discipline.
 """
 
 from __future__ import annotations
