@@ -26,9 +26,9 @@ behaviour matches, however many there were. Live choices are taken from both
 ends of the choice list first (after a power loss: everything survived,
 only the flushed prefix survived, then inwards), the common answers.
 
-Trace events are an output too. When the candidate and the model both take
-a recorder (``EventTap``: the candidate's factory has a ``recorder``
-parameter, the model a ``recorder`` attribute), each operation's outcome
+Trace events are an output too. When the candidate and the model both record
+into an ``EventTap`` (the candidate's factory has a ``recorder`` parameter,
+the model a ``recorder`` attribute; ``events_compared``), each operation's outcome
 carries the SPEC §8 events the broker emitted since the previous one (its
 crash and recovery included), and a fork survives only if its events equal
 the candidate's, field for field (``seq`` aside: the tap numbers nothing).
@@ -213,6 +213,8 @@ class Lockstep:
         # Wall-clock mode compares observations with what is judged by time windows masked out.
         self.normalize = normalize or (lambda value: value)
         self._wellformed = _wellformed_checker() if model is not None else None
+        # events are compared only when both sides record them (a model without a tap emits none)
+        self.events_compared = tap_of(candidate) is not None and model is not None and tap_of(model) is not None
 
     @property
     def enabled(self) -> bool:
@@ -231,7 +233,7 @@ class Lockstep:
 
     def _same(self, a: Outcome, b: Outcome) -> bool:
         return a.error == b.error and self.normalize(a.value) == self.normalize(b.value) \
-            and a.events == b.events
+            and (a.events == b.events or not self.events_compared)
 
     def call(self, op: str, fn: Callable[[Any], Any], candidate_fn: Callable[[Any], Any] | None = None) -> Outcome:
         """Apply ``fn`` to the candidate and every fork; keep the agreeing forks.

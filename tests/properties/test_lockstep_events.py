@@ -72,3 +72,14 @@ def test_the_taps_are_given_only_to_a_factory_that_takes_a_recorder() -> None:
         broker.send(Message(topic="T", body=b"x", uniq_key="K1"), 0)
         assert [e.event for e in tap_of(broker).drain()] == ["store", "send"]
         broker.close()
+
+
+def test_events_are_not_compared_when_the_model_records_none() -> None:
+    clock = ManualClock(START_MS)
+    config = BrokerConfig()
+    ls = Lockstep(SilentUnlock(clock, config, EventTap()), ModelBroker(clock, config), clock)
+    assert not ls.events_compared
+    ls.call("create_topic", lambda b: b.create_topic("T", 1))
+    out = ls.call("send", lambda b: b.send(Message(topic="T", body=b"x", uniq_key="K1"), 0))
+    assert [e.event for e in out.events] == ["store", "send"]  # the candidate's, not judged
+    assert ls.enabled
