@@ -93,13 +93,9 @@ def _swarm_value(seed: int) -> int:
     return _swarm_mask(seed) | geometry << len(FAMILIES)
 
 
-def split_swarm(value: int, turn: int = 0) -> tuple[int, tuple[int, int] | None]:
-    """``SWARM``'s value as (the family mask, the file geometry); ``turn`` (a run's example count,
-    ``MachineCore.rotate_files``) turns the geometry on: Hypothesis's target phase runs mutations
-    of a few examples, which keep their first draw, so the drawn geometry alone left a default run
-    with small files in 2 examples of 41 — with the turn every geometry gets its share."""
-    index = (value >> len(FAMILIES)) + turn
-    return value & _SWARM_BITS, FILE_GEOMETRIES[index & (len(FILE_GEOMETRIES) - 1)]
+def split_swarm(value: int) -> tuple[int, tuple[int, int] | None]:
+    """``SWARM``'s value as (the family mask, the file geometry)."""
+    return value & _SWARM_BITS, FILE_GEOMETRIES[(value >> len(FAMILIES)) & (len(FILE_GEOMETRIES) - 1)]
 
 
 SWARM = st.integers(0, 2**32 - 1).map(_swarm_value)

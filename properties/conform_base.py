@@ -205,9 +205,6 @@ class MachineCore(RuleBasedStateMachine):
     # wall clock: examples past this many are rejected at ``init``, before they touch the broker (an
     # example Hypothesis does not count as valid — a draw past its buffer — still costs real time)
     run_cap: int | None = None
-    # a run (``runner.check_conformance``), not a replay: the file geometry turns with the example
-    # count (``composite.split_swarm``) and every example records the one it ran with
-    rotate_files = False
 
     @classmethod
     def profile_has_timer(cls) -> bool:
@@ -396,12 +393,12 @@ class MachineCore(RuleBasedStateMachine):
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
-        turn = len(type(self).examples) if type(self).rotate_files and files is None else 0
-        swarm, drawn_files = split_swarm(swarm, turn)
+        # the geometry is a function of the draw alone: state outside the example (a run's example
+        # count, tried before) makes Hypothesis's re-runs of a prefix draw differently
+        # (FlakyStrategyDefinition at 300 × 80, seed 2)
+        swarm, drawn_files = split_swarm(swarm)
         if files is None and not _default_files(self.config):
             drawn_files = None  # the sizes the user's --config chose stand
-        elif files is None and turn:  # recorded even when RocketMQ's: a replay has no turn
-            drawn_files = drawn_files or _DEFAULT_FILES
         files = None if wall is not None else files if files is not None else drawn_files
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
                      flush=flush, swarm=swarm, **({"files": tuple(files)} if files is not None else {}))

@@ -261,7 +261,6 @@ def check_conformance(
     constant_pool.pin()
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
                                   recorder_factory=recorder_factory, config=config, wall=wall)
-    machine.rotate_files = True
     settings = settings or budget_settings(seed=seed, wall=wall is not None)
     if seed is not None:
         settings = Settings(settings, derandomize=False)

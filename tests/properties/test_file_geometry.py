@@ -69,3 +69,20 @@ def test_a_users_file_sizes_stand() -> None:
 
 def _seed_for(files: tuple[int, int]) -> int:
     return next(s for s in range(10_000) if split_swarm(_swarm_value(s))[1] == files)
+
+
+def test_the_geometry_depends_on_the_draw_alone_not_on_the_examples_run_before() -> None:
+    """Hypothesis re-runs a prefix of choices and requires the same draws: a geometry that turned
+    with the run's example count made it raise FlakyStrategyDefinition (300 × 80, seed 2)."""
+    cls = conformance_machine(impl_factory)
+    swarm = _swarm_value(_seed_for(SMALL))
+    seen = []
+    for earlier in (0, 1, 2, 3):
+        cls.examples[:] = [1] * earlier
+        machine = cls()
+        try:
+            machine.init(queues=1, retry_max=0, orderly_max=0, swarm=swarm)
+            seen.append((machine.config.commitlog_file_size, machine.config.consume_queue_file_size))
+        finally:
+            machine.teardown()
+    assert seen == [SMALL] * 4
