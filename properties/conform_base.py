@@ -274,6 +274,7 @@ class MachineCore(RuleBasedStateMachine):
         self.pull_seq = 0
         self.body_seq = 0
         self.last_flush_seq = 0
+        self._oracle_init()
 
     # ------------------------------------------------------------------
     # plumbing

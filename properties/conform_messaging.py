@@ -28,7 +28,7 @@ from hypothesis.stateful import precondition, rule
 from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
-from rmqspec.model.results import PullResult, PullStatus, ResponseCode
+from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult
 from rmqspec.properties.conform_base import PICK, PRODUCER, TAGS, _origin, _pick
 from rmqspec.properties.domains import MAX_CHOICES, ORIGINS, SEND_BACK_LEVELS, TIMER_DRAW
 from rmqspec.properties.filters import FILTER_ACTIONS
@@ -48,7 +48,8 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # producers
 
-    def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None) -> None:
+    def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None) -> SendResult | None:
+        """Send ``msg``; its result, or None when the broker refused it."""
         timer = self._timer_plan(msg.properties, msg.delay_level)  # 5.x: the put hook reads this clock
         extra = {"detail": {"timer": timer["detail"]}} if timer is not None else {}
         out = self._call(f"send({msg.topic}/{queue_id}, {msg.uniq_key}, delay={msg.delay_level})",
@@ -58,7 +59,7 @@ class MessagingRules:
                               msg_key=msg.uniq_key, status="FAILED",
                               detail={"error": out.error[1], **extra.get("detail", {})})
             self._sometimes("send_refused")
-            return
+            return None
         res = out.value
         due = timer.get("due") if timer is not None else None
         self._emit("send", actor=PRODUCER, group=PRODUCER, topic=msg.topic, queue_id=queue_id,
@@ -71,6 +72,7 @@ class MessagingRules:
             self._expect_fire(msg.topic, msg.uniq_key, 0, None, self._now() + self.config.delay_ms(level))
         elif due is not None:
             self._timer_expect(msg.topic, msg.uniq_key, due)
+        return res
 
     def send_plain(self, topic: int, queue: int, tags: str | None, keys: tuple, props: bool) -> None:
         self._record("send_plain", topic=topic, queue=queue, tags=tags, keys=keys, props=props)
@@ -214,6 +216,7 @@ class MessagingRules:
                 self._expect_fire(retry_topic(group), m.uniq_key, m.reconsume_times + 1, _origin(m), deliver_ts)
         else:
             self._sometimes("send_back_failed")
+            self.judge_send_back(group, m, ResponseCode(code))
         return ResponseCode(code)
 
     def _consume(self, group: str, mq: MessageQueue, n: int, result: str, ack_index: int,

@@ -96,6 +96,7 @@ class ObserverRules:
             self._wall_catch_up()  # the step may have ended inside a quiet window, or past a deadline
         for mq in self._reveal_mqs():
             self._reveal(mq, after_crash)
+        self.judge_fires()
 
     def _reveal(self, mq: MessageQueue, after_crash: bool = False) -> None:
         """Pull ``mq`` with the observer from its frontier to its end."""
@@ -127,6 +128,7 @@ class ObserverRules:
         deliver_ts = None
         if m.topic == SCHEDULE_TOPIC:
             deliver_ts = m.store_ts + self.config.delay_ms(m.queue_id + 1)
+            self.schedule_copy_seen(m, deliver_ts)
         elif m.topic == TIMER_TOPIC:  # 5.x: the wheel's copy, due at TIMER_OUT_MS + precision
             deliver_ts = self._timer_store_due(m)
             self._timer_copy_seen(m)
@@ -151,9 +153,11 @@ class ObserverRules:
             if fire is None:
                 self._sometimes("schedule_refired")
                 self._reveal_schedule_levels()  # a copy no send asked for: where was it scheduled?
+            self.fire_seen(m)
             self._emit("schedule_fire", actor="broker", topic=m.topic, queue_id=m.queue_id,
                        queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                        reconsume_times=m.reconsume_times, deliver_ts=fire)
+        self.judge_copy(m)
         if m.topic.startswith("%DLQ%"):
             self._sometimes("dlq_landed")
         if m.topic == DISCARD_TOPIC:

@@ -44,6 +44,8 @@ class TimeRules:
             return
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
         self._note_tick()
+        if out.error is None:
+            self.ticked(self._now())
         self._checks_received(out.value or [] if out.error is None else [])
 
     def _checks_received(self, requests: list[CheckRequest]) -> None:
@@ -184,6 +186,7 @@ class TimeRules:
         and in the trace a power loss, whose recovery must drop the torn record and redispatch the
         rest."""
         self.crashes += 1
+        self.crashed_oracles()
         at_risk: list[str] = []
         drawn, kind = kind, "power" if kind == TORN else kind
         if kind == "power" and self.config.flush == "ASYNC":

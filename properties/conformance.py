@@ -93,11 +93,12 @@ from rmqspec.properties.conform_txn import TxnRules
 from rmqspec.properties.conform_wall import WallRules
 from rmqspec.properties.edges import EdgeRules
 from rmqspec.properties.filters import FilterRules
+from rmqspec.properties.oracles import OracleRules
 from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
 class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, MessagingRules, OrderlyRules, TxnRules,
-                      TimeRules, WallRules, ObserverRules, StoreProbeRules, MachineCore):
+                      TimeRules, WallRules, ObserverRules, StoreProbeRules, OracleRules, MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
 

@@ -1,0 +1,147 @@
+"""Answers RocketMQ fixes without a model: what ``--no-lockstep`` judges beyond the trace invariants.
+
+Theory of operation
+-------------------
+Lockstep compares every answer with the reference model's; without it (``--no-lockstep``, and
+whatever a trace audit has) a wrong answer is only seen when a trace invariant breaks, and many
+wrong answers break none: a refused send loses nothing, a retry copy without its
+ORIGIN_MESSAGE_ID is still delivered. ``OracleRules`` (a mixin of ``ConformanceBase``) judges the
+answers whose right value follows from a RocketMQ rule and what the machine itself saw, with no
+model run — each a finding only when the rule leaves no other answer:
+
+- **edge answers** (``expect_answer``): a send to the queue past the topic's last and a pull of it
+  are refused (SendMessageProcessor.msgCheck, PullMessageProcessor: SYSTEM_ERROR); a message
+  exactly at a size limit is stored and one past the body or properties limit refused
+  (``model/limits.py``; a record past a small file's room is not judged: real 4.9.8 answers PUT_OK
+  there and writes nothing, ``docs/fidelity.md``); a delay level past the table's end or at a Java
+  int's ends is stored; a topic of 127 chars is sent to;
+- **send-backs** (``judge_send_back``): one refused although the group exists, the copy is
+  there and the new copy is far from every size limit (consumerSendMsgBack has no other reason);
+- **copies of a send-back** (``judge_copy``, on every copy the observer reveals in a retry or DLQ
+  topic): RETRY_TOPIC is set, ORIGIN_MESSAGE_ID is the msgId of a copy of the same key the
+  observer saw in a topic that is not a retry, DLQ or system one (SendMessageProcessor
+  .consumerSendMsgBack: the existing value or the msgId of the message sent back, which is such a
+  copy or a retry copy carrying one), and a DLQ copy is not delayed (``setDelayTimeLevel(0)``);
+- **fires at the tick** (manual clock): ``tick()`` runs the broker's services at ``clock.now()``
+  (SPEC §3), so after a tick at T every copy the observer revealed in SCHEDULE_TOPIC_XXXX due by T
+  (store time + its level's delay) has been fired to its REAL_TOPIC by the time the observer next
+  reveals. Judged only before the example's first crash (a restart may rewind or skip the delay
+  progress), for copies bound for a queue the observer reveals, never for the half topic (such a
+  copy is discarded, not fired).
+"""
+
+from __future__ import annotations
+
+from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
+from rmqspec.model.message import MAX_BODY_BYTES, StoredMessage
+from rmqspec.model.results import ResponseCode
+from rmqspec.properties.history import HALF_TOPIC, SYSTEM_TOPICS
+
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_DELAY = "DELAY"
+SEND_BACK_SLACK = 1024  # what a send-back's copy may add to a record: properties, a longer topic
+
+
+def _internal(topic: str) -> bool:
+    return topic.startswith(("%RETRY%", "%DLQ%")) or topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+
+
+class OracleRules:
+    """Mixin: the answers judged from RocketMQ's rules alone (module docstring)."""
+
+    def _oracle_init(self) -> None:
+        # (key, reconsume_times) -> deliver_ts of each schedule copy revealed and not yet fired
+        self.sched_waiting: dict[tuple[str, int], list[int]] = {}
+        self.ticked_at: int | None = None  # the last manual tick that answered, before any crash
+        self.origin_ids: dict[str, set[str]] = {}  # key -> msgIds of its copies in user topics
+
+    # -- edge answers ------------------------------------------------------------------------
+
+    def expect_answer(self, what: str, accepted: bool, stored: bool) -> None:
+        """``what`` must be accepted (``stored``) or refused; ``accepted`` is what it was."""
+        if accepted != stored:
+            self._fail(f"the broker {'accepted' if accepted else 'refused'} {what}: RocketMQ "
+                       f"{'accepts' if stored else 'refuses'} it (no model consulted)")
+
+    def judge_send_back(self, group: str, m: StoredMessage, code: ResponseCode) -> None:
+        """A send-back refused where consumerSendMsgBack has no reason to: the group exists (the
+        machine created it), the copy is there (no crash since the observer saw it), and the new
+        copy is far from every size limit (its properties grow by RETRY_TOPIC, ORIGIN_MESSAGE_ID and
+        DELAY). Manual clock only (a real broker may also be busy)."""
+        if code == ResponseCode.SUCCESS or type(self).wall is not None or self.crashes or group not in self.groups:
+            return
+        props = sum(len(k) + len(v) + 2 for k, v in m.properties.items())
+        room = min(self.config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH, MAX_BODY_BYTES)
+        if props + SEND_BACK_SLACK > MAX_PROPERTIES_LENGTH or len(m.body) + props + SEND_BACK_SLACK > room:
+            return
+        self._fail(f"the broker refused ({code.name}) the send-back of {m.topic}/{m.queue_id}@{m.queue_offset} "
+                   f"(key {m.uniq_key}, commitlog offset {m.commitlog_offset}) by group {group}, which exists: "
+                   "consumerSendMsgBack refuses only an unknown group, a copy it cannot find or a copy it "
+                   "cannot store (no model consulted)")
+
+    # -- copies of a send-back ---------------------------------------------------------------
+
+    def judge_copy(self, m: StoredMessage) -> None:
+        if m.uniq_key is None:
+            return
+        if not _internal(m.topic):
+            self.origin_ids.setdefault(m.uniq_key, set()).add(m.msg_id)
+            return
+        dlq = m.topic.startswith("%DLQ%")
+        if not (dlq or m.topic.startswith("%RETRY%")):
+            return
+        where = f"{m.topic}/{m.queue_id}@{m.queue_offset} (key {m.uniq_key}, reconsume_times {m.reconsume_times})"
+        if not m.get_property(PROPERTY_RETRY_TOPIC):
+            self._fail(f"the copy a send-back stored in {where} has no RETRY_TOPIC "
+                       "(consumerSendMsgBack sets it to the original topic when absent)")
+        origin = m.origin_message_id
+        seen = self.origin_ids.get(m.uniq_key)
+        if seen and origin not in seen:  # the original's copies were all revealed: one is the origin
+            self._fail(f"the copy a send-back stored in {where} carries ORIGIN_MESSAGE_ID {origin!r}, not the "
+                       f"msgId of a copy of its key the observer saw ({', '.join(sorted(seen))})")
+        if dlq and m.get_property(PROPERTY_DELAY) not in (None, "0"):
+            self._fail(f"the DLQ copy {where} carries DELAY {m.get_property(PROPERTY_DELAY)} "
+                       "(consumerSendMsgBack sets the level to 0 on the way to the DLQ)")
+
+    # -- fires at the tick -------------------------------------------------------------------
+
+    def _owes_fire(self, m: StoredMessage) -> bool:
+        real = m.get_property(PROPERTY_REAL_TOPIC)
+        if real is None or real == HALF_TOPIC or real in self.unrevealable:
+            return False
+        try:
+            qid = int(m.get_property(PROPERTY_REAL_QID) or "")
+        except ValueError:
+            return False
+        return any(mq.topic == real and mq.queue_id == qid for mq in self.frontier)
+
+    def schedule_copy_seen(self, m: StoredMessage, deliver_ts: int) -> None:
+        if self.crashes == 0 and m.uniq_key is not None and deliver_ts > m.store_ts and self._owes_fire(m):
+            self.sched_waiting.setdefault((m.uniq_key, m.reconsume_times), []).append(deliver_ts)
+
+    def fire_seen(self, m: StoredMessage) -> None:
+        waiting = self.sched_waiting.get((m.uniq_key or "", m.reconsume_times))
+        if waiting:
+            waiting.remove(min(waiting))
+
+    def ticked(self, now: int) -> None:
+        if self.crashes == 0:
+            self.ticked_at = now
+
+    def crashed_oracles(self) -> None:
+        self.sched_waiting.clear()
+        self.ticked_at = None
+
+    def judge_fires(self) -> None:
+        """After a reveal: every schedule copy due by the last tick has been fired."""
+        if type(self).wall is not None or self.ticked_at is None or self.crashes:
+            return
+        late = sorted((due, key, r) for (key, r), dues in self.sched_waiting.items()
+                      for due in dues if due <= self.ticked_at)
+        if late:
+            due, key, r = late[0]
+            self._fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of {key} "
+                       f"(reconsume_times {r}) due at {due}: tick() runs the services due by now (SPEC §3)"
+                       + (f"; {len(late) - 1} more" if len(late) > 1 else ""))
