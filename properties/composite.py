@@ -187,6 +187,7 @@ class DeepRules:
 
     def _close_reopen(self, down_ms: int, tick: bool = True) -> None:
         self._close_candidate_and_probe("after a clean shutdown")
+        self.offsets_persisted()
         self.ls.on_forks(lambda fork: fork.close())
         if down_ms:
             self.clock.set(self._now() + down_ms)
@@ -205,8 +206,7 @@ class DeepRules:
             table.clear()
         self.pending_checks.clear()
         for group, mq in sorted(self.committed_keys, key=lambda k: (k[0], k[1].topic, k[1].queue_id)):
-            out = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id}) [after reopen]",
-                             lambda b, group=group, mq=mq: b.query_offset(group, mq))
+            out = self.query_offset(group, mq, " [after reopen]")
             if out.error is None:
                 self._emit("commit_offset", actor="consumer-" + group, group=group, topic=mq.topic,
                            queue_id=mq.queue_id, queue_offset=out.value, status="RESTORED")

@@ -117,8 +117,7 @@ class MessagingRules:
         return mqs
 
     def _start_offset(self, group: str, mq: MessageQueue) -> int:
-        out = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
-                         lambda b: b.query_offset(group, mq))
+        out = self.query_offset(group, mq)
         value = out.value if out.error is None else -1
         return max(value, 0)
 
@@ -172,8 +171,7 @@ class MessagingRules:
         self.committed_keys.add(key)
         self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset})",
                    lambda b: b.update_offset(group, mq, offset))
-        stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
-                            lambda b: b.query_offset(group, mq))
+        stored = self.query_offset(group, mq)
         self._emit("commit_offset", actor=client, group=group, client_id=client, topic=mq.topic,
                    queue_id=mq.queue_id, queue_offset=stored.value if stored.error is None else None,
                    detail={"requested": offset})

@@ -43,9 +43,12 @@ class TimeRules:
             self._wall_tick()
             return
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
+        persist_at = self._timer("offsets_persist")
         self._note_tick()
         if out.error is None:
             self.ticked(self._now())
+            if self._timer("offsets_persist") != persist_at:  # the broker persisted its offsets
+                self.offsets_persisted()
         self._checks_received(out.value or [] if out.error is None else [])
 
     def _checks_received(self, requests: list[CheckRequest]) -> None:
@@ -235,6 +238,7 @@ class TimeRules:
         self._probe_store(f"after crash({drawn!r}) and recovery")
         self._emit("recover", actor="broker", status=kind)
         self._restarted()
+        self.judge_offsets_read_back(kind)
         self._sometimes(f"crash_recover:{drawn}")
         if type(self).wall is not None:  # a restarted broker: new service phases
             self.check_phase = None

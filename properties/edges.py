@@ -366,8 +366,7 @@ class EdgeRules:
             self.client_committed[(group, mq)] = offset
             self._call(f"update_offset({group!r}, {mq.topic}/{mq.queue_id}, {offset}) [reset]",
                        lambda b: b.update_offset(group, mq, offset))
-            stored = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id})",
-                                lambda b: b.query_offset(group, mq))
+            stored = self.query_offset(group, mq)
             client = "consumer-" + group
             self._emit("commit_offset", actor=client, group=group, client_id=client, topic=mq.topic,
                        queue_id=mq.queue_id, queue_offset=stored.value if stored.error is None else None,

@@ -287,7 +287,7 @@ class FilterRules:
             if index is not None and q % 2 != index:
                 continue
             mq = MessageQueue(self.t0, q)
-            stored = self._call(f"query_offset({group!r}, {mq.topic}/{q})", lambda b, mq=mq: b.query_offset(group, mq))
+            stored = self.query_offset(group, mq)
             offset = max(stored.value if stored.error is None else 0, 0)
             res = self._heartbeat_pull(group, mq, offset, n, client, own, broker_sub)
             if res is None or res.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):

@@ -22,6 +22,9 @@ model run — each a finding only when the rule leaves no other answer:
   observer saw in a topic that is not a retry, DLQ or system one (SendMessageProcessor
   .consumerSendMsgBack: the existing value or the msgId of the message sent back, which is such a
   copy or a retry copy carrying one), and a DLQ copy is not delayed (``setDelayTimeLevel(0)``);
+- **consumer offsets across a kill** (``judge_offsets_read_back``): the offsets the broker
+  answered when it last persisted them (the machine mirrors the 5 s persist, and a clean shutdown
+  persists all) are read back after a kill at least as high (manual clock);
 - **fires at the tick** (manual clock): ``tick()`` runs the broker's services at ``clock.now()``
   (SPEC §3), so after a tick at T every copy the observer revealed in SCHEDULE_TOPIC_XXXX due by T
   (store time + its level's delay) has been fired to its REAL_TOPIC by the time the observer next
@@ -33,9 +36,10 @@ model run — each a finding only when the rule leaves no other answer:
 from __future__ import annotations
 
 from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
-from rmqspec.model.message import MAX_BODY_BYTES, StoredMessage
+from rmqspec.model.message import MAX_BODY_BYTES, MessageQueue, StoredMessage
 from rmqspec.model.results import ResponseCode
 from rmqspec.properties.history import HALF_TOPIC, SYSTEM_TOPICS
+from rmqspec.properties.lockstep import Outcome
 
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
@@ -56,6 +60,9 @@ class OracleRules:
         self.sched_waiting: dict[tuple[str, int], list[int]] = {}
         self.ticked_at: int | None = None  # the last manual tick that answered, before any crash
         self.origin_ids: dict[str, set[str]] = {}  # key -> msgIds of its copies in user topics
+        # the consumer offsets the broker answered last, and those it held at its last persist
+        self.offsets_answered: dict[tuple[str, MessageQueue], int] = {}
+        self.offsets_on_disk: dict[tuple[str, MessageQueue], int] = {}
 
     # -- edge answers ------------------------------------------------------------------------
 
@@ -80,6 +87,37 @@ class OracleRules:
                    f"(key {m.uniq_key}, commitlog offset {m.commitlog_offset}) by group {group}, which exists: "
                    "consumerSendMsgBack refuses only an unknown group, a copy it cannot find or a copy it "
                    "cannot store (no model consulted)")
+
+    # -- consumer offsets across a kill ------------------------------------------------------
+
+    def query_offset(self, group: str, mq: MessageQueue, label: str = "") -> Outcome:
+        """QUERY_CONSUMER_OFFSET; the answer is what the broker holds (``offsets_answered``)."""
+        out = self._call(f"query_offset({group!r}, {mq.topic}/{mq.queue_id}){label}",
+                         lambda b: b.query_offset(group, mq))
+        if out.error is None and isinstance(out.value, int):
+            self.offsets_answered[(group, mq)] = out.value
+        return out
+
+    def offsets_persisted(self) -> None:
+        """The broker persisted its offset table (a periodic persist, a clean shutdown)."""
+        self.offsets_on_disk = dict(self.offsets_answered)
+
+    def judge_offsets_read_back(self, kind: str) -> None:
+        """After a kill the broker holds what it last persisted: an offset read back below the one it
+        held then was lost (ConsumerOffsetManager.persist every flushConsumerOffsetInterval; a kill
+        keeps the file). Manual clock only; after a power loss nothing is judged (the file may be
+        gone) until the next persist."""
+        on_disk, self.offsets_answered = self.offsets_on_disk, {}
+        if kind != "kill" or type(self).wall is not None:
+            self.offsets_on_disk = {}
+            return
+        for (group, mq), held in sorted(on_disk.items(), key=lambda kv: (kv[0][0], kv[0][1].topic, kv[0][1].queue_id)):
+            out = self.query_offset(group, mq, " [after kill]")
+            if out.error is None and isinstance(out.value, int) and out.value < held:
+                self._fail(f"after a kill the broker answers offset {out.value} for {group} on "
+                           f"{mq.topic}/{mq.queue_id}, below the {held} it held at its last persist (every "
+                           f"{self.config.flush_consumer_offset_interval_ms} ms, and at a clean shutdown)")
+        self.offsets_on_disk = dict(self.offsets_answered)
 
     # -- copies of a send-back ---------------------------------------------------------------
 

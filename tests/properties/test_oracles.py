@@ -117,6 +117,15 @@ class SendBackRefused(_Broken):
         return super().send_back(group, *args, **kwargs)
 
 
+class OffsetsPersistedOnlyAtShutdown(_Broken):
+    """The periodic consumer-offset persist never runs (its timer is reset at every tick): a kill
+    loses every offset committed since the last clean shutdown (consumed again: only duplicates)."""
+
+    def tick(self) -> Any:
+        self.offsets_last_persist = self.clock.now()
+        return super().tick()
+
+
 CASES = {
     "fires_one_tick_late": (FiresOneTickLate, "did not fire the scheduled copy"),
     "dlq_keeps_delay": (DlqKeepsDelay, "carries DELAY 5"),
@@ -124,6 +133,7 @@ CASES = {
     "send_past_last_queue": (SendPastLastQueue, "the queue past the topic's last"),
     "pull_past_last_queue": (PullPastLastQueue, "the queue past the topic's last"),
     "send_back_refused": (SendBackRefused, "refused (SYSTEM_ERROR) the send-back"),
+    "offsets_persisted_only_at_shutdown": (OffsetsPersistedOnlyAtShutdown, "at its last persist"),
 }
 
 
