@@ -131,6 +131,7 @@ class MessagingRules:
             return None
         res: PullResult = out.value
         self._sometimes(f"pull:{res.status.value}")
+        self.judge_pull(offset, res)
         self.pull_seq += 1
         pull_seq = self.pull_seq
         self._emit_delivers(res, group, client, deliver,

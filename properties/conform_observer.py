@@ -121,7 +121,7 @@ class ObserverRules:
             for m in res.messages:
                 self._revealed(m)
             self.frontier[mq] = max(start + 1, res.next_begin_offset)
-            if len(res.messages) < 32:
+            if self.frontier[mq] >= res.max_offset:  # a pull may stop short of 32 (its byte budget)
                 break
 
     def _revealed(self, m: StoredMessage) -> None:
@@ -138,6 +138,8 @@ class ObserverRules:
                    reconsume_times=m.reconsume_times,
                    delay_level=m.queue_id + 1 if m.topic == SCHEDULE_TOPIC else None,
                    deliver_ts=deliver_ts, detail={"store_ts": m.store_ts, "origin": m.origin_message_id})
+        if m.topic not in (SCHEDULE_TOPIC, TIMER_TOPIC, DISCARD_TOPIC):
+            self.fire_seen(m)  # whatever the copy's way here: a schedule copy of its key may be behind it
         fire = self._fired_due(m)
         if self._is_timer_fire(m):
             self._timer_revealed(m, fire)
@@ -153,7 +155,6 @@ class ObserverRules:
             if fire is None:
                 self._sometimes("schedule_refired")
                 self._reveal_schedule_levels()  # a copy no send asked for: where was it scheduled?
-            self.fire_seen(m)
             self._emit("schedule_fire", actor="broker", topic=m.topic, queue_id=m.queue_id,
                        queue_offset=m.queue_offset, msg_key=m.uniq_key, msg_id=m.msg_id,
                        reconsume_times=m.reconsume_times, deliver_ts=fire)

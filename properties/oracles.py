@@ -17,6 +17,11 @@ model run — each a finding only when the rule leaves no other answer:
   int's ends is stored; a topic of 127 chars is sent to;
 - **send-backs** (``judge_send_back``): one refused although the group exists, the copy is
   there and the new copy is far from every size limit (consumerSendMsgBack has no other reason);
+- **pulls at the end** (``judge_pull``): a pull at the max offset the answer itself states is
+  answered NO_NEW_MSG;
+- **born timestamps** (in ``judge_copy``): every copy of a key the observer reveals, in any topic,
+  has the born timestamp of the first one (each copy is built from the one before with its
+  bornTimestamp);
 - **copies of a send-back** (``judge_copy``, on every copy the observer reveals in a retry or DLQ
   topic): RETRY_TOPIC is set, ORIGIN_MESSAGE_ID is the msgId of a copy of the same key the
   observer saw in a topic that is not a retry, DLQ or system one (SendMessageProcessor
@@ -27,17 +32,21 @@ model run — each a finding only when the rule leaves no other answer:
   persists all) are read back after a kill at least as high (manual clock);
 - **fires at the tick** (manual clock): ``tick()`` runs the broker's services at ``clock.now()``
   (SPEC §3), so after a tick at T every copy the observer revealed in SCHEDULE_TOPIC_XXXX due by T
-  (store time + its level's delay) has been fired to its REAL_TOPIC by the time the observer next
-  reveals. Judged only before the example's first crash (a restart may rewind or skip the delay
-  progress), for copies bound for a queue the observer reveals, never for the half topic (such a
-  copy is discarded, not fired).
+  (store time + its level's delay), and every copy before it in its level (a FIFO), has been fired
+  to its REAL_TOPIC by the time the observer next reveals. A copy bound for the half topic is
+  discarded, not fired; a level is judged only up to its first copy whose fate the machine cannot
+  know (bound for a queue the observer does not reveal, or near a size limit: its rebuilt record's
+  put may fail, which stops the level). Judged only before the example's first crash (a restart may
+  rewind or skip the delay progress).
 """
 
 from __future__ import annotations
 
+import attrs
+
 from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
 from rmqspec.model.message import MAX_BODY_BYTES, MessageQueue, StoredMessage
-from rmqspec.model.results import ResponseCode
+from rmqspec.model.results import PullResult, PullStatus, ResponseCode
 from rmqspec.properties.history import HALF_TOPIC, SYSTEM_TOPICS
 from rmqspec.properties.lockstep import Outcome
 
@@ -48,6 +57,14 @@ PROPERTY_DELAY = "DELAY"
 SEND_BACK_SLACK = 1024  # what a send-back's copy may add to a record: properties, a longer topic
 
 
+@attrs.define
+class ScheduledCopy:
+    key: str | None
+    r: int
+    due: int
+    state: str  # owed, half, unknown, fired
+
+
 def _internal(topic: str) -> bool:
     return topic.startswith(("%RETRY%", "%DLQ%")) or topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
@@ -56,10 +73,11 @@ class OracleRules:
     """Mixin: the answers judged from RocketMQ's rules alone (module docstring)."""
 
     def _oracle_init(self) -> None:
-        # (key, reconsume_times) -> deliver_ts of each schedule copy revealed and not yet fired
-        self.sched_waiting: dict[tuple[str, int], list[int]] = {}
+        # schedule queue id -> the copies revealed in it, in queue order
+        self.sched_queue: dict[int, list[ScheduledCopy]] = {}
         self.ticked_at: int | None = None  # the last manual tick that answered, before any crash
         self.origin_ids: dict[str, set[str]] = {}  # key -> msgIds of its copies in user topics
+        self.born: dict[str, int] = {}  # key -> the born timestamp of the first copy revealed
         # the consumer offsets the broker answered last, and those it held at its last persist
         self.offsets_answered: dict[tuple[str, MessageQueue], int] = {}
         self.offsets_on_disk: dict[tuple[str, MessageQueue], int] = {}
@@ -121,9 +139,22 @@ class OracleRules:
 
     # -- copies of a send-back ---------------------------------------------------------------
 
+    def judge_pull(self, offset: int, res: PullResult) -> None:
+        """A pull at the queue's max offset finds nothing there: NO_NEW_MSG (DefaultMessageStore
+        .getMessage: OFFSET_OVERFLOW_ONE, or NO_MESSAGE_IN_QUEUE when it is empty; both
+        PULL_NOT_FOUND)."""
+        if offset == res.max_offset and res.status is not PullStatus.NO_NEW_MSG:
+            self._fail(f"a pull at offset {offset}, the queue's max offset, was answered {res.status.value}: "
+                       "RocketMQ answers NO_NEW_MSG there (OFFSET_OVERFLOW_ONE; no model consulted)")
+
     def judge_copy(self, m: StoredMessage) -> None:
         if m.uniq_key is None:
             return
+        born = self.born.setdefault(m.uniq_key, m.born_ts)
+        if m.born_ts != born:  # every copy is built from the one before with its bornTimestamp
+            self._fail(f"the copy {m.topic}/{m.queue_id}@{m.queue_offset} of {m.uniq_key} has born timestamp "
+                       f"{m.born_ts}, another copy of it {born}: every copy the broker makes keeps the "
+                       "producer's (send-back, schedule fire, commit, check re-put, discard, timer fire)")
         if not _internal(m.topic):
             self.origin_ids.setdefault(m.uniq_key, set()).add(m.msg_id)
             return
@@ -145,41 +176,62 @@ class OracleRules:
 
     # -- fires at the tick -------------------------------------------------------------------
 
-    def _owes_fire(self, m: StoredMessage) -> bool:
+    def _fire_state(self, m: StoredMessage, deliver_ts: int) -> str:
+        """``owed`` (the tick must fire it), ``half`` (discarded, never fired: the service moves past
+        it) or ``unknown`` (whether it can fire is not known here: its queue is not revealed, or its
+        rebuilt record may meet a size limit and the put fail, which stops its level)."""
         real = m.get_property(PROPERTY_REAL_TOPIC)
-        if real is None or real == HALF_TOPIC or real in self.unrevealable:
-            return False
+        if real == HALF_TOPIC:
+            return "half"
+        if m.uniq_key is None or real is None or real in self.unrevealable or deliver_ts <= m.store_ts:
+            return "unknown"
         try:
             qid = int(m.get_property(PROPERTY_REAL_QID) or "")
         except ValueError:
-            return False
-        return any(mq.topic == real and mq.queue_id == qid for mq in self.frontier)
+            return "unknown"
+        if MessageQueue(real, qid) not in self.frontier or not self._far_from_limits(m):
+            return "unknown"
+        return "owed"
+
+    def _far_from_limits(self, m: StoredMessage) -> bool:
+        props = sum(len(k) + len(v) + 2 for k, v in m.properties.items())
+        room = min(self.config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH, MAX_BODY_BYTES)
+        return props + SEND_BACK_SLACK <= MAX_PROPERTIES_LENGTH and len(m.body) + props + SEND_BACK_SLACK <= room
 
     def schedule_copy_seen(self, m: StoredMessage, deliver_ts: int) -> None:
-        if self.crashes == 0 and m.uniq_key is not None and deliver_ts > m.store_ts and self._owes_fire(m):
-            self.sched_waiting.setdefault((m.uniq_key, m.reconsume_times), []).append(deliver_ts)
+        if self.crashes == 0:  # revealed in queue order: each level is a FIFO
+            self.sched_queue.setdefault(m.queue_id, []).append(
+                ScheduledCopy(m.uniq_key, m.reconsume_times, deliver_ts, self._fire_state(m, deliver_ts)))
 
     def fire_seen(self, m: StoredMessage) -> None:
-        waiting = self.sched_waiting.get((m.uniq_key or "", m.reconsume_times))
-        if waiting:
-            waiting.remove(min(waiting))
+        """A copy of (key, reconsume_times) outside the schedule topic: the schedule copy it was fired
+        from is the earliest-due one of that identity that was due when it was stored (another of the
+        same identity, sent back again later or at another level, may still wait)."""
+        mine = [c for copies in self.sched_queue.values() for c in copies
+                if c.key == m.uniq_key and c.r == m.reconsume_times and c.state in ("owed", "unknown")]
+        if mine:
+            due = [c for c in mine if c.due <= m.store_ts]
+            min(due or mine, key=lambda c: c.due).state = "fired"
 
     def ticked(self, now: int) -> None:
         if self.crashes == 0:
             self.ticked_at = now
 
     def crashed_oracles(self) -> None:
-        self.sched_waiting.clear()
+        self.sched_queue.clear()
         self.ticked_at = None
 
     def judge_fires(self) -> None:
-        """After a reveal: every schedule copy due by the last tick has been fired."""
+        """After a reveal: in each level, the copies before the first one not yet due (or whose fate
+        is unknown) have all been fired (or discarded) by the last tick."""
         if type(self).wall is not None or self.ticked_at is None or self.crashes:
             return
-        late = sorted((due, key, r) for (key, r), dues in self.sched_waiting.items()
-                      for due in dues if due <= self.ticked_at)
-        if late:
-            due, key, r = late[0]
-            self._fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of {key} "
-                       f"(reconsume_times {r}) due at {due}: tick() runs the services due by now (SPEC §3)"
-                       + (f"; {len(late) - 1} more" if len(late) > 1 else ""))
+        for level, copies in sorted(self.sched_queue.items()):
+            for c in copies:
+                if c.state in ("fired", "half"):
+                    continue
+                if c.state == "unknown" or c.due > self.ticked_at:
+                    break
+                self._fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of {c.key} "
+                           f"(reconsume_times {c.r}, level {level + 1}) due at {c.due}, every copy before it in its "
+                           "level fired: tick() runs the services due by now (SPEC §3)")

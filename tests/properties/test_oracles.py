@@ -15,7 +15,7 @@ import pytest
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.queues import SCHEDULE_TOPIC, PutRequest, Record, Store
-from rmqspec.model.results import ResponseCode
+from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.properties.runner import budget_settings, check_conformance
 from tests.untraced import budget_run
@@ -49,6 +49,13 @@ class _RetryWithoutOrigin(Store):
         return super().prepare(req, now)
 
 
+class _RebornOnSendBack(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        if req.topic.startswith(("%RETRY%", "%DLQ%")):
+            req = attrs.evolve(req, born_ts=now)
+        return super().prepare(req, now)
+
+
 class _Broken(ModelBroker):
     store_class: type[Store] | None = None
     schedule_class: type[ScheduleService] | None = None
@@ -77,6 +84,24 @@ class RetryWithoutOrigin(_Broken):
     """consumerSendMsgBack stores the retry and DLQ copies without ORIGIN_MESSAGE_ID."""
 
     store_class = _RetryWithoutOrigin
+
+
+class RebornOnSendBack(_Broken):
+    """consumerSendMsgBack stamps the retry and DLQ copies with the time of the send-back as their born
+    timestamp instead of keeping the original's."""
+
+    store_class = _RebornOnSendBack
+
+
+class PullAtEndIllegal(_Broken):
+    """A pull at the queue's max offset answers OFFSET_ILLEGAL (as OFFSET_OVERFLOW_BADLY) instead of
+    NO_NEW_MSG; the next offset it names is the same, so a consumer just pulls again."""
+
+    def pull(self, group: str, mq: MessageQueue, offset: int, *args: Any, **kwargs: Any) -> Any:
+        res = super().pull(group, mq, offset, *args, **kwargs)
+        if offset == res.max_offset and res.status is PullStatus.NO_NEW_MSG:
+            res = attrs.evolve(res, status=PullStatus.OFFSET_ILLEGAL)
+        return res
 
 
 class SendPastLastQueue(ModelBroker):
@@ -134,6 +159,8 @@ CASES = {
     "pull_past_last_queue": (PullPastLastQueue, "the queue past the topic's last"),
     "send_back_refused": (SendBackRefused, "refused (SYSTEM_ERROR) the send-back"),
     "offsets_persisted_only_at_shutdown": (OffsetsPersistedOnlyAtShutdown, "at its last persist"),
+    "reborn_on_send_back": (RebornOnSendBack, "has born timestamp"),
+    "pull_at_end_illegal": (PullAtEndIllegal, "the queue's max offset, was answered OFFSET_ILLEGAL"),
 }
 
 
