@@ -75,6 +75,8 @@ class OracleRules:
     def _oracle_init(self) -> None:
         # schedule queue id -> the copies revealed in it, in queue order
         self.sched_queue: dict[int, list[ScheduledCopy]] = {}
+        # (key, reconsume_times) -> store times of copies outside it no schedule copy revealed explains
+        self.fires_unmatched: dict[tuple[str, int], list[int]] = {}
         self.ticked_at: int | None = None  # the last manual tick that answered, before any crash
         self.origin_ids: dict[str, set[str]] = {}  # key -> msgIds of its copies in user topics
         self.born: dict[str, int] = {}  # key -> the born timestamp of the first copy revealed
@@ -199,9 +201,15 @@ class OracleRules:
         return props + SEND_BACK_SLACK <= MAX_PROPERTIES_LENGTH and len(m.body) + props + SEND_BACK_SLACK <= room
 
     def schedule_copy_seen(self, m: StoredMessage, deliver_ts: int) -> None:
-        if self.crashes == 0:  # revealed in queue order: each level is a FIFO
-            self.sched_queue.setdefault(m.queue_id, []).append(
-                ScheduledCopy(m.uniq_key, m.reconsume_times, deliver_ts, self._fire_state(m, deliver_ts)))
+        if self.crashes:
+            return
+        copy = ScheduledCopy(m.uniq_key, m.reconsume_times, deliver_ts, self._fire_state(m, deliver_ts))
+        unmatched = self.fires_unmatched.get((m.uniq_key or "", m.reconsume_times), [])
+        early = [ts for ts in unmatched if ts >= deliver_ts]
+        if early and copy.state != "half":  # its fire was revealed first (a level nobody asked for)
+            unmatched.remove(min(early))
+            copy.state = "fired"
+        self.sched_queue.setdefault(m.queue_id, []).append(copy)  # revealed in queue order: a FIFO
 
     def fire_seen(self, m: StoredMessage) -> None:
         """A copy of (key, reconsume_times) outside the schedule topic: the schedule copy it was fired
@@ -212,6 +220,8 @@ class OracleRules:
         if mine:
             due = [c for c in mine if c.due <= m.store_ts]
             min(due or mine, key=lambda c: c.due).state = "fired"
+        elif m.uniq_key is not None:
+            self.fires_unmatched.setdefault((m.uniq_key, m.reconsume_times), []).append(m.store_ts)
 
     def ticked(self, now: int) -> None:
         if self.crashes == 0:
@@ -219,6 +229,7 @@ class OracleRules:
 
     def crashed_oracles(self) -> None:
         self.sched_queue.clear()
+        self.fires_unmatched.clear()
         self.ticked_at = None
 
     def judge_fires(self) -> None:
