@@ -464,7 +464,7 @@ class EdgeRules:
             out = self._call(f"create_topic({over[:12]}…[{len(over)} chars], 1) [too long]",
                              lambda b: b.create_topic(over, 1))
             if out.error is None:  # judged without the model too: no message could ever be stored there
-                self._fail(f"the broker created a topic named with {len(over)} chars (the limit is 127)")
+                self._oracle_fail(f"the broker created a topic named with {len(over)} chars (the limit is 127)")
             self._create_topic(name, 1 + which % 2)
             delay = 1 + pick % 2 if pick % 3 == 2 else 0
             res = self._send(self._message(name, "TagA", delay=delay), pick % self.topics[name])

@@ -54,6 +54,7 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DELAY = "DELAY"
+ORACLE_PREFIX = "answer judged without the model: "
 SEND_BACK_SLACK = 1024  # what a send-back's copy may add to a record: properties, a longer topic
 
 
@@ -84,13 +85,17 @@ class OracleRules:
         self.offsets_answered: dict[tuple[str, MessageQueue], int] = {}
         self.offsets_on_disk: dict[tuple[str, MessageQueue], int] = {}
 
+    def _oracle_fail(self, message: str) -> None:
+        """A finding of this module: ``ORACLE_PREFIX`` tells it from an invariant's (``bench power``)."""
+        self._fail(ORACLE_PREFIX + message)
+
     # -- edge answers ------------------------------------------------------------------------
 
     def expect_answer(self, what: str, accepted: bool, stored: bool) -> None:
         """``what`` must be accepted (``stored``) or refused; ``accepted`` is what it was."""
         if accepted != stored:
-            self._fail(f"the broker {'accepted' if accepted else 'refused'} {what}: RocketMQ "
-                       f"{'accepts' if stored else 'refuses'} it (no model consulted)")
+            self._oracle_fail(f"the broker {'accepted' if accepted else 'refused'} {what}: RocketMQ "
+                              f"{'accepts' if stored else 'refuses'} it (no model consulted)")
 
     def judge_send_back(self, group: str, m: StoredMessage, code: ResponseCode) -> None:
         """A send-back refused where consumerSendMsgBack has no reason to: the group exists (the
@@ -103,10 +108,10 @@ class OracleRules:
         room = min(self.config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH, MAX_BODY_BYTES)
         if props + SEND_BACK_SLACK > MAX_PROPERTIES_LENGTH or len(m.body) + props + SEND_BACK_SLACK > room:
             return
-        self._fail(f"the broker refused ({code.name}) the send-back of {m.topic}/{m.queue_id}@{m.queue_offset} "
-                   f"(key {m.uniq_key}, commitlog offset {m.commitlog_offset}) by group {group}, which exists: "
-                   "consumerSendMsgBack refuses only an unknown group, a copy it cannot find or a copy it "
-                   "cannot store (no model consulted)")
+        self._oracle_fail(f"the broker refused ({code.name}) the send-back of {m.topic}/{m.queue_id}@{m.queue_offset} "
+                          f"(key {m.uniq_key}, commitlog offset {m.commitlog_offset}) by group {group}, which exists: "
+                          "consumerSendMsgBack refuses only an unknown group, a copy it cannot find or a copy it "
+                          "cannot store (no model consulted)")
 
     # -- consumer offsets across a kill ------------------------------------------------------
 
@@ -134,9 +139,9 @@ class OracleRules:
         for (group, mq), held in sorted(on_disk.items(), key=lambda kv: (kv[0][0], kv[0][1].topic, kv[0][1].queue_id)):
             out = self.query_offset(group, mq, " [after kill]")
             if out.error is None and isinstance(out.value, int) and out.value < held:
-                self._fail(f"after a kill the broker answers offset {out.value} for {group} on "
-                           f"{mq.topic}/{mq.queue_id}, below the {held} it held at its last persist (every "
-                           f"{self.config.flush_consumer_offset_interval_ms} ms, and at a clean shutdown)")
+                self._oracle_fail(f"after a kill the broker answers offset {out.value} for {group} on "
+                                  f"{mq.topic}/{mq.queue_id}, below the {held} it held at its last persist (every "
+                                  f"{self.config.flush_consumer_offset_interval_ms} ms, and at a clean shutdown)")
         self.offsets_on_disk = dict(self.offsets_answered)
 
     # -- copies of a send-back ---------------------------------------------------------------
@@ -146,17 +151,17 @@ class OracleRules:
         .getMessage: OFFSET_OVERFLOW_ONE, or NO_MESSAGE_IN_QUEUE when it is empty; both
         PULL_NOT_FOUND)."""
         if offset == res.max_offset and res.status is not PullStatus.NO_NEW_MSG:
-            self._fail(f"a pull at offset {offset}, the queue's max offset, was answered {res.status.value}: "
-                       "RocketMQ answers NO_NEW_MSG there (OFFSET_OVERFLOW_ONE; no model consulted)")
+            self._oracle_fail(f"a pull at offset {offset}, the queue's max offset, was answered {res.status.value}: "
+                              "RocketMQ answers NO_NEW_MSG there (OFFSET_OVERFLOW_ONE; no model consulted)")
 
     def judge_copy(self, m: StoredMessage) -> None:
         if m.uniq_key is None:
             return
         born = self.born.setdefault(m.uniq_key, m.born_ts)
         if m.born_ts != born:  # every copy is built from the one before with its bornTimestamp
-            self._fail(f"the copy {m.topic}/{m.queue_id}@{m.queue_offset} of {m.uniq_key} has born timestamp "
-                       f"{m.born_ts}, another copy of it {born}: every copy the broker makes keeps the "
-                       "producer's (send-back, schedule fire, commit, check re-put, discard, timer fire)")
+            self._oracle_fail(f"the copy {m.topic}/{m.queue_id}@{m.queue_offset} of {m.uniq_key} has born timestamp "
+                              f"{m.born_ts}, another copy of it {born}: every copy the broker makes keeps the "
+                              "producer's (send-back, schedule fire, commit, check re-put, discard, timer fire)")
         if not _internal(m.topic):
             self.origin_ids.setdefault(m.uniq_key, set()).add(m.msg_id)
             return
@@ -165,16 +170,16 @@ class OracleRules:
             return
         where = f"{m.topic}/{m.queue_id}@{m.queue_offset} (key {m.uniq_key}, reconsume_times {m.reconsume_times})"
         if not m.get_property(PROPERTY_RETRY_TOPIC):
-            self._fail(f"the copy a send-back stored in {where} has no RETRY_TOPIC "
-                       "(consumerSendMsgBack sets it to the original topic when absent)")
+            self._oracle_fail(f"the copy a send-back stored in {where} has no RETRY_TOPIC "
+                              "(consumerSendMsgBack sets it to the original topic when absent)")
         origin = m.origin_message_id
         seen = self.origin_ids.get(m.uniq_key)
         if seen and origin not in seen:  # the original's copies were all revealed: one is the origin
-            self._fail(f"the copy a send-back stored in {where} carries ORIGIN_MESSAGE_ID {origin!r}, not the "
-                       f"msgId of a copy of its key the observer saw ({', '.join(sorted(seen))})")
+            self._oracle_fail(f"the copy a send-back stored in {where} carries ORIGIN_MESSAGE_ID {origin!r}, not the "
+                              f"msgId of a copy of its key the observer saw ({', '.join(sorted(seen))})")
         if dlq and m.get_property(PROPERTY_DELAY) not in (None, "0"):
-            self._fail(f"the DLQ copy {where} carries DELAY {m.get_property(PROPERTY_DELAY)} "
-                       "(consumerSendMsgBack sets the level to 0 on the way to the DLQ)")
+            self._oracle_fail(f"the DLQ copy {where} carries DELAY {m.get_property(PROPERTY_DELAY)} "
+                              "(consumerSendMsgBack sets the level to 0 on the way to the DLQ)")
 
     # -- fires at the tick -------------------------------------------------------------------
 
@@ -243,6 +248,6 @@ class OracleRules:
                     continue
                 if c.state == "unknown" or c.due > self.ticked_at:
                     break
-                self._fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of {c.key} "
-                           f"(reconsume_times {c.r}, level {level + 1}) due at {c.due}, every copy before it in its "
-                           "level fired: tick() runs the services due by now (SPEC §3)")
+                self._oracle_fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of "
+                                  f"{c.key} (reconsume_times {c.r}, level {level + 1}) due at {c.due}, every copy "
+                                  "before it in its level fired: tick() runs the services due by now (SPEC §3)")

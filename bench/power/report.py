@@ -128,9 +128,10 @@ class Report:
         lines.append(row("strength (killed / reached)", lambda s: _frac(s.killed, s.reached)))
         lines.append(row("  by an invariant", lambda s: str(s.by_reason.get("invariant", 0))))
         lines.append(row("  by a lockstep mismatch", lambda s: str(s.by_reason.get("lockstep", 0))))
+        lines.append(row("  by an answer (no model)", lambda s: str(s.by_reason.get("oracle", 0))))
         lines.append(row("  candidate raised", lambda s: str(s.by_reason.get("raised", 0))))
         others = lambda s: str(sum(v for k, v in s.by_reason.items()  # noqa: E731
-                                   if k not in ("invariant", "lockstep", "raised")))
+                                   if k not in ("invariant", "lockstep", "oracle", "raised")))
         lines.append(row("  other failure", others))
         lines.append(row("  crash (import/construct)", lambda s: str(s.crash)))
         lines.append(row("  timeout", lambda s: str(s.timeout)))

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.power import candidate
+from rmqspec.properties.oracles import ORACLE_PREFIX
 
 MODES = ("invariants", "lockstep")
 DEFAULT_PROFILE = "rocketmq-4.9"
@@ -61,6 +62,8 @@ def kill_reason(message: str) -> str:
         return "invariant"
     if "lockstep mismatch" in message:
         return "lockstep"
+    if message.startswith(ORACLE_PREFIX):
+        return "oracle"
     if message.startswith(("candidate raised", "candidate failed")):
         return "raised"
     if "not well-formed" in message:
