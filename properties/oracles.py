@@ -92,8 +92,10 @@ class OracleRules:
     # -- edge answers ------------------------------------------------------------------------
 
     def expect_answer(self, what: str, accepted: bool, stored: bool) -> None:
-        """``what`` must be accepted (``stored``) or refused; ``accepted`` is what it was."""
-        if accepted != stored:
+        """``what`` must be accepted (``stored``) or refused; ``accepted`` is what it was. On the wall
+        clock a refusal is not judged: a real broker over the wire may fail a request for reasons of its
+        own (a timeout on a 4 MiB body)."""
+        if accepted != stored and not (stored and type(self).wall is not None):
             self._oracle_fail(f"the broker {'accepted' if accepted else 'refused'} {what}: RocketMQ "
                               f"{'accepts' if stored else 'refuses'} it (no model consulted)")
 
