@@ -55,7 +55,7 @@ PROPERTY_REAL_QID = "REAL_QID"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DELAY = "DELAY"
 ORACLE_PREFIX = "answer judged without the model: "
-SEND_BACK_SLACK = 1024  # what a send-back's copy may add to a record: properties, a longer topic
+LIMIT_SLACK = 1024  # what a copy (send-back, fire) may add to a record: properties, a longer topic
 
 
 @attrs.define
@@ -106,9 +106,7 @@ class OracleRules:
         DELAY). Manual clock only (a real broker may also be busy)."""
         if code == ResponseCode.SUCCESS or type(self).wall is not None or self.crashes or group not in self.groups:
             return
-        props = sum(len(k) + len(v) + 2 for k, v in m.properties.items())
-        room = min(self.config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH, MAX_BODY_BYTES)
-        if props + SEND_BACK_SLACK > MAX_PROPERTIES_LENGTH or len(m.body) + props + SEND_BACK_SLACK > room:
+        if not self._far_from_limits(m):
             return
         self._oracle_fail(f"the broker refused ({code.name}) the send-back of {m.topic}/{m.queue_id}@{m.queue_offset} "
                           f"(key {m.uniq_key}, commitlog offset {m.commitlog_offset}) by group {group}, which exists: "
@@ -205,7 +203,7 @@ class OracleRules:
     def _far_from_limits(self, m: StoredMessage) -> bool:
         props = sum(len(k) + len(v) + 2 for k, v in m.properties.items())
         room = min(self.config.commitlog_file_size - END_FILE_MIN_BLANK_LENGTH, MAX_BODY_BYTES)
-        return props + SEND_BACK_SLACK <= MAX_PROPERTIES_LENGTH and len(m.body) + props + SEND_BACK_SLACK <= room
+        return props + LIMIT_SLACK <= MAX_PROPERTIES_LENGTH and len(m.body) + props + LIMIT_SLACK <= room
 
     def schedule_copy_seen(self, m: StoredMessage, deliver_ts: int) -> None:
         if self.crashes:
