@@ -87,10 +87,25 @@ def _swarm_mask(seed: int) -> int:
 FILE_GEOMETRIES: tuple[tuple[int, int] | None, ...] = (None, None, (4096, 200), (40960, 2000))
 
 
+# The broker's store host (brokerIP1, what msgIds and every record's storeHost carry): IPv4's loopback
+# (the configuration's), or IPv6's — records with the STOREHOST_V6 bit and 16-byte hosts, 56-digit
+# msgIds. From two more bits of the same integer (bits 10 and 11 of ``SWARM``'s value), so no other
+# draw changed.
+STORE_HOSTS: tuple[str | None, ...] = (None, None, None, "::1")
+_HOST_SHIFT = len(FAMILIES) + 2
+
+
 def _swarm_value(seed: int) -> int:
-    """The swarm mask in the low bits, the file geometry's index above them."""
-    geometry = (seed * 0x9E3779B1 & 0xFFFFFFFF) >> 20 & (len(FILE_GEOMETRIES) - 1)
-    return _swarm_mask(seed) | geometry << len(FAMILIES)
+    """The swarm mask in the low bits, the file geometry's index above them, the store host's above."""
+    mixed = seed * 0x9E3779B1 & 0xFFFFFFFF
+    geometry = mixed >> 20 & (len(FILE_GEOMETRIES) - 1)
+    host = mixed >> 16 & (len(STORE_HOSTS) - 1)
+    return _swarm_mask(seed) | geometry << len(FAMILIES) | host << _HOST_SHIFT
+
+
+def swarm_store_host(value: int) -> str | None:
+    """``SWARM``'s value's store host (None: the configuration's own)."""
+    return STORE_HOSTS[(value >> _HOST_SHIFT) & (len(STORE_HOSTS) - 1)]
 
 
 def split_swarm(value: int) -> tuple[int, tuple[int, int] | None]:

@@ -48,7 +48,7 @@ from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
-from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm
+from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm, swarm_store_host
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
@@ -382,10 +382,11 @@ class MachineCore(RuleBasedStateMachine):
         prelude=PRELUDE,
     )
     def init(self, queues: int, retry_max: int, orderly_max: int, flush: str = "SYNC", swarm: int = 0,
-             prelude: tuple | None = None, files: tuple[int, int] | None = None) -> None:
+             prelude: tuple | None = None, files: tuple[int, int] | None = None, host: str | None = None) -> None:
         """``swarm``: the families switched off, and (drawn, bits above the mask) the store's file
-        geometry, which a program records as ``files`` (commitlog, consume-queue bytes; None: RocketMQ's
-        defaults). A remote broker keeps its own files and flush mode."""
+        geometry and store host, which a program records as ``files`` (commitlog, consume-queue bytes;
+        None: RocketMQ's defaults) and ``host`` (None: the configuration's). A remote broker keeps its
+        own files, host and flush mode."""
         wall = type(self).wall
         cap = type(self).run_cap
         if wall is not None and cap is not None and len(type(self).examples) > cap:
@@ -397,16 +398,24 @@ class MachineCore(RuleBasedStateMachine):
         # the geometry is a function of the draw alone: state outside the example (a run's example
         # count, tried before) makes Hypothesis's re-runs of a prefix draw differently
         # (FlakyStrategyDefinition at 300 × 80, seed 2)
+        drawn_host = swarm_store_host(swarm)
         swarm, drawn_files = split_swarm(swarm)
         if files is None and not _default_files(self.config):
             drawn_files = None  # the sizes the user's --config chose stand
         files = None if wall is not None else files if files is not None else drawn_files
+        if self.config.store_host != BrokerConfig().store_host:
+            drawn_host = None  # the host the user's --config chose stands
+        host = None if wall is not None else host if host is not None else drawn_host
         self._record("init", queues=queues, retry_max=retry_max, orderly_max=orderly_max,
-                     flush=flush, swarm=swarm, **({"files": tuple(files)} if files is not None else {}))
+                     flush=flush, swarm=swarm, **({"files": tuple(files)} if files is not None else {}),
+                     **({"host": host} if host is not None else {}))
         # the wall clock's budget is a dozen examples: every family stays on (the draw is kept so the
         # draw structure does not depend on the mode)
         self._set_swarm(0 if wall is not None else swarm)
         self.config = attrs.evolve(self.config, flush=flush)
+        if host is not None:
+            self.config = attrs.evolve(self.config, store_host=host)
+            self._sometimes(f"store_host:{host}")
         if files is not None:
             self.config = attrs.evolve(self.config, commitlog_file_size=files[0], consume_queue_file_size=files[1])
             if tuple(files) != _DEFAULT_FILES:

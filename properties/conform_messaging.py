@@ -61,6 +61,7 @@ class MessagingRules:
             self._sometimes("send_refused")
             return None
         res = out.value
+        self.sent_at(msg.uniq_key)
         due = timer.get("due") if timer is not None else None
         self._emit("send", actor=PRODUCER, group=PRODUCER, topic=msg.topic, queue_id=queue_id,
                    queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,

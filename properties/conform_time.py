@@ -43,12 +43,15 @@ class TimeRules:
             self._wall_tick()
             return
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
-        persist_at = self._timer("offsets_persist")
+        persist_at, round_at = self._timer("offsets_persist"), self._timer("round")
         self._note_tick()
         if out.error is None:
             self.ticked(self._now())
             if self._timer("offsets_persist") != persist_at:  # the broker persisted its offsets
                 self.offsets_persisted()
+            self.judge_check_round(self._timer("round") != round_at, out.value or [])
+        else:
+            self.rounds_mirrored = False  # the mirror advanced; the broker may not have
         self._checks_received(out.value or [] if out.error is None else [])
 
     def _checks_received(self, requests: list[CheckRequest]) -> None:

@@ -63,6 +63,7 @@ class TxnRules:
                          lambda b: b.send_half(msg, qid, self.pg))
         if out.error is None:
             res = out.value
+            self.sent_at(msg.uniq_key)
             self.txns[msg.uniq_key] = Txn(msg.uniq_key, name, qid, res.commitlog_offset,
                                           res.queue_offset, plan, born=self._now())
             self._emit("txn_half", actor=self.pg, group=self.pg, topic=name, queue_id=qid,

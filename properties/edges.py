@@ -143,6 +143,7 @@ class EdgeRules:
         """A restarted broker starts its periodic services anew; its consumer tables are empty."""
         self.timers = dict.fromkeys(self._intervals(), self._now())
         self._forget_consumers()
+        self.rounds_mirrored = True
 
     def _next_round(self) -> int:
         return self._timer("round") + self.config.transaction_check_interval_ms

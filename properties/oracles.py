@@ -21,7 +21,19 @@ model run — each a finding only when the rule leaves no other answer:
   answered NO_NEW_MSG;
 - **born timestamps** (in ``judge_copy``): every copy of a key the observer reveals, in any topic,
   has the born timestamp of the first one (each copy is built from the one before with its
-  bornTimestamp);
+  bornTimestamp); on the manual clock that is the instant the machine sent it (``sent_at``: the
+  in-process broker stamps a send with its clock);
+- **identity** (``judge_identity``, manual clock: the machine built the broker with its config): a
+  copy's msgId is the offset msgId of its store host and commitlog offset, and its sysFlag has
+  STOREHOST_V6 exactly when the store host is IPv6 (MessageDecoder / CommitLog's encoder);
+- **committed messages** (``judge_committed``, on every copy in a user topic whose sysFlag says
+  COMMIT): EndTransactionProcessor writes the half's properties, so TRAN_MSG is "true" and PGROUP is
+  set; REAL_TOPIC / REAL_QID name the copy's own queue (5.5.0+ clears both: ``commit_drops_real_queue``)
+  and ``__transactionId__`` is the UNIQ_KEY exactly on 5.x (``half_transaction_id``);
+- **check rounds** (``judge_check_round``, manual clock): check requests come only from a tick at
+  which the check service's round was due as the machine mirrors its timer (``edges.py``: the last
+  round, or the start, an interval or more before); a broker that runs its rounds late (or early)
+  sends them at a tick the mirror says has none;
 - **copies of a send-back** (``judge_copy``, on every copy the observer reveals in a retry or DLQ
   topic): RETRY_TOPIC is set, ORIGIN_MESSAGE_ID is the msgId of a copy of the same key the
   observer saw in a topic that is not a retry, DLQ or system one (SendMessageProcessor
@@ -42,10 +54,20 @@ model run — each a finding only when the rule leaves no other answer:
 
 from __future__ import annotations
 
+import ipaddress
+
 import attrs
 
+from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.limits import END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH
-from rmqspec.model.message import MAX_BODY_BYTES, MessageQueue, StoredMessage
+from rmqspec.model.message import (
+    MAX_BODY_BYTES,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
+    MessageQueue,
+    StoredMessage,
+    transaction_type,
+)
 from rmqspec.model.results import PullResult, PullStatus, ResponseCode
 from rmqspec.properties.history import HALF_TOPIC, SYSTEM_TOPICS
 from rmqspec.properties.lockstep import Outcome
@@ -54,6 +76,9 @@ PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_DELAY = "DELAY"
+PROPERTY_TRAN_MSG = "TRAN_MSG"
+PROPERTY_PGROUP = "PGROUP"
+PROPERTY_TRANSACTION_ID = "__transactionId__"
 ORACLE_PREFIX = "answer judged without the model: "
 LIMIT_SLACK = 1024  # what a copy (send-back, fire) may add to a record: properties, a longer topic
 
@@ -84,6 +109,12 @@ class OracleRules:
         # the consumer offsets the broker answered last, and those it held at its last persist
         self.offsets_answered: dict[tuple[str, MessageQueue], int] = {}
         self.offsets_on_disk: dict[tuple[str, MessageQueue], int] = {}
+        self.rounds_mirrored = True  # False from a tick that failed until the next restart
+
+    def sent_at(self, key: str | None) -> None:
+        """The machine sent ``key`` now: on the manual clock its born timestamp is now."""
+        if key is not None and type(self).wall is None:
+            self.born.setdefault(key, self._now())
 
     def _oracle_fail(self, message: str) -> None:
         """A finding of this module: ``ORACLE_PREFIX`` tells it from an invariant's (``bench power``)."""
@@ -155,6 +186,7 @@ class OracleRules:
                               "RocketMQ answers NO_NEW_MSG there (OFFSET_OVERFLOW_ONE; no model consulted)")
 
     def judge_copy(self, m: StoredMessage) -> None:
+        self.judge_identity(m)
         if m.uniq_key is None:
             return
         born = self.born.setdefault(m.uniq_key, m.born_ts)
@@ -164,6 +196,7 @@ class OracleRules:
                               "producer's (send-back, schedule fire, commit, check re-put, discard, timer fire)")
         if not _internal(m.topic):
             self.origin_ids.setdefault(m.uniq_key, set()).add(m.msg_id)
+            self.judge_committed(m)
             return
         dlq = m.topic.startswith("%DLQ%")
         if not (dlq or m.topic.startswith("%RETRY%")):
@@ -180,6 +213,49 @@ class OracleRules:
         if dlq and m.get_property(PROPERTY_DELAY) not in (None, "0"):
             self._oracle_fail(f"the DLQ copy {where} carries DELAY {m.get_property(PROPERTY_DELAY)} "
                               "(consumerSendMsgBack sets the level to 0 on the way to the DLQ)")
+
+    def judge_identity(self, m: StoredMessage) -> None:
+        """Manual clock: the msgId and the STOREHOST_V6 bit follow from the store host the machine
+        configured the broker with."""
+        if type(self).wall is not None:
+            return
+        cfg, where = self.config, f"{m.topic}/{m.queue_id}@{m.queue_offset}"
+        expected = offset_msg_id(cfg.store_host, cfg.store_port, m.commitlog_offset)
+        if m.msg_id != expected:
+            self._oracle_fail(f"the copy {where} has msgId {m.msg_id}: the offset msgId of commitlog offset "
+                              f"{m.commitlog_offset} on {cfg.store_host}:{cfg.store_port} is {expected}")
+        v6 = ipaddress.ip_address(cfg.store_host).version == 6
+        if bool(m.sys_flag & STOREHOST_V6_FLAG) != v6:
+            self._oracle_fail(f"the copy {where} has sysFlag {m.sys_flag:#x}: STOREHOST_V6 must be "
+                              f"{'set' if v6 else 'clear'} for the store host {cfg.store_host}")
+
+    def judge_committed(self, m: StoredMessage) -> None:
+        """A committed copy in a user topic carries the half's transactional properties (module
+        docstring); the version profile says which."""
+        if transaction_type(m.sys_flag) != TRANSACTION_COMMIT_TYPE:
+            return
+        b = self.config.behaviour
+        expected: dict[str, str | None] = {PROPERTY_TRAN_MSG: "true"}
+        if b.commit_drops_real_queue:
+            expected.update({PROPERTY_REAL_TOPIC: None, PROPERTY_REAL_QID: None})
+        else:
+            expected.update({PROPERTY_REAL_TOPIC: m.topic, PROPERTY_REAL_QID: str(m.queue_id)})
+        expected[PROPERTY_TRANSACTION_ID] = m.uniq_key if b.half_transaction_id else None
+        wrong = [f"{k}={m.get_property(k)!r} (expected {v!r})" for k, v in expected.items()
+                 if m.get_property(k) != v]
+        if not m.get_property(PROPERTY_PGROUP):
+            wrong.append("PGROUP missing")
+        if wrong:
+            self._oracle_fail(f"the committed copy {m.topic}/{m.queue_id}@{m.queue_offset} (key {m.uniq_key}) "
+                              f"has {'; '.join(wrong)}: EndTransactionProcessor stores the half's properties "
+                              f"({self.config.version})")
+
+    def judge_check_round(self, round_due: bool, requests: list) -> None:
+        """Manual clock: a tick that sent check requests ran a round, so one was due."""
+        if requests and not round_due and self.rounds_mirrored and type(self).wall is None:
+            self._oracle_fail(f"the broker sent {len(requests)} check request(s) at the tick at {self._now()}, "
+                              f"when no check round was due (the last at {self._timer('round')}, every "
+                              f"{self.config.transaction_check_interval_ms} ms: transactionCheckInterval)")
 
     # -- fires at the tick -------------------------------------------------------------------
 

@@ -13,10 +13,12 @@ import attrs
 import pytest
 
 from rmqspec.model.broker import ModelBroker
-from rmqspec.model.message import MessageQueue
+from rmqspec.model.message import TRANSACTION_COMMIT_TYPE, MessageQueue, transaction_type
 from rmqspec.model.queues import SCHEDULE_TOPIC, PutRequest, Record, Store
 from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.model.schedule import ScheduleService
+from rmqspec.model.subscriptions import ConsumerTable
+from rmqspec.model.transactions import TransactionService
 from rmqspec.properties.runner import budget_settings, check_conformance
 from tests.untraced import budget_run
 
@@ -54,6 +56,39 @@ class _RebornOnSendBack(Store):
         if req.topic.startswith(("%RETRY%", "%DLQ%")):
             req = attrs.evolve(req, born_ts=now)
         return super().prepare(req, now)
+
+
+class _CommitDropsTranMsg(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        if transaction_type(req.sys_flag) == TRANSACTION_COMMIT_TYPE:
+            req = _props(req, drop="TRAN_MSG")
+        return super().prepare(req, now)
+
+
+class _DiscardReborn(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        if req.topic == "TRANS_CHECK_MAX_TIME_TOPIC":
+            req = attrs.evolve(req, born_ts=req.born_ts + 1)
+        return super().prepare(req, now)
+
+
+class _StoreHostV6(Store):
+    def prepare(self, req: PutRequest, now: int) -> Record:
+        self._store_v6 = True
+        return super().prepare(req, now)
+
+
+class _LateCheck(TransactionService):
+    def check_due(self, now: int, interval_ms: int) -> bool:
+        return super().check_due(now, interval_ms + 1)
+
+
+class _KeepsGroupInfo(ConsumerTable):
+    def unregister(self, group: str, client_id: str) -> bool:
+        info = self.groups.get(group)
+        if info is not None and info.clients == {client_id}:
+            return True  # the last client leaves, its group info stays
+        return super().unregister(group, client_id)
 
 
 class _Broken(ModelBroker):
@@ -151,6 +186,42 @@ class OffsetsPersistedOnlyAtShutdown(_Broken):
         return super().tick()
 
 
+class CommitDropsTranMsg(_Broken):
+    """END_TRANSACTION's COMMIT writes the half's properties without TRAN_MSG (the message is delivered
+    all the same)."""
+
+    store_class = _CommitDropsTranMsg
+
+
+class DiscardReborn(_Broken):
+    """A half discarded after too many checks is written to TRANS_CHECK_MAX_TIME_TOPIC 1 ms younger."""
+
+    store_class = _DiscardReborn
+
+
+class StoreHostV6(_Broken):
+    """Every record is written with the STOREHOST_V6 bit (and a 16-byte store host) on an IPv4 host."""
+
+    store_class = _StoreHostV6
+
+
+class CheckRoundLate(_Broken):
+    """The transaction check service runs its rounds 1 ms after the interval (``>`` for ``>=``)."""
+
+    def tick(self) -> Any:
+        if type(self.txn) is TransactionService:  # a restart builds the service anew
+            self.txn.__class__ = _LateCheck
+        return super().tick()
+
+
+class KeepsGroupInfo(_Broken):
+    """UNREGISTER_CLIENT of a group's last client keeps the group's info (and its subscription)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.consumers.__class__ = _KeepsGroupInfo
+
+
 CASES = {
     "fires_one_tick_late": (FiresOneTickLate, "did not fire the scheduled copy"),
     "dlq_keeps_delay": (DlqKeepsDelay, "carries DELAY 5"),
@@ -161,6 +232,11 @@ CASES = {
     "offsets_persisted_only_at_shutdown": (OffsetsPersistedOnlyAtShutdown, "at its last persist"),
     "reborn_on_send_back": (RebornOnSendBack, "has born timestamp"),
     "pull_at_end_illegal": (PullAtEndIllegal, "the queue's max offset, was answered OFFSET_ILLEGAL"),
+    "commit_drops_tran_msg": (CommitDropsTranMsg, "TRAN_MSG=None (expected 'true')"),
+    "discard_reborn": (DiscardReborn, "has born timestamp"),
+    "store_host_v6": (StoreHostV6, "STOREHOST_V6 must be clear"),
+    "check_round_late": (CheckRoundLate, "when no check round was due"),
+    "keeps_group_info": (KeepsGroupInfo, "its pull without the subscription flag was served"),
 }
 
 
