@@ -18,7 +18,9 @@ loaded here).
 ``commitlog`` directory: an in-process broker without files, the model, a remote broker), else the
 list of ``StoreViolation`` values. What it judges:
 
-- always: every finding of ``verify_store`` (record layout, CRCs, physical offsets, file names and
+- always: the ``checkpoint`` file exists (StoreCheckpoint creates its 4096 bytes when the store
+  starts, so a broker that opened the store has one: ``STORE_CHECKPOINT``); every finding of
+  ``verify_store`` (record layout, CRCs, physical offsets, file names and
   sizes, consume-queue units pointing at the right record with the right tags code, dense queue
   offsets, config files in fastjson's dialect with the right shape, a 4096-byte checkpoint) is a
   ``STORE_FORMAT`` violation. With the ``abort`` file present (running, or just recovered) verify
@@ -107,6 +109,9 @@ def probe_store(root: str | Path, expect: StoreExpectation) -> list[StoreViolati
         listed = "; ".join(f.line() for f in report.findings[:MAX_LISTED])
         more = len(report.findings) - MAX_LISTED
         out.append(StoreViolation("STORE_FORMAT", listed + (f" (+{more} more)" if more > 0 else "")))
+    if not (root / "checkpoint").is_file():  # a wrong size is verify's BAD_CHECKPOINT
+        out.append(StoreViolation("STORE_CHECKPOINT", "no checkpoint file in a store the broker opened "
+                                  "(StoreCheckpoint maps its 4096 bytes when the store starts)"))
     if expect.closed:
         if (root / "abort").exists():
             out.append(StoreViolation("STORE_ABORT_LEFT", "the abort file survived a clean shutdown"))

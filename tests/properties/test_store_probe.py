@@ -62,6 +62,22 @@ def test_stale_checkpoint(tmp_path: Path) -> None:
     assert _codes(tmp_path) == []  # a running broker's checkpoint is not judged
 
 
+def test_a_store_without_its_checkpoint(tmp_path: Path) -> None:
+    """A broker that opened the store has a checkpoint file (StoreCheckpoint creates it at start),
+    running or closed; one written only at the first flush leaves a store without it."""
+    _store(tmp_path)
+    (tmp_path / "checkpoint").unlink()
+    assert _codes(tmp_path) == ["STORE_CHECKPOINT"]
+    assert "STORE_CHECKPOINT" in _codes(tmp_path, closed=True)
+    clock = ManualClock(START)
+    running = tmp_path / "running"
+    b = MmapBroker.open(running, clock)  # nothing sent, nothing flushed
+    try:
+        assert _codes(running) == []
+    finally:
+        b.close()
+
+
 def test_abort_left_after_clean_shutdown(tmp_path: Path) -> None:
     _store(tmp_path)
     (tmp_path / "abort").touch()
