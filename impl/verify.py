@@ -69,7 +69,7 @@ from rmqspec.impl.reader import (
     rel,
 )
 from rmqspec.impl.timer_service import ENQUEUE_TIMES_FILE, TIMER_CHECK_FILE, TIMER_CHECK_SIZE, decode_enqueue_times
-from rmqspec.model.message import InvalidMessage, check_topic
+from rmqspec.model.message import InvalidMessage, check_stored_topic
 
 _UNIT = struct.Struct(">qiq")
 ProgressFn = Callable[[int, int], None]
@@ -191,7 +191,7 @@ def _load_queues(root: Path) -> tuple[list[_Queue], list[Finding]]:
             findings.append(Finding("BAD_FILE_NAME", rel(root, tdir), 0, "not a topic directory"))
             continue
         try:
-            check_topic(tdir.name)
+            check_stored_topic(tdir.name)
         except InvalidMessage as exc:
             findings.append(Finding("BAD_FILE_NAME", rel(root, tdir), 0, exc.reason))
             continue
@@ -430,7 +430,7 @@ def _check_record(
     stats["records"] += 1
     pos = record.commitlog_offset - f.start
     try:
-        check_topic(record.topic)
+        check_stored_topic(record.topic)
     except InvalidMessage as exc:
         findings.append(Finding("BAD_TOPIC", name, pos, f"topic {record.topic!r}: {exc.reason}"))
         return

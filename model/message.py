@@ -164,6 +164,17 @@ def java_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+def check_stored_topic(topic: str) -> None:
+    """Raise ``InvalidMessage`` unless a store may hold ``topic``: a client's topic (``check_topic``), or
+    a retry or DLQ topic, ``%RETRY%`` / ``%DLQ%`` + a group name of any characters — the broker builds
+    it from the group without validating it (consumerSendMsgBack, createTopicInSendMessageBackMethod;
+    only the Java client's checkGroup restricts group names) — within the record's 127 bytes."""
+    if isinstance(topic, str) and topic.startswith(("%RETRY%", "%DLQ%")) \
+            and topic not in ("%RETRY%", "%DLQ%") and len(topic.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES:
+        return
+    check_topic(topic)
+
+
 def check_topic(topic: str) -> None:
     """Raise ``InvalidMessage`` unless ``topic`` is a legal RocketMQ topic name."""
     if not isinstance(topic, str) or not topic:

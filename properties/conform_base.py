@@ -72,6 +72,9 @@ OBSERVER = "rmqspec_observer"
 # OFFSET_MOVED_EVENT body of each of the observer's edge pulls (UTF-8 both, not \u escapes), and
 # reads the file back at every restart. A remote broker's observer keeps ASCII.
 OBSERVER_LOCAL = OBSERVER + "_观察\ufdd0"
+# and the orderly group's: the noncharacter and a digit, a name a parser of fastjson's bare integer keys
+# must not take for one (subscriptionGroup.json holds it as a key; its retry max decides its DLQ)
+ORDERLY_GROUP_LOCAL = "\ufdd01"
 PRODUCER = "P0"
 TXN_GROUP = "PG"
 ORDERLY_GROUP = "OG"
@@ -224,8 +227,8 @@ class MachineCore(RuleBasedStateMachine):
         self.config = type(self).base_config or default_config(type(self).profile.version)
         # names: fresh per example on a broker that outlives the example (wall-clock mode)
         self.ns = f"_{wall.run_tag}{len(type(self).examples):03d}" if wall else ""
-        self.og, self.pg, self.obs, self.t0 = ORDERLY_GROUP + self.ns, TXN_GROUP + self.ns, \
-            OBSERVER + self.ns if wall else OBSERVER_LOCAL, "T0" + self.ns
+        self.og, self.pg, self.obs, self.t0 = ORDERLY_GROUP + self.ns if wall else ORDERLY_GROUP_LOCAL, \
+            TXN_GROUP + self.ns, OBSERVER + self.ns if wall else OBSERVER_LOCAL, "T0" + self.ns
         self.client_lock_ms = CLIENT_LOCK_MS
         if wall:  # the client never trusts a lock the broker may already have freed
             self.client_lock_ms = min(CLIENT_LOCK_MS, self.config.broker_lock_max_live_ms
