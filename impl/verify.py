@@ -14,7 +14,8 @@ Three passes, each producing ``Finding`` values (never exceptions):
    expired, not findings.
 2. **CommitLog** (``commitlog/``): names (``BAD_FILE_NAME``) and sizes
    (``BAD_FILE_SIZE``); every record (``BAD_MAGIC``, ``BAD_CRC``, ``BAD_SIZE``,
-   ``TRUNCATED``, ``BAD_PHYSICAL_OFFSET``, ``BAD_TOPIC``); blank records only
+   ``TRUNCATED``, ``BAD_PHYSICAL_OFFSET``, ``BAD_TOPIC``: not a topic a store may hold, a client's
+   or a retry/DLQ topic of any group name, ``check_stored_topic``); blank records only
    at file ends (a non-last file ending in zeros is ``TRUNCATED``). The
    zero-filled region after the last record of the last file is normal. Per
    (topic, queue) the queue offsets of NOT/COMMIT records must be dense

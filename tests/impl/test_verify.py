@@ -98,6 +98,18 @@ def test_torn_tail_with_abort_is_truncated(tmp_path: Path) -> None:
     assert ("TRUNCATED", f"commitlog/{0:020d}", last.commitlog_offset) in _codes(report.findings)
 
 
+def test_retry_and_dlq_topics_of_any_group_name_are_a_stores(tmp_path: Path) -> None:
+    """The broker builds %RETRY%/%DLQ% + the group without validating the group: a group name beyond
+    ASCII gives such topics; a client topic with the same characters is still BAD_TOPIC."""
+    cfg = StoreConfig(commitlog_file_size=CL_SIZE, cq_file_size=CQ_SIZE)
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        for topic in ("%RETRY%观察\ufdd01", "%DLQ%观察\ufdd01", "T观察"):
+            store.put(MessageRecord(topic, 0, b"b", {"TAGS": "tg"}, store_ts=1000))
+    codes = [(f.code, f.reason) for f in verify_store(tmp_path).findings]
+    assert [c for c, _ in codes if c == "BAD_TOPIC"] == ["BAD_TOPIC"], codes
+    assert all("RETRY" not in d and "DLQ" not in d for c, d in codes if c == "BAD_TOPIC"), codes
+
+
 def test_foreign_file_and_bad_names(tmp_path: Path) -> None:
     _make_store(tmp_path)
     (tmp_path / "commitlog" / "notes.txt").write_text("hello")
