@@ -66,7 +66,6 @@ FILTER_GROUP = "GF"
 FILTER_CLIENTS = ("GF@client-1", "GF@client-2")
 # a GF client's TAG subscription, or None: the client subscribes with its drawn SQL92 expression
 GF_TAG_SUBS = ("logistics", "food || Aa", None, "BB", None, "*")
-# (client-1's tag subscription or None, client-2's, the client whose subscription was built later)
 # (client 0's TAG subscription or None: SQL92, client 1's, which client's subscription is later: 0, 1,
 # or 2 = built at the same instant, an equal subVersion, where the broker keeps the first it heard)
 GF_STYLE = st.tuples(st.sampled_from(GF_TAG_SUBS), st.sampled_from(GF_TAG_SUBS), st.integers(0, 2))
