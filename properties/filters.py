@@ -279,11 +279,7 @@ class FilterRules:
             res = self._heartbeat_pull(group, MessageQueue(self.t0, which % self.topics[self.t0]), 0, n, leaver,
                                        own, own)
             self._sometimes("group_leave:stale_pull_refused" if res is None else "group_leave:stale_pull_served")
-            if res is not None and type(self).wall is None:  # judged without the model (properties/oracles.py)
-                self._oracle_fail(f"after the last member of {group} unregistered, its pull without the subscription "
-                                  f"flag was served ({res.status.value}): the group's info left with its last client "
-                                  "(ConsumerManager.unregisterConsumer), so PullMessageProcessor finds no "
-                                  "subscription (SUBSCRIPTION_NOT_EXIST)")
+            self.judge_stale_pull(group, res)
         self._after()
 
     def _gf_consume(self, group: str, client: str, index: int | None, n: int, own: GfSub,

@@ -34,6 +34,8 @@ model run — each a finding only when the rule leaves no other answer:
   which the check service's round was due as the machine mirrors its timer (``edges.py``: the last
   round, or the start, an interval or more before); a broker that runs its rounds late (or early)
   sends them at a tick the mirror says has none;
+- **a group gone** (``judge_stale_pull``, manual clock; asked by ``filters.group_leave``): after group
+  GF's last member unregistered, its pull without the subscription flag is refused;
 - **copies of a send-back** (``judge_copy``, on every copy the observer reveals in a retry or DLQ
   topic): RETRY_TOPIC is set, ORIGIN_MESSAGE_ID is the msgId of a copy of the same key the
   observer saw in a topic that is not a retry, DLQ or system one (SendMessageProcessor
@@ -68,7 +70,7 @@ from rmqspec.model.message import (
     StoredMessage,
     transaction_type,
 )
-from rmqspec.model.results import PullResult, PullStatus, ResponseCode
+from rmqspec.model.results import CheckRequest, PullResult, PullStatus, ResponseCode
 from rmqspec.properties.history import HALF_TOPIC, SYSTEM_TOPICS
 from rmqspec.properties.lockstep import Outcome
 
@@ -250,7 +252,16 @@ class OracleRules:
                               f"has {'; '.join(wrong)}: EndTransactionProcessor stores the half's properties "
                               f"({self.config.version})")
 
-    def judge_check_round(self, round_due: bool, requests: list) -> None:
+    def judge_stale_pull(self, group: str, res: PullResult | None) -> None:
+        """Manual clock: once a group's last member unregistered, its pull without the subscription flag
+        is refused (the group's info left with its last client: ConsumerManager.unregisterConsumer)."""
+        if res is not None and type(self).wall is None:
+            self._oracle_fail(f"after the last member of {group} unregistered, its pull without the subscription "
+                              f"flag was served ({res.status.value}): the group's info left with its last client "
+                              "(ConsumerManager.unregisterConsumer), so PullMessageProcessor finds no "
+                              "subscription (SUBSCRIPTION_NOT_EXIST)")
+
+    def judge_check_round(self, round_due: bool, requests: list[CheckRequest]) -> None:
         """Manual clock: a tick that sent check requests ran a round, so one was due."""
         if requests and not round_due and self.rounds_mirrored and type(self).wall is None:
             self._oracle_fail(f"the broker sent {len(requests)} check request(s) at the tick at {self._now()}, "
