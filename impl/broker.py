@@ -20,11 +20,10 @@ conformance machine can run both in lockstep. Concerns, one module each:
 - ``metadata`` — TopicConfigManager / SubscriptionGroupManager (topics.json,
   subscriptionGroup.json, durable on every change).
 
-Request handling follows B/processor/SendMessageProcessor (send,
-consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor,
-AdminBrokerProcessor (lock / unlock batch) and ConsumerManageProcessor; the
-routing decisions are the shared ``lifecycle`` functions
-(``route_send_back``, ``effective_max_reconsume_times``, ``lock_decision``,
+Request handling follows B/processor/SendMessageProcessor (send, a oneway send answering nothing,
+consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor, AdminBrokerProcessor (lock /
+unlock batch) and ConsumerManageProcessor; the routing decisions are the shared ``lifecycle``
+functions (``route_send_back``, ``effective_max_reconsume_times``, ``lock_decision``,
 ``check_decision``, ``is_due`` / ``needs_correction``).
 
 ``tick()`` runs the background services due at ``now`` in the model's fixed
@@ -43,23 +42,23 @@ lock table and the check timer never survive a restart; the UNIQ_KEY generator
 and the retry-queue counter belong to the object and carry on, like the
 model's.
 
-Deliberate choices shared with the model (model/README.md): pulls are served
-for any group; no long polling; the stored properties follow SendMessageProcessor
-(``model.sendpath``: CLUSTER added, WAIT kept out of a plain copy, empty values
-dropped); the broker assigns UNIQ_KEY when a message has none (same
-deterministic generator as the model); system topics are registered on first
-write; the retry queue is chosen round robin (RocketMQ: random) unless a
-``retry_queue_chooser`` is given.
+Deliberate choices shared with the model (model/README.md): pulls are served for any group; no
+long polling; the stored properties follow SendMessageProcessor (``model.sendpath``: CLUSTER added,
+WAIT kept out of a plain copy, empty values dropped); the broker assigns UNIQ_KEY when a message has
+none (same deterministic generator as the model); system topics are registered on first write; the
+retry queue is chosen round robin (RocketMQ: random) unless a ``retry_queue_chooser`` is given.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_store import (
     SCHEDULE_TOPIC,
@@ -169,7 +168,7 @@ def store_config(config: BrokerConfig) -> StoreConfig:
     )
 
 
-class MmapBroker:
+class MmapBroker(BatchSends):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
@@ -336,7 +335,7 @@ class MmapBroker:
     # ------------------------------------------------------------------
     # producing
 
-    def send(self, msg: Message, queue_id: int) -> SendResult:
+    def send(self, msg: Message, queue_id: int, *, _oneway: bool = False) -> SendResult:
         """SEND_MESSAGE. A delayed message answers with its schedule-queue offset."""
         self._require_running()
         now = self.clock.now()
@@ -355,10 +354,15 @@ class MmapBroker:
         plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
         entry = self._written(self.log.append(plan), now)
-        self.events.send(entry, now, msg.topic, queue_id, uniq)
+        self.events.send(entry, now, msg.topic, queue_id, uniq, oneway=_oneway)
         return SendResult(
             SendStatus.SEND_OK, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset
         )
+
+    def send_oneway(self, msg: Message, queue_id: int) -> None:
+        """SEND_MESSAGE with the oneway flag: stored as a send is; nothing answered, a refusal included."""
+        with contextlib.suppress(BrokerError):
+            self.send(msg, queue_id, _oneway=True)
 
     def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
         """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""

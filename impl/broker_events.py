@@ -79,6 +79,8 @@ class BrokerEvents:
         *,
         group: str | None = None,
         txn_id: str | None = None,
+        oneway: bool = False,
+        batch: tuple[int, int] | None = None,
     ) -> None:
         delayed = entry.topic == SCHEDULE_TOPIC
         deliver_ts = self.deliver_ts(entry)
@@ -87,6 +89,10 @@ class BrokerEvents:
             fields["group"] = group
         if txn_id is not None:
             fields["txn_id"] = txn_id
+        if oneway:  # nobody saw it acknowledged (SendMessageProcessor answers no oneway request)
+            fields["detail"] = {"send_mode": "ONEWAY"}
+        if batch is not None:  # an item of SEND_BATCH_MESSAGE
+            fields["detail"] = {"batch_index": batch[0], "batch_size": batch[1]}
         self.emit(
             "send",
             now,
@@ -100,7 +106,7 @@ class BrokerEvents:
             reconsume_times=entry.reconsume_times,
             delay_level=entry.queue_id + 1 if delayed else None,
             deliver_ts=deliver_ts,
-            status="SEND_OK",
+            status="ONEWAY" if oneway else "SEND_OK",
             **fields,
         )
 

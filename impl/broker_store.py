@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from rmqspec.impl.codec import CorruptRecord, DecodedRecord, MessageRecord
+from rmqspec.impl.codec import END_FILE_MIN_BLANK_LENGTH, CorruptRecord, DecodedRecord, MessageRecord
 from rmqspec.impl.codec import tags_code as compute_tags_code
 from rmqspec.impl.store import MessageStore
 from rmqspec.model.config import BrokerConfig
@@ -72,7 +73,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
-from rmqspec.model.results import BrokerError, PullStatus
+from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.timer import TimerRefused
 from rmqspec.model.timer import transform as timer_transform
 
@@ -330,9 +331,38 @@ class BrokerLog:
         )
         return Plan(record, size)
 
+    def prepare_batch(self, specs: Sequence[PutSpec], now: int) -> list[Plan]:
+        """A batch's items as one append (``model.queues.Store.prepare_batch``'s rules: each item's pairs
+        written as given, no delay or timer routing); raises ``BrokerError``."""
+        trailing = self.config.behaviour.properties_trailing_separator
+        file_size = self.config.commitlog_file_size
+        sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
+        plans = []
+        for spec in specs:
+            pairs = tuple(spec.properties)
+            text = encode_properties(pairs, trailing=trailing)
+            size = record_size(len(spec.body), spec.topic, pairs, sys_flag, trailing=trailing)
+            refusal = check_message(spec.topic, text) or check_encode(spec.topic, text, len(spec.body), size, file_size)
+            if refusal is not None:
+                raise BrokerError(refusal[0], f"{refusal[1]} {refusal[2]}")
+            plans.append(Plan(MessageRecord(
+                topic=spec.topic, queue_id=spec.queue_id, body=bytes(spec.body), properties=dict(pairs), pairs=pairs,
+                sys_flag=sys_flag, born_ts=spec.born_ts, store_ts=now, born_host=self._born_v4, flag=spec.flag,
+            ), size))
+        total = sum(p.size for p in plans)
+        if total + END_FILE_MIN_BLANK_LENGTH > file_size:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
+                              f"batch of {total} bytes does not fit a commitlog file of {file_size} bytes")
+        return plans
+
+    def append_batch(self, plans: Sequence[Plan]) -> list[Entry]:
+        results = self.store.put_batch([p.record for p in plans])
+        return [self._appended(p.record, result) for p, result in zip(plans, results, strict=True)]
+
     def append(self, plan: Plan) -> Entry:
-        r = plan.record
-        result = self.store.put(r)
+        return self._appended(plan.record, self.store.put(plan.record))
+
+    def _appended(self, r: MessageRecord, result: Any) -> Entry:
         code = compute_tags_code(r.topic, r.properties, r.store_ts, self.delays)
         return Entry(
             commitlog_offset=result.commitlog_offset,
@@ -342,7 +372,7 @@ class BrokerLog:
             queue_offset=result.queue_offset,
             body=r.body,
             flag=r.flag,
-            props=tuple(r.properties.items()),
+            props=r.pairs if r.pairs is not None else tuple(r.properties.items()),
             sys_flag=r.sys_flag,
             born_ts=r.born_ts,
             store_ts=r.store_ts,

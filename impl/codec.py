@@ -141,7 +141,9 @@ class MessageRecord:
     """What a caller asks the store to append. The store adds queue/physical offsets.
 
     ``properties`` is the full stored map (system properties included: TAGS,
-    KEYS, UNIQ_KEY, DELAY, REAL_TOPIC, …), in the order it is written.
+    KEYS, UNIQ_KEY, DELAY, REAL_TOPIC, …), in the order it is written. ``pairs``, when
+    given, is the string to write as ordered pairs that may repeat a name (a batch item:
+    ``model/sendpath.batch_item_properties``); ``properties`` is then what readers make of it.
     """
 
     topic: str
@@ -155,6 +157,12 @@ class MessageRecord:
     reconsume_times: int = 0
     prepared_txn_offset: int = 0
     flag: int = 0
+    pairs: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def written(self) -> Mapping[str, str] | tuple[tuple[str, str], ...]:
+        """What the properties string is written from."""
+        return self.pairs if self.pairs is not None else self.properties
 
 
 @attrs.frozen
@@ -392,12 +400,12 @@ def prepare(
     _check_int("reconsume_times", record.reconsume_times, INT32_MIN, INT32_MAX)
     for name in ("born_ts", "store_ts", "prepared_txn_offset"):
         _check_int(name, getattr(record, name), INT64_MIN, INT64_MAX)
-    for name, value in record.properties.items():
+    for name, value in (record.pairs if record.pairs is not None else record.properties.items()):
         if not name or NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name:
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, "property name", name, "empty or contains \\x01/\\x02")
         if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
             raise PutError(ResponseCode.MESSAGE_ILLEGAL, f"property {name}", value, "contains \\x01/\\x02")
-    text = encode_properties(record.properties, trailing=trailing)
+    text = encode_properties(record.written, trailing=trailing)
     refusal = check_message(record.topic, text)
     if refusal is not None:
         raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])
@@ -422,7 +430,7 @@ def prepare(
     if len(store) == 20:
         sys_flag |= STOREHOST_V6_FLAG
     topic = record.topic.encode("utf-8")
-    size = record_size(len(record.body), record.topic, record.properties, sys_flag, trailing=trailing)
+    size = record_size(len(record.body), record.topic, record.written, sys_flag, trailing=trailing)
     refusal = check_encode(record.topic, text, len(record.body), size, file_size)
     if refusal is not None:
         raise PutError(refusal[0], refusal[1], _shown(record, refusal[1]), refusal[2])

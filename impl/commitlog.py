@@ -76,6 +76,14 @@ class CommitLog:
                 f"does not fit a commitlog file of {self.file_size} bytes (with the 8-byte end marker)",
             )
 
+    def reserve(self, size: int) -> None:
+        """Make room for ``size`` bytes appended as one (a batch: CommitLog.putMessages never splits
+        one across files): roll to the next file now unless they fit before the last one's end marker."""
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise PutError(ResponseCode.MESSAGE_ILLEGAL, "batch size", size,
+                           f"does not fit a commitlog file of {self.file_size} bytes (with the 8-byte end marker)")
+        self._file_for(size)
+
     def next_position(self, prepared: Prepared) -> tuple[int, bool]:
         """(physical offset the record will get, whether it opens a new file)."""
         self.check_fits(prepared)

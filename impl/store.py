@@ -316,6 +316,16 @@ class MessageStore:
             msg_id=f"{self._id_prefix}{offset:016X}",
         )
 
+    def put_batch(self, records: Sequence[MessageRecord]) -> list[PutResult]:
+        """Append ``records`` as one batch (CommitLog.putMessages): in one file, the next one when they do
+        not fit before the last one's end marker."""
+        self._check_open()
+        host = (self.config.store_host, self.config.store_port)
+        total = sum(prepare(r, host, self.config.delay_levels_ms, self.config.commitlog_file_size,
+                            trailing=self.config.properties_trailing_separator).size for r in records)
+        self.commitlog.reserve(total)
+        return [self.put(r) for r in records]
+
     def _guard_checkpoint(self, store_ts: int) -> None:
         """Lower the durable checkpoint if ``store_ts`` would let recovery start too late."""
         cp = self._durable_cp

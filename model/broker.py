@@ -50,9 +50,10 @@ system topics are registered on first write.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ipaddress
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -84,6 +85,7 @@ from rmqspec.model.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     MessageQueue,
+    batch_topic,
     check_topic,
     validate_topic,
 )
@@ -117,7 +119,7 @@ from rmqspec.model.results import (
     SendStatus,
 )
 from rmqspec.model.schedule import ScheduleService
-from rmqspec.model.sendpath import plain_send_properties
+from rmqspec.model.sendpath import batch_items, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
 from rmqspec.model.timer import TIMER_TOPIC, TimerService
 from rmqspec.model.transactions import (
@@ -337,6 +339,46 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
 
     def send(self, msg: Message, queue_id: int) -> SendResult:
         """SEND_MESSAGE. A delayed message answers with its schedule-queue offset."""
+        return self._send(msg, queue_id, "SEND_OK")
+
+    def send_oneway(self, msg: Message, queue_id: int) -> None:
+        """SEND_MESSAGE with the oneway flag (sendOneway): stored as a send is, nothing answered — a
+        refusal included (SendMessageProcessor writes no response to a oneway request). Its ``send``
+        event has status ONEWAY: no producer ever saw it acknowledged."""
+        with contextlib.suppress(BrokerError):
+            self._send(msg, queue_id, "ONEWAY")
+
+    def send_batch(self, msgs: Sequence[Message], queue_id: int) -> SendResult:
+        """SEND_BATCH_MESSAGE (``DefaultMQProducer.send(Collection)``): the messages stored as one append
+        (``Store.prepare_batch``: consecutive offsets, one file) with one born and one store timestamp,
+        each with its own properties and the batch's (``batch_item_properties``); a retry topic or a batch
+        body past 4 MiB is refused (MESSAGE_ILLEGAL). The answer names the first item's offsets and every
+        item's msgId and UNIQ_KEY, joined by commas (AppendMessageResult's msgId; the client's)."""
+        self._require_running()
+        now = self._now()
+        topic = batch_topic(msgs)
+        self._check_send_target(topic, queue_id)
+        items = batch_items(msgs, lambda m: self._wire_props(m, now), self.config)
+        reqs = [PutRequest(topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, born_ts=now, properties=props)
+                for msg, (props, _uniq) in zip(msgs, items, strict=True)]
+        keys = [uniq for _props, uniq in items]
+        try:
+            records = self.store.prepare_batch(reqs, now)
+        except PutError as e:
+            raise BrokerError(e.code, e.remark) from None
+        for i, (record, uniq) in enumerate(zip(records, keys, strict=True)):
+            self.store.append(record)
+            self.durability.on_append(len(self.store.records))
+            self._note_store(record, now)
+            self.ghost.note_acked(Acked(now, "plain", uniq, topic, queue_id, record.commitlog_offset,
+                                        record.queue_offset, self.durability.sync))
+            self._emit("send", now, actor="broker", topic=topic, queue_id=queue_id, queue_offset=record.queue_offset,
+                       commitlog_offset=record.commitlog_offset, msg_key=uniq, msg_id=self._msg_id(record),
+                       reconsume_times=0, status="SEND_OK", detail={"batch_index": i, "batch_size": len(records)})
+        return SendResult(SendStatus.SEND_OK, ",".join(self._msg_id(r) for r in records), ",".join(keys),
+                          records[0].queue_offset, records[0].commitlog_offset)
+
+    def _send(self, msg: Message, queue_id: int, status: str) -> SendResult:
         self._require_running()
         now = self._now()
         self._check_send_target(msg.topic, queue_id)
@@ -386,7 +428,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             reconsume_times=0,
             delay_level=record.queue_id + 1 if delayed else None,
             deliver_ts=self._deliver_ts(record),
-            status="SEND_OK",
+            status=status,
+            **({"detail": {"send_mode": "ONEWAY"}} if status == "ONEWAY" else {}),
         )
         return SendResult(
             SendStatus.SEND_OK,

@@ -12,7 +12,7 @@ stores one happily. The model is the broker's view, so an empty body is valid.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -132,12 +132,14 @@ class InvalidMessage(ValueError):
         self.reason = reason
 
 
-def encode_properties(properties: Mapping[str, str], *, trailing: bool = False) -> str:
+def encode_properties(
+    properties: Mapping[str, str] | Iterable[tuple[str, str]], *, trailing: bool = False
+) -> str:
     """``name\\x01value\\x02…`` with the last separator dropped (empty map → ""); ``trailing``
-    keeps it, as 5.2.0+ stores the string (``model/versions.py``)."""
-    text = PROPERTY_SEPARATOR.join(
-        f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in properties.items()
-    )
+    keeps it, as 5.2.0+ stores the string (``model/versions.py``). Ordered pairs may repeat a
+    name: a batch item's stored string does (``model/sendpath.batch_item_properties``)."""
+    pairs = properties.items() if isinstance(properties, Mapping) else properties
+    text = PROPERTY_SEPARATOR.join(f"{name}{NAME_VALUE_SEPARATOR}{value}" for name, value in pairs)
     return text + PROPERTY_SEPARATOR if trailing and text else text
 
 
@@ -173,6 +175,24 @@ def check_stored_topic(topic: str) -> None:
             and topic not in ("%RETRY%", "%DLQ%") and len(topic.encode("utf-8", "surrogatepass")) <= MAX_TOPIC_BYTES:
         return
     check_topic(topic)
+
+
+def batch_topic(msgs: Sequence[Message]) -> str:
+    """The topic of a batch the Java client would send (MessageBatch.generateFromList,
+    DefaultMQProducer.batch); raises ``InvalidMessage`` as it refuses one: no message, two topics, a
+    delay level, a retry topic."""
+    if not msgs:
+        raise InvalidMessage("batch", [], "a batch holds at least one message")
+    topic = msgs[0].topic
+    for i, msg in enumerate(msgs):
+        if msg.topic != topic:
+            raise InvalidMessage(f"batch item {i} topic", msg.topic, f"a batch goes to one topic ({topic!r})")
+        if msg.delay_level > 0:
+            raise InvalidMessage(f"batch item {i} delay level", msg.delay_level,
+                                 "TimeDelayLevel is not supported for batching")
+    if topic.startswith("%RETRY%"):
+        raise InvalidMessage("batch topic", topic, "Retry Group is not supported for batching")
+    return topic
 
 
 def check_topic(topic: str) -> None:
@@ -398,7 +418,12 @@ class StoredMessage:
 
 
 def record_size(
-    body_len: int, topic: str, properties: Mapping[str, str], sys_flag: int, *, trailing: bool = False
+    body_len: int,
+    topic: str,
+    properties: Mapping[str, str] | Iterable[tuple[str, str]],
+    sys_flag: int,
+    *,
+    trailing: bool = False,
 ) -> int:
     """The CommitLog record length RocketMQ computes (``CommitLog.calMsgLength``); ``trailing``:
     the properties string keeps its last separator (5.2.0+)."""

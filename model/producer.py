@@ -17,7 +17,28 @@ another queue up to ``retry_times_when_send_failed`` (2) more times when the
 request is lost or the broker answers SYSTEM_ERROR, SYSTEM_BUSY,
 SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST or NO_PERMISSION; explicit-queue and
 selector sends are tried once, as in RocketMQ. A ``send`` event is emitted
-once the broker acknowledged the message.
+once the broker acknowledged the message. An answer lost after the broker
+stored the message (``link.ResponseLost``, a RemotingTimeoutException) is
+retried like a lost request: the message is stored again under the same
+UNIQ_KEY — RocketMQ's commonest duplicate.
+
+Send modes (``detail.send_mode`` of the ``send`` event, issue 42):
+
+- ``send`` is SYNC (above);
+- ``send_async`` (CommunicationMode.ASYNC) is tried once by sendDefaultImpl;
+  MQClientAPIImpl.onExceptionImpl retries it when no answer came (the request
+  failed or timed out) up to ``retry_times_when_send_async_failed`` (2) more
+  times, re-sending the same request — so to the same queue, with one broker
+  — while a broker's refusal goes to the callback's ``on_exception`` at once
+  (needRetry false); the callback runs when the answer arrives (here: before
+  ``send_async`` returns);
+- ``send_oneway`` (CommunicationMode.ONEWAY) is written once and never
+  answered: the broker's refusal and a loss on the way are both silent. Its
+  ``send`` event has status ONEWAY: never acknowledged, so never LOST, and its
+  delivery is no RECOVERED.
+
+An attempt whose answer never came is a ``send`` with status NO_RESPONSE when
+the producer emits events itself.
 
 Transactions (``TransactionProducer``): ``send_in_transaction`` clears the
 delay level, sends the half (``send_half``, retried like a plain send), runs
@@ -40,13 +61,18 @@ answers it got: ``send`` and ``txn_half`` once acknowledged, ``txn_end``
 when END_TRANSACTION was answered SUCCESS (a lost one emits nothing). The
 broker side alone emits ``store``, ``txn_check`` and ``txn_discard``.
 
+``send_batch`` sends messages as one SEND_BATCH_MESSAGE, tried like a sync
+send (sendDefaultImpl); the broker stores them as one append.
+
 Simplifications: one broker, so "another broker" on retry is the next queue;
-no latency fault tolerance, no batch messages, no compression.
+no latency fault tolerance, no compression; an async send's
+callback runs on the caller's thread (RocketMQ: the callback executor).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -56,7 +82,8 @@ from rmqspec.model.directory import Directory
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.javahash import select_queue_by_hash
-from rmqspec.model.message import Message, StoredMessage
+from rmqspec.model.link import ResponseLost
+from rmqspec.model.message import Message, StoredMessage, batch_topic
 from rmqspec.model.results import (
     BrokerError,
     CheckRequest,
@@ -106,6 +133,7 @@ class Producer:
         recorder: Recorder | None = None,
         uniq_keys: UniqKeyFactory | None = None,
         retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
         start_index: int = 0,
         broker_records_events: bool = True,
     ) -> None:
@@ -120,7 +148,12 @@ class Producer:
         self.producer_id = producer_id or group
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
         self.uniq_keys = uniq_keys or UniqKeyFactory()
+        if retry_times_when_send_async_failed < 0:
+            raise ValueError(
+                f"retry_times_when_send_async_failed must be ≥ 0, got {retry_times_when_send_async_failed}"
+            )
         self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
         self._start_index = start_index
         self._round_robin: dict[str, int] = {}
         self.broker_records_events = broker_records_events
@@ -160,13 +193,93 @@ class Producer:
         result, qid, attempts = self._send_with_retry(
             msg, queue_id, sharding_key, lambda m, q: self.broker.send(m, q)
         )
+        self._emit_acked(msg, qid, result, sharding_key, "SYNC", attempts)
+        return result
+
+    def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
+        """``send(Collection<Message>)``: one SEND_BATCH_MESSAGE (the broker needs ``send_batch``,
+        ``BatchBroker``), tried and retried as a sync send; each message gets its UNIQ_KEY first."""
+        if not callable(getattr(self.broker, "send_batch", None)):
+            raise TypeError(f"{type(self.broker).__name__} takes no batches (no send_batch)")
+        stamped = [self.stamp(m) for m in msgs]
+        topic = batch_topic(stamped)
+        batch = Message(topic, b"")  # only its topic routes the batch
+        result, qid, attempts = self._send_with_retry(
+            batch, queue_id, None, lambda _m, q: self.broker.send_batch(stamped, q), plain=False
+        )
+        for i, msg in enumerate(stamped):
+            self._emit_client_side(
+                "send", topic=topic, queue_id=qid, queue_offset=result.queue_offset + i, msg_key=msg.uniq_key,
+                status=result.status.value,
+                detail={"attempts": attempts, "send_mode": "SYNC", "batch_index": i, "batch_size": len(stamped)},
+            )
+        return result
+
+    def send_async(
+        self,
+        msg: Message,
+        on_success: Callable[[SendResult], None],
+        on_exception: Callable[[BaseException], None],
+        *,
+        queue_id: int | None = None,
+        sharding_key: str | None = None,
+    ) -> None:
+        """Send without waiting (``send(msg, callback)``); the callback gets the outcome."""
+        msg = self.stamp(msg)
+        qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
+        errors: list[BaseException] = []
+        for attempt in range(1, self.retry_times_when_send_async_failed + 2):
+            try:
+                result = self.broker.send(msg, qid)
+            except BrokerError as exc:  # an answer, but a refusal: no retry (onExceptionImpl, needRetry false)
+                on_exception(exc)
+                return
+            except ConnectionError as exc:  # no answer: the same request again
+                self._emit_unanswered(msg, qid, sharding_key, "ASYNC", exc)
+                errors.append(exc)
+                continue
+            self._emit_acked(msg, qid, result, sharding_key, "ASYNC", attempt)
+            on_success(result)
+            return
+        on_exception(SendFailed(msg.topic, errors))
+
+    def send_oneway(
+        self, msg: Message, *, queue_id: int | None = None, sharding_key: str | None = None
+    ) -> None:
+        """``sendOneway``: written once, no answer; the broker needs ``send_oneway`` (``OnewayBroker``)."""
+        sender = getattr(self.broker, "send_oneway", None)
+        if sender is None:
+            raise TypeError(f"{type(self.broker).__name__} takes no oneway sends (no send_oneway)")
+        msg = self.stamp(msg)
+        qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
+        with contextlib.suppress(BrokerError, ConnectionError):  # nothing comes back either way
+            sender(msg, qid)
+        self._emit_client_side(
+            "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key, delay_level=msg.delay_level or None,
+            status="ONEWAY", sharding_key=sharding_key, detail={"send_mode": "ONEWAY"},
+        )
+
+    def _emit_acked(
+        self, msg: Message, qid: int, result: SendResult, sharding_key: str | None, mode: str, attempts: int
+    ) -> None:
         self._emit_client_side(
             "send", topic=msg.topic, queue_id=qid, queue_offset=result.queue_offset,
             commitlog_offset=result.commitlog_offset, msg_key=msg.uniq_key, msg_id=result.msg_id,
-            delay_level=msg.delay_level or None, status=result.status.value,
-            sharding_key=sharding_key, detail={"born_ts": self.clock.now(), "attempts": attempts},
+            delay_level=msg.delay_level or None, status=result.status.value, sharding_key=sharding_key,
+            detail={"born_ts": self.clock.now(), "attempts": attempts, "send_mode": mode},
         )
-        return result
+
+    def _emit_unanswered(
+        self, msg: Message, qid: int, sharding_key: str | None, mode: str, exc: BaseException
+    ) -> None:
+        """An attempt no answer came for: NO_RESPONSE when it reached the broker (its answer was lost),
+        nothing when the request itself was lost (the trace of the broker has nothing of it either)."""
+        if isinstance(exc, ResponseLost):
+            self._emit_client_side(
+                "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key,
+                delay_level=msg.delay_level or None, status="NO_RESPONSE", sharding_key=sharding_key,
+                detail={"send_mode": mode},
+            )
 
     def _send_with_retry(
         self,
@@ -174,10 +287,18 @@ class Producer:
         queue_id: int | None,
         sharding_key: str | None,
         op: Callable[[Message, int], SendResult],
+        plain: bool = True,
     ) -> tuple[SendResult, int, int]:
+        """``op`` tried as RocketMQ's sendDefaultImpl / sendSelectImpl try it; ``plain``: a send's
+        unanswered attempts are ``send`` events (a half's are not)."""
         if queue_id is not None or sharding_key is not None:
             qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
-            return op(msg, qid), qid, 1
+            try:
+                return op(msg, qid), qid, 1
+            except ConnectionError as exc:
+                if plain:
+                    self._emit_unanswered(msg, qid, sharding_key, "SYNC", exc)
+                raise
         errors: list[BaseException] = []
         for attempt in range(1, self.retry_times_when_send_failed + 2):
             qid = self.next_round_robin(msg.topic)
@@ -186,6 +307,8 @@ class Producer:
             except (BrokerError, ConnectionError) as exc:
                 if not _retryable(exc):
                     raise
+                if plain:
+                    self._emit_unanswered(msg, qid, None, "SYNC", exc)
                 errors.append(exc)
         raise SendFailed(msg.topic, errors)
 
@@ -247,7 +370,7 @@ class TransactionProducer(Producer):
             msg = attrs.evolve(msg, delay_level=0)
         msg = self.stamp(msg)
         result, qid, _ = self._send_with_retry(
-            msg, queue_id, None, lambda m, q: self.broker.send_half(m, q, self.group)
+            msg, queue_id, None, lambda m, q: self.broker.send_half(m, q, self.group), plain=False
         )
         txn_id = msg.uniq_key
         if result.status is SendStatus.SEND_OK:

@@ -7,13 +7,15 @@ skips rules a broker cannot drive.
 Errors: a refused request raises ``BrokerError(code)`` where the protocol
 returns a result object (``send``, ``send_half``, ``pull``), and is returned as
 a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
-``send_back``). Invalid messages raise ``InvalidMessage``.
+``send_back``). Invalid messages raise ``InvalidMessage``. Optional operations are declared by
+protocols of their own: ``CrashableBroker`` (with the ``crash`` capability), ``OnewayBroker``,
+``BatchBroker``.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from rmqspec.model.message import Message, MessageQueue
@@ -95,6 +97,24 @@ class Broker(Protocol):
     def flush(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class OnewayBroker(Broker, Protocol):
+    """A broker that takes oneway sends: SEND_MESSAGE with the oneway flag (``sendOneway``). The broker
+    stores the message as ``send`` would and answers nothing, a refusal included; a broker that records
+    trace events records it as a ``send`` with status ONEWAY (nobody saw it acknowledged)."""
+
+    def send_oneway(self, msg: Message, queue_id: int) -> None: ...
+
+
+@runtime_checkable
+class BatchBroker(Broker, Protocol):
+    """A broker that takes batches: SEND_BATCH_MESSAGE (``DefaultMQProducer.send(Collection)``), stored as
+    one append — consecutive offsets in one commitlog file, one born and one store timestamp; the answer
+    names the first item's offsets and every item's msgId and UNIQ_KEY joined by commas."""
+
+    def send_batch(self, msgs: Sequence[Message], queue_id: int) -> SendResult: ...
 
 
 @runtime_checkable

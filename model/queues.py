@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -368,6 +368,43 @@ class Store:
             prepared_txn_offset=req.prepared_txn_offset,
             tags_code=self._tags_code(topic, props, now),
         )
+
+    def prepare_batch(self, reqs: Sequence[PutRequest], now: int) -> list[Record]:
+        """The records a batch becomes if appended now, as one append (CommitLog.putMessages): each item's
+        properties pairs stored as given (a name may repeat), no delay or timer routing, consecutive queue
+        offsets, the whole batch in one file — the next one when it does not fit before the end marker.
+        Raises ``PutError`` (a batch larger than a file is refused)."""
+        trailing = self.config.behaviour.properties_trailing_separator
+        file_size = self.config.commitlog_file_size
+        sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
+        sizes = []
+        for req in reqs:
+            text = encode_properties(req.properties, trailing=trailing)
+            size = record_size(len(req.body), req.topic, req.properties, sys_flag, trailing=trailing)
+            refusal = check_message(req.topic, text) or check_encode(req.topic, text, len(req.body), size, file_size)
+            if refusal is not None:
+                raise PutError(refusal[0], f"{refusal[1]} {refusal[2]}")
+            sizes.append(size)
+        total = sum(sizes)
+        if total + END_FILE_MIN_BLANK_LENGTH > file_size:
+            raise PutError(ResponseCode.MESSAGE_ILLEGAL,
+                           f"batch of {total} bytes does not fit a commitlog file of {file_size} bytes")
+        pos = self.write_pos
+        room = file_size - pos % file_size
+        if total + END_FILE_MIN_BLANK_LENGTH > room:
+            pos += room
+        records = []
+        for req, size in zip(reqs, sizes, strict=True):
+            base = len(self.queues.get((req.topic, req.queue_id), ()))
+            records.append(Record(
+                commitlog_offset=pos, size=size, topic=req.topic, queue_id=req.queue_id,
+                queue_offset=base + sum(1 for r in records if (r.topic, r.queue_id) == (req.topic, req.queue_id)),
+                body=bytes(req.body), flag=req.flag, props=req.properties, sys_flag=sys_flag, born_ts=req.born_ts,
+                store_ts=now, reconsume_times=0, prepared_txn_offset=0,
+                tags_code=self._tags_code(req.topic, dict(req.properties), now),
+            ))
+            pos += size
+        return records
 
     def append(self, record: Record) -> Record:
         self.index[record.commitlog_offset] = len(self.records)

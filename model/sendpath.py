@@ -32,18 +32,21 @@ stored with ``WAIT`` (the block that removed it is gone); and a half with a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import (
+    MAX_BODY_BYTES,
     PROPERTY_CLUSTER,
     PROPERTY_MSG_REGION,
     PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
+    Message,
     decode_properties,
     encode_properties,
 )
+from rmqspec.model.results import BrokerError, ResponseCode
 
 # 5.x (model/versions.py): parseHalfMessageInner's TransactionalMessageUtil.TRANSACTION_ID
 PROPERTY_TRANSACTION_ID = "__transactionId__"
@@ -84,3 +87,37 @@ def half_send_properties(wire: Mapping[str, str], config: BrokerConfig) -> dict[
     if config.behaviour.half_transaction_id and uniq:
         props[PROPERTY_TRANSACTION_ID] = uniq
     return props
+
+
+def batch_item_properties(
+    wire: Mapping[str, str], config: BrokerConfig, wait: str | None = "true"
+) -> tuple[tuple[str, str], ...]:
+    """What a batch item stores (SEND_BATCH_MESSAGE, measured on real 4.9.8): the item's own string as
+    the client encoded it — not decoded, so nothing is dropped and WAIT stays — then, after a separator,
+    the batch's properties: the Java 4.9.8 client's MessageBatch carries WAIT only, the broker adds
+    CLUSTER, and CommitLog.MessageExtBatchEncoder appends the map (``CLUSTER``, ``WAIT`` in its HashMap
+    order) to every item. So WAIT appears twice (``KEYS…UNIQ_KEY…WAIT true…TAGS…CLUSTER…WAIT true``);
+    readers keep the last value. ``wait``: the batch's WAIT, its first message's (``Message.wait``; None,
+    a client that sends none, fidelity B15). The 5.x profiles store the same here (not measured on a 5.x
+    broker: docs/fidelity.md B18)."""
+    batch = ((PROPERTY_CLUSTER, config.broker_cluster_name),
+             *(((PROPERTY_WAIT_STORE_MSG_OK, wait),) if wait is not None else ()))
+    return (*wire.items(), *batch)
+
+
+def batch_items(
+    msgs: Sequence[Message], wire_props: Callable[[Message], tuple[dict[str, str], str]], config: BrokerConfig
+) -> list[tuple[tuple[tuple[str, str], ...], str]]:
+    """Each item of a batch: the properties it stores (``batch_item_properties``, the batch's WAIT its first
+    message's) and its UNIQ_KEY (``wire_props``: the broker's, which assigns one to a message without).
+    Raises ``BrokerError`` (MESSAGE_ILLEGAL) when the batch body — the client's encoding
+    (MessageDecoder.encodeMessages: 22 bytes, the body and the properties string per item) — passes 4 MiB
+    (DefaultMessageStore.putMessages)."""
+    out, body = [], 0
+    for msg in msgs:
+        wire, uniq = wire_props(msg)
+        out.append((batch_item_properties(wire, config, msgs[0].wait), uniq))
+        body += 22 + len(msg.body) + len(encode_properties(wire).encode())
+    if body > MAX_BODY_BYTES:
+        raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"batch body of {body} bytes exceeds {MAX_BODY_BYTES}")
+    return out

@@ -60,7 +60,7 @@ def commitlog_layout(broker: Any) -> list[str]:
                 f"record {i} at commitlog offset {r.commitlog_offset}, expected {expected}"
             )
         if sized.get(id(r)) is not r:
-            size = record_size(len(r.body), r.topic, r.properties, r.sys_flag, trailing=trailing)
+            size = record_size(len(r.body), r.topic, r.props, r.sys_flag, trailing=trailing)
             if r.size != size:
                 problems.append(f"record {i} size {r.size} != record_size {size}")
             else:

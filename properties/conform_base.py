@@ -253,6 +253,8 @@ class MachineCore(RuleBasedStateMachine):
         self.ls: Lockstep | None = None
         self.started = False  # ``init`` ran to its end: the example's topics and groups exist
         self.can_crash = False
+        self.takes_oneway = False
+        self.takes_batch = False
         self.uniq = UniqKeyFactory(client_ip="10.0.0.7", pid=4242)
         self.topics: dict[str, int] = {}
         self.groups: dict[str, GroupState] = {}
@@ -453,6 +455,8 @@ class MachineCore(RuleBasedStateMachine):
                 model.external_op_batches = True
         self.ls = Lockstep(candidate, model, self.clock, normalize=mask_times if wall else None)
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
+        self.takes_oneway = callable(getattr(candidate, "send_oneway", None))  # ``OnewayBroker``
+        self.takes_batch = callable(getattr(candidate, "send_batch", None))  # ``BatchBroker``
         self._call(f"create_group({self.obs!r})", lambda b: b.create_group(self.obs))
         if wall is not None:
             settle = self.config.transaction_timeout_ms + self.config.transaction_check_interval_ms \

@@ -13,6 +13,10 @@ level — and the copy expected to fire), ``_commit`` (RocketMQ's commit rule: t
 unacknowledged offset, then the offset read back). The parameters are drawn from
 ``domains.py`` (send-back levels, the client's max reconsume times, the origin msgId).
 
+Send modes (issue 42): ``send_oneway`` (a ``send`` of status ONEWAY, no offsets: never acknowledged),
+``send_unanswered`` (the broker stores, the answer is lost: a ``send`` of status NO_RESPONSE, then the
+producer's retry — the next queue for SYNC, the same request for ASYNC — stores it again).
+
 The rules Hypothesis draws are few (``produce``, ``consumer``, ``send_back_failure``,
 ``probe_filtered``); each dispatches to a named action (``send_plain``, ``pull_consume``, …)
 which records itself, so a program replays action by action.
@@ -48,10 +52,14 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # producers
 
-    def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None) -> SendResult | None:
-        """Send ``msg``; its result, or None when the broker refused it."""
+    def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None,
+              send_mode: str | None = None) -> SendResult | None:
+        """Send ``msg``; its result, or None when the broker refused it. ``send_mode``: the ``send``
+        event's ``detail.send_mode`` (None: a plain SYNC send, not stated)."""
         timer = self._timer_plan(msg.properties, msg.delay_level)  # 5.x: the put hook reads this clock
-        extra = {"detail": {"timer": timer["detail"]}} if timer is not None else {}
+        detail = {**({"timer": timer["detail"]} if timer is not None else {}),
+                  **({"send_mode": send_mode} if send_mode is not None else {})}
+        extra = {"detail": detail} if detail else {}
         out = self._call(f"send({msg.topic}/{queue_id}, {msg.uniq_key}, delay={msg.delay_level})",
                          lambda b: b.send(msg, queue_id))
         if out.error is not None:
@@ -67,6 +75,8 @@ class MessagingRules:
                    queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                    msg_key=msg.uniq_key, msg_id=res.msg_id, delay_level=msg.delay_level or None,
                    deliver_ts=due, status=res.status.value, sharding_key=sharding_key, **extra)
+        if msg.delay_level <= 0 and timer is None:  # a delayed or timer send answers its schedule copy's
+            self.owe_answer(msg.uniq_key, msg.topic, queue_id, res.queue_offset, res.commitlog_offset)
         if msg.delay_level > 0:
             level = min(msg.delay_level, self.config.max_delay_level)
             self.sched_levels.add(level)
@@ -97,12 +107,73 @@ class MessagingRules:
         self._send(self._message(name, "TagB", delay=level), queue % self.topics[name])
         self._after()
 
+    def send_oneway(self, topic: int, queue: int, tags: str | None) -> None:
+        """A oneway send (``OnewayBroker``): stored as any send, nothing answered. Its ``send`` has status
+        ONEWAY and no offsets (the machine, as a producer, learns none); the observer reveals the copy."""
+        self._record("send_oneway", topic=topic, queue=queue, tags=tags)
+        name = _pick(sorted(self.topics), topic)
+        self._send_oneway(self._message(name, tags), queue % self.topics[name])
+
+    def _send_oneway(self, msg: Message, q: int) -> bool:
+        """Send ``msg`` oneway and reveal; whether it was stored (``judge_oneway``)."""
+        since = len(self.history.events)
+        self._call(f"send_oneway({msg.topic}/{q}, {msg.uniq_key})", lambda b: b.send_oneway(msg, q))
+        self.sent_at(msg.uniq_key)
+        self._emit("send", actor=PRODUCER, group=PRODUCER, topic=msg.topic, queue_id=q, msg_key=msg.uniq_key,
+                   status="ONEWAY", detail={"send_mode": "ONEWAY"})
+        self._after()
+        return self.judge_oneway(msg.uniq_key, since)
+
+    def send_unanswered(self, topic: int, queue: int, tags: str | None, mode: str) -> None:
+        """A send the broker stores whose answer the producer never gets (a RemotingTimeoutException),
+        and the producer's retry, which stores it again under the same UNIQ_KEY: a SYNC send retries on
+        the next queue (sendDefaultImpl), an ASYNC one re-sends the same request, to the same queue
+        (MQClientAPIImpl.onExceptionImpl). The first attempt is a ``send`` of status NO_RESPONSE."""
+        self._record("send_unanswered", topic=topic, queue=queue, tags=tags, mode=mode)
+        name = _pick(sorted(self.topics), topic)
+        msg, q = self._message(name, tags), queue % self.topics[name]
+        out = self._call(f"send({name}/{q}, {msg.uniq_key}) [answer lost]", lambda b: b.send(msg, q))
+        if out.error is None:  # the machine keeps the answer for the oracles; the trace says none came
+            self.sent_at(msg.uniq_key)
+            self.owe_answer(msg.uniq_key, name, q, out.value.queue_offset, out.value.commitlog_offset)
+            self._emit("send", actor=PRODUCER, group=PRODUCER, topic=name, queue_id=q, msg_key=msg.uniq_key,
+                       status="NO_RESPONSE", detail={"send_mode": mode})
+            self._sometimes(f"send_unanswered:{mode}")
+        retry = q if mode == "ASYNC" else (q + 1) % self.topics[name]
+        self.resent.add(msg.uniq_key)
+        res = self._send(msg, retry, send_mode=mode)
+        if out.error is None and res is not None:
+            self.judge_stored_again(msg.uniq_key, out.value.commitlog_offset, res.commitlog_offset)
+        self._after()
+
     def send_batch(self, topic: int, queue: int, n: int) -> None:
+        """``n`` messages as one SEND_BATCH_MESSAGE (``BatchBroker``; the wall clock and a broker without
+        batches: one send each). Each item is a ``send`` event with ``detail.batch_index``."""
         self._record("send_batch", topic=topic, queue=queue, n=n)
         name = _pick(sorted(self.topics), topic)
-        for i in range(n):
-            self._send(self._message(name, TAGS[i % len(TAGS)]), queue % self.topics[name])
+        self._send_batch([self._message(name, TAGS[i % len(TAGS)]) for i in range(n)], queue % self.topics[name])
         self._after()
+
+    def _send_batch(self, msgs: list[Message], q: int) -> None:
+        name, n = msgs[0].topic, len(msgs)
+        if type(self).wall is not None or not self.takes_batch:
+            for msg in msgs:
+                self._send(msg, q)
+            return
+        out = self._call(f"send_batch({name}/{q}, {[m.uniq_key for m in msgs]})", lambda b: b.send_batch(msgs, q))
+        if out.error is not None:
+            self._sometimes("send_batch_refused")
+        else:
+            res: SendResult = out.value
+            self.owe_batch([m.uniq_key for m in msgs], name, res.commitlog_offset, msgs[0].wait)
+            for i, (msg, msg_id) in enumerate(zip(msgs, res.msg_id.split(","), strict=True)):
+                self.sent_at(msg.uniq_key)
+                offset = int(msg_id[-16:], 16)
+                self.owe_answer(msg.uniq_key, name, q, res.queue_offset + i, offset)
+                self._emit("send", actor=PRODUCER, group=PRODUCER, topic=name, queue_id=q,
+                           queue_offset=res.queue_offset + i, commitlog_offset=offset, msg_key=msg.uniq_key,
+                           msg_id=msg_id, status=res.status.value, detail={"batch_index": i, "batch_size": n})
+            self._sometimes("send_batch:atomic")
 
     # ------------------------------------------------------------------
     # concurrent consumer
@@ -314,12 +385,20 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # the rules Hypothesis draws for them (each dispatches to a named action above)
 
-    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer"]), topic=PICK, queue=PICK,
-          tags=st.sampled_from(TAGS), level=st.integers(1, 20), n=st.integers(2, 4),
+    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer", "oneway", "unanswered"]),
+          topic=PICK, queue=PICK, tags=st.sampled_from(TAGS), level=st.integers(1, 20), n=st.integers(2, 4),
           key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]), timer=TIMER_DRAW)
     def produce(self, kind: str, topic: int, queue: int, tags: str | None, level: int, n: int,
                 key: str, timer: tuple = ("TIMER_DELAY_MS", "plus1", 1, 0)) -> None:
-        if kind == "timer":
+        if kind == "oneway" and (type(self).wall is not None or not self.takes_oneway):
+            kind = "plain"  # the wall clock cannot tell when a oneway send was stored; a broker without them
+        if kind == "unanswered" and self.profile.strict:
+            kind = "plain"  # its retry's copy is a DUPLICATED consumption: an observation strict fails
+        if kind == "oneway":
+            self.send_oneway(topic, queue, tags)
+        elif kind == "unanswered":
+            self.send_unanswered(topic, queue, tags, "ASYNC" if n % 2 else "SYNC")
+        elif kind == "timer":
             self.send_timer(topic, queue, *timer)
         elif kind == "plain":
             self.send_plain(topic, queue, tags, ("k1",) if n > 2 else (), n == 4)

@@ -97,6 +97,7 @@ class ObserverRules:
         for mq in self._reveal_mqs():
             self._reveal(mq, after_crash)
         self.judge_fires()
+        self.judge_answers(after_crash)
 
     def _reveal(self, mq: MessageQueue, after_crash: bool = False) -> None:
         """Pull ``mq`` with the observer from its frontier to its end."""

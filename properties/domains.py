@@ -59,7 +59,8 @@ ORIGINS = st.sampled_from(["uniq", "uniq", "none", "msg_id"])
 PULL_OFFSETS = ("below", "zero", "last", "end", "past", "far")
 PULL_MAX = (1, 31, 32, 33, 1024)
 # the message families a ladder drives through another family's lifecycle (edges.py)
-MSG_FAMILIES: tuple[str, ...] = ("plain", "keyed", "props", "delayed", "batch", "txn", "txn_checked", "timer")
+MSG_FAMILIES: tuple[str, ...] = ("plain", "keyed", "props", "delayed", "batch", "txn", "txn_checked", "timer",
+                                  "oneway")
 FAMILY = st.sampled_from(MSG_FAMILIES)
 # the edge rule's actions (edges.py)
 EDGE_KINDS = ("deadline_walk", "deadline_walk", "pull_edge", "offset_reset", "end_tampered", "lock_edge",

@@ -18,7 +18,7 @@ kind by construction, whatever the bug:
    properties string's 32767 chars, plain and delayed; ``topic_edge``: a topic named with 127 chars,
    created and sent to, and one of 128, refused).
 2. **features never crossed** — ``_fresh(family, …)`` produces one message of a family
-   (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, the middle of a
+   (``domains.MSG_FAMILIES``: plain, keyed, with user properties, delayed and fired, sent oneway, the middle of a
    batch, a committed half, a half committed by a check answer, a 5.x timer message fired) and
    makes it visible; the DLQ and
    orderly ladders (``composite.py``) take a family, so a committed half is failed until the DLQ,
@@ -514,6 +514,8 @@ class EdgeRules:
         is a plain message in an example whose swarm switched transactions off."""
         if family in ("txn", "txn_checked") and not self._on("txn"):
             family = "plain"
+        if family == "oneway" and (type(self).wall is not None or not self.takes_oneway):
+            family = "plain"  # as ``produce`` does (conform_messaging.py)
         key = self._fresh_one(family, topic, queue_id)
         if key is not None:
             self._sometimes(f"family:{family}")
@@ -528,15 +530,15 @@ class EdgeRules:
         elif family == "delayed":
             msg = self._message(topic, "TagB", delay=1 + self.body_seq % 3)
         elif family == "batch":
-            keys = []
-            for i in range(3):
-                m = self._message(topic, ("TagA", "TagB", "TagA")[i])
-                self._send(m, queue_id)
-                keys.append(m.uniq_key)
+            msgs = [self._message(topic, ("TagA", "TagB", "TagA")[i]) for i in range(3)]
+            self._send_batch(msgs, queue_id)
             self._after()
-            return keys[1]
+            return msgs[1].uniq_key
         elif family in ("txn", "txn_checked"):
             return self._fresh_txn(topic, queue_id, family == "txn_checked")
+        elif family == "oneway":  # stored, never answered: its only trace is the broker's copy
+            msg = self._message(topic, "TagA")
+            return msg.uniq_key if self._send_oneway(msg, queue_id) else None
         elif family == "timer":  # 5.x: two precisions ahead (4.9: a user property, delivered at once)
             msg = self._message(topic, "TagB", props=self._timer_props("TIMER_DELAY_MS", "plus1", 2))
         else:

@@ -148,10 +148,12 @@ def check_queue_order(h: History) -> list[Violation]:
 
 
 def _sent_keys(h: History) -> tuple[set[str], set[str]]:
+    """(keys acknowledged — a oneway send counts here: it is never answered, and its delivery is no
+    recovery —, keys attempted)."""
     acked, attempted = set(), set()
     for ev in h.events:
         if ev.event in ("send", "txn_half") and ev.msg_key:
-            if ev.status in ("SEND_OK", None) or ev.event == "txn_half":
+            if ev.status in ("SEND_OK", "ONEWAY", None) or ev.event == "txn_half":
                 acked.add(ev.msg_key)
             attempted.add(ev.msg_key)
     return acked, attempted

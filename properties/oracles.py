@@ -21,8 +21,8 @@ model run — each a finding only when the rule leaves no other answer:
   answered NO_NEW_MSG;
 - **born timestamps** (in ``judge_copy``): every copy of a key the observer reveals, in any topic,
   has the born timestamp of the first one (each copy is built from the one before with its
-  bornTimestamp); on the manual clock that is the instant the machine sent it (``sent_at``: the
-  in-process broker stamps a send with its clock);
+  bornTimestamp; not judged for a key sent twice, ``resent``); on the manual clock that is the
+  instant the machine sent it (``sent_at``: the in-process broker stamps a send with its clock);
 - **identity** (``judge_identity``, manual clock: the machine built the broker with its config): a
   copy's msgId is the offset msgId of its store host and commitlog offset, and its sysFlag has
   STOREHOST_V6 exactly when the store host is IPv6 (MessageDecoder / CommitLog's encoder);
@@ -34,6 +34,20 @@ model run — each a finding only when the rule leaves no other answer:
   which the check service's round was due as the machine mirrors its timer (``edges.py``: the last
   round, or the start, an interval or more before); a broker that runs its rounds late (or early)
   sends them at a tick the mirror says has none;
+- **send answers** (``owe_answer`` / ``judge_answers``, manual clock): a plain send's SEND_OK names where
+  the message went — the response header's queueOffset and the msgId of its commitlog offset, of the
+  message the request carried to the queue it named — so the observer reveals, before the next
+  crash, a copy of that key at that queue offset and commitlog offset; and the retry of a send whose
+  answer was lost (``judge_stored_again``) is stored again, at another commitlog offset — RocketMQ
+  keeps no table of UNIQ_KEYs (a broker answering a retry with an earlier copy's result, having
+  stored nothing, fails both);
+- **batches** (``owe_batch`` / ``judge_batch_item``, manual clock, the batch's own copies): a batch is one
+  append (CommitLog.putMessages, fidelity B18), so every item lies in the commitlog file of the first,
+  and each keeps the properties string the client encoded — WAIT as sent — with the batch's CLUSTER
+  after it (a broker storing the items as plain sends drops WAIT);
+- **oneway sends** (``judge_oneway``, manual clock): a plain message sent oneway to a queue of a running
+  broker's topic is stored — SendMessageProcessor handles a oneway request as any other and only
+  never writes its answer — so the observer reveals its copy in the step that sent it;
 - **a group gone** (``judge_stale_pull``, manual clock; asked by ``filters.group_leave``): after group
   GF's last member unregistered, its pull without the subscription flag is refused;
 - **copies of a send-back** (``judge_copy``, on every copy the observer reveals in a retry or DLQ
@@ -108,15 +122,58 @@ class OracleRules:
         self.ticked_at: int | None = None  # the last manual tick that answered, before any crash
         self.origin_ids: dict[str, set[str]] = {}  # key -> msgIds of its copies in user topics
         self.born: dict[str, int] = {}  # key -> the born timestamp of the first copy revealed
+        self.resent: set[str] = set()  # keys the producer sent again after a lost answer
+        self.batch_items: dict[str, tuple[str, int, str | None]] = {}  # key -> (topic, first's offset, WAIT sent)
         # the consumer offsets the broker answered last, and those it held at its last persist
         self.offsets_answered: dict[tuple[str, MessageQueue], int] = {}
         self.offsets_on_disk: dict[tuple[str, MessageQueue], int] = {}
         self.rounds_mirrored = True  # False from a tick that failed until the next restart
+        # plain sends acknowledged whose copy the observer has yet to reveal:
+        # (key, topic, queue, queue offset, commitlog offset, history index of the send)
+        self.answers_owed: list[tuple[str, str, int, int, int, int]] = []
 
     def sent_at(self, key: str | None) -> None:
         """The machine sent ``key`` now: on the manual clock its born timestamp is now."""
         if key is not None and type(self).wall is None:
             self.born.setdefault(key, self._now())
+
+    def owe_answer(self, key: str | None, topic: str, queue_id: int, queue_offset: int, commitlog_offset: int) -> None:
+        """A plain send answered SEND_OK at these offsets (module docstring); judged at the next reveal."""
+        if key is not None and type(self).wall is None:
+            self.answers_owed.append((key, topic, queue_id, queue_offset, commitlog_offset, len(self.history.events)))
+
+    def judge_answers(self, after_crash: bool) -> None:
+        """Each owed answer's copy was revealed where the answer said; after a crash they are not judged
+        (the copy may be gone with the unflushed tail)."""
+        owed, self.answers_owed = self.answers_owed, []
+        if after_crash:
+            return
+        for key, topic, queue_id, queue_offset, commitlog_offset, since in owed:
+            if not any(e.event == "store" and e.msg_key == key and e.topic == topic and e.queue_id == queue_id
+                       and e.queue_offset == queue_offset and e.commitlog_offset == commitlog_offset
+                       for e in self.history.events[since:]):
+                self._oracle_fail(
+                    f"the send of {key} to {topic}/{queue_id} was answered SEND_OK at queue offset "
+                    f"{queue_offset}, commitlog offset {commitlog_offset}, and no copy of it is there "
+                    "(SendMessageProcessor answers the offsets of the message it stored)")
+
+    def judge_stored_again(self, key: str | None, first: int, retry: int) -> None:
+        """The retry of ``key``, whose first answer (commitlog offset ``first``) the producer never got,
+        was answered at commitlog offset ``retry``: a new copy, so another offset."""
+        if retry == first:
+            self._oracle_fail(f"the retry of {key}, whose first answer was lost, was answered with the first "
+                              f"copy's commitlog offset {first}: RocketMQ stores every send again (no "
+                              "deduplication by UNIQ_KEY; SendMessageProcessor, CommitLog.putMessage)")
+
+    def judge_oneway(self, key: str, since: int) -> bool:
+        """Whether the observer revealed a copy of ``key``, sent oneway, since history index ``since``; on
+        the manual clock a finding when it did not (module docstring)."""
+        stored = any(e.event == "store" and e.msg_key == key for e in self.history.events[since:])
+        if not stored and type(self).wall is None:
+            self._oracle_fail(f"the oneway send of {key} (a plain message, a queue of its topic, the broker "
+                              "running) was never stored: a oneway request is handled as any send, only "
+                              "its answer is never written (SendMessageProcessor)")
+        return stored
 
     def _oracle_fail(self, message: str) -> None:
         """A finding of this module: ``ORACLE_PREFIX`` tells it from an invariant's (``bench power``)."""
@@ -187,12 +244,35 @@ class OracleRules:
             self._oracle_fail(f"a pull at offset {offset}, the queue's max offset, was answered {res.status.value}: "
                               "RocketMQ answers NO_NEW_MSG there (OFFSET_OVERFLOW_ONE; no model consulted)")
 
+    def owe_batch(self, keys: list[str], topic: str, first_offset: int, wait: str | None) -> None:
+        """The items of a batch answered SEND_OK, the first at ``first_offset``; judged as revealed."""
+        if type(self).wall is None:
+            self.batch_items.update({key: (topic, first_offset, wait) for key in keys})
+
+    def judge_batch_item(self, m: StoredMessage) -> None:
+        topic, first, wait = self.batch_items.pop(m.uniq_key or "", (None, 0, None))
+        if topic != m.topic:
+            return
+        size = self.config.commitlog_file_size
+        if m.commitlog_offset // size != first // size:
+            self._oracle_fail(f"batch item {m.uniq_key} at commitlog offset {m.commitlog_offset} is not in the file "
+                              f"of its batch's first item ({first}): a batch is one append (CommitLog.putMessages)")
+        props = m.properties
+        if props.get("WAIT") != wait or props.get("CLUSTER") is None:
+            self._oracle_fail(f"batch item {m.uniq_key} stored WAIT={props.get('WAIT')!r}, CLUSTER="
+                              f"{props.get('CLUSTER')!r}: a batch item keeps the properties the client encoded "
+                              f"(WAIT {wait!r}) and gets the batch's CLUSTER (fidelity B18)")
+
     def judge_copy(self, m: StoredMessage) -> None:
         self.judge_identity(m)
         if m.uniq_key is None:
             return
+        if m.uniq_key in self.batch_items:
+            self.judge_batch_item(m)
         born = self.born.setdefault(m.uniq_key, m.born_ts)
-        if m.born_ts != born:  # every copy is built from the one before with its bornTimestamp
+        # every copy is built from the one before with its bornTimestamp; a key the producer sent again
+        # (its answer lost) has copies of two sends (the Java client's sync retry stamps a new one)
+        if m.born_ts != born and m.uniq_key not in self.resent:
             self._oracle_fail(f"the copy {m.topic}/{m.queue_id}@{m.queue_offset} of {m.uniq_key} has born timestamp "
                               f"{m.born_ts}, another copy of it {born}: every copy the broker makes keeps the "
                               "producer's (send-back, schedule fire, commit, check re-put, discard, timer fire)")

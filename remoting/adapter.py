@@ -95,13 +95,19 @@ import itertools
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.ids import UniqKeyFactory, offset_msg_id
-from rmqspec.model.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, Message, MessageQueue, check_topic
+from rmqspec.model.message import (
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    Message,
+    MessageQueue,
+    batch_topic,
+    check_topic,
+)
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import (
     BrokerError,
@@ -116,6 +122,7 @@ from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.client import RemotingClient, RemotingError, parse_address
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand
+from rmqspec.remoting.records import BatchItem
 
 DEFAULT_TIMEOUT_MS = 5000
 DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
@@ -364,6 +371,26 @@ class RemoteBroker:
         result = ops.parse_send(self._invoke(cmd), uniq)
         self._dispatched()
         return result
+
+    def send_batch(self, msgs: Sequence[Message], queue_id: int) -> SendResult:
+        """SEND_BATCH_MESSAGE (``send(Collection)`` of the Java client): one request, one answer."""
+        topic = batch_topic(msgs)
+        items, keys = [], []
+        for msg in msgs:
+            props, uniq = self._properties(msg)
+            items.append(BatchItem(msg.flag, bytes(msg.body), props))
+            keys.append(uniq)
+        cmd = ops.send_batch_request(self.producer_group, topic, queue_id, items, self.clock.now(), self.broker_name)
+        result = ops.parse_send_batch(self._invoke(cmd), keys)
+        self._dispatched()
+        return result
+
+    def send_oneway(self, msg: Message, queue_id: int) -> None:
+        """SEND_MESSAGE with the oneway flag (``sendOneway``): written, nothing awaited, no barrier (the
+        broker says nothing of when, or whether, it stored it)."""
+        props, _ = self._properties(msg)
+        cmd = ops.send_request(self.producer_group, msg, queue_id, props, self.clock.now(), self.broker_name)
+        self._conn().invoke_oneway(cmd)
 
     def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
         conn = self._conn()

@@ -68,6 +68,8 @@ import random
 import re
 from typing import Any
 
+import attrs
+
 from rmqspec.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -233,9 +235,15 @@ def send_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
             pgroup = props.get(PROPERTY_PRODUCER_GROUP) or group
             result = ctx.broker.send_half(msg, stored_queue, pgroup)
             ctx.wire.txn_half(now, result, stored_topic, stored_queue, pgroup)
+        elif req.is_oneway and not ctx.wire.enabled and callable(getattr(ctx.broker, "send_oneway", None)):
+            # a oneway request: the server writes no answer; a broker recording its own events records it
+            # as the oneway send it is (``OnewayBroker``), and says nothing of a refusal either
+            ctx.broker.send_oneway(msg, stored_queue)
+            ctx.mark_stored()
+            return ok(req, extra)
         else:
             result = ctx.broker.send(msg, stored_queue)
-            ctx.wire.send(now, result, stored_topic, stored_queue, group, props)
+            ctx.wire.send(now, result, stored_topic, stored_queue, group, props, oneway=req.is_oneway)
             ctx.mark_stored()
     except BrokerError as exc:
         return refuse(req, exc.code, exc.remark, extra)
@@ -251,7 +259,8 @@ def _result_ext(result: SendResult, queue_id: int) -> dict[str, str]:
 
 
 def send_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
-    """SEND_BATCH_MESSAGE 320: every item checked before any is stored."""
+    """SEND_BATCH_MESSAGE 320: every item checked, then all stored as one append by a broker that takes
+    batches (``send_batch``)."""
     h = _send_header(req)
     extra = _send_ext(ctx)
     try:
@@ -275,11 +284,15 @@ def send_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
                                   f"batch item {index}: delayed and transactional messages cannot be batched")
             messages.append(_message(ctx, topic, item.body, props, item.flag))
         now = ctx.now()
-        results = []
-        for msg in messages:
-            result = ctx.broker.send(msg, queue_id)
+        if callable(getattr(ctx.broker, "send_batch", None)):  # one append (``BatchBroker``)
+            batch = ctx.broker.send_batch(messages, queue_id)
+            results = [attrs.evolve(batch, msg_id=msg_id, uniq_key=key, queue_offset=batch.queue_offset + i)
+                       for i, (msg_id, key) in enumerate(zip(batch.msg_id.split(","), batch.uniq_key.split(","),
+                                                             strict=True))]
+        else:  # a broker without batches: the items one by one (docs/fidelity.md)
+            results = [ctx.broker.send(msg, queue_id) for msg in messages]
+        for result in results:
             ctx.wire.send(now, result, topic, queue_id, get_str(h, "producerGroup"), batch_props)
-            results.append(result)
         ctx.mark_stored()
     except BrokerError as exc:
         return refuse(req, exc.code, exc.remark, extra)

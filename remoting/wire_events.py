@@ -103,15 +103,17 @@ class WireEvents:
             self.recorder.emit(event, ts, **fields)
 
     def send(self, now: int, result: SendResult, topic: str, queue_id: int, group: str,
-             props: Mapping[str, str] | None = None) -> None:
-        """An acknowledged send; ``props`` (the wire properties) give a timer message its ``deliver_ts``."""
+             props: Mapping[str, str] | None = None, oneway: bool = False) -> None:
+        """A send stored; ``props`` (the wire properties) give a timer message its ``deliver_ts``. A oneway
+        request (flag bit 1) is answered nothing: its status is ONEWAY, not acknowledged."""
         if not self.enabled:
             return
         deliver_ts = timer_deliver_ts(self.config, topic, props, now) if props else None
         self._emit("send", now, actor="broker", group=group, topic=topic, queue_id=queue_id,
                    queue_offset=result.queue_offset, commitlog_offset=result.commitlog_offset,
-                   msg_key=result.uniq_key, msg_id=result.msg_id, reconsume_times=0, status="SEND_OK",
-                   deliver_ts=deliver_ts)
+                   msg_key=result.uniq_key, msg_id=result.msg_id, reconsume_times=0,
+                   status="ONEWAY" if oneway else "SEND_OK", deliver_ts=deliver_ts,
+                   **({"detail": {"send_mode": "ONEWAY"}} if oneway else {}))
 
     def txn_half(self, now: int, result: SendResult, topic: str, queue_id: int, group: str) -> None:
         self._emit("txn_half", now, actor="broker", group=group, topic=topic, queue_id=queue_id,

@@ -53,7 +53,7 @@ from rmqspec.spark.rules import _MSG_EVENTS, EV, FINDING_SCHEMA
 from rmqspec.spark.rules_copies import dlq_delayed, schedule_duplicated
 from rmqspec.spark.rules_retry import retry_judged
 from rmqspec.spark.rules_timer import timer_judged
-from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, SCHEDULE_TOPIC
+from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, ONEWAY, SCHEDULE_TOPIC
 
 __all__ = ["message_findings"]
 
@@ -265,6 +265,7 @@ class _Partition:
         acked = self.key_any(acked_send | commit)
         halved = self.key_any(half)
         seen = self.key_any(store | (send & ~acked_send))
+        oneway = self.key_any(send & self.status_is(ONEWAY))  # never acknowledged: not a recovery
         first_deliver = self.key_min(deliver)
         half_seq, c, r = self.key_min(half), self.key_min(commit), self.key_min(rollback)
         first_success = self.key_min(success, starts(self.key_id, self.group))
@@ -297,7 +298,7 @@ class _Partition:
         rb_visible = (c == NONE) & (r != NONE) & (seq > r)
         before_commit = ~rb_visible & (((c != NONE) & (seq < c)) | (c == NONE))
         unexpected = self.is_event("deliver", "consume") & ~known
-        recovered = deliver & (seq == first_deliver) & seen & ~acked & ~halved & ~risky
+        recovered = deliver & (seq == first_deliver) & seen & ~acked & ~halved & ~oneway & ~risky
         duplicated = success & (seq > first_success)
         visible_rb, visible_early = after_half & rb_visible, after_half & before_commit
         hits = unexpected | recovered | duplicated | retry_early | visible_rb | visible_early

@@ -38,6 +38,9 @@ SOMETIMES = (
     "down_probe",
     "family:plain", "family:keyed", "family:props", "family:delayed", "family:batch", "family:txn",
     "family:txn_checked",
+    # issue 42: send modes, answers lost, batches as one append
+    "send_oneway", "send_unanswered", "send_unanswered:SYNC", "send_unanswered:ASYNC", "family:oneway",
+    "send_batch:atomic",
 )
 
 _RESULT = {}

@@ -1,8 +1,11 @@
-"""Hand-written traces of sends whose DELAY level is below 1, part of ``checker_cases.CASES``.
+"""Hand-written traces of sends, part of ``checker_cases.CASES``: levels below 1, and the send modes.
 
 A level ≤ 0 (a client's ``DELAY=-1``, or a Java int's smallest) is stored as sent and never scheduled
 (RocketMQ schedules only ``getDelayTimeLevel() > 0``): the send is a plain one, at its own queue offset,
-delivered at once, and no rule may judge it as delayed. Each case: (name, trace, expected findings).
+delivered at once, and no rule may judge it as delayed. A send of status ONEWAY (sendOneway) is never
+acknowledged: never LOST, and its delivery is no RECOVERED; one of status NO_RESPONSE (a sync or async
+attempt whose answer was lost) may have been stored, and the producer's retry stores it again (issue 42).
+Each case: (name, trace, expected findings).
 """
 
 from __future__ import annotations
@@ -23,5 +26,29 @@ SEND_CASES: tuple[tuple[str, str, tuple[tuple[str, tuple[int, ...]], ...]], ...]
         9 drain t=9000
         """,
         (),
+    ),
+    (
+        "oneway sends are never LOST nor RECOVERED; a lost answer's retry duplicates, an unanswered copy is RECOVERED",
+        """
+        0 send t=1000 topic=T q=0 key=K1 st=ONEWAY
+        1 store t=1000 topic=T q=0 off=0 key=K1
+        2 send t=1001 topic=T q=1 key=K2 st=NO_RESPONSE
+        3 store t=1001 topic=T q=1 off=0 key=K2
+        4 send t=1002 topic=T q=2 off=0 key=K2 st=SEND_OK
+        5 store t=1002 topic=T q=2 off=0 key=K2
+        6 send t=1003 topic=T q=3 key=K3 st=NO_RESPONSE
+        7 store t=1003 topic=T q=3 off=0 key=K3
+        8 send t=1004 topic=T q=0 key=K4 st=ONEWAY
+        9 deliver t=1010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0
+        10 deliver t=1010 g=G topic=T q=1 off=0 key=K2 c=C1 rt=0
+        11 deliver t=1010 g=G topic=T q=2 off=0 key=K2 c=C1 rt=0
+        12 deliver t=1010 g=G topic=T q=3 off=0 key=K3 c=C1 rt=0
+        13 consume t=1020 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS
+        14 consume t=1020 g=G topic=T q=1 off=0 key=K2 c=C1 st=SUCCESS
+        15 consume t=1020 g=G topic=T q=2 off=0 key=K2 c=C1 st=SUCCESS
+        16 consume t=1020 g=G topic=T q=3 off=0 key=K3 c=C1 st=SUCCESS
+        17 drain t=9000
+        """,
+        (("DUPLICATED", (14, 15)), ("RECOVERED", (12,))),
     ),
 )

@@ -69,11 +69,19 @@ ACKED_SEND_STATUSES: frozenset[str] = frozenset({*(s.value for s in SendStatus),
 FAILED_SEND_STATUSES: frozenset[str] = frozenset(
     {"FAILED", "TIMEOUT", *(c.name for c in ResponseCode if c.name not in ACKED_SEND_STATUSES)}
 )
+# A send no answer came for (issue 42; ``detail.send_mode`` says SYNC, ASYNC or ONEWAY):
+# ``ONEWAY``, sent with RocketMQ's oneway flag (sendOneway: the broker answers nothing, so it is
+# never acknowledged and its delivery is the expected path, not a recovery); ``NO_RESPONSE``, a
+# sync or async attempt whose answer was lost or timed out (the broker may have stored it: the
+# producer's retry then stores the message again, under the same msg_key).
+ONEWAY = "ONEWAY"
+NO_RESPONSE = "NO_RESPONSE"
+UNANSWERED_SEND_STATUSES: frozenset[str] = frozenset({ONEWAY, NO_RESPONSE})
 # event -> (the status values its rules know, the codes whose rules read that
 # status). A non-null status outside the set is judged as the rules' "other"
 # case and reported in those codes' ``not_judged`` with its count and value.
 STATUS_VOCABULARY: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
-    "send": (ACKED_SEND_STATUSES | FAILED_SEND_STATUSES, (Code.LOST,)),
+    "send": (ACKED_SEND_STATUSES | FAILED_SEND_STATUSES | UNANSWERED_SEND_STATUSES, (Code.LOST,)),
     "send_back": (
         frozenset({"RETRY", "DLQ"}),
         (Code.LOST, Code.RETRY_EARLY, Code.DLQ_EARLY, Code.DLQ_MISSED, Code.DLQ_DELAYED),
@@ -239,6 +247,11 @@ def keys_of(row: Mapping[str, Any], *names: str) -> dict[str, Any]:
 def acked_send(row: Mapping[str, Any]) -> bool:
     """A ``send`` the producer saw acknowledged (null status, SUCCESS or a SendStatus value)."""
     return row["status"] is None or row["status"] in ACKED_SEND_STATUSES
+
+
+def oneway_send(row: Mapping[str, Any]) -> bool:
+    """A ``send`` made oneway (status ``ONEWAY``): never acknowledged, and delivering it recovers nothing."""
+    return row["event"] == "send" and row["status"] == ONEWAY
 
 
 def unknown_statuses(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:

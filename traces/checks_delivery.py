@@ -16,6 +16,7 @@ from rmqspec.traces.checks_common import (
     has,
     keys_of,
     observation,
+    oneway_send,
     violation,
 )
 from rmqspec.traces.checks_filter import filter_exempt
@@ -259,13 +260,15 @@ def detect_recovered(trace: Trace) -> Iterator[Finding]:
 
     SPEC §8 / §8.1 observations: the broker stored it (a ``store``, or a ``send`` with a failure
     status) but no acknowledged ``send`` nor COMMIT exists for its msg_key,
-    and it is not a transaction half. Not reported for a msg_key listed in a
+    and it is not a transaction half nor sent oneway (a ``send`` with status ``ONEWAY`` is never
+    acknowledged: its delivery is how it arrives, issue 42). Not reported for a msg_key listed in a
     ``crash``'s ``detail.at_risk`` (its acknowledgement may have been lost with
     the broker's unflushed pages). seqs = [first deliver of the msg_key].
     """
     acked: set[str] = set()
     half: set[str] = set()
     seen: set[str] = set()
+    oneway: set[str] = set()
     first_deliver: dict[str, Mapping[str, Any]] = {}
     for _, row in trace.of("send", "store", "txn_half", "txn_end", "deliver"):
         key = row["msg_key"]
@@ -273,7 +276,7 @@ def detect_recovered(trace: Trace) -> Iterator[Finding]:
             continue
         ev = row["event"]
         if ev == "send":
-            (acked if acked_send(row) else seen).add(key)
+            (acked if acked_send(row) else oneway if oneway_send(row) else seen).add(key)
         elif ev == "store":
             seen.add(key)
         elif ev == "txn_half":
@@ -284,7 +287,7 @@ def detect_recovered(trace: Trace) -> Iterator[Finding]:
         else:
             first_deliver.setdefault(key, row)
     for key, row in sorted(first_deliver.items(), key=lambda kv: kv[1]["seq"]):
-        if key in seen and key not in acked and key not in half and key not in trace.at_risk:
+        if key in seen and key not in acked | half | oneway and key not in trace.at_risk:
             yield observation(
                 ObservationCode.RECOVERED,
                 (row["seq"],),

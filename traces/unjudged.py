@@ -74,6 +74,7 @@ from rmqspec.traces.checks_common import (
     ACKED_SEND_STATUSES,
     DLQ_PREFIX,
     NOT_DUE,
+    ONEWAY,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     Finding,
@@ -411,8 +412,8 @@ def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         e.here(Code.LOST)  # an acknowledgement missing: fewer findings, never more
     if e.lacks("msg_key"):
         e.ahead(Code.UNEXPECTED)
-        if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES:
-            e.ahead(ObservationCode.RECOVERED)
+        if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES | {ONEWAY}:
+            e.ahead(ObservationCode.RECOVERED)  # an acknowledgement, or a oneway send, of some key
     plain = not r.get("delay_level") and r.get("deliver_ts") is None  # its position is in its topic
     if plain and e.lacks("topic", "queue_id", "queue_offset", "msg_key") and f.positioned_before(
             e.seq, "commit", power=False):

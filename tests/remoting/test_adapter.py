@@ -151,6 +151,18 @@ def test_operations_map_to_requests_and_the_heartbeat_names_the_groups() -> None
             broker.send(Message("T", b"x"), 0)
 
 
+def test_a_oneway_send_is_a_send_with_the_oneway_flag_and_awaits_nothing() -> None:
+    clock = ManualClock(1_795_000_000_000)
+    with CapturedBroker() as peer:
+        broker = remote_factory(peer.address)(clock, BrokerConfig(), None)
+        broker.create_topic("T", _route_queue_nums())
+        assert broker.send_oneway(Message("T", b"x", tags="a"), 1) is None
+        sent = peer.wait_for(RequestCode.SEND_MESSAGE_V2)
+        assert sent.is_oneway and sent.ext_fields["e"] == "1" and "UNIQ_KEY" in sent.ext_fields["i"]
+        assert not peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)  # no dispatch barrier: nothing to wait for
+        broker.close()
+
+
 def test_consumer_operations_return_what_the_captured_broker_answered() -> None:
     not_found = next(e.response for e in exchanges() if e.request.code == RequestCode.PULL_MESSAGE
                      and e.response is not None and e.response.code == 19)

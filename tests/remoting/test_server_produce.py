@@ -50,6 +50,22 @@ def test_send_v2_answers_like_the_broker_and_stores_the_wire_properties(serve) -
                                     "UNIQ_KEY": key}
 
 
+def test_a_oneway_send_is_stored_unanswered_and_traced_as_oneway(serve) -> None:
+    s = serve(trace=True)
+    b = s.client()
+    b.call(17, create_topic_ext("T", 1))
+    key = uniq_key()
+    assert b.request(310, send_ext("T", properties=props(TAGS="a", UNIQ_KEY=key)), b"one", oneway=True) is None
+    rec = decode_record(b.call(33, {"offset": "0"}).body)  # served after the oneway send, on the same connection
+    assert (rec.topic, rec.body, dict(rec.properties)["UNIQ_KEY"]) == ("T", b"one", key)
+    assert b.responses == {}  # nothing was written for the oneway send
+    s.on_loop(s.server.trace.flush)
+    table, rejected = read_table(s.server.trace.path)
+    [send] = [row for row in table.to_pylist() if row["event"] == "send"]
+    assert (send["status"], send["msg_key"], rejected) == ("ONEWAY", key, [])
+    assert '"send_mode": "ONEWAY"' in send["detail"]
+
+
 def test_offsets_equal_an_in_process_broker(serve, tmp_path) -> None:
     """The broker's send path adds CLUSTER itself (fidelity B2): served and in-process sends store the same."""
     from rmqspec.impl.broker import MmapBroker
