@@ -127,6 +127,8 @@ class Record:
     reconsume_times: int
     prepared_txn_offset: int
     tags_code: int
+    # the first item of a batch: the batch's size, which decided its file (``prepare_batch``); else 0
+    batch_bytes: int = 0
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Record:
         return self
@@ -393,7 +395,7 @@ class Store:
         room = file_size - pos % file_size
         if total + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
-        records = []
+        records: list[Record] = []
         for req, size in zip(reqs, sizes, strict=True):
             base = len(self.queues.get((req.topic, req.queue_id), ()))
             records.append(Record(
@@ -402,6 +404,7 @@ class Store:
                 body=bytes(req.body), flag=req.flag, props=req.properties, sys_flag=sys_flag, born_ts=req.born_ts,
                 store_ts=now, reconsume_times=0, prepared_txn_offset=0,
                 tags_code=self._tags_code(req.topic, dict(req.properties), now),
+                batch_bytes=0 if records else total,
             ))
             pos += size
         return records

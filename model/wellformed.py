@@ -9,8 +9,9 @@ well-formedness apart from guarantees, which live in ``rmqspec.properties``).
 lockstep runner calls it on every model fork after every operation.
 
 - ``commitlog_layout``: records are in commitlog order, each at the previous
-  end or — when it did not fit (size + 8 > room left) — at the next multiple
-  of ``commitlog_file_size``; each size is ``record_size`` of its contents.
+  end or — when it did not fit (size + 8 > room left; a batch's first item: the
+  batch's size) — at the next multiple of ``commitlog_file_size``; each size is
+  ``record_size`` of its contents.
 - ``dense_queues``: each consume queue holds offsets 0..n-1, entry k is a
   record of that topic/queue with queue_offset k, in commitlog order.
 - ``one_place``: every NOT/COMMIT record is in exactly one consume queue (its
@@ -53,7 +54,7 @@ def commitlog_layout(broker: Any) -> list[str]:
         sized = {}
     for i, r in enumerate(store.records):
         expected = end
-        if r.size + END_FILE_MIN_BLANK_LENGTH > fs - end % fs:
+        if max(r.size, r.batch_bytes) + END_FILE_MIN_BLANK_LENGTH > fs - end % fs:  # a batch moves whole
             expected = end + (fs - end % fs)
         if r.commitlog_offset != expected:
             problems.append(

@@ -284,12 +284,13 @@ def send_batch(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
                                   f"batch item {index}: delayed and transactional messages cannot be batched")
             messages.append(_message(ctx, topic, item.body, props, item.flag))
         now = ctx.now()
-        if callable(getattr(ctx.broker, "send_batch", None)):  # one append (``BatchBroker``)
+        timed = timer_wheel and any(k in TIMER_REQUEST_PROPERTIES for k in batch_props)
+        if not timed and callable(getattr(ctx.broker, "send_batch", None)):  # one append (``BatchBroker``)
             batch = ctx.broker.send_batch(messages, queue_id)
             results = [attrs.evolve(batch, msg_id=msg_id, uniq_key=key, queue_offset=batch.queue_offset + i)
                        for i, (msg_id, key) in enumerate(zip(batch.msg_id.split(","), batch.uniq_key.split(","),
                                                              strict=True))]
-        else:  # a broker without batches: the items one by one (docs/fidelity.md)
+        else:  # a broker without batches, a 5.x batch timed by its own properties: one by one (fidelity.md)
             results = [ctx.broker.send(msg, queue_id) for msg in messages]
         for result in results:
             ctx.wire.send(now, result, topic, queue_id, get_str(h, "producerGroup"), batch_props)

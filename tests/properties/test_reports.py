@@ -23,7 +23,8 @@ BROKEN = importlib.import_module("broken_brokers").BROKEN
 
 
 class TwoBugs(ModelBroker):
-    """Reports every third send one queue offset too far, and refuses to flush with a TypeError."""
+    """Reports every third send (a batch: every batch holding a third item) one queue offset too far, and
+    refuses to flush with a TypeError."""
 
     sends = 0
 
@@ -31,6 +32,11 @@ class TwoBugs(ModelBroker):
         res = super().send(msg, queue_id)
         self.sends += 1
         return attrs.evolve(res, queue_offset=res.queue_offset + 1) if self.sends % 3 == 0 else res
+
+    def send_batch(self, msgs, queue_id):  # a batch counts as its items' sends
+        res = super().send_batch(msgs, queue_id)
+        before, self.sends = self.sends, self.sends + len(msgs)
+        return attrs.evolve(res, queue_offset=res.queue_offset + 1) if self.sends // 3 > before // 3 else res
 
     def flush(self):
         raise TypeError("flush is broken")
@@ -49,7 +55,7 @@ def test_signatures_name_what_broke() -> None:
 
 def test_each_distinct_failure_is_shrunk_to_its_own_program() -> None:
     found = {
-        "lockstep:send": ("lockstep mismatch in send(...)", [
+        "lockstep:send_batch": ("lockstep mismatch in send_batch(...)", [
             Op.of("init", queues=2, retry_max=1, orderly_max=1, flush="SYNC"),
             Op.of("advance_small", ms=500),
             Op.of("send_batch", topic=0, queue=1, n=4),
@@ -60,7 +66,7 @@ def test_each_distinct_failure_is_shrunk_to_its_own_program() -> None:
             Op.of("flush")]),
     }
     reports = _shrink_all(found, two_bugs, {}, budget=80)
-    assert [r.signature for r in reports][:2] == ["lockstep:send", "raised:TypeError"]
+    assert [r.signature for r in reports][:2] == ["lockstep:send_batch", "raised:TypeError"]
     for r in reports:
         assert r.shrunk and r.replays <= 80
         assert replay_outcome(r.program, two_bugs).signature == r.signature
