@@ -115,28 +115,29 @@ class Link:
             self._failing.pop(operation, None)
             self._answers_failing.pop(operation, None)
 
-    def _answer(self, operation: str, value: Any) -> Any:
-        """``value``, unless this answer is to be lost (then ``ResponseLost``)."""
-        if operation not in self._answers_failing:
-            return value
-        left = self._answers_failing[operation]
+    @staticmethod
+    def _take(failing: dict[str, int | None], operation: str) -> bool:
+        """Whether ``operation``'s next call fails by ``failing`` (a countdown, None: until healed)."""
+        if operation not in failing:
+            return False
+        left = failing[operation]
         if left is not None:
             if left <= 1:
-                del self._answers_failing[operation]
+                del failing[operation]
             else:
-                self._answers_failing[operation] = left - 1
+                failing[operation] = left - 1
+        return True
+
+    def _answer(self, operation: str, value: Any) -> Any:
+        """``value``, unless this answer is to be lost (then ``ResponseLost``)."""
+        if not self._take(self._answers_failing, operation):
+            return value
         self.responses_lost[operation] += 1
         raise ResponseLost(operation)
 
     def _lose(self, operation: str) -> bool:
-        if operation not in self._failing:
+        if not self._take(self._failing, operation):
             return False
-        left = self._failing[operation]
-        if left is not None:
-            if left <= 1:
-                del self._failing[operation]
-            else:
-                self._failing[operation] = left - 1
         self.lost[operation] += 1
         if operation in _CODE_OPERATIONS:
             return True
