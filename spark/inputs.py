@@ -16,7 +16,8 @@ read out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``,
 ``filter_detail``, ``sb_detail``, a send-back's detail for the table
 replay, ``timer_detail``, a timer request's detail for the timer table's
 replay, and ``from_commitlog_offset``, the timer copy a ``timer_fire``
-re-put), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
+re-put, and ``unrecorded``, a send row standing for sends an imported message trace
+does not record), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
 when valid): the same rules as ``traces.validate.check_row``, as column
 expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark
 keeps them in every scan of a frame that names them, even a query that drops
@@ -68,6 +69,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
+    "unrecorded",
 )
 
 
@@ -206,6 +208,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         send_back_detail(df).alias("sb_detail"),
         from_commitlog_offset(df).alias("from_commitlog_offset"),
         timer_detail(df).alias("timer_detail"),
+        unrecorded(df).alias("unrecorded"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -273,6 +276,17 @@ def from_commitlog_offset(df: DataFrame) -> Column:
     value = F.try_variant_get(_variant_detail(df), "$.from_commitlog_offset", "variant")
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     return F.when((F.col("event") == "timer_fire") & integral, F.try_variant_get(value, "$", "bigint"))
+
+
+def unrecorded(df: DataFrame) -> Column:
+    """A ``send`` row's ``detail.unrecorded`` when it is JSON true or false (else null): the row an imported
+    RocketMQ message trace adds for the sends it does not record (``traces.msgtrace``), read as
+    ``traces.unjudged`` reads it (the reason UNEXPECTED is not judged)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("boolean")
+    value = F.try_variant_get(_variant_detail(df), "$.unrecorded", "variant")
+    boolean = F.schema_of_variant(value) == "BOOLEAN"
+    return F.when((F.col("event") == "send") & boolean, F.variant_get(value, "$", "boolean"))
 
 
 def check_times(df: DataFrame) -> Column:

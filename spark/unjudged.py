@@ -69,11 +69,11 @@ ENTRY_SCHEMA = T.StructType(
 _ENTRY_ARROW = pa.schema([pa.field(f.name, pa.int32() if f.name == "queue_id" else
                                    pa.int64() if f.name in ("seq", "since") else
                                    pa.bool_() if f.name == "exact" else pa.string()) for f in ENTRY_SCHEMA.fields])
-# The columns ``row_unjudged`` reads (``check_times``, ``from_commitlog_offset`` and ``filter_detail``:
-# ``inputs.DERIVED_COLUMNS``).
+# The columns ``row_unjudged`` reads (``check_times``, ``from_commitlog_offset``, ``filter_detail`` and
+# ``unrecorded``: ``inputs.DERIVED_COLUMNS``).
 _ROW_COLUMNS = ("trace", "seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "msg_id",
                 "reconsume_times", "delay_level", "deliver_ts", "status", "client_id", "txn_id", "check_times",
-                "from_commitlog_offset", "filter_detail")  # fmt: skip
+                "from_commitlog_offset", "filter_detail", "unrecorded")  # fmt: skip
 _UNBOUNDED = -(2**63)
 _LASTING = pa.schema([pa.field("trace", pa.string()), pa.field("seq", pa.int64())])
 
@@ -145,6 +145,8 @@ def _judge(facts: Mapping[str, TraceFacts]) -> Any:
                     detail["check_times"] = rec["check_times"]
                 if rec["from_commitlog_offset"] is not None:
                     detail["from_commitlog_offset"] = rec["from_commitlog_offset"]
+                if rec["unrecorded"] is not None:
+                    detail["unrecorded"] = rec["unrecorded"]
                 rec["detail"] = detail
                 for u in row_unjudged(rec, facts[rec["trace"]]):
                     entry = {"trace": rec["trace"], "seq": rec["seq"], "event": u.why or rec["event"], "code": u.code,

@@ -51,4 +51,17 @@ SEND_CASES: tuple[tuple[str, str, tuple[tuple[str, tuple[int, ...]], ...]], ...]
         """,
         (("DUPLICATED", (14, 15)), ("RECOVERED", (12,))),
     ),
+    (
+        "an imported message trace's unrecorded sends: a key consumed but never published is not UNEXPECTED",
+        """
+        0 send t=1000 st=NO_RESPONSE detail={"unrecorded":true}
+        1 send t=1000 topic=T key=K1 st=SEND_OK
+        2 deliver t=1010 g=G topic=T key=K1 rt=0
+        3 consume t=1020 g=G topic=T key=K1 st=SUCCESS
+        4 deliver t=1030 g=G key=K9 rt=0
+        5 consume t=1040 g=G key=K9 st=SUCCESS
+        6 drain t=9000
+        """,
+        (),
+    ),
 )

@@ -56,9 +56,15 @@ DLQ_PREFIX = "%DLQ%"
 # The label of the "not judged" entries of rows of timer messages not due at the drain
 # (``traces/unjudged.py``): LOST does not judge them, and says why (``NOT_JUDGED_WHY``).
 NOT_DUE = "timer_not_due"
+# ... and of the send row an imported RocketMQ message trace adds for the keys it shows consumed but
+# never published (``traces/msgtrace.py``): UNEXPECTED does not judge the trace, and says why.
+UNRECORDED = "unrecorded_sends"
 NOT_JUDGED_WHY: dict[str, str] = {
     NOT_DUE: "row(s) of timer messages not due at the drain (a send or a store in rmq_sys_wheel_timer "
              "whose deliver_ts is after the drain's ts)",
+    UNRECORDED: "row(s) standing for sends a RocketMQ message trace does not record (a oneway send, an "
+                "attempt no answer came for: the client's trace hook writes no Pub for them), of keys "
+                "the trace shows consumed but never published",
 }
 # SendStatus values (SPEC §2 SendResult) and the response code SUCCESS (SPEC §2
 # lists response codes as send results; SUCCESS is what the broker answers a

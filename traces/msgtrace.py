@@ -32,6 +32,11 @@ What the records lack (queue ids, offsets, broker-side events, the topic of a
 consumed message that was never seen published) stays null. Rows are ordered
 by time (ties: send, deliver, consume, txn_end, then input order) and numbered.
 
+A message trace records no Pub for a oneway send nor for a send no answer came for (the client's
+trace hook needs a SendResult), so a key it shows consumed but never published proves nothing: the
+converted trace then begins with one ``send`` row of status NO_RESPONSE, without msg_key, whose
+``detail.unrecorded`` says so, and UNEXPECTED is not judged (``traces.unjudged``).
+
 Input file: one trace-message body per line, either raw (the body text with
 its char 1 / char 2 separators) or a JSON object ``{"body": "..."}`` per line
 (as exported by tools that dump the topic); both may be mixed.
@@ -46,6 +51,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.traces.checks_common import NO_RESPONSE
 from rmqspec.traces.errors import Rejected, TraceReadError
 
 CONTENT_SPLITOR = "\x01"
@@ -55,6 +61,15 @@ TRACE_TYPES = ("Pub", "SubBefore", "SubAfter", "EndTransaction")
 MESSAGE_TYPES = ("Normal_Msg", "Trans_Msg_Half", "Trans_msg_Commit", "Delay_Msg")
 CONSUME_RETURN_TYPES = ("SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED")
 TXN_STATES = {"COMMIT_MESSAGE": "COMMIT", "ROLLBACK_MESSAGE": "ROLLBACK", "UNKNOW": "UNKNOWN"}
+# The row a converted trace begins with when it shows keys consumed but never published: RocketMQ's
+# trace hook writes a Pub only for a send with a result (SendMessageTraceHookImpl.sendMessageAfter
+# returns when ``getSendResult()`` is null), so a oneway send and an attempt no answer came for leave
+# none. The row has no msg_key: "some sends, of keys the trace cannot name", and UNEXPECTED, which reads
+# every send of the trace, does not judge it (``traces.unjudged``, reason ``UNRECORDED``).
+UNRECORDED_DETAIL = {
+    "unrecorded": True,
+    "why": "a RocketMQ message trace has no Pub for a oneway send or a send no answer came for",
+}
 MIN_FIELDS = {"Pub": 13, "SubBefore": 8, "SubAfter": 6, "EndTransaction": 13}
 _RANK = {"send": 0, "txn_half": 0, "deliver": 1, "consume": 2, "txn_end": 3}
 
@@ -250,8 +265,16 @@ class MsgTraceConverter:
         }
 
     def finish(self) -> list[dict[str, Any]]:
-        """All converted rows in time order, numbered from 0."""
+        """All converted rows in time order, numbered from 0; first, when the trace shows keys consumed
+        but never published, the row standing for the sends it does not record (``UNRECORDED_DETAIL``)."""
         self.pending.sort(key=lambda p: p[:3])
+        published = {r["msg_key"] for *_, r in self.pending if r["event"] in ("send", "txn_half")}
+        unpublished = {r["msg_key"]: r["ts"] for *_, r in reversed(self.pending)
+                       if r["event"] in ("deliver", "consume") and r["msg_key"] not in published}
+        if unpublished:
+            row = {"ts": min(unpublished.values()), "event": "send", "status": NO_RESPONSE,
+                   "detail": {**UNRECORDED_DETAIL, "keys_consumed_unpublished": len(unpublished)}}
+            self.pending.insert(0, (row["ts"], -1, 0, row))
         rows = []
         for seq, (_ts, _rank, _order, row) in enumerate(self.pending):
             rows.append({"seq": seq, **row})

@@ -77,6 +77,7 @@ from rmqspec.traces.checks_common import (
     ONEWAY,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
+    UNRECORDED,
     Finding,
     detail_of,
 )
@@ -411,7 +412,7 @@ def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
     if e.lacks("topic", "msg_key"):
         e.here(Code.LOST)  # an acknowledgement missing: fewer findings, never more
     if e.lacks("msg_key"):
-        e.ahead(Code.UNEXPECTED)
+        e.ahead(Code.UNEXPECTED, why=UNRECORDED if detail_of(r).get("unrecorded") is True else None)
         if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES | {ONEWAY}:
             e.ahead(ObservationCode.RECOVERED)  # an acknowledgement, or a oneway send, of some key
     plain = not r.get("delay_level") and r.get("deliver_ts") is None  # its position is in its topic

@@ -124,3 +124,25 @@ def test_unreadable_msgtrace_inputs(tmp_path):
         read_msgtrace(tmp_path / "junk.txt")
     with pytest.raises(ValueError, match="msgType 9"):
         convert_bodies([pub(1, "PG", "T", K1, "X", msg_type=9)])
+
+
+def test_keys_consumed_but_never_published_leave_unexpected_unjudged():
+    """A oneway send (or one no answer came for) has no Pub: RocketMQ's trace hook needs a SendResult.
+    The converted trace begins with a send row standing for such sends, and UNEXPECTED, which it
+    cannot prove, is not judged, with the reason in the report; a trace of published keys is unchanged."""
+    from rmqspec.traces.checker import check
+    from rmqspec.traces.checks_common import NOT_JUDGED_WHY, UNRECORDED
+
+    k4 = "7F0000010001000000000000000000FF"  # a oneway send's UNIQ_KEY: no Pub
+    oneway = [sub_before(1100, "CG", "req-9", k4, 0), sub_after("req-9", k4, 3, True, ts=1103, group="CG")]
+    rows = convert_bodies([*bodies(), *oneway])
+    first = rows[0]
+    assert (first["seq"], first["event"], first["status"], first.get("msg_key")) == (0, "send", "NO_RESPONSE", None)
+    assert first["detail"]["unrecorded"] is True and first["detail"]["keys_consumed_unpublished"] == 1
+    report = check(rows)
+    assert "UNEXPECTED" not in {f.code for f in report.violations}
+    assert NOT_JUDGED_WHY[UNRECORDED] in report.not_judged["UNEXPECTED"]
+    # without the row the same deliveries are UNEXPECTED: the row is what keeps the audit honest
+    bare = check([{**r, "seq": i} for i, r in enumerate(rows[1:])])
+    assert {f.code for f in bare.violations} >= {"UNEXPECTED"}
+    assert convert_bodies(bodies())[0]["msg_key"] == K1  # every consumed key published: no such row
