@@ -49,6 +49,8 @@ class Code(enum.StrEnum):
     TIMER_EARLY = "TIMER_EARLY"
     TIMER_DUPLICATED = "TIMER_DUPLICATED"
     TIMER_UNFIRED = "TIMER_UNFIRED"
+    # issue 42: per-key order (the producer's MessageQueueSelector)
+    ORDER_KEY_SPLIT = "ORDER_KEY_SPLIT"
 
 
 class ObservationCode(enum.StrEnum):

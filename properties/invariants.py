@@ -23,7 +23,7 @@ survive a broker restart; a power loss may truncate a queue's tail).
 
 This module holds the table (``INVARIANTS``) and the ordering, loss, retry,
 delay, offset and observation checks; the lock checks live in
-``inv_locks.py``, the transaction checks in ``inv_txn.py``, the 5.x timer
+``inv_locks.py``, a sharding key's routing in ``inv_keys.py``, the transaction checks in ``inv_txn.py``, the 5.x timer
 messages' in ``inv_timer.py`` (a timer send's offsets are its timer copy's:
 the ordering and offset rules leave them out; LOST leaves out a timer message
 not due at the drain), the replay of
@@ -60,6 +60,7 @@ from rmqspec.properties.inv_base import (
     _until_last_drain,
     _v,
 )
+from rmqspec.properties.inv_keys import KEY_INVARIANTS, check_key_split  # noqa: F401 - re-exported
 from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     _lock_key,
     check_lock_overlap,
@@ -626,6 +627,7 @@ INVARIANTS: tuple[Invariant, ...] = (
     Invariant("QueueOrderProperty", Code.ORDER_QUEUE_GAP, "always",
               "Queue offsets are dense and a pull returns a queue's entries in offset order.",
               "ConsumeQueue / CommitLog.putMessage queue offset assignment", check_queue_order),
+    *KEY_INVARIANTS,
     Invariant("NoUnexpectedProperty", Code.UNEXPECTED, "always",
               "Consumers only see messages that were sent and that their subscription selects.",
               "PullMessageProcessor + ExpressionMessageFilter (tagsCode)", check_unexpected),

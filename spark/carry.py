@@ -37,7 +37,7 @@ from functools import reduce
 import numpy as np
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rmqspec.spark import unjudged
@@ -56,11 +56,21 @@ QUEUE = ("group", "topic", "queue_id")
 TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status",
-                  "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts")
+                  "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts",
+                  "sharding_key")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
     return df.select("trace", F.col(column).cast("bigint").alias("seq"))
+
+
+def _route_queues(rows: DataFrame) -> Column:
+    """A send's ``detail.route_queues`` when it is a positive JSON integer, else null
+    (``traces.checks_common.route_queues``'s reading)."""
+    value = F.try_variant_get(F.try_parse_json(F.col("detail")), "$.route_queues", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    number = F.try_variant_get(value, "$", "bigint")
+    return F.when((F.col("event") == "send") & integral & (number > 0), number)
 
 
 def carry(
@@ -86,6 +96,12 @@ def carry(
     top_scheduled = rows.filter(scheduled & has("queue_offset")).groupBy("trace", "queue_id", "crashes").agg(
         F.max(F.struct(F.col("queue_offset"), (-F.col("seq")).alias("neg"))).alias("top"))
     reasons.append(top_scheduled.select("trace", (-F.col("top.neg")).alias("seq")))
+    # ORDER_KEY_SPLIT: the first send per (group, topic, sharding_key, route, queue)
+    route = _route_queues(rows)
+    reasons.append(_seqs(rows.filter((ev == "send") & has("group", "topic", "queue_id", "sharding_key")
+                                     & route.isNotNull())
+                         .groupBy("trace", "group", "topic", "sharding_key", route.alias("route"), "queue_id")
+                         .agg(F.min("seq").alias("seq"))))
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     reasons.append(_seqs(rows.filter((ev == "store") & has("topic", "queue_id", "queue_offset"))
                          .groupBy("trace", "topic", "queue_id").agg(F.max("seq").alias("seq"))))

@@ -31,7 +31,13 @@ import pyarrow.compute as pc
 
 from rmqspec.spark.arrow_judge import Columns, starts
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
-from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC, at_risk_keys
+from rmqspec.traces.checks_common import (
+    ACKED_SEND_STATUSES,
+    DLQ_PREFIX,
+    SCHEDULE_TOPIC,
+    at_risk_keys,
+    route_queues,
+)
 from rmqspec.traces.unjudged import CANDIDATES, DETAIL_FIELDS, SET, TraceFacts, candidate, row_unjudged
 
 __all__ = ["carry_columns"]
@@ -68,6 +74,7 @@ def carry_columns(
     keep[top] = True
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     keep[_ends(c, store & c.has("topic", "queue_id", "queue_offset"), ("topic", "queue_id"), first=False)] = True
+    keep[_first_routed(c, send)] = True
     # LOST's consumers: the first consume per (topic, group), else the first deliver
     dc = ev("deliver", "consume") & c.has("group", "topic")
     consumed = _ends(c, dc & ev("consume"), ("topic", "group"), first=True)
@@ -99,6 +106,18 @@ def carry_columns(
     closed = tomb & ~open_keys[key] & ~keep
     names = c.names("msg_key")
     return keep, closed, [names[k] for k in np.flatnonzero(open_keys[:-1])]
+
+
+def _first_routed(c: Columns, send: np.ndarray) -> list[int]:
+    """ORDER_KEY_SPLIT: positions of the first send per (group, topic, sharding_key, route, queue), the
+    route read from ``detail`` (``checks_common.route_queues``) on the sends with a sharding_key, a few."""
+    first: dict[tuple, int] = {}
+    for at in np.flatnonzero(send & c.has("group", "topic", "queue_id", "sharding_key")).tolist():
+        route = route_queues({"detail": c.value("detail", at)})
+        if route is not None:
+            key = tuple(c.value(n, at) for n in ("group", "topic", "sharding_key", "queue_id"))
+            first.setdefault((*key, route), at)
+    return sorted(first.values())
 
 
 def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:

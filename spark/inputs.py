@@ -8,22 +8,19 @@ and written as Parquet under the audit's work directory, which therefore
 must be visible to the executors (a local ``--out`` in local mode). URIs
 with a scheme (``hdfs://``, ``s3a://``) are handed to Spark unchecked.
 
-``load`` returns one lazy DataFrame (never cached: each pass of the audit
-re-reads only the Parquet columns it needs) with the audit columns plus
-``at_risk`` (the msg_keys a ``crash`` lists in ``detail.at_risk``),
-``detail`` (its JSON text, for the reference plan), the values some rules
-read out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``,
-``filter_detail``, ``sb_detail``, a send-back's detail for the table
-replay, ``timer_detail``, a timer request's detail for the timer table's
-replay, and ``from_commitlog_offset``, the timer copy a ``timer_fire``
-re-put, and ``unrecorded``, a send row standing for sends an imported message trace
-does not record), ``position`` (``file#row``) and ``problem`` (why a row is rejected, null
-when valid): the same rules as ``traces.validate.check_row``, as column
-expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark
-keeps them in every scan of a frame that names them, even a query that drops
-``position`` (a row index built for every row: ~10-20 % of a narrow pass's
-scan); ``positions=False`` leaves it null for the plans that read it only
-for rejected rows.
+``load`` returns one lazy DataFrame (never cached: each pass of the audit re-reads only the Parquet
+columns it needs) with the audit columns plus ``at_risk`` (the msg_keys a ``crash`` lists in
+``detail.at_risk``), ``detail`` (its JSON text, for the reference plan), the values some rules read
+out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``, ``filter_detail``, ``sb_detail``, a
+send-back's detail for the table replay, ``timer_detail``, a timer request's detail for the timer
+table's replay, ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-put,
+``unrecorded``, a send row standing for sends an imported message trace does not record, and
+``route_queues``, an ordered send's route), ``position`` (``file#row``) and ``problem`` (why a row
+is rejected, null when valid): the same rules as ``traces.validate.check_row``, as column
+expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark keeps them in every
+scan of a frame that names them, even a query that drops ``position`` (a row index built for every
+row: ~10-20 % of a narrow pass's scan); ``positions=False`` leaves it null for the plans that read
+it only for rejected rows.
 """
 
 from __future__ import annotations
@@ -69,7 +66,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
-    "unrecorded",
+    "unrecorded", "route_queues",
 )
 
 
@@ -209,6 +206,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         from_commitlog_offset(df).alias("from_commitlog_offset"),
         timer_detail(df).alias("timer_detail"),
         unrecorded(df).alias("unrecorded"),
+        route_queues(df).alias("route_queues"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -276,6 +274,17 @@ def from_commitlog_offset(df: DataFrame) -> Column:
     value = F.try_variant_get(_variant_detail(df), "$.from_commitlog_offset", "variant")
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     return F.when((F.col("event") == "timer_fire") & integral, F.try_variant_get(value, "$", "bigint"))
+
+
+def route_queues(df: DataFrame) -> Column:
+    """A ``send`` row's ``detail.route_queues`` when it is a positive JSON integer (else null):
+    ``traces.checks_common.route_queues``'s reading (ORDER_KEY_SPLIT, ``spark/rules_keyed.py``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("bigint")
+    value = F.try_variant_get(_variant_detail(df), "$.route_queues", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    number = F.try_variant_get(value, "$", "bigint")
+    return F.when((F.col("event") == "send") & integral & (number > 0), number)
 
 
 def unrecorded(df: DataFrame) -> Column:

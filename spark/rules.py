@@ -1,4 +1,4 @@
-"""The SPEC §8.1 rules in Spark: four passes, each one shuffle by its key (four for the table pass)
+"""The SPEC §8.1 rules in Spark: five passes, each one shuffle by its key (four for the table pass)
 and a judge per partition.
 
 Theory of operation
@@ -38,6 +38,9 @@ restarts; send-backs,  trace, txn_id / trace,         TXN_LIFECYCLE
 copies, fires; txn_*;  msg_key; the checker's
 timer requests,        replays (``rules_table.py``)
 copies, fires
+keyed: sends with a    trace, topic, sharding_key;    ORDER_KEY_SPLIT
+sharding_key           the checker's detector
+                       (``rules_keyed.py``)
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -232,6 +235,14 @@ def table_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any]
     return table_findings(df, params, constants)
 
 
+def keyed_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
+    """ORDER_KEY_SPLIT: the ordered sends shuffled by (trace, topic, sharding_key), judged by the
+    checker's detector (``spark/rules_keyed.py``)."""
+    from rmqspec.spark.rules_keyed import keyed_findings  # it imports this module
+
+    return [keyed_findings(df, params, constants)]
+
+
 def _skipped_halves(df: DataFrame) -> DataFrame:
     """(s_trace, s_txn): halves sent after a power loss at a reused half-queue position below
     1 + the highest one seen before it (``traces.checks_txn.skipped_halves``)."""
@@ -303,6 +314,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
     ("table", lambda df, c: table_rules(df, c.params, c.constants)),
+    ("keyed", lambda df, c: keyed_rules(df, c.params, c.constants)),
 )
 
 

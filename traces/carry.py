@@ -28,6 +28,8 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 - ``store``: the last per (topic, queue) (ORDER_QUEUE_GAP) and, per (queue, crashes so far), the
   first SCHEDULE_TOPIC_XXXX store at the highest position (LOST's delay-progress exemption: the
   position a power crash truncates from, whoever's copy held it);
+- ``send``: the first per (group, topic, sharding_key, ``detail.route_queues``, queue) (ORDER_KEY_SPLIT:
+  a key's queues on a route);
 - ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
   SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
 - ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
@@ -83,6 +85,7 @@ from rmqspec.traces.checks_common import (
     at_risk_keys,
     detail_of,
     has,
+    route_queues,
     timer_send,
 )
 from rmqspec.traces.unjudged import Withheld, assess, lasting_rows
@@ -198,6 +201,9 @@ def carry_trace(
                 known.add(key)
                 tombstones.setdefault(key, []).append(seq)
         elif ev == "send":
+            route = route_queues(row)  # ORDER_KEY_SPLIT: the first send per key, route and queue
+            if route is not None and has(row, "group", "topic", "queue_id", "sharding_key"):
+                first_of("routed", row["group"], row["topic"], row["sharding_key"], route, row["queue_id"])
             if key is not None:
                 known.add(key)
                 tombstones.setdefault(key, []).append(seq)

@@ -66,6 +66,7 @@ Detector = Callable[[Trace], Iterator[Finding]]
 DETECTORS: tuple[Detector, ...] = (
     checks_order.detect_queue_gap,
     checks_order.detect_key_reordered,
+    checks_order.detect_key_split,
     checks_delivery.detect_lost,
     checks_delivery.detect_unexpected,
     checks_delivery.detect_offset_overrun,

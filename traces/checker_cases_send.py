@@ -64,4 +64,18 @@ SEND_CASES: tuple[tuple[str, str, tuple[tuple[str, tuple[int, ...]], ...]], ...]
         """,
         (),
     ),
+    (
+        "a sharding key sent to two queues of one route is ORDER_KEY_SPLIT; another route, group or no route is not",
+        """
+        0 send t=1000 g=PG topic=T q=1 off=0 key=K1 sk=order-1 st=SEND_OK detail={"route_queues":4}
+        1 send t=1001 g=PG topic=T q=1 off=1 key=K2 sk=order-1 st=SEND_OK detail={"route_queues":4}
+        2 send t=1002 g=PG topic=T q=2 off=0 key=K3 sk=order-1 st=SEND_OK detail={"route_queues":4}
+        3 send t=1003 g=PG topic=T q=3 off=0 key=K4 sk=order-1 st=SEND_OK detail={"route_queues":6}
+        4 send t=1004 g=PG2 topic=T q=0 off=0 key=K5 sk=order-1 st=SEND_OK detail={"route_queues":4}
+        5 send t=1005 g=PG topic=T q=0 off=1 key=K6 sk=order-1 st=SEND_OK
+        6 send t=1006 g=PG topic=T q=1 off=2 key=K7 sk=order-2 st=SEND_OK detail={"route_queues":4}
+        7 send t=1007 g=PG topic=T q=1 off=3 key=K8 sk=order-1 st=SEND_OK detail={"route_queues":4}
+        """,
+        (("ORDER_KEY_SPLIT", (0, 2)), ("ORDER_KEY_SPLIT", (2, 7))),
+    ),
 )

@@ -223,6 +223,7 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     ),
     Code.TIMER_DUPLICATED: (("timer_fire", ("msg_key", "detail.from_commitlog_offset")),),
     Code.TIMER_UNFIRED: (("timer_fire", ("msg_key",)),),
+    Code.ORDER_KEY_SPLIT: (("send", ("group", "topic", "queue_id", "sharding_key", "detail.route_queues")),),
 }
 
 
@@ -383,3 +384,10 @@ def observation(
     return Finding(
         code=code.value, seqs=tuple(int(s) for s in seqs), keys=dict(keys), reason=reason
     )
+
+
+def route_queues(row: Mapping[str, Any]) -> int | None:
+    """A keyed ``send``'s ``detail.route_queues`` (the number of queues of the route its producer's
+    MessageQueueSelector chose among, ``mqs.size()``) when it is a positive JSON integer, else None."""
+    value = detail_of(row).get("route_queues")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

@@ -1,11 +1,11 @@
-"""Ordering detectors (SPEC §4.1, §4.5, §8.1): queue density and orderly key order."""
+"""Ordering detectors (SPEC §4.1, §4.5, §8.1): queue density, orderly key order and a key's routing."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from rmqspec.properties.codes import Code
-from rmqspec.traces.checks_common import Finding, Trace, has, keys_of, violation
+from rmqspec.traces.checks_common import Finding, Trace, has, keys_of, route_queues, violation
 
 
 def detect_queue_gap(trace: Trace) -> Iterator[Finding]:
@@ -74,3 +74,36 @@ def detect_key_reordered(trace: Trace) -> Iterator[Finding]:
                     f"orderly SUCCESS of offset {row['queue_offset']} after offset {prev[1]}",
                 )
             last[qkey] = (row["seq"], row["queue_offset"])
+
+
+def detect_key_split(trace: Trace) -> Iterator[Finding]:
+    """ORDER_KEY_SPLIT: one route sent a sharding key's messages to two queues.
+
+    SPEC §8.1 extension (issue 42; seed 001's producer half): an ordered send picks its queue with
+    a MessageQueueSelector over the topic's route (``SelectMessageQueueByHash``:
+    ``abs(arg.hashCode()) % mqs.size()``), so while the route gives the same queues one producer
+    group's sends of one sharding key go to one queue, and an orderly consumer sees them in send
+    order. The route is told by the number of queues the selector chose among
+    (``detail.route_queues``): a send on a route of another size is another route version, judged
+    apart. A ``send`` of (group, topic, sharding_key, route_queues) to a queue_id other than an
+    earlier such send's; sends lacking one of those (or the queue_id) are not judged, and, since a
+    finding needs two sends that state everything, a row losing a field only removes findings.
+    seqs = [the earliest such send to another queue, offending send].
+    """
+    first: dict[tuple, dict[int, int]] = {}  # (group, topic, key, route) -> queue_id -> first seq
+    for _, row in trace.of("send"):
+        route = route_queues(row)
+        if route is None or not has(row, "group", "topic", "queue_id", "sharding_key"):
+            continue
+        queues = first.setdefault((row["group"], row["topic"], row["sharding_key"], route), {})
+        others = [(seq, q) for q, seq in queues.items() if q != row["queue_id"]]
+        if others:
+            seq, q = min(others)
+            yield violation(
+                Code.ORDER_KEY_SPLIT,
+                (seq, row["seq"]),
+                keys_of(row, "group", "topic", "queue_id", "msg_key"),
+                f"sharding key {row['sharding_key']!r} sent to queue {row['queue_id']} after queue {q} "
+                f"on the same route ({route} queues)",
+            )
+        queues.setdefault(row["queue_id"], row["seq"])

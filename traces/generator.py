@@ -176,6 +176,8 @@ class Simulation:
             for q in range(cfg.queues):
                 self.olanes.append(self._lane(g, topic, q, clients, True))
         self.shard_queue: dict[str, int] = {}
+        # an ordered send's detail: the route its selector chose among (ORDER_KEY_SPLIT reads it)
+        self.route_detail = json.dumps({"route_queues": cfg.queues}, separators=(",", ":"))
 
     def _lane(self, g: str, topic: str, q: int, clients: list[str], orderly: bool) -> _Lane:
         lane = _Lane(g, topic, q, clients, orderly)
@@ -344,7 +346,7 @@ class Simulation:
         copy = self.store(topic, qid, key, 0, producer[1], 0)
         self.rows.append(
             (self.now, "send", producer[0], producer[1], topic, qid, copy[3], copy[4], key,
-             copy[5], None, None, None, "SEND_OK", None, skey, None, None)
+             copy[5], None, None, None, "SEND_OK", None, skey, None, self.route_detail)
         )
         self.dispatch(copy)
 

@@ -64,6 +64,7 @@ VIOLATION_CODES: tuple[str, ...] = (
     "TIMER_EARLY",
     "TIMER_DUPLICATED",
     "TIMER_UNFIRED",
+    "ORDER_KEY_SPLIT",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
 OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
@@ -110,6 +111,16 @@ class _Ctx:
             status="SEND_OK",
         )
         return seq, copy
+
+    def keyed_send(self, qid: int, sharding_key: str, route_queues: int) -> int:
+        """Store + acknowledged ordered send (a selector's choice among ``route_queues`` queues)."""
+        key = self.sim.inj_key()
+        _, copy = self.store(self.topic, qid, key, 0, self.pgroup)
+        return self.sim.emit(
+            "send", actor=self.producer, group=self.pgroup, topic=self.topic, queue_id=qid,
+            queue_offset=copy[3], commitlog_offset=copy[4], msg_key=key, msg_id=copy[5],
+            status="SEND_OK", sharding_key=sharding_key, detail={"route_queues": route_queues},
+        )
 
     def _copy_fields(self, copy: tuple, client: str) -> dict[str, object]:
         return {
@@ -642,6 +653,18 @@ def txn_lifecycle(ctx: _Ctx) -> Steps:
     ctx.txn("txn_end", key, "ROLLBACK", {"from_check": True})
 
 
+def order_key_split(ctx: _Ctx) -> Steps:
+    """A producer whose selector is not a function of the key (SelectMessageQueueByRandom given an
+    order id): the same key on one route goes to queue 0, then to queue 1."""
+    skey = f"inj-order-{ctx.index}"
+    first = ctx.keyed_send(0, skey, 2)
+    yield 5
+    ctx.keyed_send(0, skey, 2)
+    yield 5
+    second = ctx.keyed_send(1, skey, 2)
+    ctx.truth([first, second], f"sharding key {skey} sent to queue 1 after queue 0 on one route")
+
+
 SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDER_QUEUE_GAP": order_queue_gap,
     "ORDER_KEY_REORDERED": order_key_reordered,
@@ -674,6 +697,7 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "TIMER_EARLY": gen_timer.timer_early,
     "TIMER_DUPLICATED": gen_timer.timer_duplicated,
     "TIMER_UNFIRED": gen_timer.timer_unfired,
+    "ORDER_KEY_SPLIT": order_key_split,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES

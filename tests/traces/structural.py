@@ -37,6 +37,7 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     last_store: dict[tuple, tuple[int, int]] = {}
     known: set[str] = set()
     sends: list[dict] = []
+    routed: dict[tuple, dict[int, int]] = {}
     sched: dict[str, dict] = {}
     sb_retry: dict[tuple, dict] = {}
     success: set[tuple] = set()
@@ -168,6 +169,13 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
         elif ev == "send":
             known.add(key)
             sends.append(r)
+            route = _detail(r).get("route_queues")
+            if r.get("sharding_key") is not None and route is not None:  # one queue per key and route
+                seen = routed.setdefault((g, r["topic"], r["sharding_key"], route), {})
+                split = [s for q, s in seen.items() if q != r["queue_id"]]
+                if split:
+                    v("ORDER_KEY_SPLIT", min(split), seq)
+                seen.setdefault(r["queue_id"], seq)
         elif ev == "txn_half":
             known.add(key)
             txn[key] = {"half": r, "checks": 0, "times": set(), "copies": defaultdict(set), "ops": {},
