@@ -5,14 +5,15 @@ Theory of operation
 Follows RocketMQ 4.9 ``C/impl/producer/DefaultMQProducerImpl`` (sendDefaultImpl,
 sendSelectImpl, sendMessageInTransaction, endTransaction,
 checkTransactionState), ``TopicPublishInfo.selectOneMessageQueue``
-(round robin), ``C/producer/selector/SelectMessageQueueByHash`` and
+(round robin), the MessageQueueSelectors (``model/selectors.py``: ByHash by default) and
 ``MessageClientIDSetter`` (UNIQ_KEY, assigned once per message and kept
 across retries).
 
 Sending: a message without a UNIQ_KEY gets one from the producer's
 ``UniqKeyFactory`` at ``clock.now()`` (its born time; the broker reads the
-same clock). The queue is explicit, chosen by ``select_queue_by_hash`` on a
-sharding key, or round robin per topic. A round-robin send is retried on
+same clock). The queue is explicit, chosen by the producer's selector on a
+sharding key (the ``send``'s ``detail.route_queues`` names the route's number of queues it chose
+among), or round robin per topic. A round-robin send is retried on
 another queue up to ``retry_times_when_send_failed`` (2) more times when the
 request is lost or the broker answers SYSTEM_ERROR, SYSTEM_BUSY,
 SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST or NO_PERMISSION; explicit-queue and
@@ -81,7 +82,6 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.directory import Directory
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ids import UniqKeyFactory
-from rmqspec.model.javahash import select_queue_by_hash
 from rmqspec.model.link import ResponseLost
 from rmqspec.model.message import Message, StoredMessage, batch_topic
 from rmqspec.model.results import (
@@ -92,6 +92,7 @@ from rmqspec.model.results import (
     SendStatus,
     TxnAction,
 )
+from rmqspec.model.selectors import Selector, by_hash
 
 RETRY_RESPONSE_CODES = frozenset(
     {
@@ -136,6 +137,7 @@ class Producer:
         retry_times_when_send_async_failed: int = 2,
         start_index: int = 0,
         broker_records_events: bool = True,
+        selector: Selector = by_hash,
     ) -> None:
         if retry_times_when_send_failed < 0:
             raise ValueError(
@@ -157,6 +159,7 @@ class Producer:
         self._start_index = start_index
         self._round_robin: dict[str, int] = {}
         self.broker_records_events = broker_records_events
+        self.selector = selector  # the MessageQueueSelector of sends with a sharding key
 
     # -- producers are Driver participants without timers ----------------
     def next_due(self) -> int | None:
@@ -175,8 +178,15 @@ class Producer:
 
     def select_queue(self, topic: str, sharding_key: str | None = None) -> int:
         if sharding_key is not None:
-            return select_queue_by_hash(sharding_key, self.directory.queue_nums(topic))
+            return self.selector(sharding_key, self.directory.queue_nums(topic))
         return self.next_round_robin(topic)
+
+    def _routed(self, topic: str, sharding_key: str | None, detail: dict[str, Any]) -> dict[str, Any]:
+        """``detail`` of a ``send``, with ``route_queues`` (the number of queues the selector chose
+        among: ORDER_KEY_SPLIT judges a key per route) when it was an ordered send."""
+        if sharding_key is not None:
+            detail["route_queues"] = self.directory.queue_nums(topic)
+        return detail
 
     def stamp(self, msg: Message) -> Message:
         """Assign UNIQ_KEY (once; kept across retries)."""
@@ -256,7 +266,8 @@ class Producer:
             sender(msg, qid)
         self._emit_client_side(
             "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key, delay_level=msg.delay_level or None,
-            status="ONEWAY", sharding_key=sharding_key, detail={"send_mode": "ONEWAY"},
+            status="ONEWAY", sharding_key=sharding_key,
+            detail=self._routed(msg.topic, sharding_key, {"send_mode": "ONEWAY"}),
         )
 
     def _emit_acked(
@@ -266,7 +277,8 @@ class Producer:
             "send", topic=msg.topic, queue_id=qid, queue_offset=result.queue_offset,
             commitlog_offset=result.commitlog_offset, msg_key=msg.uniq_key, msg_id=result.msg_id,
             delay_level=msg.delay_level or None, status=result.status.value, sharding_key=sharding_key,
-            detail={"born_ts": self.clock.now(), "attempts": attempts, "send_mode": mode},
+            detail=self._routed(msg.topic, sharding_key,
+                                {"born_ts": self.clock.now(), "attempts": attempts, "send_mode": mode}),
         )
 
     def _emit_unanswered(
@@ -278,7 +290,7 @@ class Producer:
             self._emit_client_side(
                 "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key,
                 delay_level=msg.delay_level or None, status="NO_RESPONSE", sharding_key=sharding_key,
-                detail={"send_mode": mode},
+                detail=self._routed(msg.topic, sharding_key, {"send_mode": mode}),
             )
 
     def _send_with_retry(

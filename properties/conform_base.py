@@ -46,6 +46,7 @@ from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest
+from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm, swarm_store_host
@@ -210,6 +211,8 @@ class MachineCore(RuleBasedStateMachine):
     wall: WallOptions | None = None
     base_config: BrokerConfig | None = None
     lateness: WallLateness | None = None
+    # makes the ordered sends' MessageQueueSelector per example (``conformance_machine(key_selector=)``)
+    key_selector_factory: Callable[[], Selector] = staticmethod(lambda: by_hash)
     # wall clock: examples past this many are rejected at ``init``, before they touch the broker (an
     # example Hypothesis does not count as valid — a draw past its buffer — still costs real time)
     run_cap: int | None = None
@@ -230,6 +233,8 @@ class MachineCore(RuleBasedStateMachine):
         self.og, self.pg, self.obs, self.t0 = ORDERLY_GROUP + self.ns if wall else ORDERLY_GROUP_LOCAL, \
             TXN_GROUP + self.ns, OBSERVER + self.ns if wall else OBSERVER_LOCAL, "T0" + self.ns
         self.client_lock_ms = CLIENT_LOCK_MS
+        # the ordered sends' MessageQueueSelector, fresh per example (a seeded one replays)
+        self.key_selector = type(self).key_selector_factory()
         if wall:  # the client never trusts a lock the broker may already have freed
             self.client_lock_ms = min(CLIENT_LOCK_MS, self.config.broker_lock_max_live_ms
                                       - wall.tolerance_ms - 2 * wall.guard_ms)

@@ -29,7 +29,6 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult
@@ -53,12 +52,14 @@ class MessagingRules:
     # producers
 
     def _send(self, msg: Message, queue_id: int, sharding_key: str | None = None,
-              send_mode: str | None = None) -> SendResult | None:
+              send_mode: str | None = None, route_queues: int | None = None) -> SendResult | None:
         """Send ``msg``; its result, or None when the broker refused it. ``send_mode``: the ``send``
-        event's ``detail.send_mode`` (None: a plain SYNC send, not stated)."""
+        event's ``detail.send_mode`` (None: a plain SYNC send, not stated); ``route_queues``: an
+        ordered send's route (the number of queues its selector chose among)."""
         timer = self._timer_plan(msg.properties, msg.delay_level)  # 5.x: the put hook reads this clock
         detail = {**({"timer": timer["detail"]} if timer is not None else {}),
-                  **({"send_mode": send_mode} if send_mode is not None else {})}
+                  **({"send_mode": send_mode} if send_mode is not None else {}),
+                  **({"route_queues": route_queues} if route_queues is not None else {})}
         extra = {"detail": detail} if detail else {}
         out = self._call(f"send({msg.topic}/{queue_id}, {msg.uniq_key}, delay={msg.delay_level})",
                          lambda b: b.send(msg, queue_id))
@@ -92,11 +93,17 @@ class MessagingRules:
         self._send(msg, queue % self.topics[name])
         self._after()
 
-    def send_keyed(self, topic: int, key: str) -> None:
-        self._record("send_keyed", topic=topic, key=key)
+    def send_keyed(self, topic: int, key: str, steps: int = 1) -> None:
+        """An order's ``steps`` (created, paid, shipped, …: seed 001) as ordered sends, one after the
+        other: the client's selector (``key_selector``: SelectMessageQueueByHash unless the run gives
+        another, ``model/selectors.py``) picks each one's queue from the key and the route."""
+        self._record("send_keyed", topic=topic, key=key, steps=steps)
         name = _pick(sorted(self.topics), topic)
-        queue = abs(java_string_hash(key)) % self.topics[name]
-        self._send(self._message(name, "TagA", (key,)), queue, sharding_key=key)
+        n = self.topics[name]
+        for _ in range(steps):
+            if self._send(self._message(name, "TagA", (key,)), self.key_selector(key, n), sharding_key=key,
+                          route_queues=n) is None:
+                break  # an ordered send is tried once; the order stops at a refusal
         self._after()
 
     def send_delayed(self, topic: int, queue: int, level: int) -> None:
@@ -385,7 +392,7 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # the rules Hypothesis draws for them (each dispatches to a named action above)
 
-    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer", "oneway", "unanswered"]),
+    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer", "oneway", "unanswered", "keyed"]),
           topic=PICK, queue=PICK, tags=st.sampled_from(TAGS), level=st.integers(1, 20), n=st.integers(2, 4),
           key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]), timer=TIMER_DRAW)
     def produce(self, kind: str, topic: int, queue: int, tags: str | None, level: int, n: int,
@@ -403,7 +410,7 @@ class MessagingRules:
         elif kind == "plain":
             self.send_plain(topic, queue, tags, ("k1",) if n > 2 else (), n == 4)
         elif kind == "keyed":
-            self.send_keyed(topic, key)
+            self.send_keyed(topic, key, n - 1)
         elif kind == "delayed":
             self.send_delayed(topic, queue, level)
         else:

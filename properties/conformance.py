@@ -74,6 +74,7 @@ from typing import Any
 import attrs
 
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.model.versions import VERSIONS
 from rmqspec.properties.composite import DeepRules
 from rmqspec.properties.conform_base import PROFILES as PROFILES
@@ -111,6 +112,7 @@ def conformance_machine(
     model_factory: Callable[..., Any] | None = None,
     config: BrokerConfig | None = None,
     wall: WallOptions | None = None,
+    key_selector: Callable[[], Selector] = lambda: by_hash,
 ) -> type[ConformanceBase]:
     """A ``RuleBasedStateMachine`` class driving ``broker_factory(clock, config, workdir)``.
 
@@ -122,6 +124,8 @@ def conformance_machine(
     ``recorder_factory``: called once per example; receives the SPEC §8 trace.
     ``config``: the broker configuration the model follows (default RocketMQ 4.9's).
     ``wall``: run on the wall clock against a broker with its own clock (``wallclock.py``).
+    ``key_selector``: makes the ordered sends' MessageQueueSelector, once per example
+    (``model/selectors.py``; SelectMessageQueueByHash by default: a test's broken client gives another).
     The class carries ``coverage`` (rule and outcome counts across examples),
     ``observations``, ``last_program`` and ``last_failure``.
     """
@@ -151,5 +155,6 @@ def conformance_machine(
         "base_config": config,
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,
+        "key_selector_factory": staticmethod(key_selector),
     }
     return type("ConformanceMachine", (ConformanceBase,), attrs_)
