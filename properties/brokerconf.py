@@ -203,6 +203,7 @@ KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "rocketmq.client.rebalance.lockInterval": ("lock_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "clockDriftPpm": ("clock_drift_ppm", _drift),
     "maxRequestLatencyMs": ("max_request_latency_ms", _integer(_INT64, 0, "≥ 0 ms")),
+    "maxOrderlyListenerMs": ("max_orderly_listener_ms", _integer(_INT64, 0, "≥ 0 ms")),
 }
 
 _BROKER = BrokerConfig()
@@ -222,6 +223,8 @@ class BrokerConf:
     lock_interval_ms: int = LOCK_INTERVAL_MS
     clock_drift_ppm: int = DEFAULT_CLOCK_DRIFT_PPM
     max_request_latency_ms: int = DEFAULT_MAX_REQUEST_LATENCY_MS
+    # how long an orderly listener (with the pauses it suffers) may run; 0: a batch is an instant
+    max_orderly_listener_ms: int = 0
     path: str = "<defaults>"
     sources: Mapping[str, int] = attrs.field(factory=dict)  # used key -> line
     ignored: tuple[Property, ...] = ()

@@ -29,9 +29,13 @@ reaches the client at most ``maxRequestLatencyMs`` after the broker acted
 - client: ``lockAll`` runs every ``rocketmq.client.rebalance.lockInterval``
   on the client's clock (ConsumeMessageOrderlyService.start).
 
-A batch is modelled at the instant it starts (the lock check); a listener
-that runs long extends the window by its run time, which RocketMQ does not
-bound for orderly consumers. Renewal requests that are lost (a partition)
+A batch starts at the lock check and runs up to ``maxOrderlyListenerMs``
+(``max_orderly_listener_ms``, rmqspec's own key; 0, the default, makes a batch
+an instant): RocketMQ bounds neither an orderly listener nor the pauses (GC,
+a stalled disk) it suffers — ConsumeMessageOrderlyService checks the lock only
+before a batch, and consumeTimeout does not apply to orderly consumption — so a
+listener that outruns the broker's lifetime consumes beside the next owner, as
+4.9 permits (issue 42). Renewal requests that are lost (a partition)
 are not drawn: the worst case for exclusivity is that A's last grant is its
 last successful one.
 
@@ -188,8 +192,9 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
     Searches a timeline: A is granted the queue (broker time ``g_a``) and
     receives the grant; its renewals then stop succeeding; B's lock request
     reaches the broker at ``g_b`` with ``g_b − g_a > broker lifetime`` and is
-    granted; A starts a batch at ``t_c ≥ g_b`` while its client clock still
-    says ``now − lastLockTimestamp ≤ client lifetime``."""
+    granted; A starts a batch at ``t_c`` while its client clock still says
+    ``now − lastLockTimestamp ≤ client lifetime``, and that batch still runs at ``g_b``
+    (``t_c + run ≥ g_b`` with ``0 ≤ run ≤ maxOrderlyListenerMs``)."""
     start = time.perf_counter()
     lat, ppm = conf.max_request_latency_ms, conf.clock_drift_ppm
     name, code = "OrderlyConsumptionExclusive", str(Code.ORDERLY_CONCURRENT)
@@ -197,7 +202,8 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
         "Two clients never consume one queue concurrently: once the broker grants the queue to B, "
         "A no longer considers its lock valid."
     )
-    a_req, g_a, a_resp, t_c = z3.Ints("a_req g_a a_resp t_c")
+    a_req, g_a, a_resp, t_c, run = z3.Ints("a_req g_a a_resp t_c run")
+    listener = conf.max_orderly_listener_ms
     ca_req, ca_resp, ca_c = z3.Ints("ca_req ca_resp ca_c")
     b_req, g_b, b_resp = z3.Ints("b_req g_b b_resp")
     cb_req, cb_resp = z3.Ints("cb_req cb_resp")
@@ -211,18 +217,19 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
         *_drift([(a_req, ca_req), (a_resp, ca_resp), (t_c, ca_c)], ppm),
         z3.Not(z_lock_expired(ca_resp, ca_c, life_c)),  # A's ProcessQueue lock still valid at t_c
     ]
-    # How late after its grant can A still start a batch?
-    answer, model = _optimize(client_a, maximize=t_c - g_a)
+    client_a += [run >= 0, run <= listener]  # the batch started at t_c runs until t_c + run
+    # How late after its grant can A still be in a batch?
+    answer, model = _optimize(client_a, maximize=t_c + run - g_a)
     if answer != z3.sat or model is None:
         return _result(name, code, UNKNOWN, start, statement, f"solver: {answer}")
-    window = _int(model, t_c - g_a)
+    window = _int(model, t_c + run - g_a)
     other = [
         _within(b_req, g_b, lat),
         z_lock_expired(g_a, g_b, life_b),  # broker: A's entry expired, B takes the queue
         _within(g_b, b_resp, lat),
         cb_req == b_req,
         *_drift([(b_req, cb_req), (b_resp, cb_resp)], ppm),
-        t_c >= g_b,  # A starts a batch after the broker handed the queue to B
+        t_c + run >= g_b,  # A's batch still runs when the broker hands the queue to B
     ]
     data = {
         "a_window_ms": window,
@@ -230,6 +237,7 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
         "client_lock_ms": conf.client_lock_ms,
         "clock_drift_ppm": ppm,
         "max_request_latency_ms": lat,
+        "max_orderly_listener_ms": listener,
     }
     answer, model = _optimize(client_a + other, minimize=t_c, then_minimize=b_resp - b_req)
     if answer == z3.unsat:
@@ -239,10 +247,11 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
             PROVED,
             start,
             statement,
-            f"A can start a batch at most {window} ms after the broker's grant; the broker "
+            f"A can be in a batch at most {window} ms after the broker's grant; the broker "
             f"hands the queue over only > {conf.broker_lock_ms} ms after it "
             f"(margin {conf.broker_lock_ms - window} ms; "
-            f"client lifetime {conf.client_lock_ms} ms, drift {ppm} ppm, latency ≤ {lat} ms)",
+            f"client lifetime {conf.client_lock_ms} ms, listener ≤ {listener} ms, drift {ppm} ppm, "
+            f"latency ≤ {lat} ms)",
             data=data,
         )
     if answer != z3.sat or model is None:
@@ -284,21 +293,28 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
         TimelineEvent(
             v["b_resp"], {"B": v["cb_resp"]}, "B", "receives the grant and starts consuming"
         ),
-        TimelineEvent(
-            v["t_c"],
-            {"A": v["ca_c"]},
-            "A",
-            f"starts a batch: {v['ca_c']} − {v['ca_resp']} = {v['ca_c'] - v['ca_resp']} ≤ "
-            f"{conf.client_lock_ms}, lock still valid → A and B consume concurrently",
-        ),
     ]
+    running = max(0, v["g_b"] - v["t_c"])  # the least run time that keeps A's batch going at g_b
+    v["run"] = running
+    lock_ok = f"{v['ca_c']} − {v['ca_resp']} = {v['ca_c'] - v['ca_resp']} ≤ {conf.client_lock_ms}, lock still valid"
+    if running == 0:
+        events.append(TimelineEvent(v["t_c"], {"A": v["ca_c"]}, "A",
+                                    f"starts a batch: {lock_ok} → A and B consume concurrently"))
+    else:
+        events += [
+            TimelineEvent(v["t_c"], {"A": v["ca_c"]}, "A", f"starts a batch: {lock_ok}"),
+            TimelineEvent(v["g_b"], {}, "A",
+                          f"its listener still runs ({running} ms so far, ≤ maxOrderlyListenerMs {listener}) "
+                          "→ A and B consume concurrently"),
+        ]
     events.sort(key=lambda e: e.broker_ms)  # stable: same-instant events keep causal order
     timeline = Timeline(
-        title=f"counterexample: client lifetime {conf.client_lock_ms} ms + latency/drift outlasts "
-        f"the broker lifetime {conf.broker_lock_ms} ms",
+        title=f"counterexample: client lifetime {conf.client_lock_ms} ms + listener ≤ {listener} ms + "
+        f"latency/drift outlasts the broker lifetime {conf.broker_lock_ms} ms",
         clients=("A", "B"),
         events=tuple(events),
-        facts=(f"assumed: clock drift ≤ {ppm} ppm, request/response latency ≤ {lat} ms each way",),
+        facts=(f"assumed: clock drift ≤ {ppm} ppm, request/response latency ≤ {lat} ms each way, "
+               f"an orderly listener runs ≤ {listener} ms",),
     )
     return _result(
         name,
@@ -306,7 +322,7 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
         FAILED,
         start,
         statement,
-        f"A can still start a batch {window} ms after its last grant, but the broker gives "
+        f"A can still be in a batch {window} ms after its last grant, but the broker gives "
         "the queue "
         f"away {conf.broker_lock_ms + 1} ms after it",
         timeline,

@@ -170,6 +170,25 @@ def test_client_lifetime_longer_than_broker_gives_a_timeline() -> None:
     assert timeline.to_dict()["events"][0]["actor"] == "A"
 
 
+def test_a_listener_that_outruns_the_margin_gives_a_timeline() -> None:
+    """Issue 42: an orderly listener (or a pause inside it) is bounded by nothing in RocketMQ 4.9; with
+    ``maxOrderlyListenerMs`` past the margin, A's batch still runs when the broker grants B."""
+    proved = check_orderly_exclusive(conf(max_orderly_listener_ms=28_997))
+    assert proved.status == PROVED and proved.data["a_window_ms"] == 31_003 + 28_997
+    c = conf(max_orderly_listener_ms=28_998)  # one ms past the default margin
+    result = check_orderly_exclusive(c)
+    assert result.status == FAILED
+    v = result.data["values"]
+    assert v["g_b"] - v["g_a"] > c.broker_lock_ms and v["t_c"] < v["g_b"]  # started before B's grant ...
+    assert 0 < v["run"] == v["g_b"] - v["t_c"] <= c.max_orderly_listener_ms  # ... and still running
+    assert v["ca_c"] - v["ca_resp"] <= c.client_lock_ms
+    text = "\n".join(result.counterexample.render())
+    assert "its listener still runs" in text and "listener ≤ 28998 ms" in text
+    assert broker_conf_from_text("maxOrderlyListenerMs = 5000\n").max_orderly_listener_ms == 5000
+    with pytest.raises(ConfigError, match="maxOrderlyListenerMs"):
+        broker_conf_from_text("maxOrderlyListenerMs = -1\n")
+
+
 @pytest.mark.parametrize(
     ("client", "broker", "lat", "status"),
     [
