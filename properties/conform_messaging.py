@@ -392,7 +392,7 @@ class MessagingRules:
     # ------------------------------------------------------------------
     # the rules Hypothesis draws for them (each dispatches to a named action above)
 
-    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer", "oneway", "unanswered", "keyed"]),
+    @rule(kind=st.sampled_from(["plain", "keyed", "delayed", "batch", "timer", "oneway", "unanswered"]),
           topic=PICK, queue=PICK, tags=st.sampled_from(TAGS), level=st.integers(1, 20), n=st.integers(2, 4),
           key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]), timer=TIMER_DRAW)
     def produce(self, kind: str, topic: int, queue: int, tags: str | None, level: int, n: int,
@@ -410,7 +410,7 @@ class MessagingRules:
         elif kind == "plain":
             self.send_plain(topic, queue, tags, ("k1",) if n > 2 else (), n == 4)
         elif kind == "keyed":
-            self.send_keyed(topic, key, n - 1)
+            self.send_keyed(topic, key, n)
         elif kind == "delayed":
             self.send_delayed(topic, queue, level)
         else:

@@ -117,3 +117,20 @@ def run_program(cmd: list[str], timeout: float = 600) -> tuple[int, str, str]:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
+
+
+def run_scenarios(realrmq: RealRocketMQ, storedir: Path, label: str, *names: str) -> dict[str, dict]:
+    """Start a broker of ``realrmq``'s version in ``storedir`` (the scenario timing), run the Java scenario
+    program's ``names`` against it, stop it; the program's JSON lines by scenario name (kept as
+    ``<label>-scenarios.jsonl`` in ``storedir``). Fails, with the program's output, when it exits non-zero
+    or a scenario reports an error."""
+    started = realrmq.start(storedir, *scenario_conf(realrmq.version))
+    try:
+        code, out, err = run_program(realrmq.cmd("scenarios", "--dir", str(started.dir), *names))
+    finally:
+        realrmq.stop(storedir)
+    (storedir / f"{label}-scenarios.jsonl").write_text(out)
+    rows = scenario_rows(out)
+    if code != 0 or "error" in json.dumps(rows):
+        raise AssertionError(f"scenarios {' '.join(names)} failed (exit {code}):\n{out[-4000:]}{err[-4000:]}")
+    return rows

@@ -26,20 +26,13 @@ from rmqspec.properties.codes import AuditParams
 from rmqspec.properties.history import History
 from rmqspec.properties.inv_keys import check_key_split
 from rmqspec.traces.checker import check
-from tests.interop.realrmq import RealRocketMQ, run_program, scenario_conf, scenario_rows
+from tests.interop.realrmq import RealRocketMQ, run_scenarios
 
 
 @pytest.fixture(scope="module")
 def keyed(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    storedir = tmp_path_factory.mktemp(f"real-keyed-{realrmq.version}")
-    started = realrmq.start(storedir, *scenario_conf(realrmq.version))
-    try:
-        code, out, err = run_program(realrmq.cmd("scenarios", "--dir", str(started.dir), "k"))
-    finally:
-        realrmq.stop(storedir)
-    (storedir / "keyed-scenarios.jsonl").write_text(out)
-    rows = scenario_rows(out)
-    assert code == 0 and "k_keyed" in rows, out[-4000:] + err[-4000:]
+    rows = run_scenarios(realrmq, tmp_path_factory.mktemp(f"real-keyed-{realrmq.version}"), "keyed", "k")
+    assert "k_keyed" in rows, rows
     yield rows["k_keyed"]
 
 

@@ -27,21 +27,12 @@ from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.message import Message, MessageQueue
 from rmqspec.traces.checker import check
-from tests.interop.realrmq import RealRocketMQ, run_program, scenario_conf, scenario_rows
+from tests.interop.realrmq import RealRocketMQ, run_scenarios
 
 
 @pytest.fixture(scope="module")
 def modes(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    storedir = tmp_path_factory.mktemp(f"real-modes-{realrmq.version}")
-    started = realrmq.start(storedir, *scenario_conf(realrmq.version))
-    try:
-        code, out, err = run_program(realrmq.cmd("scenarios", "--dir", str(started.dir), "e"))
-    finally:
-        realrmq.stop(storedir)
-    (storedir / "modes-scenarios.jsonl").write_text(out)
-    rows = scenario_rows(out)
-    assert code == 0 and "error" not in json.dumps(rows), out[-4000:] + err[-4000:]
-    yield rows
+    yield run_scenarios(realrmq, tmp_path_factory.mktemp(f"real-modes-{realrmq.version}"), "modes", "e")
 
 
 def test_a_batch_is_stored_as_the_model_stores_it(modes: dict[str, Any]) -> None:
