@@ -34,7 +34,7 @@ by time (ties: send, deliver, consume, txn_end, then input order) and numbered.
 
 A message trace records no Pub for a oneway send nor for a send no answer came for (the client's
 trace hook needs a SendResult), so a key it shows consumed but never published proves nothing: the
-converted trace then begins with one ``send`` row of status NO_RESPONSE, without msg_key, whose
+converted trace then has one ``send`` row of status NO_RESPONSE, without msg_key, whose
 ``detail.unrecorded`` says so, and UNEXPECTED is not judged (``traces.unjudged``).
 
 Input file: one trace-message body per line, either raw (the body text with
@@ -61,7 +61,7 @@ TRACE_TYPES = ("Pub", "SubBefore", "SubAfter", "EndTransaction")
 MESSAGE_TYPES = ("Normal_Msg", "Trans_Msg_Half", "Trans_msg_Commit", "Delay_Msg")
 CONSUME_RETURN_TYPES = ("SUCCESS", "TIME_OUT", "EXCEPTION", "RETURNNULL", "FAILED")
 TXN_STATES = {"COMMIT_MESSAGE": "COMMIT", "ROLLBACK_MESSAGE": "ROLLBACK", "UNKNOW": "UNKNOWN"}
-# The row a converted trace begins with when it shows keys consumed but never published: RocketMQ's
+# The row a converted trace gets when it shows keys consumed but never published: RocketMQ's
 # trace hook writes a Pub only for a send with a result (SendMessageTraceHookImpl.sendMessageAfter
 # returns when ``getSendResult()`` is null), so a oneway send and an attempt no answer came for leave
 # none. The row has no msg_key: "some sends, of keys the trace cannot name", and UNEXPECTED, which reads
@@ -265,8 +265,9 @@ class MsgTraceConverter:
         }
 
     def finish(self) -> list[dict[str, Any]]:
-        """All converted rows in time order, numbered from 0; first, when the trace shows keys consumed
-        but never published, the row standing for the sends it does not record (``UNRECORDED_DETAIL``)."""
+        """All converted rows in time order, numbered from 0; when the trace shows keys consumed but never
+        published, with the row standing for the sends it does not record (``UNRECORDED_DETAIL``), at the
+        first such delivery."""
         self.pending.sort(key=lambda p: p[:3])
         published = {r["msg_key"] for *_, r in self.pending if r["event"] in ("send", "txn_half")}
         unpublished = {r["msg_key"]: r["ts"] for *_, r in reversed(self.pending)
@@ -274,7 +275,8 @@ class MsgTraceConverter:
         if unpublished:
             row = {"ts": min(unpublished.values()), "event": "send", "status": NO_RESPONSE,
                    "detail": {**UNRECORDED_DETAIL, "keys_consumed_unpublished": len(unpublished)}}
-            self.pending.insert(0, (row["ts"], -1, 0, row))
+            self.pending.append((row["ts"], -1, 0, row))  # before the first such delivery
+            self.pending.sort(key=lambda p: p[:3])
         rows = []
         for seq, (_ts, _rank, _order, row) in enumerate(self.pending):
             rows.append({"seq": seq, **row})

@@ -136,13 +136,17 @@ def test_keys_consumed_but_never_published_leave_unexpected_unjudged():
     k4 = "7F0000010001000000000000000000FF"  # a oneway send's UNIQ_KEY: no Pub
     oneway = [sub_before(1100, "CG", "req-9", k4, 0), sub_after("req-9", k4, 3, True, ts=1103, group="CG")]
     rows = convert_bodies([*bodies(), *oneway])
-    first = rows[0]
-    assert (first["seq"], first["event"], first["status"], first.get("msg_key")) == (0, "send", "NO_RESPONSE", None)
-    assert first["detail"]["unrecorded"] is True and first["detail"]["keys_consumed_unpublished"] == 1
+    [at] = [i for i, r in enumerate(rows) if r.get("detail", {}).get("unrecorded")]
+    first = rows[at]
+    assert (first["event"], first["status"], first.get("msg_key"), first["ts"]) == ("send", "NO_RESPONSE", None, 1100)
+    assert rows[at + 1]["event"] == "deliver" and rows[at + 1]["ts"] == 1100  # just before the first delivery
+    assert [r["seq"] for r in rows] == list(range(len(rows)))
+    assert [r["ts"] for r in rows] == sorted(r["ts"] for r in rows)
+    assert first["detail"]["keys_consumed_unpublished"] == 1
     report = check(rows)
     assert "UNEXPECTED" not in {f.code for f in report.violations}
     assert NOT_JUDGED_WHY[UNRECORDED] in report.not_judged["UNEXPECTED"]
     # without the row the same deliveries are UNEXPECTED: the row is what keeps the audit honest
-    bare = check([{**r, "seq": i} for i, r in enumerate(rows[1:])])
+    bare = check([{**r, "seq": i} for i, r in enumerate(rows[:at] + rows[at + 1:])])
     assert {f.code for f in bare.violations} >= {"UNEXPECTED"}
-    assert convert_bodies(bodies())[0]["msg_key"] == K1  # every consumed key published: no such row
+    assert not [r for r in convert_bodies(bodies()) if "unrecorded" in r.get("detail", {})]  # all published
