@@ -200,7 +200,7 @@ def check_orderly_exclusive(conf: BrokerConf) -> ProofResult:
     name, code = "OrderlyConsumptionExclusive", str(Code.ORDERLY_CONCURRENT)
     statement = (
         "Two clients never consume one queue concurrently: once the broker grants the queue to B, "
-        "A no longer considers its lock valid."
+        "A no longer considers its lock valid and no batch of A still runs."
     )
     a_req, g_a, a_resp, t_c, run = z3.Ints("a_req g_a a_resp t_c run")
     listener = conf.max_orderly_listener_ms
