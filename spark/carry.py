@@ -37,11 +37,12 @@ from functools import reduce
 import numpy as np
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rmqspec.spark import unjudged
 from rmqspec.spark.carry_arrow import carry_columns
+from rmqspec.spark.inputs import route_queues
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
@@ -62,15 +63,6 @@ _CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_off
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
     return df.select("trace", F.col(column).cast("bigint").alias("seq"))
-
-
-def _route_queues(rows: DataFrame) -> Column:
-    """A send's ``detail.route_queues`` when it is a positive JSON integer, else null
-    (``traces.checks_common.route_queues``'s reading)."""
-    value = F.try_variant_get(F.try_parse_json(F.col("detail")), "$.route_queues", "variant")
-    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
-    number = F.try_variant_get(value, "$", "bigint")
-    return F.when((F.col("event") == "send") & integral & (number > 0), number)
 
 
 def carry(
@@ -97,7 +89,7 @@ def carry(
         F.max(F.struct(F.col("queue_offset"), (-F.col("seq")).alias("neg"))).alias("top"))
     reasons.append(top_scheduled.select("trace", (-F.col("top.neg")).alias("seq")))
     # ORDER_KEY_SPLIT: the first send per (group, topic, sharding_key, route, queue)
-    route = _route_queues(rows)
+    route = route_queues(rows)
     reasons.append(_seqs(rows.filter((ev == "send") & has("group", "topic", "queue_id", "sharding_key")
                                      & route.isNotNull())
                          .groupBy("trace", "group", "topic", "sharding_key", route.alias("route"), "queue_id")
