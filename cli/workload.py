@@ -15,7 +15,11 @@ lifecycles a person can read in the report's plots:
   lock expires and it takes over;
 - a transactional producer: commit, rollback, lost END_TRANSACTIONs answered
   by checks, an UNKNOWN half checked until it is discarded, and a duplicate
-  commit (RocketMQ 4.9 writes the message twice: an observation).
+  commit (RocketMQ 4.9 writes the message twice: an observation);
+- a slow listener: ``G-payments`` (consumeTimeout 1 min) spends 150 s on the first
+  delivery of each committed payment; cleanExpiredMsg sends it back with level 3
+  while the listener runs, the retry copy is consumed, then the original's
+  late SUCCESS (TIME_OUT): a DUPLICATED observation, never a violation.
 
 ``G-analytics``'s max is the client's (a request max): the brokers record it in
 each ``send_back`` event's ``detail.max``, so the audit needs no configuration.
@@ -56,6 +60,16 @@ def _analytics(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
     return LATER if msgs[0].body.startswith(b"flaky-") else OK
 
 
+SLOW_PAYMENT_MS = 150_000
+
+
+def _payments(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+    """A committed payment's first delivery outlives G-payments' consumeTimeout (1 min)."""
+    if msgs[0].body == b"txn-commit" and msgs[0].reconsume_times == 0:
+        ctx.runs_for_ms = SLOW_PAYMENT_MS
+    return OK
+
+
 def _ledger(msgs: list[Any], ctx: Any) -> ConsumeOrderlyStatus:
     return ConsumeOrderlyStatus.SUCCESS
 
@@ -87,8 +101,8 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
     c_analytics = ConcurrentConsumer(broker, clock, d, "G-analytics", "analytics-1", _analytics,
                                      config=_config(max_reconsume_times=ANALYTICS_MAX), recorder=recorder)
     c_analytics.subscribe("Orders")
-    c_pay = ConcurrentConsumer(broker, clock, d, "G-payments", "pay-1", lambda m, x: OK, config=_config(),
-                               recorder=recorder)
+    c_pay = ConcurrentConsumer(broker, clock, d, "G-payments", "pay-1", _payments,
+                               config=_config(consume_timeout_min=1), recorder=recorder)
     c_pay.subscribe("Payments")
     ledger_a = OrderlyConsumer(broker, clock, d, "G-ledger", "ledger-a", _ledger, config=_config(),
                                recorder=recorder)

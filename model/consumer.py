@@ -134,6 +134,8 @@ class ConsumerConfig:
     offset_illegal_fix_delay_ms: int = attrs.field(default=10_000, validator=_non_negative)
     unlock_delay_ms: int = attrs.field(default=20_000, validator=_non_negative)
     max_time_consume_continuously_ms: int = attrs.field(default=60_000, validator=_positive)
+    # consumeTimeout, minutes: cleanExpiredMsg's period and threshold; a longer consume is TIME_OUT
+    consume_timeout_min: int = attrs.field(default=15, validator=_positive)
 
 
 @attrs.frozen

@@ -30,10 +30,30 @@ names the listener's exception), then the broker's ``send_back`` events (a
 failed message without one is re-consumed locally), then ``commit_offset``
 when the offset moved.
 
+consumeTimeout (``consume_timeout_min``, 15 min; ConsumeMessageConcurrentlyService.cleanExpireMsg
+and ProcessQueue.cleanExpiredMsg):
+
+- ``ConsumeRequest.run`` sets ``CONSUME_START_TIME`` on every message of the batch (in the
+  ProcessQueue too) before it calls the listener, and classifies the answer as a
+  ConsumeReturnType: no status → EXCEPTION or RETURNNULL; a consume that took ≥ consumeTimeout →
+  TIME_OUT; else FAILED (RECONSUME_LATER) or SUCCESS. Each ``consume`` event states
+  ``detail.consume_start`` and ``detail.return_type``.
+- A listener spans time when it sets ``context.runs_for_ms``: its answer is processed that many
+  ms after the call (a slow listener, or a GC pause of its consume thread), while the client's
+  other work goes on. It is the model's stand-in for a consume thread that is still running.
+- Every consumeTimeout (first after one period) the clean task looks at each ProcessQueue: up to
+  min(size, 16) times, while the first message of the map has been in a listener for more than
+  consumeTimeout, it sends it back with delay level 3 (``sendMessageBack(msg, 3)``) and, when that
+  succeeded and it is still the first, removes it from the map without committing; a failed
+  send-back leaves it there (the next turn of the loop tries it again). The listener still runs:
+  when it answers, processConsumeResult runs as usual — SUCCESS consumes a message whose retry
+  copy is already on its way (the duplicate 4.9 users call impossible), RECONSUME_LATER sends it
+  back a second time. Orderly consumers have no clean task (cleanExpiredMsg returns for them).
+
 Deviation: when CONSUMER_SEND_MSG_BACK fails, the Java client falls back to
 sending a fresh copy to the retry topic with its internal producer; the
 model treats the fallback as failed too (SPEC §4.2: a failed send-back means
-a local re-consume). ``cleanExpireMsg`` (consumeTimeout) is not modelled.
+a local re-consume).
 """
 
 from __future__ import annotations
@@ -45,7 +65,7 @@ from typing import Any
 import attrs
 
 from rmqspec.model.consumer import INTEGER_MAX_VALUE, PushConsumer
-from rmqspec.model.message import MessageQueue, StoredMessage
+from rmqspec.model.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import ResponseCode
 
@@ -53,6 +73,33 @@ from rmqspec.model.results import ResponseCode
 class ConsumeConcurrentlyStatus(enum.Enum):
     CONSUME_SUCCESS = "CONSUME_SUCCESS"
     RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeReturnType(enum.Enum):
+    """How a consume ended (``ConsumeReturnType``; the consume hooks and message traces read it)."""
+
+    SUCCESS = "SUCCESS"
+    TIME_OUT = "TIME_OUT"
+    EXCEPTION = "EXCEPTION"
+    RETURNNULL = "RETURNNULL"
+    FAILED = "FAILED"
+
+
+def return_type(
+    status: ConsumeConcurrentlyStatus | None, error: BaseException | None, consume_rt: int, timeout_ms: int
+) -> ConsumeReturnType:
+    """ConsumeRequest.run's classification, in its order: no status first, then the time."""
+    if status is None:
+        return ConsumeReturnType.EXCEPTION if error is not None else ConsumeReturnType.RETURNNULL
+    if consume_rt >= timeout_ms:
+        return ConsumeReturnType.TIME_OUT
+    if status is ConsumeConcurrentlyStatus.RECONSUME_LATER:
+        return ConsumeReturnType.FAILED
+    return ConsumeReturnType.SUCCESS
+
+
+CLEAN_EXPIRED_MAX = 16  # cleanExpiredMsg looks at no more than 16 messages of a queue per turn
+CLEAN_EXPIRED_LEVEL = 3  # the delay level of its send-back
 
 
 @attrs.define
@@ -66,6 +113,8 @@ class ConsumeConcurrentlyContext:
     message_queue: MessageQueue
     delay_level_when_next_consume: int = 0
     ack_index: int = INTEGER_MAX_VALUE
+    # model only: the listener answers this many ms after its call (see the module docstring)
+    runs_for_ms: int = 0
 
 
 ConcurrentListener = Callable[
@@ -77,6 +126,37 @@ class ConcurrentConsumer(PushConsumer):
     """A push consumer with MessageListenerConcurrently semantics."""
 
     orderly = False
+
+    @property
+    def consume_timeout_ms(self) -> int:
+        return self.config.consume_timeout_min * 60_000
+
+    def _start_service(self) -> None:
+        """``scheduleAtFixedRate(cleanExpireMsg, consumeTimeout, consumeTimeout, MINUTES)``."""
+        self.timers.schedule(self.consume_timeout_ms, "clean_expire", self._clean_expire_task)
+
+    def _clean_expire_task(self) -> None:
+        if not self.running:
+            return
+        self.timers.schedule(self.consume_timeout_ms, "clean_expire", self._clean_expire_task)
+        for mq, pq in list(self.process_queues.items()):
+            self.clean_expired(pq, mq)
+
+    def clean_expired(self, pq: ProcessQueue, mq: MessageQueue) -> list[StoredMessage]:
+        """ProcessQueue.cleanExpiredMsg for one queue; the messages sent back (see the docstring)."""
+        sent: list[StoredMessage] = []
+        for _ in range(min(len(pq.offsets()), CLEAN_EXPIRED_MAX)):
+            now = self.clock.now()
+            msg = pq.expired_head(now, self.consume_timeout_ms)
+            if msg is None:
+                break
+            if not self._send_message_back(msg, ConsumeConcurrentlyContext(mq, CLEAN_EXPIRED_LEVEL)):
+                continue
+            sent.append(msg)
+            head = pq.head()
+            if head is not None and head.queue_offset == msg.queue_offset:
+                pq.remove_messages([msg.queue_offset], now)
+        return sent
 
     def max_reconsume_times(self) -> int:
         """``getMaxReconsumeTimes``: −1 means 16."""
@@ -99,7 +179,11 @@ class ConcurrentConsumer(PushConsumer):
         """ConsumeRequest.run for one batch."""
         if pq.dropped or not self.running:
             return
-        msgs = [self.reset_retry_topic(m) for m in msgs]
+        begin = self.clock.now()
+        msgs = [
+            attrs.evolve(m, properties={**m.properties, PROPERTY_CONSUME_START_TIMESTAMP: str(begin)})
+            for m in (self.reset_retry_topic(m) for m in msgs)
+        ]
         for m in msgs:
             pq.replace(m)
         context = ConsumeConcurrentlyContext(mq)
@@ -110,10 +194,19 @@ class ConcurrentConsumer(PushConsumer):
         except Exception as exc:  # the listener's failure is a consume result
             error = exc
         if not isinstance(status, ConsumeConcurrentlyStatus):
-            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
-        if pq.dropped:
-            return
-        self.process_consume_result(status, context, msgs, pq, mq, error)
+            status = None
+
+        def answer() -> None:
+            kind = return_type(status, error, self.clock.now() - begin, self.consume_timeout_ms)
+            if pq.dropped:
+                return
+            final = status if status is not None else ConsumeConcurrentlyStatus.RECONSUME_LATER
+            self.process_consume_result(final, context, msgs, pq, mq, error, (begin, kind))
+
+        if context.runs_for_ms > 0:
+            self.timers.schedule(context.runs_for_ms, "consume_answer", answer, key=mq)
+        else:
+            answer()
 
     def process_consume_result(
         self,
@@ -123,7 +216,9 @@ class ConcurrentConsumer(PushConsumer):
         pq: ProcessQueue,
         mq: MessageQueue,
         error: BaseException | None = None,
+        timing: tuple[int, ConsumeReturnType] | None = None,
     ) -> None:
+        """``timing``: (CONSUME_START_TIME, ConsumeReturnType), stated in each ``consume`` event."""
         if not msgs:
             return
         ack_index = context.ack_index
@@ -143,6 +238,8 @@ class ConcurrentConsumer(PushConsumer):
                 detail["exception"] = type(error).__name__
             if not ok and not self.clustering:
                 detail["dropped"] = True
+            if timing is not None:
+                detail["consume_start"], detail["return_type"] = timing[0], timing[1].value
             self._emit_consume(mq, m, "SUCCESS" if ok else "RECONSUME_LATER", detail or None)
         if self.clustering:
             back_failed: list[StoredMessage] = []

@@ -20,9 +20,14 @@ one: ``committable_bound()`` is the property the tests check.
 (``putMessage`` only updates it for offsets not already present) and is not
 lowered by removals — exactly RocketMQ's behaviour.
 
-Simplifications: no locks (the model client is single-threaded), message
-sizes are not tracked (``pullThresholdSizeForQueue`` is not modelled), and
-``cleanExpiredMsg`` (consumeTimeout send-back) is not modelled. The lock
+``expired_head`` is the test of ``cleanExpiredMsg`` (concurrent consumption only): the first
+message of the map, when its ``CONSUME_START_TIME`` property (set by the consume request that
+handed it to the listener) is more than ``consumeTimeout`` old. The consumer sends it back with
+delay level 3 and, when the send-back succeeded and it is still the first, removes it without
+committing (``model/consumer_concurrent.py``).
+
+Simplifications: no locks (the model client is single-threaded) and message
+sizes are not tracked (``pullThresholdSizeForQueue`` is not modelled). The lock
 and pull timestamps take ``now`` explicitly instead of reading the system
 clock.
 """
@@ -31,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rmqspec.model.message import StoredMessage
+from rmqspec.model.message import PROPERTY_CONSUME_START_TIMESTAMP, StoredMessage
 
 LOCK_MAX_LIVE_MS = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime
 LOCK_INTERVAL_MS = 20_000  # rocketmq.client.rebalance.lockInterval
@@ -84,6 +89,19 @@ class ProcessQueue:
         """The smallest offset held (map or consuming batch), or None."""
         held = list(self._msgs) + list(self._consuming)
         return min(held) if held else None
+
+    def head(self) -> StoredMessage | None:
+        """The first message of the map (``msgTreeMap.firstEntry()``), or None."""
+        return self._msgs[min(self._msgs)] if self._msgs else None
+
+    def expired_head(self, now: int, timeout_ms: int) -> StoredMessage | None:
+        """``cleanExpiredMsg``'s test: the first message, when a listener got it more than
+        ``timeout_ms`` ago (``now − CONSUME_START_TIME > consumeTimeout``); else None."""
+        head = self.head()
+        start = head.get_property(PROPERTY_CONSUME_START_TIMESTAMP) if head is not None else None
+        if not start or now - int(start) <= timeout_ms:
+            return None
+        return head
 
     def is_lock_expired(self, now: int, max_live_ms: int = LOCK_MAX_LIVE_MS) -> bool:
         """``now − lastLockTimestamp > lockMaxLiveTime`` (client side, 30 s)."""

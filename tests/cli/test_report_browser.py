@@ -189,7 +189,8 @@ def check_run(tmp_path_factory: pytest.TempPathFactory) -> CheckRun:
 def test_scenario_feeds_every_plot(check_run: CheckRun) -> None:
     plots = check_run.plots
     groups = {p.group for p in plots.retries}
-    assert groups == {"G-orders", "G-analytics"}
+    assert groups == {"G-orders", "G-analytics", "G-payments"}  # G-payments: the consume-timeout send-back
+    assert {p.attempt for p in plots.retries if p.group == "G-payments"} == {1}
     assert max(p.attempt for p in plots.retries) == 6  # flaky-6 failed six times
     assert all(not p.early and p.observed_ms >= p.table_ms for p in plots.retries)
     assert {p.kind for p in plots.delays} == {"delayed", "retry"}

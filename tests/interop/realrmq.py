@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -134,3 +135,16 @@ def run_scenarios(realrmq: RealRocketMQ, storedir: Path, label: str, *names: str
     if code != 0 or "error" in json.dumps(rows):
         raise AssertionError(f"scenarios {' '.join(names)} failed (exit {code}):\n{out[-4000:]}{err[-4000:]}")
     return rows
+
+
+_SHARED: dict[tuple[str, tuple[str, ...]], dict[str, dict]] = {}
+
+
+def shared_scenarios(realrmq: RealRocketMQ, tmp_path_factory: Any, label: str, *names: str) -> dict[str, dict]:
+    """``run_scenarios`` once per session for (version, names): the modules that read one run share it (the
+    scenario ``t`` mostly waits, on a thread of its own beside the others)."""
+    key = (realrmq.version, names)
+    if key not in _SHARED:
+        storedir = tmp_path_factory.mktemp(f"real-{label}-{realrmq.version}")
+        _SHARED[key] = run_scenarios(realrmq, storedir, label, *names)
+    return _SHARED[key]

@@ -26,12 +26,12 @@ from rmqspec.properties.codes import AuditParams
 from rmqspec.properties.history import History
 from rmqspec.properties.inv_keys import check_key_split
 from rmqspec.traces.checker import check
-from tests.interop.realrmq import RealRocketMQ, run_scenarios
+from tests.interop.realrmq import RealRocketMQ, shared_scenarios
 
 
 @pytest.fixture(scope="module")
 def keyed(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    rows = run_scenarios(realrmq, tmp_path_factory.mktemp(f"real-keyed-{realrmq.version}"), "keyed", "k")
+    rows = shared_scenarios(realrmq, tmp_path_factory, "keyed-timeout", "k", "t")  # t: test_consume_timeout_real
     assert "k_keyed" in rows, rows
     yield rows["k_keyed"]
 

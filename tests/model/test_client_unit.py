@@ -227,7 +227,9 @@ def test_broadcasting_drops_failures_and_keeps_offsets_locally():
     c.step()
     assert w.broker.send_backs == []
     assert c.committed_offset(MQ) == 2
-    assert all(e.detail == {"dropped": True} for e in w.recorder.of("consume"))
+    assert all(
+        e.detail["dropped"] is True and e.detail["return_type"] == "FAILED" for e in w.recorder.of("consume")
+    )
     assert all(e.status == "RECONSUME_LATER" for e in w.recorder.of("consume"))
     assert "%RETRY%G" not in c.subscriptions
     c.run_until(10_000)  # persist task: local store only
