@@ -19,7 +19,9 @@ lifecycles a person can read in the report's plots:
 - a slow listener: ``G-payments`` (consumeTimeout 1 min) spends 150 s on the first
   delivery of each committed payment; cleanExpiredMsg sends it back with level 3
   while the listener runs, the retry copy is consumed, then the original's
-  late SUCCESS (TIME_OUT): a DUPLICATED observation, never a violation.
+  late SUCCESS (TIME_OUT): a DUPLICATED observation, never a violation;
+- a 6000-byte receipt to Payments each round: the producer compresses it
+  (sysFlag COMPRESSED | ZLIB), the store keeps it so, G-payments reads it whole.
 
 ``G-analytics``'s max is the client's (a request max): the brokers record it in
 each ``send_back`` event's ``detail.max``, so the audit needs no configuration.
@@ -61,6 +63,7 @@ def _analytics(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
 
 
 SLOW_PAYMENT_MS = 150_000
+RECEIPT = b"receipt line; " * 429  # 6006 bytes: over compressMsgBodyOverHowmuch, sent compressed
 
 
 def _payments(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
@@ -137,6 +140,7 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
             producer.send(Message("Orders", b"timer-and-level", delay_level=2, properties={"TIMER_DELAY_SEC": "90"}))
         for i in range(6):
             producer.send(Message("Ledger", b"entry-%d-%d" % (r, i)), sharding_key=f"acct-{i % 3}")
+        producer.send(Message("Payments", RECEIPT))
         ok = txp.send_in_transaction(Message("Payments", b"txn-commit"), lambda m: TxnAction.COMMIT)
         committed = committed or ok
         txp.send_in_transaction(Message("Payments", b"txn-rollback"), lambda m: TxnAction.ROLLBACK)

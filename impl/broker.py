@@ -350,6 +350,7 @@ class MmapBroker(BatchSends):
             born_ts=now,
             flag=msg.flag,
             delay_level=msg.delay_level,
+            sys_flag=msg.sys_flag,
         )
         plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
@@ -374,7 +375,7 @@ class MmapBroker(BatchSends):
         wire[PROPERTY_TRANSACTION_PREPARED] = "true"
         wire[PROPERTY_PRODUCER_GROUP] = producer_group
         props = half_send_properties(wire, self.config)
-        plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now), now)
+        plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now, msg.sys_flag), now)
         self.meta.ensure_topic(HALF_TOPIC, 1)
         entry = self._written(self.log.append(plan), now)
         self.events.txn_half(entry, now, producer_group, msg.topic, queue_id, uniq)

@@ -101,7 +101,8 @@ def java_int(text: str | None, default: int) -> int:
         return -1
 
 
-def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str, str], now: int) -> PutSpec:
+def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str, str], now: int,
+              sys_flag: int = 0) -> PutSpec:
     """parseHalfMessageInner (``props`` already carries TRAN_MSG and PGROUP)."""
     stored = dict(props)
     stored[PROPERTY_REAL_TOPIC] = topic
@@ -111,7 +112,7 @@ def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str
         queue_id=0,
         body=body,
         properties=tuple(stored.items()),
-        sys_flag=with_txn_type(0, TRANSACTION_NOT_TYPE),
+        sys_flag=with_txn_type(sys_flag, TRANSACTION_NOT_TYPE),
         born_ts=now,
         flag=flag,
     )

@@ -392,6 +392,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             born_ts=now,
             flag=msg.flag,
             delay_level=msg.delay_level,
+            sys_flag=msg.sys_flag,
         )
         try:
             record = self.store.prepare(request, now)

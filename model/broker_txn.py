@@ -60,7 +60,7 @@ class Transactions:
         wire[PROPERTY_TRANSACTION_PREPARED] = "true"
         wire[PROPERTY_PRODUCER_GROUP] = producer_group
         props = half_send_properties(wire, self.config)
-        request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now)
+        request = half_request(msg.topic, queue_id, msg.body, msg.flag, props, now, msg.sys_flag)
         try:
             record = self.store.prepare(request, now)
         except PutError as e:

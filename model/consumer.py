@@ -73,6 +73,7 @@ import attrs
 from rmqspec.model.allocate import STRATEGIES
 from rmqspec.model.client_timers import Timer, TimerQueue
 from rmqspec.model.clock import Clock
+from rmqspec.model.compression import uncompressed
 from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.message import MessageQueue, StoredMessage
@@ -681,7 +682,7 @@ class PushConsumer(abc.ABC):
         pq, mq = req.pq, req.mq
         if result.status is PullStatus.FOUND:
             req.next_offset = result.next_begin_offset
-            msgs = [m for m in result.messages if sub.matches(m)]
+            msgs = [uncompressed(m) for m in result.messages if sub.matches(m)]  # MessageDecoder.decodes
             if not msgs:
                 self._pull_later(req, 0)
                 return

@@ -108,6 +108,8 @@ TRANSACTION_ROLLBACK_TYPE = 0xC
 TRANSACTION_TYPE_MASK = 0xC
 BORNHOST_V6_FLAG = 0x10
 STOREHOST_V6_FLAG = 0x20
+COMPRESSION_TYPE_MASK = 0x700  # MessageSysFlag.COMPRESSION_TYPE_COMPARATOR: LZ4 1, ZSTD 2, ZLIB 3 (<< 8)
+SENDER_SYS_FLAG_BITS = COMPRESSED_FLAG | COMPRESSION_TYPE_MASK  # what a SEND_MESSAGE's sysFlag may say of a body
 
 
 
@@ -287,6 +289,8 @@ class Message:
     flag: int = 0
     uniq_key: str | None = attrs.field(default=None, converter=_no_empty_key)
     wait: str | None = attrs.field(default="true", converter=_no_empty_key)
+    # the request's sysFlag bits a sender sets: COMPRESSED and the compression type (model/compression.py)
+    sys_flag: int = 0
 
     # attrs compares MappingProxyType by identity; compare the contents instead.
     _props_key: tuple[tuple[str, str], ...] = attrs.field(
@@ -304,6 +308,8 @@ class Message:
             raise InvalidMessage("body", self.body, "must be bytes")
         if len(self.body) > MAX_BODY_BYTES:
             raise InvalidMessage("body", self.body, f"larger than {MAX_BODY_BYTES} bytes")
+        if self.sys_flag & ~SENDER_SYS_FLAG_BITS:
+            raise InvalidMessage("sys_flag", self.sys_flag, "only COMPRESSED and its type bits are a sender's")
         for name in self.properties:
             if name in SYSTEM_PROPERTY_NAMES:
                 raise InvalidMessage(

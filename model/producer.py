@@ -65,8 +65,12 @@ broker side alone emits ``store``, ``txn_check`` and ``txn_discard``.
 ``send_batch`` sends messages as one SEND_BATCH_MESSAGE, tried like a sync
 send (sendDefaultImpl); the broker stores them as one append.
 
+Every other send goes out as ``_wire`` makes it: a body of ``compress_over`` (4096) bytes or more is
+compressed (tryToCompressMessage; ``model/compression.py``), the request's sysFlag says so; a batch
+never is. Events and listeners see the message as the application made it.
+
 Simplifications: one broker, so "another broker" on retry is the next queue;
-no latency fault tolerance, no compression; an async send's
+no latency fault tolerance; an async send's
 callback runs on the caller's thread (RocketMQ: the callback executor).
 """
 
@@ -79,6 +83,7 @@ from typing import Any
 import attrs
 
 from rmqspec.model.clock import Clock
+from rmqspec.model.compression import COMPRESS_OVER, compress, uncompressed
 from rmqspec.model.directory import Directory
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ids import UniqKeyFactory
@@ -138,6 +143,7 @@ class Producer:
         start_index: int = 0,
         broker_records_events: bool = True,
         selector: Selector = by_hash,
+        compress_over: int = COMPRESS_OVER,
     ) -> None:
         if retry_times_when_send_failed < 0:
             raise ValueError(
@@ -154,6 +160,7 @@ class Producer:
             raise ValueError(
                 f"retry_times_when_send_async_failed must be ≥ 0, got {retry_times_when_send_async_failed}"
             )
+        self.compress_over = compress_over  # compressMsgBodyOverHowmuch
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
         self._start_index = start_index
@@ -194,6 +201,11 @@ class Producer:
             return msg
         return attrs.evolve(msg, uniq_key=self.uniq_keys.next(self.clock.now()))
 
+    def _wire(self, msg: Message) -> Message:
+        """The message as the request carries it: a large body compressed (``tryToCompressMessage``)."""
+        body, sys_flag = compress(msg.body, msg.sys_flag, over=self.compress_over)
+        return msg if body is msg.body else attrs.evolve(msg, body=body, sys_flag=sys_flag)
+
     # -- sending ---------------------------------------------------------
     def send(
         self, msg: Message, *, queue_id: int | None = None, sharding_key: str | None = None
@@ -201,7 +213,7 @@ class Producer:
         """Send and wait for the broker's answer; raises ``SendFailed`` or ``BrokerError``."""
         msg = self.stamp(msg)
         result, qid, attempts = self._send_with_retry(
-            msg, queue_id, sharding_key, lambda m, q: self.broker.send(m, q)
+            msg, queue_id, sharding_key, lambda m, q: self.broker.send(self._wire(m), q)
         )
         self._emit_acked(msg, qid, result, sharding_key, "SYNC", attempts)
         return result
@@ -238,9 +250,10 @@ class Producer:
         msg = self.stamp(msg)
         qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
         errors: list[BaseException] = []
+        wire = self._wire(msg)
         for attempt in range(1, self.retry_times_when_send_async_failed + 2):
             try:
-                result = self.broker.send(msg, qid)
+                result = self.broker.send(wire, qid)
             except BrokerError as exc:  # an answer, but a refusal: no retry (onExceptionImpl, needRetry false)
                 on_exception(exc)
                 return
@@ -263,7 +276,7 @@ class Producer:
         msg = self.stamp(msg)
         qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
         with contextlib.suppress(BrokerError, ConnectionError):  # nothing comes back either way
-            sender(msg, qid)
+            sender(self._wire(msg), qid)
         self._emit_client_side(
             "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key, delay_level=msg.delay_level or None,
             status="ONEWAY", sharding_key=sharding_key,
@@ -382,7 +395,7 @@ class TransactionProducer(Producer):
             msg = attrs.evolve(msg, delay_level=0)
         msg = self.stamp(msg)
         result, qid, _ = self._send_with_retry(
-            msg, queue_id, None, lambda m, q: self.broker.send_half(m, q, self.group), plain=False
+            msg, queue_id, None, lambda m, q: self.broker.send_half(self._wire(m), q, self.group), plain=False
         )
         txn_id = msg.uniq_key
         if result.status is SendStatus.SEND_OK:
@@ -441,7 +454,7 @@ class TransactionProducer(Producer):
             state: Any = None
             if self.check_listener is not None:
                 try:
-                    state = self.check_listener(req.message)
+                    state = self.check_listener(uncompressed(req.message))
                 except Exception:
                     state = None
             if not isinstance(state, TxnAction):

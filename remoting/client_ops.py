@@ -291,10 +291,11 @@ def unregister_request(client_id: str, *, producer_group: str | None = None,
 
 def send_request(producer_group: str, msg: Message, queue_id: int, properties: Mapping[str, str],
                  born_ts: int, broker_name: str, sys_flag: int = 0) -> RemotingCommand:
-    """SEND_MESSAGE_V2 with ext a..n as ``SendMessageRequestHeaderV2`` (``l`` only on retry sends)."""
+    """SEND_MESSAGE_V2 with ext a..n as ``SendMessageRequestHeaderV2`` (``l`` only on retry sends); the
+    sysFlag is ``sys_flag`` (a half's) with the message's own bits (a compressed body's)."""
     return _req(RequestCode.SEND_MESSAGE_V2, {
         "a": producer_group, "b": msg.topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS,
-        "e": queue_id, "f": sys_flag, "g": born_ts, "h": msg.flag, "i": encode_properties(properties),
+        "e": queue_id, "f": sys_flag | msg.sys_flag, "g": born_ts, "h": msg.flag, "i": encode_properties(properties),
         "j": 0, "k": False, "m": False, "n": broker_name,
     }, bytes(msg.body))
 

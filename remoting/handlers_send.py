@@ -78,6 +78,7 @@ from rmqspec.model.message import (
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
+    SENDER_SYS_FLAG_BITS,
     SYSTEM_PROPERTY_NAMES,
     InvalidMessage,
     Message,
@@ -170,7 +171,7 @@ def _target_queue(ctx: Ctx, conn: Any, h: RemotingCommand) -> tuple[str, int, in
     return topic, queue_id, nums
 
 
-def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int) -> Message:
+def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int, sys_flag: int = 0) -> Message:
     """The ``Message`` the wire properties describe (see the module docstring, step 3)."""
     delay_text = props.get(PROPERTY_DELAY_TIME_LEVEL)
     delay = 0
@@ -186,7 +187,7 @@ def _message(ctx: Ctx, topic: str, body: bytes, props: dict[str, str], flag: int
     try:
         return Message(topic, body, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS, ""),
                        properties=user, delay_level=delay, flag=flag, uniq_key=uniq,
-                       wait=props.get(PROPERTY_WAIT_STORE_MSG_OK))
+                       wait=props.get(PROPERTY_WAIT_STORE_MSG_OK), sys_flag=sys_flag & SENDER_SYS_FLAG_BITS)
     except InvalidMessage as exc:
         raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
 
@@ -228,7 +229,7 @@ def send_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
             # 5.x: DELAY=-1 in the request's properties, stored at once; 4.9.8 keeps the level the client
             # asked for, and a level > 0 schedules the dead letter (docs/fidelity.md P5-10)
             props[PROPERTY_DELAY_TIME_LEVEL] = "-1"
-        msg = _message(ctx, stored_topic, req.body, props, get_int(h, "flag"))
+        msg = _message(ctx, stored_topic, req.body, props, get_int(h, "flag"), get_int(h, "sysFlag"))
         group = get_str(h, "producerGroup")
         now = ctx.now()
         if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":

@@ -12,14 +12,21 @@ the consumer started, ``fast`` is consumed at once. Measured here and held to th
   stored one level-3 delay after that tick and consumed before the original's answer;
 - a client-side trace of the run (the sends, the consumes with ``detail.consume_start`` and
   ``detail.return_type``, a drain) audits with no violation and one DUPLICATED observation, for ``slow``.
+
+The same thread sends a 6000-byte body (``t_compressed``): the 4.9.8 client compresses it, and the record
+the broker stored (VIEW_MESSAGE_BY_ID's raw answer) holds sysFlag COMPRESSED | ZLIB and the bytes the
+model's producer writes for the same body (``model/compression.py``; seed 004, G12).
 """
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
+from rmqspec.impl.codec import decode_record
+from rmqspec.model.compression import compress, uncompress
 from rmqspec.model.consumer_concurrent import ConsumeConcurrentlyStatus, return_type
 from rmqspec.model.message import PROPERTY_CONSUME_START_TIMESTAMP
 from rmqspec.model.process_queue import ProcessQueue
@@ -104,3 +111,16 @@ def test_a_trace_of_the_timed_out_consumer_audits_clean(run: dict[str, Any]) -> 
     report = check(rows)
     assert not report.violations, [f.as_dict() for f in report.violations]
     assert [(f.code, f.keys.get("msg_key")) for f in report.observations] == [("DUPLICATED", slow_key)]
+
+
+def test_the_java_client_compresses_a_large_body_as_the_model_does(
+    realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    run = shared_scenarios(realrmq, tmp_path_factory, "keyed-timeout", "k", "t")["t_compressed"]
+    assert (run["status"], run["code"]) == ("SEND_OK", 0)
+    offset = int(run["offset_msg_id"][-16:], 16)  # the record's own physicalOffset field
+    record = decode_record(base64.b64decode(run["record_b64"]), base_offset=offset)
+    body = run["body"].encode()
+    assert (record.topic, len(body)) == (run["topic"], 6000)
+    assert (record.body, record.sys_flag) == compress(body, 0)  # byte for byte, and sysFlag 0x301
+    assert uncompress(record.body, record.sys_flag) == body

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import attrs
 import pytest
 
@@ -24,6 +26,7 @@ from tests.remoting.conftest import (
 )
 from tests.uniq_keys import KEYS
 
+ZLIB_COMPRESSED = 0x301  # COMPRESSED_FLAG | CompressionType.ZLIB.getCompressionFlag()
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
@@ -303,3 +306,16 @@ def test_a_pop_retry_topic_is_refused_before_its_group_is_parsed(serve) -> None:
                         b"poison")
     assert (r.code, r.remark) == (
         1, "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")
+
+
+def test_serve_stores_the_sysflag_of_a_java_client_s_compressed_send(serve) -> None:
+    """The 4.9.8 client's compressed send (sysFlag COMPRESSED | ZLIB, 0x301) is stored as sent (seed 004, G12)."""
+    s = serve()
+    b = s.client()
+    b.call(17, create_topic_ext("T", 1))
+    body = zlib.compress(b"order line; " * 500, 5)
+    ext = send_ext("T", 0, properties=props(UNIQ_KEY=uniq_key(), WAIT="true"), sys_flag=ZLIB_COMPRESSED)
+    r = b.call(310, ext, body)
+    assert r.code == 0, r.remark
+    rec = decode_record(b.call(33, {"offset": "0"}).body)
+    assert (rec.sys_flag, rec.body) == (ZLIB_COMPRESSED, body)
