@@ -17,7 +17,7 @@ RocketMQ 4.9.8 (``javap -c`` of its client and common jars):
   the sysFlag keeps its bits.
 
 ZLIB is ``java.util.zip.Deflater(level)`` through a ``DeflaterOutputStream``: the zlib format, which
-Python's ``zlib`` writes byte for byte the same (``tests/interop/test_send_modes_real.py`` compares a
+Python's ``zlib`` writes byte for byte the same (``tests/interop/test_consume_timeout_real.py`` compares a
 body the 4.9.8 client compressed with ours). LZ4 and ZSTD are named only: uncompressing such a body
 raises ``UnsupportedCompression`` (no library on this project's list implements them), the reference
 producer never writes them.
