@@ -33,7 +33,7 @@ from rmqspec.model.message import COMPRESSED_FLAG, COMPRESSION_TYPE_MASK, Stored
 
 COMPRESS_OVER = 4096  # compressMsgBodyOverHowmuch
 COMPRESS_LEVEL = 5  # rocketmq.message.compressLevel
-LZ4_FLAG, ZSTD_FLAG, ZLIB_FLAG = 0x100, 0x200, 0x300
+ZLIB_FLAG = 0x300  # the only type the model writes (LZ4 0x100 and ZSTD 0x200 are read as refused)
 _TYPE_NAMES = {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
 
 

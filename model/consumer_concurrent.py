@@ -142,9 +142,8 @@ class ConcurrentConsumer(PushConsumer):
         for mq, pq in list(self.process_queues.items()):
             self.clean_expired(pq, mq)
 
-    def clean_expired(self, pq: ProcessQueue, mq: MessageQueue) -> list[StoredMessage]:
-        """ProcessQueue.cleanExpiredMsg for one queue; the messages sent back (see the docstring)."""
-        sent: list[StoredMessage] = []
+    def clean_expired(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """ProcessQueue.cleanExpiredMsg for one queue (see the module docstring)."""
         for _ in range(min(len(pq.offsets()), CLEAN_EXPIRED_MAX)):
             now = self.clock.now()
             msg = pq.expired_head(now, self.consume_timeout_ms)
@@ -152,11 +151,9 @@ class ConcurrentConsumer(PushConsumer):
                 break
             if not self._send_message_back(msg, ConsumeConcurrentlyContext(mq, CLEAN_EXPIRED_LEVEL)):
                 continue
-            sent.append(msg)
             head = pq.head()
             if head is not None and head.queue_offset == msg.queue_offset:
                 pq.remove_messages([msg.queue_offset], now)
-        return sent
 
     def max_reconsume_times(self) -> int:
         """``getMaxReconsumeTimes``: −1 means 16."""
