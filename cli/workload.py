@@ -22,6 +22,10 @@ lifecycles a person can read in the report's plots:
   late SUCCESS (TIME_OUT): a DUPLICATED observation, never a violation;
 - a 6000-byte receipt to Payments each round: the producer compresses it
   (sysFlag COMPRESSED | ZLIB), the store keeps it so, G-payments reads it whole.
+- a broadcasting group (``G-audit-log``, two clients on Orders) that drops what its
+  listener fails (``flaky-N``): ``audit-1`` from the start, ``audit-2`` joining late, so it starts
+  at the queues' max offsets and owes nothing sent before; each client consumes every later
+  message once (LOST and DUPLICATED per client).
 
 ``G-analytics``'s max is the client's (a request max): the brokers record it in
 each ``send_back`` event's ``detail.max``, so the audit needs no configuration.
@@ -33,7 +37,7 @@ from typing import Any
 
 from rmqspec.model.client_timers import Driver
 from rmqspec.model.clock import ManualClock
-from rmqspec.model.consumer import ConsumeFromWhere, ConsumerConfig
+from rmqspec.model.consumer import ConsumeFromWhere, ConsumerConfig, MessageModel
 from rmqspec.model.consumer_concurrent import ConcurrentConsumer, ConsumeConcurrentlyStatus
 from rmqspec.model.consumer_orderly import ConsumeOrderlyStatus, OrderlyConsumer
 from rmqspec.model.directory import Directory
@@ -73,6 +77,11 @@ def _payments(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
     return OK
 
 
+def _audit_log(msgs: list[Any], ctx: Any) -> ConsumeConcurrentlyStatus:
+    """A broadcasting listener that fails a flaky message once: RocketMQ drops it, never retries."""
+    return LATER if msgs[0].body.startswith(b"flaky-1") else OK
+
+
 def _ledger(msgs: list[Any], ctx: Any) -> ConsumeOrderlyStatus:
     return ConsumeOrderlyStatus.SUCCESS
 
@@ -94,7 +103,7 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
     d.create_topic(broker, "Orders", 2)
     d.create_topic(broker, "Ledger", 2)
     d.create_topic(broker, "Payments", 1)
-    for group in ("G-orders", "G-analytics", "G-ledger", "G-payments"):
+    for group in ("G-orders", "G-analytics", "G-ledger", "G-payments", "G-audit-log"):
         d.create_group(broker, group)
     driver = Driver(clock, broker, max_step_ms=500)
 
@@ -113,6 +122,10 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
     ledger_b = OrderlyConsumer(broker, clock, d, "G-ledger", "ledger-b", _ledger, config=_config(),
                                recorder=recorder)
     ledger_b.subscribe("Ledger")
+    audits = [ConcurrentConsumer(broker, clock, d, "G-audit-log", f"audit-{n}", _audit_log, recorder=recorder,
+                                 config=ConsumerConfig(message_model=MessageModel.BROADCASTING)) for n in (1, 2)]
+    for audit in audits:
+        audit.subscribe("Orders")
     producer = Producer(broker, clock, d, "P-orders", recorder=recorder,
                         uniq_keys=UniqKeyFactory("10.0.0.5", pid=101))
     answers = {b"txn-lost": TxnAction.COMMIT, b"txn-lost-rb": TxnAction.ROLLBACK}
@@ -120,9 +133,9 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
         broker, clock, d, "P-payments", recorder=recorder, uniq_keys=UniqKeyFactory("10.0.0.6", pid=202),
         check_listener=lambda m: answers.get(bytes(m.body), TxnAction.UNKNOWN),
     )
-    for participant in (c_orders, c_analytics, c_pay, ledger_a, producer, txp):
+    for participant in (c_orders, c_analytics, c_pay, ledger_a, audits[0], producer, txp):
         driver.add(participant)
-    for consumer in (c_orders, c_analytics, c_pay, ledger_a):
+    for consumer in (c_orders, c_analytics, c_pay, ledger_a, audits[0]):
         consumer.start()
     driver.step()
 
@@ -150,6 +163,11 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
 
     driver.add(ledger_b)  # joins: ledger-a unlocks one Ledger queue, ledger-b locks it
     ledger_b.start()
+    driver.add(audits[1])  # a broadcasting client without an offsets file: starts at the max offsets
+    audits[1].start()
+    driver.step()  # its rebalance: the max offsets it starts at
+    for n in range(1, 3):
+        producer.send(Message("Orders", b"flaky-%d" % n))
     for i in range(6):
         producer.send(Message("Ledger", b"entry-join-%d" % i), sharding_key=f"acct-{i % 3}")
     txp.send_in_transaction(Message("Payments", b"txn-pending"), lambda m: None)  # UNKNOWN until discarded
@@ -162,7 +180,7 @@ def run_workload(broker: Broker, clock: ManualClock, recorder: Recorder, *, roun
     for i in range(6):
         producer.send(Message("Ledger", b"entry-late-%d" % i), sharding_key=f"acct-{i % 3}")
     driver.run_for(20 * 60_000)  # the pending half is checked 15 times, then discarded
-    for participant in (c_orders, c_analytics, c_pay, ledger_b):
+    for participant in (c_orders, c_analytics, c_pay, ledger_b, *audits):
         participant.shutdown()
     recorder.emit("drain", clock.now(), actor="workload")
     return clock.now() - start

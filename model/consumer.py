@@ -66,10 +66,12 @@ from __future__ import annotations
 import abc
 import enum
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
+from rmqspec.model import offsets_file
 from rmqspec.model.allocate import STRATEGIES
 from rmqspec.model.client_timers import Timer, TimerQueue
 from rmqspec.model.clock import Clock
@@ -137,6 +139,8 @@ class ConsumerConfig:
     max_time_consume_continuously_ms: int = attrs.field(default=60_000, validator=_positive)
     # consumeTimeout, minutes: cleanExpiredMsg's period and threshold; a longer consume is TIME_OUT
     consume_timeout_min: int = attrs.field(default=15, validator=_positive)
+    # broadcasting: the root of the offsets files (rocketmq.client.localOffsetStoreDir), None: kept in memory
+    offset_store_dir: str | None = None
 
 
 @attrs.frozen
@@ -275,29 +279,52 @@ class RemoteBrokerOffsetStore(OffsetStore):
 class LocalOffsetStore(OffsetStore):
     """Broadcasting: offsets persisted on the client (``LocalFileOffsetStore``).
 
-    The model keeps the "file" in memory (``persisted``); a restarted client
-    would read it back.
+    With a ``path`` the offsets are the real file, with its ``.bak`` (``model/offsets_file.py``: 4.9.8's
+    text and write steps; a restarted client reads it back, or the ``.bak`` when it is missing or damaged,
+    or nothing when both are: it then starts at the max offset). Without one the "file" is kept in memory
+    (``persisted``).
     """
 
     kind = "local"
 
-    def __init__(self, on_update: Callable[[MessageQueue, int, bool], None] | None = None) -> None:
+    def __init__(self, on_update: Callable[[MessageQueue, int, bool], None] | None = None,
+                 path: Path | None = None) -> None:
         super().__init__(on_update)
         self.persisted: dict[MessageQueue, int] = {}
+        self.path = path
+
+    def _read_file(self) -> dict[MessageQueue, int] | None:
+        """``readLocalOffset``; None also when it throws (the file and its ``.bak`` damaged)."""
+        if self.path is None:
+            return self.persisted
+        try:
+            return offsets_file.read(self.path)
+        except offsets_file.OffsetsFileError:
+            return None
 
     def read_store(self, mq: MessageQueue) -> int:
-        offset = self.persisted.get(mq, -1)
+        offset = (self._read_file() or {}).get(mq, -1)
         if offset >= 0:
             self.update_offset(mq, offset, False)
         return offset
 
     def persist(self, mq: MessageQueue) -> None:
-        if mq in self.table:
-            self.persisted[mq] = self.table[mq]
+        self.persist_all([mq])
 
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        for mq in mqs:
-            self.persist(mq)
+        """``persistAll``: the file's entries, those of ``mqs`` in the table overwritten, written back."""
+        chosen = [mq for mq in mqs if mq in self.table]
+        if self.path is None:
+            self.persisted.update((mq, self.table[mq]) for mq in chosen)
+            return
+        if not chosen:
+            return
+        try:
+            table = offsets_file.read(self.path) or {}
+        except offsets_file.OffsetsFileError:
+            return  # 4.9.8 logs "readLocalOffset exception" and writes nothing
+        table.update((mq, self.table[mq]) for mq in chosen)
+        offsets_file.write(self.path, offsets_file.render(table))
 
 
 # ---------------------------------------------------------------------------
@@ -343,7 +370,11 @@ class PushConsumer(abc.ABC):
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(broker, group, self._offset_updated)
         else:
-            self.offset_store = LocalOffsetStore(self._offset_updated)
+            root = self.config.offset_store_dir
+            self.offset_store = LocalOffsetStore(
+                self._offset_updated,
+                offsets_file.offsets_path(Path(root), client_id, group) if root is not None else None,
+            )
 
     # -- configuration ---------------------------------------------------
     @property
@@ -443,6 +474,8 @@ class PushConsumer(abc.ABC):
 
     # -- events ----------------------------------------------------------
     def _emit(self, event: str, **fields: Any) -> None:
+        if not self.clustering:  # a broadcasting client's rows say so (docs/trace-schema.md)
+            fields["detail"] = {**(fields.get("detail") or {}), "message_model": MessageModel.BROADCASTING.value}
         self.recorder.emit(
             event, self.clock.now(), actor=self.client_id, client_id=self.client_id,
             group=self.group, **fields,
@@ -568,11 +601,12 @@ class PushConsumer(abc.ABC):
             return last
         if last != -1:
             return -1
-        if self.config.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            return 0
-        return self.max_offset(mq)
+        first = self.config.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        start = 0 if first or mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else self.max_offset(mq)
+        if start >= 0 and not self.clustering:  # where a broadcasting run starts: what lies below is not its
+            self._emit("commit_offset", topic=mq.topic, queue_id=mq.queue_id, queue_offset=start,
+                       detail={"from_where": self.config.consume_from_where.value, "store": self.offset_store.kind})
+        return start
 
     def max_offset(self, mq: MessageQueue) -> int:
         """The queue's max offset (−1 when the broker cannot be asked)."""

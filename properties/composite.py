@@ -32,7 +32,8 @@ family off for the whole example (0, the shrinking direction, enables all).
 ``conform_timer.py`` among them), the filter actions (SQL92 probes and a tag
 probe the message just sent does not match) and the edge
 probes (``edges.py``), in a drawn order, run right after it (Hypothesis rarely
-draws the late rules with arguments on its own), then a ``deadline_tour`` walks
+draws the late rules with arguments on its own), then the broadcasting clients'
+opening actions (``conform_broadcast.py``) and a ``deadline_tour`` that walks
 one deadline of every kind at d − 1, d and d + 1 ms. ``_on(family)`` is the
 precondition. The mask depends on nothing the broker does, so the draw
 structure stays time-independent on the wall clock as well (where the ladders
@@ -237,7 +238,8 @@ class DeepRules:
     def beat(self, n: int) -> None:
         """The workload's heartbeat, in a fixed cycle: consume, produce, a transaction, its end,
         consume, a flush (ASYNC) or a short wait, a duplicate commit, an orderly batch, a lock
-        takeover after expiry, a jump to the next deadline, a ladder in turn (on the wall clock, where waiting means
+        takeover after expiry, a jump to the next deadline, a consume and a broadcasting client's turn,
+        a ladder in turn (on the wall clock, where waiting means
         sleeping: a short delayed send and a filtered probe instead of the waits, and only halves
         ended at once — see docs/fidelity.md "Open"). Hypothesis
         draws the first of its rules (ordered by their number of arguments, then name) far more
@@ -283,6 +285,9 @@ class DeepRules:
             self.probe_filtered(n, n, "TagA")
         elif beat == 9 and manual and self._deadlines():
             self.deadline_walk(n + self.beats)
+        elif beat == 0 and manual:  # the usual consume, then a broadcasting client's turn (its own offsets)
+            self.consume_next(n)
+            self.broadcast(n, n, 1 + n % 4, ("SUCCESS", "RECONSUME_LATER")[n % 3 // 2])
         else:
             self.consume_next(n)
 
@@ -357,6 +362,8 @@ class DeepRules:
                     getattr(self, action)(v, f)
             elif kind == "timer":  # 5.x timer messages (conform_timer.py); 4.9: the same user properties
                 self.timer_ladder(v + f)
+        if self._ladder_ok():  # a broadcasting group's two clients, each from its own offsets
+            self.broadcast_prelude(v, f)
         if self._ladder_ok():  # last: every deadline kind the prelude left, at d − 1, d, d + 1
             self.deadline_tour(v + f)
 

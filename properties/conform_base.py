@@ -290,6 +290,7 @@ class MachineCore(RuleBasedStateMachine):
         self.body_seq = 0
         self.last_flush_seq = 0
         self._oracle_init()
+        self._broadcast_init()
 
     # ------------------------------------------------------------------
     # plumbing

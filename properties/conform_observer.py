@@ -190,12 +190,13 @@ class ObserverRules:
     # invariants
 
     def _judge(self, kinds: tuple[str, ...]) -> None:
-        violations = inv.evaluate(self.history, kinds)
+        named = inv.evaluate_named(self.history, kinds)
         if self.profile.strict:
-            violations += inv.evaluate(self.history, ("observation",))
+            named += inv.evaluate_named(self.history, ("observation",))
+        violations = [v for _, v in named]
         if violations:
             first = violations[0]
-            name = inv.name_of(first.code)
+            name = named[0][0].name  # the invariant that found it (two may report one code)
             rest = Counter(v.code for v in violations[1:])
             listed = ", ".join(f"{code}×{n}" if n > 1 else str(code) for code, n in sorted(rest.items()))
             more = f" (+{len(violations) - 1} more: {listed})" if rest else ""
@@ -228,7 +229,7 @@ class ObserverRules:
         return not self._pq_keys()
 
     def _consume_all(self) -> bool:
-        """Every group pulls and consumes every queue to its end successfully."""
+        """Every group (and every broadcasting client) pulls and consumes every queue to its end successfully."""
         moved = False
         for group in self._consumer_groups():
             for mq in self._group_mqs(group):
@@ -252,7 +253,7 @@ class ObserverRules:
                     break
                 moved = True
                 self._finish((holder, mq), "SUCCESS")
-        return moved
+        return self._broadcast_all() or moved
 
     def drain(self) -> None:
         """Quiesce: answer checks, consume everything, advance to the next due time, repeat."""

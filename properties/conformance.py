@@ -13,7 +13,8 @@ every observable result is compared.
 
 Who acts: the machine plays producers (``P0``, transactional ``PG``), the
 reference concurrent consumer (groups ``G0``…, one ``ProcessQueue`` per
-queue, RocketMQ's commit rule), the orderly consumer (group ``OG``, clients
+queue, RocketMQ's commit rule), a broadcasting group (``GB``, clients ``b1``
+and ``b2``, each with its own offsets), the orderly consumer (group ``OG``, clients
 ``c1``–``c3`` with client-side lock lifetimes) and a private observer group
 that *reveals* every known queue after each step so that where copies land,
 and when they become visible, are observations (``properties/history.py``).
@@ -35,6 +36,8 @@ The machine is one class assembled from mixins, one concern each:
   drain, the teardown;
 - ``conform_timer.py`` — ``TimerRules``: 5.x timer messages (sends on a precision's edges, the
   wheel's copies and fires observed, the timer ladder);
+- ``conform_broadcast.py`` — ``BroadcastRules``: a broadcasting group's two clients, each pulling
+  from its own offsets (the ``broadcast`` action);
 - ``edges.py`` — ``EdgeRules``: parameter probes, message families, lock probes, deadline walks
   (issue 41; the drawn parameter domains are ``domains.py``);
 - ``composite.py`` — ``DeepRules``: clean restarts, ladders, the beat, the prelude, swarm
@@ -84,6 +87,7 @@ from rmqspec.properties.conform_base import MachineFailure as MachineFailure
 from rmqspec.properties.conform_base import Profile as Profile
 from rmqspec.properties.conform_base import Txn as Txn
 from rmqspec.properties.conform_base import Window as Window
+from rmqspec.properties.conform_broadcast import BroadcastRules
 from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
 from rmqspec.properties.conform_orderly import OrderlyRules
@@ -98,8 +102,8 @@ from rmqspec.properties.oracles import OracleRules
 from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
-class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, MessagingRules, OrderlyRules, TxnRules,
-                      TimeRules, WallRules, ObserverRules, StoreProbeRules, OracleRules, MachineCore):
+class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, BroadcastRules, MessagingRules, OrderlyRules,
+                      TxnRules, TimeRules, WallRules, ObserverRules, StoreProbeRules, OracleRules, MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
 

@@ -8,7 +8,9 @@ tables in ``model/lifecycle.py`` it took — so the coverage is of the same rows
 the z3 theorems prove:
 
 - message (per copy and group): a client ``deliver`` is STORED→DELIVERED, a
-  SUCCESS ``consume`` DELIVERED→CONSUMED, a ``send_back`` RETRY / DLQ the
+  SUCCESS ``consume`` DELIVERED→CONSUMED (a broadcasting client's too; the message it drops after
+  a failed consume takes no row, no send-back: the result ``broadcast:dropped`` counts it,
+  ``conform_broadcast.py``), a ``send_back`` RETRY / DLQ the
   ``retry`` / ``dlq`` row, a send-back that did not succeed (refused, or its
   request lost) ``send_back_failed``, a retry copy's ``schedule_fire`` the
   ``due`` fire;

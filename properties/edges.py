@@ -140,9 +140,11 @@ class EdgeRules:
                 self.timers[name] = now
 
     def _restarted(self) -> None:
-        """A restarted broker starts its periodic services anew; its consumer tables are empty."""
+        """A restarted broker starts its periodic services anew; its consumer tables are empty (the
+        broadcasting clients restart with it)."""
         self.timers = dict.fromkeys(self._intervals(), self._now())
         self._forget_consumers()
+        self._broadcast_restarted()
         self.rounds_mirrored = True
 
     def _next_round(self) -> int:

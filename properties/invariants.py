@@ -23,8 +23,9 @@ survive a broker restart; a power loss may truncate a queue's tail).
 
 This module holds the table (``INVARIANTS``) and the ordering, loss, retry,
 delay, offset and observation checks; the lock checks live in
-``inv_locks.py``, a sharding key's routing in ``inv_keys.py``, the transaction checks in ``inv_txn.py``, the 5.x timer
-messages' in ``inv_timer.py`` (a timer send's offsets are its timer copy's:
+``inv_locks.py``, a sharding key's routing in ``inv_keys.py``, a broadcasting client's LOST in
+``inv_broadcast.py`` (the exemptions LOST shares in ``inv_saved.py``), the transaction
+checks in ``inv_txn.py``, the 5.x timer messages' in ``inv_timer.py`` (a timer send's offsets are its timer copy's:
 the ordering and offset rules leave them out; LOST leaves out a timer message
 not due at the drain), the replay of
 ``model/lifecycle.py``'s tables in ``inv_tables.py`` (each table row's
@@ -60,12 +61,22 @@ from rmqspec.properties.inv_base import (
     _until_last_drain,
     _v,
 )
+from rmqspec.properties.inv_broadcast import (  # noqa: F401 - re-exported
+    BROADCAST_INVARIANTS,
+    broadcasting,
+    broadcasting_groups,
+    check_lost_per_client,
+)
 from rmqspec.properties.inv_keys import KEY_INVARIANTS, check_key_split  # noqa: F401 - re-exported
 from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     _lock_key,
     check_lock_overlap,
     check_orderly_concurrent,
     check_orderly_without_lock,
+)
+from rmqspec.properties.inv_saved import (  # used here, and re-exported
+    skipped_by_saved_delay_progress,
+    skipped_by_saved_offsets,
 )
 from rmqspec.properties.inv_tables import TABLE_INVARIANTS
 from rmqspec.properties.inv_timer import (  # noqa: F401 - re-exported
@@ -160,76 +171,13 @@ def _sent_keys(h: History) -> tuple[set[str], set[str]]:
     return acked, attempted
 
 
-def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | None, str]]:
-    """(group, key) pairs a consumer may never see: a copy at a queue position below an offset
-    the group had committed on that queue before a crash.
-
-    RocketMQ 4.9.8 persists consumer offsets (consumerOffset.json, every 5 s) apart from the
-    commitlog, and a consumer may read and commit past the flushed position (apache/rocketmq
-    #8239). After an ASYNC broker's power loss the truncated queue's new messages reuse those
-    positions and the group, resuming from its saved offset, skips them (docs/fidelity.md T2).
-    Positions below a committed offset are reused only after a truncation: nothing else is
-    exempt.
-    """
-    crashes = 0
-    groups: dict[tuple, dict[str | None, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
-    out: set[tuple[str | None, str]] = set()
-    for ev in events:
-        if ev.event == "crash":
-            crashes += 1
-        elif ev.event == "commit_offset" and ev.queue_offset is not None:
-            groups[(ev.topic, ev.queue_id)][ev.group].append((crashes, ev.queue_offset))
-        elif ev.event in ("send", "store") and ev.msg_key and ev.queue_offset is not None \
-                and not (delayed_send(ev) or is_timer_request(ev)):
-            # a delayed (timer) send's offset is its schedule (timer) copy's
-            for group, seen in groups.get((ev.topic, ev.queue_id), {}).items():
-                if any(c < crashes and offset > ev.queue_offset for c, offset in seen):
-                    out.add((group, ev.msg_key))
-    return out
-
-
-def skipped_by_saved_delay_progress(events: Iterable[TraceEvent]) -> set[str]:
-    """Keys whose schedule copy the schedule service may skip: stored after a power loss at a
-    reused SCHEDULE_TOPIC_XXXX position, then a crash before the copy fired.
-
-    RocketMQ 4.9.8 persists the delay progress (delayOffset.json) apart from the commitlog,
-    every 10 s and at shutdown. An ASYNC broker that loses power comes back with the saved
-    progress X past the truncated schedule queue's end M; correctDelayOffset clamps it to M
-    *in memory only*, so the file keeps X until the next persist. Copies stored at M, M+1, …
-    fire as they should — unless the broker crashes again before that persist: the next load
-    reads X again, clamps it to the queue's new end, and the copies at [M, X) never fire
-    (docs/fidelity.md T4). A copy is exempt when its position is below 1 + the highest position
-    of its level's queue seen before an earlier power loss (reused: only after a truncation)
-    and a crash follows its store with no ``schedule_fire`` of its key in between. SYNC
-    brokers and kills alone never reuse a position, so nothing else is exempt.
-    """
-    seen: dict[int | None, int] = {}
-    bound: dict[int | None, int] = {}
-    fired: dict[str, int] = {}
-    waiting: list[tuple[str, int]] = []
-    out: set[str] = set()
-    for ev in events:
-        if ev.event == "crash":
-            out.update(key for key, stored in waiting if fired.get(key, -1) < stored)
-            waiting = []
-            if ev.status == "power":
-                for q, top in seen.items():
-                    bound[q] = max(bound.get(q, 0), top + 1)
-        elif ev.event == "schedule_fire" and ev.msg_key:
-            fired[ev.msg_key] = ev.seq
-        elif ev.event == "store" and ev.topic == SCHEDULE_TOPIC and ev.queue_offset is not None:
-            if ev.msg_key and ev.queue_offset < bound.get(ev.queue_id, 0):
-                waiting.append((ev.msg_key, ev.seq))
-            seen[ev.queue_id] = max(seen.get(ev.queue_id, -1), ev.queue_offset)
-    return out
-
-
 def check_no_loss(h: History) -> list[Violation]:
     """At drain, every acknowledged send and every committed transaction was
     consumed successfully by each subscribed group or landed in its DLQ (a copy the
     group may never see after a power loss, ``skipped_by_saved_offsets``, a delayed copy the
     schedule service may skip, ``skipped_by_saved_delay_progress``, and a 5.x timer message not due
-    at the drain or skipped by the wheel, ``inv_timer``, excepted)."""
+    at the drain or skipped by the wheel, ``inv_timer``, excepted). A broadcasting group is judged per
+    client instead (``inv_broadcast.check_lost_per_client``): each client starts at the max offset."""
     if not h.drained():
         return []
     events = _until_last_drain(h)
@@ -238,6 +186,7 @@ def check_no_loss(h: History) -> list[Violation]:
     # ``inv_timer.skipped_by_saved_timer_progress``; the reference checker and Spark do not except it either)
     risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | timer_not_due(events, drain_ts)
     skipped = skipped_by_saved_offsets(events)
+    per_client = broadcasting_groups(events)
     done: set[tuple[str, str]] = set()
     for ev in events:
         if ev.event == "consume" and ev.status == "SUCCESS":
@@ -255,7 +204,8 @@ def check_no_loss(h: History) -> list[Violation]:
             continue
         for group, topics in sorted(h.subscriptions.items()):
             key = (group, ev.msg_key)
-            if topic in topics and key not in done and key not in seen and key not in skipped:
+            if topic in topics and key not in done and key not in seen and key not in skipped \
+                    and group not in per_client:
                 seen.add(key)
                 out.append(_v(h, Code.LOST, ev,
                               f"{ev.event} of {ev.msg_key} to {topic} never consumed by {group}",
@@ -326,16 +276,18 @@ def check_filter_mismatch(h: History) -> list[Violation]:
 
 def check_offset_overrun(h: History) -> list[Violation]:
     """The committed offset never passes a delivered message not yet acknowledged
-    (consumed successfully or sent back)."""
+    (consumed successfully or sent back). A broadcasting client's rows are its own queue (it keeps its
+    offsets itself) and any consume acknowledges (a failed message is dropped)."""
     out = []
     outstanding: dict[tuple, set[int]] = defaultdict(set)
     for ev in h.events:
-        key = (ev.group, ev.topic, ev.queue_id)
+        own = broadcasting(ev)
+        key = (ev.group, ev.topic, ev.queue_id, ev.client_id if own else None)
         if _restart(ev):
             outstanding.clear()
         elif ev.event == "deliver" and _detail(ev, "client", True):
             outstanding[key].add(ev.queue_offset)
-        elif (ev.event == "consume" and ev.status == "SUCCESS") or (
+        elif (ev.event == "consume" and (ev.status == "SUCCESS" or own)) or (
                 ev.event == "send_back" and _detail(ev, "code", "SUCCESS") == "SUCCESS"):
             outstanding[key].discard(ev.queue_offset)
         elif ev.event == "commit_offset":
@@ -583,16 +535,18 @@ def check_offset_lost(h: History) -> list[Violation]:
 
 
 def observe_duplicated(h: History) -> list[Violation]:
-    """A group consumed one message successfully more than once (at-least-once)."""
+    """A group consumed one message successfully more than once (at-least-once); a broadcasting
+    client's consumes count per client (every client of the group consumes every message once)."""
     seen: Counter[tuple] = Counter()
     out = []
     for ev in h.events:
         if ev.event == "consume" and ev.status == "SUCCESS":
-            seen[(ev.group, ev.msg_key)] += 1
-            if seen[(ev.group, ev.msg_key)] > 1:
+            who = (ev.group, ev.msg_key, ev.client_id if broadcasting(ev) else None)
+            seen[who] += 1
+            if seen[who] > 1:
+                client = f" (broadcasting client {ev.client_id})" if who[2] is not None else ""
                 out.append(_v(h, ObservationCode.DUPLICATED, ev,
-                              f"{ev.group} consumed {ev.msg_key} again", 1,
-                              seen[(ev.group, ev.msg_key)]))
+                              f"{ev.group} consumed {ev.msg_key} again{client}", 1, seen[who]))
     return out
 
 
@@ -640,6 +594,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               "Every acknowledged send is eventually consumed by each group or lands in its DLQ.",
               "at-least-once: SendMessageProcessor + ConsumeMessageConcurrentlyService",
               check_no_loss),
+    *BROADCAST_INVARIANTS,
     Invariant("OffsetBelowUnackedProperty", Code.OFFSET_OVERRUN, "always",
               "The committed offset never passes a delivered but unacknowledged message.",
               "ProcessQueue.removeMessage + RemoteBrokerOffsetStore", check_offset_overrun),
@@ -734,11 +689,13 @@ def of_kind(kind: str) -> tuple[Invariant, ...]:
     return tuple(inv for inv in INVARIANTS if inv.kind == kind)
 
 
+def evaluate_named(h: History, kinds: Iterable[str]) -> list[tuple[Invariant, Violation]]:
+    """Each violation of the invariants of ``kinds`` on ``h`` with the invariant that found it, in table
+    order (two invariants may report one code: NoLossProperty and NoLossPerClientProperty)."""
+    wanted = set(kinds)
+    return [(inv, v) for inv in INVARIANTS if inv.kind in wanted for v in inv.check(h)]
+
+
 def evaluate(h: History, kinds: Iterable[str]) -> list[Violation]:
     """All violations of the invariants of ``kinds`` on ``h``, in table order."""
-    wanted = set(kinds)
-    out: list[Violation] = []
-    for inv in INVARIANTS:
-        if inv.kind in wanted:
-            out.extend(inv.check(h))
-    return out
+    return [v for _, v in evaluate_named(h, kinds)]

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 
 from rmqspec.spark import unjudged
 from rmqspec.spark.carry_arrow import carry_columns
-from rmqspec.spark.inputs import route_queues
+from rmqspec.spark.inputs import broadcasting, route_queues
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
@@ -201,12 +201,12 @@ def carry(
         | ((F.col("half") == 1) & (F.col("committed") == 0)
            & F.coalesce(F.col("deliver_seq") >= F.col("half_seq"), F.lit(False)))
     ).select("trace", "msg_key").unionByName(lost_open)
-    # traces whose rows carry filter details are carried whole
+    # traces whose rows carry filter details, or with a broadcasting client's row, are carried whole
     detail = F.col("detail")
     filt = ev.isin("send", "store", "deliver", "consume") & reduce(
         lambda a, b: a | b, [detail.contains(f'"{k}"') for k in FILTER_DETAIL_KEYS])
-    filter_traces = rows.filter(filt).select("trace").distinct()
-    open_keys = open_keys.unionByName(keyed.join(F.broadcast(filter_traces), "trace", "left_semi")
+    whole_traces = rows.filter(filt | broadcasting(rows)).select("trace").distinct()
+    open_keys = open_keys.unionByName(keyed.join(F.broadcast(whole_traces), "trace", "left_semi")
                                       .select("trace", "msg_key")).distinct()
     open_keys = open_keys.persist(StorageLevel.MEMORY_AND_DISK)
     keep = keep.unionByName(_seqs(keyed.join(open_keys, ["trace", "msg_key"], "left_semi")))
@@ -214,7 +214,7 @@ def carry(
     closed_txns = _closed_transactions(rows, open_keys, drains)
     in_txn = txn_rows.filter(F.col("txn_id").isNotNull())
     keep = keep.unionByName(_seqs(in_txn.join(closed_txns, ["trace", "txn_id"], "left_anti")))
-    keep = keep.unionByName(_seqs(rows.join(F.broadcast(filter_traces), "trace", "left_semi")))
+    keep = keep.unionByName(_seqs(rows.join(F.broadcast(whole_traces), "trace", "left_semi")))
 
     # tombstones of closed keys: their sends, stores, send_backs and schedule_fires, the first
     # SUCCESS consume per group

@@ -33,9 +33,11 @@ from rmqspec.spark.arrow_judge import Columns, starts
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import (
     ACKED_SEND_STATUSES,
+    BROADCASTING,
     DLQ_PREFIX,
     SCHEDULE_TOPIC,
     at_risk_keys,
+    broadcasting_row,
     route_queues,
 )
 from rmqspec.traces.unjudged import CANDIDATES, DETAIL_FIELDS, SET, TraceFacts, candidate, row_unjudged
@@ -56,7 +58,7 @@ def carry_columns(
     trace's valid rows in seq order, ``detail`` as its JSON text."""
     c = Columns(table)
     n, key = c.n, c.codes("msg_key")
-    if _carries_filters(c):
+    if _carried_whole(c):
         return np.ones(n, dtype=bool), np.zeros(n, dtype=bool), sorted(c.names("msg_key"))
     ev = lambda *names: c.is_("event", *names)  # noqa: E731
     keep = ev(*KEEP_ALL)
@@ -236,15 +238,20 @@ def _lasting(c: Columns) -> np.ndarray:
     return out
 
 
-def _carries_filters(c: Columns) -> bool:
-    """``traces.carry.carries_filters`` of any row (``detail`` as text)."""
+def _carried_whole(c: Columns) -> bool:
+    """Whether ``carry_trace`` carries the trace whole: ``traces.carry.carries_filters`` or
+    ``checks_common.broadcasting_row`` of any row (``detail`` as text; the latter parsed only where the
+    text names BROADCASTING, as ``broadcasting_row`` does)."""
     detail = c.table["detail"]
     if not (pa.types.is_string(detail.type) or pa.types.is_large_string(detail.type)):
         raise TypeError(f"carry_columns: detail must be text, not {detail.type}")
     named = np.zeros(c.n, dtype=bool)
     for name in FILTER_DETAIL_KEYS:
         named |= pc.match_substring(detail, f'"{name}"').fill_null(False).to_numpy(zero_copy_only=False)
-    return bool((named & c.is_("event", "send", "store", "deliver", "consume")).any())
+    if (named & c.is_("event", "send", "store", "deliver", "consume")).any():
+        return True
+    maybe = pc.match_substring(detail, BROADCASTING).fill_null(False).to_numpy(zero_copy_only=False)
+    return any(broadcasting_row({"detail": c.value("detail", i)}) for i in np.flatnonzero(maybe).tolist())
 
 
 def _ends(

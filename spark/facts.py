@@ -4,12 +4,13 @@ Theory of operation
 -------------------
 ``facts(rows)`` validates nothing itself (``inputs.load`` marks each row's ``problem``); it runs
 two cheap jobs over ``inputs.load``'s rows: row counts grouped by (trace, validity, event, unknown
-status, filter detail, candidate of ``spark/unjudged.py``, and the group and topic of deliver and
-consume rows) with the first and last seq of each ``traces.unjudged.ANCHORS``, and the valid
-crash, recover and drain rows themselves. The driver merges them per trace: row counts, the drain,
-the epoch bounds and crash rows (``job._with_trace_facts``), at-risk keys, power losses, the
-consumers of each topic, the rows the filter rules read, whether any row may lack what a rule
-reads, and the anchors (``unjudged.trace_facts``).
+status, filter detail, candidate of ``spark/unjudged.py``, the group and topic of deliver and
+consume rows, and the group of a broadcasting client's deliver, consume or commit_offset) with the
+first and last seq of each ``traces.unjudged.ANCHORS``, and the valid crash, recover and drain rows
+themselves. The driver merges them per trace: row counts, the drain, the epoch bounds and crash
+rows (``job._with_trace_facts``), at-risk keys, power losses, the consumers of each topic, the
+broadcasting groups (``Trace.broadcasting``), the rows the filter rules read, whether any row may
+lack what a rule reads, and the anchors (``unjudged.trace_facts``).
 """
 
 from __future__ import annotations
@@ -39,17 +40,21 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
     """(one dict per trace: n, good, drain, drain_ts (the last drain's seq and ts), bounds, crash_seqs,
     crash_rows ((seq, status) of each
     crash), at_risk, filtered (rows the filter rules read), power (power-loss crashes), consumers
-    (topic -> the groups with a valid deliver or consume of it), candidates (rows that may lack
-    what a rule reads: ``spark/unjudged.py``), anchors (name -> (first seq, last seq) of
+    (topic -> the groups with a valid deliver or consume of it), broadcasting (the groups with a valid
+    broadcasting deliver, consume or commit_offset: ``Trace.broadcasting``), candidates (rows that may
+    lack what a rule reads: ``spark/unjudged.py``), anchors (name -> (first seq, last seq) of
     ``traces.unjudged.ANCHORS``); (event, status) -> rows with a status their rules do not know).
 
     Two jobs, both cheap: row counts grouped by (trace, valid, event, unknown status, carries a
-    filter detail, is a candidate, and on deliver and consume rows their group and topic), with the
+    filter detail, is a candidate, on deliver and consume rows their group and topic, and on a
+    broadcasting client's rows its group), with the
     anchors' first and last seqs — a count per group, a few hundred groups, merged here — and the
     valid crash, recover and drain rows themselves (a handful per trace)."""
     valid = F.col("problem").isNull()
     consumed = valid & F.col("event").isin("deliver", "consume") & F.col("group").isNotNull()
     consumed = consumed & F.col("topic").isNotNull()
+    broadcast = valid & F.col("event").isin("deliver", "consume", "commit_offset") & F.col("group").isNotNull()
+    broadcast = broadcast & F.col("broadcasting")
     anchors = unjudged_mod.anchor_columns()
     groups = rows.groupBy(
         "trace",
@@ -60,6 +65,7 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
         (valid & unjudged_mod.candidate_column()).alias("candidate"),
         F.when(consumed, F.col("group")).alias("c_group"),
         F.when(consumed, F.col("topic")).alias("c_topic"),
+        F.when(broadcast, F.col("group")).alias("b_group"),
     ).agg(
         F.count(F.lit(1)).alias("count"),
         *[F.min(F.when(valid & col, F.col("seq"))).alias(f"lo_{name}") for name, col in anchors.items()],
@@ -78,7 +84,8 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
             merged[trace] = {"trace": trace, "n": 0, "good": 0, "drain": None, "drain_ts": None, "bounds": [],
                              "crash_seqs": [],
                              "crash_rows": [], "at_risk": set(), "filtered": 0, "power": 0, "consumers": {},
-                             "candidates": 0, "anchors": dict.fromkeys(ANCHORS, (None, None))}  # fmt: skip
+                             "broadcasting": set(), "candidates": 0,
+                             "anchors": dict.fromkeys(ANCHORS, (None, None))}  # fmt: skip
         return merged[trace]
 
     for g in groups:
@@ -89,6 +96,8 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
         into["good"] += g["count"]
         if g["c_group"] is not None:
             into["consumers"].setdefault(g["c_topic"], set()).add(g["c_group"])
+        if g["b_group"] is not None:
+            into["broadcasting"].add(g["b_group"])
         into["filtered"] += g["count"] if g["filtered"] else 0
         into["candidates"] += g["count"] if g["candidate"] else 0
         if g["unknown"] is not None:
@@ -116,4 +125,5 @@ def facts(rows: DataFrame) -> tuple[list[dict[str, Any]], dict[tuple[str, str], 
         row["bounds"] = sorted(row["bounds"])
         row["crash_seqs"] = sorted(row["crash_seqs"])
         row["at_risk"] = sorted(row["at_risk"])
+        row["broadcasting"] = sorted(row["broadcasting"])
     return facts, unknown

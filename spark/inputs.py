@@ -14,13 +14,15 @@ columns it needs) with the audit columns plus ``at_risk`` (the msg_keys a ``cras
 out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``, ``filter_detail``, ``sb_detail``, a
 send-back's detail for the table replay, ``timer_detail``, a timer request's detail for the timer
 table's replay, ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-put,
-``unrecorded``, a send row standing for sends an imported message trace does not record, and
-``route_queues``, an ordered send's route), ``position`` (``file#row``) and ``problem`` (why a row
-is rejected, null when valid): the same rules as ``traces.validate.check_row``, as column
-expressions. ``position`` comes from Spark's ``_metadata`` columns, and Spark keeps them in every
-scan of a frame that names them, even a query that drops ``position`` (a row index built for every
-row: ~10-20 % of a narrow pass's scan); ``positions=False`` leaves it null for the plans that read
-it only for rejected rows.
+``unrecorded``, a send row standing for sends an imported message trace does not record,
+``route_queues``, an ordered send's route, ``broadcasting``, a broadcasting client's row,
+``from_where``, a broadcasting ``commit_offset`` where a client began pulling a queue, and ``timed_out``,
+a consume whose listener outlived consumeTimeout), ``position``
+(``file#row``) and ``problem`` (why a row is rejected, null when valid): the same rules as
+``traces.validate.check_row``, as column expressions. ``position`` comes from Spark's ``_metadata``
+columns, and Spark keeps them in every scan of a frame that names them, even a query that drops
+``position`` (a row index built for every row: ~10-20 % of a narrow pass's scan); ``positions=False``
+leaves it null for the plans that read it only for rejected rows.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rmqspec.model.events import EVENTS
+from rmqspec.traces.checks_common import BROADCASTING
 from rmqspec.traces.errors import Rejected, TraceReadError
 from rmqspec.traces.io import trace_files
 from rmqspec.traces.jsonl import iter_jsonl_batches
@@ -66,7 +69,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
-    "unrecorded", "route_queues",
+    "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out",
 )
 
 
@@ -207,6 +210,9 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         timer_detail(df).alias("timer_detail"),
         unrecorded(df).alias("unrecorded"),
         route_queues(df).alias("route_queues"),
+        broadcasting(df).alias("broadcasting"),
+        from_where(df).alias("from_where"),
+        timed_out(df).alias("timed_out"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -285,6 +291,42 @@ def route_queues(df: DataFrame) -> Column:
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     number = F.try_variant_get(value, "$", "bigint")
     return F.when((F.col("event") == "send") & integral & (number > 0), number)
+
+
+def broadcasting(df: DataFrame) -> Column:
+    """Whether a row's ``detail.message_model`` is the JSON string BROADCASTING, never null (any event;
+    ``traces.checks_common.broadcasting_row``'s reading: a broadcasting client's row, issue 42). Like
+    ``broadcasting_row``, only a detail whose text names BROADCASTING is parsed (most rows: none). Works on
+    any frame with ``detail`` (``spark/carry.py`` reads it on the history's rows)."""
+    if "detail" not in df.columns:
+        return F.lit(False)
+    text = F.col("detail").cast("string")
+    value = F.try_variant_get(F.try_parse_json(text), "$.message_model", "variant")
+    named = (F.schema_of_variant(value) == "STRING") & (F.variant_get(value, "$", "string") == BROADCASTING)
+    return F.coalesce(F.when(text.contains(BROADCASTING), named), F.lit(False))
+
+
+def from_where(df: DataFrame) -> Column:
+    """Whether a broadcasting ``commit_offset``'s ``detail`` has ``from_where`` (any value, JSON null too),
+    never null: where the client began pulling the queue without a stored offset, a run's start
+    (``traces.checks_delivery._broadcast_runs``' reading)."""
+    if "detail" not in df.columns:
+        return F.lit(False)
+    value = F.try_variant_get(_variant_detail(df), "$.from_where", "variant")
+    start = (F.col("event") == "commit_offset") & broadcasting(df)
+    return F.coalesce(F.when(start, value.isNotNull()), F.lit(False))
+
+
+def timed_out(df: DataFrame) -> Column:
+    """Whether a ``consume``'s ``detail.return_type`` is the JSON string TIME_OUT (its listener outlived
+    consumeTimeout), never null: ``traces.checks_delivery._timed_out``'s reading (DUPLICATED's reason),
+    parsed only where the text names TIME_OUT."""
+    if "detail" not in df.columns:
+        return F.lit(False)
+    text = F.col("detail").cast("string")
+    value = F.try_variant_get(F.try_parse_json(text), "$.return_type", "variant")
+    named = (F.schema_of_variant(value) == "STRING") & (F.variant_get(value, "$", "string") == "TIME_OUT")
+    return F.coalesce(F.when((F.col("event") == "consume") & text.contains("TIME_OUT"), named), F.lit(False))
 
 
 def unrecorded(df: DataFrame) -> Column:

@@ -189,6 +189,11 @@ def _consumers(facts: list[Any], subscriptions: Mapping[str, Sequence[str]]) -> 
     return {key: sorted(groups) for key, groups in out.items()}
 
 
+def _broadcasting(facts: list[Any]) -> dict[str, list[str]]:
+    """trace -> its broadcasting groups (``_facts``; ``Trace.broadcasting``), for the traces that have some."""
+    return {r["trace"]: list(r["broadcasting"]) for r in facts if r["good"] and r["broadcasting"]}
+
+
 def _drain_ts(facts: list[Any]) -> dict[str, int]:
     """trace -> the ts of its last drain (``_facts``), for the traces with valid rows and a drain."""
     return {r["trace"]: r["drain_ts"] for r in facts if r["good"] and r["drain"] is not None}
@@ -469,6 +474,7 @@ def run_audit(
             constants=_constants(facts),
             consumers=_consumers(facts, config.subscriptions),
             drain_ts=_drain_ts(facts),
+            broadcasting=_broadcasting(facts),
         )
         withheld = unjudged_mod.lasting_withheld(unjudged) if unjudged is not None and lasting else {}
         if unjudged is not None:

@@ -145,6 +145,7 @@ def profile_audit(
             constants=job._constants(facts),
             consumers=job._consumers(facts, config.subscriptions),
             drain_ts=job._drain_ts(facts),
+            broadcasting=job._broadcasting(facts),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

@@ -27,8 +27,9 @@ message: the 9         trace, msg_key;                UNEXPECTED, RECOVERED, DUP
 message events         in numpy per partition         RETRY_EARLY, DLQ_EARLY, DLQ_MISSED,
                        (``rules_message.py``,         TXN_VISIBLE_BEFORE_COMMIT, TXN_ROLLBACK_VISIBLE,
                        ``rules_retry.py``,            DELAY_EARLY, DLQ_DELAYED, SCHEDULE_DUPLICATED,
-                       ``rules_copies.py``,           LOST (x the consumers of the topic, collected),
-                       ``rules_timer.py``)            TIMER_EARLY, TIMER_DUPLICATED, TIMER_UNFIRED
+                       ``rules_copies.py``,           LOST (x the consumers of the topic, collected;
+                       ``rules_timer.py``,            a broadcasting client's: ``rules_broadcast.py``),
+                       ``rules_broadcast.py``)        TIMER_EARLY, TIMER_DUPLICATED, TIMER_UNFIRED
 txn: txn_*             trace, txn_id; by the          TXN_DOUBLE_RESOLVED, DUPLICATE_COMMIT,
                        checker's detectors            TXN_CHECK_EARLY, TXN_CHECK_EXCEEDED,
                        (``rules_txn.py``)             TXN_UNRESOLVED, TXN_CHECK_AFTER_RESOLVED,
@@ -187,9 +188,11 @@ def message_rules(
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
     drain_ts: Mapping[str, int] | None = None,
+    broadcasting: Mapping[str, Sequence[str]] | None = None,
 ) -> list[DataFrame]:
     """Rules keyed by msg_key; ``consumers`` is (trace, topic) -> its consuming groups; ``drain_ts``
-    is trace -> its last drain's ts (TIMER_UNFIRED).
+    is trace -> its last drain's ts (TIMER_UNFIRED); ``broadcasting`` is trace -> its broadcasting
+    groups (LOST judges them per client: ``spark/rules_broadcast.py``).
 
     One shuffle by (trace, msg_key) of the message rows, judged per partition
     in numpy (``spark/rules_message.py``): UNEXPECTED, RECOVERED, DUPLICATED,
@@ -198,7 +201,8 @@ def message_rules(
     """
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
-    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants, drain_ts)]
+    return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants, drain_ts,
+                             broadcasting)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -277,6 +281,15 @@ def consumers_of(df: DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> D
     return seen.groupBy("c_trace", "c_topic").agg(F.array_sort(F.collect_set("group")).alias("groups"))
 
 
+def broadcasting_of(df: DataFrame) -> dict[str, list[str]]:
+    """trace -> its broadcasting groups (``Trace.broadcasting``: a broadcasting deliver, consume or
+    commit_offset with a group), for the traces with some: a job of its own (the audit job has them from
+    its facts pass)."""
+    rows = df.filter(EV().isin("deliver", "consume", "commit_offset") & F.col("broadcasting") & _nn("group"))
+    found = rows.groupBy("trace").agg(F.array_sort(F.collect_set("group")).alias("groups")).collect()
+    return {r["trace"]: list(r["groups"]) for r in found}
+
+
 def drains_of(df: DataFrame) -> dict[str, int]:
     """trace -> the ts of its last drain (of two with one seq, the later ts): a job of its own (the
     audit job has them from its facts pass)."""
@@ -297,6 +310,7 @@ class PassInput:
     # Columns of ``df`` the driver knows to hold one value (``arrow_judge.shipped``): not shuffled.
     constants: Mapping[str, Any] = attrs.field(factory=dict)
     drain_ts: Mapping[str, int] = attrs.field(factory=dict)  # trace -> its last drain's ts
+    broadcasting: Mapping[str, list[str]] = attrs.field(factory=dict)  # trace -> its broadcasting groups
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -309,7 +323,8 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     (
         "message",
         lambda df, c: message_rules(
-            df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants, c.drain_ts
+            df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants, c.drain_ts,
+            c.broadcasting,
         ),
     ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
@@ -338,6 +353,7 @@ def pass_findings(
     constants: Mapping[str, Any] | None = None,
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
     drain_ts: Mapping[str, int] | None = None,
+    broadcasting: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
     if consumers is None:  # only LOST reads them, and only with a drain
@@ -345,8 +361,10 @@ def pass_findings(
         consumers = {(r["c_trace"], r["c_topic"]): list(r["groups"]) for r in found}
     if drain_ts is None:  # only TIMER_UNFIRED reads them, and only with a drain
         drain_ts = drains_of(df) if has_drain else {}
+    if broadcasting is None:  # only LOST reads them, and only with a drain
+        broadcasting = broadcasting_of(df) if has_drain else {}
     ctx = PassInput(params, has_drain, dict(consumers), at_risk, has_crash, has_power, dict(constants or {}),
-                    dict(drain_ts))
+                    dict(drain_ts), {trace: list(groups) for trace, groups in broadcasting.items()})
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -363,6 +381,7 @@ def all_findings(
     constants: Mapping[str, Any] | None = None,
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
     drain_ts: Mapping[str, int] | None = None,
+    broadcasting: Mapping[str, Sequence[str]] | None = None,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -376,7 +395,8 @@ def all_findings(
     driver knows to hold one value on every row (name -> value, ``arrow_judge.CONSTANT_TYPES``),
     which the judged passes then do not shuffle. ``consumers``: (trace, topic) -> the groups
     consuming it (``consumers_of``; None: computed here, a job of its own). ``drain_ts``: trace -> its
-    last drain's ts (``drains_of``; None: likewise).
+    last drain's ts (``drains_of``; None: likewise). ``broadcasting``: trace -> its broadcasting groups
+    (``broadcasting_of``; None: likewise).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
@@ -391,6 +411,7 @@ def all_findings(
         constants=constants,
         consumers=consumers,
         drain_ts=drain_ts,
+        broadcasting=broadcasting,
     )
     found = reduce(DataFrame.unionByName, parts.values())
     if not has_filters:

@@ -13,7 +13,8 @@ once with the other queue-keyed families.
   owned consume is compared with the previous owned consume of the same
   ownership segment.
 - ORDERLY_WITHOUT_LOCK and ORDERLY_CONCURRENT read every orderly_start (and
-  orderly_end): 3.5 % of a generated trace, which as row dicts through the
+  orderly_end) but a broadcasting client's (``broadcasting``: it needs no lock,
+  and its windows are its own): 3.5 % of a generated trace, which as row dicts through the
   checker's detectors were ~13 % of the Python workers' time. In numpy, per
   (trace, group, topic, queue_id) by seq: a start's last GRANTED in its queue
   and its client's last GRANTED there are segmented running maxima; a
@@ -46,7 +47,7 @@ __all__ = ["LOCKING", "LOCK_COLUMNS", "lock_judged", "lock_rows"]
 
 # The columns the lock family reads (the queue judge's, ``rules_queue.py``: they cover its other families').
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status", "queue_offset",
-                "epoch")  # fmt: skip
+                "epoch", "broadcasting")  # fmt: skip
 LOCKING = ("lock", "unlock", "orderly_start", "orderly_end")
 _QUEUE = ("trace", "group", "topic", "queue_id")
 _KEYS = ("group", "topic", "queue_id", "client_id")
@@ -94,7 +95,9 @@ def _orderly_finding(cols: Columns, code: Code, seqs: list[int], row: int, reaso
 def _without_lock(cols: Columns, keep: np.ndarray, limit: int) -> list[dict[str, Any]]:
     """ORDERLY_WITHOUT_LOCK (``traces.checks_lock.detect_orderly_without_lock``): per (trace, group,
     topic, queue_id) by seq, a start whose client has no GRANTED before it, or whose queue's last
-    GRANTED went to another client, or whose client's last GRANTED is older than ``limit``."""
+    GRANTED went to another client, or whose client's last GRANTED is older than ``limit``. A broadcasting
+    client's rows (its start needs no lock; a lock row saying BROADCASTING too) are left out."""
+    keep = keep & cols.null("broadcasting")
     starts_ = cols.is_("event", "orderly_start") & keep
     if not starts_.any():
         return []
@@ -138,8 +141,9 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
     A client's window is open from each of its starts up to its next orderly row (a start opens a
     window when its client's previous orderly row in the queue is an end, or there is none), so a
     start meets the spans (start, next row of the same client) of the other clients; each span
-    carries the opening start of its window, and the latest opening wins."""
-    orderly = cols.is_("event", "orderly_start", "orderly_end") & keep
+    carries the opening start of its window, and the latest opening wins. A broadcasting client's orderly
+    rows are left out (its windows are its own)."""
+    orderly = cols.is_("event", "orderly_start", "orderly_end") & keep & cols.null("broadcasting")
     is_start = cols.is_("event", "orderly_start")
     if not (orderly & is_start).any():
         return []

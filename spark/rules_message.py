@@ -54,6 +54,7 @@ from rmqspec.spark.rules_copies import dlq_delayed, schedule_duplicated
 from rmqspec.spark.rules_retry import retry_judged
 from rmqspec.spark.rules_timer import timer_judged
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, ONEWAY, SCHEDULE_TOPIC
+from rmqspec.traces.checks_delivery import TIMED_OUT_CAUSE
 
 __all__ = ["message_findings"]
 
@@ -74,16 +75,24 @@ _COLUMNS = (
     "sb_max",
     "crashes",
     "from_commitlog_offset",
+    "client_id",
+    "timed_out",
 )
 
 
 def _narrowed(name: str) -> Column:
     """A column as shuffled: null on the rows that do not need it (narrower rows to shuffle and
     hand to Python). A msg_id (32 characters) matters only on SCHEDULE_TOPIC_XXXX stores and
-    fires (DELAY_EARLY)."""
+    fires (DELAY_EARLY), a client only on a broadcasting client's consumes (DUPLICATED per client: the
+    judge reads a client as "broadcasting"); ``timed_out`` is true on a consume whose listener timed out,
+    else null."""
     if name == "msg_id":
         sched = (EV() == "schedule_fire") | ((EV() == "store") & (F.col("topic") == SCHEDULE_TOPIC))
         return F.when(sched, F.col(name)).alias(name)
+    if name == "client_id":
+        return F.when((EV() == "consume") & F.col("broadcasting"), F.col(name)).alias(name)
+    if name == "timed_out":  # DUPLICATED's reason: true on a consume that timed out, else null
+        return F.when(F.col(name), F.lit(True)).alias(name)
     return F.col(name)
 
 
@@ -97,10 +106,13 @@ def message_findings(
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
     drain_ts: Mapping[str, int] | None = None,
+    broadcasting: Mapping[str, Sequence[str]] | None = None,
 ) -> DataFrame:
     """The message family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
     ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``);
-    ``drain_ts``: trace -> its last drain's ts (the timer rules, ``spark/rules_timer.py``).
+    ``drain_ts``: trace -> its last drain's ts (the timer rules, ``spark/rules_timer.py``);
+    ``broadcasting``: trace -> its broadcasting groups, which LOST judges per client instead
+    (``spark/rules_broadcast.py``; their LOST findings take the same exemptions below).
 
     ``has_crash`` False (no trace has a crash row): the two crash exemptions of LOST
     are empty, so their joins are left out; ``has_power`` False (no power-loss crash):
@@ -113,7 +125,9 @@ def message_findings(
     risky: dict[str, set[str]] = {}
     for row in at_risk.collect() if at_risk is not None else ():
         risky.setdefault(row["msg_key"], set()).add(row["trace"])
-    groups = dict(consumers) if has_drain else {}
+    broadcast = {trace: set(groups) for trace, groups in (broadcasting or {}).items() if groups} if has_drain else {}
+    groups = {(trace, topic): [g for g in groups if g not in broadcast.get(trace, ())]
+              for (trace, topic), groups in consumers.items()} if has_drain else {}
     rows, left_out = shipped(
         df.filter(EV().isin(*_MSG_EVENTS) & (F.col("msg_key").isNotNull() | EV().isin("send_back", "deliver"))),
         [_narrowed(c) for c in _COLUMNS],
@@ -122,6 +136,10 @@ def message_findings(
     rows = keyed(rows, "trace", "msg_key")
     judged = _Judge(params, risky, groups, has_drain, drain_ts if has_drain else {})
     found = rows.mapInArrow(judge(judged, left_out), FINDING_SCHEMA)
+    if broadcast:
+        from rmqspec.spark.rules_broadcast import lost_per_client  # it imports rules, which imports this lazily
+
+        found = found.unionByName(lost_per_client(df, at_risk))
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output
@@ -234,12 +252,28 @@ class _Partition:
             hit[i] = traces[trace[i]] in self.judge.risky[keys[key[i]]]
         return hit
 
-    def add(self, kind: str, code: str, i: int, seqs: Sequence[int], reason: str, *, group: bool = True) -> None:
+    def add(self, kind: str, code: str, i: int, seqs: Sequence[int], reason: str, *, group: bool = True,
+            client: str | None = None) -> None:
         row, value = int(self.at[i]), self.cols.value
-        keys = {"topic": value("topic", row), "msg_key": value("msg_key", row)}
+        keys = {"topic": value("topic", row), "msg_key": value("msg_key", row), "client_id": client}
         if group:
             keys["group"] = value("group", row)
         self.out.append(finding(kind, code, list(seqs), value("trace", row), reason, **keys))
+
+    def first_success(self, success: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row, (the seq of the first SUCCESS consume of its (msg_key, group), of its (msg_key, group,
+        client) for a broadcasting client's consume (``client_id`` is set only there: ``_narrowed``);
+        whether that consume timed out), as one min of seq * 2 + timed out."""
+        client = self.cols.codes("client_id")[self.at]
+        code = self.seq * 2 + ~self.cols.null("timed_out")[self.at]
+        if not (success & (client >= 0)).any():
+            first = segment_min(np.where(success, code, NONE), starts(self.key_id, self.group))
+        else:
+            at = np.flatnonzero(success)
+            at = at[lexsort((self.seq[at], client[at], self.group[at], self.key_id[at]))]
+            first = np.full(self.n, NONE, dtype=np.int64)
+            first[at] = segment_min(code[at], starts(self.key_id[at], self.group[at], client[at]))
+        return np.where(first == NONE, NONE, first >> 1), (first != NONE) & (first & 1 == 1)
 
     def text(self, column: str, i: int) -> str:
         value = self.cols.value(column, self.at[i])
@@ -268,7 +302,8 @@ class _Partition:
         oneway = self.key_any(send & self.status_is(ONEWAY))  # never acknowledged: not a recovery
         first_deliver = self.key_min(deliver)
         half_seq, c, r = self.key_min(half), self.key_min(commit), self.key_min(rollback)
-        first_success = self.key_min(success, starts(self.key_id, self.group))
+        first_success, first_timed = self.first_success(success)
+        timed = ~self.cols.null("timed_out")[self.at]
         # RETRY_EARLY: the earliest-due (then lowest-seq) earlier send_back RETRY of the
         # row's (msg_key, group, reconsume_times): a running min over ranks of (due, seq).
         is_back = (
@@ -316,8 +351,14 @@ class _Partition:
                 reason = f"{key} delivered although its send was never acknowledged"
                 self.add("observation", ObservationCode.RECOVERED.value, i, [s], reason)
             if duplicated[i]:
+                client = self.cols.value("client_id", self.at[i])  # a broadcasting client's consume: its own
                 reason = f"{self.text('group', i)} consumed {key} with SUCCESS again"
-                self.add("observation", ObservationCode.DUPLICATED.value, i, [first_success[i], s], reason)
+                if client is not None:
+                    reason = f"broadcasting client {client} of {reason}"
+                if timed[i] or first_timed[i]:
+                    reason += TIMED_OUT_CAUSE
+                self.add("observation", ObservationCode.DUPLICATED.value, i, [first_success[i], s], reason,
+                         client=client)
             if retry_early[i]:
                 b = int(back_row[i])
                 reason = f"retry {int(self.rt[i])} delivered at {int(self.ts[i])}, due at {int(self.deliver_ts[b])}"

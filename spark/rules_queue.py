@@ -15,7 +15,8 @@ detector reads.
 - OFFSET_OVERRUN (``traces.checks_delivery.detect_offset_overrun``): an
   offset is pending from a ``deliver`` until the next ``deliver`` or
   acknowledgement of the same offset on the same queue (the next deliver
-  starts a new pending interval), and a ``commit_offset`` inside pending
+  starts a new pending interval; a broadcasting client's rows are a queue
+  of their own, and any consume of it acknowledges), and a ``commit_offset`` inside pending
   intervals is judged against the lowest pending offset. "The lowest offset
   pending at each commit" is a stabbing query over row-index intervals,
   answered in numpy over dyadic blocks (``arrow_judge.stabbing_min``): each interval is
@@ -49,11 +50,14 @@ _OVERRUN_EVENTS = ("deliver", "consume", "send_back", "commit_offset")
 def _narrowed(name: str) -> Column:
     """A column as shuffled: null on the rows that do not need it (narrower rows to shuffle and
     hand to Python). The lock family alone reads a client (on lock, orderly and consume rows)
-    and a ts (on lock and orderly rows)."""
+    and a ts (on lock and orderly rows), OFFSET_OVERRUN a client on a broadcasting client's rows (its own
+    queue); ``broadcasting`` is true there, else null (a column of nulls costs next to nothing)."""
     if name == "client_id":
-        return F.when(EV().isin(*LOCKING, "consume"), F.col(name)).alias(name)
+        return F.when(EV().isin(*LOCKING, "consume") | F.col("broadcasting"), F.col(name)).alias(name)
     if name == "ts":
         return F.when(EV().isin(*LOCKING), F.col(name)).alias(name)
+    if name == "broadcasting":
+        return F.when(F.col(name), F.lit(True)).alias(name)
     return F.col(name)
 
 
@@ -63,7 +67,8 @@ def queue_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, A
     stores = (EV() == "store") & _nn("topic", "queue_id", "queue_offset")
     overrun = EV().isin(*_OVERRUN_EVENTS) & _nn("group", "topic", "queue_id", "queue_offset")
     rows, left_out = shipped(
-        df.filter(stores | overrun | lock_rows()), [_narrowed(c) for c in (*LOCK_COLUMNS, "crashes")], constants or {}
+        df.filter(stores | overrun | lock_rows()), [_narrowed(c) for c in (*LOCK_COLUMNS, "crashes")],
+        constants or {}
     )
     rows = keyed(rows, "trace", "topic", "queue_id")
     return rows.mapInArrow(judge(_Judge(params), left_out), FINDING_SCHEMA)
@@ -105,12 +110,18 @@ def _queue_gap(cols: Columns) -> list[dict[str, Any]]:
 
 
 def _offset_overrun(cols: Columns) -> list[dict[str, Any]]:
-    """OFFSET_OVERRUN: per (trace, group, topic, queue_id) by seq, a commit above the lowest pending offset."""
-    failed = cols.is_("event", "consume") & ~cols.is_("status", "SUCCESS")  # neither delivers nor acknowledges
+    """OFFSET_OVERRUN: per (trace, group, topic, queue_id) by seq, a commit above the lowest pending offset.
+    A broadcasting client's rows are a queue of their own (per client; without a client, none), and its
+    consumes of any status acknowledge."""
+    broadcast = ~cols.null("broadcasting")
+    # a failed consume neither delivers nor acknowledges, but a broadcasting client drops it
+    failed = cols.is_("event", "consume") & ~cols.is_("status", "SUCCESS") & ~broadcast
     keep = cols.is_("event", *_OVERRUN_EVENTS) & cols.has("group", "topic", "queue_id", "queue_offset") & ~failed
+    keep &= ~(broadcast & cols.null("client_id"))
     if not keep.any():
         return []
-    at, new = cols.sorted(keep, ("trace", "group", "topic", "queue_id"))
+    own = np.where(broadcast, cols.codes("client_id"), -1)
+    at, new = cols.sorted(keep, ("trace", "group", "topic", "queue_id", own))
     n = len(at)
     commit, deliver = cols.is_("event", "commit_offset")[at], cols.is_("event", "deliver")[at]
     if not commit.any() or not deliver.any():

@@ -37,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rmqspec.traces.checks_common import SCHEDULE_TOPIC, at_risk_keys
+from rmqspec.traces.checks_common import BROADCASTING, SCHEDULE_TOPIC, at_risk_keys
 from rmqspec.traces.unjudged import (
     ANCHORS,
     CANDIDATES,
@@ -69,11 +69,11 @@ ENTRY_SCHEMA = T.StructType(
 _ENTRY_ARROW = pa.schema([pa.field(f.name, pa.int32() if f.name == "queue_id" else
                                    pa.int64() if f.name in ("seq", "since") else
                                    pa.bool_() if f.name == "exact" else pa.string()) for f in ENTRY_SCHEMA.fields])
-# The columns ``row_unjudged`` reads (``check_times``, ``from_commitlog_offset``, ``filter_detail`` and
-# ``unrecorded``: ``inputs.DERIVED_COLUMNS``).
+# The columns ``row_unjudged`` reads (``check_times``, ``from_commitlog_offset``, ``filter_detail``,
+# ``unrecorded`` and ``broadcasting``, ``detail.message_model``: ``inputs.DERIVED_COLUMNS``).
 _ROW_COLUMNS = ("trace", "seq", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "msg_id",
                 "reconsume_times", "delay_level", "deliver_ts", "status", "client_id", "txn_id", "check_times",
-                "from_commitlog_offset", "filter_detail", "unrecorded")  # fmt: skip
+                "from_commitlog_offset", "filter_detail", "unrecorded", "broadcasting")  # fmt: skip
 _UNBOUNDED = -(2**63)
 _LASTING = pa.schema([pa.field("trace", pa.string()), pa.field("seq", pa.int64())])
 
@@ -147,6 +147,9 @@ def _judge(facts: Mapping[str, TraceFacts]) -> Any:
                     detail["from_commitlog_offset"] = rec["from_commitlog_offset"]
                 if rec["unrecorded"] is not None:
                     detail["unrecorded"] = rec["unrecorded"]
+                detail.pop("message_model", None)  # a broadcasting client's row: the column's reading
+                if rec["broadcasting"]:
+                    detail["message_model"] = BROADCASTING
                 rec["detail"] = detail
                 for u in row_unjudged(rec, facts[rec["trace"]]):
                     entry = {"trace": rec["trace"], "seq": rec["seq"], "event": u.why or rec["event"], "code": u.code,

@@ -309,6 +309,39 @@ class DuplicateDelivery(Wrapped):
         return res
 
 
+class PullsExclusivePerGroup(Wrapped):
+    """PULL_MESSAGE of a group with two or more registered clients (heartbeated, not unregistered) never
+    returns a message it already returned to that group since the broker started: a pull from an offset at
+    or below the last one returned is served from the one after (the broker takes a group's clients for
+    sharers of its queues, as clustering clients are). Only broadcasting shows it: each client of a
+    broadcasting group pulls every queue from its own offsets, so the second client to pull a message never
+    gets it (issue 42); a lone puller, or clients of disjoint queues that commit what they pulled, never
+    pull an offset their group already got."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config, workdir)
+        self.returned: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) -> last offset returned
+
+    def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
+        key = (group, mq.topic, mq.queue_id)
+        last = self.returned.get(key)
+        info = self.inner.consumers.groups.get(group)
+        if last is not None and info is not None and len(info.clients) > 1 and 0 <= offset <= last:
+            offset = last + 1  # what one client got is not returned to another
+        res: PullResult = self.inner.pull(group, mq, offset, max_nums, subscription, expression_type, sub_version)
+        if res.messages:
+            self.returned[key] = max(-1 if last is None else last, res.messages[-1].queue_offset)
+        return res
+
+    def recover(self, survivors=None):  # the table lives in memory: a restart empties it
+        self.returned.clear()
+        return self.inner.recover(survivors)
+
+    def reopen(self):
+        self.returned.clear()
+        return self.inner.reopen()
+
+
 # ---------------------------------------------------------------------------
 # Replicas of real, reported Apache RocketMQ bugs (issue 14): each breaks the model the way the
 # cited issue describes the real broker misbehaving, so the suite shows what rmqspec would have
@@ -622,6 +655,7 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "duplicate_delivery": _factory(DuplicateDelivery),
     "sql_filter_ignored": _factory(SqlFilterIgnored),
     "sql_null_is_true": _factory(SqlNullIsTrue),
+    "pulls_exclusive_per_group": _factory(PullsExclusivePerGroup),
 }
 # 5.x timer messages: caught under --profile rocketmq-5.2 (tests/test_broken_brokers.py: TIMER_PROFILE)
 TIMER_BROKEN: dict[str, Callable[..., Any]] = {
@@ -669,3 +703,4 @@ timer_fires_early = BROKEN["timer_fires_early"]
 timer_lost_after_crash = BROKEN["timer_lost_after_crash"]
 timer_rounds_up = BROKEN["timer_rounds_up"]
 timer_ignores_delay_level = BROKEN["timer_ignores_delay_level"]
+pulls_exclusive_per_group = BROKEN["pulls_exclusive_per_group"]  # issue 42: only a broadcasting group shows it

@@ -36,6 +36,8 @@ LOCKSTEP = {name: (150, 50) for name in (
     "lock_half_life", "lock_half_life_unrenewed", "unlock_frees_half_expired",
     # 5.x timer messages (judged under rocketmq-5.2: PROFILES)
     "timer_fires_early", "timer_lost_after_crash", "timer_rounds_up", "timer_ignores_delay_level",
+    # issue 42: a group's clients served as sharers of its queues — only a broadcasting group shows it
+    "pulls_exclusive_per_group",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -64,6 +66,8 @@ INVARIANTS_ONLY = {
     "timer_lost_after_crash": (150, 50, "TIMER_UNFIRED"),
     "timer_rounds_up": (150, 50, "TIMER_EARLY"),
     "timer_ignores_delay_level": (150, 50, "MESSAGE_LIFECYCLE"),
+    # LOST is two invariants' code: the per-client one names the broadcasting client that passed a message
+    "pulls_exclusive_per_group": (150, 50, "NoLossPerClientProperty"),
 }
 
 
@@ -131,6 +135,9 @@ INVARIANTS_AT_THE_DEFAULT_BUDGET = {
     "timer_lost_after_crash": "TIMER_UNFIRED",  # due before the drain, never fired (and LOST)
     "timer_rounds_up": "TIMER_EARLY",  # T = k·p + 1 fired at k·p (and MESSAGE_LIFECYCLE: the slot)
     "timer_ignores_delay_level": "MESSAGE_LIFECYCLE",  # timer: SENT --put[level]--> SCHEDULED broken
+    # issue 42: the prelude's broadcasting clients each pull a message the other got first; at the drain the
+    # second has committed past what it was never given
+    "pulls_exclusive_per_group": "NoLossPerClientProperty",
 }
 
 

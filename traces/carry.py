@@ -59,7 +59,11 @@ rule keeps its tombstones with the rows.
 Extra rows kept for one rule never change another's state: they are earlier than the row that
 rule keeps, or they are a real consume (which only acknowledges), or they belong to an open key
 (kept whole). A trace whose rows carry subscription or message-attribute details (the filter rules
-of issue 15 read them across the whole trace) is carried whole.
+of issue 15 read them across the whole trace), or a broadcasting client's rows (``broadcasting_row``:
+LOST per client reads where each client started and how far it committed, issue 42), is carried whole
+from the day such a row appears; a group that consumed as clustering on earlier days and turns
+broadcasting later does not pull back its earlier closed keys (it is not a new group), so a broadcasting
+client that starts below them (CONSUME_FROM_FIRST_OFFSET) is judged on the carried sends only.
 
 Findings (``merge``): codes judged at the trace's end or over the whole trace (``RECOMPUTED``:
 LOST, TXN_UNRESOLVED, TIMER_UNFIRED, UNEXPECTED, RECOVERED and the filter codes) are recomputed from ``R ++ D``
@@ -83,6 +87,7 @@ from rmqspec.traces.checks_common import (
     TIMER_TOPIC,
     acked_send,
     at_risk_keys,
+    broadcasting_row,
     detail_of,
     has,
     route_queues,
@@ -133,7 +138,7 @@ def carry_trace(
 ) -> tuple[set[int], set[int], set[str]]:
     """(seqs of the rows to carry, seqs of closed keys' tombstones, open msg_keys) of one trace's
     valid rows in seq order (the rows of an earlier state, the tombstones pulled back, a day)."""
-    if any(carries_filters(r) for r in rows):
+    if any(carries_filters(r) or broadcasting_row(r) for r in rows):
         return {r["seq"] for r in rows}, set(), {r["msg_key"] for r in rows if r["msg_key"] is not None}
     keep: set[int] = set()
     first: dict[tuple, int] = {}  # (reason, key...) -> seq of the first such row

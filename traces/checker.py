@@ -68,6 +68,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_order.detect_key_reordered,
     checks_order.detect_key_split,
     checks_delivery.detect_lost,
+    checks_delivery.detect_lost_per_client,
     checks_delivery.detect_unexpected,
     checks_delivery.detect_offset_overrun,
     checks_delivery.detect_duplicated,

@@ -82,6 +82,8 @@ FAILED_SEND_STATUSES: frozenset[str] = frozenset(
 # producer's retry then stores the message again, under the same msg_key).
 ONEWAY = "ONEWAY"
 NO_RESPONSE = "NO_RESPONSE"
+# detail.message_model of a broadcasting client's rows (issue 42); absent means clustering
+BROADCASTING = "BROADCASTING"
 UNANSWERED_SEND_STATUSES: frozenset[str] = frozenset({ONEWAY, NO_RESPONSE})
 # event -> (the status values its rules know, the codes whose rules read that
 # status). A non-null status outside the set is judged as the rules' "other"
@@ -111,6 +113,8 @@ STATUS_VOCABULARY: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
 KEY_COLUMNS: tuple[str, ...] = ("group", "topic", "queue_id", "msg_key", "client_id", "txn_id")
 
 _Q = ("group", "topic", "queue_id")
+# the rows a consumer writes (a broadcasting one marks them, ``broadcasting_row``)
+_CLIENT_EVENTS = frozenset({"deliver", "consume", "commit_offset"})
 _LOCK = (*_Q, "client_id", "status")
 # code -> ((event, the fields the rule reads on that event), ...): the wording of the report's
 # "not judged" section. Which rows lacking one of them leave what unjudged (the rule's part they
@@ -286,6 +290,16 @@ def delayed_send(row: Mapping[str, Any]) -> bool:
     return row["event"] == "send" and schedules_delay(row.get("delay_level"))
 
 
+def broadcasting_row(row: Mapping[str, Any]) -> bool:
+    """A row of a broadcasting client: ``detail.message_model`` is BROADCASTING (issue 42). Every consumer
+    of a broadcasting group gets every message from where it started (the queue's max offset for a client
+    without an offsets file), keeps its offsets itself, and drops a failed message; absent means clustering."""
+    detail = row.get("detail")
+    if detail is None or (isinstance(detail, str) and BROADCASTING not in detail):
+        return False  # most rows: no JSON to parse
+    return detail_of(row).get("message_model") == BROADCASTING
+
+
 def has(row: Mapping[str, Any], *fields: str) -> bool:
     """Whether every one of ``fields`` is set on ``row`` (a loop, not ``all`` over a generator:
     the checker and ``carry_trace`` call this about twice per row)."""
@@ -318,7 +332,8 @@ class Trace:
     (SPEC §8.1 "epoch"); ``drain_seq`` is the seq of the last ``drain`` row or
     None, ``drain_ts`` its ts; ``consumers`` maps a topic to the groups that consume it (seen in
     ``deliver``/``consume`` rows, plus the configured subscriptions);
-    ``at_risk`` holds the msg_keys any ``crash`` lists in ``detail.at_risk``.
+    ``at_risk`` holds the msg_keys any ``crash`` lists in ``detail.at_risk``; ``broadcasting`` the
+    groups with a broadcasting row (``broadcasting_row``: LOST is judged per client for them).
     """
 
     rows: Sequence[Mapping[str, Any]]
@@ -328,6 +343,7 @@ class Trace:
     params: AuditParams
     at_risk: frozenset[str] = frozenset()
     drain_ts: int | None = None
+    broadcasting: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -341,6 +357,7 @@ class Trace:
         drain = drain_ts = None
         consumers: dict[str, set[str]] = {}
         at_risk: set[str] = set()
+        broadcasting: set[str] = set()
         for group, topics in (subscriptions or {}).items():
             for topic in topics:
                 consumers.setdefault(topic, set()).add(group)
@@ -355,6 +372,8 @@ class Trace:
                     drain, drain_ts = row["seq"], row["ts"]
             elif ev in ("deliver", "consume") and has(row, "group", "topic"):
                 consumers.setdefault(row["topic"], set()).add(row["group"])
+            if ev in _CLIENT_EVENTS and row.get("group") is not None and broadcasting_row(row):
+                broadcasting.add(row["group"])
         return cls(
             rows=rows,
             epochs=epochs,
@@ -363,6 +382,7 @@ class Trace:
             params=params,
             at_risk=frozenset(at_risk),
             drain_ts=drain_ts,
+            broadcasting=frozenset(broadcasting),
         )
 
     def of(self, *events: str) -> Iterator[tuple[int, Mapping[str, Any]]]:

@@ -6,17 +6,23 @@ import heapq
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import attrs
+
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import (
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     Finding,
     Trace,
     acked_send,
+    broadcasting_row,
     delayed_send,
+    detail_of,
     has,
     keys_of,
     observation,
     oneway_send,
+    timer_send,
     violation,
 )
 from rmqspec.traces.checks_filter import filter_exempt
@@ -149,7 +155,9 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     nor a (group, msg_key) ``skipped_by_saved_offsets`` or ``checks_filter.filter_exempt`` names
     (a filtering group's messages its subscriptions do not select or whose attributes no row
     states, and FILTER_SKIPPED ones), nor a
-    msg_key ``skipped_by_saved_delay_progress`` names.
+    msg_key ``skipped_by_saved_delay_progress`` names. A broadcasting group (``Trace.broadcasting``) is
+    judged per client instead (``detect_lost_per_client``): each of its clients starts at the queue's max
+    offset, so messages sent before every client started are no one's.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
     """
     drain = trace.drain_seq
@@ -168,13 +176,126 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
         if seq > drain or key in trace.at_risk or key in delay_skipped:
             continue
         for group in sorted(trace.consumers.get(topic, ())):
-            if (group, key) not in done:
+            if (group, key) not in done and group not in trace.broadcasting:
                 yield violation(
                     Code.LOST,
                     (seq, drain),
                     {"group": group, "topic": topic, "msg_key": key},
                     f"acknowledged {key} never consumed by {group} nor sent to its DLQ",
                 )
+
+
+@attrs.define
+class _Run:
+    """One run of a broadcasting client on a queue: from its start (a ``commit_offset`` with
+    ``detail.from_where``, or the lowest offset it got before any such row) to the next start."""
+
+    start: int | None = None
+    commits: list[tuple[int, int]] = attrs.field(factory=list)  # (offset, seq), offsets rising
+
+    def past(self, offset: int) -> int | None:
+        """The seq of the run's first commit past ``offset`` when the run started at or before it."""
+        if self.start is None or self.start > offset:
+            return None
+        return next((seq for committed, seq in self.commits if committed > offset), None)
+
+
+def _broadcast_runs(trace: Trace, drain: int) -> tuple[dict[tuple, list[_Run]], dict[tuple, int], set[Any]]:
+    """Per (group, client, topic, queue) the broadcasting client's runs; per (group, client, msg_key) its
+    first consume's seq; the keys with a delayed or timer copy (their positions are not the send's)."""
+    runs: dict[tuple, list[_Run]] = {}
+    consumed: dict[tuple, int] = {}
+    waiting: set[Any] = set()
+    for _, row in trace.of("store", "deliver", "consume", "commit_offset"):
+        ev = row["event"]
+        if row["seq"] > drain:
+            break
+        if ev == "store":
+            if row["topic"] in (SCHEDULE_TOPIC, TIMER_TOPIC) and row["msg_key"] is not None:
+                waiting.add(row["msg_key"])
+            continue
+        if not has(row, "group", "client_id") or not broadcasting_row(row):
+            continue
+        if ev == "consume" and row["msg_key"] is not None:
+            consumed.setdefault((row["group"], row["client_id"], row["msg_key"]), row["seq"])
+        if not has(row, "topic", "queue_id", "queue_offset"):
+            continue
+        mine = runs.setdefault((row["group"], row["client_id"], row["topic"], row["queue_id"]), [_Run()])
+        offset = row["queue_offset"]
+        if ev == "commit_offset" and "from_where" in detail_of(row):
+            mine.append(_Run(start=offset))  # the client (re)started here: what lies below is not its
+        elif ev != "commit_offset":
+            run = mine[-1]
+            run.start = offset if run.start is None else min(run.start, offset)
+        elif not mine[-1].commits or offset > mine[-1].commits[-1][0]:
+            mine[-1].commits.append((offset, row["seq"]))
+    return runs, consumed, waiting
+
+
+def detect_lost_per_client(trace: Trace) -> Iterator[Finding]:
+    """LOST of a broadcasting client: it passed an acknowledged message without consuming it.
+
+    SPEC §8.1 (LOST), issue 42 (RocketMQ 4.9's broadcasting: every client of the group consumes every
+    message from where it started — the queue's max offset when it has no offsets file — keeps its
+    offsets in that file and drops a message whose listener failed). At ``drain``, for a client c of
+    group g whose rows are broadcasting (``broadcasting_row``) and an acknowledged plain ``send`` (not
+    delayed, not a timer message's) of msg_key k at (topic, queue, offset o): c is owed k when, in one
+    run of c on that queue, it started at or before o and committed an offset > o; it is LOST when c
+    has no ``consume`` of k (any status: a failed one is dropped) before that commit. A run starts at a
+    ``commit_offset`` of c with ``detail.from_where`` (where the client began pulling the queue without
+    a stored offset: its offset), else at the lowest offset c got in it (a ``deliver`` or ``consume`` of
+    c; a broker's deliver rows name no client); what a restarted client skipped below its new start is
+    not its loss. The exemptions of ``detect_lost`` apply per group (a crash's at-risk keys,
+    ``skipped_by_saved_offsets``, ``filter_exempt``, ``skipped_by_saved_delay_progress``). A client
+    that never committed past o in such a run (stopped, or behind at the drain) is not judged. Not
+    judged without ``drain``.
+    seqs = [send, the first commit past o]; one finding per (group, client, msg_key).
+    """
+    drain = trace.drain_seq
+    if drain is None or not trace.broadcasting:
+        return
+    runs, consumed, waiting = _broadcast_runs(trace, drain)
+    clients: dict[tuple[Any, Any], list[tuple[Any, Any]]] = {}  # (topic, queue) -> (group, client)
+    for group, client, topic, queue in sorted(runs, key=repr):
+        clients.setdefault((topic, queue), []).append((group, client))
+    if not clients:
+        return
+    exempt = skipped_by_saved_offsets(trace) | filter_exempt(trace)
+    delay_skipped = skipped_by_saved_delay_progress(trace)
+    reported: set[tuple[Any, Any, Any]] = set()
+    for _, row in trace.of("send"):
+        if row["seq"] > drain:
+            break
+        key = row["msg_key"]
+        if (
+            not has(row, "topic", "queue_id", "queue_offset", "msg_key")
+            or not acked_send(row)
+            or delayed_send(row)
+            or timer_send(row)
+            or key in waiting
+            or key in trace.at_risk
+            or key in delay_skipped
+        ):
+            continue
+        offset = row["queue_offset"]
+        for group, client in clients.get((row["topic"], row["queue_id"]), ()):
+            if (group, client, key) in reported or (group, key) in exempt:
+                continue
+            passed = [seq for run in runs[(group, client, row["topic"], row["queue_id"])]
+                      if (seq := run.past(offset)) is not None]
+            if not passed:
+                continue
+            got = consumed.get((group, client, key))
+            if got is not None and got < min(passed):
+                continue
+            reported.add((group, client, key))
+            yield violation(
+                Code.LOST,
+                (row["seq"], min(passed)),
+                {"group": group, "topic": row["topic"], "msg_key": key, "client_id": client},
+                f"broadcasting client {client} of {group} committed past {key} (offset {offset} of queue "
+                f"{row['queue_id']}) without consuming it",
+            )
 
 
 def detect_unexpected(trace: Trace) -> Iterator[Finding]:
@@ -202,7 +323,8 @@ def detect_offset_overrun(trace: Trace) -> Iterator[Finding]:
     (offset in queue_offset) greater than the lowest offset delivered to that
     group on that queue and not yet acknowledged. An offset is pending from
     its latest ``deliver`` until a SUCCESS ``consume`` or a ``send_back`` of
-    it (same group, topic, queue, offset).
+    it (same group, topic, queue, offset). A broadcasting client's rows (``broadcasting_row``) are its
+    own queue (it keeps its offsets itself), and any consume acknowledges (a failed message is dropped).
     seqs = [deliver of the lowest pending offset, commit_offset].
     """
     pending: dict[tuple, dict[int, int]] = {}  # queue key -> offset -> deliver seq
@@ -210,7 +332,10 @@ def detect_offset_overrun(trace: Trace) -> Iterator[Finding]:
     for _, row in trace.of("deliver", "consume", "send_back", "commit_offset"):
         if not has(row, "group", "topic", "queue_id", "queue_offset"):
             continue
-        qkey = (row["group"], row["topic"], row["queue_id"])
+        broadcast = broadcasting_row(row)
+        if broadcast and row["client_id"] is None:
+            continue  # whose queue is unknown (``unjudged``: a consume's absence withholds the queue)
+        qkey = (row["group"], row["topic"], row["queue_id"], row["client_id"] if broadcast else None)
         offset, ev = row["queue_offset"], row["event"]
         offsets = pending.setdefault(qkey, {})
         heap = heaps.setdefault(qkey, [])
@@ -218,7 +343,7 @@ def detect_offset_overrun(trace: Trace) -> Iterator[Finding]:
             if offset not in offsets:
                 heapq.heappush(heap, offset)
             offsets[offset] = row["seq"]
-        elif ev == "send_back" or (ev == "consume" and row["status"] == "SUCCESS"):
+        elif ev == "send_back" or (ev == "consume" and (row["status"] == "SUCCESS" or broadcast)):
             offsets.pop(offset, None)
         elif ev == "commit_offset":
             while heap and heap[0] not in offsets:
@@ -237,22 +362,42 @@ def detect_duplicated(trace: Trace) -> Iterator[Finding]:
     """DUPLICATED (observation): a group consumed one msg_key with SUCCESS more than once.
 
     SPEC §4.2 / §8.1 observations: at-least-once delivery allows duplicates; they are counted,
-    not violations. seqs = [first SUCCESS consume, duplicate consume].
+    not violations. A broadcasting client's consume (``broadcasting_row``, with its client_id) counts
+    per client: every client of a broadcasting group consumes every message once (issue 42). The reason
+    names the consumeTimeout cause when either consume says ``detail.return_type`` TIME_OUT (its listener
+    outlived consumeTimeout: the client's cleanExpiredMsg had sent the copy back while it ran).
+    seqs = [first SUCCESS consume, duplicate consume].
     """
-    first: dict[tuple[str, str], int] = {}
+    first: dict[tuple[Any, ...], tuple[int, bool]] = {}  # -> (seq, timed out) of the first SUCCESS
     for _, row in trace.of("consume"):
         if row["status"] != "SUCCESS" or not has(row, "group", "msg_key"):
             continue
-        key = (row["group"], row["msg_key"])
-        if key in first:
-            yield observation(
-                ObservationCode.DUPLICATED,
-                (first[key], row["seq"]),
-                keys_of(row, "group", "topic", "msg_key"),
-                f"{row['group']} consumed {row['msg_key']} with SUCCESS again",
-            )
-        else:
-            first[key] = row["seq"]
+        client = row["client_id"] if row["client_id"] is not None and broadcasting_row(row) else None
+        key = (row["group"], row["msg_key"]) if client is None else (row["group"], row["msg_key"], client)
+        timed_out = _timed_out(row)
+        if key not in first:
+            first[key] = (row["seq"], timed_out)
+            continue
+        seq, first_timed_out = first[key]
+        who = row["group"] if client is None else f"broadcasting client {client} of {row['group']}"
+        cause = TIMED_OUT_CAUSE if timed_out or first_timed_out else ""
+        yield observation(
+            ObservationCode.DUPLICATED,
+            (seq, row["seq"]),
+            keys_of(row, "group", "topic", "msg_key", *(("client_id",) if client is not None else ())),
+            f"{who} consumed {row['msg_key']} with SUCCESS again{cause}",
+        )
+
+
+TIMED_OUT_CAUSE = "; a listener outlived consumeTimeout (TIME_OUT): cleanExpiredMsg sent the copy back while it ran"
+
+
+def _timed_out(row: Mapping[str, Any]) -> bool:
+    """A consume whose ``detail.return_type`` is TIME_OUT (cheap: most details do not name it)."""
+    detail = row.get("detail")
+    if detail is None or (isinstance(detail, str) and "TIME_OUT" not in detail):
+        return False
+    return detail_of(row).get("return_type") == "TIME_OUT"
 
 
 def detect_recovered(trace: Trace) -> Iterator[Finding]:

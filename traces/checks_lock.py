@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rmqspec.properties.codes import Code
-from rmqspec.traces.checks_common import Finding, Trace, has, keys_of, violation
+from rmqspec.traces.checks_common import Finding, Trace, broadcasting_row, has, keys_of, violation
 
 _QUEUE = ("group", "topic", "queue_id", "client_id")
 
@@ -59,7 +59,8 @@ def detect_orderly_without_lock(trace: Trace) -> Iterator[Finding]:
 
     SPEC §8.1 / §4.5 (``ConsumeMessageOrderlyService.ConsumeRequest``: runs
     only if ``processQueue.isLocked() && !isLockExpired()``, client lifetime
-    30000 ms): an ``orderly_start`` by c whose last GRANTED on that queue is
+    30000 ms; a broadcasting client's start, ``broadcasting_row``, needs no
+    lock): an ``orderly_start`` by c whose last GRANTED on that queue is
     missing (seqs = [orderly_start]), superseded by a later GRANTED to
     another client (seqs = [the most recent such GRANTED, orderly_start]),
     or older than the client lifetime (> 30000 ms; seqs = [c's GRANTED,
@@ -69,7 +70,7 @@ def detect_orderly_without_lock(trace: Trace) -> Iterator[Finding]:
     mine: dict[tuple, tuple[int, int]] = {}  # (queue, client) -> (seq, ts) of its last grant
     latest: dict[tuple, tuple[str, int]] = {}  # queue -> (client, seq) of the last grant
     for _, row in trace.of("lock", "orderly_start"):
-        if not has(row, *_QUEUE):
+        if not has(row, *_QUEUE) or broadcasting_row(row):
             continue
         qkey = (row["group"], row["topic"], row["queue_id"])
         client = row["client_id"]
@@ -104,7 +105,8 @@ def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
     """ORDERLY_CONCURRENT: two clients consumed one queue in orderly mode at once.
 
     SPEC §8.1 / §4.5: two clients' ``orderly_start``…``orderly_end`` windows
-    on the same (group, topic, queue) overlap. A client's window opens at a
+    on the same (group, topic, queue) overlap (a broadcasting client's windows, ``broadcasting_row``, are
+    its own: every client of the group consumes every queue). A client's window opens at a
     start when it has none open and closes at its next ``orderly_end``; an
     unclosed window lasts to the end of the trace. Every start while another
     client's window is open is offending.
@@ -112,7 +114,7 @@ def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
     """
     open_since: dict[tuple, dict[str, int]] = {}
     for _, row in trace.of("orderly_start", "orderly_end"):
-        if not has(row, *_QUEUE):
+        if not has(row, *_QUEUE) or broadcasting_row(row):
             continue
         windows = open_since.setdefault((row["group"], row["topic"], row["queue_id"]), {})
         client = row["client_id"]

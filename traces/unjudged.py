@@ -48,7 +48,11 @@ A few absent values are values, not unknowns, by the conventions SPEC §8 and
   (5.x; a ``store`` of its msg_key in rmq_sys_wheel_timer still says it is one); a COMMIT ``txn_end``
   without topic commits to its half's (LOST's reading: RocketMQ writes the real topic the half
   names); a ``store`` in RMQ_SYS_TRANS_OP_HALF_TOPIC without msg_key is an op message (it has no
-  UNIQ_KEY).
+  UNIQ_KEY);
+- a consumer's row (``deliver``, ``consume``, ``commit_offset``, ``orderly_start`` / ``orderly_end``)
+  without ``detail.message_model`` is a clustering client's; a broadcasting client's says BROADCASTING
+  (``checks_common.broadcasting_row``; issue 42); a ``commit_offset`` without ``detail.from_where``
+  is a commit, not where a client began pulling a queue.
 
 Dropping one of them changes what the trace says (the property test in
 ``tests/traces/test_monotonic.py`` leaves them out and says why). Everything else absent is
@@ -79,6 +83,7 @@ from rmqspec.traces.checks_common import (
     TIMER_TOPIC,
     UNRECORDED,
     Finding,
+    broadcasting_row,
     detail_of,
 )
 
@@ -145,7 +150,7 @@ CANDIDATES: tuple[tuple[str, Condition, tuple[str, ...]], ...] = (
     ("txn_end", (), ("msg_key", "status", "txn_id")),
     ("txn_check", (), ("txn_id", "queue_offset", "msg_key", "check_times")),
     ("txn_discard", (), ("txn_id",)),
-    ("commit_offset", (), ("group", "topic", "queue_id", "queue_offset")),
+    ("commit_offset", (), ("group", "topic", "queue_id", "queue_offset", "client_id")),
     ("lock", (), ("group", "topic", "queue_id", "client_id", "status")),
     ("unlock", (), ("group", "topic", "queue_id", "client_id")),
     ("orderly_start", (), ("group", "topic", "queue_id", "client_id")),
@@ -397,6 +402,8 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         group = topic[len(DLQ_PREFIX):] if topic is not None else None
         keys = tuple(kv for kv in (("group", group), ("msg_key", r.get("msg_key"))) if kv[1] is not None)
         e.out.append(Unjudged(Code.DLQ_DELAYED.value, keys, since=e.seq))
+    if topic is None:  # maybe a delayed or timer copy: a broadcasting client's LOST leaves such keys
+        e.ahead(Code.LOST, "msg_key")
     # a timer copy (rmq_sys_wheel_timer) not due at the drain: LOST does not judge its msg_key
     if topic in (TIMER_TOPIC, None) and f.not_due(e.seq, r.get("deliver_ts")):
         complete = topic is not None and r.get("deliver_ts") is not None
@@ -447,6 +454,11 @@ def _consume(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.later(Code.ORDER_KEY_REORDERED, *_QUEUE)
     if success and e.lacks("group", "msg_key", "status"):
         e.ahead(Code.LOST, "group", "msg_key")
+    if broadcasting_row(r):  # a broadcasting client's consume of any status counts, for its client only
+        if e.lacks("group", "msg_key", "client_id"):
+            e.ahead(Code.LOST, "group", "msg_key")
+        if e.lacks("group", "topic", "queue_id", "queue_offset", "client_id"):
+            e.later(Code.OFFSET_OVERRUN, *_QUEUE)
     if success and e.lacks("group", "topic", "queue_id", "queue_offset", "status"):
         e.later(Code.OFFSET_OVERRUN, *_QUEUE)
     if e.lacks("msg_key"):
@@ -559,7 +571,9 @@ def _txn_discard(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.TXN_DISCARD_EARLY)
 
 
-def _commit_offset(e: _Entries, _r: Mapping[str, Any], f: TraceFacts) -> None:
+def _commit_offset(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
+    if broadcasting_row(r) and e.lacks("group", "topic", "queue_id", "queue_offset", "client_id"):
+        e.ahead(Code.LOST, "group", "topic", "client_id")  # maybe where a client's run (re)started
     if e.lacks("group", "topic", "queue_id", "queue_offset"):
         e.here(Code.OFFSET_OVERRUN)
         e.later(Code.OFFSET_LOST, *_QUEUE)

@@ -31,6 +31,7 @@ from rmqspec.model.message import PROPERTY_CONSUME_START_TIMESTAMP, Message
 from rmqspec.model.producer import Producer
 from rmqspec.model.results import ResponseCode
 from rmqspec.traces.checker import check
+from rmqspec.traces.checks_delivery import TIMED_OUT_CAUSE
 from tests.model.test_client_unit import MQ, OK, World, stored
 
 MINUTE = 60_000
@@ -196,5 +197,9 @@ def test_the_check_workload_times_out_a_payment_and_audits_clean(kind, tmp_path)
     assert all(r["status"] == "SUCCESS" and r["ts"] - r["detail"]["consume_start"] == 150_000 for r in timed_out)
     report = check(rows)
     assert report.violations == ()
-    dup = {f.keys["msg_key"] for f in report.observations if f.code == "DUPLICATED" and f.keys["group"] == "G-payments"}
-    assert dup == {r["msg_key"] for r in timed_out}
+    dups = [f for f in report.observations if f.code == "DUPLICATED" and f.keys["group"] == "G-payments"]
+    assert {f.keys["msg_key"] for f in dups} == {r["msg_key"] for r in timed_out}
+    named = {f.seqs[-1] for f in dups if f.reason.endswith(TIMED_OUT_CAUSE)}  # the audit names the cause
+    assert named == {r["seq"] for r in timed_out}
+    # the second COMMIT's copy: its retry copy's consume is a duplicate whose own rows say no TIME_OUT
+    assert any(TIMED_OUT_CAUSE not in f.reason for f in dups)

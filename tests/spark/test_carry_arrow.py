@@ -201,6 +201,27 @@ def test_a_trace_with_filter_details_is_carried_whole():
     assert _columns(good, {}) == ({1, 2}, set(), {"k"}) == carry_trace(good)
 
 
+@pytest.mark.parametrize(
+    ("detail", "whole"),
+    [('{"message_model": "BROADCASTING"}', True), ('{"message_model": "CLUSTERING"}', False),
+     ('{"note": "BROADCASTING"}', False), ('{"message_model": "BROADCASTING"', False)],
+)
+def test_a_trace_with_a_broadcasting_clients_row_is_carried_whole(detail, whole):
+    """Any row whose ``detail.message_model`` is BROADCASTING (``broadcasting_row``: its text parsed only
+    when it names BROADCASTING) makes the trace carried whole; a detail that only names the word, or is
+    not JSON, does not."""
+    rows = [
+        {"seq": 1, "ts": 1, "event": "send", "topic": "T", "queue_id": 0, "queue_offset": 0, "msg_key": "k",
+         "status": "SEND_OK"},
+        {"seq": 2, "ts": 2, "event": "consume", "group": "G", "topic": "T", "queue_id": 0, "queue_offset": 0,
+         "msg_key": "k", "status": "SUCCESS", "client_id": "C1", "detail": detail},
+        {"seq": 3, "ts": 3, "event": "drain"},
+    ]
+    good, _ = validate(rows)
+    got = _columns(good, {})
+    assert got == carry_trace(good) and (got == ({1, 2, 3}, set(), {"k"})) == whole
+
+
 def test_a_commit_without_a_topic_takes_its_first_halfs():
     """k's COMMIT names no topic: LOST owes it to the consumers of its first half's topic T (G,
     which consumed it), not of U (H, which did not): k is closed."""

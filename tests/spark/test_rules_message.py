@@ -4,7 +4,10 @@ The Spark tests run the judge inside Spark's Python workers (``mapInArrow``);
 here the same judge runs on Arrow tables in this process, over many small
 Hypothesis-drawn traces whose keys collide often, and must give exactly the
 reference checker's findings of its codes: code, seqs, keys and reason. The
-judge includes the retry limits' rules (``spark/rules_retry.py``).
+judge includes the retry limits' rules (``spark/rules_retry.py``). Some consumes timed out
+(``detail.return_type``: DUPLICATED's reason names it), and some consumer rows are a
+broadcasting client's (DUPLICATED per client; the group-wide LOST leaves their groups out, and LOST per
+client is ``spark/rules_broadcast.py``'s, held to the checker in ``test_broadcast.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from rmqspec.spark.arrow_judge import running, segment_min
 from rmqspec.spark.rules import _MSG_EVENTS
 from rmqspec.spark.rules_message import _COLUMNS, _Judge
 from rmqspec.traces.checker_cases import PARAMS
-from rmqspec.traces.checks_common import at_risk_keys
+from rmqspec.traces.checks_common import BROADCASTING, at_risk_keys, broadcasting_row
+from rmqspec.traces.checks_delivery import _timed_out
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 # The codes the judge owns.
@@ -36,7 +40,8 @@ _STATUS = {
     "txn_end": ("COMMIT", "ROLLBACK", "UNKNOWN", None),
     "crash": ("kill", "power"),
 }
-_EVENTS = (*_MSG_EVENTS, "deliver", "consume", "store", "send", "crash")
+_EVENTS = (*_MSG_EVENTS, "deliver", "consume", "store", "send", "crash", "commit_offset")
+BROADCAST_EVENTS = ("deliver", "consume", "commit_offset")  # the rows of a broadcasting group (``Trace.broadcasting``)
 
 
 @st.composite
@@ -49,6 +54,7 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
         "reconsume_times": (0, 0, 1, 1, 2, None),
         "deliver_ts": (None, 0, 1000, 10_000, 60_000),  # a delay after the row's ts
         "delay_level": (None, -1, 0, 1, 1, 3),
+        "client_id": ("C1", "C2", None),
     }
     gaps = (0, 1, 999, 1000, 5000, 60_000)
     rows = drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=30)
@@ -61,6 +67,10 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
             row["detail"] = {"at_risk": draw(st.lists(st.sampled_from(("K1", "K2")), max_size=1))}
         if row["event"] == "timer_fire" and draw(st.booleans()):
             row["detail"] = {"from_commitlog_offset": draw(st.sampled_from((0, 1, "1")))}
+        if row["event"] in BROADCAST_EVENTS and draw(st.integers(0, 2)) == 0:
+            row["detail"] = {"message_model": BROADCASTING}
+        if row["event"] == "consume" and draw(st.integers(0, 3)) == 0:
+            row["detail"] = {**(row.get("detail") or {}), "return_type": draw(st.sampled_from(("TIME_OUT", "FAILED")))}
     if draw(st.booleans()):
         rows.append({"seq": len(rows), "ts": rows[-1]["ts"] + 1, "event": "drain"})
     return rows
@@ -70,6 +80,11 @@ def _sb_max(row: dict[str, Any]) -> int | None:
     """``inputs.send_back_max``'s reading of a row: a send_back's integral ``detail.max``."""
     value = (row.get("detail") or {}).get("max")
     return value if row["event"] == "send_back" and type(value) is int else None
+
+
+def _client(row: dict[str, Any]) -> str | None:
+    """``rules_message._narrowed``'s client: a broadcasting client's consume's, else null."""
+    return row.get("client_id") if row["event"] == "consume" and broadcasting_row(row) else None
 
 
 def _from_clo(row: dict[str, Any]) -> int | None:
@@ -87,30 +102,33 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         for key in at_risk_keys(r):
             risky.setdefault(key, set()).add("")
     groups: dict[tuple[str, str], list[str]] = {}
+    broadcast = {r["group"] for r in rows if r["event"] in BROADCAST_EVENTS and broadcasting_row(r)}
     for r in rows:
         if r["event"] in ("deliver", "consume") and r["group"] is not None and r["topic"] is not None:
             groups.setdefault(("", r["topic"]), []).append(r["group"])
-    groups = {k: sorted(set(v)) for k, v in groups.items()}
+    groups = {k: sorted(set(v) - broadcast) for k, v in groups.items()}  # ``rules_message.message_findings``
     family, crashes = [], 0
     for r in rows:
         crashes += r["event"] == "crash"
         if r["event"] in _MSG_EVENTS and (r.get("msg_key") is not None or r["event"] in ("send_back", "deliver")):
             family.append({**{c: r.get(c) for c in _COLUMNS}, "trace": "", "drain": drain, "sb_max": _sb_max(r),
-                           "crashes": crashes, "from_commitlog_offset": _from_clo(r)})  # fmt: skip
-    strings = ("trace", "event", "group", "topic", "msg_key", "msg_id", "status")
+                           "crashes": crashes, "from_commitlog_offset": _from_clo(r),
+                           "client_id": _client(r), "timed_out": 1 if _timed_out(r) else None})  # fmt: skip
+    strings = ("trace", "event", "group", "topic", "msg_key", "msg_id", "status", "client_id")  # the others int64
     drain_ts = {} if drain is None else {"": drain_ts}
     found = judged_rows(_Judge(PARAMS, risky, groups, drain is not None, drain_ts), family, _COLUMNS, strings)
-    return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["reason"]) for f in found)
+    return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["msg_key"], f["client_id"], f["reason"])
+                  for f in found)
 
 
 def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The checker's findings of the judge's codes (LOST only without crashes: its crash
-    exemptions are joins after the judge)."""
+    exemptions are joins after the judge; and not a broadcasting client's, ``rules_broadcast.py``'s)."""
     crashed = any(r["event"] == "crash" for r in rows)
     return sorted(
-        (f.code, tuple(f.seqs), f.keys.get("group"), f.keys.get("topic"), f.keys.get("msg_key"), f.reason)
+        (f.code, tuple(f.seqs), *(f.keys.get(k) for k in ("group", "topic", "msg_key", "client_id")), f.reason)
         for f in checked_rows(rows, CODES)
-        if not (f.code == "LOST" and crashed)
+        if not (f.code == "LOST" and (crashed or "client_id" in f.keys))
     )
 
 

@@ -4,8 +4,9 @@ Hypothesis draws small traces of stores, deliveries, acknowledgements,
 commits, locks, unlocks, orderly windows and consumes over two queues and
 three clients, with crashes between them; the judge gets every row (it picks
 each family's rows itself) and must give exactly the checker's findings of
-its six codes (code, seqs, keys, reason). ``stabbing_min`` is held to a brute
-force.
+its six codes (code, seqs, keys, reason). Some consumer and orderly rows are a
+broadcasting client's (``detail.message_model``: OFFSET_OVERRUN per client, no lock rules for its
+orderly rows). ``stabbing_min`` is held to a brute force.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rmqspec.spark.arrow_judge import NONE, judge, stabbing_min
 from rmqspec.spark.rules_lock import LOCK_COLUMNS
 from rmqspec.spark.rules_queue import _Judge
 from rmqspec.traces.checker_cases import PARAMS
+from rmqspec.traces.checks_common import BROADCASTING, broadcasting_row
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
 LOCK_CODES = {"ORDER_KEY_REORDERED", "LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT"}
@@ -33,6 +35,7 @@ _STATUS = {
     "commit_offset": (None, None, "RESTORED"),
 }
 _STRINGS = {"trace", "event", "group", "topic", "client_id", "status"}
+_BROADCAST = ("deliver", "consume", "send_back", "commit_offset", "orderly_start", "orderly_end", "lock", "unlock")
 
 
 @st.composite
@@ -45,7 +48,15 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
         "queue_offset": (0, 1, 2, 3, None),
     }
     gaps = (0, 1, 10_000, 30_000, 30_001, 60_000, 60_001)
-    return drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=40)
+    return _broadcasting(draw, drawn_rows(draw, events=_EVENTS, gaps=gaps, statuses=_STATUS, fields=fields, most=40))
+
+
+def _broadcasting(draw: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with a third of the consumer and orderly rows a broadcasting client's."""
+    for row in rows:
+        if row["event"] in _BROADCAST and draw(st.integers(0, 2)) == 0:
+            row["detail"] = {"message_model": BROADCASTING}
+    return rows
 
 
 def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -55,7 +66,8 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             epoch += 1
             crashes += r["event"] == "crash"
         else:
-            family.append({**{c: r.get(c) for c in LOCK_COLUMNS}, "trace": "", "epoch": epoch, "crashes": crashes})
+            family.append({**{c: r.get(c) for c in LOCK_COLUMNS}, "trace": "", "epoch": epoch, "crashes": crashes,
+                           "broadcasting": 1 if broadcasting_row(r) else None})  # ``rules_queue._narrowed``
     found = judged_rows(_Judge(PARAMS), family, (*LOCK_COLUMNS, "crashes"), _STRINGS)
     return sorted(
         (f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["queue_id"], f["client_id"], f["reason"])
@@ -83,7 +95,8 @@ def _orderly_trace(draw: Any) -> list[dict[str, Any]]:
     """Mostly orderly windows, opened and closed by three clients around their locks (ORDERLY_WITHOUT_LOCK and
     ORDERLY_CONCURRENT are numpy over these rows)."""
     fields = {"group": ("G", "G", None), "topic": ("T",), "queue_id": (0, 1), "client_id": ("C1", "C2", "C3", None)}
-    return drawn_rows(draw, events=_ORDERLY, gaps=(0, 1, 30_000, 30_001), statuses=_STATUS, fields=fields, most=40)
+    rows = drawn_rows(draw, events=_ORDERLY, gaps=(0, 1, 30_000, 30_001), statuses=_STATUS, fields=fields, most=40)
+    return _broadcasting(draw, rows)
 
 
 @given(_orderly_trace())
@@ -133,6 +146,27 @@ def test_a_gap_and_an_overrun():
     ])  # fmt: skip
     judged = _judged(rows)
     assert [(f[0], f[1]) for f in judged] == [("OFFSET_OVERRUN", (6, 7)), ("ORDER_QUEUE_GAP", (1, 2))]
+    assert judged == _checked(rows)
+
+
+def test_a_broadcasting_clients_queue_is_its_own():
+    """Broadcasting clients C1 and C2 each got offset 0: C1's failed consume drops it (acknowledged), so its
+    commit of 1 is fine; C2's commit of 1 passes its own pending 0. Their orderly starts need no lock and
+    overlap no one; the clustering C3's start has no lock."""
+    rows = _rows([
+        ("deliver", 0, "C1", None, 0),
+        ("deliver", 0, "C2", None, 0),
+        ("consume", 1, "C1", "RECONSUME_LATER", 0),
+        ("commit_offset", 2, "C1", None, 1),
+        ("commit_offset", 2, "C2", None, 1),
+        ("orderly_start", 3, "C1", None, None),
+        ("orderly_start", 3, "C2", None, None),
+        ("orderly_start", 4, "C3", None, None),
+    ])  # fmt: skip
+    for row in rows[:-1]:
+        row["detail"] = {"message_model": BROADCASTING}
+    judged = _judged(rows)
+    assert [(f[0], f[1]) for f in judged] == [("OFFSET_OVERRUN", (1, 4)), ("ORDERLY_WITHOUT_LOCK", (7,))]
     assert judged == _checked(rows)
 
 

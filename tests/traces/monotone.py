@@ -16,7 +16,10 @@ meaning, so that dropping them changes what the trace says rather than hiding it
 - a ``send``'s ``delay_level`` (absent: not delayed) and ``deliver_ts`` (absent: not a timer message,
   stored in its topic at once — a store of its msg_key in rmq_sys_wheel_timer still says it is one); a
   ``txn_end``'s topic (absent: a COMMIT commits to its half's topic, as LOST reads it — the broker's own
-  traces never carry it).
+  traces never carry it);
+- a consumer's row's ``detail.message_model`` (absent: clustering; a broadcasting client's rows say
+  BROADCASTING, and LOST, DUPLICATED, OFFSET_OVERRUN and the orderly rules read them per client), and a
+  ``commit_offset``'s ``detail.from_where`` (absent: a commit, not where a broadcasting client's run began).
 
 Comparing findings (``added``): a finding after the drop is *already there* when a finding before it
 has the same code and the same subject, and names every key the later one names with the same value
@@ -41,6 +44,8 @@ from rmqspec.traces.checker import CheckReport, check
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, detail_of
 
 REQUIRED = ("seq", "ts", "event", "trace_id")
+# The rows a broadcasting client marks (``checks_common.broadcasting_row``).
+BROADCAST_EVENTS = ("deliver", "consume", "commit_offset", "orderly_start", "orderly_end")
 KEPT: frozenset[tuple[str, str]] = frozenset(
     {
         ("crash", "detail"),
@@ -56,6 +61,8 @@ KEPT: frozenset[tuple[str, str]] = frozenset(
         ("consume", "detail.subscription"),
         *((event, f"detail.{key}") for event in ("send", "store", "deliver", "consume")
           for key in ("tags", "properties")),
+        *((event, "detail.message_model") for event in BROADCAST_EVENTS),
+        ("commit_offset", "detail.from_where"),
     }
 )
 # A message's attributes may go together (the whole detail): its rows then state none, which the

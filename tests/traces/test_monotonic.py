@@ -329,4 +329,5 @@ def test_the_kept_units_are_the_documented_conventions():
     may be dropped (absent also acknowledges), any other is kept."""
     rows = parse("0 send t=1 topic=T key=A st=SEND_OK\n1 send t=2 topic=T key=B st=FAILED lvl=0\n")
     assert (0, "status") in units(rows) and (1, "status") not in units(rows) and (1, "delay_level") not in units(rows)
-    assert {event for event, _ in KEPT} == {"crash", "send_back", "send", "store", "deliver", "consume", "txn_end"}
+    assert {event for event, _ in KEPT} == {"crash", "send_back", "send", "store", "deliver", "consume", "txn_end",
+                                            "commit_offset", "orderly_start", "orderly_end"}
