@@ -6,9 +6,8 @@ import heapq
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
-
 from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.properties.inv_broadcast import Run  # a client's run: the invariant's and the audit's
 from rmqspec.traces.checks_common import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
@@ -185,25 +184,10 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
                 )
 
 
-@attrs.define
-class _Run:
-    """One run of a broadcasting client on a queue: from its start (a ``commit_offset`` with
-    ``detail.from_where``, or the lowest offset it got before any such row) to the next start."""
-
-    start: int | None = None
-    commits: list[tuple[int, int]] = attrs.field(factory=list)  # (offset, seq), offsets rising
-
-    def past(self, offset: int) -> int | None:
-        """The seq of the run's first commit past ``offset`` when the run started at or before it."""
-        if self.start is None or self.start > offset:
-            return None
-        return next((seq for committed, seq in self.commits if committed > offset), None)
-
-
-def _broadcast_runs(trace: Trace, drain: int) -> tuple[dict[tuple, list[_Run]], dict[tuple, int], set[Any]]:
+def _broadcast_runs(trace: Trace, drain: int) -> tuple[dict[tuple, list[Run]], dict[tuple, int], set[Any]]:
     """Per (group, client, topic, queue) the broadcasting client's runs; per (group, client, msg_key) its
     first consume's seq; the keys with a delayed or timer copy (their positions are not the send's)."""
-    runs: dict[tuple, list[_Run]] = {}
+    runs: dict[tuple, list[Run]] = {}
     consumed: dict[tuple, int] = {}
     waiting: set[Any] = set()
     for _, row in trace.of("store", "deliver", "consume", "commit_offset"):
@@ -220,10 +204,10 @@ def _broadcast_runs(trace: Trace, drain: int) -> tuple[dict[tuple, list[_Run]], 
             consumed.setdefault((row["group"], row["client_id"], row["msg_key"]), row["seq"])
         if not has(row, "topic", "queue_id", "queue_offset"):
             continue
-        mine = runs.setdefault((row["group"], row["client_id"], row["topic"], row["queue_id"]), [_Run()])
+        mine = runs.setdefault((row["group"], row["client_id"], row["topic"], row["queue_id"]), [Run()])
         offset = row["queue_offset"]
         if ev == "commit_offset" and "from_where" in detail_of(row):
-            mine.append(_Run(start=offset))  # the client (re)started here: what lies below is not its
+            mine.append(Run(start=offset))  # the client (re)started here: what lies below is not its
         elif ev != "commit_offset":
             run = mine[-1]
             run.start = offset if run.start is None else min(run.start, offset)
