@@ -28,9 +28,10 @@ NARROW: dict[tuple[str, str], tuple[set[str], tuple[str, ...]]] = {
     ("properties", "impl"): ({"properties/store_probe.py", "properties/conform_base.py"}, ("rmqspec.impl.",)),
     # the adapter registry: a rocketmq:// candidate
     ("properties", "remoting"): ({"properties/adapters.py"}, ("rmqspec.remoting.",)),
-    # the reference checker reports the invariants' codes and runs their table-derived rules
+    # the reference checker reports the invariants' codes and runs their table-derived rules, and reads a
+    # broadcasting client's runs as the invariant does (``inv_broadcast.Run``)
     ("traces", "properties"): (set(), ("rmqspec.properties.codes", "rmqspec.properties.inv_replay",
-                                       "rmqspec.properties.inv_tables")),
+                                       "rmqspec.properties.inv_tables", "rmqspec.properties.inv_broadcast")),
 }
 
 
