@@ -147,20 +147,10 @@ class BroadcastRules:
                       queue_offset=offset)
 
     def _bc_pull(self, c: BroadcastClient, mq: MessageQueue, max_nums: int) -> PullResult | None:
-        group, offset = self.bc_group, c.offset(mq)
-        out = self._call(f"pull({group!r}, {mq.topic}/{mq.queue_id}, offset={offset}, max={max_nums}) [{c.name}]",
-                         lambda b: b.pull(group, mq, offset, max_nums, "*"))
-        if out.error is not None:
-            self._sometimes(f"broadcast:pull_error:{out.error[1]}")
+        res = self._pull(self.bc_group, mq, c.offset(mq), max_nums, c.name, label="broadcast",
+                         extra=lambda m: {"message_model": BROADCASTING})
+        if res is None:
             return None
-        res: PullResult = out.value
-        self._sometimes(f"broadcast:{res.status.value}")
-        self.judge_pull(offset, res)
-        self.pull_seq += 1
-        seq = self.pull_seq
-        self._emit_delivers(res, group, c.name, True,
-                            lambda m: {"pull": seq, "from": offset, "tags": m.tags, "subscription": "*",
-                                       "client": True, "message_model": BROADCASTING})
         pq = c.pqs.setdefault(mq, ProcessQueue(self._now()))
         c.next_pull[mq] = res.next_begin_offset
         if res.status is PullStatus.FOUND:

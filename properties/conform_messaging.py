@@ -24,6 +24,7 @@ which records itself, so a program replays action by action.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -201,21 +202,28 @@ class MessagingRules:
         return max(value, 0)
 
     def _pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int, client: str,
-              sub: str = "*", deliver: bool = True) -> PullResult | None:
+              sub: str = "*", deliver: bool = True, label: str = "pull",
+              extra: Callable[[StoredMessage], dict[str, Any]] | None = None) -> PullResult | None:
+        """One pull, judged (``judge_pull``) and its deliveries emitted. ``label`` names the coverage
+        counts (``pull:FOUND``; another label, e.g. ``broadcast``, gives ``broadcast:FOUND`` and
+        ``broadcast:pull_error:…``); ``extra`` gives each deliver row's own detail (default: the
+        copy's ORIGIN_MESSAGE_ID)."""
+        tag = "" if label == "pull" else f" [{client}]"
         out = self._call(f"pull({group!r}, {mq.topic}/{mq.queue_id}, offset={offset}, "
-                         f"max={max_nums}, sub={sub!r})",
+                         f"max={max_nums}, sub={sub!r}){tag}",
                          lambda b: b.pull(group, mq, offset, max_nums, sub))
         if out.error is not None:
-            self._sometimes(f"pull_error:{out.error[1]}")
+            self._sometimes(f"{'' if label == 'pull' else label + ':'}pull_error:{out.error[1]}")
             return None
         res: PullResult = out.value
-        self._sometimes(f"pull:{res.status.value}")
+        self._sometimes(f"{label}:{res.status.value}")
         self.judge_pull(offset, res)
         self.pull_seq += 1
         pull_seq = self.pull_seq
+        more = extra or (lambda m: {"origin": m.origin_message_id})
         self._emit_delivers(res, group, client, deliver,
                             lambda m: {"pull": pull_seq, "from": offset, "tags": m.tags,
-                                       "subscription": sub, "client": deliver, "origin": m.origin_message_id})
+                                       "subscription": sub, "client": deliver, **more(m)})
         return res
 
     def _pull_into_pq(self, group: str, mq: MessageQueue, max_nums: int, beyond: bool = False) -> PullResult | None:
