@@ -33,7 +33,7 @@ SOMETIMES = (
     "end_tampered:SYSTEM_ERROR", "lock_edge:empty", "lock_edge:twice", "lock_edge:past", "send_edge:queue_past",
     "send_edge:level_past", "send_refused", "pull_edge:queue_past", "pull_error:SYSTEM_ERROR", "send_edge:room_fit",
     "send_edge:room_over", "send_edge:props_fit", "send_edge:props_over", "send_edge:props_delayed_fit",
-    "send_edge:body_fit",
+    "send_edge:body_fit", "send_edge:props_delayed_over", "topic_edge:plain",
     "group_leave:rebalanced", "group_leave:last", "group_leave:stale_pull_refused", "group_leave:not_member",
     "down_probe",
     "family:plain", "family:keyed", "family:props", "family:delayed", "family:batch", "family:txn",
