@@ -7,7 +7,11 @@ and ``AllocateMessageQueueAveragelyByCircle``, called as
 ``RebalanceImpl.rebalanceByTopic`` calls them: both the queue list and the
 consumer-id list are sorted first (``MessageQueue.compareTo``: topic, broker
 name, queue id; client ids by string order), then each consumer computes its
-own share from its index in the sorted id list.
+own share from its index in the sorted id list. Strings are ordered as Java's
+``String.compareTo`` orders them, by UTF-16 code units (``_java_order``): a
+character beyond the BMP sorts before one in U+E000–U+FFFF, unlike Python's
+code-point order (found by the client differential against the 4.9.8 jar,
+``tests/interop/test_client_differential.py``).
 
 - Averagely: contiguous ranges; the first ``len(mqs) % len(cids)``
   consumers get one extra queue; with more consumers than queues the extra
@@ -28,8 +32,13 @@ from rmqspec.model.message import MessageQueue
 AllocateStrategy = Callable[[str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
 
 
-def _mq_order(mq: MessageQueue) -> tuple[str, str, int]:
-    return (mq.topic, mq.broker_name, mq.queue_id)
+def _java_order(text: str) -> bytes:
+    """A sort key in ``String.compareTo``'s order: big-endian UTF-16 compares unit by unit."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
+def _mq_order(mq: MessageQueue) -> tuple[bytes, bytes, int]:
+    return (_java_order(mq.topic), _java_order(mq.broker_name), mq.queue_id)
 
 
 def _checked(
@@ -41,7 +50,7 @@ def _checked(
         raise ValueError("mqAll is null or mqAll empty")
     if not cid_all:
         raise ValueError("cidAll is null or cidAll empty")
-    return sorted(mq_all, key=_mq_order), sorted(cid_all)
+    return sorted(mq_all, key=_mq_order), sorted(cid_all, key=_java_order)
 
 
 def allocate_averagely(

@@ -163,6 +163,27 @@ def decode_properties(text: str) -> dict[str, str]:
     return result
 
 
+def put_user_property(properties: Mapping[str, str], name: str, value: str) -> dict[str, str]:
+    """The Java client's ``Message.putUserProperty``: ``properties`` with ``name`` set, or InvalidMessage.
+
+    4.9.8 refuses a reserved name (``MessageConst.STRING_HASH_SET``, RuntimeException) and a name or value
+    that ``trim()`` leaves empty (IllegalArgumentException). rmqspec refuses as well what would make a
+    message it cannot send: a separator or a lone surrogate (``Message.validate``; fidelity CL3). A
+    ``Message`` built with ``properties=`` is what a producer puts on the wire (a Go client's may hold an
+    empty value, which the broker drops): only this function has the Java client's blank check.
+    """
+    if name in SYSTEM_PROPERTY_NAMES:
+        raise InvalidMessage("properties", name, "is a system property name reserved by RocketMQ")
+    if java_blank(name) or java_blank(value):
+        raise InvalidMessage(f"properties[{name}]", value, "a blank name or value (Java trims it to nothing)")
+    return {**properties, name: value}
+
+
+def java_blank(text: str) -> bool:
+    """``text.trim().isEmpty()`` in Java: every char is at most U+0020 (U+00A0 and U+3000 are not blank)."""
+    return all(c <= " " for c in text)
+
+
 def java_length(text: str) -> int:
     """``String.length()`` in Java: UTF-16 code units (a character beyond U+FFFF counts 2)."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
@@ -331,7 +352,11 @@ class Message:
             check_uniq_key(self.uniq_key)
         if self.wait is not None and (NAME_VALUE_SEPARATOR in self.wait or PROPERTY_SEPARATOR in self.wait):
             raise InvalidMessage("wait", self.wait, "contains \\x01/\\x02")
-        size = len(encode_properties(self.wire_properties()).encode("utf-8"))
+        text = encode_properties(self.wire_properties())
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # Java's getBytes(UTF-8) would store '?' for it (fidelity B2)
+            raise InvalidMessage("properties", text[exc.start:exc.end], "a lone surrogate is not UTF-8") from None
         if size > MAX_PROPERTIES_BYTES:
             raise InvalidMessage(
                 "properties", f"<{size} bytes encoded>", f"longer than {MAX_PROPERTIES_BYTES}"

@@ -1,0 +1,129 @@
+import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.JSONArray;
+import com.alibaba.fastjson.JSONObject;
+import com.alibaba.fastjson.serializer.SerializerFeature;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/**
+ * The 4.9.8 client's pure functions, asked one JSON line at a time (rmqspec's client differential,
+ * tests/interop/test_client_differential.py): one request per stdin line, one answer per stdout line.
+ *
+ * Requests ({"fn": ..., arguments}):
+ *   allocate          strategy AVG|AVG_BY_CIRCLE, cid, mqs [[topic, broker, queueId]...], cids: the lists sorted
+ *                     as RebalanceImpl.rebalanceByTopic sorts them, then the strategy's allocate
+ *   putUserProperty   name, value: Message.putUserProperty on a fresh Message; the user properties after it
+ *   setKeys           keys [..]: Message.setKeys(Collection); the KEYS property after it
+ *   properties        text: MessageDecoder.string2messageProperties
+ *   encodeMessages    items [{flag, body (base64), properties {..}}]: MessageDecoder.encodeMessages
+ *   decodeMessages    bytes (base64): MessageDecoder.decodeMessages
+ * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
+ * surrogates survive the trip.
+ */
+public final class ClientOracle {
+    private ClientOracle() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        PrintStream out = new PrintStream(System.out, true, "UTF-8");
+        String line;
+        while ((line = in.readLine()) != null) {
+            JSONObject answer = new JSONObject();
+            try {
+                answer.put("ok", ask(JSON.parseObject(line)));
+            } catch (Exception e) {
+                answer.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+            out.println(JSON.toJSONString(answer, SerializerFeature.BrowserCompatible,
+                SerializerFeature.WriteMapNullValue));
+        }
+    }
+
+    private static Object ask(JSONObject req) throws Exception {
+        switch (req.getString("fn")) {
+            case "allocate":
+                return allocate(req);
+            case "putUserProperty": {
+                Message msg = new Message();
+                msg.putUserProperty(req.getString("name"), req.getString("value"));
+                return msg.getProperties();
+            }
+            case "setKeys": {
+                Message msg = new Message();
+                msg.setKeys(req.getJSONArray("keys").toJavaList(String.class));
+                return msg.getProperty("KEYS");
+            }
+            case "properties":
+                return MessageDecoder.string2messageProperties(req.getString("text"));
+            case "encodeMessages": {
+                List<Message> msgs = new ArrayList<>();
+                for (Object o : req.getJSONArray("items")) {
+                    JSONObject item = (JSONObject) o;
+                    Message msg = new Message();
+                    msg.setFlag(item.getIntValue("flag"));
+                    msg.setBody(Base64.getDecoder().decode(item.getString("body")));
+                    Map<String, String> props = new HashMap<>();
+                    for (Map.Entry<String, Object> e : item.getJSONObject("properties").entrySet()) {
+                        props.put(e.getKey(), (String) e.getValue());
+                    }
+                    MessageAccessor.setProperties(msg, props);
+                    msgs.add(msg);
+                }
+                return Base64.getEncoder().encodeToString(MessageDecoder.encodeMessages(msgs));
+            }
+            case "decodeMessages": {
+                byte[] bytes = Base64.getDecoder().decode(req.getString("bytes"));
+                JSONArray items = new JSONArray();
+                for (Message msg : MessageDecoder.decodeMessages(ByteBuffer.wrap(bytes))) {
+                    JSONObject item = new JSONObject();
+                    item.put("flag", msg.getFlag());
+                    item.put("body", Base64.getEncoder().encodeToString(msg.getBody()));
+                    item.put("properties", msg.getProperties());
+                    items.add(item);
+                }
+                return items;
+            }
+            default:
+                throw new IllegalArgumentException("unknown fn " + req.getString("fn"));
+        }
+    }
+
+    private static Object allocate(JSONObject req) {
+        AllocateMessageQueueStrategy strategy = "AVG".equals(req.getString("strategy"))
+            ? new AllocateMessageQueueAveragely() : new AllocateMessageQueueAveragelyByCircle();
+        List<MessageQueue> mqs = new ArrayList<>();
+        for (Object o : req.getJSONArray("mqs")) {
+            JSONArray mq = (JSONArray) o;
+            mqs.add(new MessageQueue(mq.getString(0), mq.getString(1), mq.getIntValue(2)));
+        }
+        List<String> cids = req.getJSONArray("cids").toJavaList(String.class);
+        Collections.sort(mqs);
+        Collections.sort(cids);
+        JSONArray result = new JSONArray();
+        for (MessageQueue mq : strategy.allocate("G", req.getString("cid"), mqs, cids)) {
+            JSONArray row = new JSONArray();
+            row.add(mq.getTopic());
+            row.add(mq.getBrokerName());
+            row.add(mq.getQueueId());
+            result.add(row);
+        }
+        return result;
+    }
+}

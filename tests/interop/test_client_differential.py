@@ -1,0 +1,182 @@
+"""The client differential: rmqspec's client functions against the real 4.9.8 client's, for drawn inputs.
+
+The real functions run in one JVM, the project's ``interop/java/v4/ClientOracle.java`` on the release
+jars (one JSON request per line, one answer per line); Hypothesis draws the inputs, each asked of the JVM
+and of rmqspec's own function, and every answer must agree (shrunk to the smallest input when not):
+
+- ``putUserProperty`` (seed 004, G4): the names RocketMQ reserves and the blank names and values it
+  refuses (Java's ``trim()``: every char up to U+0020) against ``put_user_property`` and the message it
+  makes (``model/message.py``).
+  rmqspec also refuses a name or value holding ``\\x01`` / ``\\x02`` (it would corrupt the properties
+  string; 4.9.8 stores it and its readers then split it) or a lone surrogate (4.9.8's UTF-8 encoder
+  stores ``?`` for it): fidelity B2;
+- ``setKeys(Collection)`` (G6): the KEYS property every reader sees, against ``Message(keys=…)``. rmqspec
+  refuses a key holding a space (4.9.8 joins the keys with spaces and splits them again);
+- ``string2messageProperties`` (G8, the codec every reader uses) against ``decode_properties``: any text;
+- ``encodeMessages`` / ``decodeMessages`` (G13, the batch body): Java's bytes decoded by
+  ``remoting/records.decode_batch`` and ours by Java give the same items, and the bodies are as long;
+- ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
+  ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
+  Python's code-point order differ.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from rmqspec.model.allocate import STRATEGIES
+from rmqspec.model.message import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR,
+    SYSTEM_PROPERTY_NAMES,
+    InvalidMessage,
+    Message,
+    MessageQueue,
+    decode_properties,
+    encode_properties,
+    put_user_property,
+)
+from rmqspec.remoting.records import BatchItem, decode_batch, encode_batch
+from tests.interop.realrmq import RealRocketMQ
+
+CLIENT = "4.9.8"  # the client whose functions these are (the 4.x classes: interop/java/v4)
+SEPARATORS = (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)
+# characters where implementations part: blanks Java trims (<= U+0020) and those it does not (U+00A0,
+# U+3000), the separators, a non-ASCII letter, one beyond the BMP (a surrogate pair in Java), one in
+# U+E000-U+FFFF (above a surrogate in code points, below one in UTF-16), a lone surrogate
+CHARS = st.sampled_from(["a", "b", "Z", "0", " ", "\t", "\n", "\x00", "\x1f", "\u00a0", "\u3000", "\x01", "\x02",
+                         "é", "\U0001f600", "\uff21", "\ud800"])
+TEXT = st.lists(CHARS, max_size=8).map("".join)
+NAMES = st.one_of(TEXT, st.sampled_from(sorted(SYSTEM_PROPERTY_NAMES)),
+                  st.sampled_from(sorted(SYSTEM_PROPERTY_NAMES)).map(str.lower))
+
+
+class Oracle:
+    """The JVM: one request, one answer."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, encoding="ascii")
+        self.asked = 0
+
+    def ask(self, fn: str, **args: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"fn": fn, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"ClientOracle ended: {self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.asked += 1
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def oracle(realrmq: RealRocketMQ) -> Iterator[Oracle]:
+    java = RealRocketMQ(CLIENT)
+    o = Oracle(java.java("ClientOracle"))
+    yield o
+    o.close()
+    print(f"ClientOracle answered {o.asked} requests")
+
+
+def _ours(make: Any) -> tuple[Any, str | None]:
+    """(value, None) or (None, the refusal's field and reason)."""
+    try:
+        return make(), None
+    except InvalidMessage as exc:
+        return None, str(exc)
+
+
+@given(name=NAMES, value=TEXT)
+@example(name=" ", value="x")
+@example(name="a", value="\t")
+@example(name="a", value="\u00a0")
+@example(name="DELAY", value="1")
+def test_put_user_property(oracle: Oracle, name: str, value: str) -> None:
+    real = oracle.ask("putUserProperty", name=name, value=value)
+    ours, refused = _ours(lambda: Message("T", b"", properties=put_user_property({}, name, value)).properties)
+    if "error" in real:
+        assert refused is not None, f"4.9.8 refuses {name!r}={value!r} ({real['error']}); rmqspec stores it"
+    elif refused is not None:
+        assert any(s in name or s in value for s in (*SEPARATORS, "\ud800")), \
+            f"rmqspec refuses {name!r}={value!r} ({refused}); 4.9.8 stores it"
+    else:
+        assert real["ok"] == dict(ours)
+
+
+@given(keys=st.lists(TEXT, max_size=4))
+@example(keys=["\ta", "b"])
+@example(keys=[])
+@example(keys=["a", ""])
+def test_set_keys(oracle: Oracle, keys: list[str]) -> None:
+    real = oracle.ask("setKeys", keys=keys)
+    assert "error" not in real, real
+    ours, refused = _ours(lambda: Message("T", b"", keys=tuple(keys)).wire_properties())
+    if refused is not None:
+        assert any(" " in k or any(s in k for s in (*SEPARATORS, "\ud800")) for k in keys), \
+            f"rmqspec refuses the keys {keys!r} ({refused}); 4.9.8 sets KEYS={real['ok']!r}"
+        return
+    def seen(keys: str | None) -> str | None:  # what every reader makes of the property on the wire
+        return decode_properties(encode_properties({PROPERTY_KEYS: keys or ""})).get(PROPERTY_KEYS)
+
+    assert seen(real["ok"]) == seen(ours.get(PROPERTY_KEYS)), (keys, real["ok"], ours.get(PROPERTY_KEYS))
+
+
+@given(text=st.lists(st.one_of(CHARS, st.sampled_from(["\x01", "\x02", "ab"])), max_size=14).map("".join))
+@example(text="a\x01\x02b\x01c\x02")
+@example(text="\U0001f600\x01")
+def test_properties_codec(oracle: Oracle, text: str) -> None:
+    real = oracle.ask("properties", text=text)
+    assert real["ok"] == decode_properties(text), text
+
+
+PROPS = st.dictionaries(TEXT.filter(lambda s: s and not any(c in s for c in SEPARATORS) and "\ud800" not in s),
+                        TEXT.filter(lambda s: s and not any(c in s for c in SEPARATORS) and "\ud800" not in s),
+                        max_size=3)
+ITEMS = st.lists(st.builds(BatchItem, flag=st.integers(-(2**31), 2**31 - 1), body=st.binary(max_size=40),
+                           properties=PROPS), min_size=1, max_size=4)
+
+
+def _wire(items: list[BatchItem]) -> list[dict[str, Any]]:
+    return [{"flag": i.flag, "body": base64.b64encode(i.body).decode(), "properties": i.properties} for i in items]
+
+
+@given(items=ITEMS)
+@example(items=[BatchItem(0, b"", {})])
+def test_batch_body(oracle: Oracle, items: list[BatchItem]) -> None:
+    theirs = base64.b64decode(oracle.ask("encodeMessages", items=_wire(items))["ok"])
+    mine = encode_batch(items)
+    assert len(theirs) == len(mine)
+    assert decode_batch(theirs) == items
+    back = oracle.ask("decodeMessages", bytes=base64.b64encode(mine).decode())
+    assert back["ok"] == _wire(items)
+
+
+TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])
+MQS = st.lists(st.tuples(TOPICS, st.sampled_from(["broker-a", "broker-b"]), st.integers(0, 11)),
+               min_size=1, max_size=14, unique=True)
+CIDS = st.lists(st.sampled_from(["10.0.0.1@1", "10.0.0.1@2", "10.0.0.2@1", "c\U0001f600", "c\uff21", "C"]),
+                min_size=1, max_size=5, unique=True)
+
+
+@given(strategy=st.sampled_from(sorted(STRATEGIES)), mqs=MQS, cids=CIDS, pick=st.integers(0, 5))
+def test_allocate(oracle: Oracle, strategy: str, mqs: list[tuple[str, str, int]], cids: list[str],
+                  pick: int) -> None:
+    cid = cids[pick] if pick < len(cids) else "absent@0"
+    real = oracle.ask("allocate", strategy=strategy, cid=cid, mqs=mqs, cids=cids)
+    ours = STRATEGIES[strategy](cid, [MessageQueue(t, q, b) for t, b, q in mqs], cids)
+    assert [tuple(r) for r in real["ok"]] == [(m.topic, m.broker_name, m.queue_id) for m in ours]
