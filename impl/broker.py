@@ -65,9 +65,7 @@ from rmqspec.impl.broker_store import (
     BrokerLog,
     Entry,
     PutSpec,
-    SubscriptionError,
     client_pull_status,
-    tag_filter,
 )
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
@@ -114,6 +112,7 @@ from rmqspec.model.message import (
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
+from rmqspec.model.queues import SubscriptionError, tag_filter
 from rmqspec.model.results import (
     BrokerError,
     CheckRequest,

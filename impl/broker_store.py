@@ -55,7 +55,6 @@ from rmqspec.impl.codec import tags_code as compute_tags_code
 from rmqspec.impl.store import MessageStore
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.ids import offset_msg_id
-from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.limits import check_encode, check_message
 from rmqspec.model.message import (
     BORNHOST_V6_FLAG,
@@ -222,33 +221,6 @@ def bridge_pull_status(status: GetStatus) -> PullStatus:
     if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_OVERFLOW_ONE):
         return PullStatus.NO_NEW_MSG
     return PullStatus.OFFSET_ILLEGAL
-
-
-class SubscriptionError(ValueError):
-    """A subscription expression FilterAPI.buildSubscriptionData refuses."""
-
-
-def tag_filter(subscription: str | None) -> Callable[[int], bool] | None:
-    """FilterAPI.buildSubscriptionData + isMatchedByConsumeQueue; None matches everything.
-
-    ``A || B`` keeps the Java hash codes of the trimmed non-empty parts; a unit
-    matches when ``tagsCode.intValue()`` is one of them. Java's
-    ``split("\\|\\|")`` drops trailing empty strings; nothing left is an error.
-    """
-    if subscription is None or subscription in ("*", ""):
-        return None
-    parts = subscription.split("||")
-    while parts and parts[-1] == "":
-        parts.pop()
-    if not parts:
-        raise SubscriptionError(f"subscription {subscription!r}: subString split error")
-    codes = frozenset(java_string_hash(p.strip()) for p in parts if p.strip())
-
-    def matches(tags_code: int) -> bool:
-        low = tags_code & 0xFFFFFFFF  # Long.intValue()
-        return (low - 0x1_0000_0000 if low & 0x8000_0000 else low) in codes
-
-    return matches
 
 
 def entry_of(record: DecodedRecord, tags_code: int) -> Entry:

@@ -78,6 +78,7 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.compression import uncompressed
 from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
 from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.filterapi import SUB_ALL, build_subscription
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import PullStatus
@@ -153,19 +154,17 @@ class Subscription:
 
     @property
     def sub_all(self) -> bool:
-        return not self.tags
+        return self.expression == SUB_ALL
 
     @classmethod
     def parse(cls, topic: str, expression: str | None) -> Subscription:
-        expr = (expression or "*").strip()
-        if expr in ("", "*"):
-            return cls(topic, "*", frozenset())
-        tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
-        return cls(topic, expr, tags)
+        """FilterAPI.buildSubscriptionData (``model/filterapi.py``): the string is sent as given."""
+        sub = build_subscription(expression)
+        return cls(topic, sub.sub_string, sub.tags)
 
     def matches(self, msg: StoredMessage) -> bool:
-        """PullAPIWrapper.processPullResult: keep a message whose TAGS is in the set."""
-        return self.sub_all or (msg.tags is not None and msg.tags in self.tags)
+        """PullAPIWrapper.processPullResult: with a non-empty tags set, keep a message whose TAGS is in it."""
+        return not self.tags or (msg.tags is not None and msg.tags in self.tags)
 
 
 @attrs.define(eq=False)

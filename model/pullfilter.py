@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.model.sql92 import SQL92, FilterParseError, compile_filter, is_tag_type, matches
 
@@ -55,16 +56,18 @@ def subscription_matches(subscription: str | None, expression_type: str | None, 
                          properties: Mapping[str, str] | None) -> bool | None:
     """Does a message match a *client's* subscription (what a consumer should get)?
 
-    TAG: ``*`` / empty match all, otherwise the exact tag string must be in the ``||`` set (the client
-    re-checks strings after the broker's hash filter: ``PullAPIWrapper.processPullResult``). SQL92: the
+    TAG: ``*`` / empty match all, otherwise the exact tag string must be in the ``||`` set as FilterAPI
+    parses it (``model/filterapi.py``; the client re-checks strings after the broker's hash filter:
+    ``PullAPIWrapper.processPullResult``); an expression FilterAPI refuses is not judged. SQL92: the
     4.9.8 evaluation on the message's properties (TAGS added from ``tags`` when absent). ``None`` when the
     expression does not compile (nothing to judge against).
     """
-    if is_tag_type(expression_type):
-        if not subscription or subscription == "*":
-            return True
-        wanted = {t.strip() for t in subscription.split("||") if t.strip()}
-        return tags in wanted
+    if is_tag_type(expression_type):  # the broker's code set, then the client's string check
+        try:
+            sub = build_subscription(subscription)
+        except SubscriptionSplitError:  # the client could not have subscribed with it
+            return UNJUDGED
+        return sub.sub_all or (tags is not None and tags in sub.tags)
     if expression_type != SQL92 or not subscription:
         return UNJUDGED
     try:

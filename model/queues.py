@@ -48,6 +48,7 @@ from typing import Any
 import attrs
 
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.limits import check_encode, check_message
@@ -272,24 +273,15 @@ def tag_filter(subscription: str | None) -> Callable[[int], bool] | None:
 
     ``None`` means "match all" (``*``, empty or None). ``A || B`` matches a unit
     whose tagsCode is in ``{hash(A), hash(B)}`` (the broker compares hash codes,
-    not strings; the client re-checks strings). Java's ``split("\\|\\|")``
-    drops trailing empty strings; no part at all is a parse error.
+    not strings; the client re-checks strings). The expression is parsed as
+    FilterAPI parses it (``model/filterapi.py``); a split that leaves nothing is
+    ``SubscriptionError``.
     """
-    if subscription is None or subscription == "*" or subscription == "":
-        return None
-    parts = subscription.split("||")
-    while parts and parts[-1] == "":
-        parts.pop()
-    if not parts:
-        raise SubscriptionError(f"subscription {subscription!r}: subString split error")
-    codes = frozenset(java_string_hash(p.strip()) for p in parts if p.strip())
-    return lambda tags_code: _int_value(tags_code) in codes
-
-
-def _int_value(code: int) -> int:
-    """Java ``Long.intValue()``: the low 32 bits, signed."""
-    low = code & 0xFFFFFFFF
-    return low - 0x1_0000_0000 if low & 0x8000_0000 else low
+    try:
+        sub = build_subscription(subscription)
+    except SubscriptionSplitError as exc:
+        raise SubscriptionError(str(exc)) from None
+    return None if sub.sub_all else sub.broker_matches
 
 
 def _is_v6(host: str) -> bool:

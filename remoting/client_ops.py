@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from rmqspec.impl.codec import to_stored_message
+from rmqspec.model.filterapi import build_subscription
 from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.message import (
     PROPERTY_PRODUCER_GROUP,
@@ -248,16 +249,15 @@ def heartbeat_request(client_id: str, producer_groups: Iterable[str],
 def subscription_data(topic: str, expression: str, expression_type: str, sub_version: int) -> dict[str, Any]:
     """A SubscriptionData as the Java client builds it (``FilterAPI.build``): for TAG the ``||`` parts,
     trimmed, in ``tagsSet`` and their String.hashCode in ``codeSet`` (the broker filters a pull without the
-    subscription flag with this codeSet), ``*`` for an empty expression; SQL92 carries no tags."""
-    tags: list[str] = []
+    subscription flag with this codeSet), ``*`` for an empty expression (``model/filterapi.py``); SQL92
+    carries no tags."""
+    tags: frozenset[str] = frozenset()
     if is_tag_type(expression_type):
-        if expression in ("", "*"):
-            expression = "*"
-        else:
-            tags = [t.strip() for t in expression.split("||") if t.strip()]
+        sub = build_subscription(expression)  # model/filterapi.py; SubscriptionSplitError as Java throws
+        expression, tags = sub.sub_string, sub.tags
     return {"classFilterMode": False, "codeSet": sorted({java_string_hash(t) for t in tags}),
             "expressionType": expression_type, "subString": expression, "subVersion": sub_version,
-            "tagsSet": sorted(set(tags)), "topic": topic}
+            "tagsSet": sorted(tags), "topic": topic}
 
 
 def consumer_heartbeat_request(client_id: str,

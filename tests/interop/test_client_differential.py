@@ -13,6 +13,8 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
 - ``setKeys(Collection)`` (G6): the KEYS property every reader sees, against ``Message(keys=…)``. rmqspec
   refuses a key holding a space (4.9.8 joins the keys with spaces and splits them again);
 - ``string2messageProperties`` (G8, the codec every reader uses) against ``decode_properties``: any text;
+- ``FilterAPI.buildSubscriptionData`` (C10, C11: the tag expression every client and broker parses)
+  against ``model/filterapi.py``: its subString, tags set and code set, or the split error;
 - ``encodeMessages`` / ``decodeMessages`` (G13, the batch body): Java's bytes decoded by
   ``remoting/records.decode_batch`` and ours by Java give the same items, and the bodies are as long;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
@@ -33,6 +35,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rmqspec.model.allocate import STRATEGIES
+from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.message import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_KEYS,
@@ -134,6 +137,24 @@ def test_set_keys(oracle: Oracle, keys: list[str]) -> None:
         return decode_properties(encode_properties({PROPERTY_KEYS: keys or ""})).get(PROPERTY_KEYS)
 
     assert seen(real["ok"]) == seen(ours.get(PROPERTY_KEYS)), (keys, real["ok"], ours.get(PROPERTY_KEYS))
+
+
+@given(sub=st.one_of(st.none(), st.lists(st.one_of(CHARS, st.sampled_from(["||", "|", "*", "TagA"])), max_size=8)
+                     .map("".join)))
+@example(sub=" * ")
+@example(sub=" || ")
+@example(sub="||")
+@example(sub="TagA||\u00a0TagB ")
+def test_subscription(oracle: Oracle, sub: str | None) -> None:
+    real = oracle.ask("subscription", subString=sub)
+    try:
+        ours = build_subscription(sub)
+    except SubscriptionSplitError:
+        assert "error" in real, (sub, real)
+        return
+    assert "error" not in real, (sub, real)
+    want = real["ok"]
+    assert (ours.sub_string, ours.tags, ours.codes) == (want["subString"], set(want["tags"]), set(want["codes"])), sub
 
 
 @given(text=st.lists(st.one_of(CHARS, st.sampled_from(["\x01", "\x02", "ab"])), max_size=14).map("".join))

@@ -16,10 +16,12 @@ import java.util.Map;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
 
 /**
  * The 4.9.8 client's pure functions, asked one JSON line at a time (rmqspec's client differential,
@@ -30,6 +32,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *                     as RebalanceImpl.rebalanceByTopic sorts them, then the strategy's allocate
  *   putUserProperty   name, value: Message.putUserProperty on a fresh Message; the user properties after it
  *   setKeys           keys [..]: Message.setKeys(Collection); the KEYS property after it
+ *   subscription      subString: FilterAPI.buildSubscriptionData (its subString, tags set and code set)
  *   properties        text: MessageDecoder.string2messageProperties
  *   encodeMessages    items [{flag, body (base64), properties {..}}]: MessageDecoder.encodeMessages
  *   decodeMessages    bytes (base64): MessageDecoder.decodeMessages
@@ -69,6 +72,14 @@ public final class ClientOracle {
                 Message msg = new Message();
                 msg.setKeys(req.getJSONArray("keys").toJavaList(String.class));
                 return msg.getProperty("KEYS");
+            }
+            case "subscription": {
+                SubscriptionData sub = FilterAPI.buildSubscriptionData("T", req.getString("subString"));
+                JSONObject data = new JSONObject();
+                data.put("subString", sub.getSubString());
+                data.put("tags", sub.getTagsSet());
+                data.put("codes", sub.getCodeSet());
+                return data;
             }
             case "properties":
                 return MessageDecoder.string2messageProperties(req.getString("text"));
