@@ -76,6 +76,7 @@ from rmqspec.model.allocate import STRATEGIES
 from rmqspec.model.client_timers import Timer, TimerQueue
 from rmqspec.model.clock import Clock
 from rmqspec.model.compression import uncompressed
+from rmqspec.model.consumer_check import check_config
 from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.filterapi import SUB_ALL, build_subscription
@@ -116,17 +117,24 @@ class ConsumerConfig:
     allocate_strategy: str = attrs.field(
         default="AVG", validator=attrs.validators.in_(tuple(STRATEGIES))
     )
-    consume_message_batch_max_size: int = attrs.field(default=1, validator=_positive)
-    pull_batch_size: int = attrs.field(default=32, validator=_positive)
+    consume_message_batch_max_size: int = 1  # the ranges of this block: check_config (model/consumer_check.py)
+    pull_batch_size: int = 32
     # -1: concurrent 16, orderly Integer.MAX_VALUE
     max_reconsume_times: int = -1
     suspend_current_queue_time_millis: int = 1000
-    pull_interval_ms: int = attrs.field(default=0, validator=_non_negative)
+    pull_interval_ms: int = 0
     long_polling_recheck_ms: int = attrs.field(default=1000, validator=_positive)
     pull_exception_delay_ms: int = attrs.field(default=3000, validator=_non_negative)
     flow_control_delay_ms: int = attrs.field(default=50, validator=_non_negative)
-    pull_threshold_for_queue: int = attrs.field(default=1000, validator=_positive)
-    consume_concurrently_max_span: int = attrs.field(default=2000, validator=_positive)
+    pull_threshold_for_queue: int = 1000
+    consume_concurrently_max_span: int = 2000
+    # consumeThreadMin/Max (the listener pool), the per-topic count threshold and the size thresholds
+    # (MiB): checked by check_config; -1 is unlimited for the per-topic ones
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_queue: int = 100
+    pull_threshold_size_for_topic: int = -1
     persist_consumer_offset_interval_ms: int = attrs.field(default=5000, validator=_positive)
     persist_first_delay_ms: int = attrs.field(default=10_000, validator=_non_negative)
     rebalance_interval_ms: int = attrs.field(default=20_000, validator=_positive)
@@ -142,6 +150,9 @@ class ConsumerConfig:
     consume_timeout_min: int = attrs.field(default=15, validator=_positive)
     # broadcasting: the root of the offsets files (rocketmq.client.localOffsetStoreDir), None: kept in memory
     offset_store_dir: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_config(self)  # DefaultMQPushConsumerImpl.checkConfig's ranges, in its order
 
 
 @attrs.frozen

@@ -17,6 +17,8 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   against ``model/filterapi.py``: its subString, tags set and code set, or the split error;
 - ``encodeMessages`` / ``decodeMessages`` (G13, the batch body): Java's bytes decoded by
   ``remoting/records.decode_batch`` and ours by Java give the same items, and the bodies are as long;
+- ``DefaultMQPushConsumerImpl.checkConfig`` (E5) against ``model/consumer_check.py``: configurations with up
+  to three numbers at or past their ranges' edges; both start, or both refuse at the same first check;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -35,6 +37,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rmqspec.model.allocate import STRATEGIES
+from rmqspec.model.consumer import ConsumerConfig
+from rmqspec.model.consumer_check import RANGES, ConsumerConfigError
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.message import (
     NAME_VALUE_SEPARATOR,
@@ -51,6 +55,7 @@ from rmqspec.model.message import (
 from rmqspec.remoting.records import BatchItem, decode_batch, encode_batch
 from tests.interop.realrmq import RealRocketMQ
 
+DEFAULTS = ConsumerConfig()
 CLIENT = "4.9.8"  # the client whose functions these are (the 4.x classes: interop/java/v4)
 SEPARATORS = (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)
 # characters where implementations part: blanks Java trims (<= U+0020) and those it does not (U+00A0,
@@ -185,6 +190,25 @@ def test_batch_body(oracle: Oracle, items: list[BatchItem]) -> None:
     assert decode_batch(theirs) == items
     back = oracle.ask("decodeMessages", bytes=base64.b64encode(mine).decode())
     assert back["ok"] == _wire(items)
+
+
+EDGES = st.sampled_from([-2, -1, 0, 1, 2, 20, 999, 1000, 1001, 1024, 1025, 65535, 65536, 102_400, 102_401,
+                         6_553_500, 6_553_501])
+
+
+@given(changes=st.dictionaries(st.sampled_from([r[1] for r in RANGES]), EDGES, max_size=3))
+@example(changes={"consume_thread_min": 21})
+@example(changes={"pull_threshold_for_topic": -1, "pull_interval_ms": 65535})
+def test_check_config(oracle: Oracle, changes: dict[str, int]) -> None:
+    config = {r[0]: changes.get(r[1], getattr(DEFAULTS, r[1])) for r in RANGES}
+    real = oracle.ask("checkConfig", config=config)["ok"]
+    try:
+        ConsumerConfig(**changes)
+    except ConsumerConfigError as exc:
+        assert real is not None, f"rmqspec refuses {changes} ({exc}); 4.9.8 starts"
+        assert real.startswith(exc.field + " "), f"{changes}: 4.9.8 says {real!r}, rmqspec {exc}"
+        return
+    assert real is None, f"4.9.8 refuses {changes} ({real!r}); rmqspec starts"
 
 
 TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])

@@ -5,6 +5,8 @@ import com.alibaba.fastjson.serializer.SerializerFeature;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -14,8 +16,13 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
@@ -32,6 +39,7 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *                     as RebalanceImpl.rebalanceByTopic sorts them, then the strategy's allocate
  *   putUserProperty   name, value: Message.putUserProperty on a fresh Message; the user properties after it
  *   setKeys           keys [..]: Message.setKeys(Collection); the KEYS property after it
+ *   checkConfig       config {consumeThreadMin, ...}: DefaultMQPushConsumerImpl.checkConfig's first failure, or null
  *   subscription      subString: FilterAPI.buildSubscriptionData (its subString, tags set and code set)
  *   properties        text: MessageDecoder.string2messageProperties
  *   encodeMessages    items [{flag, body (base64), properties {..}}]: MessageDecoder.encodeMessages
@@ -81,6 +89,8 @@ public final class ClientOracle {
                 data.put("codes", sub.getCodeSet());
                 return data;
             }
+            case "checkConfig":
+                return checkConfig(req.getJSONObject("config"));
             case "properties":
                 return MessageDecoder.string2messageProperties(req.getString("text"));
             case "encodeMessages": {
@@ -113,6 +123,35 @@ public final class ClientOracle {
             }
             default:
                 throw new IllegalArgumentException("unknown fn " + req.getString("fn"));
+        }
+    }
+
+    /** DefaultMQPushConsumerImpl.checkConfig (private: called by reflection) on a consumer with these
+     *  numbers, a subscription and a concurrent listener: null, or the first failure's message. */
+    private static Object checkConfig(JSONObject config) throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        consumer.setConsumeThreadMin(config.getIntValue("consumeThreadMin"));
+        consumer.setConsumeThreadMax(config.getIntValue("consumeThreadMax"));
+        consumer.setConsumeConcurrentlyMaxSpan(config.getIntValue("consumeConcurrentlyMaxSpan"));
+        consumer.setPullThresholdForQueue(config.getIntValue("pullThresholdForQueue"));
+        consumer.setPullThresholdForTopic(config.getIntValue("pullThresholdForTopic"));
+        consumer.setPullThresholdSizeForQueue(config.getIntValue("pullThresholdSizeForQueue"));
+        consumer.setPullThresholdSizeForTopic(config.getIntValue("pullThresholdSizeForTopic"));
+        consumer.setPullInterval(config.getLongValue("pullInterval"));
+        consumer.setConsumeMessageBatchMaxSize(config.getIntValue("consumeMessageBatchMaxSize"));
+        consumer.setPullBatchSize(config.getIntValue("pullBatchSize"));
+        consumer.subscribe("T", "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) ->
+            ConsumeConcurrentlyStatus.CONSUME_SUCCESS);
+        Method check = DefaultMQPushConsumerImpl.class.getDeclaredMethod("checkConfig");
+        check.setAccessible(true);
+        try {
+            check.invoke(consumer.getDefaultMQPushConsumerImpl());
+            return null;
+        } catch (InvocationTargetException e) {
+            Throwable cause = e.getCause();
+            return cause instanceof MQClientException ? ((MQClientException) cause).getErrorMessage()
+                : cause.toString();
         }
     }
 
