@@ -73,7 +73,8 @@ def check_orderly_without_lock(h: History) -> list[Violation]:
 
 
 def check_orderly_concurrent(h: History) -> list[Violation]:
-    """Two clients' orderly windows on one queue never overlap."""
+    """Two clients' orderly windows on one queue never overlap, nor two batches of one client (its
+    MessageQueueLock: one thread of a consumer per queue)."""
     out = []
     open_: dict[tuple, set[str]] = defaultdict(set)
     for ev in h.events:
@@ -84,6 +85,10 @@ def check_orderly_concurrent(h: History) -> list[Violation]:
                 out.append(_v(h, Code.ORDERLY_CONCURRENT, ev,
                               f"{ev.client_id} and {sorted(others)} consume {ev.topic}/{ev.queue_id}",
                               "one client at a time", f"{sorted(others | {ev.client_id})}"))
+            if ev.client_id in open_[key]:
+                out.append(_v(h, Code.ORDERLY_CONCURRENT, ev,
+                              f"{ev.client_id} starts a second batch on {ev.topic}/{ev.queue_id} while its first "
+                              "runs", "one batch of a client at a time (MessageQueueLock)", "two batches"))
             open_[key].add(ev.client_id)
         elif ev.event == "orderly_end":
             open_[key].discard(ev.client_id)

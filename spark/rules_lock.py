@@ -141,8 +141,9 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
     A client's window is open from each of its starts up to its next orderly row (a start opens a
     window when its client's previous orderly row in the queue is an end, or there is none), so a
     start meets the spans (start, next row of the same client) of the other clients; each span
-    carries the opening start of its window, and the latest opening wins. A broadcasting client's orderly
-    rows are left out (its windows are its own)."""
+    carries the opening start of its window, and the latest opening wins. A start of a client whose own
+    window is open (its previous orderly row there is a start) is offending too, with that window's opening
+    start. A broadcasting client's orderly rows are left out (its windows are its own)."""
     orderly = cols.is_("event", "orderly_start", "orderly_end") & keep & cols.null("broadcasting")
     is_start = cols.is_("event", "orderly_start")
     if not (orderly & is_start).any():
@@ -171,6 +172,13 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
         name, theirs = cols.value("client_id", row), cols.value("client_id", other)
         reason = f"{name} started while {theirs}'s orderly window is open"
         out.append(_orderly_finding(cols, Code.ORDERLY_CONCURRENT, [seq[other], seq[row]], row, reason))
+    # a start of a client whose own window is open (its previous orderly row in the queue is a start):
+    # two batches of one consumer at once (MessageQueueLock)
+    for i in np.flatnonzero(start_c & ~opens).tolist():
+        row, first = by_client[i], by_client[opening[i]]
+        reason = (f"{cols.value('client_id', row)} started a second batch while its own orderly window is open "
+                  "(one thread of a consumer per queue: MessageQueueLock)")
+        out.append(_orderly_finding(cols, Code.ORDERLY_CONCURRENT, [seq[first], seq[row]], row, reason))
     return out
 
 

@@ -278,6 +278,21 @@ CASES: tuple[Case, ...] = (
         (("ORDERLY_CONCURRENT", (6, 8)),),
     ),
     Case(
+        "ORDERLY_CONCURRENT: a client's second batch while its own window is open (MessageQueueLock)",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 orderly_start t=10 g=G topic=T q=0 c=C1
+        2 orderly_start t=11 g=G topic=T q=0 c=C1
+        3 orderly_start t=12 g=G topic=T q=0 c=C1
+        4 orderly_end t=20 g=G topic=T q=0 c=C1
+        5 orderly_start t=21 g=G topic=T q=1 c=C1
+        6 orderly_start t=22 g=G topic=T q=0 c=C1
+        7 orderly_end t=30 g=G topic=T q=0 c=C1
+        8 orderly_start t=31 g=G topic=T q=0 c=C1
+        """,
+        (("ORDERLY_CONCURRENT", (1, 2)), ("ORDERLY_CONCURRENT", (1, 3)), ("ORDERLY_WITHOUT_LOCK", (5,))),
+    ),
+    Case(
         "OFFSET_OVERRUN past an unacknowledged offset; send_back acknowledges",
         """
         0 send t=0 topic=T q=0 key=A

@@ -102,15 +102,19 @@ def detect_orderly_without_lock(trace: Trace) -> Iterator[Finding]:
 
 
 def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
-    """ORDERLY_CONCURRENT: two clients consumed one queue in orderly mode at once.
+    """ORDERLY_CONCURRENT: two clients, or two batches of one client, consumed one queue in orderly mode
+    at once.
 
     SPEC §8.1 / §4.5: two clients' ``orderly_start``…``orderly_end`` windows
     on the same (group, topic, queue) overlap (a broadcasting client's windows, ``broadcasting_row``, are
     its own: every client of the group consumes every queue). A client's window opens at a
     start when it has none open and closes at its next ``orderly_end``; an
     unclosed window lasts to the end of the trace. Every start while another
-    client's window is open is offending.
-    seqs = [opening start of the most recently opened other window, offending start].
+    client's window is open is offending, and so is a client's start while its own window is open: the
+    client's MessageQueueLock (lock 2, ConsumeMessageOrderlyService) lets one thread of a consumer
+    consume a queue at a time, so a second batch of one client before the first one's end is two
+    batches at once.
+    seqs = [opening start of the most recently opened other window (or of the client's own), offending start].
     """
     open_since: dict[tuple, dict[str, int]] = {}
     for _, row in trace.of("orderly_start", "orderly_end"):
@@ -129,5 +133,13 @@ def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
                 (seq, row["seq"]),
                 keys_of(row, *_QUEUE),
                 f"{client} started while {other}'s orderly window is open",
+            )
+        if client in windows:
+            yield violation(
+                Code.ORDERLY_CONCURRENT,
+                (windows[client], row["seq"]),
+                keys_of(row, *_QUEUE),
+                f"{client} started a second batch while its own orderly window is open (one thread of a "
+                "consumer per queue: MessageQueueLock)",
             )
         windows.setdefault(client, row["seq"])

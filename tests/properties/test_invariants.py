@@ -115,6 +115,15 @@ def test_locks_and_orderly_windows() -> None:
     assert inv.check_lock_overlap(h2) == []
     assert [v.code for v in inv.check_orderly_without_lock(h2)] == ["ORDERLY_WITHOUT_LOCK"]
     assert [v.code for v in inv.check_orderly_concurrent(h2)] == ["ORDERLY_CONCURRENT"]
+    h3 = _h()  # one client, two batches at once: its MessageQueueLock forbids it; one after the other is fine
+    h3.emit("lock", 0, client_id="c1", status="GRANTED", **key)
+    h3.emit("orderly_start", 1, client_id="c1", **key)
+    h3.emit("orderly_end", 2, client_id="c1", **key)
+    h3.emit("orderly_start", 3, client_id="c1", **key)
+    assert inv.check_orderly_concurrent(h3) == []
+    h3.emit("orderly_start", 4, client_id="c1", **key)
+    found = inv.check_orderly_concurrent(h3)
+    assert [v.code for v in found] == ["ORDERLY_CONCURRENT"] and "second batch" in found[0].reason
 
 
 def test_transactions() -> None:
