@@ -79,7 +79,7 @@ from rmqspec.model.compression import uncompressed
 from rmqspec.model.consumer_check import check_config
 from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
 from rmqspec.model.events import NullRecorder, Recorder
-from rmqspec.model.filterapi import SUB_ALL, build_subscription
+from rmqspec.model.filterapi import TagSubscription, build_subscription
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import PullStatus
@@ -156,26 +156,24 @@ class ConsumerConfig:
 
 
 @attrs.frozen
-class Subscription:
-    """``SubscriptionData`` built by ``FilterAPI.buildSubscriptionData``."""
+class Subscription(TagSubscription):
+    """A consumer's ``SubscriptionData`` of one topic: FilterAPI's parse (``model/filterapi.py``) and the
+    topic; the expression is sent as given."""
 
     topic: str
-    expression: str
-    tags: frozenset[str]
 
     @property
-    def sub_all(self) -> bool:
-        return self.expression == SUB_ALL
+    def expression(self) -> str:
+        return self.sub_string
 
     @classmethod
     def parse(cls, topic: str, expression: str | None) -> Subscription:
-        """FilterAPI.buildSubscriptionData (``model/filterapi.py``): the string is sent as given."""
         sub = build_subscription(expression)
-        return cls(topic, sub.sub_string, sub.tags)
+        return cls(sub.sub_string, sub.tags, topic)
 
     def matches(self, msg: StoredMessage) -> bool:
         """PullAPIWrapper.processPullResult: with a non-empty tags set, keep a message whose TAGS is in it."""
-        return not self.tags or (msg.tags is not None and msg.tags in self.tags)
+        return self.client_keeps(msg.tags)
 
 
 @attrs.define(eq=False)
