@@ -71,6 +71,10 @@ SUSPEND_MAX_MS = 30_000
 
 class ConsumeOrderlyStatus(enum.Enum):
     SUCCESS = "SUCCESS"
+    # with ``ConsumeOrderlyContext.auto_commit`` false: COMMIT commits what the queue consumed since the last
+    # commit, ROLLBACK puts it all back (consumed again after the suspend time); with it true both are SUCCESS
+    ROLLBACK = "ROLLBACK"
+    COMMIT = "COMMIT"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
@@ -205,7 +209,9 @@ class OrderlyConsumer(PushConsumer):
             error = exc
         if not isinstance(status, ConsumeOrderlyStatus):
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-        ok = status is ConsumeOrderlyStatus.SUCCESS
+        # consumed: SUCCESS, COMMIT, and ROLLBACK under autoCommit (4.9.8 then reads it as SUCCESS)
+        ok = status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT) or (
+            context.auto_commit and status is ConsumeOrderlyStatus.ROLLBACK)
         for m in msgs:
             detail: dict[str, Any] = {"orderly_status": status.value}
             if error is not None:
@@ -225,12 +231,15 @@ class OrderlyConsumer(PushConsumer):
         pq: ProcessQueue,
         mq: MessageQueue,
     ) -> bool:
-        """Returns whether the request continues with the next batch."""
+        """Returns whether the request continues with the next batch (4.9.8's processConsumeResult, read
+        with ``javap -c``). autoCommit: SUCCESS, COMMIT and ROLLBACK commit the queue's consumed messages;
+        without it SUCCESS commits nothing (they stay taken), COMMIT commits them all, ROLLBACK puts them all
+        back (``ProcessQueue.rollback``) and consumes again after the suspend time; SUSPEND retries the
+        batch, and at the reconsume limit (every message sent back) commits only under autoCommit."""
         commit_offset = -1
         continue_consume = True
-        if status is ConsumeOrderlyStatus.SUCCESS:
-            commit_offset = pq.commit()
-        else:
+        auto = context.auto_commit
+        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             suspend, updated = self.check_reconsume_times(msgs)
             if suspend:
                 pq.make_messages_to_consume_again(updated)
@@ -238,8 +247,14 @@ class OrderlyConsumer(PushConsumer):
                     pq, mq, context.suspend_current_queue_time_millis
                 )
                 continue_consume = False
-            else:
+            elif auto:
                 commit_offset = pq.commit()
+        elif auto or status is ConsumeOrderlyStatus.COMMIT:
+            commit_offset = pq.commit()
+        elif status is ConsumeOrderlyStatus.ROLLBACK:
+            pq.rollback()
+            self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
+            continue_consume = False
         if commit_offset >= 0 and not pq.dropped:
             self.offset_store.update_offset(mq, commit_offset, False)
         return continue_consume

@@ -125,10 +125,11 @@ def carry(
     )
     reasons.append(_seqs(pend.filter(F.col("d").isNotNull() & (F.col("a").isNull() | (F.col("a") < F.col("d")))),
                          "d"))
-    # ORDER_KEY_REORDERED: the owner's last SUCCESS consume of its current ownership. The owner
+    # ORDER_KEY_REORDERED: the owner's last SUCCESS consume of its current ownership, unless the
+    # owner rolled back after it (an orderly_end of status ROLLBACK). The owner
     # at the end is the client c of the last GRANTED unless c unlocked after it; its ownership
     # began at the first GRANTED to c after the last GRANTED to another client or unlock by c.
-    ko = rows.filter(ev.isin("lock", "unlock", "consume") & has(*QUEUE, "client_id"))
+    ko = rows.filter(ev.isin("lock", "unlock", "consume", "orderly_end") & has(*QUEUE, "client_id"))
     qk = ["trace", "epoch", *QUEUE]
     client = F.col("client_id")
     granted = (ev == "lock") & (st == "GRANTED")
@@ -145,10 +146,12 @@ def carry(
     began = ko.groupBy(*qk).agg(F.min(F.when(granted & (client == F.col("c"))
                                              & (F.col("seq") > F.coalesce(F.col("r0"), F.lit(-1))),
                                              F.col("seq"))).alias("s"))
-    owned = ko.join(began, qk).filter(
-        (ev == "consume") & (st == "SUCCESS") & F.col("queue_offset").isNotNull() & (client == F.col("c"))
-        & (F.col("seq") > F.col("s")))
-    reasons.append(owned.groupBy(*qk).agg(F.max("seq").alias("seq")).select("trace", "seq"))
+    mine = ko.join(began, qk).filter((client == F.col("c")) & (F.col("seq") > F.col("s")))
+    owned = mine.filter((ev == "consume") & (st == "SUCCESS") & F.col("queue_offset").isNotNull())
+    rolled = mine.filter((ev == "orderly_end") & (st == "ROLLBACK")).groupBy(*qk).agg(F.max("seq").alias("rb"))
+    last_ok = owned.groupBy(*qk).agg(F.max("seq").alias("seq")).join(rolled, qk, "left")
+    # the owner's ROLLBACK after it leaves no base (the order is compared anew)
+    reasons.append(last_ok.filter(F.col("rb").isNull() | (F.col("rb") < F.col("seq"))).select("trace", "seq"))
 
     # rows lacking a field whose absence leaves findings beyond the row unjudged: carried for good
     reasons.append(unjudged.lasting(rows))

@@ -295,8 +295,9 @@ class _Segments:
 
 def _owned_last(c: Columns, epoch: np.ndarray) -> np.ndarray:
     """ORDER_KEY_REORDERED: per (epoch, queue) with an owner at the epoch's end, its last SUCCESS
-    consume (with an offset) since its ownership began."""
-    s = _Segments(c, c.is_("event", "lock", "unlock", "consume") & c.has(*QUEUE, "client_id"), (epoch, *QUEUE))
+    consume (with an offset) since its ownership began, unless the owner rolled back after it."""
+    s = _Segments(c, c.is_("event", "lock", "unlock", "consume", "orderly_end") & c.has(*QUEUE, "client_id"),
+                  (epoch, *QUEUE))
     client = c.codes("client_id")[s.pos]
     granted = (c.is_("event", "lock") & c.is_("status", "GRANTED"))[s.pos]
     unlock = c.is_("event", "unlock")[s.pos]
@@ -308,7 +309,8 @@ def _owned_last(c: Columns, epoch: np.ndarray) -> np.ndarray:
     began = s.min(granted & mine & (s.i > lost_it))[s.seg]
     consumed = (c.is_("event", "consume") & c.is_("status", "SUCCESS") & c.has("queue_offset"))[s.pos]
     last = s.max(consumed & mine & (s.i > began))
-    return s.pos[last[last >= 0]]
+    rolled = s.max((c.is_("event", "orderly_end") & c.is_("status", "ROLLBACK"))[s.pos] & mine & (s.i > began))
+    return s.pos[last[(last >= 0) & (last > rolled)]]
 
 
 def _open_windows(c: Columns) -> np.ndarray:

@@ -183,34 +183,37 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
 
 
 def _key_reordered(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
-    """ORDER_KEY_REORDERED (``traces.checks_order.detect_key_reordered``): lock, unlock and
-    SUCCESS consume rows of each (queue, epoch) by seq."""
+    """ORDER_KEY_REORDERED (``traces.checks_order.detect_key_reordered``): lock, unlock, ROLLBACK
+    orderly_end and SUCCESS consume rows of each (queue, epoch) by seq; an owner's ROLLBACK starts the
+    comparison anew, as a new ownership would."""
     success = cols.is_("event", "consume") & cols.is_("status", "SUCCESS") & cols.has("queue_offset") & keep
     if not success.any():
         return []
-    at, new_queue = cols.sorted(success | (cols.is_("event", "lock", "unlock") & keep),
+    rollback = cols.is_("event", "orderly_end") & cols.is_("status", "ROLLBACK") & keep
+    at, new_queue = cols.sorted(success | rollback | (cols.is_("event", "lock", "unlock") & keep),
                                 ("trace", "group", "topic", "queue_id", "epoch"))  # fmt: skip
     n = len(at)
     client = cols.codes("client_id")[at]
     granted = cols.is_("status", "GRANTED")[at]
-    lock, unlock = cols.is_("event", "lock")[at], cols.is_("event", "unlock")[at]
-    # the owner after each lock / unlock row, and whether the row ends an ownership
+    lock, unlock, back = cols.is_("event", "lock")[at], cols.is_("event", "unlock")[at], rollback[at]
+    # the owner after each lock / unlock / rollback row, and whether the row ends a run of comparisons
     owner_after = np.full(n, -1, dtype=np.int64)
     ends = np.zeros(n, dtype=bool)
     segment = np.cumsum(new_queue)
     current, owner = -1, -1
-    for p in np.flatnonzero(lock | unlock).tolist():
+    for p in np.flatnonzero(lock | unlock | back).tolist():
         if segment[p] != current:
             current, owner = segment[p], -1
         if lock[p]:
             if granted[p] and owner != client[p]:
                 owner, ends[p] = int(client[p]), True
         elif owner == client[p]:
-            owner, ends[p] = -1, True
+            owner, ends[p] = (owner, True) if back[p] else (-1, True)
         owner_after[p] = owner
-    last_change = running(np.where(lock | unlock, np.arange(n), n), new_queue, largest=True)
+    changes = lock | unlock | back
+    last_change = running(np.where(changes, np.arange(n), n), new_queue, largest=True)
     owner_at = np.where(last_change < n, owner_after[np.minimum(last_change, n - 1)], -1)
-    owned = np.flatnonzero(~lock & ~unlock & (owner_at >= 0) & (owner_at == client))
+    owned = np.flatnonzero(~changes & (owner_at >= 0) & (owner_at == client))
     ownership = np.cumsum(new_queue | ends)
     offset, seqs = cols.ints("queue_offset")[at], cols.ints("seq")[at]
     prev, cur = owned[:-1], owned[1:]

@@ -31,7 +31,7 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 - ``send``: the first per (group, topic, sharding_key, ``detail.route_queues``, queue) (ORDER_KEY_SPLIT:
   a key's queues on a route);
 - ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
-  SUCCESS of its ownership in each epoch (ORDER_KEY_REORDERED);
+  SUCCESS of its ownership in each epoch, unless the owner rolled back after it (ORDER_KEY_REORDERED);
 - ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
 - ``commit_offset``: the last per (group, topic, queue) (OFFSET_LOST) and the highest per
   (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
@@ -253,7 +253,7 @@ def carry_trace(
             if best is None or row["queue_offset"] > best[0]:
                 top_commit[(*q, crashes)] = (row["queue_offset"], seq)
         # ORDER_KEY_REORDERED: ownership (all lock/unlock rows are kept) and the owner's last SUCCESS
-        if ev in ("lock", "unlock", "consume") and has(row, "group", "topic", "queue_id", "client_id"):
+        if ev in ("lock", "unlock", "consume", "orderly_end") and has(row, "group", "topic", "queue_id", "client_id"):
             q = (row["group"], row["topic"], row["queue_id"])
             client = row["client_id"]
             if ev == "lock":
@@ -263,6 +263,9 @@ def carry_trace(
             elif ev == "unlock":
                 if owner.get(q) == client:
                     del owner[q]
+                    owner_last.pop(q, None)
+            elif ev == "orderly_end":  # the owner's ROLLBACK: no base left to compare with
+                if row["status"] == "ROLLBACK" and owner.get(q) == client:
                     owner_last.pop(q, None)
             elif row["status"] == "SUCCESS" and row["queue_offset"] is not None and owner.get(q) == client:
                 owner_last[q] = seq

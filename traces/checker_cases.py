@@ -278,6 +278,20 @@ CASES: tuple[Case, ...] = (
         (("ORDERLY_CONCURRENT", (6, 8)),),
     ),
     Case(
+        "ORDER_KEY_REORDERED: an owner's ROLLBACK (no autoCommit) consumes again from the start; another's does not",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 consume t=1 g=G topic=T q=0 off=0 c=C1 st=SUCCESS
+        2 consume t=2 g=G topic=T q=0 off=1 c=C1 st=SUCCESS
+        3 orderly_end t=3 g=G topic=T q=0 c=C1 st=ROLLBACK
+        4 consume t=1003 g=G topic=T q=0 off=0 c=C1 st=SUCCESS
+        5 consume t=1004 g=G topic=T q=0 off=1 c=C1 st=SUCCESS
+        6 orderly_end t=1005 g=G topic=T q=0 c=C2 st=ROLLBACK
+        7 consume t=1006 g=G topic=T q=0 off=0 c=C1 st=SUCCESS
+        """,
+        (("ORDER_KEY_REORDERED", (5, 7)),),
+    ),
+    Case(
         "ORDERLY_CONCURRENT: a client's second batch while its own window is open (MessageQueueLock)",
         """
         0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED

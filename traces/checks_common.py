@@ -126,6 +126,7 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
         ("lock", _LOCK),
         ("unlock", (*_Q, "client_id")),
         ("consume", (*_Q, "client_id", "queue_offset", "status")),
+        ("orderly_end", (*_Q, "client_id")),  # a ROLLBACK's
     ),
     Code.LOST: (
         ("send", ("topic", "queue_id", "queue_offset", "msg_key")),

@@ -44,12 +44,15 @@ def detect_key_reordered(trace: Trace) -> Iterator[Finding]:
     Ownership of client c starts at a ``lock`` GRANTED to c and is interrupted
     by a GRANTED to another client, an ``unlock`` by c, or an epoch boundary
     (the broker's lock table is in memory). Only consumes by the owner are
-    judged; the first SUCCESS of an ownership sets the base.
+    judged; the first SUCCESS of an ownership sets the base. An owner's
+    ``orderly_end`` of status ROLLBACK sets it anew: a listener without
+    autoCommit rolled back everything consumed since its last commit, which it
+    consumes again in order (``ProcessQueue.rollback``).
     seqs = [previous SUCCESS consume, offending consume].
     """
     owner: dict[tuple, str] = {}
     last: dict[tuple, tuple[int, int]] = {}  # (queue key) -> (seq, offset) of owner's last SUCCESS
-    for i, row in trace.of("lock", "unlock", "consume"):
+    for i, row in trace.of("lock", "unlock", "consume", "orderly_end"):
         if not has(row, "group", "topic", "queue_id", "client_id"):
             continue
         qkey = (trace.epochs[i], row["group"], row["topic"], row["queue_id"])
@@ -61,6 +64,9 @@ def detect_key_reordered(trace: Trace) -> Iterator[Finding]:
         elif ev == "unlock":
             if owner.get(qkey) == client:
                 del owner[qkey]
+                last.pop(qkey, None)
+        elif ev == "orderly_end":
+            if row["status"] == "ROLLBACK" and owner.get(qkey) == client:
                 last.pop(qkey, None)
         elif row["status"] == "SUCCESS" and row["queue_offset"] is not None:
             if owner.get(qkey) != client:

@@ -52,7 +52,9 @@ A few absent values are values, not unknowns, by the conventions SPEC §8 and
 - a consumer's row (``deliver``, ``consume``, ``commit_offset``, ``orderly_start`` / ``orderly_end``)
   without ``detail.message_model`` is a clustering client's; a broadcasting client's says BROADCASTING
   (``checks_common.broadcasting_row``; issue 42); a ``commit_offset`` without ``detail.from_where``
-  is a commit, not where a client began pulling a queue.
+  is a commit, not where a client began pulling a queue;
+- an ``orderly_end`` without status is not a ROLLBACK (a listener without autoCommit putting back
+  what it consumed since its last commit: ORDER_KEY_REORDERED compares anew after the owner's).
 
 Dropping one of them changes what the trace says (the property test in
 ``tests/traces/test_monotonic.py`` leaves them out and says why). Everything else absent is
@@ -599,9 +601,11 @@ def _orderly_start(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.ORDERLY_CONCURRENT)
 
 
-def _orderly_end(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
+def _orderly_end(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
     if e.lacks("group", "topic", "queue_id", "client_id"):
         e.later(Code.ORDERLY_CONCURRENT, *_QUEUE)
+        if r.get("status") == "ROLLBACK":  # maybe the owner's: the order compared anew after it
+            e.later(Code.ORDER_KEY_REORDERED, *_QUEUE)
 
 
 def _crash(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:

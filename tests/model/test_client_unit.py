@@ -375,3 +375,42 @@ def test_orderly_rebalance_needs_the_lock_and_unlocks_dropped_queues():
     # c1 keeps T/0 and the retry queue; T/1 went to c2: it held no message → unlocked at once
     assert MessageQueue("T", 1) not in c1.process_queues
     assert ("c1", (MessageQueue("T", 1),)) in w.broker.unlock_calls
+
+
+def test_orderly_without_auto_commit_commits_on_commit_and_rolls_back_everything_uncommitted():
+    # 4.9.8 processConsumeResult with autoCommit false: SUCCESS commits nothing, ROLLBACK puts every message
+    # taken since the last commit back and consumes again after the suspend time, COMMIT commits them all
+    w = World()
+    w.broker.add(stored(0), stored(1), stored(2))
+    calls: list[tuple[int, int]] = []
+    answers = iter([ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.ROLLBACK,
+                    ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT])
+
+    def listener(msgs, ctx):
+        ctx.auto_commit = False
+        ctx.suspend_current_queue_time_millis = 1000
+        calls.append((w.clock.now(), msgs[0].queue_offset))
+        return next(answers, ConsumeOrderlyStatus.SUCCESS)
+
+    c = w.consumer(OrderlyConsumer, listener=listener)
+    c.start()
+    c.run_until(999)
+    assert calls == [(0, 0), (0, 1), (0, 2)]
+    assert c.committed_offset(MQ) == -1  # nothing committed yet
+    c.run_until(1000)
+    assert calls[3:] == [(1000, 0), (1000, 1), (1000, 2)]  # all three again, in order
+    assert c.committed_offset(MQ) == 3
+    ends = [e.status for e in w.recorder.of("orderly_end")]
+    assert ends == ["SUCCESS", "SUCCESS", "ROLLBACK", "SUCCESS", "SUCCESS", "COMMIT"]
+    consumed = [(e.queue_offset, e.status) for e in w.recorder.of("consume")]
+    assert consumed[2] == (2, "RECONSUME_LATER") and consumed[5] == (2, "SUCCESS")
+
+
+def test_orderly_with_auto_commit_reads_commit_and_rollback_as_success():
+    w = World()
+    w.broker.add(stored(0), stored(1))
+    c = w.consumer(OrderlyConsumer, listener=lambda m, x: ConsumeOrderlyStatus.ROLLBACK)
+    c.start()
+    c.run_until(100)
+    assert c.committed_offset(MQ) == 2
+    assert {e.status for e in w.recorder.of("consume")} == {"SUCCESS"}

@@ -36,6 +36,7 @@ _STATUS = {
     "send_back": ("RETRY", "DLQ"),
     "txn_end": ("COMMIT", "COMMIT", "ROLLBACK"),
     "crash": ("power", None),
+    "orderly_end": ("SUCCESS", "ROLLBACK"),
 }
 _FIELDS = {
     "group": ("G", "G", "H", None),
@@ -48,7 +49,8 @@ _FIELDS = {
 _SUBSCRIPTIONS = ({}, {"G": ["T"]}, {"J": ["T", "V"]}, {"H": ["U"], "J": ["T"]})
 # Orderly consumption: locks, unlocks and consumes of one group's queues in epochs, consumes
 # mostly without a msg_key (a key's rows may be carried for the key itself).
-_ORDERLY = ("lock", "lock", "unlock", "consume", "consume", "consume", "commit_offset", "crash", "recover")
+_ORDERLY = ("lock", "lock", "unlock", "consume", "consume", "consume", "commit_offset", "orderly_end", "crash",
+            "recover")
 _ORDERLY_FIELDS = {
     **_FIELDS,
     "group": ("G",),

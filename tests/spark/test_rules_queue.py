@@ -33,6 +33,7 @@ _STATUS = {
     "consume": ("SUCCESS", "SUCCESS", "RECONSUME_LATER"),
     "send_back": ("RETRY", "DLQ"),
     "commit_offset": (None, None, "RESTORED"),
+    "orderly_end": ("SUCCESS", None, "ROLLBACK"),
 }
 _STRINGS = {"trace", "event", "group", "topic", "client_id", "status"}
 _BROADCAST = ("deliver", "consume", "send_back", "commit_offset", "orderly_start", "orderly_end", "lock", "unlock")

@@ -63,6 +63,7 @@ KEPT: frozenset[tuple[str, str]] = frozenset(
           for key in ("tags", "properties")),
         *((event, "detail.message_model") for event in BROADCAST_EVENTS),
         ("commit_offset", "detail.from_where"),
+        ("orderly_end", "status"),  # absent: not a ROLLBACK (ORDER_KEY_REORDERED compares on)
     }
 )
 # A message's attributes may go together (the whole detail): its rows then state none, which the

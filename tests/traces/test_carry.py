@@ -124,6 +124,7 @@ _STATUS = {
     "send_back": ("RETRY", "DLQ"),
     "txn_end": ("COMMIT", "ROLLBACK"),
     "crash": ("power", "kill"),
+    "orderly_end": ("SUCCESS", "ROLLBACK"),
 }
 _FIELDS = {
     "group": ("G", "G", "H", None),

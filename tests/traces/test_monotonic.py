@@ -91,6 +91,7 @@ _STATUS = {
     "crash": ("kill", "power"),
     "commit_offset": (None, None, "RESTORED"),
     "recover": (None, "REOPEN"),
+    "orderly_end": ("SUCCESS", None, "ROLLBACK"),
 }
 _DETAIL = {
     "txn_check": st.fixed_dictionaries({"check_times": st.integers(1, 3)}),
