@@ -483,3 +483,37 @@ def test_orderly_rebalance_while_listener_busy_keeps_the_queue_locked():
     c.do_rebalance()  # the listener finished: the next rebalance unlocks and removes the queue
     assert MQ not in c.process_queues
     assert any(MQ in mqs for cid, mqs in w.broker.unlock_calls if cid == "c9")
+
+
+def _slow_listener(w, ms, calls):
+    def listener(msgs, ctx):
+        calls.append(w.clock.now())
+        w.clock.advance(ms)  # a listener that takes time: the clock moves while it runs
+        return ConsumeOrderlyStatus.SUCCESS
+
+    return listener
+
+
+def test_orderly_loop_yields_after_max_time_consume_continuously():
+    """B10: past MAX_TIME_CONSUME_CONTINUOUSLY (60 s) the request resubmits itself 10 ms later."""
+    w = World()
+    w.broker.add(*(stored(i) for i in range(4)))
+    calls = []
+    c = w.consumer(OrderlyConsumer, listener=_slow_listener(w, 25_000, calls), client_lock_max_live_ms=200_000)
+    c.start()
+    c.run_until(200_000)
+    assert calls == [0, 25_000, 50_000, 75_010]
+    assert c.committed_offset(MQ) == 4
+
+
+def test_orderly_loop_lock_expired_by_a_long_listener_tries_lock_in_10ms():
+    """B10: a listener that outlives the client's lock (30 s) ends the loop: tryLockLater 10 ms, then
+    (lock granted) the request is resubmitted 10 ms later."""
+    w = World()
+    w.broker.add(stored(0), stored(1))
+    calls = []
+    c = w.consumer(OrderlyConsumer, listener=_slow_listener(w, 31_000, calls))
+    c.start()
+    c.run_until(100_000)
+    assert calls == [0, 31_020]
+    assert c.committed_offset(MQ) == 2
