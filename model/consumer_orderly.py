@@ -62,7 +62,7 @@ the queue is neither unlocked nor removed (``try_unlock_times + 1``,
 ``model/consumer.py``). The model's client is single-threaded, so the lock
 is only seen busy by a rebalance that the listener itself runs (a listener
 that drives the consumer's clock or rebalance); 4.9.8 waits up to 1 s
-(``tryLock(1000 ms)``), the model does not wait (fidelity CL-orderly-trylock).
+(``tryLock(1000 ms)``), the model does not wait (fidelity CL9).
 """
 
 from __future__ import annotations
