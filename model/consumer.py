@@ -582,13 +582,18 @@ class PushConsumer(abc.ABC):
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         """RebalancePushImpl: persist and forget the offset; orderly clustering unlocks.
 
-        The consume lock is always free here (the model's client runs one
-        timer at a time), so ``unlockDelay`` applies: unlock now when the
-        queue holds no message, else ``unlock_delay_ms`` (20 s) later.
+        Orderly clustering tries the consume lock (4.9.8: ``tryLock(1000 ms)``;
+        the model does not wait): held by a running listener → the queue is
+        neither unlocked nor removed, ``try_unlock_times + 1``, False. Free →
+        ``unlockDelay``: unlock now when the queue holds no message, else
+        ``unlock_delay_ms`` (20 s) later.
         """
         self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
         if self.orderly and self.clustering:
+            if pq.consume_lock_held:
+                pq.try_unlock_times += 1
+                return False
             if pq.has_temp_message():
                 self.timers.schedule(
                     self.config.unlock_delay_ms, "unlock_delay", lambda: self.unlock(mq), key=mq

@@ -42,10 +42,27 @@ DLQ. Through the ``Broker`` protocol that is ``send_back(group,
 commitlog_offset, delay_level=−1, msgId, max)``, whose outcome is the same
 DLQ copy (SPEC §4.4).
 
-Only ``autoCommit = true`` is modelled (COMMIT / ROLLBACK statuses are not).
-The consume lock that ``removeUnnecessaryMessageQueue`` tries is always free
-in the model (one timer at a time), so a dropped queue is never left locked
-because it was busy.
+``autoCommit`` (the listener may clear ``context.auto_commit``) selects
+between two tables, as ``processConsumeResult`` does in 4.9.8:
+
+- auto-commit: COMMIT and ROLLBACK are illegal there and are treated as
+  SUCCESS (a warning, then ``commit()``); SUSPEND as above;
+- manual commit: SUCCESS commits nothing (the batch stays in the consuming
+  map and the loop takes the next messages); COMMIT → ``commit()`` of every
+  message taken since the last commit; ROLLBACK → ``rollback()`` (all of
+  them back into the map) and a resubmit after the context's suspend time;
+  SUSPEND → ``checkReconsumeTimes``: some message below the max → consume
+  again later, else nothing (no commit).
+
+The consume lock (``ProcessQueue.consumeLock``, ``pq.consume_lock_held``) is
+held while the listener runs; after taking it the request re-checks
+``dropped`` (a dropped queue ends the request, its batch left in the
+consuming map). ``removeUnnecessaryMessageQueue`` tries it: when it is held
+the queue is neither unlocked nor removed (``try_unlock_times + 1``,
+``model/consumer.py``). The model's client is single-threaded, so the lock
+is only seen busy by a rebalance that the listener itself runs (a listener
+that drives the consumer's clock or rebalance); 4.9.8 waits up to 1 s
+(``tryLock(1000 ms)``), the model does not wait (fidelity CL9).
 """
 
 from __future__ import annotations
@@ -71,10 +88,8 @@ SUSPEND_MAX_MS = 30_000
 
 class ConsumeOrderlyStatus(enum.Enum):
     SUCCESS = "SUCCESS"
-    # with ``ConsumeOrderlyContext.auto_commit`` false: COMMIT commits what the queue consumed since the last
-    # commit, ROLLBACK puts it all back (consumed again after the suspend time); with it true both are SUCCESS
-    ROLLBACK = "ROLLBACK"
-    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"  # deprecated in 4.9.8; only meaningful with autoCommit = false
+    COMMIT = "COMMIT"  # deprecated in 4.9.8; only meaningful with autoCommit = false
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
@@ -103,10 +118,16 @@ class OrderlyConsumer(PushConsumer):
     """A push consumer with MessageListenerOrderly semantics."""
 
     orderly = True
+    # CHECK: lock 2, the local MessageQueueLock (one consume request per queue at a time). A client
+    # without it (tests/model/test_orderly_mq_lock.py) starts a second batch while its first runs:
+    # ORDERLY_CONCURRENT's same-client case catches it.
+    uses_message_queue_lock = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stopped = False
+        self._mq_locked: set[MessageQueue] = set()  # queues whose MessageQueueLock a request holds
+        self._mq_waiting: dict[MessageQueue, list[ProcessQueue]] = {}  # requests blocked on it
 
     def max_reconsume_times(self) -> int:
         """``getMaxReconsumeTimes``: −1 means Integer.MAX_VALUE."""
@@ -172,8 +193,28 @@ class OrderlyConsumer(PushConsumer):
         )
 
     def consume_request(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        """``ConsumeRequest.run``: under the queue's MessageQueueLock (``synchronized (objLock)``).
+
+        A request that finds the lock held blocks: the model queues it and runs it when the holder
+        returns (the model's client is single-threaded, so only a request started from inside a
+        running listener can find it held)."""
         if pq.dropped or not self.running:
             return
+        if self.uses_message_queue_lock:
+            if mq in self._mq_locked:
+                self._mq_waiting.setdefault(mq, []).append(pq)
+                return
+            self._mq_locked.add(mq)
+        try:
+            self._consume_request_locked(pq, mq)
+        finally:
+            if self.uses_message_queue_lock:
+                self._mq_locked.discard(mq)
+                waiting = self._mq_waiting.get(mq)
+                if waiting:
+                    self.consume_request(waiting.pop(0), mq)
+
+    def _consume_request_locked(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         if not self.lock_valid(pq):
             self.try_lock_later_and_reconsume(mq, pq, TRY_LOCK_WHEN_NOT_LOCKED_MS)
             return
@@ -194,6 +235,10 @@ class OrderlyConsumer(PushConsumer):
                 return
 
     def _consume_batch(self, msgs: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue) -> bool:
+        status: Any = None
+        error: BaseException | None = None
+        if pq.dropped:  # re-checked under the consume lock: the request ends
+            return False
         context = ConsumeOrderlyContext(mq)
         offsets = [m.queue_offset for m in msgs]
         self._emit(
@@ -201,17 +246,18 @@ class OrderlyConsumer(PushConsumer):
             msg_key=msgs[0].uniq_key,
             detail={"offsets": offsets, "lock_age_ms": self.clock.now() - pq.last_lock_timestamp},
         )
-        status: Any = None
-        error: BaseException | None = None
+        pq.consume_lock_held = True  # ProcessQueue.consumeLock, held while the listener runs
         try:
             status = self.listener(tuple(msgs), context)
         except Exception as exc:  # the listener's failure is a consume result
             error = exc
+        finally:
+            pq.consume_lock_held = False
         if not isinstance(status, ConsumeOrderlyStatus):
             status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-        # consumed: SUCCESS, COMMIT, and ROLLBACK under autoCommit (4.9.8 then reads it as SUCCESS)
         ok = status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT) or (
-            context.auto_commit and status is ConsumeOrderlyStatus.ROLLBACK)
+            context.auto_commit and status is ConsumeOrderlyStatus.ROLLBACK
+        )
         for m in msgs:
             detail: dict[str, Any] = {"orderly_status": status.value}
             if error is not None:
@@ -231,15 +277,18 @@ class OrderlyConsumer(PushConsumer):
         pq: ProcessQueue,
         mq: MessageQueue,
     ) -> bool:
-        """Returns whether the request continues with the next batch (4.9.8's processConsumeResult, read
-        with ``javap -c``). autoCommit: SUCCESS, COMMIT and ROLLBACK commit the queue's consumed messages;
-        without it SUCCESS commits nothing (they stay taken), COMMIT commits them all, ROLLBACK puts them all
-        back (``ProcessQueue.rollback``) and consumes again after the suspend time; SUSPEND retries the
-        batch, and at the reconsume limit (every message sent back) commits only under autoCommit."""
+        """Returns whether the request continues with the next batch."""
         commit_offset = -1
         continue_consume = True
-        auto = context.auto_commit
-        if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+        suspended = status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        # auto-commit: SUCCESS, and COMMIT / ROLLBACK (a warning, then as SUCCESS); manual: COMMIT
+        if (context.auto_commit and not suspended) or status is ConsumeOrderlyStatus.COMMIT:
+            commit_offset = pq.commit()
+        elif status is ConsumeOrderlyStatus.ROLLBACK:
+            pq.rollback()
+            self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
+            continue_consume = False
+        elif suspended:
             suspend, updated = self.check_reconsume_times(msgs)
             if suspend:
                 pq.make_messages_to_consume_again(updated)
@@ -247,14 +296,9 @@ class OrderlyConsumer(PushConsumer):
                     pq, mq, context.suspend_current_queue_time_millis
                 )
                 continue_consume = False
-            elif auto:
+            elif context.auto_commit:
                 commit_offset = pq.commit()
-        elif auto or status is ConsumeOrderlyStatus.COMMIT:
-            commit_offset = pq.commit()
-        elif status is ConsumeOrderlyStatus.ROLLBACK:
-            pq.rollback()
-            self.submit_consume_request_later(pq, mq, context.suspend_current_queue_time_millis)
-            continue_consume = False
+        # manual commit and SUCCESS: nothing (the batch stays in the consuming map)
         if commit_offset >= 0 and not pq.dropped:
             self.offset_store.update_offset(mq, commit_offset, False)
         return continue_consume

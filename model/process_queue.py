@@ -26,7 +26,11 @@ handed it to the listener) is more than ``consumeTimeout`` old. The consumer sen
 delay level 3 and, when the send-back succeeded and it is still the first, removes it without
 committing (``model/consumer_concurrent.py``).
 
-Simplifications: no locks (the model client is single-threaded) and message
+``consume_lock_held`` is ``consumeLock`` (orderly only): set while the listener
+runs, tried by ``removeUnnecessaryMessageQueue``; ``try_unlock_times`` counts the
+tries that found it held.
+
+Simplifications: no other locks (the model client is single-threaded) and message
 sizes are not tracked (``pullThresholdSizeForQueue`` is not modelled). The lock
 and pull timestamps take ``now`` explicitly instead of reading the system
 clock.
@@ -57,6 +61,7 @@ class ProcessQueue:
         self.last_pull_timestamp = created_at
         self.last_consume_timestamp = created_at
         self.try_unlock_times = 0
+        self.consume_lock_held = False  # consumeLock: held while an orderly listener runs
 
     # -- reading -------------------------------------------------------
     @property

@@ -377,40 +377,143 @@ def test_orderly_rebalance_needs_the_lock_and_unlocks_dropped_queues():
     assert ("c1", (MessageQueue("T", 1),)) in w.broker.unlock_calls
 
 
-def test_orderly_without_auto_commit_commits_on_commit_and_rolls_back_everything_uncommitted():
-    # 4.9.8 processConsumeResult with autoCommit false: SUCCESS commits nothing, ROLLBACK puts every message
-    # taken since the last commit back and consumes again after the suspend time, COMMIT commits them all
+def test_orderly_manual_commit_success_keeps_commit_rollback_puts_back():
+    """autoCommit=false (processConsumeResult, 4.9.8): SUCCESS commits nothing, COMMIT commits
+    every message taken since the last commit, ROLLBACK puts them back and resubmits later."""
     w = World()
     w.broker.add(stored(0), stored(1), stored(2))
-    calls: list[tuple[int, int]] = []
-    answers = iter([ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.ROLLBACK,
-                    ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.COMMIT])
+    calls = []
+    c = None
 
     def listener(msgs, ctx):
         ctx.auto_commit = False
-        ctx.suspend_current_queue_time_millis = 1000
-        calls.append((w.clock.now(), msgs[0].queue_offset))
-        return next(answers, ConsumeOrderlyStatus.SUCCESS)
+        off = msgs[0].queue_offset
+        calls.append((w.clock.now(), off, c.committed_offset(MQ)))
+        if off == 0:
+            return ConsumeOrderlyStatus.SUCCESS
+        if off == 1:
+            return ConsumeOrderlyStatus.COMMIT
+        if len([x for x in calls if x[1] == 2]) == 1:
+            ctx.suspend_current_queue_time_millis = 1000
+            return ConsumeOrderlyStatus.ROLLBACK
+        return ConsumeOrderlyStatus.COMMIT
 
     c = w.consumer(OrderlyConsumer, listener=listener)
     c.start()
-    c.run_until(999)
-    assert calls == [(0, 0), (0, 1), (0, 2)]
-    assert c.committed_offset(MQ) == -1  # nothing committed yet
-    c.run_until(1000)
-    assert calls[3:] == [(1000, 0), (1000, 1), (1000, 2)]  # all three again, in order
+    c.run_until(5000)
+    assert [x[1] for x in calls] == [0, 1, 2, 2]
+    assert calls[1][2] < 1  # SUCCESS on 0 committed nothing
+    assert calls[3][0] - calls[2][0] == 1000  # ROLLBACK: consumed again after the suspend time
     assert c.committed_offset(MQ) == 3
     ends = [e.status for e in w.recorder.of("orderly_end")]
-    assert ends == ["SUCCESS", "SUCCESS", "ROLLBACK", "SUCCESS", "SUCCESS", "COMMIT"]
-    consumed = [(e.queue_offset, e.status) for e in w.recorder.of("consume")]
-    assert consumed[2] == (2, "RECONSUME_LATER") and consumed[5] == (2, "SUCCESS")
+    assert ends == ["SUCCESS", "COMMIT", "ROLLBACK", "COMMIT"]
 
 
-def test_orderly_with_auto_commit_reads_commit_and_rollback_as_success():
+def test_orderly_manual_commit_rollback_reconsumes_an_uncommitted_success():
     w = World()
     w.broker.add(stored(0), stored(1))
-    c = w.consumer(OrderlyConsumer, listener=lambda m, x: ConsumeOrderlyStatus.ROLLBACK)
+    seen = []
+
+    def listener(msgs, ctx):
+        ctx.auto_commit = False
+        seen.append(msgs[0].queue_offset)
+        if seen == [0, 1]:
+            return ConsumeOrderlyStatus.ROLLBACK
+        return ConsumeOrderlyStatus.SUCCESS if msgs[0].queue_offset == 0 else ConsumeOrderlyStatus.COMMIT
+
+    c = w.consumer(OrderlyConsumer, listener=listener)
+    c.start()
+    c.run_until(5000)
+    assert seen == [0, 1, 0, 1]  # the rollback put back 0 too (taken since the last commit)
+    assert c.committed_offset(MQ) == 2
+
+
+@pytest.mark.parametrize("status", [ConsumeOrderlyStatus.COMMIT, ConsumeOrderlyStatus.ROLLBACK])
+def test_orderly_auto_commit_treats_commit_and_rollback_as_success(status):
+    w = World()
+    w.broker.add(stored(0))
+    c = w.consumer(OrderlyConsumer, listener=lambda m, x: status)
+    c.start()
+    c.run_until(1000)
+    assert c.committed_offset(MQ) == 1
+    assert [e.status for e in w.recorder.of("consume")] == ["SUCCESS"]
+
+
+def test_orderly_consume_lock_held_while_listener_runs_blocks_remove():
+    w = World()
+    w.broker.add(stored(0))
+    seen = []
+    c = None
+
+    def listener(msgs, ctx):
+        pq = c.process_queues[MQ]
+        seen.append((pq.consume_lock_held, c.remove_unnecessary_message_queue(MQ, pq), pq.try_unlock_times))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    c = w.consumer(OrderlyConsumer, listener=listener)
+    c.start()
+    c.run_until(1000)
+    assert seen == [(True, False, 1)]
+    pq = c.process_queues[MQ]
+    assert not pq.consume_lock_held
+    assert c.remove_unnecessary_message_queue(MQ, pq) is True
+
+
+def test_orderly_rebalance_while_listener_busy_keeps_the_queue_locked():
+    """RebalancePushImpl.removeUnnecessaryMessageQueue: consume lock busy → neither unlocked nor dropped."""
+    w = World(queues=2)
+    w.broker.add(stored(0, queue_id=0))
+    joiner = w.consumer(OrderlyConsumer, cid="c0", listener=lambda m, x: ConsumeOrderlyStatus.SUCCESS)
+    c = None
+    during = []
+
+    def listener(msgs, ctx):
+        if not during:
+            joiner.start()
+            c.do_rebalance()  # the rebalance thread runs while this listener holds the consume lock
+            pq = c.process_queues.get(MQ)
+            unlocked = any(MQ in mqs for cid, mqs in w.broker.unlock_calls if cid == "c9")
+            during.append((pq is not None, pq is not None and pq.dropped, pq and pq.try_unlock_times, unlocked))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    c = w.consumer(OrderlyConsumer, cid="c9", listener=listener)
     c.start()
     c.run_until(100)
+    assert during == [(True, True, 1, False)]  # kept, dropped, one failed try, still locked
+    c.do_rebalance()  # the listener finished: the next rebalance unlocks and removes the queue
+    assert MQ not in c.process_queues
+    assert any(MQ in mqs for cid, mqs in w.broker.unlock_calls if cid == "c9")
+
+
+def _slow_listener(w, ms, calls):
+    def listener(msgs, ctx):
+        calls.append(w.clock.now())
+        w.clock.advance(ms)  # a listener that takes time: the clock moves while it runs
+        return ConsumeOrderlyStatus.SUCCESS
+
+    return listener
+
+
+def test_orderly_loop_yields_after_max_time_consume_continuously():
+    """B10: past MAX_TIME_CONSUME_CONTINUOUSLY (60 s) the request resubmits itself 10 ms later."""
+    w = World()
+    w.broker.add(*(stored(i) for i in range(4)))
+    calls = []
+    c = w.consumer(OrderlyConsumer, listener=_slow_listener(w, 25_000, calls), client_lock_max_live_ms=200_000)
+    c.start()
+    c.run_until(200_000)
+    assert calls == [0, 25_000, 50_000, 75_010]
+    assert c.committed_offset(MQ) == 4
+
+
+def test_orderly_loop_lock_expired_by_a_long_listener_tries_lock_in_10ms():
+    """B10: a listener that outlives the client's lock (30 s) ends the loop: tryLockLater 10 ms, then
+    (lock granted) the request is resubmitted 10 ms later."""
+    w = World()
+    w.broker.add(stored(0), stored(1))
+    calls = []
+    c = w.consumer(OrderlyConsumer, listener=_slow_listener(w, 31_000, calls))
+    c.start()
+    c.run_until(100_000)
+    assert calls == [0, 31_020]
     assert c.committed_offset(MQ) == 2
-    assert {e.status for e in w.recorder.of("consume")} == {"SUCCESS"}
