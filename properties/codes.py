@@ -58,6 +58,9 @@ class ObservationCode(enum.StrEnum):
     DUPLICATE_COMMIT = "DUPLICATE_COMMIT"
     RECOVERED = "RECOVERED"
     SUBSCRIPTION_INCONSISTENT = "SUBSCRIPTION_INCONSISTENT"
+    # issue 42: two clients' orderly windows overlap because the earlier listener outlived its broker lock
+    # and the broker then granted the queue to the later client (4.9 checks the lock only before a batch)
+    ORDERLY_LOCK_OUTLIVED = "ORDERLY_LOCK_OUTLIVED"
 
 
 VIOLATION_CODES: tuple[str, ...] = tuple(c.value for c in Code)

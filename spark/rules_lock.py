@@ -37,7 +37,7 @@ import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from rmqspec.properties.codes import AuditParams, Code
+from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.spark.arrow_judge import NONE, Columns, finding, running, stabbing_min
 from rmqspec.spark.rules import EV, _nn
 from rmqspec.traces.checks_common import Trace
@@ -87,9 +87,11 @@ def _lock_overlap(table: pa.Table, params: AuditParams) -> list[dict[str, Any]]:
     return out
 
 
-def _orderly_finding(cols: Columns, code: Code, seqs: list[int], row: int, reason: str) -> dict[str, Any]:
+def _orderly_finding(cols: Columns, code: Code | ObservationCode, seqs: list[int], row: int,
+                     reason: str) -> dict[str, Any]:
     keys = {k: cols.value(k, row) for k in _KEYS}
-    return finding("violation", code.value, seqs, cols.value("trace", row), reason, **keys)
+    kind = "observation" if isinstance(code, ObservationCode) else "violation"
+    return finding(kind, code.value, seqs, cols.value("trace", row), reason, **keys)
 
 
 def _without_lock(cols: Columns, keep: np.ndarray, limit: int) -> list[dict[str, Any]]:
@@ -143,7 +145,9 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
     start meets the spans (start, next row of the same client) of the other clients; each span
     carries the opening start of its window, and the latest opening wins. A start of a client whose own
     window is open (its previous orderly row there is a start) is offending too, with that window's opening
-    start. A broadcasting client's orderly rows are left out (its windows are its own)."""
+    start. A start whose queue's last GRANTED went to its own client after the other window opened is the
+    observation ORDERLY_LOCK_OUTLIVED instead (``_last_grant``). A broadcasting client's orderly rows are left
+    out (its windows are its own)."""
     orderly = cols.is_("event", "orderly_start", "orderly_end") & keep & cols.null("broadcasting")
     is_start = cols.is_("event", "orderly_start")
     if not (orderly & is_start).any():
@@ -166,10 +170,19 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
     points = np.flatnonzero(is_start[at])
     low = stabbing_min(pos + 1, hi, n - where[by_client[opening[spans]]], points, n)
     seq = cols.ints("seq")
+    grant = _last_grant(cols, orderly & is_start)
+    codes = cols.codes("client_id")
     out = []
     for p, v in zip(points[low != NONE].tolist(), low[low != NONE].tolist()):
         row, other = at[p], at[n - v]
         name, theirs = cols.value("client_id", row), cols.value("client_id", other)
+        g = grant[row]
+        if g >= 0 and codes[g] == codes[row] and seq[g] > seq[other]:  # 4.9 permits it: an observation
+            reason = (f"{name} started under the lock the broker granted it after {theirs}'s orderly window "
+                      f"opened: {theirs}'s listener outlived its broker lock (4.9 checks the lock only before a batch)")
+            out.append(_orderly_finding(cols, ObservationCode.ORDERLY_LOCK_OUTLIVED, [seq[other], seq[g], seq[row]],
+                                        row, reason))
+            continue
         reason = f"{name} started while {theirs}'s orderly window is open"
         out.append(_orderly_finding(cols, Code.ORDERLY_CONCURRENT, [seq[other], seq[row]], row, reason))
     # a start of a client whose own window is open (its previous orderly row in the queue is a start):
@@ -179,6 +192,19 @@ def _concurrent(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
         reason = (f"{cols.value('client_id', row)} started a second batch while its own orderly window is open "
                   "(one thread of a consumer per queue: MessageQueueLock)")
         out.append(_orderly_finding(cols, Code.ORDERLY_CONCURRENT, [seq[first], seq[row]], row, reason))
+    return out
+
+
+def _last_grant(cols: Columns, starts: np.ndarray) -> np.ndarray:
+    """Per row (indexed like ``cols``), for each of ``starts``: its queue's last GRANTED lock row before
+    it (a non-broadcasting one), -1 when none; other rows -1."""
+    granted = cols.is_("event", "lock") & cols.is_("status", "GRANTED") & cols.has(*_KEYS) & cols.null("broadcasting")
+    at, new = cols.sorted(granted | starts, _QUEUE)
+    n = len(at)
+    latest = running(np.where(granted[at], np.arange(n), n), new, largest=True)
+    out = np.full(cols.n, -1, dtype=np.int64)
+    found = starts[at] & (latest < n)
+    out[at[found]] = at[latest[found]]
     return out
 
 

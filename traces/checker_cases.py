@@ -262,7 +262,7 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
-        "ORDERLY_CONCURRENT overlapping windows; back-to-back windows are fine",
+        "ORDERLY_LOCK_OUTLIVED: C2's listener outlived its lock, C1 was granted the queue; back-to-back is fine",
         """
         0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
         1 orderly_start t=10 g=G topic=T q=0 c=C1
@@ -275,7 +275,19 @@ CASES: tuple[Case, ...] = (
         8 orderly_start t=140010 g=G topic=T q=0 c=C1
         9 orderly_end t=140020 g=G topic=T q=0 c=C1
         """,
-        (("ORDERLY_CONCURRENT", (6, 8)),),
+        (("ORDERLY_LOCK_OUTLIVED", (6, 7, 8)),),
+    ),
+    Case(
+        "ORDERLY_CONCURRENT: a start inside another's window under a lock granted before that window opened",
+        """
+        0 lock t=0 g=G topic=T q=0 c=C1 st=GRANTED
+        1 orderly_start t=10 g=G topic=T q=0 c=C1
+        2 lock t=60001 g=G topic=T q=0 c=C2 st=GRANTED
+        3 orderly_start t=60002 g=G topic=T q=0 c=C2
+        4 orderly_start t=60003 g=G topic=T q=0 c=C1
+        """,
+        (("ORDERLY_LOCK_OUTLIVED", (1, 2, 3)), ("ORDERLY_CONCURRENT", (3, 4)), ("ORDERLY_WITHOUT_LOCK", (2, 4)),
+         ("ORDERLY_CONCURRENT", (1, 4))),
     ),
     Case(
         "ORDER_KEY_REORDERED: an owner's ROLLBACK (no autoCommit) consumes again from the start; another's does not",

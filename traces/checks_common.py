@@ -161,6 +161,7 @@ NEEDS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     Code.LOCK_OVERLAP: (("lock", _LOCK), ("unlock", (*_Q, "client_id"))),
     Code.ORDERLY_WITHOUT_LOCK: (("lock", _LOCK), ("orderly_start", (*_Q, "client_id"))),
     Code.ORDERLY_CONCURRENT: (
+        ("lock", _LOCK),  # a GRANTED to the starting client tells a lawful takeover (ORDERLY_LOCK_OUTLIVED)
         ("orderly_start", (*_Q, "client_id")),
         ("orderly_end", (*_Q, "client_id")),
     ),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from rmqspec.properties.codes import Code
-from rmqspec.traces.checks_common import Finding, Trace, broadcasting_row, has, keys_of, violation
+from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.traces.checks_common import Finding, Trace, broadcasting_row, has, keys_of, observation, violation
 
 _QUEUE = ("group", "topic", "queue_id", "client_id")
 
@@ -115,25 +115,47 @@ def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
     consume a queue at a time, so a second batch of one client before the first one's end is two
     batches at once.
     seqs = [opening start of the most recently opened other window (or of the client's own), offending start].
+
+    What 4.9 permits is an observation, ORDERLY_LOCK_OUTLIVED: a start of client b while a's window is
+    open, when the queue's last GRANTED before it went to b after a's window opened. ConsumeMessageOrderlyService
+    checks the lock only before a batch, so a's listener outlived its broker lock and the broker lawfully
+    granted b the queue (a lock granted twice is LOCK_OVERLAP, a start without one ORDERLY_WITHOUT_LOCK).
+    seqs = [a's opening start, b's GRANTED, b's start].
     """
     open_since: dict[tuple, dict[str, int]] = {}
-    for _, row in trace.of("orderly_start", "orderly_end"):
+    granted: dict[tuple, tuple[int, str]] = {}  # the queue's last GRANTED: (seq, client)
+    for _, row in trace.of("lock", "orderly_start", "orderly_end"):
         if not has(row, *_QUEUE) or broadcasting_row(row):
             continue
-        windows = open_since.setdefault((row["group"], row["topic"], row["queue_id"]), {})
+        queue = (row["group"], row["topic"], row["queue_id"])
         client = row["client_id"]
+        if row["event"] == "lock":
+            if row["status"] == "GRANTED":
+                granted[queue] = (row["seq"], client)
+            continue
+        windows = open_since.setdefault(queue, {})
         if row["event"] == "orderly_end":
             windows.pop(client, None)
             continue
         others = [(seq, c) for c, seq in windows.items() if c != client]
         if others:
             seq, other = max(others)
-            yield violation(
-                Code.ORDERLY_CONCURRENT,
-                (seq, row["seq"]),
-                keys_of(row, *_QUEUE),
-                f"{client} started while {other}'s orderly window is open",
-            )
+            grant = granted.get(queue)
+            if grant is not None and grant[1] == client and grant[0] > seq:
+                yield observation(
+                    ObservationCode.ORDERLY_LOCK_OUTLIVED,
+                    (seq, grant[0], row["seq"]),
+                    keys_of(row, *_QUEUE),
+                    f"{client} started under the lock the broker granted it after {other}'s orderly window "
+                    f"opened: {other}'s listener outlived its broker lock (4.9 checks the lock only before a batch)",
+                )
+            else:
+                yield violation(
+                    Code.ORDERLY_CONCURRENT,
+                    (seq, row["seq"]),
+                    keys_of(row, *_QUEUE),
+                    f"{client} started while {other}'s orderly window is open",
+                )
         if client in windows:
             yield violation(
                 Code.ORDERLY_CONCURRENT,

@@ -585,7 +585,8 @@ def _commit_offset(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
 
 def _lock(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
     if r.get("status") in ("GRANTED", None) and e.lacks("group", "topic", "queue_id", "client_id", "status"):
-        for code in (Code.ORDER_KEY_REORDERED, Code.LOCK_OVERLAP, Code.ORDERLY_WITHOUT_LOCK):
+        for code in (Code.ORDER_KEY_REORDERED, Code.LOCK_OVERLAP, Code.ORDERLY_WITHOUT_LOCK,
+                     Code.ORDERLY_CONCURRENT):  # whose GRANTED it is tells a lawful takeover
             e.later(code, *_QUEUE)
 
 

@@ -24,7 +24,8 @@ from rmqspec.traces.checker_cases import PARAMS
 from rmqspec.traces.checks_common import BROADCASTING, broadcasting_row
 from tests.spark.judge_runs import checked_rows, drawn_rows, judged_rows
 
-LOCK_CODES = {"ORDER_KEY_REORDERED", "LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT"}
+LOCK_CODES = {"ORDER_KEY_REORDERED", "LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT",
+              "ORDERLY_LOCK_OUTLIVED"}
 CODES = {*LOCK_CODES, "ORDER_QUEUE_GAP", "OFFSET_OVERRUN", "OFFSET_LOST"}
 _EVENTS = ("lock", "lock", "unlock", "orderly_start", "orderly_end", "consume", "consume", "consume", "crash",
            "store", "store", "deliver", "deliver", "send_back", "commit_offset", "commit_offset")  # fmt: skip
