@@ -266,10 +266,14 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 v("ORDERLY_WITHOUT_LOCK", seq)
             elif ts - own[1] > CLIENT_LOCK:
                 v("ORDERLY_WITHOUT_LOCK", own[0], seq)
-            for c, s in windows[k].items():
-                if c != cid:
-                    v("ORDERLY_CONCURRENT", s, seq)
-            windows[k][cid] = seq
+            others = [(s, c) for c, s in windows[k].items() if c != cid]
+            # the newest other window only; none when the broker granted cid the queue after it opened
+            # (a listener outlived its lock: the observation ORDERLY_LOCK_OUTLIVED)
+            if others and not (lat is not None and lat[0] == cid and lat[1] > max(others)[0]):
+                v("ORDERLY_CONCURRENT", max(others)[0], seq)
+            if cid in windows[k]:  # a second batch of one client (MessageQueueLock)
+                v("ORDERLY_CONCURRENT", windows[k][cid], seq)
+            windows[k].setdefault(cid, seq)
         elif ev == "orderly_end":
             windows[k].pop(r["client_id"], None)
         elif ev == "txn_end":
