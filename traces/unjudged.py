@@ -586,8 +586,8 @@ def _commit_offset(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
 def _lock(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
     if r.get("status") in ("GRANTED", None) and e.lacks("group", "topic", "queue_id", "client_id", "status"):
         for code in (Code.ORDER_KEY_REORDERED, Code.LOCK_OVERLAP, Code.ORDERLY_WITHOUT_LOCK,
-                     Code.ORDERLY_CONCURRENT):  # whose GRANTED it is tells a lawful takeover
-            e.later(code, *_QUEUE)
+                     Code.ORDERLY_CONCURRENT, ObservationCode.ORDERLY_LOCK_OUTLIVED):
+            e.later(code, *_QUEUE)  # whose GRANTED it is tells a lawful takeover
 
 
 def _unlock(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
@@ -600,11 +600,13 @@ def _orderly_start(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
     if e.lacks("group", "topic", "queue_id", "client_id"):
         e.here(Code.ORDERLY_WITHOUT_LOCK)
         e.here(Code.ORDERLY_CONCURRENT)
+        e.here(ObservationCode.ORDERLY_LOCK_OUTLIVED)
 
 
 def _orderly_end(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
     if e.lacks("group", "topic", "queue_id", "client_id"):
         e.later(Code.ORDERLY_CONCURRENT, *_QUEUE)
+        e.later(ObservationCode.ORDERLY_LOCK_OUTLIVED, *_QUEUE)
         if r.get("status") == "ROLLBACK":  # maybe the owner's: the order compared anew after it
             e.later(Code.ORDER_KEY_REORDERED, *_QUEUE)
 
