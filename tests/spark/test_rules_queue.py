@@ -115,15 +115,17 @@ def _rows(raw: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def test_a_trace_of_every_lock_code():
-    """C1 owns queue 0 and consumes out of order; C2 is granted it while C1's lock is fresh;
-    C3 starts without a lock while C1's orderly window is open."""
+    """C1 owns queue 0 and consumes out of order; C2 is granted it while C1's lock is fresh and starts
+    under that grant while C1's window is open (the observation: C1's listener outlived its lock); C3
+    starts without a lock while both windows are open."""
     rows = _rows([
         ("lock", 0, "C1", "GRANTED", None),
         ("orderly_start", 0, "C1", None, None),
         ("consume", 1, "C1", "SUCCESS", 5),
         ("consume", 2, "C1", "SUCCESS", 4),
         ("lock", 3, "C2", "GRANTED", None),
-        ("orderly_start", 4, "C3", None, None),
+        ("orderly_start", 4, "C2", None, None),
+        ("orderly_start", 5, "C3", None, None),
     ])  # fmt: skip
     judged = _judged(rows)
     assert {f[0] for f in judged} == LOCK_CODES
