@@ -60,18 +60,20 @@ from types import MappingProxyType
 
 from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
+from rmqspec.impl.broker_retention import Retention
 from rmqspec.impl.broker_store import (
     SCHEDULE_TOPIC,
     BrokerLog,
     Entry,
     PutSpec,
     client_pull_status,
+    store_config,
 )
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
 from rmqspec.impl.offsets import ConsumerOffsetTable
 from rmqspec.impl.schedule_service import ScheduleService
-from rmqspec.impl.store import MessageStore, StoreConfig
+from rmqspec.impl.store import MessageStore
 from rmqspec.impl.timer_service import DiskTimerService
 from rmqspec.impl.txn_service import (
     CID_RMQ_SYS_TRANS,
@@ -123,6 +125,7 @@ from rmqspec.model.results import (
     SendStatus,
     TxnAction,
 )
+from rmqspec.model.retention import Cleaner
 from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
 from rmqspec.model.timer import TIMER_TOPIC
@@ -154,24 +157,11 @@ def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
     return seq % nums
 
 
-def store_config(config: BrokerConfig) -> StoreConfig:
-    """The store settings a ``BrokerConfig`` implies (file size, flush, delays, address)."""
-    return StoreConfig(
-        commitlog_file_size=config.commitlog_file_size,
-        cq_file_size=config.consume_queue_file_size,
-        flush=config.flush,
-        delay_levels_ms=config.delay_levels_ms,
-        store_host=config.store_host,
-        store_port=config.store_port,
-        properties_trailing_separator=config.behaviour.properties_trailing_separator,
-    )
-
-
-class MmapBroker(BatchSends):
+class MmapBroker(BatchSends, Retention):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.ROCKETMQ_STORE})
+                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE})
     crash_kinds: tuple[str, ...] = (*CRASH_KINDS, TORN)
 
     def __init__(
@@ -210,6 +200,7 @@ class MmapBroker(BatchSends):
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn: TxnChecker
         self.offsets_last_persist = 0
+        self.cleaner = Cleaner(config.retention, clock.now())
 
     @classmethod
     def open(
@@ -261,6 +252,7 @@ class MmapBroker(BatchSends):
         self.txn = TxnChecker(now)
         self.ops = OpBatcher(now, self.config.transaction_op_batch_interval_ms)  # in memory: lost in a crash
         self._crash_kind = None
+        self.cleaner.restart(now)
         self.state = RUNNING
 
     # ------------------------------------------------------------------
@@ -599,6 +591,7 @@ class MmapBroker(BatchSends):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
+        self._clean(now)  # retention first (model/retention.py)
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
         if self.timer is not None:
             self.timer.run(self.log, now, lambda entry, new, ts: self._timer_fired(now, entry, new, ts))

@@ -52,7 +52,7 @@ import attrs
 
 from rmqspec.impl.codec import END_FILE_MIN_BLANK_LENGTH, CorruptRecord, DecodedRecord, MessageRecord
 from rmqspec.impl.codec import tags_code as compute_tags_code
-from rmqspec.impl.store import MessageStore
+from rmqspec.impl.store import MessageStore, StoreConfig
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.limits import check_encode, check_message
@@ -72,6 +72,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
+from rmqspec.model.queues import DISK_FULL_REMARK
 from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.timer import TimerRefused
 from rmqspec.model.timer import transform as timer_transform
@@ -173,7 +174,7 @@ class Plan:
 
 
 class GetStatus(enum.Enum):
-    """DefaultMessageStore's GetMessageStatus values a master with no expiry produces."""
+    """DefaultMessageStore's GetMessageStatus values a master produces."""
 
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -181,6 +182,8 @@ class GetStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
     OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"  # the units' records went with deleted files
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"  # the offset's consume-queue file was deleted
 
 
 @attrs.frozen
@@ -198,14 +201,15 @@ def client_pull_status(status: GetStatus, request_offset: int) -> PullStatus:
     FOUND → SUCCESS → FOUND; NO_MATCHED_MESSAGE → PULL_RETRY_IMMEDIATELY →
     NO_MATCHED_MSG; OFFSET_OVERFLOW_ONE → PULL_NOT_FOUND → NO_NEW_MSG;
     NO_MESSAGE_IN_QUEUE → PULL_NOT_FOUND only when the request offset is 0,
-    else PULL_OFFSET_MOVED; the other offset errors → PULL_OFFSET_MOVED →
-    OFFSET_ILLEGAL.
+    else PULL_OFFSET_MOVED; MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY;
+    OFFSET_FOUND_NULL → PULL_NOT_FOUND; the other offset errors →
+    PULL_OFFSET_MOVED → OFFSET_ILLEGAL.
     """
     if status is GetStatus.FOUND:
         return PullStatus.FOUND
-    if status is GetStatus.NO_MATCHED_MESSAGE:
+    if status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
         return PullStatus.NO_MATCHED_MSG
-    if status is GetStatus.OFFSET_OVERFLOW_ONE:
+    if status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
         return PullStatus.NO_NEW_MSG
     if status is GetStatus.NO_MESSAGE_IN_QUEUE:
         return PullStatus.NO_NEW_MSG if request_offset == 0 else PullStatus.OFFSET_ILLEGAL
@@ -242,6 +246,19 @@ def entry_of(record: DecodedRecord, tags_code: int) -> Entry:
     )
 
 
+def store_config(config: BrokerConfig) -> StoreConfig:
+    """The store settings a ``BrokerConfig`` implies (file size, flush, delays, address)."""
+    return StoreConfig(
+        commitlog_file_size=config.commitlog_file_size,
+        cq_file_size=config.consume_queue_file_size,
+        flush=config.flush,
+        delay_levels_ms=config.delay_levels_ms,
+        store_host=config.store_host,
+        store_port=config.store_port,
+        properties_trailing_separator=config.behaviour.properties_trailing_separator,
+    )
+
+
 class BrokerLog:
     """Routing, limits, lookups and getMessage over one open ``MessageStore``."""
 
@@ -260,6 +277,7 @@ class BrokerLog:
 
     def prepare(self, spec: PutSpec, now: int) -> Plan:
         """Route and validate ``spec`` as CommitLog would; raises ``BrokerError``."""
+        self._check_writable()
         props = dict(spec.properties)
         topic, queue_id = spec.topic, spec.queue_id
         trailing = self.config.behaviour.properties_trailing_separator
@@ -306,6 +324,7 @@ class BrokerLog:
     def prepare_batch(self, specs: Sequence[PutSpec], now: int) -> list[Plan]:
         """A batch's items as one append (``model.queues.Store.prepare_batch``'s rules: each item's pairs
         written as given, no delay or timer routing); raises ``BrokerError``."""
+        self._check_writable()
         trailing = self.config.behaviour.properties_trailing_separator
         file_size = self.config.commitlog_file_size
         sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
@@ -326,6 +345,11 @@ class BrokerLog:
             raise BrokerError(ResponseCode.MESSAGE_ILLEGAL,
                               f"batch of {total} bytes does not fit a commitlog file of {file_size} bytes")
         return plans
+
+    def _check_writable(self) -> None:
+        """checkStoreStatus: the clean service marked the disk full (model/retention.py)."""
+        if self.store.disk_full:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
 
     def append_batch(self, plans: Sequence[Plan]) -> list[Entry]:
         results = self.store.put_batch([p.record for p in plans])
@@ -360,7 +384,7 @@ class BrokerLog:
 
     def look(self, commitlog_offset: int) -> Entry | None:
         """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
-        if commitlog_offset < 0:
+        if commitlog_offset < 0 or self.store.removed(commitlog_offset):
             return None
         try:
             record = self.store.read(commitlog_offset)
@@ -405,6 +429,8 @@ class BrokerLog:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, (), hi, lo, hi)
         file_end = (offset // self.cq_file_units + 1) * self.cq_file_units
+        if self.store.unit_gone(topic, queue_id, offset):
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, (), file_end, lo, hi)
         limit_units = max(16000, max_nums * CQ_UNIT_BYTES) // CQ_UNIT_BYTES
         end = min(hi, file_end, offset + limit_units)
         found: list[Entry] = []
@@ -412,11 +438,16 @@ class BrokerLog:
         scanned = 0
         position = offset
         full = False
+        missed = GetStatus.NO_MATCHED_MESSAGE  # the last unit's reason when nothing is found
         while position < end and not full:
             units = self.store.queue_units(topic, queue_id, position, min(_SCAN_CHUNK, end - position))
             if not units:
                 break
             for unit in units:
+                if self.store.removed(unit.commitlog_offset):  # a prefix: nothing found yet
+                    scanned += 1
+                    missed = GetStatus.MESSAGE_WAS_REMOVING
+                    continue
                 if found and (
                     max_nums <= len(found)
                     or total_bytes + unit.size > MAX_TRANSFER_BYTES_IN_MEMORY
@@ -426,14 +457,16 @@ class BrokerLog:
                     break
                 scanned += 1
                 if matches is not None and not matches(unit.tags_code):
+                    missed = GetStatus.NO_MATCHED_MESSAGE
                     continue
                 entry = self.entry(unit.commitlog_offset, unit.tags_code)
                 if props_match is not None and not props_match(entry.properties):  # isMatchedByCommitLog
+                    missed = GetStatus.NO_MATCHED_MESSAGE
                     continue
                 found.append(entry)
                 total_bytes += unit.size
             position += len(units)
-        status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
+        status = GetStatus.FOUND if found else missed
         return GetResult(status, tuple(found), offset + scanned, lo, hi)
 
     def all_entries(self) -> list[Entry]:

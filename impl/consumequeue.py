@@ -27,6 +27,7 @@ from pathlib import Path
 import attrs
 
 from rmqspec.impl.mappedfile import MappedFileQueue, StoreError
+from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
 
 UNIT_SIZE = 20
 DEFAULT_CQ_FILE_SIZE = 300_000 * UNIT_SIZE
@@ -63,6 +64,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.files = MappedFileQueue(directory, file_size)
         self.max_physic_offset = -1  # end of the last unit's record (RocketMQ maxPhysicOffset)
+        self.min_logic = 0  # the queue's min offset (minLogicOffset / 20): retention moves it
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -197,6 +199,24 @@ class ConsumeQueue:
         if new_end > begin:
             clo, size, _tags = self._unit_at(new_end - UNIT_SIZE)
             self.max_physic_offset = clo + size
+
+    # -- retention (model/retention.py) -------------------------------------------------------
+
+    def delete_expired(self, commitlog_min: int) -> None:
+        """deleteExpiredFile: the files whose last unit points below ``commitlog_min`` (never the
+        last), then correctMinOffset."""
+        lasts = [self._unit_at(f.end - UNIT_SIZE)[0] if f.wrote == f.size else None for f in self.files.files]
+        self.files.delete_first(consume_queue_files_to_delete(lasts, commitlog_min))
+        self.correct_min(commitlog_min, self.min_logic)
+
+    def correct_min(self, commitlog_min: int, current: int) -> None:
+        """correctMinOffset over the written units of the first file."""
+        files = self.files.files
+        if not files:
+            return
+        first = files[0]
+        offsets = [_UNIT.unpack_from(first.mm, pos)[0] for pos in range(0, first.wrote - UNIT_SIZE + 1, UNIT_SIZE)]
+        self.min_logic = corrected_min(offsets, first.start // UNIT_SIZE, commitlog_min, current)
 
     def _unit_at(self, byte_offset: int) -> tuple[int, int, int]:
         f = self.files.find(byte_offset)

@@ -350,6 +350,13 @@ class MappedFileQueue:
         if changed:
             fsync_dir(self.dir)
 
+    def delete_first(self, count: int) -> None:
+        """Delete the ``count`` oldest files (retention; MappedFileQueue.deleteExpiredFile)."""
+        for _ in range(min(count, len(self.files))):
+            self.files.pop(0).destroy()
+        if count:
+            fsync_dir(self.dir)
+
     def lose_unflushed(self, keep: int = 0) -> None:
         """Power loss: zero bytes past each file's flushed position, keeping ``keep`` torn bytes."""
         torn_left = keep

@@ -81,16 +81,22 @@ class ScheduleService:
     def _deliver_level(self, log: BrokerLog, now: int, level: int, on_fire: FireHook) -> None:
         queue_id = level - 1
         delay = self.delays[level - 1]
-        offset = self.offsets.get(level, 0)
         store = log.store
+        offset = max(self.offsets.get(level, 0), store.min_offset(SCHEDULE_TOPIC, queue_id))  # failScheduleOffset
         while offset < store.max_offset(SCHEDULE_TOPIC, queue_id):
-            (unit,) = store.queue_units(SCHEDULE_TOPIC, queue_id, offset, 1)
-            deliver_ts = unit.tags_code
+            units = store.queue_units(SCHEDULE_TOPIC, queue_id, offset, 1)
+            if not units:
+                return  # its consume-queue file was deleted: the task retries the same offset
+            deliver_ts = units[0].tags_code
             if needs_correction(deliver_ts, now, delay):
                 deliver_ts = now
             if not is_due(deliver_ts, now):
                 return
-            entry = log.entry(unit.commitlog_offset, unit.tags_code)
+            if store.removed(units[0].commitlog_offset):  # lookMessageByOffset is null: skipped
+                offset += 1
+                self.offsets[level] = offset
+                continue
+            entry = log.entry(units[0].commitlog_offset, units[0].tags_code)
             spec = time_up_spec(entry)
             if spec.topic == HALF_TOPIC:
                 on_fire(entry, None, level, deliver_ts)

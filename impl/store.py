@@ -80,7 +80,7 @@ from rmqspec.impl.codec import (
 from rmqspec.impl.codec import tags_code as compute_tags_code
 from rmqspec.impl.commitlog import CommitLog
 from rmqspec.impl.configfiles import CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE
-from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, ConsumeQueue, CQUnit
+from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, UNIT_SIZE, ConsumeQueue, CQUnit
 from rmqspec.impl.mappedfile import StoreError, fsync_dir
 from rmqspec.impl.recovery import RecoveryReport, recover
 from rmqspec.model.limits import MAX_TOPIC_CHARS
@@ -147,6 +147,8 @@ class MessageStore:
         self._closed = False
         self._durable_cp = Checkpoint()
         self._last_dispatched_ts = 0
+        self.disk_full = False  # the clean service's flag (model/retention.py): puts refused
+        self._cleaned_at = 0  # the commitlog min the consume queues were last cleaned at
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
         log = effects.active()
@@ -219,6 +221,8 @@ class MessageStore:
             for cq in self._queues.values():
                 cq.files.sync_all()
         self._next = {key: cq.max_offset for key, cq in self._queues.items()}
+        for cq in self._queues.values():  # recoverTopicQueueTable: from min offset 0
+            cq.correct_min(self.commitlog.min_offset, 0)
         last = self.recovery.last_store_ts
         self.commitlog.last_store_ts = last
         self._last_dispatched_ts = last
@@ -371,7 +375,40 @@ class MessageStore:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get((topic, queue_id))
-        return 0 if cq is None else cq.min_offset
+        return 0 if cq is None else cq.min_logic
+
+    # -- retention (model/retention.py's RetainingStore) ------------------------------------
+
+    def queue_mins(self) -> dict[tuple[str, int], int]:
+        return {key: cq.min_logic for key, cq in self._queues.items()}
+
+    def removed(self, commitlog_offset: int) -> bool:
+        """Whether the record at ``commitlog_offset`` went with a deleted commitlog file."""
+        return commitlog_offset < self.commitlog.min_offset
+
+    def unit_gone(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the consume-queue file holding ``offset`` was deleted."""
+        cq = self._queues.get((topic, queue_id))
+        return cq is not None and offset * UNIT_SIZE < cq.files.min_offset
+
+    def file_rolls(self) -> list[int | None]:
+        """Each commitlog file's age reference: the store time of the next file's first record."""
+        files = self.commitlog.files.files
+        return [self.commitlog.first_store_ts(files[i + 1]) if i + 1 < len(files) else None
+                for i in range(len(files))]
+
+    def delete_files(self, count: int) -> None:
+        self._check_open()
+        self.commitlog.files.delete_first(count)
+
+    def clean_queues(self) -> None:
+        """CleanConsumeQueueService: only when the commitlog's min offset grew."""
+        low = self.commitlog.min_offset
+        if low <= self._cleaned_at:
+            return
+        self._cleaned_at = low
+        for cq in self._queues.values():
+            cq.delete_expired(low)
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """One past the last queue offset (0 for a queue never written)."""

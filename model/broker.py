@@ -118,6 +118,7 @@ from rmqspec.model.results import (
     SendResult,
     SendStatus,
 )
+from rmqspec.model.retention import Cleaner
 from rmqspec.model.schedule import ScheduleService
 from rmqspec.model.sendpath import batch_items, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
@@ -157,7 +158,8 @@ class Choice:
 class ModelBroker(Transactions, BackgroundServices, Restarts):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
-    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN})
+    capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
+                              Capability.DISK_USAGE})
 
     def __init__(
         self,
@@ -191,6 +193,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         self.locks = LockTable()
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
+        self.cleaner = Cleaner(self.config.retention, now)  # retention (model/retention.py)
         # Wall-clock conformance runs check rounds when the remote broker is seen to run them
         # (its round phase is unknown): ``tick`` then leaves them to ``check_round``; likewise the
         # op batches of 5.1.0+ (``flush_ops``, when the remote broker is seen to write them).
@@ -493,9 +496,10 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             )
         status = client_pull_status(res.status, offset)
         if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
-            self._put(PutRequest(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
-                group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
-                offset_moved_properties(group), born_ts=now), now)
+            with contextlib.suppress(PutError):  # generateOffsetMovedEvent ignores a refused put (disk full)
+                self._put(PutRequest(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
+                    group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
+                    offset_moved_properties(group), born_ts=now), now)
         return PullResult(
             status,
             messages,

@@ -57,7 +57,7 @@ class Restarts:
             now,
             actor="broker",
             status="REOPEN",
-            detail={"survivors": len(self.store.records), "lost": 0},
+            detail={"survivors": len(self.store.records) - self.store.removed_count(), "lost": 0},
         )
 
     def crash(self, kind: str) -> None:
@@ -75,7 +75,8 @@ class Restarts:
             now,
             actor="broker",
             status=kind,
-            detail={"records": len(self.store.records), "flushed": self.durability.flushed,
+            detail={"records": len(self.store.records) - self.store.removed_count(),
+                    "flushed": max(0, self.durability.flushed - self.store.removed_count()),
                     "at_risk": sorted({r.uniq_key for r in tail if r.uniq_key})},
         )
 
@@ -83,7 +84,9 @@ class Restarts:
         """The allowed numbers of surviving commitlog records after the current crash."""
         if self.state is not BrokerState.CRASHED:
             raise RuntimeError("recovery_choices() is defined only after crash()")
-        return self.durability.allowed_survivors(len(self.store.records))
+        allowed = self.durability.allowed_survivors(len(self.store.records))
+        low = max(allowed.start, self.store.removed_count())  # deleted files are gone, not lost
+        return range(low, max(allowed.stop, low + 1))
 
     def recover(self, survivors: int | None = None) -> None:
         """Restart after a crash keeping ``survivors`` records (default: all that may survive)."""
@@ -105,7 +108,7 @@ class Restarts:
             now,
             actor="broker",
             status=kind,
-            detail={"survivors": survivors, "lost": len(lost)},
+            detail={"survivors": max(0, survivors - self.store.removed_count()), "lost": len(lost)},
         )
 
     def _restart(self, now: int) -> None:
@@ -117,4 +120,7 @@ class Restarts:
         if self.config.timer_running:
             self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
+        self.cleaner.restart(now)
+        self.store.disk_full = False
+        self.store.correct_min_offsets()  # recoverTopicQueueTable
         self.state = BrokerState.RUNNING

@@ -26,6 +26,7 @@ from rmqspec.model.queues import (
 from rmqspec.model.results import (
     CheckRequest,
 )
+from rmqspec.model.retention import check_disk_ratio
 from rmqspec.model.timer import TIMER_TOPIC, fire_properties
 from rmqspec.model.transactions import (
     CID_RMQ_SYS_TRANS,
@@ -45,6 +46,7 @@ class BackgroundServices:
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self._now()
+        self.cleaner.run(now, self.store, self._emit)  # retention first (model/retention.py)
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
         )
@@ -65,6 +67,15 @@ class BackgroundServices:
             self.offsets_last_persist = now
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
+
+    def set_disk_usage(self, ratio: float) -> None:
+        """``Capability.DISK_USAGE``: the usage the clean service sees from its next pass."""
+        self.cleaner.disk_ratio = check_disk_ratio(ratio)
+
+    def commitlog_min_offset(self) -> int:
+        """GET_BROKER_RUNTIME_INFO's ``commitLogMinOffset``: the first byte retention kept."""
+        self._require_running()
+        return self.store.commitlog_min
 
     def check_round(self, reput_visible: bool | int = True) -> list[CheckRequest]:
         """Run one transaction-check round at ``clock.now()`` (the check service's body);

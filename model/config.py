@@ -11,6 +11,7 @@ import re
 
 import attrs
 
+from rmqspec.model.retention import Policy, parse_delete_when
 from rmqspec.model.timer import TimerSettings, normalize_precision
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS, Version
 
@@ -59,6 +60,10 @@ def _check_delay_levels(_inst: object, _attr: object, value: str) -> None:
     parse_delay_levels(value)
 
 
+def _check_delete_when(_inst: object, _attr: attrs.Attribute, value: str) -> None:
+    parse_delete_when(value)
+
+
 def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
     if value <= 0:
         raise ValueError(f"{attr.name} must be positive, got {value}")
@@ -78,6 +83,11 @@ class BrokerConfig:
     transaction_op_batch_interval_ms: int = attrs.field(default=3000, validator=_positive)
     broker_lock_max_live_ms: int = attrs.field(default=60_000, validator=_positive)
     file_reserved_hours: int = attrs.field(default=72, validator=_positive)
+    # retention (model/retention.py): deleteWhen (hours, ';'-separated), diskMaxUsedSpaceRatio (%),
+    # cleanFileForciblyEnable
+    delete_when: str = attrs.field(default="04", validator=_check_delete_when)
+    disk_max_used_space_ratio: int = attrs.field(default=75, validator=_positive)
+    clean_file_forcibly_enable: bool = True
     flush: str = attrs.field(
         default="SYNC", validator=attrs.validators.in_(("SYNC", "ASYNC"))
     )
@@ -112,6 +122,12 @@ class BrokerConfig:
     timer_precision_ms: int = attrs.field(default=1000, converter=normalize_precision)
     timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
     timer_flush_interval_ms: int = attrs.field(default=1000, validator=_positive)
+
+    @property
+    def retention(self) -> Policy:
+        """The clean service's policy (model/retention.py)."""
+        return Policy.of(self.file_reserved_hours, self.delete_when, self.disk_max_used_space_ratio,
+                         self.clean_file_forcibly_enable)
 
     @property
     def behaviour(self) -> Version:

@@ -39,6 +39,9 @@ EVENTS: tuple[str, ...] = (
     "recover",
     "drain",
     "timer_fire",  # 5.x: the timer wheel delivered a timer message (model/timer.py)
+    # retention deleted files (model/retention.py): topic null → commitlog_offset is the commitlog's new
+    # min; else queue_offset is the queue's new min; detail.cause "reserved" or "forcibly"
+    "expire",
 )
 EVENT_NAMES: frozenset[str] = frozenset(EVENTS)
 

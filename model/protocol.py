@@ -9,7 +9,7 @@ returns a result object (``send``, ``send_half``, ``pull``), and is returned as
 a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
 ``send_back``). Invalid messages raise ``InvalidMessage``. Optional operations are declared by
 protocols of their own: ``CrashableBroker`` (with the ``crash`` capability), ``OnewayBroker``,
-``BatchBroker``.
+``BatchBroker``, ``DiskBroker`` (with the ``disk_usage`` capability).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class Capability(enum.Enum):
     # its workdir holds a RocketMQ 4.9 store (commitlog/, consumequeue/, config/, checkpoint): the
     # conformance machine reads it back after shutdowns and restarts (properties/store_probe.py)
     ROCKETMQ_STORE = "rocketmq_store"
+    # set_disk_usage(ratio): the disk usage the clean service sees (model/retention.py), injected
+    DISK_USAGE = "disk_usage"
 
 
 @runtime_checkable
@@ -124,3 +126,16 @@ class CrashableBroker(Broker, Protocol):
     def crash(self, kind: str) -> None: ...
 
     def recover(self) -> None: ...
+
+
+@runtime_checkable
+class DiskBroker(Broker, Protocol):
+    """A broker with the ``disk_usage`` capability: the partition's usage its clean service sees
+    (a fraction in [0, 1]; over diskMaxUsedSpaceRatio it deletes expired files outside deleteWhen,
+    over 0.85 at once, over 0.90 it refuses puts) is set, not measured."""
+
+    def set_disk_usage(self, ratio: float) -> None: ...
+
+    def commitlog_min_offset(self) -> int:
+        """The commitlog's first byte kept (GET_BROKER_RUNTIME_INFO's ``commitLogMinOffset``)."""
+        ...

@@ -34,12 +34,14 @@ Facts followed (RocketMQ 4.9.8, S = store/src/main/java/org/apache/rocketmq/stor
 
 Simplifications: one store host; born hosts are IPv4 unless a copy inherits a
 v6 flag; the consume-queue "ext" and the in-disk transfer limits do not exist
-(everything is "in memory"); the minimum queue offset is always 0 (files never
-expire).
+(everything is "in memory"). Retention (``model/retention.py``) deletes files
+logically: records below ``commitlog_min`` stay in the list but are gone to
+every reader; each queue keeps its min offset and its first consume-queue file.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
@@ -68,6 +70,7 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.results import PullStatus, ResponseCode
+from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
 from rmqspec.model.timer import (
     PROPERTY_TIMER_OUT_MS,
     TIMER_TOPIC,
@@ -206,6 +209,11 @@ class PutRequest:
     delay_level: int = 0
 
 
+# SendMessageProcessor's remark for SERVICE_NOT_AVAILABLE starts so (it goes on with the disk's usage)
+DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: "
+                    "the broker's disk is full")
+
+
 class PutError(Exception):
     """The store refused a record; nothing was written."""
 
@@ -224,6 +232,8 @@ class GetStatus(enum.Enum):
     OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
     OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
     OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"  # the scanned units' records were deleted (retention)
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"  # the offset's consume-queue file was deleted
 
 
 @attrs.frozen
@@ -241,12 +251,13 @@ def client_pull_status(status: GetStatus, request_offset: int) -> PullStatus:
     SUCCESS → FOUND; PULL_NOT_FOUND → NO_NEW_MSG; PULL_RETRY_IMMEDIATELY →
     NO_MATCHED_MSG; PULL_OFFSET_MOVED → OFFSET_ILLEGAL. An empty queue answers
     PULL_NOT_FOUND only for request offset 0, else PULL_OFFSET_MOVED.
+    MESSAGE_WAS_REMOVING is PULL_RETRY_IMMEDIATELY, OFFSET_FOUND_NULL PULL_NOT_FOUND.
     """
     if status is GetStatus.FOUND:
         return PullStatus.FOUND
-    if status is GetStatus.NO_MATCHED_MESSAGE:
+    if status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
         return PullStatus.NO_MATCHED_MSG
-    if status is GetStatus.OFFSET_OVERFLOW_ONE:
+    if status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
         return PullStatus.NO_NEW_MSG
     if status is GetStatus.NO_MESSAGE_IN_QUEUE:
         return PullStatus.NO_NEW_MSG if request_offset == 0 else PullStatus.OFFSET_ILLEGAL
@@ -299,6 +310,13 @@ class Store:
         self.write_pos = 0
         self.queues: dict[tuple[str, int], list[int]] = {}
         self.topics: dict[str, int] = {}  # topic → queue nums (topics.json is always durable)
+        # retention (model/retention.py): the first commitlog byte kept; per queue its min offset and
+        # the index of its first consume-queue file; the commitlog min the queues were last cleaned at
+        self.commitlog_min = 0
+        self.queue_min: dict[tuple[str, int], int] = {}
+        self.cq_first: dict[tuple[str, int], int] = {}
+        self.cleaned_at = 0
+        self.disk_full = False  # the clean service found the disk over 0.90: every put is refused
         self._store_v6 = _is_v6(config.store_host)
 
     # -- topics ---------------------------------------------------------
@@ -314,6 +332,7 @@ class Store:
 
     def prepare(self, req: PutRequest, now: int) -> Record:
         """The record ``req`` would become if appended now (raises ``PutError``)."""
+        self._check_writable()
         props = dict(req.properties)
         topic, queue_id = req.topic, req.queue_id
         trailing = self.config.behaviour.properties_trailing_separator
@@ -368,6 +387,7 @@ class Store:
         properties pairs stored as given (a name may repeat), no delay or timer routing, consecutive queue
         offsets, the whole batch in one file — the next one when it does not fit before the end marker.
         Raises ``PutError`` (a batch larger than a file is refused)."""
+        self._check_writable()
         trailing = self.config.behaviour.properties_trailing_separator
         file_size = self.config.commitlog_file_size
         sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
@@ -429,26 +449,99 @@ class Store:
         lost = self.records[survivors:]
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
-        self.write_pos = self.records[-1].end if self.records else 0
+        self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min)
         self.queues = {}
         for i, r in enumerate(self.records):
             if transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
                 self.queues.setdefault((r.topic, r.queue_id), []).append(i)
         return lost
 
+    # -- retention (model/retention.py) ----------------------------------
+
+    def _check_writable(self) -> None:
+        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put."""
+        if self.disk_full:
+            raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
+
+    @property
+    def commitlog_min_offset(self) -> int:
+        return self.commitlog_min
+
+    def queue_mins(self) -> Mapping[tuple[str, int], int]:
+        return self.queue_min
+
+    def unit_gone(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the consume-queue file holding ``offset`` was deleted."""
+        per_file = self.config.consume_queue_file_size // CQ_UNIT_BYTES
+        return offset < self.cq_first.get((topic, queue_id), 0) * per_file
+
+    def removed_count(self) -> int:
+        """How many records went with deleted commitlog files (the oldest ones); the trace's record
+        counts are of the records kept."""
+        return bisect.bisect_left(self.records, self.commitlog_min, key=lambda r: r.commitlog_offset)
+
+    def removed(self, commitlog_offset: int) -> bool:
+        """Whether the record at ``commitlog_offset`` went with a deleted commitlog file."""
+        return commitlog_offset < self.commitlog_min
+
+    def file_rolls(self) -> list[int | None]:
+        """Each commitlog file's age reference, oldest first: the store time of the next file's first
+        record (the put that wrote its blank end); None for the last file."""
+        if not self.records:
+            return []
+        size = self.config.commitlog_file_size
+        first, last = self.commitlog_min // size, self.records[-1].commitlog_offset // size
+        firsts: dict[int, int] = {}
+        start = bisect.bisect_left(self.records, self.commitlog_min, key=lambda r: r.commitlog_offset)
+        for r in self.records[start:]:
+            firsts.setdefault(r.commitlog_offset // size, r.store_ts)
+        return [firsts.get(k + 1) if k < last else None for k in range(first, last + 1)]
+
+    def delete_files(self, count: int) -> None:
+        """Delete the ``count`` oldest commitlog files."""
+        size = self.config.commitlog_file_size
+        self.commitlog_min = (self.commitlog_min // size + count) * size
+
+    def clean_queues(self) -> None:
+        """CleanConsumeQueueService's pass: only when the commitlog's min offset grew."""
+        if self.commitlog_min <= self.cleaned_at:
+            return
+        self.cleaned_at = self.commitlog_min
+        units_per_file = self.config.consume_queue_file_size // CQ_UNIT_BYTES
+        for key, units in self.queues.items():
+            first = self.cq_first.get(key, 0)
+            files = range(first, (len(units) - 1) // units_per_file + 1)
+            lasts = [self.records[units[(j + 1) * units_per_file - 1]].commitlog_offset
+                     if (j + 1) * units_per_file <= len(units) else None for j in files]
+            self.cq_first[key] = first + consume_queue_files_to_delete(lasts, self.commitlog_min)
+            self._correct_min(key, self.queue_min.get(key, 0))
+
+    def correct_min_offsets(self) -> None:
+        """A restart's recoverTopicQueueTable: every queue corrected from min offset 0."""
+        self.cleaned_at = 0
+        for key in self.queues:
+            self._correct_min(key, 0)
+
+    def _correct_min(self, key: tuple[str, int], current: int) -> None:
+        units = self.queues[key]
+        per_file = self.config.consume_queue_file_size // CQ_UNIT_BYTES
+        start = self.cq_first.get(key, 0) * per_file
+        first_file = [self.records[i].commitlog_offset for i in units[start:start + per_file]]
+        self.queue_min[key] = corrected_min(first_file, start, self.commitlog_min, current)
+
     # -- reading --------------------------------------------------------
 
     def look(self, commitlog_offset: int) -> Record | None:
         """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
         i = self.index.get(commitlog_offset)
-        return None if i is None else self.records[i]
+        return None if i is None or self.removed(commitlog_offset) else self.records[i]
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """The consume queue's max offset (exclusive: the next offset to assign)."""
         return len(self.queues.get((topic, queue_id), ()))
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        return 0
+        return self.queue_min.get((topic, queue_id), 0)
 
     def timer_slot(self, offset: int) -> int | None:
         """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py); None when it is
@@ -491,13 +584,20 @@ class Store:
         units = self.queues[(topic, queue_id)]
         file_units = self.config.consume_queue_file_size // CQ_UNIT_BYTES  # mappedFileSizeConsumeQueue / 20
         file_end = (offset // file_units + 1) * file_units
+        if self.unit_gone(topic, queue_id, offset):
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, (), file_end, lo, hi)
         limit_units = max(16000, max_nums * CQ_UNIT_BYTES) // CQ_UNIT_BYTES
         end = min(hi, file_end, offset + limit_units)
         found: list[Record] = []
         total_bytes = 0
         scanned = 0
+        missed = GetStatus.NO_MATCHED_MESSAGE  # the last unit's reason when nothing is found
         for q in range(offset, end):
             record = self.records[units[q]]
+            if self.removed(record.commitlog_offset):  # removed units are a prefix: nothing found yet
+                scanned += 1
+                missed = GetStatus.MESSAGE_WAS_REMOVING
+                continue
             if found and (
                 max_nums <= len(found)
                 or total_bytes + record.size > MAX_TRANSFER_BYTES_IN_MEMORY
@@ -505,13 +605,14 @@ class Store:
             ):
                 break
             scanned += 1
-            if matches is not None and not matches(record.tags_code):
-                continue
-            if props_match is not None and not props_match(record.properties):  # isMatchedByCommitLog
+            if (matches is not None and not matches(record.tags_code)) or (
+                props_match is not None and not props_match(record.properties)  # isMatchedByCommitLog
+            ):
+                missed = GetStatus.NO_MATCHED_MESSAGE
                 continue
             found.append(record)
             total_bytes += record.size
-        status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
+        status = GetStatus.FOUND if found else missed
         return GetResult(status, tuple(found), offset + scanned, lo, hi)
 
 

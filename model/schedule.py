@@ -76,8 +76,11 @@ class ScheduleService:
     def _deliver_level(self, store: Store, now: int, level: int, on_fire: FireHook) -> None:
         queue_id = level - 1
         delay = self.delays[level - 1]
-        offset = self.progress.get(level, 0)
+        # below the queue's min offset the task starts at the min (failScheduleOffset = cqMinOffset)
+        offset = max(self.progress.get(level, 0), store.min_offset(SCHEDULE_TOPIC, queue_id))
         while offset < store.max_offset(SCHEDULE_TOPIC, queue_id):
+            if store.unit_gone(SCHEDULE_TOPIC, queue_id, offset):
+                return  # getIndexBuffer is null: the task retries the same offset (retention)
             entry = store.entry(SCHEDULE_TOPIC, queue_id, offset)
             deliver_ts = entry.tags_code
             if needs_correction(deliver_ts, now, delay):
@@ -85,7 +88,9 @@ class ScheduleService:
             if not is_due(deliver_ts, now):
                 return
             request = time_up_request(entry)
-            if request.topic == HALF_TOPIC:
+            if store.removed(entry.commitlog_offset):
+                pass  # lookMessageByOffset is null: skipped (retention took it)
+            elif request.topic == HALF_TOPIC:
                 on_fire(entry, None, level, deliver_ts)
             else:
                 try:

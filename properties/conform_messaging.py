@@ -218,6 +218,7 @@ class MessagingRules:
         res: PullResult = out.value
         self._sometimes(f"{label}:{res.status.value}")
         self.judge_pull(offset, res)
+        self._note_queue(mq, offset, res, sub)
         self.pull_seq += 1
         pull_seq = self.pull_seq
         more = extra or (lambda m: {"origin": m.origin_message_id})

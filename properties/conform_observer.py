@@ -117,6 +117,10 @@ class ObserverRules:
             if after_crash and res.max_offset < start:
                 self.frontier[mq] = res.max_offset  # power loss truncated the tail
                 continue
+            self._note_queue(mq, start, res, "*")  # retention (conform_retention.py)
+            if res.status in (PullStatus.OFFSET_ILLEGAL, PullStatus.NO_MATCHED_MSG) and res.next_begin_offset > start:
+                self.frontier[mq] = res.next_begin_offset  # past copies retention took
+                continue
             if res.status is not PullStatus.FOUND:
                 break
             for m in res.messages:

@@ -127,6 +127,8 @@ class OrderlyRules:
             if res is not None and res.status is PullStatus.FOUND:
                 pq.put_messages(res.messages)
                 pq.next_offset = res.next_begin_offset  # type: ignore[attr-defined]
+            elif res is not None and res.next_begin_offset > pq.next_offset:  # type: ignore[attr-defined]
+                pq.next_offset = res.next_begin_offset  # type: ignore[attr-defined]  # past what retention took
         batch = pq.take_messages(n, self._now())
         if not batch:
             return False

@@ -47,6 +47,7 @@ class TimeRules:
         self._note_tick()
         if out.error is None:
             self.ticked(self._now())
+            self._note_commitlog()  # retention (conform_retention.py)
             if self._timer("offsets_persist") != persist_at:  # the broker persisted its offsets
                 self.offsets_persisted()
             self.judge_check_round(self._timer("round") != round_at, out.value or [])

@@ -91,6 +91,7 @@ from rmqspec.properties.conform_broadcast import BroadcastRules
 from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
 from rmqspec.properties.conform_orderly import OrderlyRules
+from rmqspec.properties.conform_retention import RetentionRules
 from rmqspec.properties.conform_store import StoreProbeRules
 from rmqspec.properties.conform_time import TimeRules
 from rmqspec.properties.conform_timer import TimerRules
@@ -103,7 +104,8 @@ from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
 class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, BroadcastRules, MessagingRules, OrderlyRules,
-                      TxnRules, TimeRules, WallRules, ObserverRules, StoreProbeRules, OracleRules, MachineCore):
+                      TxnRules, TimeRules, RetentionRules, WallRules, ObserverRules, StoreProbeRules, OracleRules,
+                      MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
 
 

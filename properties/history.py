@@ -102,6 +102,11 @@ class History:
     subscriptions: dict[str, set[str]] = attrs.field(factory=dict)
     # groups that consume orderly (their locks and windows are judged)
     orderly_groups: set[str] = attrs.field(factory=set)
+    # (from, to) instants the conformance machine held the store's disk full (conform_retention.py): the
+    # broker's own writes then fail unseen (a discard's copy is lost, the half with it); ``forcible``:
+    # those it held it over 0.85 (a pass then deletes every commitlog file but the last at once)
+    disk_full: list[tuple[int, int]] = attrs.field(factory=list)
+    forcible: list[tuple[int, int]] = attrs.field(factory=list)
 
     @classmethod
     def for_config(cls, config: BrokerConfig, recorder: Recorder | None = None) -> History:

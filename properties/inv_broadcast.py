@@ -43,7 +43,7 @@ from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.codes import Code
 from rmqspec.properties.history import SCHEDULE_TOPIC, History
 from rmqspec.properties.inv_base import Invariant, Violation, _at_risk, _detail, _until_last_drain, _v
-from rmqspec.properties.inv_saved import skipped_by_saved_delay_progress, skipped_by_saved_offsets
+from rmqspec.properties.inv_saved import expired_keys, skipped_by_saved_delay_progress, skipped_by_saved_offsets
 from rmqspec.properties.inv_timer import delayed_send, is_timer_request
 
 __all__ = ["BROADCASTING", "BROADCAST_INVARIANTS", "broadcasting", "broadcasting_groups", "check_lost_per_client",
@@ -123,7 +123,8 @@ def check_lost_per_client(h: History) -> list[Violation]:
         clients.setdefault((topic, queue), []).append((group, client))
     if not clients:
         return []
-    risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | waiting
+    risky = _at_risk(events) | skipped_by_saved_delay_progress(events) | waiting \
+        | expired_keys(events, h.params.file_reserved_ms, h.forcible)
     skipped = skipped_by_saved_offsets(events)
     out: list[Violation] = []
     reported: set[tuple[str, str, str]] = set()

@@ -6,7 +6,9 @@ RocketMQ 4.9.8 persists consumer offsets (consumerOffset.json, a broadcasting cl
 the delay progress (delayOffset.json) apart from the commitlog. After an ASYNC broker's power loss the
 truncated queues reuse positions those files already passed, so a consumer (``skipped_by_saved_offsets``)
 or the schedule service (``skipped_by_saved_delay_progress``) may skip a copy stored there with no broker
-at fault (docs/fidelity.md T2, T4). Positions are reused only after a truncation: nothing else is exempt.
+at fault (docs/fidelity.md T2, T4). Positions are reused only after a truncation. Retention deletes
+files whether or not their messages were consumed (``expired_keys``: a copy below an ``expire`` row's
+commitlog min offset).
 ``NoLossProperty`` (group-wide, ``invariants.py``) and ``NoLossPerClientProperty`` (a broadcasting
 client's, ``inv_broadcast.py``) both except these keys, as the reference checker's LOST rules do
 (``traces/checks_delivery.py``); ``invariants`` re-exports both names.
@@ -15,13 +17,47 @@ client's, ``inv_broadcast.py``) both except these keys, as the reference checker
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rmqspec.model.events import TraceEvent
 from rmqspec.properties.history import SCHEDULE_TOPIC
 from rmqspec.properties.inv_timer import delayed_send, is_timer_request
 
-__all__ = ["skipped_by_saved_delay_progress", "skipped_by_saved_offsets"]
+__all__ = ["expired_keys", "skipped_by_saved_delay_progress", "skipped_by_saved_offsets"]
+
+
+def expired_keys(events: Iterable[TraceEvent], reserved_ms: int | None = None,
+                 forcible: Sequence[tuple[int, int]] = ()) -> set[str]:
+    """Keys with a copy that retention deleted: stored below the commitlog min offset of a later
+    ``expire`` row of the commitlog (``model/retention.py``), or at a queue position below a later
+    ``expire`` row's of its queue (the conformance machine's observer writes those). RocketMQ deletes
+    expired files whether or not a group consumed them; whatever a group owed of such a key is not
+    judged. A copy's queue position is a ``store`` row's, or a plain send's (a delayed or timer send's
+    offset is its schedule copy's); its commitlog offset a ``store``, ``send`` or ``txn_half`` row's.
+
+    With ``reserved_ms`` (fileReservedTime; the machine's invariants) only a lawful deletion excepts:
+    the copy stored at least that long before the commitlog row (its file rolled after it), or the row
+    inside a window of ``forcible`` (the disk over 0.85: every file but the last goes at once). A trace
+    with commitlog rows is judged by them alone (its queue rows only follow from them)."""
+    rows = list(events)
+    by_commitlog = any(ev.event == "expire" and ev.topic is None for ev in rows)
+    stored: list[tuple[int, int, str]] = []
+    placed: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+    out: set[str] = set()
+    for ev in rows:
+        if ev.event in ("store", "send") and ev.msg_key and ev.topic is not None and ev.queue_offset is not None \
+                and not (ev.event == "send" and (delayed_send(ev) or is_timer_request(ev))):
+            placed[(ev.topic, ev.queue_id or 0)].append((ev.queue_offset, ev.msg_key))
+        if ev.event in ("store", "send", "txn_half") and ev.msg_key and ev.commitlog_offset is not None:
+            stamp = (ev.detail or {}).get("store_ts", ev.ts) if ev.event == "store" else ev.ts
+            stored.append((ev.commitlog_offset, stamp if isinstance(stamp, int) else ev.ts, ev.msg_key))
+        elif ev.event == "expire" and ev.topic is None and ev.commitlog_offset is not None:
+            at_once = any(start <= ev.ts <= end for start, end in forcible)
+            out.update(key for offset, stamp, key in stored if offset < ev.commitlog_offset and (
+                reserved_ms is None or at_once or stamp <= ev.ts - reserved_ms))
+        elif ev.event == "expire" and ev.topic is not None and ev.queue_offset is not None and not by_commitlog:
+            out.update(key for offset, key in placed[(ev.topic, ev.queue_id or 0)] if offset < ev.queue_offset)
+    return out
 
 
 def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | None, str]]:

@@ -22,6 +22,7 @@ from rmqspec.model.events import TraceEvent
 from rmqspec.properties.codes import Code
 from rmqspec.properties.history import History, is_visible_topic
 from rmqspec.properties.inv_base import Violation, _at_risk, _detail, _until_last_drain, _v
+from rmqspec.properties.inv_saved import expired_keys
 
 __all__ = [
     "check_txn_check_after_resolved",
@@ -159,11 +160,18 @@ def skipped_by_saved_progress(events: Iterable[TraceEvent]) -> set[str]:
 
 def check_txn_unresolved(h: History) -> list[Violation]:
     """After a drain every half is committed, rolled back or discarded (except a half the
-    check service may legitimately never see: ``skipped_by_saved_progress``)."""
+    check service may legitimately never see: ``skipped_by_saved_progress``; one retention took,
+    ``expired_keys``; one pending while the machine held the disk full: a discard whose copy the full
+    disk refused leaves no trace, TransactionalMessageCheckService only logs it)."""
     if not h.drained():
         return []
     events = _until_last_drain(h)
-    risky = _at_risk(events) | skipped_by_saved_progress(events)
+    risky = _at_risk(events) | skipped_by_saved_progress(events) \
+        | expired_keys(events, h.params.file_reserved_ms, h.forcible)
+    if h.disk_full:
+        ended = {ev.msg_key: ev.ts for ev in events if ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK")}
+        risky |= {ev.msg_key for ev in events if ev.event == "txn_half" and ev.msg_key and any(
+            ev.ts <= to and ended.get(ev.msg_key, to + 1) > start for start, to in h.disk_full)}
     done = {ev.msg_key for ev in events
             if (ev.event == "txn_end" and ev.status in ("COMMIT", "ROLLBACK"))
             or ev.event == "txn_discard"}

@@ -193,8 +193,11 @@ class OracleRules:
         """A send-back refused where consumerSendMsgBack has no reason to: the group exists (the
         machine created it), the copy is there (no crash since the observer saw it), and the new
         copy is far from every size limit (its properties grow by RETRY_TOPIC, ORIGIN_MESSAGE_ID and
-        DELAY). Manual clock only (a real broker may also be busy)."""
+        DELAY). Manual clock only (a real broker may also be busy). Not judged once retention took files
+        (the copy may be gone)."""
         if code == ResponseCode.SUCCESS or type(self).wall is not None or self.crashes or group not in self.groups:
+            return
+        if getattr(self, "queue_low", None):
             return
         if not self._far_from_limits(m):
             return
@@ -228,11 +231,18 @@ class OracleRules:
             return
         for (group, mq), held in sorted(on_disk.items(), key=lambda kv: (kv[0][0], kv[0][1].topic, kv[0][1].queue_id)):
             out = self.query_offset(group, mq, " [after kill]")
-            if out.error is None and isinstance(out.value, int) and out.value < held:
+            if out.error is None and isinstance(out.value, int) and out.value < held \
+                    and not (held == 0 and out.value == -1 and self._expired_queue(mq)):
                 self._oracle_fail(f"after a kill the broker answers offset {out.value} for {group} on "
                                   f"{mq.topic}/{mq.queue_id}, below the {held} it held at its last persist (every "
                                   f"{self.config.flush_consumer_offset_interval_ms} ms, and at a clean shutdown)")
         self.offsets_on_disk = dict(self.offsets_answered)
+
+    def _expired_queue(self, mq: MessageQueue) -> bool:
+        """Retention moved the queue's min offset: a group without an offset there is answered
+        QUERY_NOT_FOUND (-1), no longer 0 (ConsumerManageProcessor: 0 only while the min is 0)."""
+        return any(e.event == "expire" and (e.topic is None or (e.topic, e.queue_id) == (mq.topic, mq.queue_id))
+                   for e in self.history.events)
 
     # -- copies of a send-back ---------------------------------------------------------------
 

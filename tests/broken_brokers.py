@@ -625,6 +625,16 @@ class TimerIgnoresDelayLevel(_TimerBroken):
         return _TimerBeatsLevel
 
 
+class RetentionIgnoresReserve(ModelBroker):
+    """CleanCommitLogService deletes every commitlog file but the last whenever it deletes at all
+    (deleteWhen's hour, or the disk over diskMaxUsedSpaceRatio), young or not: fileReservedTime is never
+    consulted (issue 42, retention)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.cleaner.policy = attrs.evolve(self.cleaner.policy, reserved_ms=0)
+
+
 def _factory(cls: type[Wrapped]) -> Callable[..., Any]:
     def make(clock: Any, config: Any, workdir: Any = None) -> Wrapped:
         return cls(clock, config, workdir)
@@ -656,6 +666,7 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "sql_filter_ignored": _factory(SqlFilterIgnored),
     "sql_null_is_true": _factory(SqlNullIsTrue),
     "pulls_exclusive_per_group": _factory(PullsExclusivePerGroup),
+    "retention_ignores_reserve": _factory(RetentionIgnoresReserve),  # type: ignore[arg-type]
 }
 # 5.x timer messages: caught under --profile rocketmq-5.2 (tests/test_broken_brokers.py: TIMER_PROFILE)
 TIMER_BROKEN: dict[str, Callable[..., Any]] = {

@@ -38,6 +38,8 @@ LOCKSTEP = {name: (150, 50) for name in (
     "timer_fires_early", "timer_lost_after_crash", "timer_rounds_up", "timer_ignores_delay_level",
     # issue 42: a group's clients served as sharers of its queues — only a broadcasting group shows it
     "pulls_exclusive_per_group",
+    # issue 42: retention that never consults fileReservedTime — only a pass with young files shows it
+    "retention_ignores_reserve",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -68,6 +70,8 @@ INVARIANTS_ONLY = {
     "timer_ignores_delay_level": (150, 50, "MESSAGE_LIFECYCLE"),
     # LOST is two invariants' code: the per-client one names the broadcasting client that passed a message
     "pulls_exclusive_per_group": (150, 50, "NoLossPerClientProperty"),
+    # a young file deleted takes copies no group consumed, with no disk pressure to excuse it
+    "retention_ignores_reserve": (150, 50, "LOST"),
 }
 
 

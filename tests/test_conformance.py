@@ -44,6 +44,10 @@ SOMETIMES = (
     # issue 42: a broadcasting group's two clients, each pulling from its own offsets
     "broadcast", "broadcast:joined", "broadcast:late_join", "broadcast:FOUND", "broadcast:dropped",
     "broadcast:both_consumed",
+    # issue 42: retention — files deleted (aged past fileReservedTime, disk pressure), a full disk refusing
+    # a send, the min offsets the machine sees move (answers' min, units gone, the commitlog's)
+    "retention", "retention:age", "retention:deleted", "retention:refused", "retention:observed:min",
+    "retention:observed:removed", "retention:observed:commitlog",
 )
 
 _RESULT = {}
