@@ -86,7 +86,7 @@ class BrokerConfig:
     # retention (model/retention.py): deleteWhen (hours, ';'-separated), diskMaxUsedSpaceRatio (%),
     # cleanFileForciblyEnable
     delete_when: str = attrs.field(default="04", validator=_check_delete_when)
-    disk_max_used_space_ratio: int = attrs.field(default=75, validator=_positive)
+    disk_max_used_space_ratio: int = 75  # any int: the getter clamps it to [10, 95]
     clean_file_forcibly_enable: bool = True
     flush: str = attrs.field(
         default="SYNC", validator=attrs.validators.in_(("SYNC", "ASYNC"))

@@ -43,6 +43,7 @@ import javaproperties
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, BrokerConfig, parse_delay_levels
 from rmqspec.model.process_queue import LOCK_INTERVAL_MS, LOCK_MAX_LIVE_MS
+from rmqspec.model.retention import parse_delete_when
 from rmqspec.model.versions import DEFAULT_VERSION, version_named
 
 
@@ -191,6 +192,14 @@ def _boolean(text: str) -> bool:
 
 _ANY_INT32 = -(2**31)
 
+
+def _delete_when(text: str) -> str:
+    """deleteWhen: hours of the day separated by ';' (UtilAll.isItTimeToDo would throw on anything else
+    every 10 s, and never delete by time)."""
+    _blanks(text)
+    parse_delete_when(text)
+    return text
+
 # key -> (BrokerConf field, parser)
 KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "messageDelayLevel": ("delay_levels_ms", _delays),
@@ -285,6 +294,11 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "mappedFileSizeCommitLog": ("commitlog_file_size", _integer(_INT32, 1, "> 0 bytes")),
     "mappedFileSizeConsumeQueue": ("consume_queue_file_size", _cq_units),
     "enablePropertyFilter": ("enable_property_filter", _boolean),
+    # retention (model/retention.py)
+    "fileReservedTime": ("file_reserved_hours", _integer(_INT32, 1, "> 0 hours")),
+    "deleteWhen": ("delete_when", _delete_when),
+    "diskMaxUsedSpaceRatio": ("disk_max_used_space_ratio", _integer(_INT32, _ANY_INT32, "an int (clamped to 10..95)")),
+    "cleanFileForciblyEnable": ("clean_file_forcibly_enable", _boolean),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),

@@ -118,8 +118,9 @@ class ObserverRules:
                 self.frontier[mq] = res.max_offset  # power loss truncated the tail
                 continue
             self._note_queue(mq, start, res, "*")  # retention (conform_retention.py)
-            if res.status in (PullStatus.OFFSET_ILLEGAL, PullStatus.NO_MATCHED_MSG) and res.next_begin_offset > start:
-                self.frontier[mq] = res.next_begin_offset  # past copies retention took
+            if res.next_begin_offset <= self.__dict__.get("queue_low", {}).get(mq, 0) \
+                    and res.next_begin_offset > start and res.status is not PullStatus.FOUND:
+                self.frontier[mq] = res.next_begin_offset  # past copies retention took (_note_queue)
                 continue
             if res.status is not PullStatus.FOUND:
                 break

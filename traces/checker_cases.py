@@ -100,6 +100,18 @@ CASES: tuple[Case, ...] = (
         (("LOST", (5, 12)),),
     ),
     Case(
+        "LOST: not judged once an expire row says retention deleted files (issue 42; which messages they "
+        "took is not judged yet)",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SEND_OK
+        6 store t=2000 topic=T q=0 off=1 clo=300 key=K2
+        7 expire t=8000 clo=4096
+        8 drain t=9000
+        """,
+        (),
+    ),
+    Case(
         "LOST: a send answered with the response code SUCCESS is acknowledged; an unknown status is not",
         _CONSUMED
         + """

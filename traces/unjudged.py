@@ -61,10 +61,13 @@ Dropping one of them changes what the trace says (the property test in
 unknown. ``not_judged`` counts, per (code, event), the rows with an entry of that code: the
 report's "not judged" section (``checker.not_judged_reasons``).
 
-One kind of entry comes from a row that lacks nothing: a timer message's row (a timer ``send``, a
-``store`` in rmq_sys_wheel_timer) before the drain whose ``deliver_ts`` is after the drain's ts leaves
-LOST of its msg_key unjudged (the message may still wait in the wheel), counted under the reason
-``checks_common.NOT_JUDGED_WHY[NOT_DUE]`` (``Unjudged.why``) instead of a missing field.
+An ``expire`` row (retention deleted files) lacks nothing either: it leaves LOST, TXN_UNRESOLVED and
+TIMER_UNFIRED unjudged in the whole trace, under the reason ``EXPIRED`` (which messages the files took
+is not yet judged by the audit). One more kind of entry comes from a row that lacks nothing: a timer
+message's row (a timer ``send``, a ``store`` in rmq_sys_wheel_timer) before the drain whose
+``deliver_ts`` is after the drain's ts leaves LOST of its msg_key unjudged (the message may still
+wait in the wheel), counted under the reason ``checks_common.NOT_JUDGED_WHY[NOT_DUE]``
+(``Unjudged.why``) instead of a missing field.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import (
     ACKED_SEND_STATUSES,
     DLQ_PREFIX,
+    EXPIRED,
     NOT_DUE,
     ONEWAY,
     SCHEDULE_TOPIC,
@@ -158,6 +162,7 @@ CANDIDATES: tuple[tuple[str, Condition, tuple[str, ...]], ...] = (
     ("orderly_start", (), ("group", "topic", "queue_id", "client_id")),
     ("orderly_end", (), ("group", "topic", "queue_id", "client_id")),
     ("crash", (), ("status",)),
+    ("expire", (), ()),
 )
 
 
@@ -648,6 +653,12 @@ def _filter_commit(e: _Entries, _r: Mapping[str, Any]) -> None:
         e.ahead(Code.LOST, "group")
 
 
+def _expire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
+    """Retention deleted files (issue 42): what they took is not judged anywhere in the trace."""
+    for code in (Code.LOST, Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED):
+        e.ahead(code, why=EXPIRED)
+
+
 _RULES = {
     "store": _store,
     "send": _send,
@@ -666,6 +677,7 @@ _RULES = {
     "orderly_start": _orderly_start,
     "orderly_end": _orderly_end,
     "crash": _crash,
+    "expire": _expire,
 }
 
 

@@ -530,9 +530,43 @@ def dispatch(args: dict) -> dict:
     return obs
 
 
+def retention_fill(args: dict) -> dict:
+    """Retention, step 1: queue RT_U gets 3 messages, then RT_RET ``n`` of ~200 bytes (small commitlog
+    files roll); what each send answered."""
+    b = RemoteBroker(NAMESRV, WallClock())
+    obs: dict[str, Any] = {"sent": {}}
+    for topic, n, size in (("RT_U", 3, 10), ("RT_RET", args.get("n", 60), 200)):
+        b.create_topic(topic, 1)
+        obs["sent"][topic] = [jsonable(b.send(Message(topic, b"r" * size), 0)) for _ in range(n)]
+    b.create_group("RG_RET", 16, 1)
+    b.flush()
+    b.close()
+    return obs
+
+
+def retention_observe(args: dict) -> dict:
+    """Retention, step 2: pull RT_RET at offset 0 until its min offset moves (at most ``timeout_s``); then
+    the answers below, at and after the new min, RT_U's answer at 0, and a fresh group's offset."""
+    b = RemoteBroker(NAMESRV, WallClock())
+    mq, u = MessageQueue("RT_RET", 0), MessageQueue("RT_U", 0)
+    t0 = time.monotonic()
+    res = b.pull("RG_RET", mq, 0)
+    while res.min_offset == 0 and time.monotonic() - t0 < args.get("timeout_s", 120):
+        time.sleep(0.5)
+        res = b.pull("RG_RET", mq, 0)
+    obs: dict[str, Any] = {"waited_ms": ms_since(t0), "below": jsonable(res)}
+    obs["at_min"] = jsonable(b.pull("RG_RET", mq, res.min_offset, max_nums=1))
+    obs["u_at_0"] = attempt(lambda: b.pull("RG_RET", u, 0))
+    obs["u_at_1"] = attempt(lambda: b.pull("RG_RET", u, 1))
+    obs["query_fresh"] = attempt(lambda: b.query_offset("RG_RET_FRESH", mq))
+    b.close()
+    return obs
+
+
 SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, retry_send, locks,
                                                                         transactions, crash, replay,
-                                                                        dispatch)}
+                                                                        dispatch, retention_fill,
+                                                                        retention_observe)}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,85 @@
+"""Retention against real RocketMQ 4.9.8 (issue 42, D21; 4.9.8 only: no ``ALSO_ON_5X``): expired
+commitlog files deleted, the consume queues after them, the min offsets moved — and rmqspec's rules
+(``model/retention.py``) predicting it.
+
+The broker runs with 4 KiB commitlog files, 10-unit consume-queue files, ``fileReservedTime=1`` (hour) and
+``deleteWhen`` the current UTC hour and the next (the JVM runs in UTC). After the sends this process sets
+the mtime of every commitlog file but the last two back two hours (``os.utime``: 4.9.8 ages a file by its
+mtime — rmqspec by the put that rolled it, fidelity R1); the first clean pass (60 s after the start) must
+delete exactly the files ``commitlog_pass`` says, and the queues' min offsets must be what
+``corrected_min`` says of the units the sends reported (fidelity R4).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rmqspec.model.retention import Policy, commitlog_pass, corrected_min
+from tests.interop.realrmq import RealRocketMQ
+from tests.interop.test_remote_adapter_real import Fixture
+
+FILE = 4096
+CQ_UNITS = 10
+
+
+@pytest.fixture(scope="module")
+def rmq(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fixture]:
+    hour = datetime.datetime.now(datetime.UTC).hour
+    storedir = tmp_path_factory.mktemp("rmq-retention")
+    conf = [f"mappedFileSizeCommitLog={FILE}", f"mappedFileSizeConsumeQueue={CQ_UNITS * 20}",
+            "fileReservedTime=1", f"deleteWhen={hour:02d};{(hour + 1) % 24:02d}", "flushDiskType=SYNC_FLUSH",
+            "-Duser.timezone=UTC"]
+    try:
+        yield Fixture(realrmq, realrmq.start(storedir, *conf))
+    finally:
+        realrmq.stop(storedir)
+
+
+def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixture) -> None:
+    sent = rmq.scenario("retention_fill", n=60)["sent"]
+    commitlog = Path(rmq.storedir) / "store" / "commitlog"
+    names = sorted(os.listdir(commitlog))
+    assert len(names) >= 5, names
+    aged = time.time() - 2 * 3600
+    for name in names[:-2]:
+        os.utime(commitlog / name, (aged, aged))
+    mtimes = [int(os.stat(commitlog / name).st_mtime * 1000) for name in names]
+    obs = rmq.scenario("retention_observe", timeout_s=150)
+    # rmqspec's pass over the files as the broker saw them (ages by mtime here: the real broker's measure)
+    now = int(time.time() * 1000)
+    expected = commitlog_pass(Policy.of(1, f"{datetime.datetime.now(datetime.UTC).hour:02d}", 75), now, 0.0,
+                              [*mtimes[:-1], None]).delete
+    assert expected == min(len(names) - 2, 10)
+    left = sorted(os.listdir(commitlog))
+    assert left == names[expected:], (names, left)
+    commitlog_min = int(left[0])
+    units = [s["commitlog_offset"] for s in sent["RT_RET"]]
+    cq_files = sorted(os.listdir(Path(rmq.storedir) / "store" / "consumequeue" / "RT_RET" / "0"))
+    first = int(cq_files[0]) // 20
+    low = corrected_min(units[first:first + CQ_UNITS], first, commitlog_min, 0)
+    # the consume-queue files whose last unit points below the min are gone (never the last)
+    for k in range(first // CQ_UNITS):
+        assert units[(k + 1) * CQ_UNITS - 1] < commitlog_min
+    assert units[first + CQ_UNITS - 1] >= commitlog_min or first + CQ_UNITS >= len(units)
+    below = obs["below"]
+    assert (below["status"], below["min_offset"], below["next_begin_offset"]) == ("OFFSET_ILLEGAL", low, low), obs
+    assert [m["queue_offset"] for m in obs["at_min"]["messages"]] == [low]
+    # RT_U's 3 units all point below the min in its only (last) consume-queue file: the min stays 0 and
+    # a pull at 1 passes the gone units (MESSAGE_WAS_REMOVING: PULL_RETRY_IMMEDIATELY), as rmqspec answers
+    assert all(s["commitlog_offset"] < commitlog_min for s in sent["RT_U"])
+    u = obs["u_at_1"]
+    assert (u["status"], u["min_offset"], u["next_begin_offset"], u["messages"]) == ("NO_MATCHED_MSG", 0, 3, []), obs
+    # A RocketMQ 4.9.8 defect (fidelity R5): the unit at commitlog offset 0 reads the FIRST REMAINING file
+    # (CommitLog.getMessage: findMappedFileByOffset(offset, returnFirstOnNotFound = offset == 0)), and
+    # answers FOUND with the unit's size of another record's bytes — a body no client can decode.
+    # rmqspec answers MESSAGE_WAS_REMOVING there, as for any other unit whose file is gone.
+    assert sent["RT_U"][0]["commitlog_offset"] == 0
+    bad = obs["u_at_0"]
+    assert bad.get("error") == "ResponseMalformed" and "runs past the body" in bad["message"], obs
+    assert obs["query_fresh"] == -1, obs  # no offset and the min above 0: QUERY_NOT_FOUND
