@@ -142,6 +142,23 @@ def _first_kept(model: ModelBroker, commitlog_min: int) -> int:
     return next(r.queue_offset for r in model.store.records if r.topic == "T" and r.commitlog_offset >= commitlog_min)
 
 
+def _expired_queue_u(tmp_path: Path, config: BrokerConfig, units: int, after: int) -> tuple[list[Any], MessageQueue]:
+    """Queue U gets ``units`` small messages, T ``after`` larger ones; three days later, in the delete
+    hour, a pass deletes the files U's messages are in."""
+    clock, brokers, _ = _brokers(tmp_path, config)
+    for b in brokers:
+        b.create_topic("U", 1)
+    for i in range(units):
+        for b in brokers:
+            b.send(Message(topic="U", body=b"u", uniq_key=f"U{i}"), 0)
+    _send(clock, brokers, after)
+    clock.set(T0 + RESERVED + HOUR + 30_000)
+    for b in brokers:
+        b.tick()
+    assert _same(brokers, lambda b: b.commitlog_min_offset()) > 0
+    return brokers, MessageQueue("U", 0)
+
+
 def _expires(recorder: ListRecorder) -> list[tuple[Any, ...]]:
     return [(e.topic, e.queue_id, e.queue_offset, e.commitlog_offset, e.detail) for e in recorder.events
             if e.event == "expire"]
@@ -192,19 +209,8 @@ def test_a_queue_in_one_consume_queue_file_is_corrected_within_it(tmp_path: Path
 def test_units_whose_records_are_gone_answer_removing(tmp_path: Path) -> None:
     """All of a queue's units point into deleted files and its consume-queue file is its last: the min
     stays (no unit in the first file qualifies) and a pull there answers MESSAGE_WAS_REMOVING."""
-    config = BrokerConfig(commitlog_file_size=4096, consume_queue_file_size=2000)
-    clock, brokers, _ = _brokers(tmp_path, config)
-    for b in brokers:
-        b.create_topic("U", 1)
-    u = MessageQueue("U", 0)
-    for i in range(3):
-        for b in brokers:
-            b.send(Message(topic="U", body=b"u", uniq_key=f"U{i}"), 0)
-    _send(clock, brokers, 30)
-    clock.set(T0 + RESERVED + HOUR + 30_000)
-    for b in brokers:
-        b.tick()
-    assert _same(brokers, lambda b: b.commitlog_min_offset()) > 0
+    brokers, u = _expired_queue_u(tmp_path, BrokerConfig(commitlog_file_size=4096, consume_queue_file_size=2000),
+                                  units=3, after=30)
     res = _same(brokers, lambda b: b.pull("G", u, 0))
     assert (res.status, res.next_begin_offset, res.min_offset) == (PullStatus.NO_MATCHED_MSG, 3, 0)
 
@@ -258,18 +264,7 @@ def test_an_offset_whose_consume_queue_file_is_gone(tmp_path: Path) -> None:
     last stays; no unit there reaches the commitlog's min, so the min stays 0 (also after a restart,
     which corrects from 0): offset 0 answers OFFSET_FOUND_NULL (PULL_NOT_FOUND, next = the next file's
     start), offset 10 MESSAGE_WAS_REMOVING (PULL_RETRY_IMMEDIATELY, next = past the gone units)."""
-    clock, brokers, _ = _brokers(tmp_path)
-    for b in brokers:
-        b.create_topic("U", 1)
-    u = MessageQueue("U", 0)
-    for i in range(12):
-        for b in brokers:
-            b.send(Message(topic="U", body=b"u", uniq_key=f"U{i}"), 0)
-    _send(clock, brokers, 40)
-    clock.set(T0 + RESERVED + HOUR + 30_000)
-    for b in brokers:
-        b.tick()
-    assert _same(brokers, lambda b: b.commitlog_min_offset()) > 0
+    brokers, u = _expired_queue_u(tmp_path, SMALL, units=12, after=40)
     for restart in (False, True):
         if restart:
             for b in brokers:
