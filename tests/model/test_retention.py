@@ -159,6 +159,15 @@ def _expired_queue_u(tmp_path: Path, config: BrokerConfig, units: int, after: in
     return brokers, MessageQueue("U", 0)
 
 
+def _at_disk(clock: ManualClock, brokers: list[Any], ratio: float, after_ms: int) -> None:
+    """Both brokers' disk usage set, the clock moved, both ticked."""
+    for b in brokers:
+        b.set_disk_usage(ratio)
+    clock.advance(after_ms)
+    for b in brokers:
+        b.tick()
+
+
 def _expires(recorder: ListRecorder) -> list[tuple[Any, ...]]:
     return [(e.topic, e.queue_id, e.queue_offset, e.commitlog_offset, e.detail) for e in recorder.events
             if e.event == "expire"]
@@ -218,26 +227,14 @@ def test_units_whose_records_are_gone_answer_removing(tmp_path: Path) -> None:
 def test_a_full_disk_refuses_puts_until_a_pass_finds_room(tmp_path: Path) -> None:
     clock, brokers, recorders = _brokers(tmp_path)
     _send(clock, brokers, 30)
-    for b in brokers:
-        b.set_disk_usage(0.95)
-    clock.advance(60_000)
-    for b in brokers:
-        b.tick()
+    _at_disk(clock, brokers, 0.95, 60_000)
     refused = _same(brokers, lambda b: b.send(Message(topic="T", body=b"y", uniq_key="Y"), 0))
     assert refused[:2] == ("error", ResponseCode.SERVICE_NOT_AVAILABLE)
     assert _same(brokers, lambda b: b.commitlog_min_offset()) > 0  # every file but the last, at once
     assert _expires(recorders[0])[0][4]["cause"] == "forcibly"
-    for b in brokers:
-        b.set_disk_usage(0.88)  # between 0.85 and 0.90: the flag stays
-    clock.advance(10_000)
-    for b in brokers:
-        b.tick()
+    _at_disk(clock, brokers, 0.88, 10_000)  # between 0.85 and 0.90: the flag stays
     assert _same(brokers, lambda b: b.send(Message(topic="T", body=b"y", uniq_key="Y2"), 0))[0] == "error"
-    for b in brokers:
-        b.set_disk_usage(0.5)
-    clock.advance(10_000)
-    for b in brokers:
-        b.tick()
+    _at_disk(clock, brokers, 0.5, 10_000)
     assert _same(brokers, lambda b: b.send(Message(topic="T", body=b"y", uniq_key="Y3"), 0).queue_offset) == 30
 
 
@@ -246,15 +243,8 @@ def test_a_delayed_copy_retention_took_is_skipped(tmp_path: Path) -> None:
     for b in brokers:
         b.send(Message(topic="T", body=b"d" * 200, uniq_key="D", delay_level=18), 0)  # 2 h
     _send(clock, brokers, 30)
-    for b in brokers:
-        b.set_disk_usage(0.86)
-    clock.advance(60_000)
-    for b in brokers:
-        b.tick()
-        b.set_disk_usage(0.0)
-    clock.advance(3 * HOUR)
-    for b in brokers:
-        b.tick()
+    _at_disk(clock, brokers, 0.86, 60_000)
+    _at_disk(clock, brokers, 0.0, 3 * HOUR)  # past its due time: it would have fired
     for rec in recorders:
         assert not [e for e in rec.events if e.event == "schedule_fire"]
 
