@@ -18,11 +18,10 @@ class Retention:
     store: MessageStore | None
     log: BrokerLog
     recorder: Recorder
-
-    def _require_running(self) -> None: ...
-
-    _records: int
+    _records: int  # the message records in the commitlog, and how many of them are durable
     _flushed: int
+
+    def _require_running(self) -> None: ...  # MmapBroker's
 
     def _clean(self, now: int) -> None:
         """The pass due; the record counts the trace states are of the records kept."""
