@@ -384,7 +384,8 @@ class BrokerLog:
 
     def look(self, commitlog_offset: int) -> Entry | None:
         """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
-        if commitlog_offset < 0 or self.store.removed(commitlog_offset):
+        # below the commitlog's min offset (retention) CommitLog.read finds no file: None below
+        if commitlog_offset < 0:
             return None
         try:
             record = self.store.read(commitlog_offset)

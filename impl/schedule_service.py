@@ -92,20 +92,17 @@ class ScheduleService:
                 deliver_ts = now
             if not is_due(deliver_ts, now):
                 return
-            if store.removed(units[0].commitlog_offset):  # lookMessageByOffset is null: skipped
-                offset += 1
-                self.offsets[level] = offset
-                continue
-            entry = log.entry(units[0].commitlog_offset, units[0].tags_code)
-            spec = time_up_spec(entry)
-            if spec.topic == HALF_TOPIC:
-                on_fire(entry, None, level, deliver_ts)
-            else:
-                try:
-                    new = log.put(spec, now)
-                except BrokerError:
-                    return  # retried at the next tick; progress unchanged
-                on_fire(entry, new, level, deliver_ts)
+            if not store.removed(units[0].commitlog_offset):  # else lookMessageByOffset is null: skipped
+                entry = log.entry(units[0].commitlog_offset, units[0].tags_code)
+                spec = time_up_spec(entry)
+                if spec.topic == HALF_TOPIC:
+                    on_fire(entry, None, level, deliver_ts)
+                else:
+                    try:
+                        new = log.put(spec, now)
+                    except BrokerError:
+                        return  # retried at the next tick; progress unchanged
+                    on_fire(entry, new, level, deliver_ts)
             offset += 1
             self.offsets[level] = offset
 
