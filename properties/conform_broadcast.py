@@ -203,14 +203,16 @@ class BroadcastRules:
     def broadcast_prelude(self, v: int, f: int) -> None:
         """An example's opening broadcast actions: a client joins, a message is sent, the other client joins
         after it (it owes it nothing), a second message is sent and each client consumes it — the second
-        of them pulls an offset its group already got."""
+        of them pulls an offset its group already got; one of them drops it (RECONSUME_LATER), the other
+        consumes it with the drawn result."""
         first = v % 2
         self.broadcast(first, f, 1 + f % 4, "SUCCESS")
         self.send_plain(v, f, "TagA", (), False)
         self.broadcast(1 - first, f, 1 + f % 4, "SUCCESS")
         self.send_plain(v, f, "TagB", (), False)
-        for client in (first, 1 - first):
-            self.broadcast(client, f, 8, _pick(BROADCAST_RESULTS, f + client))
+        drawn = _pick(BROADCAST_RESULTS, f)
+        self.broadcast(first, f, 8, drawn)
+        self.broadcast(1 - first, f, 8, "RECONSUME_LATER" if drawn == "SUCCESS" else "SUCCESS")
 
     def _broadcast_all(self) -> bool:
         """The drain: every client pulls and consumes its queues to their ends (SUCCESS)."""

@@ -20,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 _bb = importlib.import_module("broken_brokers")
 REPLICAS, ISSUES = _bb.REPLICAS, _bb.ISSUES
 
-# replica -> the invariant code that catches it without the model beside the broker
-INVARIANTS_ONLY = {
+# replica -> the invariant code that catches it without the model beside the broker (a tuple: any of
+# those codes, when the bug shows as either, whichever the drawn examples meet first)
+INVARIANTS_ONLY: dict[str, str | tuple[str, ...]] = {
     "dlq_through_schedule": "DLQ_DELAYED",
     # a copy scheduled for a send-back that routed to the DLQ: the table-derived rule sees it at the
     # send-back's copy, before DLQ_MISSED sees the retry copy it fires
@@ -32,9 +33,16 @@ INVARIANTS_ONLY = {
     "delay_replayed_after_restart": "SCHEDULE_DUPLICATED",
     "offsets_lost_on_restart": "OFFSET_LOST",
     "delay_offset_not_corrected": "LOST",
-    "flush_failure_acked": "LOST",
+    # from its 3rd record the disk stops persisting: a power loss takes acknowledged sends (LOST) and
+    # the ops of resolved halves alike (the check service then checks a COMMITted half again)
+    "flush_failure_acked": ("LOST", "TXN_CHECK_AFTER_RESOLVED"),
     "lock_renewal_not_recorded": "LOCK_OVERLAP",
 }
+
+
+def _codes(name: str) -> tuple[str, ...]:
+    codes = INVARIANTS_ONLY[name]
+    return (codes,) if isinstance(codes, str) else codes
 
 
 def _run(name: str, lockstep: bool):
@@ -59,8 +67,8 @@ def test_replica_caught_in_lockstep_at_the_default_budget(name: str) -> None:
 
 @budget_run
 @pytest.mark.parametrize("name", sorted(INVARIANTS_ONLY),
-                         ids=[f"{n}-by-{INVARIANTS_ONLY[n]}" for n in sorted(INVARIANTS_ONLY)])
+                         ids=[f"{n}-by-{'|'.join(_codes(n))}" for n in sorted(INVARIANTS_ONLY)])
 def test_replica_caught_by_invariants_alone_at_the_default_budget(name: str) -> None:
     result = _run(name, False)
     assert not result.passed, f"{name} ({ISSUES[name]}) was not caught without lockstep: {result.render()}"
-    assert INVARIANTS_ONLY[name] in result.failure, result.failure
+    assert any(code in result.failure for code in _codes(name)), result.failure

@@ -62,8 +62,9 @@ unknown. ``not_judged`` counts, per (code, event), the rows with an entry of tha
 report's "not judged" section (``checker.not_judged_reasons``).
 
 An ``expire`` row (retention deleted files) lacks nothing either: it leaves LOST, TXN_UNRESOLVED and
-TIMER_UNFIRED unjudged in the whole trace, under the reason ``EXPIRED`` (which messages the files took
-is not yet judged by the audit). One more kind of entry comes from a row that lacks nothing: a timer
+TIMER_UNFIRED unjudged in the whole trace, under the reason ``EXPIRED``, and OFFSET_OVERRUN after it
+(which messages the files took is not yet judged by the audit; a client answered OFFSET_ILLEGAL commits
+past what it was delivered). One more kind of entry comes from a row that lacks nothing: a timer
 message's row (a timer ``send``, a ``store`` in rmq_sys_wheel_timer) before the drain whose
 ``deliver_ts`` is after the drain's ts leaves LOST of its msg_key unjudged (the message may still
 wait in the wheel), counted under the reason ``checks_common.NOT_JUDGED_WHY[NOT_DUE]``
@@ -654,9 +655,12 @@ def _filter_commit(e: _Entries, _r: Mapping[str, Any]) -> None:
 
 
 def _expire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
-    """Retention deleted files (issue 42): what they took is not judged anywhere in the trace."""
+    """Retention deleted files (issue 42): what they took is not judged anywhere in the trace, nor a
+    commit after it past deliveries it took (a client answered OFFSET_ILLEGAL drops its process queue
+    and commits the new min, DefaultMQPushConsumerImpl)."""
     for code in (Code.LOST, Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED):
         e.ahead(code, why=EXPIRED)
+    e.later(Code.OFFSET_OVERRUN)
 
 
 _RULES = {
