@@ -478,6 +478,10 @@ class Store:
     def removed_count(self) -> int:
         """How many records went with deleted commitlog files (the oldest ones); the trace's record
         counts are of the records kept."""
+        return self._first_kept()
+
+    def _first_kept(self) -> int:
+        """The index of the first record at or above the commitlog's min offset."""
         return bisect.bisect_left(self.records, self.commitlog_min, key=lambda r: r.commitlog_offset)
 
     def removed(self, commitlog_offset: int) -> bool:
@@ -492,8 +496,7 @@ class Store:
         size = self.config.commitlog_file_size
         first, last = self.commitlog_min // size, self.records[-1].commitlog_offset // size
         firsts: dict[int, int] = {}
-        start = bisect.bisect_left(self.records, self.commitlog_min, key=lambda r: r.commitlog_offset)
-        for r in self.records[start:]:
+        for r in self.records[self._first_kept():]:
             firsts.setdefault(r.commitlog_offset // size, r.store_ts)
         return [firsts.get(k + 1) if k < last else None for k in range(first, last + 1)]
 

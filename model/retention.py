@@ -33,8 +33,7 @@ Each tick runs the pass due before the other services (the real service is a thr
 a pass never takes what the same tick wrote. rmqspec ages a file by the store time of the put that
 rolled it (the first record of the next file, which wrote the file's blank end); 4.9.8 reads the
 file's mtime, set by that same write (docs/fidelity.md R1). A file no later record has rolled is not
-aged. The disk's usage is injected
-(``Capability.DISK_USAGE``), never measured.
+aged. The disk's usage is injected (``Capability.DISK_USAGE``), never measured.
 """
 
 from __future__ import annotations
@@ -105,9 +104,11 @@ def pass_due(now: int, started: int, last_pass: int | None) -> int | None:
     return latest if last_pass is None or latest > last_pass else None
 
 
-def commitlog_pass(policy: Policy, now: int, disk_ratio: float, rolled_at: Sequence[int | None]) -> PassOutcome:
+def commitlog_pass(policy: Policy, now: int, disk_ratio: float,
+                   rolled_at: Sequence[int | None] | Callable[[], Sequence[int | None]]) -> PassOutcome:
     """CleanCommitLogService.deleteExpiredFiles at ``now``. ``rolled_at``: each commitlog file's age
-    reference, oldest first (None: not aged); the last file is never deleted."""
+    reference, oldest first (None: not aged), or what computes them — called only when the pass
+    deletes at all; the last file is never deleted."""
     hour = datetime.datetime.fromtimestamp(now / 1000, datetime.UTC).hour
     at_once = disk_ratio > CLEAN_FORCIBLY_RATIO
     disk_full = True if disk_ratio > WARNING_LEVEL_RATIO else None if at_once else False
@@ -115,8 +116,9 @@ def commitlog_pass(policy: Policy, now: int, disk_ratio: float, rolled_at: Seque
         return PassOutcome(0, disk_full)
     at_once = at_once and policy.clean_forcibly
     cause = "forcibly" if at_once else "reserved"
+    rolls = rolled_at() if callable(rolled_at) else rolled_at
     count = 0
-    for rolled in rolled_at[:-1]:
+    for rolled in rolls[:-1]:
         if rolled is None or not (at_once or now >= rolled + policy.reserved_ms):
             break
         count += 1
@@ -185,7 +187,7 @@ class Cleaner:
         if at is None:
             return None
         self.last_pass = at
-        out = commitlog_pass(self.policy, now, self.disk_ratio, store.file_rolls())
+        out = commitlog_pass(self.policy, now, self.disk_ratio, store.file_rolls)
         if out.disk_full is not None:
             self.disk_full = out.disk_full
         store.disk_full = self.disk_full
