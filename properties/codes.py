@@ -81,6 +81,10 @@ class AuditParams:
     transaction_timeout_ms: int = 6000
     transaction_check_max: int = 15
     file_reserved_ms: int = 72 * 3_600_000  # fileReservedTime: a half older than this is discarded unchecked
+    # fileReservedTime the audited broker's retention deleted by, when the input gives it (the configuration's
+    # fileReservedTimeMs, the conformance machine's broker): an ``expire`` of cause ``reserved`` that took a
+    # copy stored less than this before it is judged (``traces/checks_retention.py``); None: not judged
+    expire_reserved_ms: int | None = None
     # Per-group overrides of retry_max_times (group -> max).
     group_retry_max: tuple[tuple[str, int], ...] = ()
     # 5.1.0+ (model/versions.py ``op_batch``): COMMIT / ROLLBACK op messages are written by a batch

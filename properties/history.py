@@ -84,6 +84,7 @@ def audit_params(config: BrokerConfig) -> AuditParams:
         transaction_timeout_ms=config.transaction_timeout_ms,
         transaction_check_max=config.transaction_check_max,
         file_reserved_ms=config.file_reserved_hours * 3_600_000,
+        expire_reserved_ms=config.file_reserved_hours * 3_600_000,
         op_batch_ms=config.transaction_op_batch_interval_ms if config.behaviour.op_batch else 0,
     )
 

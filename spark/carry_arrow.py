@@ -229,6 +229,7 @@ def _lasting(c: Columns) -> np.ndarray:
         "commit": ev("event", "commit_offset") & c.has("group", "topic", "queue_id", "queue_offset"),
         "half_position": ev("event", "txn_half", "txn_check") & c.has("queue_offset"),
         "schedule_position": ev("event", "store") & c.is_("topic", SCHEDULE_TOPIC) & c.has("queue_offset"),
+        "expire": ev("event", "expire"),
     }
     anchors = {name: (int(seq[m].min()), int(seq[m].max())) for name, m in marks.items() if m.any()}
     facts = TraceFacts(crashes, risky, False, anchors, drain)

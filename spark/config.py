@@ -16,7 +16,9 @@ Format (every key optional; names follow RocketMQ's configuration keys)::
     }
 
 ``subscriptions`` adds (group → topics) to the groups seen consuming a
-topic (LOST). An unknown key or a wrong type is a ``ConfigError`` naming the
+topic (LOST). ``fileReservedTimeMs``, when given, also judges retention's deletions (an ``expire`` of
+cause ``reserved`` that took a copy younger than it: ``traces/checks_retention.py``); by default they
+are not judged. An unknown key or a wrong type is a ``ConfigError`` naming the
 key.
 
 The version profile (``model/versions.py``; ``rmqspec audit --profile``) says what RocketMQ
@@ -103,6 +105,8 @@ def parse_config(
     for key, name in _INTS.items():
         if key in data:
             fields[name] = _int(path, key, data[key])
+    if "file_reserved_ms" in fields:  # given, so an expire's deletions are judged by it
+        fields["expire_reserved_ms"] = fields["file_reserved_ms"]
     if "messageDelayLevel" in data:
         try:
             fields["delay_levels_ms"] = parse_delay_levels(str(data["messageDelayLevel"]))

@@ -17,7 +17,8 @@ table's replay, ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-pu
 ``unrecorded``, a send row standing for sends an imported message trace does not record,
 ``route_queues``, an ordered send's route, ``broadcasting``, a broadcasting client's row,
 ``from_where``, a broadcasting ``commit_offset`` where a client began pulling a queue, and ``timed_out``,
-a consume whose listener outlived consumeTimeout), ``position``
+a consume whose listener outlived consumeTimeout, and ``expire_cause``, an ``expire`` row's
+``detail.cause``), ``position``
 (``file#row``) and ``problem`` (why a row is rejected, null when valid): the same rules as
 ``traces.validate.check_row``, as column expressions. ``position`` comes from Spark's ``_metadata``
 columns, and Spark keeps them in every scan of a frame that names them, even a query that drops
@@ -69,7 +70,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
-    "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out",
+    "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause",
 )
 
 
@@ -213,6 +214,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         broadcasting(df).alias("broadcasting"),
         from_where(df).alias("from_where"),
         timed_out(df).alias("timed_out"),
+        expire_cause(df).alias("expire_cause"),
         detail_text(df).alias("detail"),
         position.alias("position"),
         problem.alias("problem"),
@@ -225,6 +227,14 @@ def detail_text(df: DataFrame) -> Column:
     if "detail" not in df.columns:
         return F.lit(None).cast("string")
     return F.col("detail").cast("string")
+
+
+def expire_cause(df: DataFrame) -> Column:
+    """An ``expire`` row's ``detail.cause`` as text (else null): whether retention deleted files past
+    fileReservedTime (``reserved``) or at once (``forcibly``), read by ``spark/rules_retention.py``."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    return F.when(F.col("event") == "expire", F.get_json_object(F.col("detail").cast("string"), "$.cause"))
 
 
 def send_back_detail(df: DataFrame) -> Column:

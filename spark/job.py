@@ -475,6 +475,7 @@ def run_audit(
             consumers=_consumers(facts, config.subscriptions),
             drain_ts=_drain_ts(facts),
             broadcasting=_broadcasting(facts),
+            has_expire=any(r["anchors"]["expire"][0] is not None for r in good_traces),
         )
         withheld = unjudged_mod.lasting_withheld(unjudged) if unjudged is not None and lasting else {}
         if unjudged is not None:

@@ -146,6 +146,7 @@ def profile_audit(
             consumers=job._consumers(facts, config.subscriptions),
             drain_ts=job._drain_ts(facts),
             broadcasting=job._broadcasting(facts),
+            has_expire=any(r["anchors"]["expire"][0] is not None for r in good),
         )
         out_profiles.append(PhaseProfile("plan (python)", time.monotonic() - built))
         for name, _fn in PASSES:

@@ -189,6 +189,7 @@ def message_rules(
     constants: Mapping[str, Any] | None = None,
     drain_ts: Mapping[str, int] | None = None,
     broadcasting: Mapping[str, Sequence[str]] | None = None,
+    has_expire: bool = True,
 ) -> list[DataFrame]:
     """Rules keyed by msg_key; ``consumers`` is (trace, topic) -> its consuming groups; ``drain_ts``
     is trace -> its last drain's ts (TIMER_UNFIRED); ``broadcasting`` is trace -> its broadcasting
@@ -202,7 +203,7 @@ def message_rules(
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
     return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants, drain_ts,
-                             broadcasting)]
+                             broadcasting, has_expire)]
 
 
 # ---------------------------------------------------------------- txn family
@@ -311,6 +312,7 @@ class PassInput:
     constants: Mapping[str, Any] = attrs.field(factory=dict)
     drain_ts: Mapping[str, int] = attrs.field(factory=dict)  # trace -> its last drain's ts
     broadcasting: Mapping[str, list[str]] = attrs.field(factory=dict)  # trace -> its broadcasting groups
+    has_expire: bool = True  # False: no trace has an ``expire`` row (retention took nothing)
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -324,7 +326,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
         "message",
         lambda df, c: message_rules(
             df, c.params, c.consumers, c.has_drain, c.at_risk, c.has_crash, c.has_power, c.constants, c.drain_ts,
-            c.broadcasting,
+            c.broadcasting, c.has_expire,
         ),
     ),
     ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
@@ -354,6 +356,7 @@ def pass_findings(
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
     drain_ts: Mapping[str, int] | None = None,
     broadcasting: Mapping[str, Sequence[str]] | None = None,
+    has_expire: bool = True,
 ) -> dict[str, DataFrame]:
     """pass name -> the union of that pass's findings (same arguments as ``all_findings``)."""
     if consumers is None:  # only LOST reads them, and only with a drain
@@ -364,7 +367,7 @@ def pass_findings(
     if broadcasting is None:  # only LOST reads them, and only with a drain
         broadcasting = broadcasting_of(df) if has_drain else {}
     ctx = PassInput(params, has_drain, dict(consumers), at_risk, has_crash, has_power, dict(constants or {}),
-                    dict(drain_ts), {trace: list(groups) for trace, groups in broadcasting.items()})
+                    dict(drain_ts), {trace: list(groups) for trace, groups in broadcasting.items()}, has_expire)
     return {name: reduce(DataFrame.unionByName, fn(df, ctx)) for name, fn in PASSES}
 
 
@@ -382,6 +385,7 @@ def all_findings(
     consumers: Mapping[tuple[str, str], list[str]] | None = None,
     drain_ts: Mapping[str, int] | None = None,
     broadcasting: Mapping[str, Sequence[str]] | None = None,
+    has_expire: bool = True,
 ) -> DataFrame:
     """Every §8.1 finding of ``df`` (validated rows with trace/epoch/drain) as one DataFrame.
 
@@ -396,7 +400,8 @@ def all_findings(
     which the judged passes then do not shuffle. ``consumers``: (trace, topic) -> the groups
     consuming it (``consumers_of``; None: computed here, a job of its own). ``drain_ts``: trace -> its
     last drain's ts (``drains_of``; None: likewise). ``broadcasting``: trace -> its broadcasting groups
-    (``broadcasting_of``; None: likewise).
+    (``broadcasting_of``; None: likewise). ``has_expire``: whether any trace has an ``expire`` row (when
+    none, LOST's retention pass is left out: ``spark/rules_retention.py``).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """
@@ -412,6 +417,7 @@ def all_findings(
         consumers=consumers,
         drain_ts=drain_ts,
         broadcasting=broadcasting,
+        has_expire=has_expire,
     )
     found = reduce(DataFrame.unionByName, parts.values())
     if not has_filters:

@@ -107,6 +107,7 @@ def message_findings(
     constants: Mapping[str, Any] | None = None,
     drain_ts: Mapping[str, int] | None = None,
     broadcasting: Mapping[str, Sequence[str]] | None = None,
+    has_expire: bool = True,
 ) -> DataFrame:
     """The message family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
     ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``);
@@ -116,7 +117,8 @@ def message_findings(
 
     ``has_crash`` False (no trace has a crash row): the two crash exemptions of LOST
     are empty, so their joins are left out; ``has_power`` False (no power-loss crash):
-    the saved delay progress exemption is empty, so its join is left out."""
+    the saved delay progress exemption is empty, so its join is left out; ``has_expire`` False (no
+    ``expire`` row): retention took nothing (``spark/rules_retention.py``), its pass is left out."""
     from rmqspec.spark.rules_lifecycle import (  # it imports rules, which imports this module lazily
         skipped_by_saved_delay_progress,
         skipped_by_saved_offsets,
@@ -140,6 +142,12 @@ def message_findings(
         from rmqspec.spark.rules_broadcast import lost_per_client  # it imports rules, which imports this lazily
 
         found = found.unionByName(lost_per_client(df, at_risk))
+    if has_drain and has_expire:
+        from rmqspec.spark import rules_retention  # it imports rules, which imports this lazily
+
+        verdicts = rules_retention.retention_verdicts(df, params)
+        if verdicts is not None:
+            found = rules_retention.apply(found, verdicts)
     if not (has_drain and has_crash):
         return found
     # The exemptions drop LOST findings only; one anti-join each on the whole output

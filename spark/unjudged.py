@@ -115,6 +115,7 @@ def anchor_columns() -> dict[str, Column]:
         "half_position": F.col("event").isin("txn_half", "txn_check") & F.col("queue_offset").isNotNull(),
         "schedule_position": (F.col("event") == "store") & (F.col("topic") == SCHEDULE_TOPIC)
         & F.col("queue_offset").isNotNull(),
+        "expire": F.col("event") == "expire",
     }
     assert tuple(got) == ANCHORS
     return {name: F.coalesce(col, F.lit(False)) for name, col in got.items()}

@@ -15,9 +15,10 @@ import attrs
 
 from rmqspec.properties.codes import AuditParams
 
-PARAMS = AuditParams(group_retry_max=(("GSMALL", 2),))
-# The JSON config file equivalent of PARAMS (spark/config.py).
-CONFIG_JSON = {"groupMaxReconsumeTimes": {"GSMALL": 2}}
+PARAMS = AuditParams(group_retry_max=(("GSMALL", 2),), expire_reserved_ms=72 * 3_600_000)
+# The JSON config file equivalent of PARAMS (spark/config.py): fileReservedTime given (the default 72 h), so
+# retention's deletions are judged.
+CONFIG_JSON = {"groupMaxReconsumeTimes": {"GSMALL": 2}, "fileReservedTimeMs": 72 * 3_600_000}
 
 
 @attrs.frozen
@@ -100,13 +101,58 @@ CASES: tuple[Case, ...] = (
         (("LOST", (5, 12)),),
     ),
     Case(
-        "LOST: not judged once an expire row says retention deleted files (issue 42; which messages they "
-        "took is not judged yet)",
+        "LOST: not judged of a key an expire took (its copy below the commitlog's new min, or of unknown offset); "
+        "judged of one it kept and of one sent after it (issue 42; a row without detail.cause proves no early "
+        "deletion)",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SEND_OK clo=300
+        6 store t=2000 topic=T q=0 off=1 clo=300 key=K2
+        7 send t=2100 topic=T q=0 key=K3 st=SEND_OK clo=5000
+        8 store t=2100 topic=T q=0 off=2 clo=5000 key=K3
+        9 send t=2200 topic=T q=0 key=K4 st=SEND_OK
+        10 store t=2200 topic=T q=0 off=3 key=K4
+        11 expire t=8000 clo=4096
+        12 send t=8100 topic=T q=0 key=K5 st=SEND_OK clo=6000
+        13 drain t=9000
+        """,
+        (("LOST", (7, 13)), ("LOST", (12, 13))),
+    ),
+    Case(
+        "LOST: a queue's expire row takes the keys placed below its min in that queue, not another queue's",
         _CONSUMED
         + """
         5 send t=2000 topic=T q=0 key=K2 st=SEND_OK
+        6 store t=2000 topic=T q=0 off=1 key=K2
+        7 send t=2100 topic=T q=1 key=K3 st=SEND_OK off=0
+        8 store t=2100 topic=T q=1 off=0 key=K3
+        9 expire t=8000 topic=T q=0 off=2
+        10 drain t=9000
+        """,
+        (("LOST", (7, 10)),),
+    ),
+    Case(
+        "LOST: judged of a copy an expire of cause reserved took less than fileReservedTime (72 h) after its "
+        "store; not of one stored at the limit, nor of one only a send row places (its ts is no store time)",
+        _CONSUMED
+        + """
+        5 send t=2000 topic=T q=0 key=K2 st=SEND_OK clo=300
         6 store t=2000 topic=T q=0 off=1 clo=300 key=K2
-        7 expire t=8000 clo=4096
+        7 send t=2501 topic=T q=0 key=K3 st=SEND_OK clo=3000
+        8 store t=2501 topic=T q=0 off=2 clo=3000 key=K3
+        9 send t=3000 topic=T q=0 key=K4 st=SEND_OK off=3 clo=3500
+        10 expire t=259202500 clo=4096 detail={"cause":"reserved","files":1}
+        11 drain t=259300000
+        """,
+        (("LOST", (7, 11)),),
+    ),
+    Case(
+        "LOST: an expire of cause forcibly (the disk over 0.85) may take any copy",
+        _CONSUMED
+        + """
+        5 send t=2501 topic=T q=0 key=K3 st=SEND_OK clo=3000
+        6 store t=2501 topic=T q=0 off=1 clo=3000 key=K3
+        7 expire t=8000 clo=4096 detail={"cause":"forcibly","files":1}
         8 drain t=9000
         """,
         (),

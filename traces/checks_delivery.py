@@ -25,6 +25,7 @@ from rmqspec.traces.checks_common import (
     violation,
 )
 from rmqspec.traces.checks_filter import filter_exempt
+from rmqspec.traces.checks_retention import Verdict, copies_by_key, expire_rows, verdict
 
 
 def _acknowledged(trace: Trace) -> dict[tuple[str, str], int]:
@@ -154,7 +155,9 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
     nor a (group, msg_key) ``skipped_by_saved_offsets`` or ``checks_filter.filter_exempt`` names
     (a filtering group's messages its subscriptions do not select or whose attributes no row
     states, and FILTER_SKIPPED ones), nor a
-    msg_key ``skipped_by_saved_delay_progress`` names. A broadcasting group (``Trace.broadcasting``) is
+    msg_key ``skipped_by_saved_delay_progress`` names, nor one ``expire`` rows may have taken (judged only
+    when they provably kept it or took it before fileReservedTime: ``checks_retention.verdict``; the
+    reason then says so). A broadcasting group (``Trace.broadcasting``) is
     judged per client instead (``detect_lost_per_client``): each of its clients starts at the queue's max
     offset, so messages sent before every client started are no one's.
     seqs = [send (or COMMIT), drain]; one finding per (group, msg_key).
@@ -171,8 +174,9 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
         ):
             done.add((row["group"], row["msg_key"]))
     delay_skipped = skipped_by_saved_delay_progress(trace)
+    retained = _Retained(trace, drain)
     for (topic, key), seq in sorted(_acknowledged(trace).items(), key=lambda kv: kv[1]):
-        if seq > drain or key in trace.at_risk or key in delay_skipped:
+        if seq > drain or key in trace.at_risk or key in delay_skipped or not retained(key).judged:
             continue
         for group in sorted(trace.consumers.get(topic, ())):
             if (group, key) not in done and group not in trace.broadcasting:
@@ -180,8 +184,23 @@ def detect_lost(trace: Trace) -> Iterator[Finding]:
                     Code.LOST,
                     (seq, drain),
                     {"group": group, "topic": topic, "msg_key": key},
-                    f"acknowledged {key} never consumed by {group} nor sent to its DLQ",
+                    f"acknowledged {key} never consumed by {group} nor sent to its DLQ{retained(key).reason}",
                 )
+
+
+class _Retained:
+    """key -> what retention did to it (``checks_retention.verdict``), computed once per key."""
+
+    def __init__(self, trace: Trace, drain: int) -> None:
+        self.expires = expire_rows(trace.rows, drain)
+        self.copies = copies_by_key(trace.rows) if self.expires else {}
+        self.params = trace.params
+        self.seen: dict[Any, Verdict] = {}
+
+    def __call__(self, key: Any) -> Verdict:
+        if key not in self.seen:
+            self.seen[key] = verdict(self.copies.get(key, ()), self.expires, self.params)
+        return self.seen[key]
 
 
 def _broadcast_runs(trace: Trace, drain: int) -> tuple[dict[tuple, list[Run]], dict[tuple, int], set[Any]]:
@@ -230,7 +249,7 @@ def detect_lost_per_client(trace: Trace) -> Iterator[Finding]:
     a stored offset: its offset), else at the lowest offset c got in it (a ``deliver`` or ``consume`` of
     c; a broker's deliver rows name no client); what a restarted client skipped below its new start is
     not its loss. The exemptions of ``detect_lost`` apply per group (a crash's at-risk keys,
-    ``skipped_by_saved_offsets``, ``filter_exempt``, ``skipped_by_saved_delay_progress``). A client
+    ``skipped_by_saved_offsets``, ``filter_exempt``, ``skipped_by_saved_delay_progress``, retention's). A client
     that never committed past o in such a run (stopped, or behind at the drain) is not judged. Not
     judged without ``drain``.
     seqs = [send, the first commit past o]; one finding per (group, client, msg_key).
@@ -246,6 +265,7 @@ def detect_lost_per_client(trace: Trace) -> Iterator[Finding]:
         return
     exempt = skipped_by_saved_offsets(trace) | filter_exempt(trace)
     delay_skipped = skipped_by_saved_delay_progress(trace)
+    retained = _Retained(trace, drain)
     reported: set[tuple[Any, Any, Any]] = set()
     for _, row in trace.of("send"):
         if row["seq"] > drain:
@@ -259,6 +279,7 @@ def detect_lost_per_client(trace: Trace) -> Iterator[Finding]:
             or key in waiting
             or key in trace.at_risk
             or key in delay_skipped
+            or not retained(key).judged
         ):
             continue
         offset = row["queue_offset"]
@@ -278,7 +299,7 @@ def detect_lost_per_client(trace: Trace) -> Iterator[Finding]:
                 (row["seq"], min(passed)),
                 {"group": group, "topic": row["topic"], "msg_key": key, "client_id": client},
                 f"broadcasting client {client} of {group} committed past {key} (offset {offset} of queue "
-                f"{row['queue_id']}) without consuming it",
+                f"{row['queue_id']}) without consuming it{retained(key).reason}",
             )
 
 

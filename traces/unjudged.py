@@ -61,10 +61,10 @@ Dropping one of them changes what the trace says (the property test in
 unknown. ``not_judged`` counts, per (code, event), the rows with an entry of that code: the
 report's "not judged" section (``checker.not_judged_reasons``).
 
-An ``expire`` row (retention deleted files) lacks nothing either: it leaves LOST, TXN_UNRESOLVED and
+An ``expire`` row (retention deleted files) lacks nothing either: it leaves TXN_UNRESOLVED and
 TIMER_UNFIRED unjudged in the whole trace, under the reason ``EXPIRED``, and OFFSET_OVERRUN after it
-(which messages the files took is not yet judged by the audit; a client answered OFFSET_ILLEGAL commits
-past what it was delivered). One more kind of entry comes from a row that lacks nothing: a timer
+(a client answered OFFSET_ILLEGAL commits past what it was delivered). LOST reads which keys the files
+took itself (``checks_retention``). One more kind of entry comes from a row that lacks nothing: a timer
 message's row (a timer ``send``, a ``store`` in rmq_sys_wheel_timer) before the drain whose
 ``deliver_ts`` is after the drain's ts leaves LOST of its msg_key unjudged (the message may still
 wait in the wheel), counted under the reason ``checks_common.NOT_JUDGED_WHY[NOT_DUE]``
@@ -189,10 +189,11 @@ class Unjudged:
 
 # Rows whose seqs ``TraceFacts`` keeps (``anchor``): the first commit with a full queue key and
 # offset; the first and last txn_half / txn_check with a half-queue position; the first and last
-# SCHEDULE_TOPIC_XXXX store with a position. The crash exemptions of LOST and TXN_UNRESOLVED read
-# positions only when such a row and a crash surround the row lacking one.
-ANCHORS: tuple[str, ...] = ("commit", "half_position", "schedule_position")
-_ANCHOR_EVENTS = frozenset({"commit_offset", "txn_half", "txn_check", "store"})
+# SCHEDULE_TOPIC_XXXX store with a position; the first and last ``expire`` (a copy row without its
+# msg_key before the last leaves LOST unjudged: ``checks_retention``). The crash exemptions of LOST and
+# TXN_UNRESOLVED read positions only when such a row and a crash surround the row lacking one.
+ANCHORS: tuple[str, ...] = ("commit", "half_position", "schedule_position", "expire")
+_ANCHOR_EVENTS = frozenset({"commit_offset", "txn_half", "txn_check", "store", "expire"})
 
 
 def anchor(row: Mapping[str, Any]) -> str | None:
@@ -205,6 +206,8 @@ def anchor(row: Mapping[str, Any]) -> str | None:
         return "half_position" if row.get("queue_offset") is not None else None
     if ev == "store" and row.get("topic") == SCHEDULE_TOPIC and row.get("queue_offset") is not None:
         return "schedule_position"
+    if ev == "expire":
+        return "expire"
     return None
 
 
@@ -393,6 +396,7 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         e.ahead(Code.UNEXPECTED)
     # LOST's exemptions: a consumer offset saved before a crash past a store at a reused position;
     # a schedule copy at a position a power loss reused (it needs a position before the loss)
+    _copy_of_someone(e, f)
     placed = e.lacks("topic", "queue_id", "queue_offset", "msg_key")
     if placed and f.positioned_before(e.seq, "commit", power=False):
         e.ahead(Code.LOST, "msg_key")
@@ -426,6 +430,7 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
 def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
     if e.lacks("topic", "msg_key"):
         e.here(Code.LOST)  # an acknowledgement missing: fewer findings, never more
+    _copy_of_someone(e, f)
     if e.lacks("msg_key"):
         e.ahead(Code.UNEXPECTED, why=UNRECORDED if detail_of(r).get("unrecorded") is True else None)
         if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES | {ONEWAY}:
@@ -511,7 +516,16 @@ def _timer_fire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.TIMER_DUPLICATED)
 
 
+def _copy_of_someone(e: _Entries, f: TraceFacts) -> None:
+    """A copy row without its msg_key before the last ``expire``: which key's copy retention took (or
+    kept) is unknown, so LOST does not judge any (``checks_retention``)."""
+    last = f.last("expire")
+    if last is not None and e.seq < last and e.lacks("msg_key"):
+        e.ahead(Code.LOST)
+
+
 def _txn_half(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
+    _copy_of_someone(e, f)
     if e.lacks("msg_key"):
         e.ahead(Code.UNEXPECTED)
         e.ahead(ObservationCode.RECOVERED)
@@ -654,13 +668,16 @@ def _filter_commit(e: _Entries, _r: Mapping[str, Any]) -> None:
         e.ahead(Code.LOST, "group")
 
 
-def _expire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
-    """Retention deleted files (issue 42): what they took is not judged anywhere in the trace, nor a
+def _expire(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
+    """Retention deleted files (issue 42): LOST judges which keys they took (``checks_retention``); what
+    else they took (an unresolved half, a waiting timer copy) is not judged anywhere in the trace, nor a
     commit after it past deliveries it took (a client answered OFFSET_ILLEGAL drops its process queue
     and commits the new min, DefaultMQPushConsumerImpl)."""
-    for code in (Code.LOST, Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED):
+    for code in (Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED):
         e.ahead(code, why=EXPIRED)
     e.later(Code.OFFSET_OVERRUN)
+    if r.get("topic") is None and (r.get("queue_id") is not None or r.get("queue_offset") is not None):
+        e.ahead(Code.LOST)  # a queue's row without its topic: which queue's keys it took is unknown
 
 
 _RULES = {

@@ -208,7 +208,7 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     """The recorded traces (``recorded_traces``); 5.x timer messages through the model broker, with
     crashes, drained late and early (their sends carry detail.timer: the TIMER table's replay judges
     them too); and through a power loss with a second crash close behind it, under SYNC and ASYNC
-    flushing."""
+    flushing; retention deleting expired files, and deleting young ones (``tests/traces/retention_runs.py``)."""
     from tests.traces.timer_runs import model_restart_timer_trace, model_timer_trace
 
     rows.update(recorded_traces(tmp))
@@ -217,6 +217,10 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     for flush in ("SYNC", "ASYNC"):
         for seed in range(RESTART_TRACES):
             rows[f"restart:{flush}:{seed}"] = model_restart_timer_trace(seed, flush)
+    from tests.traces.retention_runs import retention_trace
+
+    for name, broken in (("lawful", False), ("early", True)):  # retention (issue 42)
+        rows[f"retention:{name}"] = retention_trace(broken)
 
 
 @pytest.fixture(scope="session")

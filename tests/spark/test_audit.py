@@ -56,6 +56,20 @@ def test_recorded_broker_traces_audit_clean(batch):
         assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
 
 
+def test_retention_traces(batch):
+    """Issue 42: LOST reads what an ``expire`` took alike in Spark and the reference checker — of the lawful
+    run only the kept files' unconsumed keys, of the early one the taken keys too, their reasons naming
+    the deletion (``tests/traces/test_retention_audit.py`` pins the keys)."""
+    lawful, early = batch.spark["retention:lawful"], batch.spark["retention:early"]
+    assert lawful == batch.checker["retention:lawful"] and early == batch.checker["retention:early"]
+    assert {c for c, _ in lawful + early} == {"LOST"} and len(lawful) < len(early)
+    table = pq.read_table(batch.out / "violations").to_pylist()
+    reasons = [r["reason"] for r in table if r["trace_id"] == "retention:early"]
+    named = [r for r in reasons if "before fileReservedTime allowed" in r]
+    assert len(named) == len(early) - len(lawful)
+    assert not any("fileReservedTime" in r["reason"] for r in table if r["trace_id"] == "retention:lawful")
+
+
 def test_model_traces_of_timer_messages(batch):
     """5.x timer messages through ModelBroker with crashes (``tests/traces/timer_runs.py``): a late drain
     gives no violation, an early one no timer code nor LOST of a waiting timer message — in Spark as in

@@ -332,3 +332,41 @@ def test_the_kept_units_are_the_documented_conventions():
     assert (0, "status") in units(rows) and (1, "status") not in units(rows) and (1, "delay_level") not in units(rows)
     assert {event for event, _ in KEPT} == {"crash", "send_back", "send", "store", "deliver", "consume", "txn_end",
                                             "commit_offset", "orderly_start", "orderly_end"}
+
+
+_RETENTION_EVENTS = ("send", "send", "store", "store", "txn_half", "consume", "expire", "expire")
+
+
+@st.composite
+def retention_trace(draw: Any) -> list[dict[str, Any]]:
+    """Copies and ``expire`` rows (commitlog's and queues', issue 42) around fileReservedTime (PARAMS: 72 h),
+    every field set, consumers of T, a drain: LOST's reading of what retention took
+    (``traces/checks_retention.py``)."""
+    rows: list[dict[str, Any]] = []
+    ts = 0
+    for seq in range(draw(st.integers(2, 14))):
+        event = draw(st.sampled_from(_RETENTION_EVENTS))
+        ts += draw(st.sampled_from((0, 1, 3_600_000, 72 * 3_600_000)))
+        row: dict[str, Any] = {"seq": seq, "ts": ts, "event": event, "topic": "T",
+                               "queue_id": draw(st.sampled_from((0, 1))), "queue_offset": draw(st.integers(0, 3)),
+                               "commitlog_offset": draw(st.integers(0, 3)) * 100}
+        if event == "expire":
+            if draw(st.booleans()):
+                row.update(topic=None, queue_id=None, queue_offset=None)
+            row["detail"] = {"cause": draw(st.sampled_from(("reserved", "forcibly")))}
+        else:
+            row.update(msg_key=draw(st.sampled_from(("K1", "K2", "K3"))))
+        if event == "send":
+            row["status"] = "SEND_OK"
+        elif event == "consume":
+            row.update(group="G", status="SUCCESS", client_id="C1", commitlog_offset=None)
+        rows.append(row)
+    rows.append({"seq": len(rows), "ts": ts + 1, "event": "drain"})
+    return rows
+
+
+@budget_run
+@settings(max_examples=max(400, 2 * settings.default.max_examples))
+@given(rows=retention_trace(), data=st.data())
+def test_retention_traces_never_gain_a_finding(rows, data):
+    _holds(rows, _drop_sets(data, rows), PARAMS)
