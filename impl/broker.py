@@ -267,8 +267,8 @@ class MmapBroker(BatchSends, Retention):
 
     def _written(self, entry: Entry, now: int) -> Entry:
         self._records += 1
-        if self.config.flush == "SYNC":
-            self._flushed = self._records
+        if self.config.flush == "SYNC" and self.log.store.flushed_offset == self.log.store.commitlog_max_offset:
+            self._flushed, self._unflushed = self._records, []  # the put waited: the group commit flushed all
         else:
             self._unflushed.append(entry.uniq_key)
         self.events.store(entry, now)
@@ -342,6 +342,7 @@ class MmapBroker(BatchSends, Retention):
             flag=msg.flag,
             delay_level=msg.delay_level,
             sys_flag=msg.sys_flag,
+            wait=msg.waits_for_flush,
         )
         plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
@@ -366,7 +367,8 @@ class MmapBroker(BatchSends, Retention):
         wire[PROPERTY_TRANSACTION_PREPARED] = "true"
         wire[PROPERTY_PRODUCER_GROUP] = producer_group
         props = half_send_properties(wire, self.config)
-        plan = self.log.prepare(half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now, msg.sys_flag), now)
+        spec = half_spec(msg.topic, queue_id, msg.body, msg.flag, props, now, msg.sys_flag, msg.waits_for_flush)
+        plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(HALF_TOPIC, 1)
         entry = self._written(self.log.append(plan), now)
         self.events.txn_half(entry, now, producer_group, msg.topic, queue_id, uniq)
@@ -408,7 +410,7 @@ class MmapBroker(BatchSends, Retention):
         if self.config.behaviour.op_batch:
             self.ops.offer(half.queue_id, half.queue_offset, now)
         else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
         self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
         return ResponseCode.SUCCESS
 
@@ -518,6 +520,7 @@ class MmapBroker(BatchSends, Retention):
             flag=original.flag,
             reconsume_times=original.reconsume_times + 1,
             delay_level=put_level,
+            wait=False,  # asyncConsumerSendMsgBack: setWaitStoreMsgOK(false)
         )
         try:
             plan = self.log.prepare(spec, now)
@@ -591,6 +594,9 @@ class MmapBroker(BatchSends, Retention):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
+        self.log.store.group_commit()  # the GroupCommitService's pass (SYNC: model/crash.py)
+        if self.config.flush == "SYNC":
+            self._flushed, self._unflushed = self._records, []
         self._clean(now)  # retention first (model/retention.py)
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
         if self.timer is not None:
@@ -608,10 +614,10 @@ class MmapBroker(BatchSends, Retention):
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 
-    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
+    def _write_ops(self, ops: list[tuple[int, str]], now: int, wait: bool = True) -> None:
         for queue_id, body in ops:
             self.meta.ensure_topic(OP_TOPIC, 1)
-            self._append(op_spec(queue_id, body, now, self._store_v6), now)
+            self._append(op_spec(queue_id, body, now, self._store_v6, wait), now)
 
     def flush_ops(self) -> None:
         """5.1.0+: write every pending op message now."""

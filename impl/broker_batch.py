@@ -39,8 +39,9 @@ class BatchSends:
         topic = batch_topic(msgs)
         self._check_send_target(topic, queue_id)  # type: ignore[attr-defined]
         items = batch_items(msgs, lambda m: self._wire_props(m, now), self.config)  # type: ignore[attr-defined]
-        specs = [PutSpec(topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, born_ts=now, properties=props)
-                 for msg, (props, _uniq) in zip(msgs, items, strict=True)]
+        wait = msgs[0].waits_for_flush  # MessageBatch.generateFromList takes the first message's WAIT
+        specs = [PutSpec(topic=topic, queue_id=queue_id, body=msg.body, flag=msg.flag, born_ts=now, properties=props,
+                         wait=wait) for msg, (props, _uniq) in zip(msgs, items, strict=True)]
         keys = [uniq for _props, uniq in items]
         entries = self.log.append_batch(self.log.prepare_batch(specs, now))
         for i, (entry, uniq) in enumerate(zip(entries, keys, strict=True)):

@@ -91,7 +91,8 @@ class PutSpec:
     """What a broker component asks to append (RocketMQ ``MessageExtBrokerInner``).
 
     ``properties`` is the properties *string* to store (as ordered pairs);
-    ``delay_level`` is the DELAY of the property *map* CommitLog routes by.
+    ``delay_level`` is the DELAY of the property *map* CommitLog routes by; ``wait`` the map's
+    ``isWaitStoreMsgOK`` (under SYNC_FLUSH whether the put waits for the flush: ``model/crash.py``).
     """
 
     topic: str
@@ -104,6 +105,7 @@ class PutSpec:
     reconsume_times: int = 0
     prepared_txn_offset: int = 0
     delay_level: int = 0
+    wait: bool = True
 
 
 @attrs.frozen
@@ -318,6 +320,7 @@ class BrokerLog:
             reconsume_times=spec.reconsume_times,
             prepared_txn_offset=spec.prepared_txn_offset,
             flag=spec.flag,
+            wait=spec.wait,
         )
         return Plan(record, size)
 
@@ -339,6 +342,7 @@ class BrokerLog:
             plans.append(Plan(MessageRecord(
                 topic=spec.topic, queue_id=spec.queue_id, body=bytes(spec.body), properties=dict(pairs), pairs=pairs,
                 sys_flag=sys_flag, born_ts=spec.born_ts, store_ts=now, born_host=self._born_v4, flag=spec.flag,
+                wait=spec.wait,
             ), size))
         total = sum(p.size for p in plans)
         if total + END_FILE_MIN_BLANK_LENGTH > file_size:

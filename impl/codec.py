@@ -158,6 +158,8 @@ class MessageRecord:
     prepared_txn_offset: int = 0
     flag: int = 0
     pairs: tuple[tuple[str, str], ...] | None = None
+    # isWaitStoreMsgOK of the map (not written): under SYNC_FLUSH whether the put waits for the flush
+    wait: bool = True
 
     @property
     def written(self) -> Mapping[str, str] | tuple[tuple[str, str], ...]:

@@ -8,10 +8,12 @@ one store directory; ``record(workload, directory)`` runs it with an
 configuration and every durable effect in program order. The driver is the
 client: it adds the promise marks the oracle checks —
 
-- ``ack`` after every acknowledged SYNC send, half send and send-back (the
-  record must survive any later crash), and
-- ``flushed`` after ``flush()`` and ``close()`` returned (every record
-  written before must survive);
+- ``ack`` after every acknowledged SYNC send and half send (the record must
+  survive any later crash; a send-back, a commit and its op are answered before
+  the flush, WAIT=false: ``model/crash.py``), and
+- ``flushed`` after ``flush()`` and ``close()`` returned, and the store's own after
+  a SYNC broker's group commit at each tick (every record written before must
+  survive);
 
 and it turns ``crash("power")`` into a ``PowerCut`` (the store's own
 power-loss simulation rewrites files; those rewrites are not recorded, the
@@ -49,7 +51,7 @@ from rmqspec.impl.broker import MmapBroker
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.message import Message, MessageQueue
-from rmqspec.model.results import ResponseCode, SendResult, TxnAction
+from rmqspec.model.results import SendResult, TxnAction
 
 START_MS = 1_700_000_000_000
 COMMITLOG_FILE_SIZE = 8192
@@ -145,9 +147,8 @@ class Driver:
         result = self.broker.pull(group, mq, start, max_nums)
         for i, msg in enumerate(result.messages):
             if fail_every and i % fail_every == 0:
-                code = self.broker.send_back(group, msg.commitlog_offset, 0, msg.msg_id, None)
-                if code is ResponseCode.SUCCESS:
-                    self._ack()
+                # answered before the flush (WAIT=false): promised only by the next tick's group commit
+                self.broker.send_back(group, msg.commitlog_offset, 0, msg.msg_id, None)
         if result.messages:
             self.committed[(group, topic, queue)] = result.next_begin_offset
             self.broker.update_offset(group, mq, result.next_begin_offset)

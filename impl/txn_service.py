@@ -102,7 +102,7 @@ def java_int(text: str | None, default: int) -> int:
 
 
 def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str, str], now: int,
-              sys_flag: int = 0) -> PutSpec:
+              sys_flag: int = 0, wait: bool = True) -> PutSpec:
     """parseHalfMessageInner (``props`` already carries TRAN_MSG and PGROUP)."""
     stored = dict(props)
     stored[PROPERTY_REAL_TOPIC] = topic
@@ -115,6 +115,7 @@ def half_spec(topic: str, queue_id: int, body: bytes, flag: int, props: dict[str
         sys_flag=with_txn_type(sys_flag, TRANSACTION_NOT_TYPE),
         born_ts=now,
         flag=flag,
+        wait=wait,
     )
 
 
@@ -137,10 +138,11 @@ def commit_spec(half: Entry, commitlog_offset: int, rebuilt: bool = False) -> Pu
         reconsume_times=half.reconsume_times,
         prepared_txn_offset=commitlog_offset,
         delay_level=delay,
+        wait=False,  # endMessageTransaction: setWaitStoreMsgOK(false)
     )
 
 
-def op_spec(queue_id: int, body: str, now: int, born_v6: bool) -> PutSpec:
+def op_spec(queue_id: int, body: str, now: int, born_v6: bool, wait: bool = True) -> PutSpec:
     """An op message of half queue ``queue_id``: addRemoveTagInTransactionOp's (4.9: the half's
     queue offset) or getOpMessage's (5.1.0+: ``offset,`` per half the batch resolves)."""
     return PutSpec(
@@ -150,6 +152,7 @@ def op_spec(queue_id: int, body: str, now: int, born_v6: bool) -> PutSpec:
         properties=((PROPERTY_TAGS, REMOVE_TAG), (PROPERTY_WAIT_STORE_MSG_OK, "true")),
         sys_flag=BORNHOST_V6_FLAG if born_v6 else 0,
         born_ts=now,
+        wait=wait,  # makeOpMessageInner: false (the string says WAIT=true); a batch's: flushed at once
     )
 
 

@@ -260,7 +260,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
 
     def _put(self, request: PutRequest, now: int) -> Record:
         record = self.store.put(request, now)
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records), request.wait)
         self._note_store(record, now)
         return record
 
@@ -369,12 +369,13 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             records = self.store.prepare_batch(reqs, now)
         except PutError as e:
             raise BrokerError(e.code, e.remark) from None
+        wait = msgs[0].waits_for_flush  # MessageBatch.generateFromList takes the first message's WAIT
         for i, (record, uniq) in enumerate(zip(records, keys, strict=True)):
             self.store.append(record)
-            self.durability.on_append(len(self.store.records))
+            self.durability.on_append(len(self.store.records), wait)
             self._note_store(record, now)
             self.ghost.note_acked(Acked(now, "plain", uniq, topic, queue_id, record.commitlog_offset,
-                                        record.queue_offset, self.durability.sync))
+                                        record.queue_offset, self.durability.sync and wait))
             self._emit("send", now, actor="broker", topic=topic, queue_id=queue_id, queue_offset=record.queue_offset,
                        commitlog_offset=record.commitlog_offset, msg_key=uniq, msg_id=self._msg_id(record),
                        reconsume_times=0, status="SEND_OK", detail={"batch_index": i, "batch_size": len(records)})
@@ -403,7 +404,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             raise BrokerError(e.code, e.remark) from None
         self.store.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
         self.store.append(record)
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records), msg.waits_for_flush)
         self._note_store(record, now)
         delayed = record.topic == SCHEDULE_TOPIC
         timer = record.topic == TIMER_TOPIC
@@ -416,7 +417,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
                 queue_id,
                 record.commitlog_offset,
                 record.queue_offset,
-                self.durability.sync,
+                self.durability.sync and msg.waits_for_flush,
             )
         )
         self._emit(
@@ -595,7 +596,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             )
             self.retry_seq += 1
         self.store.append(record)
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records), wait=False)  # asyncConsumerSendMsgBack: WAIT=false
         self._note_store(record, now)
         deliver_ts = record.tags_code if route != DLQ else None
         reported_level = level if route != DLQ else delay_level

@@ -46,6 +46,7 @@ class BackgroundServices:
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self._now()
+        self.durability.on_tick(len(self.store.records))  # the GroupCommitService's pass (SYNC)
         self.cleaner.run(now, self.store, self._emit)  # retention first (model/retention.py)
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)
@@ -90,7 +91,7 @@ class BackgroundServices:
     ) -> None:
         if new is None:
             return  # a delayed copy of a half: discarded, nothing stored
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records))  # WAIT=false, flushed at once: model/crash.py
         self._note_store(new, now)
         self.ghost.note_fired(
             Fired(
@@ -135,7 +136,7 @@ class BackgroundServices:
         except PutError:
             return False
         deliver_ts = self._deliver_ts(entry)
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records))  # WAIT=false, flushed at once: model/crash.py
         self._note_store(new, now)
         self.ghost.note_timer_fired(
             Fired(now, 0, deliver_ts or 0, entry.commitlog_offset, new.commitlog_offset, new.topic,
@@ -152,7 +153,7 @@ class BackgroundServices:
         return True
 
     def _hooks(self, now: int) -> CheckHooks:
-        def on_store(record: Record) -> None:
+        def on_store(record: Record) -> None:  # a check's re-put, a discarded half: WAIT=false, flushed at once
             self.durability.on_append(len(self.store.records))
             self._note_store(record, now)
 

@@ -67,7 +67,7 @@ class Transactions:
             raise BrokerError(e.code, e.remark) from None
         self.store.ensure_topic(HALF_TOPIC, 1)
         self.store.append(record)
-        self.durability.on_append(len(self.store.records))
+        self.durability.on_append(len(self.store.records), msg.waits_for_flush)
         self._note_store(record, now)
         self.ghost.note_acked(
             Acked(
@@ -78,7 +78,7 @@ class Transactions:
                 queue_id,
                 record.commitlog_offset,
                 record.queue_offset,
-                self.durability.sync,
+                self.durability.sync and msg.waits_for_flush,
             )
         )
         self.ghost.note_txn(TxnNote(now, producer_group, uniq, record.commitlog_offset, "HALF"))
@@ -132,7 +132,7 @@ class Transactions:
             except PutError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             self.store.append(real)
-            self.durability.on_append(len(self.store.records))
+            self.durability.on_append(len(self.store.records), wait=False)  # endMessageTransaction: WAIT=false
             self._note_store(real, now)
             delayed = real.topic == SCHEDULE_TOPIC
             topic = half.prop(PROPERTY_REAL_TOPIC) or ""
@@ -146,7 +146,7 @@ class Transactions:
                     queue_id,
                     real.commitlog_offset,
                     real.queue_offset,
-                    self.durability.sync,
+                    False,  # not waited for: durable at the next group commit
                 )
             )
             self._emit(
@@ -169,14 +169,15 @@ class Transactions:
         if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
             self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
         else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now)
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
         self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
         return ResponseCode.SUCCESS
 
-    def _write_ops(self, ops: list[tuple[int, str]], now: int) -> None:
+    def _write_ops(self, ops: list[tuple[int, str]], now: int, wait: bool = True) -> None:
+        """Op messages; ``wait`` False: at an END, answered before the group commit (model/crash.py)."""
         for queue_id, body in ops:
             self.store.ensure_topic(OP_TOPIC, 1)
-            self._put(op_request(queue_id, body, now, self._store_v6), now)
+            self._put(op_request(queue_id, body, now, self._store_v6, wait), now)
 
     def flush_ops(self) -> None:
         """5.1.0+: write every pending op message now (wall-clock mode: the remote broker was seen

@@ -6,9 +6,17 @@ RocketMQ's store (S/CommitLog, FlushDiskType, S/DefaultMessageStore.recover)
 gives these guarantees, which the model states as a *set of allowed
 outcomes* rather than one outcome:
 
-- SYNC flush: every record is durable once written (GroupCommitService; the
-  model does not distinguish puts that wait for the flush from background
-  puts that only wake it up). ASYNC flush: records are durable up to the last
+- SYNC flush: a put whose message waits (``isWaitStoreMsgOK``: the producer's WAIT, true unless
+  it sends ``false``) is durable once acknowledged, and so is everything written before it (the
+  GroupCommitService flushes every written byte). A put that does not wait only wakes the service
+  (CommitLog.submitFlushRequest) and is answered before the flush: a send-back's retry or DLQ copy,
+  a committed transaction and its op message (END_TRANSACTION), a producer's WAIT=false send. Those
+  are durable only after the service's next pass, which the model places at the next ``tick``
+  (``on_tick``): a power loss in between may take them (the crash row lists them at risk). The
+  services' own re-puts (a fired delayed or timer message, a check's re-put, a discarded half, 5.1+'s
+  batched ops) do not wait either, but no one is answered and the group commit they wake flushes them
+  within milliseconds, long before a service persists its progress (delayOffset.json, timercheck:
+  ≥ 1 s): the model flushes them at the put. ASYNC flush: records are durable up to the last
   ``flush()`` / ``close()``.
 - ``kill`` (process dies, the OS keeps its page cache): every written record
   survives.
@@ -49,14 +57,24 @@ class Durability:
     def __init__(self, sync: bool) -> None:
         self.sync = sync
         self.flushed = 0
+        self.unwaited = 0  # SYNC: the records past ``flushed``, all put without waiting
         self.crash_kind: str | None = None
 
-    def on_append(self, total: int) -> None:
+    def on_append(self, total: int, wait: bool = True) -> None:
+        """A record appended (``total`` now): under SYNC a put that waits flushes everything so far."""
+        if self.sync and wait:
+            self.flush(total)
+        elif self.sync:
+            self.unwaited += 1
+
+    def on_tick(self, total: int) -> None:
+        """The GroupCommitService's pass (SYNC): whatever a put that did not wait left is flushed."""
         if self.sync:
-            self.flushed = total
+            self.flush(total)
 
     def flush(self, total: int) -> None:
         self.flushed = total
+        self.unwaited = 0
 
     def allowed_survivors(self, total: int) -> range:
         if self.crash_kind is None:
@@ -67,4 +85,5 @@ class Durability:
 
     def after_recovery(self, survivors: int) -> None:
         self.flushed = survivors
+        self.unwaited = 0
         self.crash_kind = None

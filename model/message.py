@@ -362,6 +362,13 @@ class Message:
                 "properties", f"<{size} bytes encoded>", f"longer than {MAX_PROPERTIES_BYTES}"
             )
 
+    @property
+    def waits_for_flush(self) -> bool:
+        """MessageExt.isWaitStoreMsgOK of the map the broker puts: no WAIT is true, else
+        ``Boolean.parseBoolean`` (``"true"`` in any case). Under SYNC_FLUSH a put that does not wait is
+        acknowledged before the flush (``model/crash.py``)."""
+        return self.wait is None or self.wait.lower() == "true"
+
     def wire_properties(self) -> dict[str, str]:
         """The full property map as the producer puts it on the wire.
 

@@ -194,7 +194,8 @@ class PutRequest:
     """What a broker component asks the store to append (MessageExtBrokerInner).
 
     ``properties`` is the properties *string* to store; ``delay_level`` is the
-    DELAY of the property *map* that CommitLog routes by.
+    DELAY of the property *map* that CommitLog routes by; ``wait`` the map's
+    ``isWaitStoreMsgOK`` (``model/crash.py``: under SYNC_FLUSH whether the put waits for the flush).
     """
 
     topic: str
@@ -207,6 +208,7 @@ class PutRequest:
     reconsume_times: int = 0
     prepared_txn_offset: int = 0
     delay_level: int = 0
+    wait: bool = True
 
 
 # SendMessageProcessor's remark for SERVICE_NOT_AVAILABLE starts so (it goes on with the disk's usage)

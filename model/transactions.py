@@ -117,7 +117,7 @@ def half_request(
     )
 
 
-def op_request(queue_id: int, body: str, now: int, born_v6: bool) -> PutRequest:
+def op_request(queue_id: int, body: str, now: int, born_v6: bool, wait: bool = True) -> PutRequest:
     """addRemoveTagInTransactionOp (4.9: ``body`` is the half's queue offset) or getOpMessage
     (5.1.0+: the queue offsets of the halves the batch resolves, each followed by a comma)."""
     return PutRequest(
@@ -127,6 +127,7 @@ def op_request(queue_id: int, body: str, now: int, born_v6: bool) -> PutRequest:
         properties=((PROPERTY_TAGS, REMOVE_TAG), (PROPERTY_WAIT_STORE_MSG_OK, "true")),
         sys_flag=BORNHOST_V6_FLAG if born_v6 else 0,
         born_ts=now,
+        wait=wait,  # makeOpMessageInner: false (the string says WAIT=true); a batch's: flushed at once
     )
 
 

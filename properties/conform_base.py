@@ -289,6 +289,7 @@ class MachineCore(RuleBasedStateMachine):
         self.pull_seq = 0
         self.body_seq = 0
         self.last_flush_seq = 0
+        self.last_commit_seq = 0  # SYNC: the history's length at the last group commit (a tick, a waited send)
         self._oracle_init()
         self._broadcast_init()
 

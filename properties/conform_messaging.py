@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
@@ -59,6 +60,7 @@ class MessagingRules:
         ordered send's route (the number of queues its selector chose among)."""
         timer = self._timer_plan(msg.properties, msg.delay_level)  # 5.x: the put hook reads this clock
         detail = {**({"timer": timer["detail"]} if timer is not None else {}),
+                  **({"wait": False} if not msg.waits_for_flush else {}),
                   **({"send_mode": send_mode} if send_mode is not None else {}),
                   **({"route_queues": route_queues} if route_queues is not None else {})}
         extra = {"detail": detail} if detail else {}
@@ -77,6 +79,8 @@ class MessagingRules:
                    queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                    msg_key=msg.uniq_key, msg_id=res.msg_id, delay_level=msg.delay_level or None,
                    deliver_ts=due, status=res.status.value, sharding_key=sharding_key, **extra)
+        if msg.waits_for_flush:  # SYNC: its group commit flushed everything written before it too
+            self.last_commit_seq = len(self.history.events)
         if msg.delay_level <= 0 and timer is None:  # a delayed or timer send answers its schedule copy's
             self.owe_answer(msg.uniq_key, msg.topic, queue_id, res.queue_offset, res.commitlog_offset)
         if msg.delay_level > 0:
@@ -91,6 +95,9 @@ class MessagingRules:
         self._record("send_plain", topic=topic, queue=queue, tags=tags, keys=keys, props=props)
         name = _pick(sorted(self.topics), topic)
         msg = self._message(name, tags, keys, {"color": "blue"} if props else None)
+        if keys and not props:  # setWaitStoreMsgOK(false): under SYNC_FLUSH answered before its flush
+            msg = attrs.evolve(msg, wait="false")
+            self._sometimes(f"send_unwaited:{self.config.flush}")
         self._send(msg, queue % self.topics[name])
         self._after()
 

@@ -85,11 +85,13 @@ class RetentionRules:
             self._advance(max(0, target - self._now()))
         else:
             full_from = self._now()
+            self.disk_over = kind == "disk_full"  # the store refuses every put, the schedule service's too
             self._disk(DISK_LEVELS[kind])
             if kind == "disk_full" and self.topics \
                     and self._send(self._message(self.t0, "TagA"), pick % self.topics[self.t0]) is None:
                 self._sometimes("retention:refused")
             self._disk(DISK_LEVELS["disk_ok"])
+            self.disk_over = False
             if kind == "disk_full":
                 self.history.disk_full.append((full_from, self._now()))
             if DISK_LEVELS[kind] > CLEAN_FORCIBLY_RATIO:

@@ -42,6 +42,7 @@ class TimeRules:
         if type(self).wall is not None:
             self._wall_tick()
             return
+        self.last_commit_seq = len(self.history.events)  # SYNC: the tick's group commit (model/crash.py)
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
         persist_at, round_at = self._timer("offsets_persist"), self._timer("round")
         self._note_tick()
@@ -196,6 +197,13 @@ class TimeRules:
         self.crashed_oracles()
         at_risk: list[str] = []
         drawn, kind = kind, "power" if kind == TORN else kind
+        if kind == "power" and self.config.flush == "SYNC":
+            # answered before the group commit since the last one: a send-back's copy, a commit and its op,
+            # a WAIT=false send (model/crash.py)
+            at_risk = sorted({e.msg_key for e in self.history.events[self.last_commit_seq:] if e.msg_key and (
+                e.event in ("send_back", "txn_end") or (e.event == "send" and (e.detail or {}).get("wait") is False))})
+            if at_risk:
+                self._sometimes("crash:unwaited_at_risk")
         if kind == "power" and self.config.flush == "ASYNC":
             at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
                               if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",

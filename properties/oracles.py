@@ -419,6 +419,8 @@ class OracleRules:
         is unknown) have all been fired (or discarded) by the last tick."""
         if type(self).wall is not None or self.ticked_at is None or self.crashes:
             return
+        if self.__dict__.get("disk_over"):  # a full disk refuses the fire's put; it is retried once there is room
+            return
         for level, copies in sorted(self.sched_queue.items()):
             for c in copies:
                 if c.state in ("fired", "half"):
