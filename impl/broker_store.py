@@ -34,7 +34,9 @@ RocketMQ 4.9.8 (S = store/src/main/java/org/apache/rocketmq/store):
   units), the batch limits (``max_nums``, 32 messages, 256 KiB — the first
   message always fits) and tag filtering by the tagsCode *read from the consume
   queue unit* (ExpressionMessageFilter.isMatchedByConsumeQueue), so a filtered
-  unit's record is never read.
+  unit's record is never read; a unit the filter keeps whose record retention
+  deleted is MESSAGE_WAS_REMOVING and the rest of its commitlog file is skipped
+  (``nextPhyFileStartOffset``), in 4.9.8's order as the model's ``Store.get_message``.
 
 The born host of a record is not observable through the protocol; it is the
 store host when its IP family matches the record's BORNHOST_V6 bit, else the
@@ -72,7 +74,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
-from rmqspec.model.queues import DISK_FULL_REMARK
+from rmqspec.model.queues import DISK_FULL_REMARK, next_file_start
 from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.timer import TimerRefused
 from rmqspec.model.timer import transform as timer_transform
@@ -444,14 +446,14 @@ class BrokerLog:
         position = offset
         full = False
         missed = GetStatus.NO_MATCHED_MESSAGE  # the last unit's reason when nothing is found
+        skip_below = -1  # nextPhyFileStartOffset: after a removed unit, the rest of its file is skipped
         while position < end and not full:
             units = self.store.queue_units(topic, queue_id, position, min(_SCAN_CHUNK, end - position))
             if not units:
                 break
             for unit in units:
-                if self.store.removed(unit.commitlog_offset):  # a prefix: nothing found yet
+                if unit.commitlog_offset < skip_below:
                     scanned += 1
-                    missed = GetStatus.MESSAGE_WAS_REMOVING
                     continue
                 if found and (
                     max_nums <= len(found)
@@ -463,6 +465,10 @@ class BrokerLog:
                 scanned += 1
                 if matches is not None and not matches(unit.tags_code):
                     missed = GetStatus.NO_MATCHED_MESSAGE
+                    continue
+                if self.store.removed(unit.commitlog_offset):  # a prefix: nothing found yet
+                    missed = GetStatus.MESSAGE_WAS_REMOVING
+                    skip_below = next_file_start(unit.commitlog_offset, self.config.commitlog_file_size)
                     continue
                 entry = self.entry(unit.commitlog_offset, unit.tags_code)
                 if props_match is not None and not props_match(entry.properties):  # isMatchedByCommitLog

@@ -574,7 +574,12 @@ class Store:
         most ``max(16000, max_nums*20) / 20`` units; a unit that would overflow
         the batch (``max_nums``, 32 messages, 256 KiB of record bytes — the
         first message always fits) stops the scan before it is counted;
-        filtered-out units are skipped. next = offset + units scanned.
+        filtered-out units are skipped. next = offset + units scanned. In
+        4.9.8's order a unit is tested against the tag filter before its
+        record is read: a removed unit the filter rejects is NO_MATCHED_MESSAGE,
+        one it keeps MESSAGE_WAS_REMOVING, and the units after it in the same
+        commitlog file are skipped unjudged (``nextPhyFileStartOffset``). The
+        status without a message found is the last judged unit's reason.
         """
         lo = self.min_offset(topic, queue_id)
         hi = self.max_offset(topic, queue_id)
@@ -597,11 +602,11 @@ class Store:
         total_bytes = 0
         scanned = 0
         missed = GetStatus.NO_MATCHED_MESSAGE  # the last unit's reason when nothing is found
+        skip_below = -1  # nextPhyFileStartOffset: after a removed unit, the rest of its file is skipped
         for q in range(offset, end):
             record = self.records[units[q]]
-            if self.removed(record.commitlog_offset):  # removed units are a prefix: nothing found yet
+            if record.commitlog_offset < skip_below:
                 scanned += 1
-                missed = GetStatus.MESSAGE_WAS_REMOVING
                 continue
             if found and (
                 max_nums <= len(found)
@@ -610,15 +615,25 @@ class Store:
             ):
                 break
             scanned += 1
-            if (matches is not None and not matches(record.tags_code)) or (
-                props_match is not None and not props_match(record.properties)  # isMatchedByCommitLog
-            ):
+            if matches is not None and not matches(record.tags_code):  # isMatchedByConsumeQueue
+                missed = GetStatus.NO_MATCHED_MESSAGE
+                continue
+            if self.removed(record.commitlog_offset):  # removed units are a prefix: nothing found yet
+                missed = GetStatus.MESSAGE_WAS_REMOVING
+                skip_below = next_file_start(record.commitlog_offset, self.config.commitlog_file_size)
+                continue
+            if props_match is not None and not props_match(record.properties):  # isMatchedByCommitLog
                 missed = GetStatus.NO_MATCHED_MESSAGE
                 continue
             found.append(record)
             total_bytes += record.size
         status = GetStatus.FOUND if found else missed
         return GetResult(status, tuple(found), offset + scanned, lo, hi)
+
+
+def next_file_start(commitlog_offset: int, file_size: int) -> int:
+    """CommitLog.rollNextFile: the start of the commitlog file after the one holding ``commitlog_offset``."""
+    return commitlog_offset + file_size - commitlog_offset % file_size
 
 
 def waiting_due(copy: Any, precision_ms: int) -> int | None:

@@ -19,10 +19,12 @@ FILTER_DATA_NOT_EXIST 27, FILTER_DATA_NOT_LATEST 28); the expression and its ``e
 broker runs with ``enablePropertyFilter=true`` (``model/pullfilter.py``). The
 broker's ``PullResult`` maps to the response code and the remark the store
 status gives (``pull_answer``): FOUND → 0 with the messages in commitlog
-format; NO_NEW_MSG → 19 PULL_NOT_FOUND (OFFSET_OVERFLOW_ONE, or
-NO_MESSAGE_IN_QUEUE on an empty queue); NO_MATCHED_MSG → 20
-PULL_RETRY_IMMEDIATELY; OFFSET_ILLEGAL → 21 PULL_OFFSET_MOVED (OFFSET_TOO_SMALL
-/ OFFSET_OVERFLOW_BADLY / NO_MESSAGE_IN_QUEUE). A PULL_NOT_FOUND with the
+format; NO_NEW_MSG → 19 PULL_NOT_FOUND (OFFSET_OVERFLOW_ONE at the max,
+NO_MESSAGE_IN_QUEUE on an empty queue, else OFFSET_FOUND_NULL: retention took
+the offset's consume-queue file); NO_MATCHED_MSG → 20 PULL_RETRY_IMMEDIATELY
+(MESSAGE_WAS_REMOVING under a ``*`` subscription, else NO_MATCHED_MESSAGE:
+fidelity R6); OFFSET_ILLEGAL → 21 PULL_OFFSET_MOVED (OFFSET_TOO_SMALL /
+OFFSET_OVERFLOW_BADLY / NO_MESSAGE_IN_QUEUE). A PULL_NOT_FOUND with the
 suspend bit (2) is held (``longpoll``) for ``suspendTimeoutMillis``. With the
 commit bit (1) the request's ``commitOffset`` is stored — also for a held pull,
 never again when the held pull is re-run.
@@ -62,14 +64,23 @@ PULL_OFFSET_MOVED = 21
 QUERY_NOT_FOUND = 22
 
 
-def pull_answer(result: PullResult, offset: int) -> tuple[int, str]:
-    """(response code, remark = GetMessageStatus name) of a pull result."""
+def pull_answer(result: PullResult, offset: int, match_all: bool = False) -> tuple[int, str]:
+    """(response code, remark = GetMessageStatus name) of a pull result (PullMessageProcessor's switch).
+
+    The store's status is read back from the result: NO_NEW_MSG is NO_MESSAGE_IN_QUEUE on an empty
+    queue, OFFSET_OVERFLOW_ONE at the max, else OFFSET_FOUND_NULL (the offset's consume-queue file was
+    deleted); NO_MATCHED_MSG under a request subscription that matches every tag (``match_all``) can only
+    be MESSAGE_WAS_REMOVING (the units' records went with their files); under any other filter, or the
+    group's heartbeated one, the remark says NO_MATCHED_MESSAGE (4.9.8 names the last judged unit's
+    reason, which the result does not tell: fidelity R6)."""
     if result.status is PullStatus.FOUND:
         return ResponseCode.SUCCESS, "FOUND"
     if result.status is PullStatus.NO_MATCHED_MSG:
-        return PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE"
+        return PULL_RETRY_IMMEDIATELY, "MESSAGE_WAS_REMOVING" if match_all else "NO_MATCHED_MESSAGE"
     if result.status is PullStatus.NO_NEW_MSG:
-        return PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE" if result.max_offset == 0 else "OFFSET_OVERFLOW_ONE"
+        if result.max_offset == 0:
+            return PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE"
+        return PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE" if offset == result.max_offset else "OFFSET_FOUND_NULL"
     if result.max_offset == 0:
         return PULL_OFFSET_MOVED, "NO_MESSAGE_IN_QUEUE"
     return PULL_OFFSET_MOVED, "OFFSET_TOO_SMALL" if offset < result.min_offset else "OFFSET_OVERFLOW_BADLY"
@@ -111,7 +122,7 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
         if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:
             raise BrokerError(exc.code, "parse the consumer's subscription failed") from None
         raise
-    code, remark = pull_answer(result, offset)
+    code, remark = pull_answer(result, offset, expression in ("*", "") and is_tag_type(kind))
     now = ctx.now()
     response: RemotingCommand | None
     ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),

@@ -15,6 +15,10 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
 - ``string2messageProperties`` (G8, the codec every reader uses) against ``decode_properties``: any text;
 - ``FilterAPI.buildSubscriptionData`` (C10, C11: the tag expression every client and broker parses)
   against ``model/filterapi.py``: its subString, tags set and code set, or the split error;
+- ``DefaultMQPushConsumer.subscribe`` / ``unsubscribe`` called in a drawn order (C11: subscribing one topic
+  twice, the last subscription wins; an expression that does not split throws and keeps the one before)
+  against the reference consumer's ``subscribe`` / ``unsubscribe`` (``model/consumer.py``): the subscription
+  table after the calls, and which calls were refused;
 - ``encodeMessages`` / ``decodeMessages`` (G13, the batch body): Java's bytes decoded by
   ``remoting/records.decode_batch`` and ours by Java give the same items, and the bodies are as long;
 - ``DefaultMQPushConsumerImpl.checkConfig`` (E5) against ``model/consumer_check.py``: configurations with up
@@ -37,8 +41,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rmqspec.model.allocate import STRATEGIES
+from rmqspec.model.clock import ManualClock
 from rmqspec.model.consumer import ConsumerConfig
 from rmqspec.model.consumer_check import RANGES, ConsumerConfigError
+from rmqspec.model.consumer_concurrent import ConcurrentConsumer
+from rmqspec.model.directory import Directory
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.message import (
     NAME_VALUE_SEPARATOR,
@@ -160,6 +167,32 @@ def test_subscription(oracle: Oracle, sub: str | None) -> None:
     assert "error" not in real, (sub, real)
     want = real["ok"]
     assert (ours.sub_string, ours.tags, ours.codes) == (want["subString"], set(want["tags"]), set(want["codes"])), sub
+
+
+EXPRESSIONS = st.sampled_from(["*", "", "TagA", "TagB || TagA", " TagC ", "||", " || "])
+CALLS = st.lists(st.tuples(st.sampled_from(["T", "U"]), st.one_of(st.none(), EXPRESSIONS)), min_size=1, max_size=6)
+
+
+@given(calls=CALLS)
+@example(calls=[("T", "TagA"), ("T", "TagB")])  # seed 001:181-183: only TagB is subscribed
+@example(calls=[("T", "TagA"), ("T", "TagB || TagA")])
+@example(calls=[("T", "TagA"), ("T", "||")])
+def test_subscribe_twice(oracle: Oracle, calls: list[tuple[str, str | None]]) -> None:
+    real = oracle.ask("subscribe", calls=calls)["ok"]
+    consumer = ConcurrentConsumer(None, ManualClock(0), Directory(), "G1", "127.0.0.1@1", lambda msgs, ctx: None)
+    refused = []
+    for i, (topic, expression) in enumerate(calls):
+        try:
+            if expression is None:
+                consumer.unsubscribe(topic)
+            else:
+                consumer.subscribe(topic, expression)
+        except SubscriptionSplitError:
+            refused.append(i)
+    assert refused == real["failed"], calls
+    ours = {t: (s.sub_string, s.tags, s.codes) for t, s in consumer.subscriptions.items()}
+    want = {t: (d["subString"], set(d["tags"]), set(d["codes"])) for t, d in real["table"].items()}
+    assert ours == want, calls
 
 
 @given(text=st.lists(st.one_of(CHARS, st.sampled_from(["\x01", "\x02", "ab"])), max_size=14).map("".join))

@@ -14,6 +14,7 @@ from rmqspec.model.clock import ManualClock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import ListRecorder
 from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.queues import GetStatus, tag_filter
 from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.retention import (
     DELETE_FILES_BATCH_MAX,
@@ -264,3 +265,37 @@ def test_an_offset_whose_consume_queue_file_is_gone(tmp_path: Path) -> None:
         assert (gone.status, gone.next_begin_offset, gone.min_offset) == (PullStatus.NO_NEW_MSG, 10, 0)
         removing = _same(brokers, lambda b: b.pull("G", u, 10))
         assert (removing.status, removing.next_begin_offset) == (PullStatus.NO_MATCHED_MSG, 12)
+
+
+def test_a_removed_unit_is_judged_after_the_tag_filter_and_skips_the_rest_of_its_file(tmp_path: Path) -> None:
+    """DefaultMessageStore.getMessage's order (4.9.8 store jar): the tag filter first (NO_MATCHED_MESSAGE),
+    then the commitlog read (MESSAGE_WAS_REMOVING, and the units after it in that commitlog file are skipped
+    unjudged); without a message found the status is the last judged unit's reason (fidelity R6). Queue U:
+    TagA and TagB in commitlog file 0, TagB in file 1, all deleted."""
+    clock, brokers, _ = _brokers(tmp_path, BrokerConfig(commitlog_file_size=4096, consume_queue_file_size=2000))
+    for b in brokers:
+        b.create_topic("U", 1)
+
+    def send_u(i: int, tag: str) -> None:
+        for b in brokers:
+            b.send(Message(topic="U", body=b"u", tags=tag, uniq_key=f"U{i}"), 0)
+
+    send_u(0, "TagA")
+    send_u(1, "TagB")
+    _send(clock, brokers, 13)  # file 0 is full: U2 goes into file 1
+    send_u(2, "TagB")
+    _send(clock, brokers, 30)
+    clock.set(T0 + RESERVED + HOUR + 30_000)
+    for b in brokers:
+        b.tick()
+    model, mmap = brokers
+    units = [r.commitlog_offset for r in model.store.records if r.topic == "U"]
+    assert [u // 4096 for u in units] == [0, 0, 1] and model.commitlog_min_offset() > units[2]
+    cases = [(0, "TagA", GetStatus.NO_MATCHED_MESSAGE),  # U0 removed (U1 skipped), U2 rejected by the tag
+             (0, "TagB", GetStatus.MESSAGE_WAS_REMOVING),  # U0 rejected, U1 removed (U2: the next file, removed)
+             (1, "TagA", GetStatus.NO_MATCHED_MESSAGE),  # both rejected before their records are read
+             (0, "*", GetStatus.MESSAGE_WAS_REMOVING)]
+    for offset, sub, status in cases:
+        for get in (model.store.get_message, mmap.log.get_message):
+            res = get("U", 0, offset, 32, tag_filter(sub), None)
+            assert (res.status.name, res.next_begin_offset) == (status.name, 3), (offset, sub, get)

@@ -41,6 +41,9 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *   setKeys           keys [..]: Message.setKeys(Collection); the KEYS property after it
  *   checkConfig       config {consumeThreadMin, ...}: DefaultMQPushConsumerImpl.checkConfig's first failure, or null
  *   subscription      subString: FilterAPI.buildSubscriptionData (its subString, tags set and code set)
+ *   subscribe         calls [[topic, subString or null]...]: on one unstarted DefaultMQPushConsumer, subscribe(topic,
+ *                     subString) in order (null: unsubscribe(topic)); its subscription table after them
+ *                     (topic -> subString, tags, codes) and the indexes of the calls that threw
  *   properties        text: MessageDecoder.string2messageProperties
  *   encodeMessages    items [{flag, body (base64), properties {..}}]: MessageDecoder.encodeMessages
  *   decodeMessages    bytes (base64): MessageDecoder.decodeMessages
@@ -89,6 +92,8 @@ public final class ClientOracle {
                 data.put("codes", sub.getCodeSet());
                 return data;
             }
+            case "subscribe":
+                return subscribe(req.getJSONArray("calls"));
             case "checkConfig":
                 return checkConfig(req.getJSONObject("config"));
             case "properties":
@@ -124,6 +129,38 @@ public final class ClientOracle {
             default:
                 throw new IllegalArgumentException("unknown fn " + req.getString("fn"));
         }
+    }
+
+    /** subscribe / unsubscribe in order on one consumer (never started: no heartbeat is sent), then its
+     *  subscription table (RebalanceImpl.subscriptionInner) and the calls that threw. */
+    private static Object subscribe(JSONArray calls) {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        JSONArray failed = new JSONArray();
+        for (int i = 0; i < calls.size(); i++) {
+            JSONArray call = calls.getJSONArray(i);
+            try {
+                if (call.getString(1) == null) {
+                    consumer.unsubscribe(call.getString(0));
+                } else {
+                    consumer.subscribe(call.getString(0), call.getString(1));
+                }
+            } catch (MQClientException e) {
+                failed.add(i);
+            }
+        }
+        JSONObject table = new JSONObject();
+        for (Map.Entry<String, SubscriptionData> e
+                : consumer.getDefaultMQPushConsumerImpl().getSubscriptionInner().entrySet()) {
+            JSONObject data = new JSONObject();
+            data.put("subString", e.getValue().getSubString());
+            data.put("tags", e.getValue().getTagsSet());
+            data.put("codes", e.getValue().getCodeSet());
+            table.put(e.getKey(), data);
+        }
+        JSONObject answer = new JSONObject();
+        answer.put("table", table);
+        answer.put("failed", failed);
+        return answer;
     }
 
     /** DefaultMQPushConsumerImpl.checkConfig (private: called by reflection) on a consumer with these
