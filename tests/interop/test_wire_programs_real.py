@@ -31,7 +31,7 @@ import pytest
 from tests.interop.realrmq import RealRocketMQ
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = 25
+EXAMPLES = 40
 REACHED = {
     "pulls": {"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY",
               "commit:not_found"},

@@ -37,7 +37,7 @@ def _run(reached: set[str], mutate: Callable[[Any], None] | None = None, **optio
 
 def test_the_greatest_sub_version_wins_over_the_wire() -> None:
     reached: set[str] = set()
-    _run(reached, max_examples=40)
+    _run(reached, max_examples=40, derandomize=True)  # a reach assertion: the same draws under any profile
     assert {"older_kept", "newer_replaced", "topic_dropped", "SUBSCRIPTION_NOT_EXIST",
             "SUBSCRIPTION_NOT_LATEST", "FOUND"} <= reached
 
@@ -65,4 +65,4 @@ BROKEN = {"last_heartbeat_wins": _last_heartbeat_wins, "dropped_topic_kept": _dr
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_broken_subscription_table_is_caught(name: str) -> None:
     with pytest.raises(AssertionError, match="pull with subVersion"):
-        _run(set(), BROKEN[name], max_examples=60, database=None, phases=[Phase.generate])
+        _run(set(), BROKEN[name], max_examples=60, database=None, derandomize=True, phases=[Phase.generate])
