@@ -531,11 +531,11 @@ def dispatch(args: dict) -> dict:
 
 
 def retention_fill(args: dict) -> dict:
-    """Retention, step 1: queue RT_U gets 3 messages, then RT_RET ``n`` of ~200 bytes (small commitlog
-    files roll); what each send answered."""
+    """Retention, step 1: queue RT_U gets 3 messages, RT_N 12 (more than its first 10-unit consume-queue
+    file), then RT_RET ``n`` of ~200 bytes (small commitlog files roll); what each send answered."""
     b = RemoteBroker(NAMESRV, WallClock())
     obs: dict[str, Any] = {"sent": {}}
-    for topic, n, size in (("RT_U", 3, 10), ("RT_RET", args.get("n", 60), 200)):
+    for topic, n, size in (("RT_U", 3, 10), ("RT_N", 12, 10), ("RT_RET", args.get("n", 60), 200)):
         b.create_topic(topic, 1)
         obs["sent"][topic] = [jsonable(b.send(Message(topic, b"r" * size), 0)) for _ in range(n)]
     b.create_group("RG_RET", 16, 1)
@@ -558,6 +558,14 @@ def retention_observe(args: dict) -> dict:
     obs["at_min"] = jsonable(b.pull("RG_RET", mq, res.min_offset, max_nums=1))
     obs["u_at_0"] = attempt(lambda: b.pull("RG_RET", u, 0))
     obs["u_at_1"] = attempt(lambda: b.pull("RG_RET", u, 1))
+    # the raw answers (code, remark = the store's GetMessageStatus): below RT_RET's min, RT_U past its gone
+    # units, RT_N in its deleted first consume-queue file and past the gone units of its last
+    n = MessageQueue("RT_N", 0)
+    for name, queue, offset in (("raw_below", mq, 0), ("raw_u_at_1", u, 1), ("raw_n_at_0", n, 0),
+                                ("raw_n_at_10", n, 10)):
+        resp = b._invoke(ops.pull_request("RG_RET", queue, offset, 32, "*"))
+        obs[name] = {"code": resp.code, "remark": resp.remark, "next": int(resp.ext_fields["nextBeginOffset"]),
+                     "min": int(resp.ext_fields["minOffset"])}
     obs["query_fresh"] = attempt(lambda: b.query_offset("RG_RET_FRESH", mq))
     b.close()
     return obs

@@ -7,7 +7,9 @@ The broker runs with 4 KiB commitlog files, 10-unit consume-queue files, ``fileR
 the mtime of every commitlog file but the last two back two hours (``os.utime``: 4.9.8 ages a file by its
 mtime — rmqspec by the put that rolled it, fidelity R1); the first clean pass (60 s after the start) must
 delete exactly the files ``commitlog_pass`` says, and the queues' min offsets must be what
-``corrected_min`` says of the units the sends reported (fidelity R4).
+``corrected_min`` says of the units the sends reported (fidelity R4); the raw pull answers carry the response
+code and GetMessageStatus remark rmqspec gives (OFFSET_TOO_SMALL, MESSAGE_WAS_REMOVING, OFFSET_FOUND_NULL:
+seed E14, fidelity R6).
 """
 
 from __future__ import annotations
@@ -83,3 +85,12 @@ def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixt
     bad = obs["u_at_0"]
     assert bad.get("error") == "ResponseMalformed" and "runs past the body" in bad["message"], obs
     assert obs["query_fresh"] == -1, obs  # no offset and the min above 0: QUERY_NOT_FOUND
+    # the raw answers: the response code PullMessageProcessor gives each GetMessageStatus (tests/wire_programs.py
+    # CODE_OF) and the status's name as the remark (seed E14, fidelity R6), as rmqspec's store predicts
+    assert obs["raw_below"] == {"code": 21, "remark": "OFFSET_TOO_SMALL", "next": low, "min": low}, obs
+    assert obs["raw_u_at_1"] == {"code": 20, "remark": "MESSAGE_WAS_REMOVING", "next": 3, "min": 0}, obs
+    # RT_N's 12 units all lie below the min: its first consume-queue file (units 0-9) went, its last stayed and
+    # correctMinOffset found no unit there at or above the min, so its min stays 0; offset 0's file is gone
+    assert all(s["commitlog_offset"] < commitlog_min for s in sent["RT_N"])
+    assert obs["raw_n_at_0"] == {"code": 19, "remark": "OFFSET_FOUND_NULL", "next": CQ_UNITS, "min": 0}, obs
+    assert obs["raw_n_at_10"] == {"code": 20, "remark": "MESSAGE_WAS_REMOVING", "next": 12, "min": 0}, obs
