@@ -215,12 +215,15 @@ def txn_rules(
     at_risk: DataFrame | None = None,
     has_power: bool = True,
     constants: Mapping[str, Any] | None = None,
+    has_expire: bool = True,
 ) -> list[DataFrame]:
     """Every transaction rule in one pass: one shuffle by txn_id, judged per partition by the
     checker's detectors (``spark/rules_txn.py``). ``has_power`` False (no power-loss crash): no
     half can be skipped and every op is seen, so neither is computed. With op batching
-    (``params.op_batch_ms`` > 0) the seq, ts and event of the crash and recover rows are collected too."""
+    (``params.op_batch_ms`` > 0) the seq, ts and event of the crash and recover rows are collected too;
+    with ``has_expire`` (some trace has an ``expire`` row) the ``expire`` rows before each drain."""
     from rmqspec.spark.rules_lifecycle import _unseen_ops  # they import this module
+    from rmqspec.spark.rules_retention import expires_of
     from rmqspec.spark.rules_txn import txn_findings
 
     skipped = _skipped_halves(df) if has_power else None
@@ -229,7 +232,8 @@ def txn_rules(
     # restart row after it (a clean restart: no row shows when the broker stopped), loses its op
     downs = df.filter(EV().isin("crash", "recover")).select("trace", "seq", "ts", "event") if params.op_batch_ms \
         else None
-    return [txn_findings(df, params, at_risk, skipped, unseen, constants, downs)]
+    expires = expires_of(df) if has_expire else None
+    return [txn_findings(df, params, at_risk, skipped, unseen, constants, downs, expires)]
 
 
 def table_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
@@ -312,7 +316,7 @@ class PassInput:
     constants: Mapping[str, Any] = attrs.field(factory=dict)
     drain_ts: Mapping[str, int] = attrs.field(factory=dict)  # trace -> its last drain's ts
     broadcasting: Mapping[str, list[str]] = attrs.field(factory=dict)  # trace -> its broadcasting groups
-    has_expire: bool = True  # False: no trace has an ``expire`` row (retention took nothing)
+    has_expire: bool = True  # False: no trace has an ``expire`` row (retention took nothing: no pass reads one)
 
 
 Pass = Callable[[DataFrame, PassInput], list[DataFrame]]
@@ -329,7 +333,8 @@ PASSES: tuple[tuple[str, Pass], ...] = (
             c.broadcasting, c.has_expire,
         ),
     ),
-    ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants)),
+    ("txn", lambda df, c: txn_rules(df, c.params, c.at_risk, c.has_power, c.constants,
+                                    c.has_drain and c.has_expire)),
     ("table", lambda df, c: table_rules(df, c.params, c.constants)),
     ("keyed", lambda df, c: keyed_rules(df, c.params, c.constants)),
 )
@@ -401,7 +406,8 @@ def all_findings(
     consuming it (``consumers_of``; None: computed here, a job of its own). ``drain_ts``: trace -> its
     last drain's ts (``drains_of``; None: likewise). ``broadcasting``: trace -> its broadcasting groups
     (``broadcasting_of``; None: likewise). ``has_expire``: whether any trace has an ``expire`` row (when
-    none, LOST's retention pass is left out: ``spark/rules_retention.py``).
+    none, LOST's and TIMER_UNFIRED's retention pass is left out, ``spark/rules_retention.py``, and the
+    transaction pass collects no ``expire`` rows for TXN_UNRESOLVED).
     ``has_filters``: whether any row carries what the filter rules read (``inputs.filter_detail``;
     when none, they find nothing and exempt nothing, and are left out). The passes are ``PASSES``.
     """

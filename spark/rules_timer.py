@@ -12,8 +12,10 @@ level) are handed, trace by trace, to the checker's own detectors — the same c
 checker, agreeing by construction (the differential tests still compare them). What they would
 read from other rows comes with the partition or from the driver: the crash rows before each row
 (the ``crashes`` column, for TIMER_DUPLICATED), the trace's last drain (the ``drain`` column, and its
-ts collected by the facts pass: ``job._facts``) and the at-risk keys (for TIMER_UNFIRED: its only
-exemption, as in the checker and the ghost invariant ``properties/inv_timer.py``).
+ts collected by the facts pass: ``job._facts``) and the at-risk keys (for TIMER_UNFIRED, as in the
+checker and the ghost invariant ``properties/inv_timer.py``). TIMER_UNFIRED's other exemption, a timer
+copy an ``expire`` row may have taken, reads the trace's ``expire`` rows: the message pass applies it
+after this judge (``spark/rules_retention.py``), on the copy rows it partitions for LOST.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def timer_judged(
         found = [
             *detect_timer_early(trace),
             *detect_timer_duplicated(trace, [r["crashes"] for r in rows]),
-            *detect_timer_unfired(trace),
+            *detect_timer_unfired(trace, ()),  # retention's exemption: ``rules_retention.apply``
         ]
         out.extend(finding("violation", f.code, list(f.seqs), trace_id, f.reason, **dict(f.keys)) for f in found)
     return out

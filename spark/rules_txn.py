@@ -11,7 +11,9 @@ as the reference checker, agreeing by construction (the differential tests
 still compare them).
 
 What the detectors would read from rows outside the family comes from the
-driver: the trace's drain (a column); the msg_keys crashes list as at risk
+driver: the trace's drain (a column); its ``expire`` rows up to the drain (collected, a handful:
+TXN_UNRESOLVED does not judge a half they may have taken, ``checks_retention.kept`` over the
+partition's ``txn_half`` / ``txn_check`` rows); the msg_keys crashes list as at risk
 (collected, few); only when some crash is a power loss, the halves the
 check service may skip (``rules._skipped_halves``) and the ops it may never
 read (``rules_lifecycle.unseen_ops``), collected once (a few rows); and only
@@ -41,7 +43,8 @@ from rmqspec.traces.checks_txn import detect_txn_checks, detect_txn_double_resol
 __all__ = ["TXN_EVENTS", "txn_findings"]
 
 TXN_EVENTS = ("txn_half", "txn_end", "txn_check", "txn_discard")
-_COLUMNS = ("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times", "drain")
+_COLUMNS = ("trace", "seq", "ts", "event", "status", "txn_id", "msg_key", "queue_offset", "check_times", "drain",
+            "commitlog_offset")
 
 
 def txn_findings(
@@ -52,12 +55,15 @@ def txn_findings(
     unseen: DataFrame | None,
     constants: Mapping[str, Any] | None = None,
     downs: DataFrame | None = None,
+    expires: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> DataFrame:
     """The transaction family's findings (``FINDING_COLUMNS``) of the validated rows ``df``.
     ``constants``: columns the driver knows to hold one value (``arrow_judge.shipped``).
     ``skipped``: (s_trace, s_txn) of skippable halves; ``unseen``: (u_trace, u_seq) of unseen ops
     (both None when no crash is a power loss: then there are none). ``downs``: (trace, seq, ts, event)
-    of the crash and recover rows, which op batching reads (``params.op_batch_ms`` > 0; None otherwise)."""
+    of the crash and recover rows, which op batching reads (``params.op_batch_ms`` > 0; None otherwise).
+    ``expires``: trace -> its ``expire`` rows up to its drain (``rules_retention.expires_of``; TXN_UNRESOLVED
+    does not judge a half they may have taken; None: no trace has one)."""
     risky: dict[str, set[str]] = {}
     for row in at_risk.collect() if at_risk is not None else ():
         risky.setdefault(row["trace"], set()).add(row["msg_key"])
@@ -74,7 +80,7 @@ def txn_findings(
         df.filter(EV().isin(*TXN_EVENTS) & F.col("txn_id").isNotNull()), [F.col(c) for c in _COLUMNS], constants or {}
     )
     rows = keyed(rows, "trace", "txn_id")
-    rules = _Judge(params, risky, skips, hidden, restarts if downs is not None else None)
+    rules = _Judge(params, risky, skips, hidden, restarts if downs is not None else None, expires)
     return rows.mapInArrow(judge(rules, left_out), FINDING_SCHEMA)
 
 
@@ -88,15 +94,18 @@ class _Judge:
         skipped: Mapping[str, set[str]],
         unseen: Mapping[str, set[int]],
         downs: Mapping[str, Sequence[Restart]] | None = None,
+        expires: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ):
         """``downs``: per trace, its crash and recover rows as (seq, ts, event) (op batching reads
         them: ``checks_lifecycle.restarts_of``); None: there is no batching, or they are unknown (then,
-        with batching, every op may be lost and TXN_CHECK_AFTER_RESOLVED finds nothing, never more)."""
+        with batching, every op may be lost and TXN_CHECK_AFTER_RESOLVED finds nothing, never more).
+        ``expires``: per trace, its ``expire`` rows up to its drain (absent: none)."""
         self.params = params
         self.risky = dict(risky)
         self.skipped = dict(skipped)
         self.unseen = dict(unseen)
         self.downs = None if downs is None else {t: list(rs) for t, rs in downs.items()}
+        self.expires = {t: list(rs) for t, rs in (expires or {}).items()}
 
     def __call__(self, table: pa.Table) -> list[dict[str, Any]]:
         table = table.filter(pa.array(rows_to_judge(Columns(table), self.params)))
@@ -119,7 +128,7 @@ class _Judge:
             found = [
                 *detect_txn_double_resolved(trace),
                 *detect_txn_checks(trace),
-                *detect_txn_unresolved(trace, self.skipped.get(trace_id, set())),
+                *detect_txn_unresolved(trace, self.skipped.get(trace_id, set()), self.expires.get(trace_id, [])),
                 *detect_txn_check_after_resolved(trace, self.unseen.get(trace_id, set()), self._downs(trace_id)),
                 *detect_txn_discard_early(trace),
             ]

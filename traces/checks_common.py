@@ -59,9 +59,9 @@ NOT_DUE = "timer_not_due"
 # ... and of the send row an imported RocketMQ message trace adds for the keys it shows consumed but
 # never published (``traces/msgtrace.py``): UNEXPECTED does not judge the trace, and says why.
 UNRECORDED = "unrecorded_sends"
-# ... and of an ``expire`` row (retention deleted files, issue 42): LOST reads which keys the files took
-# (``checks_retention``); which half or timer copies they took is not read, so TXN_UNRESOLVED and
-# TIMER_UNFIRED are not judged anywhere in the trace.
+# ... and of an ``expire`` row (retention deleted files, issue 42): LOST, TXN_UNRESOLVED and TIMER_UNFIRED
+# read which keys, halves and timer copies the files took (``checks_retention``); the last two do not judge
+# one an ``expire`` may have taken, and the report counts the rows under this reason.
 EXPIRED = "retention_expired"
 NOT_JUDGED_WHY: dict[str, str] = {
     NOT_DUE: "row(s) of timer messages not due at the drain (a send or a store in rmq_sys_wheel_timer "
@@ -69,8 +69,9 @@ NOT_JUDGED_WHY: dict[str, str] = {
     UNRECORDED: "row(s) standing for sends a RocketMQ message trace does not record (a oneway send, an "
                 "attempt no answer came for: the client's trace hook writes no Pub for them), of keys "
                 "the trace shows consumed but never published",
-    EXPIRED: "expire row(s): retention deleted files, whether or not their messages were consumed, and the "
-             "audit does not tell which transaction halves or timer copies they took",
+    EXPIRED: "expire row(s): retention deleted files, whether or not their messages were consumed; a "
+             "transaction half or timer copy one of them may have taken (its commitlog offset or queue "
+             "position below the row's, or given by no row) is not judged",
 }
 # SendStatus values (SPEC §2 SendResult) and the response code SUCCESS (SPEC §2
 # lists response codes as send results; SUCCESS is what the broker answers a

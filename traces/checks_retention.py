@@ -1,5 +1,5 @@
-"""Which messages retention may have taken, and whether it was allowed to (issue 42): LOST's reading of
-``expire`` rows.
+"""Which messages retention may have taken, and whether it was allowed to (issue 42): LOST's, TXN_UNRESOLVED's
+and TIMER_UNFIRED's reading of ``expire`` rows.
 
 Theory of operation
 -------------------
@@ -32,6 +32,22 @@ early is judged, and its LOST reason says when and by how much (``Verdict.reason
 monotone in the rows' fields: a missing offset, position, cause or ts only makes the key unjudged; a
 copy row without its msg_key in a trace with an ``expire`` row leaves LOST unjudged
 (``traces/unjudged.py``).
+
+TXN_UNRESOLVED and TIMER_UNFIRED read the same rows for the copies they wait on (``kept``): a half, and
+the re-put copies the check service writes of it, in RMQ_SYS_TRANS_HALF_TOPIC (``half_copies``: its
+``txn_half`` and ``txn_check`` rows, keyed by txn_id, each giving its copy's ``commitlog_offset`` and
+half-queue ``queue_offset``); a timer message's copy in rmq_sys_wheel_timer (``timer_copies``: its
+``store`` rows there, and its sends that may be timer sends, which give the timer copy's offsets). One is
+judged only when every ``expire`` row before the drain kept every such copy before it: a commitlog row
+by an offset at or above its min, a queue row of the copies' own topic by a position at or above its
+min (a queue row of another topic takes none of them). A copy an ``expire`` may have taken, or whose
+offset no row gives, is not judged, nor is one taken before fileReservedTime (the rows these rules read
+give no store time). RocketMQ settles that a taken copy is never served again: 4.9's check service
+reads the half queue, and a unit whose file went answers OFFSET_TOO_SMALL / MESSAGE_WAS_REMOVING /
+OFFSET_FOUND_NULL, which TransactionalMessageBridge maps to OFFSET_ILLEGAL and ``check`` skips to the
+next begin offset (no check, no discard, no op: the half stays unresolved); 5.x's timer wheel drops a
+copy whose record it cannot read (TimerMessageStore: ``enqueue_get_miss`` on enqueue, a unit below the
+queue's min skipped, ``dequeue_get_msg_miss`` on dequeue: the request released, nothing re-put).
 """
 
 from __future__ import annotations
@@ -42,11 +58,14 @@ from typing import Any
 import attrs
 
 from rmqspec.properties.codes import AuditParams
-from rmqspec.traces.checks_common import delayed_send, detail_of, timer_send
+from rmqspec.traces.checks_common import TIMER_TOPIC, delayed_send, detail_of, timer_send
 
-__all__ = ["COPY_EVENTS", "Verdict", "expire_rows", "verdict"]
+__all__ = ["COPY_EVENTS", "HALF_EVENTS", "HALF_TOPIC", "Verdict", "expire_rows", "half_copies", "kept",
+           "timer_copies", "timer_copy", "verdict"]
 
 COPY_EVENTS: tuple[str, ...] = ("store", "send", "txn_half")
+HALF_EVENTS: tuple[str, ...] = ("txn_half", "txn_check")  # a half and its re-put copies
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
 
 @attrs.frozen
@@ -141,5 +160,52 @@ def copies_by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[s
     out: dict[Any, list[Mapping[str, Any]]] = {}
     for r in rows:
         if r["event"] in COPY_EVENTS and r.get("msg_key") is not None:
+            out.setdefault(r["msg_key"], []).append(r)
+    return out
+
+
+def kept(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, Any]], home: str) -> bool:
+    """Whether the ``expires`` (``expire_rows``) provably kept every one of ``copies`` (rows of copies
+    living in topic ``home``, in seq order) that came before them: a commitlog row (null topic) keeps
+    a copy whose ``commitlog_offset`` is at or above its own; a queue row of ``home`` one whose
+    ``queue_offset`` (its position in ``home``'s queue) is at or above its own; a queue row of another
+    topic keeps them all. An absent offset on either side keeps nothing."""
+    for expire in expires:
+        before = [r for r in copies if r["seq"] < expire["seq"]]
+        if not before:
+            continue
+        topic = expire.get("topic")
+        if topic is not None and topic != home:
+            continue
+        column = "commitlog_offset" if topic is None else "queue_offset"
+        low = expire.get(column)
+        if low is None or any(r.get(column) is None or r[column] < low for r in before):
+            return False
+    return True
+
+
+def half_copies(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
+    """txn_id -> its ``HALF_EVENTS`` rows (the half's copies in ``HALF_TOPIC``), in seq order."""
+    out: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r["event"] in HALF_EVENTS and r.get("txn_id") is not None:
+            out.setdefault(r["txn_id"], []).append(r)
+    return out
+
+
+def timer_copy(row: Mapping[str, Any]) -> bool:
+    """Whether ``row`` may place a copy in rmq_sys_wheel_timer: a ``store`` there (or of unknown topic),
+    a ``send`` not delayed (a timer send gives its timer copy's offsets; one without ``deliver_ts`` may
+    be one, so it counts too: fewer keys judged, never more)."""
+    if row["event"] == "store":
+        return row.get("topic") in (TIMER_TOPIC, None)
+    return row["event"] == "send" and not delayed_send(row)
+
+
+def timer_copies(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
+    """msg_key -> its rows that may place a copy in rmq_sys_wheel_timer (``timer_copy``), in seq order."""
+    out: dict[Any, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("msg_key") is not None and r["event"] in ("store", "send") and timer_copy(r):
             out.setdefault(r["msg_key"], []).append(r)
     return out

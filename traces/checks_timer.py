@@ -41,6 +41,7 @@ from rmqspec.traces.checks_common import (
     timer_send,
     violation,
 )
+from rmqspec.traces.checks_retention import expire_rows, kept, timer_copies
 
 __all__ = ["detect_timer_duplicated", "detect_timer_early", "detect_timer_unfired", "from_commitlog_offset"]
 
@@ -141,7 +142,7 @@ def detect_timer_duplicated(trace: Trace, crashes: Sequence[int] | None = None) 
         last[(key, copy)] = (row["seq"], now)
 
 
-def detect_timer_unfired(trace: Trace) -> Iterator[Finding]:
+def detect_timer_unfired(trace: Trace, expires: Sequence[Mapping[str, Any]] | None = None) -> Iterator[Finding]:
     """TIMER_UNFIRED: a timer message due before the drain that the wheel never delivered.
 
     SPEC §8.1 extension (5.x timer messages; needs a ``drain``). At the drain, an acknowledged
@@ -156,11 +157,16 @@ def detect_timer_unfired(trace: Trace) -> Iterator[Finding]:
     a copy waiting in the wheel survives every crash — one stored after a power loss at a position
     the loss freed too, when a second crash comes before the next checkpoint (TimerCheckpoint's old
     enqueue pointer is read again, but the restart rebuilds the wheel from the whole timer queue
-    below it: ``model/timer.py`` ``TimerService.restore``).
+    below it: ``model/timer.py`` ``TimerService.restore``). Retention is the other: a key is not judged
+    when an ``expire`` before the drain may have taken its timer copy (``checks_retention.kept`` over
+    ``timer_copies``: the wheel drops a copy whose record went; ``expires``, the trace's ``expire`` rows
+    up to the drain when the caller has only some rows).
     """
     drain, drain_ts = trace.drain_seq, trace.drain_ts
     if drain is None or drain_ts is None:
         return
+    expires = expire_rows(trace.rows, drain) if expires is None else expires
+    copies = timer_copies(r for r in trace.rows if r["seq"] <= drain) if expires else {}
     fired: set[str] = set()
     stored: set[str] = set()
     due: dict[str, Mapping[str, Any]] = {}
@@ -176,7 +182,8 @@ def detect_timer_unfired(trace: Trace) -> Iterator[Finding]:
         elif timer_send(row) and acked_send(row) and row["deliver_ts"] <= drain_ts:
             due.setdefault(key, row)
     for key, row in due.items():
-        if key in stored and key not in fired and key not in trace.at_risk:
+        if key in stored and key not in fired and key not in trace.at_risk \
+                and (not expires or kept(copies.get(key, ()), expires, TIMER_TOPIC)):
             yield violation(
                 Code.TIMER_UNFIRED,
                 (row["seq"], drain),

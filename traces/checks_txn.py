@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.traces.checks_common import Finding, Trace, detail_of, keys_of, observation, violation
+from rmqspec.traces.checks_retention import HALF_TOPIC, expire_rows, half_copies, kept
 
 
 def _halves(trace: Trace, column: str) -> dict[str, Mapping[str, Any]]:
@@ -179,7 +180,8 @@ def skipped_halves(trace: Trace) -> set[str]:
     return out
 
 
-def detect_txn_unresolved(trace: Trace, skipped: set[str] | None = None) -> Iterator[Finding]:
+def detect_txn_unresolved(trace: Trace, skipped: set[str] | None = None,
+                          expires: Sequence[Mapping[str, Any]] | None = None) -> Iterator[Finding]:
     """TXN_UNRESOLVED: a half neither committed, rolled back nor discarded by the drain.
 
     SPEC §8.1 / §4.6 (every half is eventually resolved or discarded): at
@@ -188,12 +190,18 @@ def detect_txn_unresolved(trace: Trace, skipped: set[str] | None = None) -> Iter
     ``drain``, nor for a half whose msg_key a ``crash`` lists in
     ``detail.at_risk`` (an unflushed half may vanish with an ASYNC broker's
     power loss), nor for one ``skipped_halves`` names (``skipped``, when the
-    caller computed it from rows ``trace`` lacks). seqs = [txn_half, drain].
+    caller computed it from rows ``trace`` lacks), nor for one whose copies
+    (its ``txn_half`` and ``txn_check`` rows) an ``expire`` before the drain may
+    have taken (``checks_retention.kept``: the check service never reads a
+    deleted half again; ``expires``, the trace's ``expire`` rows up to the
+    drain when the caller has only some rows). seqs = [txn_half, drain].
     """
     drain = trace.drain_seq
     if drain is None:
         return
     skipped = skipped_halves(trace) if skipped is None else skipped
+    expires = expire_rows(trace.rows, drain) if expires is None else expires
+    copies = half_copies(trace.rows) if expires else {}
     resolved = {
         r["txn_id"]
         for _, r in trace.of("txn_end", "txn_discard")
@@ -203,7 +211,7 @@ def detect_txn_unresolved(trace: Trace, skipped: set[str] | None = None) -> Iter
     }
     for txn, half in sorted(_halves(trace, "txn_id").items(), key=lambda kv: kv[1]["seq"]):
         if half["seq"] < drain and txn not in resolved and half["msg_key"] not in trace.at_risk \
-                and txn not in skipped:
+                and txn not in skipped and (not expires or kept(copies[txn], expires, HALF_TOPIC)):
             yield violation(
                 Code.TXN_UNRESOLVED,
                 (half["seq"], drain),

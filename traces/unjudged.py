@@ -61,10 +61,11 @@ Dropping one of them changes what the trace says (the property test in
 unknown. ``not_judged`` counts, per (code, event), the rows with an entry of that code: the
 report's "not judged" section (``checker.not_judged_reasons``).
 
-An ``expire`` row (retention deleted files) lacks nothing either: it leaves TXN_UNRESOLVED and
-TIMER_UNFIRED unjudged in the whole trace, under the reason ``EXPIRED``, and OFFSET_OVERRUN after it
-(a client answered OFFSET_ILLEGAL commits past what it was delivered). LOST reads which keys the files
-took itself (``checks_retention``). One more kind of entry comes from a row that lacks nothing: a timer
+An ``expire`` row (retention deleted files) lacks nothing either: it leaves OFFSET_OVERRUN unjudged
+after it (a client answered OFFSET_ILLEGAL commits past what it was delivered). LOST, TXN_UNRESOLVED and
+TIMER_UNFIRED read which keys, halves and timer copies the files took themselves (``checks_retention``);
+the row is counted under the reason ``EXPIRED`` for the last two (an entry of its own seq, which their
+findings, ending at the drain, never have). One more kind of entry comes from a row that lacks nothing: a timer
 message's row (a timer ``send``, a ``store`` in rmq_sys_wheel_timer) before the drain whose
 ``deliver_ts`` is after the drain's ts leaves LOST of its msg_key unjudged (the message may still
 wait in the wheel), counted under the reason ``checks_common.NOT_JUDGED_WHY[NOT_DUE]``
@@ -365,9 +366,9 @@ class _Entries:
         """Findings of ``code`` in the scope ``names`` from this row on (a rule that looks back)."""
         self.out.append(Unjudged(str(code), self._keys(names), since=self.seq))
 
-    def here(self, code: str) -> None:
+    def here(self, code: str, why: str | None = None) -> None:
         """The finding of ``code`` this row itself would give."""
-        self.out.append(Unjudged(str(code), (), since=self.seq, until=self.seq))
+        self.out.append(Unjudged(str(code), (), since=self.seq, until=self.seq, why=why))
 
 
 def row_unjudged(row: Mapping[str, Any], facts: TraceFacts) -> list[Unjudged]:
@@ -396,7 +397,7 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
         e.ahead(Code.UNEXPECTED)
     # LOST's exemptions: a consumer offset saved before a crash past a store at a reused position;
     # a schedule copy at a position a power loss reused (it needs a position before the loss)
-    _copy_of_someone(e, f)
+    _copy_of_someone(e, f, Code.LOST, Code.TIMER_UNFIRED)
     placed = e.lacks("topic", "queue_id", "queue_offset", "msg_key")
     if placed and f.positioned_before(e.seq, "commit", power=False):
         e.ahead(Code.LOST, "msg_key")
@@ -430,7 +431,7 @@ def _store(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
 def _send(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
     if e.lacks("topic", "msg_key"):
         e.here(Code.LOST)  # an acknowledgement missing: fewer findings, never more
-    _copy_of_someone(e, f)
+    _copy_of_someone(e, f, Code.LOST, Code.TIMER_UNFIRED)
     if e.lacks("msg_key"):
         e.ahead(Code.UNEXPECTED, why=UNRECORDED if detail_of(r).get("unrecorded") is True else None)
         if r.get("status") is None or r["status"] in ACKED_SEND_STATUSES | {ONEWAY}:
@@ -516,16 +517,18 @@ def _timer_fire(e: _Entries, _r: Mapping[str, Any], _f: TraceFacts) -> None:
         e.here(Code.TIMER_DUPLICATED)
 
 
-def _copy_of_someone(e: _Entries, f: TraceFacts) -> None:
-    """A copy row without its msg_key before the last ``expire``: which key's copy retention took (or
-    kept) is unknown, so LOST does not judge any (``checks_retention``)."""
+def _copy_of_someone(e: _Entries, f: TraceFacts, *codes: str, key: str = "msg_key") -> None:
+    """A copy row without its msg_key (a half's without its txn_id) before the last ``expire``: which
+    key's copy retention took (or kept) is unknown, so ``codes`` judge none (``checks_retention``)."""
     last = f.last("expire")
-    if last is not None and e.seq < last and e.lacks("msg_key"):
-        e.ahead(Code.LOST)
+    if last is not None and e.seq < last and e.lacks(key):
+        for code in codes:
+            e.ahead(code)
 
 
 def _txn_half(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
-    _copy_of_someone(e, f)
+    _copy_of_someone(e, f, Code.LOST)
+    _copy_of_someone(e, f, Code.TXN_UNRESOLVED, key="txn_id")
     if e.lacks("msg_key"):
         e.ahead(Code.UNEXPECTED)
         e.ahead(ObservationCode.RECOVERED)
@@ -567,6 +570,7 @@ def _txn_end(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
 
 
 def _txn_check(e: _Entries, r: Mapping[str, Any], f: TraceFacts) -> None:
+    _copy_of_someone(e, f, Code.TXN_UNRESOLVED, key="txn_id")  # a re-put copy of some half
     if e.lacks("txn_id"):
         for code in (Code.TXN_CHECK_EARLY, Code.TXN_CHECK_EXCEEDED):
             e.here(code)
@@ -669,12 +673,11 @@ def _filter_commit(e: _Entries, _r: Mapping[str, Any]) -> None:
 
 
 def _expire(e: _Entries, r: Mapping[str, Any], _f: TraceFacts) -> None:
-    """Retention deleted files (issue 42): LOST judges which keys they took (``checks_retention``); what
-    else they took (an unresolved half, a waiting timer copy) is not judged anywhere in the trace, nor a
-    commit after it past deliveries it took (a client answered OFFSET_ILLEGAL drops its process queue
-    and commits the new min, DefaultMQPushConsumerImpl)."""
+    """Retention deleted files (issue 42): LOST, TXN_UNRESOLVED and TIMER_UNFIRED read what they took
+    (``checks_retention``; the row counted for the last two); a commit after it past deliveries they took
+    is not judged (a client answered OFFSET_ILLEGAL drops its process queue, commits the new min)."""
     for code in (Code.TXN_UNRESOLVED, Code.TIMER_UNFIRED):
-        e.ahead(code, why=EXPIRED)
+        e.here(code, why=EXPIRED)
     e.later(Code.OFFSET_OVERRUN)
     if r.get("topic") is None and (r.get("queue_id") is not None or r.get("queue_offset") is not None):
         e.ahead(Code.LOST)  # a queue's row without its topic: which queue's keys it took is unknown

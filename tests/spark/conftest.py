@@ -208,7 +208,8 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     """The recorded traces (``recorded_traces``); 5.x timer messages through the model broker, with
     crashes, drained late and early (their sends carry detail.timer: the TIMER table's replay judges
     them too); and through a power loss with a second crash close behind it, under SYNC and ASYNC
-    flushing; retention deleting expired files, and deleting young ones (``tests/traces/retention_runs.py``)."""
+    flushing; retention deleting expired files, and deleting young ones, and taking halves and timer copies
+    (``tests/traces/retention_runs.py``)."""
     from tests.traces.timer_runs import model_restart_timer_trace, model_timer_trace
 
     rows.update(recorded_traces(tmp))
@@ -217,10 +218,12 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     for flush in ("SYNC", "ASYNC"):
         for seed in range(RESTART_TRACES):
             rows[f"restart:{flush}:{seed}"] = model_restart_timer_trace(seed, flush)
-    from tests.traces.retention_runs import retention_trace
+    from tests.traces.retention_runs import retention_trace, txn_timer_retention_trace
 
     for name, broken in (("lawful", False), ("early", True)):  # retention (issue 42)
         rows[f"retention:{name}"] = retention_trace(broken)
+    for name, broken in (("halves", False), ("wheel_lost", True)):  # its halves and timer copies
+        rows[f"retention:{name}"] = txn_timer_retention_trace(broken)
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from rmqspec.properties.codes import OBSERVATION_CODES, VIOLATION_CODES
 from rmqspec.traces.checker import check
 from rmqspec.traces.checker_cases import CASES, PARAMS
 from rmqspec.traces.notation import render
+from tests.traces.retention_runs import HALVES_AND_TIMERS
 from tests.untraced import budget_run
 
 pytestmark = pytest.mark.spark
@@ -68,6 +69,17 @@ def test_retention_traces(batch):
     named = [r for r in reasons if "before fileReservedTime allowed" in r]
     assert len(named) == len(early) - len(lawful)
     assert not any("fileReservedTime" in r["reason"] for r in table if r["trace_id"] == "retention:lawful")
+
+
+def test_retention_of_halves_and_timer_copies(batch):
+    """Issue 42: TXN_UNRESOLVED and TIMER_UNFIRED judge a half or a timer copy only where the ``expire`` rows
+    kept it, alike in Spark and the reference checker (``tests/traces/test_retention_audit.py`` pins the
+    keys): the model's unresolved halves retention kept, and the broken wheel's forgotten copies it kept."""
+    halves, lost = batch.spark["retention:halves"], batch.spark["retention:wheel_lost"]
+    assert halves == batch.checker["retention:halves"] and lost == batch.checker["retention:wheel_lost"]
+    assert {c for c, _ in halves} == {"TXN_UNRESOLVED"}
+    assert {c for c, _ in lost} == {"TXN_UNRESOLVED", "TIMER_UNFIRED"}
+    assert 0 < sum(c == "TIMER_UNFIRED" for c, _ in lost) < HALVES_AND_TIMERS // 2
 
 
 def test_model_traces_of_timer_messages(batch):

@@ -370,3 +370,63 @@ def retention_trace(draw: Any) -> list[dict[str, Any]]:
 @given(rows=retention_trace(), data=st.data())
 def test_retention_traces_never_gain_a_finding(rows, data):
     _holds(rows, _drop_sets(data, rows), PARAMS)
+
+
+_HOMES = ("RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_wheel_timer", "T")
+_COPY_ROWS = ("txn_half", "txn_check", "txn_end", "wheel", "send", "timer_fire", "expire", "expire")
+
+
+@st.composite
+def half_timer_retention_trace(draw: Any) -> list[dict[str, Any]]:
+    """Halves and their re-put copies (``txn_half`` / ``txn_check``), timer copies (stores in
+    rmq_sys_wheel_timer, timer sends), some resolved or fired, and ``expire`` rows of the commitlog and of
+    the half, wheel and real queues, every field set, a drain after every timer is due: TXN_UNRESOLVED's and
+    TIMER_UNFIRED's reading of what retention took (``traces/checks_retention.kept``)."""
+    rows: list[dict[str, Any]] = []
+    ts = 0
+    for seq in range(draw(st.integers(2, 14))):
+        kind = draw(st.sampled_from(_COPY_ROWS))
+        ts += draw(st.sampled_from((0, 1, 6000)))
+        key = draw(st.sampled_from(("K1", "K2", "K3")))
+        row: dict[str, Any] = {"seq": seq, "ts": ts, "event": kind, "queue_id": 0, "queue_offset": draw(
+            st.integers(0, 3)), "commitlog_offset": draw(st.integers(0, 3)) * 100}
+        if kind == "expire":
+            row["topic"] = draw(st.sampled_from((None, *_HOMES)))
+            if row["topic"] is None:
+                row.update(queue_id=None, queue_offset=None)
+        elif kind in ("txn_half", "txn_check", "txn_end"):
+            row.update(topic="T", msg_key=key, txn_id=key)
+            if kind == "txn_check":
+                row["detail"] = {"check_times": seq}
+            elif kind == "txn_end":
+                row.update(status=draw(st.sampled_from(("COMMIT", "ROLLBACK"))), queue_offset=None)
+        elif kind == "wheel":
+            row.update(event="store", topic="rmq_sys_wheel_timer", msg_key=key, reconsume_times=0, deliver_ts=1000)
+        elif kind == "send":
+            row.update(topic="T", msg_key=key, status="SEND_OK", deliver_ts=1000)
+        else:
+            row.update(topic="T", msg_key=key, reconsume_times=0, deliver_ts=1000,
+                       detail={"from_commitlog_offset": row["commitlog_offset"]})
+        rows.append(row)
+    rows.append({"seq": len(rows), "ts": ts + 2000, "event": "drain"})
+    return rows
+
+
+@budget_run
+@settings(max_examples=max(400, 2 * settings.default.max_examples))
+@given(rows=half_timer_retention_trace(), data=st.data())
+def test_retention_of_halves_and_timer_copies_never_gains_a_finding(rows, data):
+    _holds(rows, _drop_sets(data, rows), PARAMS)
+
+
+def test_retention_drawn_traces_judge_halves_and_timer_copies():
+    """The draw above reaches what it tests: a TXN_UNRESOLVED and a TIMER_UNFIRED judged beside an
+    ``expire`` row (a kept copy), and one each that an expire withholds."""
+    kept = ("0 txn_half t=0 topic=T q=0 off=1 clo=500 key=X txn=X\n"
+            "1 store t=0 topic=rmq_sys_wheel_timer q=0 off=1 clo=600 key=K rt=0 due=1000\n"
+            "2 send t=0 topic=T q=0 off=1 clo=600 key=K st=SEND_OK due=1000\n")
+    codes = {f.code for f in check(parse(kept + "3 expire t=10 clo=400\n4 drain t=2000\n"), PARAMS).violations}
+    assert codes == {"TXN_UNRESOLVED", "TIMER_UNFIRED"}
+    report = check(parse(kept + "3 expire t=10 clo=700\n4 drain t=2000\n"), PARAMS)
+    assert not report.violations
+    assert all("may have taken" in report.not_judged[c] for c in ("TXN_UNRESOLVED", "TIMER_UNFIRED"))
