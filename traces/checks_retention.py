@@ -18,7 +18,8 @@ LOST. LOST still judges a key when the trace proves retention did not take it, o
   its schedule copy's) keeps it when in another queue or at or above that min; a row without a topic, a
   position or a queue, and a delayed or timer send, prove nothing. A copy an earlier commitlog row
   already put below the commitlog's min is that row's to judge (the broker writes a queue's row with the
-  commitlog row that moved it).
+  commitlog row that moved it). A queue's row that also gives a ``commitlog_offset`` reads the copies its
+  position does not keep by that offset, as a commitlog row.
 - Taken **early**: the copy's ``store`` row (the broker's, its ts the store time) is younger than
   fileReservedTime at a commitlog row of ``detail.cause`` ``reserved`` (the files were past
   fileReservedTime, not the disk over 0.85 taking every file at once), and the audit was given
@@ -40,7 +41,8 @@ half-queue ``queue_offset``); a timer message's copy in rmq_sys_wheel_timer (``t
 ``store`` rows there, and its sends that may be timer sends, which give the timer copy's offsets). One is
 judged only when every ``expire`` row before the drain kept every such copy before it: a commitlog row
 by an offset at or above its min, a queue row of the copies' own topic by a position at or above its
-min (a queue row of another topic takes none of them). A copy an ``expire`` may have taken, or whose
+min (a queue row of another topic takes none of them; a row giving both offsets takes a copy only below
+both: ``kept``). A copy an ``expire`` may have taken, or whose
 offset no row gives, is not judged, nor is one taken before fileReservedTime (the rows these rules read
 give no store time). RocketMQ settles that a taken copy is never served again: 4.9's check service
 reads the half queue, and a unit whose file went answers OFFSET_TOO_SMALL / MESSAGE_WAS_REMOVING /
@@ -130,12 +132,17 @@ def verdict(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, 
     gone = -1  # the commitlog's min by the commitlog rows so far: what lies below is judged by them
     for expire in expires:
         before = [r for r in copies if r["seq"] < expire["seq"]]
-        if expire.get("topic") is not None:
-            if not all(_queue_keeps(expire, r) or (r.get("commitlog_offset") is not None
-                                                  and r["commitlog_offset"] < gone) for r in before):
-                return NOT_JUDGED
-            continue
         low = expire.get("commitlog_offset")
+        if expire.get("topic") is not None:
+            # its queue reading settles what it keeps and what an earlier commitlog reading judged; a
+            # commitlog offset it also gives reads the rest as a commitlog row would (so dropping its topic
+            # and position never makes a copy kept)
+            before = [r for r in before if not (_queue_keeps(expire, r) or (
+                r.get("commitlog_offset") is not None and r["commitlog_offset"] < gone))]
+            if low is None:
+                if before:
+                    return NOT_JUDGED
+                continue
         gone = max(gone, low if low is not None else -1)
         if before and low is None:
             return NOT_JUDGED
@@ -166,21 +173,28 @@ def copies_by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[s
 
 def kept(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, Any]], home: str) -> bool:
     """Whether the ``expires`` (``expire_rows``) provably kept every one of ``copies`` (rows of copies
-    living in topic ``home``, in seq order) that came before them: a commitlog row (null topic) keeps
-    a copy whose ``commitlog_offset`` is at or above its own; a queue row of ``home`` one whose
-    ``queue_offset`` (its position in ``home``'s queue) is at or above its own; a queue row of another
-    topic keeps them all. An absent offset on either side keeps nothing."""
+    living in topic ``home``, in seq order) that came before them. An ``expire`` row may have taken a copy
+    that is below it on both of its readings: by the commitlog (a copy whose ``commitlog_offset`` is below
+    the row's, or unknown; every copy when the row gives none) and by the queue (for a row of ``home``, a
+    copy whose ``queue_offset``, its position in ``home``'s queue, is below the row's, or unknown; every
+    copy when the row gives none; for a row of no topic, every copy; for a row of another topic, none).
+    A commitlog row (no topic, no position) then reads by the commitlog alone, the model's queue rows (no
+    commitlog offset) by the queue alone; a row giving both takes a copy only below both (a queue's units
+    go only with the records they point to). Each absent field only widens what a row may have taken, so
+    dropping one never makes a copy kept."""
     for expire in expires:
-        before = [r for r in copies if r["seq"] < expire["seq"]]
-        if not before:
-            continue
         topic = expire.get("topic")
         if topic is not None and topic != home:
             continue
-        column = "commitlog_offset" if topic is None else "queue_offset"
-        low = expire.get(column)
-        if low is None or any(r.get(column) is None or r[column] < low for r in before):
-            return False
+        low, position = expire.get("commitlog_offset"), expire.get("queue_offset") if topic is not None else None
+        for r in copies:
+            if r["seq"] >= expire["seq"]:
+                continue
+            by_log = low is None or r.get("commitlog_offset") is None or r["commitlog_offset"] < low
+            by_queue = topic is None or position is None or r.get("queue_offset") is None \
+                or r["queue_offset"] < position
+            if by_log and by_queue:
+                return False
     return True
 
 

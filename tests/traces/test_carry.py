@@ -217,3 +217,21 @@ def test_closed_transactions_come_back_when_a_day_needs_them(case: str, kept: se
     assert audit_since(state, day2)[0] == full
     without = _full([r for r in [*day1, *day2] if r["txn_id"] != decides])
     assert [f for f in full if f["code"] == code] != [f for f in without if f["code"] == code]
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_retention_days_give_the_findings_of_the_whole_trace(broken: bool) -> None:
+    """Retention's recorded 5.x runs (issue 42: halves and timer copies the ``expire`` rows kept or took,
+    ``tests/traces/retention_runs.py``) split before, among and after the ``expire`` rows: the open halves,
+    the unfired timer messages and the ``expire`` rows are carried, so every day's TXN_UNRESOLVED and
+    TIMER_UNFIRED read what the whole history does."""
+    from tests.traces.retention_runs import txn_timer_retention_trace
+
+    rows = txn_timer_retention_trace(broken)  # seqs 0, 1, ...: a cut is an index
+    full = _full(rows)
+    assert {f["code"] for f in full} >= ({"TXN_UNRESOLVED", "TIMER_UNFIRED"} if broken else {"TXN_UNRESOLVED"})
+    expire = [i for i, r in enumerate(rows) if r["event"] == "expire"]
+    n = len(rows)
+    for cuts in ([n // 3, 2 * n // 3], [expire[0]], [expire[1]], [expire[-1] + 1], [n - 1]):
+        merged, _ = _days(rows, cuts)
+        assert merged == full, f"split at {cuts}"

@@ -430,3 +430,26 @@ def test_retention_drawn_traces_judge_halves_and_timer_copies():
     report = check(parse(kept + "3 expire t=10 clo=700\n4 drain t=2000\n"), PARAMS)
     assert not report.violations
     assert all("may have taken" in report.not_judged[c] for c in ("TXN_UNRESOLVED", "TIMER_UNFIRED"))
+
+
+_SEEN = ("0 send t=1000 topic=T q=0 key=K1 st=SEND_OK\n1 store t=1000 topic=T q=0 off=0 key=K1\n"
+         "2 deliver t=1010 g=G topic=T q=0 off=0 key=K1 c=C1 rt=0\n"
+         "3 consume t=1020 g=G topic=T q=0 off=0 key=K1 c=C1 st=SUCCESS\n")
+
+
+@pytest.mark.parametrize("copies, topic", [
+    ("4 send t=2000 topic=T q=0 off=1 clo=5000 key=K2 st=SEND_OK\n5 store t=2000 topic=T q=0 off=1 clo=5000 key=K2\n",
+     "T"),
+    ("4 txn_half t=2000 topic=T q=0 off=1 clo=5000 key=X txn=X\n5 txn_check t=8000 topic=T off=1 clo=5000 key=X "
+     'txn=X detail={"check_times":1}\n', "RMQ_SYS_TRANS_HALF_TOPIC"),
+    ("4 store t=2000 topic=rmq_sys_wheel_timer q=0 off=1 clo=5000 key=K2 rt=0 due=3000\n"
+     "5 send t=2000 topic=T q=0 off=1 clo=5000 key=K2 st=SEND_OK due=3000\n", "rmq_sys_wheel_timer"),
+], ids=["LOST", "TXN_UNRESOLVED", "TIMER_UNFIRED"])
+def test_a_queue_expire_row_without_its_topic_and_position_adds_nothing(copies, topic):
+    """A queue's ``expire`` row that also gives a commitlog offset, its topic, queue and position dropped,
+    reads as a commitlog row: what its position took (the copy at 1, below 2) must not come back judged
+    (``checks_retention``: such a row takes a copy only below both of its offsets; LOST reads the rest by the
+    commitlog offset)."""
+    rows = parse(_SEEN + copies + f"6 expire t=9000 topic={topic} q=0 off=2 clo=4096\n7 drain t=10000\n")
+    assert not added_by(rows, [(6, "topic"), (6, "queue_id"), (6, "queue_offset")], PARAMS)
+    assert not added_by(rows, [(6, "commitlog_offset")], PARAMS)
