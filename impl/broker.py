@@ -67,6 +67,7 @@ from rmqspec.impl.broker_store import (
     Entry,
     PutSpec,
     client_pull_status,
+    settle_flushed,
     store_config,
 )
 from rmqspec.impl.locks import LockManager
@@ -188,7 +189,7 @@ class MmapBroker(BatchSends, Retention):
         self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
         self._records = 0  # message records in the commitlog
         self._flushed = 0  # of which durable
-        self._unflushed: list[str | None] = []  # the keys of the records past ``_flushed`` (ASYNC)
+        self._unflushed: list[tuple[int, str | None]] = []  # (end, key) of the records past ``_flushed``
         self._crash_kind: str | None = None
         self.store: MessageStore | None = None
         self.log: BrokerLog
@@ -252,6 +253,7 @@ class MmapBroker(BatchSends, Retention):
         self.txn = TxnChecker(now)
         self.ops = OpBatcher(now, self.config.transaction_op_batch_interval_ms)  # in memory: lost in a crash
         self._crash_kind = None
+        self.store.start_flush_service(now)
         self.cleaner.restart(now)
         self.state = RUNNING
 
@@ -267,10 +269,9 @@ class MmapBroker(BatchSends, Retention):
 
     def _written(self, entry: Entry, now: int) -> Entry:
         self._records += 1
-        if self.config.flush == "SYNC" and self.log.store.flushed_offset == self.log.store.commitlog_max_offset:
-            self._flushed, self._unflushed = self._records, []  # the put waited: the group commit flushed all
-        else:
-            self._unflushed.append(entry.uniq_key)
+        self._unflushed.append((entry.commitlog_offset + entry.size, entry.uniq_key))
+        # a put that waited (SYNC): the group commit flushed all
+        self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)
         self.events.store(entry, now)
         return entry
 
@@ -595,8 +596,8 @@ class MmapBroker(BatchSends, Retention):
         self._require_running()
         now = self.clock.now()
         self.log.store.group_commit()  # the GroupCommitService's pass (SYNC: model/crash.py)
-        if self.config.flush == "SYNC":
-            self._flushed, self._unflushed = self._records, []
+        self.log.store.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
+        self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)
         self._clean(now)  # retention first (model/retention.py)
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
         if self.timer is not None:
@@ -700,7 +701,7 @@ class MmapBroker(BatchSends, Retention):
         self.store = None
         self.state = CRASHED
         self._crash_kind = kind
-        at_risk = sorted({key for key in self._unflushed if key}) if kind == "power" else []
+        at_risk = sorted({key for _, key in self._unflushed if key}) if kind == "power" else []
         self._unflushed.clear()
         self.events.crash(now, kind, self._records, self._flushed, at_risk)
 

@@ -45,6 +45,7 @@ loopback of the other family, so the encoded size always matches the sysFlag.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
@@ -250,6 +251,14 @@ def entry_of(record: DecodedRecord, tags_code: int) -> Entry:
     )
 
 
+def settle_flushed(unflushed: list[tuple[int, str | None]], flushed_offset: int) -> int:
+    """Drop from ``unflushed`` (the (end offset, key) of the records not yet durable, in commitlog order)
+    those the flushed position now covers; returns how many."""
+    n = bisect.bisect_right(unflushed, flushed_offset, key=lambda item: item[0])
+    del unflushed[:n]
+    return n
+
+
 def store_config(config: BrokerConfig) -> StoreConfig:
     """The store settings a ``BrokerConfig`` implies (file size, flush, delays, address)."""
     return StoreConfig(
@@ -260,6 +269,8 @@ def store_config(config: BrokerConfig) -> StoreConfig:
         store_host=config.store_host,
         store_port=config.store_port,
         properties_trailing_separator=config.behaviour.properties_trailing_separator,
+        flush_least_pages=config.flush_commitlog_least_pages,
+        flush_thorough_interval_ms=config.flush_commitlog_thorough_interval_ms,
     )
 
 

@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rmqspec.impl import effects
+from rmqspec.model.flushing import able_to_flush
 
 NAME_PATTERN = re.compile(r"^[0-9]{20}$")
 PAGE = mmap.PAGESIZE
@@ -166,15 +167,16 @@ class MappedFile:
             self.tap.write(pos, data)
         return pos
 
-    def flush(self) -> bool:
-        """msync the bytes written since the last flush; True if anything was flushed."""
-        if self.flushed >= self.wrote:
+    def flush(self, upto: int | None = None) -> bool:
+        """msync the bytes written since the last flush (to ``upto``: all); True if anything was flushed."""
+        end = self.wrote if upto is None else upto
+        if self.flushed >= end:
             return False
         start = self.flushed - self.flushed % PAGE
-        self.mm.flush(start, self.wrote - start)
+        self.mm.flush(start, end - start)
         if self.tap is not None:
-            self.tap.sync(start, self.wrote, meta=False)
-        self.flushed = self.wrote
+            self.tap.sync(start, end, meta=False)
+        self.flushed = end
         return True
 
     def zero_from(self, pos: int, keep: bytes = b"") -> None:
@@ -320,6 +322,16 @@ class MappedFileQueue:
             if f.flushed < f.wrote:
                 flushed = f.flush() or flushed
         return flushed
+
+    def flush_least(self, least_pages: int, limit: int) -> bool:
+        """``MappedFileQueue.flush(leastPages)`` over the bytes below ``limit`` (what the service saw):
+        msync the first file not flushed to there when ``isAbleToFlush`` (``model/flushing.py``); True if
+        it flushed."""
+        f = next((f for f in self.files if f.flushed < min(f.wrote, limit - f.start)), None)
+        if f is None:
+            return False
+        upto = min(f.wrote, limit - f.start)
+        return able_to_flush(upto, f.flushed, f.size, least_pages) and f.flush(upto)
 
     def sync_all(self) -> None:
         """msync every written byte, flushed or not (after a crash the page cache may still hold them)."""

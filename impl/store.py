@@ -83,6 +83,7 @@ from rmqspec.impl.configfiles import CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE
 from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, UNIT_SIZE, ConsumeQueue, CQUnit
 from rmqspec.impl.mappedfile import StoreError, fsync_dir
 from rmqspec.impl.recovery import RecoveryReport, recover
+from rmqspec.model.flushing import FlushRealTime
 from rmqspec.model.limits import MAX_TOPIC_CHARS
 from rmqspec.model.message import java_length
 
@@ -117,6 +118,9 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     # 5.2.0+ (model/versions.py): the stored properties string keeps its last separator
     properties_trailing_separator: bool = False
+    # ASYNC: flushCommitLogLeastPages and flushCommitLogThoroughInterval (model/flushing.py)
+    flush_least_pages: int = 4
+    flush_thorough_interval_ms: int = 10_000
 
     def __attrs_post_init__(self) -> None:
         if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
@@ -149,6 +153,8 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self.disk_full = False  # the clean service's flag (model/retention.py): puts refused
         self._cleaned_at = 0  # the commitlog min the consume queues were last cleaned at
+        # ASYNC: the FlushRealTimeService (started by ``start_flush_service``)
+        self._flusher = FlushRealTime(config.flush_least_pages, config.flush_thorough_interval_ms)
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
         log = effects.active()
@@ -343,6 +349,22 @@ class MessageStore:
         (crash exploration: every record written so far is then promised, a ``flushed`` mark)."""
         if self.config.flush == "SYNC" and self.commitlog.flush() and self._effects is not None:
             self._effects.mark("flushed")
+
+    def start_flush_service(self, now: int) -> None:
+        """The FlushRealTimeService starts with the store: its first pass, thorough, is at ``now``."""
+        self._flusher.restart(now, self.commitlog.max_offset)
+
+    def flush_real_time(self, now: int) -> None:
+        """The FlushRealTimeService's iterations at ``now`` (ASYNC, ``model/flushing.py``) over what was
+        written by the previous pass: the first with no threshold when a thorough pass is due, then one
+        file at a time while its file is full or has ``flush_least_pages`` dirty pages. Only the
+        commitlog, as the service; the checkpoint is not written (FlushConsumeQueueService's work)."""
+        if self.config.flush != "ASYNC":
+            return
+        least = self._flusher.least_for(now)
+        seen, self._flusher.mark = self._flusher.mark, self.commitlog.max_offset  # what the previous pass saw
+        while self.commitlog.files.flush_least(least, seen):
+            least = self._flusher.least_pages
 
     def flush(self) -> None:
         """Make everything written so far durable (CommitLog, consume queues, checkpoint)."""

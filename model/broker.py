@@ -65,6 +65,7 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.crash import BrokerState, Durability
 from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.flushing import FlushRealTime
 from rmqspec.model.ghost import (
     Acked,
     Delivered,
@@ -199,7 +200,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         # op batches of 5.1.0+ (``flush_ops``, when the remote broker is seen to write them).
         self.external_check_rounds = False
         self.external_op_batches = False
-        self.durability = Durability(sync=self.config.flush == "SYNC")
+        self.durability = Durability(sync=self.config.flush == "SYNC", flusher=FlushRealTime(
+            self.config.flush_commitlog_least_pages, self.config.flush_commitlog_thorough_interval_ms, now))
         self.state = BrokerState.RUNNING
         self.retry_seq = 0
         self.choices: list[Choice] = []

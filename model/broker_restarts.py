@@ -30,7 +30,7 @@ class Restarts:
         """Make every written record durable (an ASYNC broker's flush)."""
         self._require_running()
         self._now()
-        self.durability.flush(len(self.store.records))
+        self.durability.flush(len(self.store.records), self.store.write_pos)
 
     def close(self) -> None:
         """Clean shutdown: records flushed, consumer offsets and delay progress persisted; 5.1.0+'s
@@ -39,7 +39,7 @@ class Restarts:
         now = self._now()
         if self.config.behaviour.op_batch and not self.external_op_batches:
             self._write_ops(self.txn.take_ops(now, self.config.transaction_op_batch_interval_ms), now)
-        self.durability.flush(len(self.store.records))
+        self.durability.flush(len(self.store.records), self.store.write_pos)
         self.offsets.persist()
         self.schedule.persist(now)
         if self.config.timer_running:
@@ -97,8 +97,10 @@ class Restarts:
             raise ValueError(f"{survivors} surviving records is not allowed; allowed: {choices}")
         now = self._now()
         kind = self.durability.crash_kind or ""
-        lost = self.store.truncate(survivors)
-        self.durability.after_recovery(survivors)
+        kept = self.store.records[survivors - 1].end if survivors else self.store.commitlog_min
+        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size)
+        lost = self.store.truncate(survivors, end)
+        self.durability.after_recovery(survivors, self.store.write_pos)
         self._restart(now)
         self.ghost.note_crash(
             Crashed(now, kind, survivors, tuple(r.commitlog_offset for r in lost))
@@ -121,6 +123,7 @@ class Restarts:
             self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.cleaner.restart(now)
+        self.durability.restarted(now)
         self.store.disk_full = False
         self.store.correct_min_offsets()  # recoverTopicQueueTable
         self.state = BrokerState.RUNNING

@@ -47,6 +47,8 @@ class BackgroundServices:
         self._require_running()
         now = self._now()
         self.durability.on_tick(len(self.store.records))  # the GroupCommitService's pass (SYNC)
+        self.durability.on_async_pass(now, self.store.write_pos, self.config.commitlog_file_size,
+                                      self.store.records_ending_by)  # FlushRealTimeService (ASYNC)
         self.cleaner.run(now, self.store, self._emit)  # retention first (model/retention.py)
         self.schedule.deliver_due(
             self.store, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts)

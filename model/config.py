@@ -91,6 +91,10 @@ class BrokerConfig:
     flush: str = attrs.field(
         default="SYNC", validator=attrs.validators.in_(("SYNC", "ASYNC"))
     )
+    # ASYNC: the FlushRealTimeService's flushCommitLogLeastPages (OS pages; <= 0: whatever is written)
+    # and flushCommitLogThoroughInterval (<= 0: every pass thorough); model/flushing.py
+    flush_commitlog_least_pages: int = 4
+    flush_commitlog_thorough_interval_ms: int = 10_000
     # Schedule-service progress is persisted this often (ScheduleMessageService
     # flushDelayOffsetInterval, 10 s) and on clean shutdown.
     flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)

@@ -17,7 +17,8 @@ outcomes* rather than one outcome:
   batched ops) do not wait either, but no one is answered and the group commit they wake flushes them
   within milliseconds, long before a service persists its progress (delayOffset.json, timercheck:
   ≥ 1 s): the model flushes them at the put. ASYNC flush: records are durable up to the last
-  ``flush()`` / ``close()``.
+  ``flush()`` / ``close()`` or the FlushRealTimeService's last pass (``on_async_pass``, run at each
+  ``tick``: a full file, 4 dirty pages, or everything in its file every 10 s; ``model/flushing.py``).
 - ``kill`` (process dies, the OS keeps its page cache): every written record
   survives.
 - ``power`` (machine loses power): a prefix of the commitlog survives, at least
@@ -37,6 +38,9 @@ rebuilds consume queues and next offsets from the surviving prefix.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
+
+from rmqspec.model.flushing import FlushRealTime
 
 CRASH_KINDS = ("kill", "power")
 # a crash kind a broker may add to its ``crash_kinds`` (the mmap broker does): a power loss after the
@@ -54,11 +58,15 @@ class BrokerState(enum.Enum):
 class Durability:
     """How many commitlog records are durable (flushed)."""
 
-    def __init__(self, sync: bool) -> None:
+    def __init__(self, sync: bool, flusher: FlushRealTime | None = None) -> None:
         self.sync = sync
         self.flushed = 0
         self.unwaited = 0  # SYNC: the records past ``flushed``, all put without waiting
         self.crash_kind: str | None = None
+        # ASYNC: the FlushRealTimeService and its flushedWhere (a byte position: a pass may flush a
+        # rolled file's blank, which no record ends)
+        self.flusher = flusher or FlushRealTime()
+        self.where = 0
 
     def on_append(self, total: int, wait: bool = True) -> None:
         """A record appended (``total`` now): under SYNC a put that waits flushes everything so far."""
@@ -72,9 +80,22 @@ class Durability:
         if self.sync:
             self.flush(total)
 
-    def flush(self, total: int) -> None:
+    def on_async_pass(self, now: int, wrote: int, file_size: int, ending_by: Callable[[int], int]) -> None:
+        """ASYNC: the FlushRealTimeService's iterations at ``now`` (``model/flushing.py``); ``wrote`` is
+        the commitlog's write position, ``ending_by(pos)`` the number of records that end at or before
+        ``pos``."""
+        if self.sync:
+            return
+        self.where = self.flusher.pass_at(now, self.where, wrote, file_size)
+        self.flushed = max(self.flushed, ending_by(self.where))
+
+    def flush(self, total: int, where: int | None = None) -> None:
+        """Everything up to record ``total`` durable; ``where``: the byte position that flushed (an
+        explicit flush, a clean shutdown: the write position)."""
         self.flushed = total
         self.unwaited = 0
+        if where is not None:
+            self.where = where
 
     def allowed_survivors(self, total: int) -> range:
         if self.crash_kind is None:
@@ -83,7 +104,25 @@ class Durability:
             return range(total, total + 1)
         return range(self.flushed, total + 1)
 
-    def after_recovery(self, survivors: int) -> None:
+    def recovered_end(self, end: int, written: int, file_size: int) -> int:
+        """Where recovery ends when the survivors end at ``end`` and the commitlog had reached
+        ``written``: the next file's start when the survivors' file was rolled (a later file exists)
+        and flushed through its end-of-file blank, which recovery reads and steps over
+        (recoverAbnormally: a blank moves it to the next file), though no record in the next file
+        survived — only an ASYNC pass that flushed the full file and not the next one's few pages
+        leaves that; else ``end``."""
+        file_end = end - end % file_size + file_size
+        if end % file_size and self.where >= file_end and written > file_end:
+            return file_end
+        return end
+
+    def after_recovery(self, survivors: int, where: int) -> None:
+        """Recovered: the surviving records (their end ``where``) are on disk; a new flush service."""
         self.flushed = survivors
         self.unwaited = 0
         self.crash_kind = None
+        self.where = where
+
+    def restarted(self, now: int) -> None:
+        """A restart (reopen or recovery) starts a new FlushRealTimeService at ``now``."""
+        self.flusher.restart(now, self.where)

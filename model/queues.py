@@ -446,12 +446,13 @@ class Store:
                 code = store_ts + self.delays[level - 1]
         return code
 
-    def truncate(self, survivors: int) -> list[Record]:
-        """Keep the first ``survivors`` records; rebuild the consume queues. Returns the lost."""
+    def truncate(self, survivors: int, end: int | None = None) -> list[Record]:
+        """Keep the first ``survivors`` records; rebuild the consume queues. Returns the lost. ``end``: the
+        recovered write position when it is past the last survivor (``Durability.recovered_end``)."""
         lost = self.records[survivors:]
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
-        self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min)
+        self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min, end or 0)
         self.queues = {}
         for i, r in enumerate(self.records):
             if transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
@@ -481,6 +482,10 @@ class Store:
         """How many records went with deleted commitlog files (the oldest ones); the trace's record
         counts are of the records kept."""
         return self._first_kept()
+
+    def records_ending_by(self, pos: int) -> int:
+        """How many records end at or before commitlog position ``pos`` (the flushed ones, ASYNC)."""
+        return bisect.bisect_right(self.records, pos, key=lambda r: r.end)
 
     def _first_kept(self) -> int:
         """The index of the first record at or above the commitlog's min offset."""

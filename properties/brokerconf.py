@@ -299,6 +299,11 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "deleteWhen": ("delete_when", _delete_when),
     "diskMaxUsedSpaceRatio": ("disk_max_used_space_ratio", _integer(_INT32, _ANY_INT32, "an int (clamped to 10..95)")),
     "cleanFileForciblyEnable": ("clean_file_forcibly_enable", _boolean),
+    # ASYNC flush (model/flushing.py): any int, as 4.9.8 takes it (<= 0 pages: whatever is written;
+    # an interval <= 0: every pass thorough)
+    "flushCommitLogLeastPages": ("flush_commitlog_least_pages", _integer(_INT32, _ANY_INT32, "an int")),
+    "flushCommitLogThoroughInterval": ("flush_commitlog_thorough_interval_ms",
+                                       _integer(_INT32, _ANY_INT32, "an int")),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),

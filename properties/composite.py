@@ -51,6 +51,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import hypothesis
 import hypothesis.errors
 from hypothesis import strategies as st
@@ -515,7 +516,7 @@ class DeepRules:
             return self._idle("power_ladder")
         self._record("power_ladder", level=level, n=n)
         self._call("flush()", lambda b: b.flush())
-        self.last_flush_seq = len(self.history.events)
+        self.last_flush_seq, self.last_flush_ts = len(self.history.events), self._now()
         delay = self.config.delay_ms(level)
         for round_ in range(2):
             for i in range(n):
@@ -527,6 +528,9 @@ class DeepRules:
             if round_ == 0:
                 self._advance(self.config.flush_delay_offset_interval_ms)  # progress and offsets persisted
                 self._after()
+                if self.config.flush == "SYNC":  # a WAIT=false send: answered before the group commit
+                    msg = attrs.evolve(self._message(self.t0, "TagB", ("unwaited",)), wait="false")
+                    self._send(msg, 0)
                 self._crash_and_recover("power")
                 self._sometimes("power_ladder:crashed")
 

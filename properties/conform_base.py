@@ -289,7 +289,17 @@ class MachineCore(RuleBasedStateMachine):
         self.pull_seq = 0
         self.body_seq = 0
         self.last_flush_seq = 0
+        self.last_flush_ts = 0  # when the flush that ``last_flush_seq`` marks was made (ASYNC)
         self.last_commit_seq = 0  # SYNC: the history's length at the last group commit (a tick, a waited send)
+        # ASYNC: the flush service's last thorough pass (its start's) and its last passes (conform_time.py)
+        self.async_thorough_at = 0
+        # (history length, time) at the last two passes, the older first
+        self.async_passes: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
+        # the retention rule filled the disk: until then the store may refuse every put (its flag clears
+        # at a clean pass that finds the disk at or under 0.85), since ``disk_full_from``
+        self.disk_full_until = 0
+        self.commitlog_low = 0  # the commitlog's min offset the broker last reported (conform_retention.py)
+        self.disk_full_from = 0
         self._oracle_init()
         self._broadcast_init()
 
@@ -461,6 +471,8 @@ class MachineCore(RuleBasedStateMachine):
                 model.external_check_rounds = True
                 model.external_op_batches = True
         self.ls = Lockstep(candidate, model, self.clock, normalize=mask_times if wall else None)
+        self.async_thorough_at = self.last_flush_ts = self._now()  # the broker's flush service started
+        self.async_passes = ((0, self._now()), (0, self._now()))
         self.can_crash = Capability.CRASH in getattr(candidate, "capabilities", frozenset())
         self.takes_oneway = callable(getattr(candidate, "send_oneway", None))  # ``OnewayBroker``
         self.takes_batch = callable(getattr(candidate, "send_batch", None))  # ``BatchBroker``

@@ -122,13 +122,17 @@ class OrderlyRules:
         if pq is None:
             pq = self.opqs[key] = ProcessQueue(self._now())
             pq.next_offset = self._start_offset(self.og, mq)  # type: ignore[attr-defined]
-        if not pq.has_temp_message():
+        for _ in range(2):  # a pull below what retention kept answers where to go: pull again from there
+            if pq.has_temp_message():
+                break
             res = self._pull(self.og, mq, pq.next_offset, 8, client)  # type: ignore[attr-defined]
             if res is not None and res.status is PullStatus.FOUND:
                 pq.put_messages(res.messages)
                 pq.next_offset = res.next_begin_offset  # type: ignore[attr-defined]
             elif res is not None and res.next_begin_offset > pq.next_offset:  # type: ignore[attr-defined]
                 pq.next_offset = res.next_begin_offset  # type: ignore[attr-defined]  # past what retention took
+            else:
+                break
         batch = pq.take_messages(n, self._now())
         if not batch:
             return False

@@ -68,7 +68,7 @@ class RetentionRules:
         """Some copy the machine saw lies in a commitlog file before the last: a pass has a file to take."""
         size = self.config.commitlog_file_size
         offsets = [e.commitlog_offset for e in self.history.events if e.event == "store" and e.commitlog_offset]
-        return bool(offsets) and max(offsets) // size > self.__dict__.get("commitlog_low", 0) // size
+        return bool(offsets) and max(offsets) // size > self.commitlog_low // size
 
     @precondition(lambda self: type(self).wall is None and not self.config.timer_running and self._files_to_delete())
     @rule(kind=st.sampled_from(RETENTION_KINDS), pick=PICK)
@@ -85,15 +85,21 @@ class RetentionRules:
             self._advance(max(0, target - self._now()))
         else:
             full_from = self._now()
-            self.disk_over = kind == "disk_full"  # the store refuses every put, the schedule service's too
+            if kind == "disk_full":  # the store refuses every put, the schedule service's too
+                if self.disk_full_until <= full_from:
+                    self.disk_full_from = full_from
+                self.disk_full_until = max(self.disk_full_until, full_from + PASS_STEP_MS)
             self._disk(DISK_LEVELS[kind])
             if kind == "disk_full" and self.topics \
                     and self._send(self._message(self.t0, "TagA"), pick % self.topics[self.t0]) is None:
                 self._sometimes("retention:refused")
+            low_at = self._now()
             self._disk(DISK_LEVELS["disk_ok"])
-            self.disk_over = False
-            if kind == "disk_full":
-                self.history.disk_full.append((full_from, self._now()))
+            if self.disk_full_until > low_at:
+                # the flag clears at the first pass that finds the disk at or under 0.85: by one pass step
+                # after the usage fell (sooner when the advance was not cut short by an orderly window)
+                self.disk_full_until = low_at + PASS_STEP_MS
+                self.history.disk_full.append((self.disk_full_from, self.disk_full_until))
             if DISK_LEVELS[kind] > CLEAN_FORCIBLY_RATIO:
                 self.history.forcible.append((full_from, self._now()))
         if len(self.history.of("expire")) > before:
@@ -112,7 +118,7 @@ class RetentionRules:
         if Capability.DISK_USAGE not in getattr(self.ls.candidate, "capabilities", frozenset()):
             return
         out = self._call("commitlog_min_offset()", lambda b: b.commitlog_min_offset())
-        if out.error is None and out.value > self.__dict__.get("commitlog_low", 0):
+        if out.error is None and out.value > self.commitlog_low:
             self.commitlog_low = out.value
             self._sometimes("retention:observed:commitlog")
             self._emit("expire", actor="broker", commitlog_offset=out.value)
@@ -127,7 +133,7 @@ class RetentionRules:
         low = res.min_offset
         # once retention was seen at work (a min offset moved), a ``*`` pull answered NO_MATCHED_MSG
         # past ``start`` is MESSAGE_WAS_REMOVING: no other answer of 4.9.8's has that shape
-        seen = lows or self.__dict__.get("commitlog_low", 0)
+        seen = lows or self.commitlog_low
         if seen and sub == "*" and res.status is PullStatus.NO_MATCHED_MSG:
             low = max(low, res.next_begin_offset)
         if low > lows.get(mq, 0):

@@ -43,6 +43,7 @@ class TimeRules:
             self._wall_tick()
             return
         self.last_commit_seq = len(self.history.events)  # SYNC: the tick's group commit (model/crash.py)
+        self._async_flush_pass()
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
         persist_at, round_at = self._timer("offsets_persist"), self._timer("round")
         self._note_tick()
@@ -55,6 +56,53 @@ class TimeRules:
         else:
             self.rounds_mirrored = False  # the mirror advanced; the broker may not have
         self._checks_received(out.value or [] if out.error is None else [])
+
+    def _power_at_risk(self) -> list[str]:
+        """The keys a power loss now may take: under SYNC what was answered before the group commit
+        since its last pass; under ASYNC what was written since the last flush."""
+        if self.config.flush == "SYNC":
+            # a send-back's copy, a commit and its op, a WAIT=false send (model/crash.py)
+            at_risk = self._unwaited_since_commit()
+            if at_risk:
+                self._sometimes("crash:unwaited_at_risk")
+            return at_risk
+        at_risk = ({e.msg_key for e in self.history.events[self.last_flush_seq:]
+                    if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end", "send_back",
+                                                 "schedule_fire", "timer_fire",
+                                                 # a check re-put the half: the copy the check service
+                                                 # would see next
+                                                 "txn_check")}
+                   # a delayed, retry or timer copy due by now: the broker may have fired it unobserved
+                   # into the unflushed CommitLog and persisted its delay progress past it
+                   # (delayOffset.json is written apart from the CommitLog)
+                   | {t[1] for t, due in self.expect_fire.items() if due <= self._now()})
+        within = self.history.params.op_written_within_ms
+        if within:  # 5.1.0+: an END's op is written up to ``within`` later, maybe after the flush
+            at_risk |= {e.msg_key for e in self.history.events if e.event == "txn_end" and e.msg_key
+                        and e.status in ("COMMIT", "ROLLBACK") and e.ts + within >= self.last_flush_ts}
+        return sorted(at_risk)
+
+    def _unwaited_since_commit(self) -> list[str]:
+        """SYNC: the keys answered before the group commit since its last pass (model/crash.py)."""
+        return sorted({e.msg_key for e in self.history.events[self.last_commit_seq:] if e.msg_key and (
+            e.event in ("send_back", "txn_end") or (e.event == "send" and (e.detail or {}).get("wait") is False))})
+
+    def _async_flush_pass(self) -> None:
+        """ASYNC: the FlushRealTimeService's pass at this tick (``model/flushing.py``), over what was
+        written by the previous pass. A thorough pass (one each flushCommitLogThoroughInterval after the
+        broker's start) flushes the file holding the flushed position to there, and that file holds
+        everything written before the pass before (which, as every pass, left the files full by its
+        own sight flushed): so that much is durable and leaves the power loss's ``at_risk``. What the
+        least-pages passes flush is judged in lockstep, not here."""
+        if self.config.flush != "ASYNC":
+            return
+        now = self._now()
+        (seq, ts), self.async_passes = self.async_passes[0], (self.async_passes[1], (len(self.history.events), now))
+        if now >= self.async_thorough_at + self.config.flush_commitlog_thorough_interval_ms:
+            self.async_thorough_at = now
+            if seq > self.last_flush_seq:
+                self.last_flush_seq, self.last_flush_ts = seq, ts
+                self._sometimes("flush:thorough")
 
     def _checks_received(self, requests: list[CheckRequest]) -> None:
         for req in requests:
@@ -137,7 +185,7 @@ class TimeRules:
     def flush(self) -> None:
         self._record("flush")
         self._call("flush()", lambda b: b.flush())
-        self.last_flush_seq = len(self.history.events)
+        self.last_flush_seq, self.last_flush_ts = len(self.history.events), self._now()
         self._after()
 
     @rule(kind=st.sampled_from(["small", "small", "large", "deadline", "deadline", "check_probe"]),
@@ -194,34 +242,15 @@ class TimeRules:
         and in the trace a power loss, whose recovery must drop the torn record and redispatch the
         rest."""
         self.crashes += 1
-        self.crashed_oracles()
-        at_risk: list[str] = []
         drawn, kind = kind, "power" if kind == TORN else kind
-        if kind == "power" and self.config.flush == "SYNC":
-            # answered before the group commit since the last one: a send-back's copy, a commit and its op,
-            # a WAIT=false send (model/crash.py)
-            at_risk = sorted({e.msg_key for e in self.history.events[self.last_commit_seq:] if e.msg_key and (
-                e.event in ("send_back", "txn_end") or (e.event == "send" and (e.detail or {}).get("wait") is False))})
-            if at_risk:
-                self._sometimes("crash:unwaited_at_risk")
-        if kind == "power" and self.config.flush == "ASYNC":
-            at_risk = sorted({e.msg_key for e in self.history.events[self.last_flush_seq:]
-                              if e.msg_key and e.event in ("send", "store", "txn_half", "txn_end",
-                                                           "send_back", "schedule_fire", "timer_fire",
-                                                           # a check re-put the half: the copy
-                                                           # the check service would see next
-                                                           "txn_check")}
-                             # a delayed, retry or timer copy due by now: the broker may have fired it
-                             # unobserved into the unflushed CommitLog and persisted its delay progress
-                             # past it (delayOffset.json is written apart from the CommitLog)
-                             | {t[1] for t, due in self.expect_fire.items() if due <= self._now()})
-            within = self.history.params.op_written_within_ms
-            if within:  # 5.1.0+: an END's op is written up to ``within`` later, maybe after the flush
-                flushed_at = self.history.events[self.last_flush_seq].ts \
-                    if self.last_flush_seq < len(self.history.events) else self._now()
-                at_risk = sorted(set(at_risk) | {
-                    e.msg_key for e in self.history.events if e.event == "txn_end" and e.msg_key
-                    and e.status in ("COMMIT", "ROLLBACK") and e.ts + within >= flushed_at})
+        if kind == "power" and self.config.flush == "SYNC" and type(self).wall is None and self.crashes % 2 == 0 \
+                and self._unwaited_since_commit():
+            # every other SYNC power loss comes just after the group commit's pass (the broker's tick): what
+            # it flushed must survive; the others come before it, and it is at risk
+            self._tick()
+            self._sometimes("crash:after_group_commit")
+        self.crashed_oracles()
+        at_risk = self._power_at_risk() if kind == "power" else []
         self._emit("crash", actor="broker", status=kind,
                    detail={"at_risk": at_risk, **({"torn": True} if drawn == TORN else {})})
         for key in at_risk:

@@ -143,6 +143,9 @@ class EdgeRules:
         """A restarted broker starts its periodic services anew; its consumer tables are empty (the
         broadcasting clients restart with it)."""
         self.timers = dict.fromkeys(self._intervals(), self._now())
+        # a new flush service: its start's pass (what was written before it is on disk or lost)
+        self.async_thorough_at = self._now()
+        self.async_passes = ((len(self.history.events), self._now()),) * 2
         self._forget_consumers()
         self._broadcast_restarted()
         self.rounds_mirrored = True

@@ -289,25 +289,34 @@ def check_filter_mismatch(h: History) -> list[Violation]:
 def check_offset_overrun(h: History) -> list[Violation]:
     """The committed offset never passes a delivered message not yet acknowledged
     (consumed successfully or sent back). A broadcasting client's rows are its own queue (it keeps its
-    offsets itself) and any consume acknowledges (a failed message is dropped)."""
+    offsets itself) and any consume acknowledges (a failed message is dropped). Retention acknowledges
+    too: a unit below a queue's new min (an ``expire`` of the queue), or whose record is below the
+    commitlog's new min (an ``expire`` with a null topic: the pull skips it, MESSAGE_WAS_REMOVING), is
+    never delivered again and the client commits past it."""
     out = []
-    outstanding: dict[tuple, set[int]] = defaultdict(set)
+    # key -> queue offset -> the delivered copy's commitlog offset (None: not given)
+    outstanding: dict[tuple, dict[int, int | None]] = defaultdict(dict)
     for ev in h.events:
         own = broadcasting(ev)
         key = (ev.group, ev.topic, ev.queue_id, ev.client_id if own else None)
         if _restart(ev):
             outstanding.clear()
         elif ev.event == "deliver" and _detail(ev, "client", True):
-            outstanding[key].add(ev.queue_offset)
+            outstanding[key][ev.queue_offset] = ev.commitlog_offset
         elif (ev.event == "consume" and (ev.status == "SUCCESS" or own)) or (
                 ev.event == "send_back" and _detail(ev, "code", "SUCCESS") == "SUCCESS"):
-            outstanding[key].discard(ev.queue_offset)
+            outstanding[key].pop(ev.queue_offset, None)
         elif ev.event == "expire" and ev.topic is not None and ev.queue_offset is not None:
             # retention took the units below the queue's new min: a client answered OFFSET_ILLEGAL drops them
             # from its process queue and commits that min (DefaultMQPushConsumerImpl; the audit's unjudged)
-            for (_g, topic, queue_id, _c), offsets in outstanding.items():
+            for (_g, topic, queue_id, _c), units in outstanding.items():
                 if topic == ev.topic and queue_id == ev.queue_id:
-                    offsets.difference_update({o for o in offsets if o < ev.queue_offset})
+                    for o in [o for o in units if o < ev.queue_offset]:
+                        del units[o]
+        elif ev.event == "expire" and ev.topic is None and ev.commitlog_offset is not None:
+            for units in outstanding.values():
+                for o in [o for o, c in units.items() if c is not None and c < ev.commitlog_offset]:
+                    del units[o]
         elif ev.event == "commit_offset":
             low = min(outstanding[key], default=None)
             if low is not None and ev.queue_offset is not None and ev.queue_offset > low:

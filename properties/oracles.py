@@ -105,6 +105,7 @@ class ScheduledCopy:
     r: int
     due: int
     state: str  # owed, half, unknown, fired
+    offset: int | None = None  # the copy's commitlog offset: retention may take it (never fired then)
 
 
 def _internal(topic: str) -> bool:
@@ -385,7 +386,8 @@ class OracleRules:
     def schedule_copy_seen(self, m: StoredMessage, deliver_ts: int) -> None:
         if self.crashes:
             return
-        copy = ScheduledCopy(m.uniq_key, m.reconsume_times, deliver_ts, self._fire_state(m, deliver_ts))
+        copy = ScheduledCopy(m.uniq_key, m.reconsume_times, deliver_ts, self._fire_state(m, deliver_ts),
+                             m.commitlog_offset)
         unmatched = self.fires_unmatched.get((m.uniq_key or "", m.reconsume_times), [])
         early = [ts for ts in unmatched if ts >= deliver_ts]
         if early and copy.state != "half":  # its fire was revealed first (a level nobody asked for)
@@ -419,13 +421,14 @@ class OracleRules:
         is unknown) have all been fired (or discarded) by the last tick."""
         if type(self).wall is not None or self.ticked_at is None or self.crashes:
             return
-        if self.__dict__.get("disk_over"):  # a full disk refuses the fire's put; it is retried once there is room
+        if self._now() < self.disk_full_until:  # a full disk refuses the fire's put; retried once there is room
             return
         for level, copies in sorted(self.sched_queue.items()):
             for c in copies:
                 if c.state in ("fired", "half"):
                     continue
-                if c.state == "unknown" or c.due > self.ticked_at:
+                if c.state == "unknown" or c.due > self.ticked_at or (
+                        c.offset is not None and c.offset < self.commitlog_low):  # retention took it
                     break
                 self._oracle_fail(f"the broker ticked at {self.ticked_at} and did not fire the scheduled copy of "
                                   f"{c.key} (reconsume_times {c.r}, level {level + 1}) due at {c.due}, every copy "

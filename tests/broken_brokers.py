@@ -529,6 +529,40 @@ class FlushFailureAcked(ModelBroker):
         super().recover(survivors)
 
 
+class ThoroughFlushNeverDue(ModelBroker):
+    """An ASYNC flush service that ignores flushCommitLogThoroughInterval (model/flushing.py): a tail of
+    fewer than flushCommitLogLeastPages pages stays in the page cache until enough is written after it,
+    so a power loss takes messages sent long before it (here the loss takes every record the broker's
+    own service left unflushed)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.durability.flusher.thorough_interval_ms = 1 << 62
+
+    def recover(self, survivors: int | None = None) -> None:
+        if survivors is None and self.durability.crash_kind == "power":
+            super().recover(survivors=self.recovery_choices()[0])
+            return
+        super().recover(survivors)
+
+
+class GroupCommitWaitsForARequest(ModelBroker):
+    """A GroupCommitService that flushes only for a put that waits: a send-back's copy, a committed
+    message and its op, a WAIT=false send stay in the page cache until a waiting put comes (4.9.8's
+    ``doCommit`` flushes every written byte at each pass, ``flush(0)`` when no request waits), so a power
+    loss after the pass takes them (here the loss takes every record the broker left unflushed)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.durability.on_tick = lambda total: None  # type: ignore[method-assign]
+
+    def recover(self, survivors: int | None = None) -> None:
+        if survivors is None and self.durability.crash_kind == "power":
+            super().recover(survivors=self.recovery_choices()[0])
+            return
+        super().recover(survivors)
+
+
 class LockRenewalNotRecorded(Wrapped):
     """rocketmq-client-go#1080: lockAll renewed the lock but not its last-lock timestamp, so a
     lock the holder kept renewing expired (here, on the broker: a renewal by the holder does not
@@ -657,6 +691,8 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "commit_ignored": _factory(CommitIgnored),
     "offset_plus_one": _factory(OffsetPlusOne),
     "sync_send_lost_on_power": _factory(SyncSendLostOnPower),
+    "thorough_flush_never_due": _factory(ThoroughFlushNeverDue),
+    "group_commit_waits_for_a_request": _factory(GroupCommitWaitsForARequest),
     "one_check_too_many": _factory(OneCheckTooMany),
     "retry_level_off_by_one": _factory(RetryLevelOffByOne),
     "tag_filter_ignored": _factory(TagFilterIgnored),

@@ -50,6 +50,8 @@ SOMETIMES = (
     "retention:observed:removed", "retention:observed:commitlog",
     # issue 42: WAIT=false sends; a SYNC power loss with puts answered before the group commit at risk
     "send_unwaited:SYNC", "send_unwaited:ASYNC", "crash:unwaited_at_risk",
+    # issue 42: a SYNC power loss just after the group commit's pass; an ASYNC thorough flush pass
+    "crash:after_group_commit", "flush:thorough",
 )
 
 _RESULT = {}

@@ -62,8 +62,8 @@ import attrs
 from rmqspec.properties.codes import AuditParams
 from rmqspec.traces.checks_common import TIMER_TOPIC, delayed_send, detail_of, timer_send
 
-__all__ = ["COPY_EVENTS", "HALF_EVENTS", "HALF_TOPIC", "Verdict", "expire_rows", "half_copies", "kept",
-           "timer_copies", "timer_copy", "verdict"]
+__all__ = ["COPY_EVENTS", "HALF_EVENTS", "HALF_TOPIC", "Verdict", "copies_by_key", "expire_rows", "half_copies",
+           "kept", "timer_copies", "timer_copy", "verdict"]
 
 COPY_EVENTS: tuple[str, ...] = ("store", "send", "txn_half")
 HALF_EVENTS: tuple[str, ...] = ("txn_half", "txn_check")  # a half and its re-put copies
