@@ -61,6 +61,7 @@ from types import MappingProxyType
 from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_retention import Retention
+from rmqspec.impl.broker_search import TimeSearch
 from rmqspec.impl.broker_store import (
     SCHEDULE_TOPIC,
     BrokerLog,
@@ -158,7 +159,7 @@ def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
     return seq % nums
 
 
-class MmapBroker(BatchSends, Retention):
+class MmapBroker(BatchSends, Retention, TimeSearch):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
@@ -773,9 +774,7 @@ class MmapBroker(BatchSends, Retention):
         entry = self.log.look(commitlog_offset)
         return None if entry is None else entry.to_stored(self.config)
 
-    def queue_units(
-        self, topic: str, queue_id: int, start: int, count: int
-    ) -> list[tuple[int, int, int]] | None:
+    def queue_units(self, topic: str, queue_id: int, start: int, count: int) -> list[tuple[int, int, int]] | None:
         """Consume-queue units ``(commitlog offset, size, tagsCode)`` from ``start``; None if no such queue."""
         self._require_running()
         assert self.store is not None

@@ -14,6 +14,9 @@ a unit behind the write position is skipped; a unit ahead of it would leave a
 hole and is refused with ``StoreError`` (RocketMQ logs and writes it at the
 wrong place; rmqspec refuses, so a gap can never be created silently).
 
+A lookup by time (``offset_by_time``) reads each kept file's mtime, which ``put`` sets to the store time of
+the record of the unit it writes, and the units from the file's mapping.
+
 Recovery (``recover``) keeps the leading run of valid units (offset ≥ 0 and
 size > 0), and ``truncate_physical(offset)`` drops every unit pointing at or
 past a CommitLog offset, from the tail.
@@ -21,13 +24,16 @@ past a CommitLog offset, from the tail.
 
 from __future__ import annotations
 
+import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
 from rmqspec.impl.mappedfile import MappedFileQueue, StoreError
 from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
+from rmqspec.model.timesearch import QueueFile, offset_by_time
 
 UNIT_SIZE = 20
 DEFAULT_CQ_FILE_SIZE = 300_000 * UNIT_SIZE
@@ -79,8 +85,11 @@ class ConsumeQueue:
 
     # -- write ---------------------------------------------------------------------------------
 
-    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> bool:
-        """Append one unit; False when it was already built (a repeated dispatch)."""
+    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int,
+            store_ts: int | None = None) -> bool:
+        """Append one unit; False when it was already built (a repeated dispatch). With ``store_ts`` (the
+        record's store time) the file's mtime is set to it: the store's clock is injected, and lookups by
+        time read a file's last-modified time (``offset_by_time``)."""
         if commitlog_offset + size <= self.max_physic_offset:
             return False
         expected = queue_offset * UNIT_SIZE
@@ -99,9 +108,12 @@ class ConsumeQueue:
             last = self.files.create_next(current if last is None else None)
         last.append(_UNIT.pack(commitlog_offset, size, tags_code))
         self.max_physic_offset = commitlog_offset + size
+        if store_ts is not None:
+            os.utime(last.path, ns=(store_ts * 1_000_000, store_ts * 1_000_000))
         return True
 
-    def redispatch(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> bool:
+    def redispatch(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int,
+                   store_ts: int | None = None) -> bool:
         """Recovery's dispatch: keep unit ``queue_offset`` if it is exactly this one, else rewrite from it.
 
         A unit that exists but differs (torn by a power cut, or left from a
@@ -118,7 +130,7 @@ class ConsumeQueue:
             if at > self.files.min_offset:
                 clo, prev_size, _tags = self._unit_at(at - UNIT_SIZE)
                 self.max_physic_offset = clo + prev_size
-        return self.put(queue_offset, commitlog_offset, size, tags_code)
+        return self.put(queue_offset, commitlog_offset, size, tags_code, store_ts)
 
     # -- read ----------------------------------------------------------------------------------
 
@@ -142,6 +154,16 @@ class ConsumeQueue:
                 out.append(CQUnit(offset + k, clo, size, tags))
             offset += n
         return out
+
+    def offset_by_time(self, timestamp: int, commitlog_min: int, store_ts_at: Callable[[int, int], int]) -> int:
+        """getOffsetInQueueByTime over this queue's files (``model/timesearch.py``): each kept file with its
+        mtime (milliseconds) and the units written in it, read from its mapping."""
+        files = []
+        for f in self.files.files:
+            mtime = os.stat(f.path).st_mtime_ns // 1_000_000
+            units = [_UNIT.unpack_from(f.mm, pos)[:2] for pos in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE)]
+            files.append(QueueFile(f.start // UNIT_SIZE, mtime, units))
+        return offset_by_time(files, timestamp, self.min_logic, commitlog_min, store_ts_at)
 
     # -- recovery ----------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ from rmqspec.impl import effects
 from rmqspec.impl.checkpoint import CHECKPOINT_SIZE, Checkpoint, read_checkpoint, write_checkpoint
 from rmqspec.impl.codec import (
     DEFAULT_DELAY_LEVELS_MS,
+    CorruptRecord,
     DecodedRecord,
     MessageRecord,
     encode_host,
@@ -287,7 +288,7 @@ class MessageStore:
             return False
         cq = self._queue(record.topic, record.queue_id)
         code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
-        return cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code)
+        return cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code, record.store_ts)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -314,7 +315,7 @@ class MessageStore:
             self._next[key] = queue_offset + 1
             props = record.properties
             code = compute_tags_code(record.topic, props, record.store_ts, self.config.delay_levels_ms)
-            self._queue(*key).put(queue_offset, offset, prepared.size, code)
+            self._queue(*key).put(queue_offset, offset, prepared.size, code, record.store_ts)
             self._last_dispatched_ts = record.store_ts
         if self.config.flush == "SYNC" and record.wait:
             self.commitlog.flush()
@@ -396,6 +397,24 @@ class MessageStore:
         return [
             self.commitlog.read(u.commitlog_offset) for u in self.queue_units(topic, queue_id, start_offset, max_units)
         ]
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """getOffsetInQueueByTime: 0 without a consume queue; store times read from the commitlog's record
+        bytes (pickupStoreTimestamp: −1 below the commitlog's min offset or where no record starts)."""
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+
+        def store_ts_at(offset: int, _size: int) -> int:
+            if offset < self.commitlog.min_offset:
+                return -1
+            try:
+                return self.commitlog.read(offset).store_ts
+            except CorruptRecord:
+                return -1
+
+        return cq.offset_by_time(timestamp, self.commitlog.min_offset, store_ts_at)
 
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue) has a consume queue (it was ever written)."""

@@ -671,6 +671,11 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             return -1
         return 0 if self.store.min_offset(mq.topic, mq.queue_id) <= 0 else -1
 
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: getOffsetInQueueByTime (model/timesearch.py); 0 without a queue."""
+        self._require_running()
+        return self.store.offset_by_time(topic, queue_id, timestamp)
+
     # ------------------------------------------------------------------
     # orderly locks
 

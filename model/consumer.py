@@ -39,7 +39,8 @@ when it changed, as the Java pull request piggybacks ``commitOffset``.
 
 First position (``computePullFromWhere``): the stored offset when there is
 one; otherwise CONSUME_FROM_FIRST_OFFSET → 0, CONSUME_FROM_LAST_OFFSET → the
-queue's max offset, except a retry topic, which always starts at 0.
+queue's max offset, except a retry topic, which starts at 0; CONSUME_FROM_TIMESTAMP → the broker's
+``search_offset`` for ``consume_timestamp`` (a retry topic: its max offset; ``model/timesearch.py``).
 
 Trace events this module and its subclasses emit (the client side of the
 split; the broker emits ``store``, ``deliver``, ``send_back``,
@@ -54,8 +55,8 @@ the Java client's threads are timers, so a consume request runs to
 completion before anything else of the same client (a listener that
 advances the clock models a stalled client); broker-side long polling is
 approximated by re-pulling ``long_polling_recheck_ms`` after an empty pull;
-size-based flow control, ``consumeTimeout`` expiry, pull-time hooks,
-CONSUME_FROM_TIMESTAMP and the MIN/MAX_OFFSET properties the Java client adds
+size-based flow control, ``consumeTimeout`` expiry, pull-time hooks
+and the MIN/MAX_OFFSET properties the Java client adds
 to pulled messages are not modelled. When the broker has no ``max_offset``
 method, the max offset is read from an OFFSET_ILLEGAL pull far past the end
 (it returns no message).
@@ -83,6 +84,7 @@ from rmqspec.model.filterapi import TagSubscription, build_subscription
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.results import PullStatus
+from rmqspec.model.timesearch import default_consume_timestamp, search_from_timestamp
 
 INTEGER_MAX_VALUE = 2**31 - 1
 _PROBE_OFFSET = 2**62  # far beyond any queue: the broker answers OFFSET_ILLEGAL with max_offset
@@ -96,6 +98,7 @@ class MessageModel(enum.Enum):
 class ConsumeFromWhere(enum.Enum):
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute, value: int) -> None:
@@ -114,6 +117,7 @@ class ConsumerConfig:
 
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: str | None = None  # yyyyMMddHHmmss (UTC); None: 30 min before the consumer's construction
     allocate_strategy: str = attrs.field(
         default="AVG", validator=attrs.validators.in_(tuple(STRATEGIES))
     )
@@ -368,6 +372,7 @@ class PushConsumer(abc.ABC):
         self.client_id = client_id
         self.listener = listener
         self.config = config or ConsumerConfig()
+        self.consume_timestamp = self.config.consume_timestamp or default_consume_timestamp(clock.now())
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
         self.timers = timers if timers is not None else TimerQueue(clock)
         self.subscriptions: dict[str, Subscription] = {}
@@ -615,7 +620,10 @@ class PushConsumer(abc.ABC):
         if last != -1:
             return -1
         first = self.config.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-        start = 0 if first or mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else self.max_offset(mq)
+        if self.config.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            start = search_from_timestamp(self, mq)
+        else:
+            start = 0 if first or mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else self.max_offset(mq)
         if start >= 0 and not self.clustering:  # where a broadcasting run starts: what lies below is not its
             self._emit("commit_offset", topic=mq.topic, queue_id=mq.queue_id, queue_offset=start,
                        detail={"from_where": self.config.consume_from_where.value, "store": self.offset_store.kind})

@@ -48,6 +48,7 @@ OPERATIONS = frozenset(
         "send_back",
         "update_offset",
         "query_offset",
+        "search_offset",
         "lock_batch",
         "unlock_batch",
     }
@@ -234,6 +235,10 @@ class Link:
     def query_offset(self, group: str, mq: MessageQueue) -> int:
         self._lose("query_offset")
         return self._answer("query_offset", self.broker.query_offset(group, mq))
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        self._lose("search_offset")
+        return self._answer("search_offset", self.broker.search_offset(topic, queue_id, timestamp))
 
     def lock_batch(
         self, group: str, client_id: str, mqs: Iterable[MessageQueue]

@@ -9,7 +9,7 @@ returns a result object (``send``, ``send_half``, ``pull``), and is returned as
 a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
 ``send_back``). Invalid messages raise ``InvalidMessage``. Optional operations are declared by
 protocols of their own: ``CrashableBroker`` (with the ``crash`` capability), ``OnewayBroker``,
-``BatchBroker``, ``DiskBroker`` (with the ``disk_usage`` capability).
+``BatchBroker``, ``SearchBroker``, ``DiskBroker`` (with the ``disk_usage`` capability).
 """
 
 from __future__ import annotations
@@ -117,6 +117,16 @@ class BatchBroker(Broker, Protocol):
     names the first item's offsets and every item's msgId and UNIQ_KEY joined by commas."""
 
     def send_batch(self, msgs: Sequence[Message], queue_id: int) -> SendResult: ...
+
+
+@runtime_checkable
+class SearchBroker(Broker, Protocol):
+    """A broker that answers lookups by time: SEARCH_OFFSET_BY_TIMESTAMP (request code 29,
+    ``MQAdminImpl.searchOffset``), the queue offset ``DefaultMessageStore.getOffsetInQueueByTime`` gives
+    (``model/timesearch.py``): 0 for a queue never written, else the unit stored at ``timestamp`` or the
+    nearer of its neighbours in the consume-queue file the timestamp selects. CONSUME_FROM_TIMESTAMP asks it."""
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int: ...
 
 
 @runtime_checkable

@@ -79,6 +79,7 @@ from rmqspec.model.timer import (
     slot_of_property,
     transform,
 )
+from rmqspec.model.timesearch import QueueFile, offset_by_time
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -552,6 +553,26 @@ class Store:
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         return self.queue_min.get((topic, queue_id), 0)
+
+    def queue_files(self, topic: str, queue_id: int) -> list[QueueFile]:
+        """The queue's consume-queue files still kept; a file's last-modified time is the store time of
+        its last unit's record (model/timesearch.py)."""
+        units = self.queues.get((topic, queue_id), [])
+        per_file = self.config.consume_queue_file_size // CQ_UNIT_BYTES
+        out = []
+        for j in range(self.cq_first.get((topic, queue_id), 0), (len(units) + per_file - 1) // per_file):
+            recs = [self.records[i] for i in units[j * per_file:(j + 1) * per_file]]
+            out.append(QueueFile(j * per_file, recs[-1].store_ts, [(r.commitlog_offset, r.size) for r in recs]))
+        return out
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """getOffsetInQueueByTime (model/timesearch.py)."""
+        def store_ts_at(offset: int, _size: int) -> int:
+            i = self.index.get(offset)
+            return -1 if i is None or self.removed(offset) else self.records[i].store_ts
+
+        return offset_by_time(self.queue_files(topic, queue_id), timestamp, self.min_offset(topic, queue_id),
+                              self.commitlog_min, store_ts_at)
 
     def timer_slot(self, offset: int) -> int | None:
         """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py); None when it is

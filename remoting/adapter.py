@@ -520,6 +520,11 @@ class RemoteBroker:
     def query_offset(self, group: str, mq: MessageQueue) -> int:
         return ops.parse_query_offset(self._invoke(ops.query_offset_request(group, mq)))
 
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (``model.protocol.SearchBroker``)."""
+        request = ops.search_offset_request(MessageQueue(topic, queue_id), timestamp)
+        return ops.parse_search_offset(self._invoke(request))
+
     def lock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> frozenset[MessageQueue]:
         asked = list(mqs)
         return ops.parse_lock(self._invoke(ops.lock_request(group, client_id, asked, self.broker_name)), asked)

@@ -485,6 +485,18 @@ def parse_query_offset(resp: RemotingCommand) -> int:
     return _ext_int(resp, "QUERY_CONSUMER_OFFSET", "offset")
 
 
+def search_offset_request(mq: MessageQueue, timestamp: int) -> RemotingCommand:
+    """SEARCH_OFFSET_BY_TIMESTAMP (MQClientAPIImpl.searchOffset)."""
+    return _req(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": mq.topic, "queueId": mq.queue_id,
+                                                         "timestamp": timestamp})
+
+
+def parse_search_offset(resp: RemotingCommand) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP → the offset; any other code raises ``BrokerError`` (MQBrokerException)."""
+    expect_success(resp, "SEARCH_OFFSET_BY_TIMESTAMP")
+    return _ext_int(resp, "SEARCH_OFFSET_BY_TIMESTAMP", "offset")
+
+
 def lock_body(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str) -> bytes:
     return bodies.dumps({
         "clientId": client_id, "consumerGroup": group,

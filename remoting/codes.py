@@ -32,6 +32,7 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_CONFIG = 21
     GET_BROKER_CONFIG = 26
     GET_BROKER_RUNTIME_INFO = 28
+    SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
     VIEW_MESSAGE_BY_ID = 33
@@ -162,6 +163,8 @@ REQUESTS: dict[RequestCode, RequestSpec] = {s.code: s for s in (
     RequestSpec(RequestCode.VIEW_MESSAGE_BY_ID, "broker", _fields("offset"), response_body=Body.MESSAGES),
     RequestSpec(RequestCode.GET_MAX_OFFSET, "broker", _fields("topic", "queueId"), response_ext=("offset",)),
     RequestSpec(RequestCode.GET_MIN_OFFSET, "broker", _fields("topic", "queueId"), response_ext=("offset",)),
+    RequestSpec(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, "broker", _fields("topic", "queueId", "timestamp"),
+                response_ext=("offset",)),
     RequestSpec(RequestCode.GET_ALL_TOPIC_CONFIG, "broker", response_body=Body.JSON),
     RequestSpec(RequestCode.GET_BROKER_CONFIG, "broker", response_body=Body.TEXT),
     RequestSpec(RequestCode.GET_BROKER_RUNTIME_INFO, "broker", response_body=Body.JSON),

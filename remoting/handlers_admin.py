@@ -1,6 +1,6 @@
 """Admin and lookup requests: UPDATE_AND_CREATE_TOPIC 17, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200,
-GET_ALL_TOPIC_CONFIG 21, GET_BROKER_CONFIG 26, GET_MAX/MIN_OFFSET 30/31, VIEW_MESSAGE_BY_ID 33,
-QUERY_CONSUME_QUEUE 321.
+GET_ALL_TOPIC_CONFIG 21, GET_BROKER_CONFIG 26, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_MAX/MIN_OFFSET 30/31,
+VIEW_MESSAGE_BY_ID 33, QUERY_CONSUME_QUEUE 321.
 
 Theory of operation
 -------------------
@@ -18,6 +18,11 @@ GET_BROKER_CONFIG answers the configuration the served broker runs with, as
 serve`` understands (messageDelayLevel, transactionTimeOut, ...) plus the
 other keys of ``--config``, so a client that reads the broker's timing (the
 fixture's RealScenarios does) sees the real values.
+
+SEARCH_OFFSET_BY_TIMESTAMP answers SUCCESS with ``offset``, the served broker's ``search_offset``
+(``model.protocol.SearchBroker``; ``getOffsetInQueueByTime``, ``model/timesearch.py``) for any topic and
+queue id, existing or not (4.9.8 checks neither); a served broker without ``search_offset`` is refused
+with a remark that says so.
 """
 
 from __future__ import annotations
@@ -129,6 +134,14 @@ def max_offset(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
 def min_offset(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     low, _high = ctx.served.queue_range(get_str(req, "topic"), get_int(req, "queueId"))
     return ok(req, {"offset": str(low)})
+
+
+def search_offset_by_timestamp(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+    topic, queue_id, timestamp = get_str(req, "topic"), get_int(req, "queueId"), get_long(req, "timestamp")
+    if not ctx.served.can_search:
+        return refuse(req, ResponseCode.SYSTEM_ERROR,
+                      "SEARCH_OFFSET_BY_TIMESTAMP: the served broker cannot look queue offsets up by time")
+    return ok(req, {"offset": str(ctx.served.search_offset(topic, queue_id, timestamp))})
 
 
 def view_message_by_id(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:

@@ -12,8 +12,9 @@ queue's consume-queue units. ``MmapBroker`` answers them itself
 of what went through it (topics and groups it created, topics the broker
 reports through ``topic_exists``) and from probe pulls past the end of a
 queue (which return min/max offsets and deliver nothing). What a generic
-broker cannot answer (VIEW_MESSAGE_BY_ID, QUERY_CONSUME_QUEUE) is refused
-with a remark that says so.
+broker cannot answer (VIEW_MESSAGE_BY_ID, QUERY_CONSUME_QUEUE, and
+SEARCH_OFFSET_BY_TIMESTAMP without ``search_offset``) is refused with a
+remark that says so.
 
 RocketMQ's auto-creation rules live here, as the broker does them with
 ``autoCreateTopicEnable`` / ``autoCreateSubscriptionGroup`` on
@@ -51,6 +52,7 @@ class ServedBroker:
         self._message_at = getattr(broker, "message_at", None)
         self._queue_units = getattr(broker, "queue_units", None)
         self._queue_range = getattr(broker, "queue_range", None)
+        self._search_offset = getattr(broker, "search_offset", None)
         self._topics: dict[str, int] = {}  # mirror for brokers without topic_queue_nums
         self._groups: dict[str, tuple[int, int]] = {}
 
@@ -122,6 +124,15 @@ class ServedBroker:
         if self._message_at is None:
             return None
         return self._message_at(commitlog_offset)
+
+    @property
+    def can_search(self) -> bool:
+        return self._search_offset is not None
+
+    def search_offset(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (``model.protocol.SearchBroker``); only when ``can_search``."""
+        assert self._search_offset is not None
+        return int(self._search_offset(topic, queue_id, timestamp))
 
     @property
     def can_list_units(self) -> bool:

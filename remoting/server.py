@@ -86,6 +86,7 @@ from rmqspec.remoting.handlers_admin import (
     max_offset,
     min_offset,
     query_consume_queue,
+    search_offset_by_timestamp,
     update_and_create_group,
     update_and_create_topic,
     view_message_by_id,
@@ -140,6 +141,7 @@ BROKER_HANDLERS: dict[int, Handler] = {
     RequestCode.GET_BROKER_CONFIG: broker_config,
     RequestCode.GET_MAX_OFFSET: max_offset,
     RequestCode.GET_MIN_OFFSET: min_offset,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset_by_timestamp,
     RequestCode.VIEW_MESSAGE_BY_ID: view_message_by_id,
     RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
 }

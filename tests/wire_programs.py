@@ -1,4 +1,4 @@
-"""Drawn programs that hold a broker on the wire to the model, step for step: seeds E14, E15 and C11.
+"""Drawn programs that hold a broker on the wire to the model, step for step: seeds E14, E15, C11, D9 and E6.
 
 A ``Target`` is a broker reached over the wire (``rmqspec serve`` in-process, ``tests/remoting/wire_pair.py``, or
 real RocketMQ 4.9.8 inside the interop fixture's namespace) beside a ``ModelBroker`` that receives the same
@@ -23,6 +23,13 @@ for the whole run, so both commitlogs stay alike).
   default) with a drawn subVersion show which subscription the broker holds: the one with the greatest
   subVersion, not the last heartbeat (``model/subscriptions.py``), or SUBSCRIPTION_NOT_EXIST /
   SUBSCRIPTION_NOT_LATEST with their remarks.
+- ``lookups_answer_as_the_model`` (D9, E6): sends to a queue L of two queues (small or large bodies) with clock
+  steps of 0 to 3 ms between them (equal store times; on the real broker, sleeps, and the model's clock is set
+  to each message's store time read back from the broker, ``Target.learn_store_times``), then with
+  ``Target.expire`` retention, then SEARCH_OFFSET_BY_TIMESTAMP for a queue of L, an empty queue E or a topic
+  never created, at a unit's store time, a millisecond either side, or far before or after: the wire's answer
+  (``RemoteBroker.search_offset``) is the model's, and the model's is one ``tests/timesearch_rule.py``'s
+  independent statement allows; ``reached`` collects the rule's clauses.
 
 ``python -m tests.wire_programs '{json}'`` runs both against the broker at 127.0.0.1:9876 (the real broker, from
 inside its namespace: ``tests/interop/test_wire_programs_real.py``) and prints one JSON line.
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +57,7 @@ from rmqspec.remoting.adapter import RemoteBroker
 from rmqspec.remoting.client import RemotingClient
 from rmqspec.remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from rmqspec.remoting.command import RemotingCommand
+from tests.timesearch_rule import allowed, stamps
 
 TIMEOUT_MS = 10_000
 TAGS = ("TagA", "TagB", None)
@@ -81,6 +90,7 @@ class Target:
     suspend: bool = True  # draw the suspend flag (serve answers a held pull at its next tick)
     many_messages: int = 45  # queue T's largest draw (it pushes U's commitlog files behind the last)
     exact_remarks: bool = False  # every remark judged (serve cannot name a NO_MATCHED_MSG's cause under a filter)
+    learn_store_times: bool = False  # the model's clock is not the broker's: read each store time back (lookups)
 
 
 def pull_request(group: str, mq: MessageQueue, offset: int, max_nums: int, subscription: str, *,
@@ -220,12 +230,67 @@ def subscriptions_as_the_model(t: Target, data: st.DataObject, reached: set[str]
 
 
 # ---------------------------------------------------------------------------------------------------------
+# D9, E6
+
+
+def _stored_at(t: Target, mq: MessageQueue, offset: int) -> int:
+    """The broker's store time of the message at ``offset`` (pulled back; the real broker dispatches later)."""
+    for _ in range(200):
+        res = ops.parse_pull(t.conn.invoke(pull_request("LOOKUP_READER", mq, offset, 1, "*"), TIMEOUT_MS))
+        if res.messages:
+            return res.messages[0].store_ts
+        time.sleep(0.01)
+    raise AssertionError(f"{mq.topic}@{offset}: never dispatched")
+
+
+def _send_timed(t: Target, data: st.DataObject, msg: Message, queue_id: int) -> None:
+    step = data.draw(st.sampled_from((0, 0, 1, 2, 3)), label="ms before")
+    if not t.learn_store_times:
+        t.model.clock.advance(step)
+        ours, theirs = t.model.send(msg, queue_id), t.remote.send(msg, queue_id)
+    else:
+        time.sleep(step / 1000)
+        theirs = t.remote.send(msg, queue_id)
+        stored = _stored_at(t, MessageQueue(msg.topic, queue_id), theirs.queue_offset)
+        assert stored >= t.model.clock.now(), f"the broker's store time {stored} went back"
+        t.model.clock.set(stored)
+        ours = t.model.send(msg, queue_id)
+    assert (ours.queue_offset, ours.commitlog_offset) == (theirs.queue_offset, theirs.commitlog_offset), msg
+
+
+def lookups_answer_as_the_model(t: Target, data: st.DataObject, reached: set[str], prefix: str = "") -> None:
+    for topic, nums in (("L", 2), ("E", 1)):
+        t.model.create_topic(prefix + topic, nums)
+        t.remote.create_topic(prefix + topic, nums)
+    for i in range(data.draw(st.integers(1, 24), label="sends")):
+        body = b"l" * data.draw(st.sampled_from((1, 600)), label="body")
+        msg = Message(topic=prefix + "L", body=body, uniq_key=f"{prefix}L{i}")
+        _send_timed(t, data, msg, data.draw(st.integers(0, 1), label="queue"))
+    if t.expire is not None and data.draw(st.booleans(), label="expire"):
+        t.expire()
+    for _ in range(data.draw(st.integers(1, 10), label="lookups")):
+        topic, q = data.draw(st.sampled_from((("L", 0), ("L", 1), ("E", 0), ("N", 0))), label="queue")
+        times = stamps(t.model.store, prefix + topic, q)
+        if times and data.draw(st.booleans(), label="at a unit"):
+            timestamp = data.draw(st.sampled_from(times), label="unit time") + data.draw(st.integers(-1, 1))
+        else:
+            timestamp = data.draw(st.sampled_from((0, times[0] - 60_000 if times else 1, 1 << 50)), label="far")
+        ours = t.model.search_offset(prefix + topic, q, timestamp)
+        theirs = t.remote.search_offset(prefix + topic, q, timestamp)
+        answers, kind = allowed(t.model.store, prefix + topic, q, timestamp)
+        assert theirs == ours, f"search {topic}:{q} at {timestamp} ({kind}): answered {theirs}, the model {ours}"
+        assert ours in answers, f"search {topic}:{q} at {timestamp} ({kind}): the model {ours}, the rule {answers}"
+        reached.update(k for k in kind.split(":") if k)
+
+
+# ---------------------------------------------------------------------------------------------------------
 # inside the real broker's namespace
 
 
 PROGRAMS: dict[str, Callable[[Target, st.DataObject, set[str], str], None]] = {
     "pulls": pulls_answer_as_the_model,
     "subscriptions": subscriptions_as_the_model,
+    "lookups": lookups_answer_as_the_model,
 }
 
 
@@ -253,7 +318,7 @@ def main(argv: list[str]) -> int:
     remote = RemoteBroker("127.0.0.1:9876", WallClock())
     conn = RemotingClient.connect(remote.broker_addr, timeout_ms=TIMEOUT_MS)
     t = Target(ModelBroker(ManualClock(1_700_000_000_000)), remote, conn, suspend=False,
-               many_messages=args.get("many_messages", 3), exact_remarks=True)
+               many_messages=args.get("many_messages", 3), exact_remarks=True, learn_store_times=True)
     try:
         for name in args["programs"]:
             try:

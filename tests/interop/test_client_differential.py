@@ -23,6 +23,10 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   ``remoting/records.decode_batch`` and ours by Java give the same items, and the bodies are as long;
 - ``DefaultMQPushConsumerImpl.checkConfig`` (E5) against ``model/consumer_check.py``: configurations with up
   to three numbers at or past their ranges' edges; both start, or both refuse at the same first check;
+- ``UtilAll.timeMillisToHumanString3`` and ``UtilAll.parseDate(…, "yyyyMMddHHmmss")`` (E6: the default
+  ``consumeTimestamp`` and CONSUME_FROM_TIMESTAMP's reading of it), in a UTC JVM, against
+  ``model/timesearch.py``: well-formed strings, fields that roll over (lenient), short strings, foreign
+  characters and trailing text;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -59,6 +63,7 @@ from rmqspec.model.message import (
     encode_properties,
     put_user_property,
 )
+from rmqspec.model.timesearch import format_consume_timestamp, parse_consume_timestamp
 from rmqspec.remoting.records import BatchItem, decode_batch, encode_batch
 from tests.interop.realrmq import RealRocketMQ
 
@@ -258,3 +263,31 @@ def test_allocate(oracle: Oracle, strategy: str, mqs: list[tuple[str, str, int]]
     real = oracle.ask("allocate", strategy=strategy, cid=cid, mqs=mqs, cids=cids)
     ours = STRATEGIES[strategy](cid, [MessageQueue(t, q, b) for t, b, q in mqs], cids)
     assert [tuple(r) for r in real["ok"]] == [(m.topic, m.broker_name, m.queue_id) for m in ours]
+
+
+# CONSUME_FROM_TIMESTAMP's string (E6): the default consumeTimestamp's format and RebalancePushImpl's parse
+DIGITS = st.text(st.sampled_from("0123456789"), min_size=2, max_size=2)
+STAMPS = st.one_of(
+    st.integers(0, 4_102_444_800_000).map(format_consume_timestamp),  # well-formed, 1970..2100
+    st.tuples(st.integers(1970, 2100).map(str), DIGITS, DIGITS, DIGITS, DIGITS, DIGITS).map("".join),  # rolls
+    st.tuples(st.integers(1970, 2100).map(str), st.text(st.sampled_from("0123456789x"), max_size=12),
+              st.text(st.sampled_from("0123456789x"), max_size=4)).map("".join),  # short, foreign, trailing
+)
+
+
+@given(ms=st.integers(0, 4_102_444_800_000), text=STAMPS)
+@example(ms=0, text="20261301000000")  # month 13: January of the next year
+@example(ms=0, text="20260100000000")  # day 0: the last day of the month before
+@example(ms=0, text="20260101000000trailing")  # parsed from the start, the rest after the digits ignored
+@example(ms=0, text="2026010100000")  # the seconds take the digits there are
+@example(ms=0, text="202601010000")  # no seconds: null
+@example(ms=0, text="20260x01000000")  # a foreign character in a field: null
+@example(ms=0, text="202601010000001234")  # every digit after is the seconds: 1234 s
+def test_consume_timestamp(oracle: Oracle, ms: int, text: str) -> None:
+    real = oracle.ask("consumeTimestamp", ms=ms, text=text)["ok"]
+    assert real["format"] == format_consume_timestamp(ms), ms
+    try:
+        ours: int | None = parse_consume_timestamp(text)
+    except ValueError:
+        ours = None
+    assert real["parsed"] == ours, f"{text!r}: 4.9.8 parses {real['parsed']}, rmqspec {ours}"

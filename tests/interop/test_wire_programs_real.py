@@ -1,5 +1,5 @@
-"""Seeds E14, E15 and C11 against real RocketMQ 4.9.8: ``tests/wire_programs.py``'s drawn programs, the real
-broker step for step against the model (4.9.8 only: no ``ALSO_ON_5X``).
+"""Seeds E14, E15, C11, D9 and E6 against real RocketMQ 4.9.8: ``tests/wire_programs.py``'s drawn programs, the
+real broker step for step against the model (4.9.8 only: no ``ALSO_ON_5X``).
 
 The programs run inside the fixture's namespace (``python -m tests.wire_programs '{json}'``), with a
 ``RemoteBroker`` and one raw connection to the real broker and one ``ModelBroker`` for the whole run (every
@@ -13,7 +13,11 @@ example uses fresh topic and group names, so both commitlogs stay alike, OFFSET_
   answers a held pull only at its 5 s check);
 - ``subscriptions`` (C11): heartbeats of up to three clients with drawn subVersions, topics dropped,
   unregisters, and pulls without the subscription flag: the broker filters with the greatest subVersion's
-  subscription, or refuses as the model does.
+  subscription, or refuses as the model does;
+- ``lookups`` (D9, E6): sends with sleeps of 0 to 3 ms between them (the model's clock set to each store time
+  the broker reports), then SEARCH_OFFSET_BY_TIMESTAMP at drawn times: the broker's offset is the model's, and
+  the model's is what ``tests/timesearch_rule.py`` allows. One consume-queue file per queue (4.9.8's 300000
+  units), so the files' mtimes choose nothing, and without retention.
 
 Each program must reach its outcomes at this budget (``REACHED``).
 """
@@ -37,6 +41,8 @@ REACHED = {
               "commit:not_found"},
     "subscriptions": {"older_kept", "newer_replaced", "topic_dropped", "SUBSCRIPTION_NOT_EXIST",
                       "SUBSCRIPTION_NOT_LATEST", "FOUND"},
+    # no "exact_tie": a send and its read-back take a millisecond or more, so two units rarely share a store time
+    "lookups": {"no_queue", "exact", "before_all", "after_all", "nearer_after", "nearer_before"},
 }
 
 

@@ -12,9 +12,11 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
 import java.util.Collections;
+import java.util.Date;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TimeZone;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -23,6 +25,7 @@ import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAverage
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
+import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
@@ -47,6 +50,8 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *   properties        text: MessageDecoder.string2messageProperties
  *   encodeMessages    items [{flag, body (base64), properties {..}}]: MessageDecoder.encodeMessages
  *   decodeMessages    bytes (base64): MessageDecoder.decodeMessages
+ *   consumeTimestamp  ms, text: in a UTC JVM, UtilAll.timeMillisToHumanString3(ms) (CONSUME_FROM_TIMESTAMP's
+ *                     default string) and UtilAll.parseDate(text, "yyyyMMddHHmmss").getTime() or null
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -125,6 +130,15 @@ public final class ClientOracle {
                     items.add(item);
                 }
                 return items;
+            }
+            case "consumeTimestamp": {
+                // CONSUME_FROM_TIMESTAMP's string (DefaultMQPushConsumer, RebalancePushImpl), in a UTC JVM
+                TimeZone.setDefault(TimeZone.getTimeZone("UTC"));
+                JSONObject data = new JSONObject();
+                data.put("format", UtilAll.timeMillisToHumanString3(req.getLongValue("ms")));
+                Date parsed = UtilAll.parseDate(req.getString("text"), UtilAll.YYYYMMDDHHMMSS);
+                data.put("parsed", parsed == null ? null : parsed.getTime());
+                return data;
             }
             default:
                 throw new IllegalArgumentException("unknown fn " + req.getString("fn"));
