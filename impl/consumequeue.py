@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -58,6 +59,24 @@ def pack_unit(commitlog_offset: int, size: int, tags_code: int) -> bytes:
 
 def unpack_unit(buf: bytes | memoryview, pos: int) -> tuple[int, int, int]:
     return _UNIT.unpack_from(buf, pos)
+
+
+class _MappedUnits(Sequence[tuple[int, int]]):
+    """The ``(commitlog offset, size)`` of a file's written units, read from its mapping as the search probes."""
+
+    def __init__(self, mm: Any, wrote: int) -> None:
+        self.mm, self.count = mm, wrote // UNIT_SIZE
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, k: Any) -> Any:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self.count))]
+        if not 0 <= k < self.count:
+            raise IndexError(k)
+        offset, size, _tags = _UNIT.unpack_from(self.mm, k * UNIT_SIZE)
+        return offset, size
 
 
 class ConsumeQueue:
@@ -158,11 +177,8 @@ class ConsumeQueue:
     def offset_by_time(self, timestamp: int, commitlog_min: int, store_ts_at: Callable[[int, int], int]) -> int:
         """getOffsetInQueueByTime over this queue's files (``model/timesearch.py``): each kept file with its
         mtime (milliseconds) and the units written in it, read from its mapping."""
-        files = []
-        for f in self.files.files:
-            mtime = os.stat(f.path).st_mtime_ns // 1_000_000
-            units = [_UNIT.unpack_from(f.mm, pos)[:2] for pos in range(0, f.wrote - UNIT_SIZE + 1, UNIT_SIZE)]
-            files.append(QueueFile(f.start // UNIT_SIZE, mtime, units))
+        files = [QueueFile(f.start // UNIT_SIZE, os.stat(f.path).st_mtime_ns // 1_000_000, _MappedUnits(f.mm, f.wrote))
+                 for f in self.files.files]
         return offset_by_time(files, timestamp, self.min_logic, commitlog_min, store_ts_at)
 
     # -- recovery ----------------------------------------------------------------------------
