@@ -4,11 +4,12 @@ model's answer is the one an independent statement of 4.9.8's rule allows (``tes
 Both brokers share one manual clock and a configuration of 4 KiB commitlog files and 5-unit consume-queue
 files, so lookups meet later files and, after drawn retention (the clock moves past the 72 h reserve into
 deleteWhen's hour and both brokers tick), deleted commitlog files under kept units. The steps are drawn:
-files (the consume-queue files' mtimes, their units, the commitlog's record bytes); the model from its
-one retention, and lookups of a queue (or a topic never written) at a store time of one of its units, one
-millisecond either side of it, or far before or after every unit. The mmap broker answers from its real
-files (the consume-queue files' mtimes, their units, the commitlog's record bytes); the model from its
-records (``model/timesearch.py``). Every clause of the rule is reached at the budget (``KINDS``).
+sends to two queues (small or large bodies), clock steps of 0 to 3 ms (equal store times, a lookup halfway)
+or 2 s, clean restarts (the mmap broker reopens its files and their mtimes), at most one retention, and
+lookups of a queue (or a topic never written) at a store time of one of its units, one millisecond either
+side of it, or far before or after every unit. The mmap broker answers from its real files (the
+consume-queue files' mtimes, their units, the commitlog's record bytes); the model from its records
+(``model/timesearch.py``). Every clause of the rule is reached at the budget (``KINDS``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def _run(data: st.DataObject, reached: set[str]) -> None:
                 b.create_topic("L", 2)
             expired = False
             for n in range(data.draw(st.integers(1, 40), label="steps")):
-                step = data.draw(st.sampled_from(("send", "send", "send", "tick", "expire", "lookup")), label="step")
+                step = data.draw(st.sampled_from(("send", "send", "send", "tick", "expire", "restart", "lookup")),
+                                 label="step")
                 if step == "send":
                     q = data.draw(st.integers(0, 1), label="queue")
                     body = b"x" * data.draw(st.sampled_from((1, 900)), label="body")
@@ -56,6 +58,10 @@ def _run(data: st.DataObject, reached: set[str]) -> None:
                     assert (ours.queue_offset, ours.commitlog_offset) == (theirs.queue_offset, theirs.commitlog_offset)
                 elif step == "tick":
                     clock.advance(data.draw(st.sampled_from((0, 1, 2, 3, 2000)), label="ms"))
+                elif step == "restart":  # a clean shutdown and start: the files' mtimes are kept
+                    for b in (model, mmap):
+                        b.close()
+                        b.reopen()
                 elif step == "expire" and not expired:
                     expired = True
                     clock.advance(EXPIRED_AFTER_MS)
