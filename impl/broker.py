@@ -450,9 +450,10 @@ class MmapBroker(BatchSends, Retention, TimeSearch):
             self.events.deliver(e, now, group)
         status = client_pull_status(res.status, offset)
         if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
-            self._append(PutSpec(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
-                group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
-                offset_moved_properties(group), born_ts=now), now)
+            with contextlib.suppress(BrokerError):  # generateOffsetMovedEvent ignores a refused put (disk full)
+                self._append(PutSpec(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
+                    group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),
+                    offset_moved_properties(group), born_ts=now), now)
         return PullResult(
             status,
             messages,

@@ -271,6 +271,7 @@ def store_config(config: BrokerConfig) -> StoreConfig:
         properties_trailing_separator=config.behaviour.properties_trailing_separator,
         flush_least_pages=config.flush_commitlog_least_pages,
         flush_thorough_interval_ms=config.flush_commitlog_thorough_interval_ms,
+        flush_interval_ms=config.flush_interval_commitlog_ms,
     )
 
 

@@ -122,6 +122,7 @@ class StoreConfig:
     # ASYNC: flushCommitLogLeastPages and flushCommitLogThoroughInterval (model/flushing.py)
     flush_least_pages: int = 4
     flush_thorough_interval_ms: int = 10_000
+    flush_interval_ms: int = 500
 
     def __attrs_post_init__(self) -> None:
         if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
@@ -155,7 +156,8 @@ class MessageStore:
         self.disk_full = False  # the clean service's flag (model/retention.py): puts refused
         self._cleaned_at = 0  # the commitlog min the consume queues were last cleaned at
         # ASYNC: the FlushRealTimeService (started by ``start_flush_service``)
-        self._flusher = FlushRealTime(config.flush_least_pages, config.flush_thorough_interval_ms)
+        self._flusher = FlushRealTime(config.flush_least_pages, config.flush_thorough_interval_ms,
+                                      config.flush_interval_ms)
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
         log = effects.active()

@@ -201,7 +201,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         self.external_check_rounds = False
         self.external_op_batches = False
         self.durability = Durability(sync=self.config.flush == "SYNC", flusher=FlushRealTime(
-            self.config.flush_commitlog_least_pages, self.config.flush_commitlog_thorough_interval_ms, now))
+            self.config.flush_commitlog_least_pages, self.config.flush_commitlog_thorough_interval_ms,
+            self.config.flush_interval_commitlog_ms, now))
         self.state = BrokerState.RUNNING
         self.retry_seq = 0
         self.choices: list[Choice] = []

@@ -95,6 +95,7 @@ class BrokerConfig:
     # and flushCommitLogThoroughInterval (<= 0: every pass thorough); model/flushing.py
     flush_commitlog_least_pages: int = 4
     flush_commitlog_thorough_interval_ms: int = 10_000
+    flush_interval_commitlog_ms: int = 500  # flushIntervalCommitLog: the service's wait
     # Schedule-service progress is persisted this often (ScheduleMessageService
     # flushDelayOffsetInterval, 10 s) and on clean shutdown.
     flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)

@@ -9,7 +9,9 @@ An ASYNC_FLUSH broker does not flush at the put. A put wakes the CommitLog's Flu
 
 - ``leastPages`` is ``flushCommitLogLeastPages`` (4), except when ``flushCommitLogThoroughInterval``
   (10 s) has passed since the last thorough pass (``lastFlushTimestamp``, 0 when the service starts, so
-  its first pass, at the start, is thorough — ``restart``): then 0 once, and the time is noted;
+  its first pass, at the start, is thorough — ``restart``): then 0 once, and the time is noted; the
+  flush itself follows the wait (up to ``flushIntervalCommitLog``, 500 ms), so the model places a
+  thorough pass at the first tick 10.5 s after the last one;
 - ``MappedFileQueue.flush`` flushes only the file holding ``flushedWhere``, and only when
   ``MappedFile.isAbleToFlush`` says so: the file is full (a rolled file: its end-of-file blank made it
   so), or ``wrote / 4096 - flushed / 4096 >= leastPages`` counted in OS pages when ``leastPages > 0``,
@@ -50,12 +52,15 @@ class FlushRealTime:
 
     least_pages: int = 4
     thorough_interval_ms: int = 10_000
+    wait_ms: int = 500  # flushIntervalCommitLog: the longest the loop waits between a decision and its flush
     last_thorough: int = 0
     mark: int = 0  # the commitlog's write position at the previous pass: what this one sees
 
     def least_for(self, now: int) -> int:
-        """The first iteration's threshold at ``now``: 0 when a thorough pass is due (and noted)."""
-        if now >= self.last_thorough + self.thorough_interval_ms:
+        """The first iteration's threshold at ``now``: 0 when a thorough pass is due (and noted). The
+        loop decides at ``lastFlushTimestamp + interval`` and flushes after its wait: the model's thorough
+        pass is the first at least ``interval + wait`` after the last (its latest)."""
+        if now >= self.last_thorough + self.thorough_interval_ms + self.wait_ms:
             self.last_thorough = now
             return 0
         return self.least_pages

@@ -515,10 +515,13 @@ class DeepRules:
         if not self._holds(self._power_ok):
             return self._idle("power_ladder")
         self._record("power_ladder", level=level, n=n)
-        self._call("flush()", lambda b: b.flush())
-        self.last_flush_seq, self.last_flush_ts = len(self.history.events), self._now()
+        if self.config.flush != "ASYNC":  # ASYNC: the flush service's passes (_between_flush_passes)
+            self._call("flush()", lambda b: b.flush())
+            self.last_flush_seq, self.last_flush_ts = len(self.history.events), self._now()
         delay = self.config.delay_ms(level)
         for round_ in range(2):
+            if round_ == 0 and self.config.flush == "ASYNC":
+                self._between_flush_passes(delay)
             for i in range(n):
                 self._send(self._message(self.t0, "TagB", delay=level), i % self.topics[self.t0])
             self._after()
@@ -526,13 +529,40 @@ class DeepRules:
             self._after()
             self.consume_next_batch()
             if round_ == 0:
-                self._advance(self.config.flush_delay_offset_interval_ms)  # progress and offsets persisted
+                # progress (and offsets) persisted: under ASYNC at the next persist, before the flush service's
+                # next thorough pass takes the copies to disk
+                self._advance(self._delay_persist_due() - self._now() if self.config.flush == "ASYNC"
+                              else self.config.flush_delay_offset_interval_ms)
                 self._after()
                 if self.config.flush == "SYNC":  # a WAIT=false send: answered before the group commit
                     msg = attrs.evolve(self._message(self.t0, "TagB", ("unwaited",)), wait="false")
                     self._send(msg, 0)
                 self._crash_and_recover("power")
                 self._sometimes("power_ladder:crashed")
+
+    def _delay_persist_due(self) -> int:
+        return self._timer("delay_persist") + self.config.flush_delay_offset_interval_ms
+
+    def _between_flush_passes(self, delay: int) -> None:
+        """ASYNC: move to an instant from which the copies sent now fire (``delay``) and their progress is
+        persisted before the flush service's next thorough pass (``model/flushing.py``), as the broker's
+        two threads drift apart (apache/rocketmq#1869 needs the persist first): at a thorough pass, then,
+        while the next persist comes too early or too late, at that persist and the next thorough pass.
+        A message sent first, before a pass, is on disk from that thorough pass on."""
+        wait = self.config.flush_commitlog_thorough_interval_ms + self.config.flush_interval_commitlog_ms
+        # a message the next pass sees and the thorough pass takes to disk: it must survive the power loss
+        self._send(self._message(self.t0, "TagA", ("flushed",)), 0)
+        self._advance(0)
+        self._after()
+        for _ in range(4):
+            self._advance(max(0, self.async_thorough_at + wait - self._now()))
+            self._after()
+            due = self._delay_persist_due()
+            if self._now() + delay < due < self.async_thorough_at + wait:
+                self._sometimes("power_ladder:between_flush_passes")
+                return
+            self._advance(max(0, due - self._now()))
+            self._after()
 
     def consume_next_batch(self) -> None:
         """Consume what is ready in the first ready queue (as ``consume_next`` does, unrecorded)."""

@@ -98,7 +98,8 @@ class TimeRules:
             return
         now = self._now()
         (seq, ts), self.async_passes = self.async_passes[0], (self.async_passes[1], (len(self.history.events), now))
-        if now >= self.async_thorough_at + self.config.flush_commitlog_thorough_interval_ms:
+        if now >= self.async_thorough_at + self.config.flush_commitlog_thorough_interval_ms \
+                + self.config.flush_interval_commitlog_ms:
             self.async_thorough_at = now
             if seq > self.last_flush_seq:
                 self.last_flush_seq, self.last_flush_ts = seq, ts

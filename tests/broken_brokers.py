@@ -529,15 +529,12 @@ class FlushFailureAcked(ModelBroker):
         super().recover(survivors)
 
 
-class ThoroughFlushNeverDue(ModelBroker):
-    """An ASYNC flush service that ignores flushCommitLogThoroughInterval (model/flushing.py): a tail of
-    fewer than flushCommitLogLeastPages pages stays in the page cache until enough is written after it,
-    so a power loss takes messages sent long before it (here the loss takes every record the broker's
-    own service left unflushed)."""
+class _PowerTakesTheUnflushed(ModelBroker):
+    """A ModelBroker whose power loss takes every record it left unflushed (the fewest survivors its own
+    durability allows): a broken flush then loses what the model says is on disk."""
 
     def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
         super().__init__(clock, config)
-        self.durability.flusher.thorough_interval_ms = 1 << 62
 
     def recover(self, survivors: int | None = None) -> None:
         if survivors is None and self.durability.crash_kind == "power":
@@ -546,21 +543,25 @@ class ThoroughFlushNeverDue(ModelBroker):
         super().recover(survivors)
 
 
-class GroupCommitWaitsForARequest(ModelBroker):
+class FlushServiceIdle(_PowerTakesTheUnflushed):
+    """An ASYNC broker whose FlushRealTimeService never flushes (model/flushing.py: no full file, no four
+    pages, no thorough pass — a flush thread that died): only an explicit flush or a clean shutdown
+    writes the page cache, so a power loss takes messages sent long before it."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        self.durability.on_async_pass = lambda *args: None  # type: ignore[method-assign]
+
+
+class GroupCommitWaitsForARequest(_PowerTakesTheUnflushed):
     """A GroupCommitService that flushes only for a put that waits: a send-back's copy, a committed
     message and its op, a WAIT=false send stay in the page cache until a waiting put comes (4.9.8's
     ``doCommit`` flushes every written byte at each pass, ``flush(0)`` when no request waits), so a power
-    loss after the pass takes them (here the loss takes every record the broker left unflushed)."""
+    loss after the pass takes them."""
 
     def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
         super().__init__(clock, config)
         self.durability.on_tick = lambda total: None  # type: ignore[method-assign]
-
-    def recover(self, survivors: int | None = None) -> None:
-        if survivors is None and self.durability.crash_kind == "power":
-            super().recover(survivors=self.recovery_choices()[0])
-            return
-        super().recover(survivors)
 
 
 class LockRenewalNotRecorded(Wrapped):
@@ -691,7 +692,7 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "commit_ignored": _factory(CommitIgnored),
     "offset_plus_one": _factory(OffsetPlusOne),
     "sync_send_lost_on_power": _factory(SyncSendLostOnPower),
-    "thorough_flush_never_due": _factory(ThoroughFlushNeverDue),
+    "flush_service_idle": _factory(FlushServiceIdle),
     "group_commit_waits_for_a_request": _factory(GroupCommitWaitsForARequest),
     "one_check_too_many": _factory(OneCheckTooMany),
     "retry_level_off_by_one": _factory(RetryLevelOffByOne),

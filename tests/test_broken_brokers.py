@@ -40,8 +40,8 @@ LOCKSTEP = {name: (150, 50) for name in (
     "pulls_exclusive_per_group",
     # issue 42: retention that never consults fileReservedTime — only a pass with young files shows it
     "retention_ignores_reserve",
-    # issue 42: an ASYNC flush service without its thorough pass — only a power loss after one shows it
-    "thorough_flush_never_due",
+    # issue 42: an ASYNC flush service that never flushes — only a power loss after one of its passes shows it
+    "flush_service_idle",
     # issue 42: a SYNC group commit that leaves what did not wait — only a power loss after its pass shows it
     "group_commit_waits_for_a_request",
 )}
@@ -77,7 +77,7 @@ INVARIANTS_ONLY = {
     # a young file deleted takes copies no group consumed, with no disk pressure to excuse it
     "retention_ignores_reserve": (150, 50, "LOST"),
     # a message sent before a thorough pass's tick, lost in a power loss after it
-    "thorough_flush_never_due": (300, 80, "LOST"),
+    "flush_service_idle": (150, 50, "LOST"),
     # a WAIT=false send answered before a group commit's pass, lost in a power loss after it
     "group_commit_waits_for_a_request": (150, 50, "LOST"),
 }

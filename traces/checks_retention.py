@@ -162,13 +162,18 @@ def verdict(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, 
     return JUDGED if first is None else Verdict(True, *first)
 
 
-def copies_by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
-    """msg_key -> its copy rows (``COPY_EVENTS``), in seq order."""
+def _rows_by(rows: Iterable[Mapping[str, Any]], events: tuple[str, ...],
+             field: str) -> dict[Any, list[Mapping[str, Any]]]:
     out: dict[Any, list[Mapping[str, Any]]] = {}
     for r in rows:
-        if r["event"] in COPY_EVENTS and r.get("msg_key") is not None:
-            out.setdefault(r["msg_key"], []).append(r)
+        if r["event"] in events and r.get(field) is not None:
+            out.setdefault(r[field], []).append(r)
     return out
+
+
+def copies_by_key(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
+    """msg_key -> its copy rows (``COPY_EVENTS``), in seq order."""
+    return _rows_by(rows, COPY_EVENTS, "msg_key")
 
 
 def kept(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, Any]], home: str) -> bool:
@@ -200,11 +205,7 @@ def kept(copies: Sequence[Mapping[str, Any]], expires: Sequence[Mapping[str, Any
 
 def half_copies(rows: Iterable[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
     """txn_id -> its ``HALF_EVENTS`` rows (the half's copies in ``HALF_TOPIC``), in seq order."""
-    out: dict[Any, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if r["event"] in HALF_EVENTS and r.get("txn_id") is not None:
-            out.setdefault(r["txn_id"], []).append(r)
-    return out
+    return _rows_by(rows, HALF_EVENTS, "txn_id")
 
 
 def timer_copy(row: Mapping[str, Any]) -> bool:

@@ -1,7 +1,8 @@
 """The ASYNC FlushRealTimeService (``model/flushing.py``): both brokers flush what 4.9.8's service would
 at each tick, over what was written by the previous tick's pass — a full file, four dirty pages,
-everything in the flushed file every 10 s — and a power loss takes exactly the rest; and after a power loss that kept a rolled file's blank but none of the
-next file's records, recovery resumes at the next file (recoverAbnormally steps over the blank)."""
+everything in the flushed file every 10.5 s — and a power loss takes exactly the rest; and after a
+power loss that kept a rolled file's blank but none of the next file's records, recovery resumes at the
+next file (recoverAbnormally steps over the blank)."""
 
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def test_the_first_pass_at_the_start_is_thorough_then_every_interval() -> None:
     assert f.least_for(START) == 0  # lastFlushTimestamp 0: the service's first pass is thorough
     assert f.least_for(START + 1) == 4
     f.restart(START, 0)  # a start has just made it
-    assert f.least_for(START) == 4 and f.least_for(START + 9_999) == 4
-    assert f.least_for(START + 10_000) == 0 and f.least_for(START + 10_001) == 4
+    # decided 10 s after the last, flushed after the loop's wait (500 ms): the model's is 10.5 s after
+    assert f.least_for(START) == 4 and f.least_for(START + 10_499) == 4
+    assert f.least_for(START + 10_500) == 0 and f.least_for(START + 10_501) == 4
     # a pass sees what the previous one saw written: nothing yet, then 4096 + 200
     assert f.pass_at(START + 20_000, 100, 4096 + 200, 4096) == 100
     # a thorough pass flushes the flushed file to its end; the next file waits for its pages
@@ -65,8 +67,8 @@ def test_small_records_wait_for_the_thorough_pass(name: str, tmp_path: Path) -> 
     clock.advance(9_000)
     broker.tick()  # 9 s after the start: one page dirty, no thorough pass yet
     broker.send(Message("T", b"b" * 100, uniq_key="BB" * 16), 0)
-    clock.advance(1_000)
-    broker.tick()  # 10 s: thorough, over what the 9 s pass saw (AA)
+    clock.advance(1_500)
+    broker.tick()  # 10.5 s: thorough, over what the 9 s pass saw (AA)
     broker.send(Message("T", b"c" * 100, uniq_key="CC" * 16), 0)
     clock.advance(10)
     broker.tick()

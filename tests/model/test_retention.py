@@ -233,6 +233,10 @@ def test_a_full_disk_refuses_puts_until_a_pass_finds_room(tmp_path: Path) -> Non
     assert refused[:2] == ("error", ResponseCode.SERVICE_NOT_AVAILABLE)
     assert _same(brokers, lambda b: b.commitlog_min_offset()) > 0  # every file but the last, at once
     assert _expires(recorders[0])[0][4]["cause"] == "forcibly"
+    # a pull below the new min is still answered (PULL_OFFSET_MOVED): generateOffsetMovedEvent's put is
+    # refused on the full disk and ignored
+    moved = _same(brokers, lambda b: b.pull("G", MQ, 0))
+    assert moved.status is PullStatus.OFFSET_ILLEGAL and moved.next_begin_offset > 0
     _at_disk(clock, brokers, 0.88, 10_000)  # between 0.85 and 0.90: the flag stays
     assert _same(brokers, lambda b: b.send(Message(topic="T", body=b"y", uniq_key="Y2"), 0))[0] == "error"
     _at_disk(clock, brokers, 0.5, 10_000)
