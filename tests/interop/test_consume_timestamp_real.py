@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(in_netns: Callable[..., list[str]], topic: str) -> None:
+    """``topic`` (and its group ``topic_G``) must be new to this machine: see the serve test."""
     sent = subprocess.run(in_netns(sys.executable, "-m", "tests.interop.timestamp_scenario", topic),
                           cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert sent.returncode == 0, sent.stderr[-3000:]
@@ -58,4 +59,6 @@ def test_the_java_client_starts_on_serve_where_the_model_says(realrmq: RealRocke
                                                               tmp_path_factory: pytest.TempPathFactory) -> None:
     netns = f"rmqspec-ts-{os.getpid()}"
     with served_in_namespace(tmp_path_factory.mktemp("serve-consume-timestamp"), netns):
-        _run(lambda *cmd: ["ip", "netns", "exec", netns, *cmd], "TS0")
+        # a name of its own: a broadcasting client keeps its offsets in a local file under the home directory
+        # (LocalFileOffsetStore), which a later run of the same group would start from
+        _run(lambda *cmd: ["ip", "netns", "exec", netns, *cmd], f"TSS{int(time.time()) % 100000}")
