@@ -27,6 +27,11 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   ``consumeTimestamp`` and CONSUME_FROM_TIMESTAMP's reading of it), in a UTC JVM, against
   ``model/timesearch.py``: well-formed strings, fields that roll over (lenient), short strings, foreign
   characters and trailing text;
+- ``ConsumeMessageConcurrentlyService.submitConsumeRequest`` (A1, seed 000:3-5): a pulled list split into
+  ConsumeRequests of consumeMessageBatchMaxSize, in the order the consume pool is given them (the JVM's
+  pool records and runs none), against the reference concurrent consumer's ``_submit_consume_request``
+  (``model/consumer_concurrent.py``: the ``consume`` timers it arms, in order): batch sizes over 1..1024
+  and lists of 1..40 messages (PullCallback submits only a non-empty list);
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -59,10 +64,12 @@ from rmqspec.model.message import (
     InvalidMessage,
     Message,
     MessageQueue,
+    StoredMessage,
     decode_properties,
     encode_properties,
     put_user_property,
 )
+from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.timesearch import format_consume_timestamp, parse_consume_timestamp
 from rmqspec.remoting.records import BatchItem, decode_batch, encode_batch
 from tests.interop.realrmq import RealRocketMQ
@@ -247,6 +254,46 @@ def test_check_config(oracle: Oracle, changes: dict[str, int]) -> None:
         assert real.startswith(exc.field + " "), f"{changes}: 4.9.8 says {real!r}, rmqspec {exc}"
         return
     assert real is None, f"4.9.8 refuses {changes} ({real!r}); rmqspec starts"
+
+
+def _stored(offset: int) -> StoredMessage:
+    return StoredMessage(msg_id=f"id{offset}", uniq_key=f"k{offset}", topic="T", queue_id=0, queue_offset=offset,
+                         commitlog_offset=offset * 100, body=b"", tags=None, keys=(), properties={},
+                         reconsume_times=0, born_ts=0, store_ts=0, sys_flag=0, prepared_txn_offset=0)
+
+
+class _BatchesSeen(ConcurrentConsumer):
+    """The reference consumer whose ConsumeRequest.run only notes its batch (as the JVM's pool does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list[list[int]] = []
+
+    def consume_request(self, msgs: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
+        self.seen.append([m.queue_offset for m in msgs])
+
+
+@given(first=st.integers(0, 2**40), count=st.integers(1, 40),
+       batch=st.one_of(st.integers(1, 12), st.sampled_from([32, 1023, 1024])))
+@example(first=0, count=1, batch=1)  # the default: one message per ConsumeRequest
+@example(first=7, count=10, batch=3)  # the last batch is the rest (1)
+@example(first=0, count=32, batch=32)  # a list as long as the batch: one request
+def test_submit_consume_request_split(oracle: Oracle, first: int, count: int, batch: int) -> None:
+    """A1. 4.9.8 (client jar, ``javap -c``): ``size() <= consumeMessageBatchMaxSize`` is one ConsumeRequest, else
+    consecutive requests of that many, the last the rest, each ``consumeExecutor.submit``ted in order; PullCallback
+    submits only a non-empty msgFoundList. A client that cuts differently (an off-by-one, a batch past the
+    maximum, a reordering) fails here."""
+    offsets = list(range(first, first + count))
+    real = oracle.ask("submitConsume", offsets=offsets, batch=batch)["ok"]
+    clock = ManualClock(0)
+    consumer = _BatchesSeen(None, clock, Directory(), "G1", "127.0.0.1@1", lambda msgs, ctx: None,
+                            config=ConsumerConfig(consume_message_batch_max_size=batch))
+    consumer._submit_consume_request([_stored(o) for o in offsets], ProcessQueue(), MessageQueue("T", "b", 0), True)
+    timers = consumer.timers.due()
+    assert {t.kind for t in timers} <= {"consume"}
+    for t in timers:
+        t.action()
+    assert consumer.seen == real, (offsets, batch)
 
 
 TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])

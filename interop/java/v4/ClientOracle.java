@@ -5,6 +5,7 @@ import com.alibaba.fastjson.serializer.SerializerFeature;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
@@ -17,6 +18,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TimeZone;
+import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -24,12 +30,15 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.impl.consumer.ConsumeMessageConcurrentlyService;
 import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
 
@@ -52,6 +61,10 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *   decodeMessages    bytes (base64): MessageDecoder.decodeMessages
  *   consumeTimestamp  ms, text: in a UTC JVM, UtilAll.timeMillisToHumanString3(ms) (CONSUME_FROM_TIMESTAMP's
  *                     default string) and UtilAll.parseDate(text, "yyyyMMddHHmmss").getTime() or null
+ *   submitConsume     offsets [..], batch: ConsumeMessageConcurrentlyService.submitConsumeRequest of messages with
+ *                     these queue offsets, under consumeMessageBatchMaxSize = batch; the ConsumeRequests it hands
+ *                     its consume pool, in order, each as the queue offsets of its messages (the pool records them
+ *                     and runs none: no listener is called)
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -140,6 +153,8 @@ public final class ClientOracle {
                 data.put("parsed", parsed == null ? null : parsed.getTime());
                 return data;
             }
+            case "submitConsume":
+                return submitConsume(req.getJSONArray("offsets").toJavaList(Long.class), req.getIntValue("batch"));
             default:
                 throw new IllegalArgumentException("unknown fn " + req.getString("fn"));
         }
@@ -226,5 +241,58 @@ public final class ClientOracle {
             result.add(row);
         }
         return result;
+    }
+
+    /** The consume pool of {@link #submitConsume}: records each submitted ConsumeRequest's messages, runs none. */
+    private static final class RecordingPool extends ThreadPoolExecutor {
+        private final JSONArray batches = new JSONArray();
+
+        RecordingPool() {
+            super(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>());
+        }
+
+        @Override
+        public Future<?> submit(Runnable task) {
+            try {
+                Method msgs = task.getClass().getDeclaredMethod("getMsgs");
+                msgs.setAccessible(true);
+                JSONArray batch = new JSONArray();
+                for (Object m : (List<?>) msgs.invoke(task)) {
+                    batch.add(((MessageExt) m).getQueueOffset());
+                }
+                batches.add(batch);
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
+            }
+            return new FutureTask<Void>(task, null);
+        }
+    }
+
+    /** ConsumeMessageConcurrentlyService.submitConsumeRequest (a pulled list split into ConsumeRequests) on an
+     *  unstarted consumer whose service's consume pool (the private final consumeExecutor, replaced by
+     *  reflection) records what it is given. */
+    private static Object submitConsume(List<Long> offsets, int batch) throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        consumer.setConsumeMessageBatchMaxSize(batch);
+        MessageListenerConcurrently listener = (msgs, ctx) -> ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        ConsumeMessageConcurrentlyService service =
+            new ConsumeMessageConcurrentlyService(consumer.getDefaultMQPushConsumerImpl(), listener);
+        RecordingPool pool = new RecordingPool();
+        Field executor = ConsumeMessageConcurrentlyService.class.getDeclaredField("consumeExecutor");
+        executor.setAccessible(true);
+        executor.set(service, pool);
+        List<MessageExt> msgs = new ArrayList<>();
+        for (Long offset : offsets) {
+            MessageExt msg = new MessageExt();
+            msg.setTopic("T");
+            msg.setQueueOffset(offset);
+            msgs.add(msg);
+        }
+        try {
+            service.submitConsumeRequest(msgs, new ProcessQueue(), new MessageQueue("T", "b", 0), true);
+        } finally {
+            service.shutdown(0);
+        }
+        return pool.batches;
     }
 }
