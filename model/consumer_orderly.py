@@ -22,7 +22,8 @@ the lock is not expired (broadcasting: always); otherwise it retries
 10 ms, a failed one after 3000 ms. Inside its loop it re-checks the lock
 before each batch (not locked / expired → try-lock in 10 ms) and yields
 after ``max_time_consume_continuously_ms`` (60 s). Each batch:
-``take_messages(consume_message_batch_max_size)`` → ``orderly_start`` →
+``take_messages(consume_message_batch_max_size)`` → ``orderly_start`` (its detail states
+``loop_age_ms``, the loop's age at that check, and ``loop_max_ms``: ORDERLY_LOOP_OVERRUN) →
 listener → one ``consume`` event per message → ``orderly_end`` → result:
 
 - SUCCESS → ``commit()`` (last offset of the batch + 1) → offset update
@@ -225,16 +226,24 @@ class OrderlyConsumer(PushConsumer):
             if self.clustering and not self.lock_valid(pq):
                 self.try_lock_later_and_reconsume(mq, pq, TRY_LOCK_IN_LOOP_MS)
                 return
-            if self.clock.now() - begin > self.config.max_time_consume_continuously_ms:
+            loop_age = self.clock.now() - begin
+            if self._past_max_time(loop_age):
                 self.submit_consume_request_later(pq, mq, 10)
                 return
             msgs = pq.take_messages(self.config.consume_message_batch_max_size, self.clock.now())
             if not msgs:
                 return
-            if not self._consume_batch(msgs, pq, mq):
+            if not self._consume_batch(msgs, pq, mq, loop_age):
                 return
 
-    def _consume_batch(self, msgs: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue) -> bool:
+    def _past_max_time(self, interval: int) -> bool:
+        """``interval > MAX_TIME_CONSUME_CONTINUOUSLY``: the request resubmits itself 10 ms later."""
+        return interval > self.config.max_time_consume_continuously_ms
+
+    def _consume_batch(
+        self, msgs: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue, loop_age: int | None = None
+    ) -> bool:
+        """One batch; ``loop_age``: ms since the request's loop began (``beginTime``), at the check before it."""
         status: Any = None
         error: BaseException | None = None
         if pq.dropped:  # re-checked under the consume lock: the request ends
@@ -244,7 +253,7 @@ class OrderlyConsumer(PushConsumer):
         self._emit(
             "orderly_start", topic=mq.topic, queue_id=mq.queue_id, queue_offset=offsets[0],
             msg_key=msgs[0].uniq_key,
-            detail={"offsets": offsets, "lock_age_ms": self.clock.now() - pq.last_lock_timestamp},
+            detail=self._start_detail(offsets, pq, loop_age),
         )
         pq.consume_lock_held = True  # ProcessQueue.consumeLock, held while the listener runs
         try:
@@ -268,6 +277,15 @@ class OrderlyConsumer(PushConsumer):
             msg_key=msgs[0].uniq_key, status=status.value, detail={"offsets": offsets},
         )
         return self.process_consume_result(msgs, status, context, pq, mq)
+
+    def _start_detail(self, offsets: list[int], pq: ProcessQueue, loop_age: int | None) -> dict[str, Any]:
+        """``orderly_start``'s detail: the batch's offsets, the client lock's age and, from the loop, its age
+        and the client's MAX_TIME_CONSUME_CONTINUOUSLY (ORDERLY_LOOP_OVERRUN judges them)."""
+        detail: dict[str, Any] = {"offsets": offsets, "lock_age_ms": self.clock.now() - pq.last_lock_timestamp}
+        if loop_age is not None:
+            detail["loop_age_ms"] = loop_age
+            detail["loop_max_ms"] = self.config.max_time_consume_continuously_ms
+        return detail
 
     def process_consume_result(
         self,

@@ -51,6 +51,9 @@ class Code(enum.StrEnum):
     TIMER_UNFIRED = "TIMER_UNFIRED"
     # issue 42: per-key order (the producer's MessageQueueSelector)
     ORDER_KEY_SPLIT = "ORDER_KEY_SPLIT"
+    # issue 42 (seed 001, B10): an orderly batch taken after its consume request's loop ran past
+    # MAX_TIME_CONSUME_CONTINUOUSLY (the client's own ``orderly_start`` says how long it had run)
+    ORDERLY_LOOP_OVERRUN = "ORDERLY_LOOP_OVERRUN"
 
 
 class ObservationCode(enum.StrEnum):

@@ -70,7 +70,8 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 # Read out of ``detail`` by ``load`` for the rules that need them.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
-    "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause",
+    "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause", "loop_age_ms",
+    "loop_max_ms",
 )
 
 
@@ -211,6 +212,8 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         timer_detail(df).alias("timer_detail"),
         unrecorded(df).alias("unrecorded"),
         route_queues(df).alias("route_queues"),
+        loop_number(df, "loop_age_ms").alias("loop_age_ms"),
+        loop_number(df, "loop_max_ms").alias("loop_max_ms"),
         broadcasting(df).alias("broadcasting"),
         from_where(df).alias("from_where"),
         timed_out(df).alias("timed_out"),
@@ -301,6 +304,17 @@ def route_queues(df: DataFrame) -> Column:
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     number = F.try_variant_get(value, "$", "bigint")
     return F.when((F.col("event") == "send") & integral & (number > 0), number)
+
+
+def loop_number(df: DataFrame, name: str) -> Column:
+    """An ``orderly_start`` row's ``detail.<name>`` (``loop_age_ms`` or ``loop_max_ms``) when it is a JSON integer
+    (else null); ``traces.checks_common.loop_age`` then wants the age ≥ 0 and the limit > 0
+    (ORDERLY_LOOP_OVERRUN, ``spark/rules_lock.loop_findings``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("bigint")
+    value = F.try_variant_get(_variant_detail(df), f"$.{name}", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    return F.when((F.col("event") == "orderly_start") & integral, F.try_variant_get(value, "$", "bigint"))
 
 
 def broadcasting(df: DataFrame) -> Column:

@@ -22,7 +22,8 @@ pass (rows read)       shuffled by, judged            rules
 queue: store,          trace, topic, queue_id;        ORDER_QUEUE_GAP, OFFSET_OVERRUN, OFFSET_LOST,
 deliver, acks,         in numpy per partition         ORDER_KEY_REORDERED, LOCK_OVERLAP,
 commit_offset, lock,   (``rules_queue.py``,           ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT
-unlock, orderly_*      ``rules_lock.py``)
+unlock, orderly_*      ``rules_lock.py``); a filter   ORDERLY_LOOP_OVERRUN (a row's own judgement)
+                       of the orderly_start rows
 message: the 9         trace, msg_key;                UNEXPECTED, RECOVERED, DUPLICATED,
 message events         in numpy per partition         RETRY_EARLY, DLQ_EARLY, DLQ_MISSED,
                        (``rules_message.py``,         TXN_VISIBLE_BEFORE_COMMIT, TXN_ROLLBACK_VISIBLE,
@@ -165,10 +166,12 @@ def _nn(*names: str) -> Column:
 def queue_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
     """ORDER_QUEUE_GAP, OFFSET_OVERRUN and the lock family (ORDER_KEY_REORDERED, LOCK_OVERLAP,
     ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT): one shuffle by (trace, topic, queue_id), judged
-    per partition (``spark/rules_queue.py``)."""
-    from rmqspec.spark.rules_queue import queue_findings  # it imports this module
+    per partition (``spark/rules_queue.py``); ORDERLY_LOOP_OVERRUN, a row's own judgement, a filter of the
+    rows (``spark/rules_lock.loop_findings``)."""
+    from rmqspec.spark.rules_lock import loop_findings  # they import this module
+    from rmqspec.spark.rules_queue import queue_findings
 
-    return [queue_findings(df, params, constants)]
+    return [queue_findings(df, params, constants), loop_findings(df)]
 
 
 # ------------------------------------------------------------ message family

@@ -1,5 +1,6 @@
 """The lock family's rules per queue partition (``mapInArrow``): ORDER_KEY_REORDERED,
-LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT.
+LOCK_OVERLAP, ORDERLY_WITHOUT_LOCK, ORDERLY_CONCURRENT; and ORDERLY_LOOP_OVERRUN, a row's own judgement, as a
+filter of the rows (``loop_findings``, no shuffle).
 
 It reads the lock, unlock, orderly_start / orderly_end and SUCCESS consume
 rows (with a full queue key and a client) of a partition holding every row
@@ -34,16 +35,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams, Code, ObservationCode
 from rmqspec.spark.arrow_judge import NONE, Columns, finding, running, stabbing_min
-from rmqspec.spark.rules import EV, _nn
+from rmqspec.spark.rules import EV, _finding, _nn
 from rmqspec.traces.checks_common import Trace
 from rmqspec.traces.checks_lock import detect_lock_overlap
 
-__all__ = ["LOCKING", "LOCK_COLUMNS", "lock_judged", "lock_rows"]
+__all__ = ["LOCKING", "LOCK_COLUMNS", "lock_judged", "lock_rows", "loop_findings"]
 
 # The columns the lock family reads (the queue judge's, ``rules_queue.py``: they cover its other families').
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status", "queue_offset",
@@ -259,3 +260,19 @@ def _key_reordered(cols: Columns, keep: np.ndarray) -> list[dict[str, Any]]:
             )
         )
     return out
+
+
+def loop_findings(df: DataFrame) -> DataFrame:
+    """ORDERLY_LOOP_OVERRUN (``traces/checks_lock.detect_orderly_loop_overrun``): a row's own judgement, so a
+    filter of the validated rows, no shuffle: an ``orderly_start`` stating ``detail.loop_age_ms`` ≥ 0 above its
+    ``detail.loop_max_ms`` > 0 (the derived columns of ``inputs.loop_number``); the checker's keys and reason."""
+    age, limit = F.col("loop_age_ms"), F.col("loop_max_ms")
+    over = df.filter((EV() == "orderly_start") & _nn("loop_age_ms", "loop_max_ms") & (age >= 0) & (limit > 0)
+                     & (age > limit))
+    reason = F.concat(
+        F.coalesce(F.col("client_id"), F.lit("None")), F.lit(" took a batch "), age.cast("string"),
+        F.lit(" ms into its consume request's loop (MAX_TIME_CONSUME_CONTINUOUSLY "), limit.cast("string"),
+        F.lit(" ms: the request resubmits itself instead)"),
+    )
+    return _finding(over, Code.ORDERLY_LOOP_OVERRUN.value, [F.col("seq")], ("group", "topic", "queue_id", "client_id"),
+                    reason)

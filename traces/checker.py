@@ -80,6 +80,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_lock.detect_lock_overlap,
     checks_lock.detect_orderly_without_lock,
     checks_lock.detect_orderly_concurrent,
+    checks_lock.detect_orderly_loop_overrun,
     checks_txn.detect_txn_visibility,
     checks_txn.detect_txn_double_resolved,
     checks_txn.detect_txn_checks,

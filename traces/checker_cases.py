@@ -899,13 +899,13 @@ CASES: tuple[Case, ...] = (
     ),
 )
 
-# RocketMQ 5.x timer messages (``checker_cases_timer.py``), sends whose DELAY level is below 1
-# (``checker_cases_send.py``), broadcasting and retention's halves and timer copies: part of CASES, so every
-# test runs them
+# 5.x timer messages (``checker_cases_timer.py``), sends of a DELAY level below 1 (``checker_cases_send.py``),
+# broadcasting, retention, the orderly loop (``checker_cases_orderly.py``): part of CASES, so every test runs them
 from rmqspec.traces.checker_cases_broadcast import BROADCAST_CASES  # noqa: E402 - after Case
+from rmqspec.traces.checker_cases_orderly import ORDERLY_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_retention import RETENTION_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_send import SEND_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
 
-CASES = (*CASES, *(Case(name, text, expected)
-                    for name, text, expected in (*TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES)))
+_MORE = (*TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES, *ORDERLY_CASES)
+CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in _MORE))

@@ -420,3 +420,22 @@ def route_queues(row: Mapping[str, Any]) -> int | None:
     MessageQueueSelector chose among, ``mqs.size()``) when it is a positive JSON integer, else None."""
     value = detail_of(row).get("route_queues")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _json_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def loop_age(row: Mapping[str, Any]) -> tuple[int, int] | None:
+    """An ``orderly_start``'s (``detail.loop_age_ms``, ``detail.loop_max_ms``) when it states both as JSON
+    integers, the age ≥ 0 and the limit > 0, else None: not judged (ORDERLY_LOOP_OVERRUN). The limit is the
+    client's MAX_TIME_CONSUME_CONTINUOUSLY (-Drocketmq.client.maxTimeConsumeContinuously, 60000 by default): a
+    row must state it, or a row that lost it would be judged under a default it may not have run with."""
+    detail = row.get("detail")
+    if detail is None or (isinstance(detail, str) and "loop_age_ms" not in detail):
+        return None  # most rows: no JSON to parse
+    found = detail_of(row)
+    age, limit = _json_int(found.get("loop_age_ms")), _json_int(found.get("loop_max_ms"))
+    if age is None or limit is None or age < 0 or limit <= 0:
+        return None
+    return age, limit

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rmqspec.properties.codes import Code, ObservationCode
-from rmqspec.traces.checks_common import Finding, Trace, broadcasting_row, has, keys_of, observation, violation
+from rmqspec.traces.checks_common import (
+    Finding,
+    Trace,
+    broadcasting_row,
+    has,
+    keys_of,
+    loop_age,
+    observation,
+    violation,
+)
 
 _QUEUE = ("group", "topic", "queue_id", "client_id")
 
@@ -165,3 +174,31 @@ def detect_orderly_concurrent(trace: Trace) -> Iterator[Finding]:
                 "consumer per queue: MessageQueueLock)",
             )
         windows.setdefault(client, row["seq"])
+
+
+def detect_orderly_loop_overrun(trace: Trace) -> Iterator[Finding]:
+    """ORDERLY_LOOP_OVERRUN: an orderly batch taken after its consume request had run past
+    MAX_TIME_CONSUME_CONTINUOUSLY (issue 42, seed 001, B10).
+
+    SPEC §8.1 / §4.5 (4.9.8 ``ConsumeMessageOrderlyService.ConsumeRequest.run``, client jar ``javap -c``):
+    the request notes ``beginTime`` when its loop starts and, before taking each batch (after the lock
+    checks, in clustering and broadcasting alike), computes ``interval = now − beginTime``; when
+    ``interval > MAX_TIME_CONSUME_CONTINUOUSLY`` (``-Drocketmq.client.maxTimeConsumeContinuously``, 60000 ms
+    by default) it resubmits itself 10 ms later and ends, so other queues' requests get the consume
+    threads. An ``orderly_start`` whose ``detail.loop_age_ms`` (that interval, stated by the client) is
+    above the limit the same row states (``detail.loop_max_ms``; exactly the limit still takes a batch) is
+    offending. A row without both is not judged (``checks_common.loop_age``).
+    seqs = [orderly_start].
+    """
+    for _, row in trace.of("orderly_start"):
+        stated = loop_age(row)
+        if stated is None or stated[0] <= stated[1]:
+            continue
+        age, limit = stated
+        yield violation(
+            Code.ORDERLY_LOOP_OVERRUN,
+            (row["seq"],),
+            keys_of(row, *_QUEUE),
+            f"{row.get('client_id')} took a batch {age} ms into its consume request's loop"
+            f" (MAX_TIME_CONSUME_CONTINUOUSLY {limit} ms: the request resubmits itself instead)",
+        )

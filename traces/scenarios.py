@@ -65,6 +65,7 @@ VIOLATION_CODES: tuple[str, ...] = (
     "TIMER_DUPLICATED",
     "TIMER_UNFIRED",
     "ORDER_KEY_SPLIT",
+    "ORDERLY_LOOP_OVERRUN",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
 OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
@@ -154,9 +155,9 @@ class _Ctx:
         return self.sim.emit("lock", actor="broker", group=self.group, topic=self.topic,
                              queue_id=qid, client_id=client, status=status)
 
-    def window(self, event: str, client: str, qid: int = 0) -> int:
+    def window(self, event: str, client: str, qid: int = 0, detail: dict[str, int] | None = None) -> int:
         return self.sim.emit(event, actor=client, client_id=client, group=self.group,
-                             topic=self.topic, queue_id=qid)
+                             topic=self.topic, queue_id=qid, detail=detail)
 
     def half(self, positioned: bool = False) -> tuple[int, str]:
         """A half (``positioned``: its row carries the half-queue position, ``self.half_pos``)."""
@@ -665,6 +666,24 @@ def order_key_split(ctx: _Ctx) -> Steps:
     ctx.truth([first, second], f"sharding key {skey} sent to queue 1 after queue 0 on one route")
 
 
+def orderly_loop_overrun(ctx: _Ctx) -> Steps:
+    """A consume request whose loop does not yield (seed 001, B10): batches 0, 30 s and 60 s into its loop
+    (exactly the limit still takes one), then one 60.01 s in; lockAll renews the lock every 20 s."""
+    ctx.lock(ctx.c1)
+    seq = 0
+    for age, lock_after, next_in in ((0, 19_995, 10_000), (30_000, 9_995, 20_000), (60_000, None, 5),
+                                     (60_010, None, None)):
+        seq = ctx.window("orderly_start", ctx.c1, detail={"loop_age_ms": age, "loop_max_ms": 60_000})
+        yield 5
+        ctx.window("orderly_end", ctx.c1)
+        if lock_after is not None:
+            yield lock_after
+            ctx.lock(ctx.c1)
+        if next_in is not None:
+            yield next_in
+    ctx.truth([seq], "client-1 took a batch 60010 ms into its consume request's loop")
+
+
 SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDER_QUEUE_GAP": order_queue_gap,
     "ORDER_KEY_REORDERED": order_key_reordered,
@@ -698,6 +717,7 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "TIMER_DUPLICATED": gen_timer.timer_duplicated,
     "TIMER_UNFIRED": gen_timer.timer_unfired,
     "ORDER_KEY_SPLIT": order_key_split,
+    "ORDERLY_LOOP_OVERRUN": orderly_loop_overrun,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
@@ -707,7 +727,8 @@ assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
 # in a crash), so no crash is simulated while one of these scenarios runs.
 CRASH_SENSITIVE = frozenset(
     {"LOCK_OVERLAP", "ORDERLY_WITHOUT_LOCK", "ORDERLY_CONCURRENT", "ORDER_KEY_REORDERED",
-     "SCHEDULE_DUPLICATED", "OFFSET_LOST", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "TIMER_DUPLICATED"}
+     "SCHEDULE_DUPLICATED", "OFFSET_LOST", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "TIMER_DUPLICATED",
+     "ORDERLY_LOOP_OVERRUN"}
 )
 
 

@@ -274,6 +274,10 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
             if cid in windows[k]:  # a second batch of one client (MessageQueueLock)
                 v("ORDERLY_CONCURRENT", windows[k][cid], seq)
             windows[k].setdefault(cid, seq)
+            loop = _detail(r)  # the loop's age past the client's MAX_TIME_CONSUME_CONTINUOUSLY, both stated
+            age, limit = loop.get("loop_age_ms"), loop.get("loop_max_ms")
+            if type(age) is int and type(limit) is int and limit > 0 and age > limit:
+                v("ORDERLY_LOOP_OVERRUN", seq)
         elif ev == "orderly_end":
             windows[k].pop(r["client_id"], None)
         elif ev == "txn_end":
