@@ -32,6 +32,11 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   pool records and runs none), against the reference concurrent consumer's ``_submit_consume_request``
   (``model/consumer_concurrent.py``: the ``consume`` timers it arms, in order): batch sizes over 1..1024
   and lists of 1..40 messages (PullCallback submits only a non-empty list);
+- ``ConsumeMessageConcurrentlyService.ConsumeRequest.run`` (A3, seed 000:61-63, 128-133) on a ProcessQueue
+  dropped before the request runs, by its listener (a rebalance while the listener runs), or never, for
+  drawn answers (SUCCESS, RECONSUME_LATER, null, an exception) in both message models, against the reference
+  consumer's ``consume_request``: whether the listener was called, the offset in the offset store's memory
+  and the messages left in the ProcessQueue;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -51,9 +56,9 @@ from hypothesis import strategies as st
 
 from rmqspec.model.allocate import STRATEGIES
 from rmqspec.model.clock import ManualClock
-from rmqspec.model.consumer import ConsumerConfig
+from rmqspec.model.consumer import ConsumerConfig, MessageModel
 from rmqspec.model.consumer_check import RANGES, ConsumerConfigError
-from rmqspec.model.consumer_concurrent import ConcurrentConsumer
+from rmqspec.model.consumer_concurrent import ConcurrentConsumer, ConsumeConcurrentlyStatus
 from rmqspec.model.directory import Directory
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.message import (
@@ -294,6 +299,52 @@ def test_submit_consume_request_split(oracle: Oracle, first: int, count: int, ba
     for t in timers:
         t.action()
     assert consumer.seen == real, (offsets, batch)
+
+
+ANSWERS = {"SUCCESS": ConsumeConcurrentlyStatus.CONSUME_SUCCESS, "LATER": ConsumeConcurrentlyStatus.RECONSUME_LATER,
+           "NULL": None}
+
+
+@given(first=st.integers(0, 2**40), count=st.integers(1, 5), broadcasting=st.booleans(),
+       drop=st.sampled_from(["before", "during", "never"]), answer=st.sampled_from([*ANSWERS, "THROW"]))
+@example(first=5, count=3, broadcasting=False, drop="before", answer="SUCCESS")  # returns at once: no listener
+@example(first=5, count=3, broadcasting=False, drop="during", answer="SUCCESS")  # the result is not processed
+@example(first=5, count=1, broadcasting=False, drop="never", answer="NULL")  # send-back fails: consumed again
+def test_consume_request_on_a_dropped_queue(oracle: Oracle, first: int, count: int, broadcasting: bool, drop: str,
+                                            answer: str) -> None:
+    """A3. 4.9.8 (client jar, ``javap -c``): ``ConsumeRequest.run`` returns before the listener when the ProcessQueue
+    is dropped; after the listener it runs ``processConsumeResult`` only when the queue is still not dropped (else
+    a warning: the new owner consumes the messages again), and ``processConsumeResult`` updates the offset only
+    when ``removeMessage`` answered ≥ 0 and the queue is not dropped. In clustering a RECONSUME_LATER is sent back
+    (here it fails: no broker, the client never started) and the message stays, consumed again 5 s later. A client
+    that processes a dropped queue's result (its offset would move for a queue another client owns) fails here."""
+    offsets = list(range(first, first + count))
+    if answer == "LATER" and not broadcasting:
+        answer = "NULL"  # the same result (RECONSUME_LATER); both send back, which fails at once
+    real = oracle.ask("consumeRequest", offsets=offsets, broadcasting=broadcasting, drop=drop, answer=answer)["ok"]
+    model = MessageModel.BROADCASTING if broadcasting else MessageModel.CLUSTERING
+    pq = ProcessQueue()
+    called: list[bool] = []
+
+    def listener(msgs: Any, ctx: Any) -> ConsumeConcurrentlyStatus | None:
+        called.append(True)
+        if drop == "during":
+            pq.dropped = True
+        if answer == "THROW":
+            raise RuntimeError("listener")
+        return ANSWERS[answer]
+
+    consumer = ConcurrentConsumer(None, ManualClock(0), Directory(), "G1", "127.0.0.1@1", listener,
+                                  config=ConsumerConfig(message_model=model))
+    consumer.running = True  # started, as far as ConsumeRequest.run looks (the Java service never is either)
+    mq = MessageQueue("T", "b", 0)
+    msgs = [_stored(o) for o in offsets]
+    pq.put_messages(msgs)
+    if drop == "before":
+        pq.dropped = True
+    consumer.consume_request(msgs, pq, mq)
+    ours = {"called": bool(called), "offset": consumer.offset_store.table.get(mq, -1), "left": len(pq.offsets())}
+    assert ours == real, (offsets, broadcasting, drop, answer)
 
 
 TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])

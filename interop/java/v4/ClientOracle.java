@@ -28,11 +28,15 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
+import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
+import org.apache.rocketmq.client.consumer.store.RemoteBrokerOffsetStore;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.consumer.ConsumeMessageConcurrentlyService;
 import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
@@ -40,6 +44,7 @@ import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
 
 /**
@@ -65,6 +70,12 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *                     these queue offsets, under consumeMessageBatchMaxSize = batch; the ConsumeRequests it hands
  *                     its consume pool, in order, each as the queue offsets of its messages (the pool records them
  *                     and runs none: no listener is called)
+ *   consumeRequest    offsets [..], broadcasting, drop ("before" | "during" | "never"), answer ("SUCCESS" |
+ *                     "LATER" | "NULL" | "THROW"; LATER only when broadcasting: clustering would send back):
+ *                     one ConsumeMessageConcurrentlyService.ConsumeRequest of those messages, run on this
+ *                     thread, its ProcessQueue holding them and dropped before run(), by the listener, or
+ *                     never; whether the listener was called, the offset in the offset store's memory
+ *                     (-1: none) and the messages left in the ProcessQueue
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -86,6 +97,8 @@ public final class ClientOracle {
             out.println(JSON.toJSONString(answer, SerializerFeature.BrowserCompatible,
                 SerializerFeature.WriteMapNullValue));
         }
+        out.flush();
+        System.exit(0);  // consumeRequest's client instance keeps non-daemon threads of its statistics
     }
 
     private static Object ask(JSONObject req) throws Exception {
@@ -153,6 +166,8 @@ public final class ClientOracle {
                 data.put("parsed", parsed == null ? null : parsed.getTime());
                 return data;
             }
+            case "consumeRequest":
+                return consumeRequest(req);
             case "submitConsume":
                 return submitConsume(req.getJSONArray("offsets").toJavaList(Long.class), req.getIntValue("batch"));
             default:
@@ -294,5 +309,72 @@ public final class ClientOracle {
             service.shutdown(0);
         }
         return pool.batches;
+    }
+
+    /** One client instance, never started (no thread runs, no socket opens), for the consume statistics
+     *  ConsumeRequest.run counts and the offset store processConsumeResult updates. */
+    private static MQClientInstance client;
+
+    /** ConsumeMessageConcurrentlyService.ConsumeRequest.run on an unstarted consumer (see the header). */
+    private static Object consumeRequest(JSONObject req) throws Exception {
+        if (client == null) {
+            client = new MQClientInstance(new ClientConfig(), 0, "oracle@1");
+        }
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        if (req.getBooleanValue("broadcasting")) {
+            consumer.setMessageModel(MessageModel.BROADCASTING);
+        }
+        DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
+        impl.setmQClientFactory(client);
+        impl.setOffsetStore(new RemoteBrokerOffsetStore(client, "G1"));
+        String drop = req.getString("drop");
+        String answer = req.getString("answer");
+        ProcessQueue pq = new ProcessQueue();
+        boolean[] called = {false};
+        MessageListenerConcurrently listener = (msgs, ctx) -> {
+            called[0] = true;
+            if ("during".equals(drop)) {
+                pq.setDropped(true);
+            }
+            switch (answer) {
+                case "SUCCESS":
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                case "LATER":
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                case "THROW":
+                    throw new IllegalStateException("listener");
+                default:
+                    return null;
+            }
+        };
+        ConsumeMessageConcurrentlyService service = new ConsumeMessageConcurrentlyService(impl, listener);
+        List<MessageExt> msgs = new ArrayList<>();
+        for (Object offset : req.getJSONArray("offsets")) {
+            MessageExt msg = new MessageExt();
+            msg.setTopic("T");
+            msg.setQueueId(0);
+            msg.setQueueOffset(((Number) offset).longValue());
+            msg.setBody(new byte[0]);
+            msgs.add(msg);
+        }
+        MessageQueue mq = new MessageQueue("T", "b", 0);
+        pq.putMessage(msgs);
+        if ("before".equals(drop)) {
+            pq.setDropped(true);
+        }
+        Class<?> requestClass = Class.forName(ConsumeMessageConcurrentlyService.class.getName() + "$ConsumeRequest");
+        java.lang.reflect.Constructor<?> make = requestClass.getDeclaredConstructor(
+            ConsumeMessageConcurrentlyService.class, List.class, ProcessQueue.class, MessageQueue.class);
+        make.setAccessible(true);
+        try {
+            ((Runnable) make.newInstance(service, msgs, pq, mq)).run();
+        } finally {
+            service.shutdown(0);
+        }
+        JSONObject out = new JSONObject();
+        out.put("called", called[0]);
+        out.put("offset", impl.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY));
+        out.put("left", pq.getMsgCount().get());
+        return out;
     }
 }
