@@ -37,6 +37,10 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   drawn answers (SUCCESS, RECONSUME_LATER, null, an exception) in both message models, against the reference
   consumer's ``consume_request``: whether the listener was called, the offset in the offset store's memory
   and the messages left in the ProcessQueue;
+- ``RebalancePushImpl.removeUnnecessaryMessageQueue`` (B16, seed 001:67-73): a ProcessQueue of drawn messages, some
+  taken by an orderly batch, its consume lock busy or free, orderly or concurrent, clustering or broadcasting,
+  against the reference consumer's ``remove_unnecessary_message_queue``: the answer, the unlocks (at once, or
+  unlockDelay's 20 s later) and tryUnlockTimes;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -59,6 +63,7 @@ from rmqspec.model.clock import ManualClock
 from rmqspec.model.consumer import ConsumerConfig, MessageModel
 from rmqspec.model.consumer_check import RANGES, ConsumerConfigError
 from rmqspec.model.consumer_concurrent import ConcurrentConsumer, ConsumeConcurrentlyStatus
+from rmqspec.model.consumer_orderly import OrderlyConsumer
 from rmqspec.model.directory import Directory
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.message import (
@@ -345,6 +350,61 @@ def test_consume_request_on_a_dropped_queue(oracle: Oracle, first: int, count: i
     consumer.consume_request(msgs, pq, mq)
     ours = {"called": bool(called), "offset": consumer.offset_store.table.get(mq, -1), "left": len(pq.offsets())}
     assert ours == real, (offsets, broadcasting, drop, answer)
+
+
+class _UnlocksSeen(OrderlyConsumer):
+    """The reference consumer noting its unlock calls (the real one asks the broker, as the oracle's does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unlocked = 0
+
+    def unlock(self, mq: MessageQueue) -> None:
+        self.unlocked += 1
+
+
+class _ConcurrentUnlocksSeen(ConcurrentConsumer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.unlocked = 0
+
+    def unlock(self, mq: MessageQueue) -> None:
+        self.unlocked += 1
+
+
+@given(orderly=st.booleans(), broadcasting=st.booleans(), count=st.integers(0, 4), taken=st.integers(0, 4),
+       busy=st.sampled_from([False] * 7 + [True]))
+@example(orderly=True, broadcasting=False, count=3, taken=1, busy=False)  # messages left: unlock 20 s later
+@example(orderly=True, broadcasting=False, count=3, taken=3, busy=False)  # all taken: none left, unlock now
+@example(orderly=True, broadcasting=False, count=2, taken=0, busy=True)  # a listener runs: kept, locked
+def test_remove_unnecessary_message_queue(oracle: Oracle, orderly: bool, broadcasting: bool, count: int, taken: int,
+                                          busy: bool) -> None:
+    """B16. 4.9.8 (client jar, ``javap -c``): persist and remove the offset; only orderly clustering then tries the
+    consume lock (``tryLock(1000 ms)``): held → ``incTryUnlockTimes``, false (neither unlocked nor removed); free →
+    ``unlockDelay``: ``hasTempMessage()`` (the message map, not the batch taken) → unlock scheduled
+    UNLOCK_DELAY_TIME_MILLS (20000) later, else unlock at once; true. A client that unlocks a queue with
+    messages left at once, or keeps one whose lock is free, fails here."""
+    real = oracle.ask("removeQueue", orderly=orderly, broadcasting=broadcasting, count=count, taken=taken,
+                      busy=busy)["ok"]
+    model = MessageModel.BROADCASTING if broadcasting else MessageModel.CLUSTERING
+    cls = _UnlocksSeen if orderly else _ConcurrentUnlocksSeen
+    clock = ManualClock(0)
+    consumer = cls(None, clock, Directory(), "G1", "127.0.0.1@1", lambda msgs, ctx: None,
+                   config=ConsumerConfig(message_model=model))
+    pq = ProcessQueue()
+    pq.put_messages([_stored(o) for o in range(count)])
+    pq.take_messages(taken, 0)
+    pq.dropped = True
+    pq.consume_lock_held = busy
+    answer = consumer.remove_unnecessary_message_queue(MessageQueue("T", "b", 0), pq)
+    unlocks: list[Any] = ["now"] * consumer.unlocked
+    for timer in consumer.timers.pending():
+        before = consumer.unlocked
+        timer.action()
+        if consumer.unlocked > before:
+            unlocks.append(timer.due - clock.now())
+    ours = {"answer": answer, "unlocks": unlocks, "tryUnlockTimes": pq.try_unlock_times}
+    assert ours == real, (orderly, broadcasting, count, taken, busy)
 
 
 TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])

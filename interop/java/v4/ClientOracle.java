@@ -21,6 +21,8 @@ import java.util.TimeZone;
 import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
@@ -36,6 +38,7 @@ import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.impl.consumer.ConsumeMessageConcurrentlyService;
 import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
+import org.apache.rocketmq.client.impl.consumer.RebalancePushImpl;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.filter.FilterAPI;
@@ -76,6 +79,10 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *                     thread, its ProcessQueue holding them and dropped before run(), by the listener, or
  *                     never; whether the listener was called, the offset in the offset store's memory
  *                     (-1: none) and the messages left in the ProcessQueue
+ *   removeQueue       orderly, broadcasting, count, taken, busy: RebalancePushImpl.removeUnnecessaryMessageQueue of a
+ *                     ProcessQueue holding count messages of which taken were taken (takeMessages), its consume
+ *                     lock held by another thread when busy (tryLock waits its 1 s); the answer, the unlocks in
+ *                     order ("now", or the delay of the scheduled one, which is then run) and tryUnlockTimes
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -166,6 +173,8 @@ public final class ClientOracle {
                 data.put("parsed", parsed == null ? null : parsed.getTime());
                 return data;
             }
+            case "removeQueue":
+                return removeQueue(req);
             case "consumeRequest":
                 return consumeRequest(req);
             case "submitConsume":
@@ -375,6 +384,99 @@ public final class ClientOracle {
         out.put("called", called[0]);
         out.put("offset", impl.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY));
         out.put("left", pq.getMsgCount().get());
+        return out;
+    }
+
+    /** The client's scheduled executor while {@link #removeQueue} runs: notes each task's delay, runs none. */
+    private static final class RecordingScheduler extends ScheduledThreadPoolExecutor {
+        private final List<Object[]> tasks = new ArrayList<>();
+
+        RecordingScheduler() {
+            super(1);
+        }
+
+        @Override
+        public ScheduledFuture<?> schedule(Runnable task, long delay, TimeUnit unit) {
+            tasks.add(new Object[] {task, unit.toMillis(delay)});
+            return null;
+        }
+    }
+
+    /** RebalancePushImpl.removeUnnecessaryMessageQueue on an unstarted consumer (see the header); unlock(mq,
+     *  oneway) is overridden to note the call (the real one asks the broker). */
+    private static Object removeQueue(JSONObject req) throws Exception {
+        if (client == null) {
+            client = new MQClientInstance(new ClientConfig(), 0, "oracle@1");
+        }
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        if (req.getBooleanValue("broadcasting")) {
+            consumer.setMessageModel(MessageModel.BROADCASTING);
+        }
+        DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
+        impl.setmQClientFactory(client);
+        impl.setOffsetStore(new RemoteBrokerOffsetStore(client, "G1"));
+        impl.setConsumeOrderly(req.getBooleanValue("orderly"));
+        RecordingScheduler scheduler = new RecordingScheduler();
+        Field field = MQClientInstance.class.getDeclaredField("scheduledExecutorService");
+        field.setAccessible(true);
+        field.set(client, scheduler);
+        JSONArray unlocks = new JSONArray();
+        int[] calls = {0};
+        RebalancePushImpl rebalance = new RebalancePushImpl(impl) {
+            @Override
+            public void unlock(MessageQueue mq, boolean oneway) {
+                calls[0]++;
+            }
+        };
+        ProcessQueue pq = new ProcessQueue();
+        List<MessageExt> msgs = new ArrayList<>();
+        for (int i = 0; i < req.getIntValue("count"); i++) {
+            MessageExt msg = new MessageExt();
+            msg.setTopic("T");
+            msg.setQueueOffset(i);
+            msg.setBody(new byte[0]);
+            msgs.add(msg);
+        }
+        pq.putMessage(msgs);
+        pq.takeMessages(req.getIntValue("taken"));
+        pq.setDropped(true);
+        Thread holder = null;
+        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        if (req.getBooleanValue("busy")) {
+            holder = new Thread(() -> {
+                pq.getConsumeLock().lock();
+                held.countDown();
+                try {
+                    done.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    pq.getConsumeLock().unlock();
+                }
+            });
+            holder.start();
+            held.await();
+        }
+        boolean answer = rebalance.removeUnnecessaryMessageQueue(new MessageQueue("T", "b", 0), pq);
+        done.countDown();
+        if (holder != null) {
+            holder.join();
+        }
+        for (int i = 0; i < calls[0]; i++) {
+            unlocks.add("now");
+        }
+        for (Object[] task : scheduler.tasks) {
+            int before = calls[0];
+            ((Runnable) task[0]).run();
+            if (calls[0] > before) {
+                unlocks.add(task[1]);  // a delayed unlock: its delay
+            }
+        }
+        JSONObject out = new JSONObject();
+        out.put("answer", answer);
+        out.put("unlocks", unlocks);
+        out.put("tryUnlockTimes", pq.getTryUnlockTimes());
         return out;
     }
 }
