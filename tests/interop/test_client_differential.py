@@ -41,6 +41,10 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   taken by an orderly batch, its consume lock busy or free, orderly or concurrent, clustering or broadcasting,
   against the reference consumer's ``remove_unnecessary_message_queue``: the answer, the unlocks (at once, or
   unlockDelay's 20 s later) and tryUnlockTimes;
+- ``RemoteBrokerOffsetStore.updateOffset`` and the client's persist task (A23, seed 000:467-488, 551-556):
+  drawn updates (increase-only or not) change the memory only, and ``persistAll`` runs first 10 s after the
+  client's start, then every persistConsumerOffsetInterval (drawn), against the reference consumer's offset
+  store and ``persist`` timers;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
   Python's code-point order differ.
@@ -405,6 +409,35 @@ def test_remove_unnecessary_message_queue(oracle: Oracle, orderly: bool, broadca
             unlocks.append(timer.due - clock.now())
     ours = {"answer": answer, "unlocks": unlocks, "tryUnlockTimes": pq.try_unlock_times}
     assert ours == real, (orderly, broadcasting, count, taken, busy)
+
+
+@given(interval=st.one_of(st.just(5000), st.integers(1, 60_000)),
+       updates=st.lists(st.tuples(st.integers(-1, 12), st.booleans()), max_size=6))
+@example(interval=5000, updates=[(5, True), (3, True), (7, False), (2, False)])  # increase-only keeps 5; a set lowers
+def test_update_offset_and_the_persist_schedule(oracle: Oracle, interval: int, updates: list[tuple[int, bool]]) -> None:
+    """A23. 4.9.8 (client jar, ``javap -c``): ``RemoteBrokerOffsetStore.updateOffset`` puts the first offset of a
+    queue, then sets it (``increaseOnly``: only when higher, ``MixAll.compareAndIncreaseOnly``): memory only, no
+    ``persistAll``; ``MQClientInstance.startScheduledTask`` runs ``persistAllConsumerOffset`` at a fixed rate,
+    10000 ms after start, then every ``persistConsumerOffsetInterval``. A client that writes on every update, or
+    persists on another schedule, fails here."""
+    real = oracle.ask("persistOffsets", interval=interval, updates=updates)["ok"]
+    clock = ManualClock(0)
+    consumer = ConcurrentConsumer(None, clock, Directory(), "G1", "127.0.0.1@1", lambda msgs, ctx: None,
+                                  config=ConsumerConfig(persist_consumer_offset_interval_ms=interval))
+    mq = MessageQueue("T", "b", 0)
+    for offset, increase_only in updates:  # the broker is None: a write to it would raise
+        consumer.offset_store.update_offset(mq, offset, increase_only)
+    memory = consumer.offset_store.table.get(mq, -1)
+    consumer.start()
+    persist = [t for t in consumer.timers.pending() if t.kind == "persist"]
+    assert len(persist) == 1
+    first = persist[0].due - clock.now()
+    clock.advance(first)
+    assert consumer.timers.pop(persist[0])
+    persist[0].action()  # persistAll of no queue (none was allocated): nothing is sent
+    [again] = [t for t in consumer.timers.pending() if t.kind == "persist"]
+    ours = {"memory": memory, "persistedByUpdates": 0, "schedule": [first, again.due - clock.now()]}
+    assert ours == real, (interval, updates)
 
 
 TOPICS = st.sampled_from(["T", "Ta", "T\U0001f600", "T\uff21", "t"])

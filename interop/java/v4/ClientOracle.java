@@ -24,6 +24,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadPoolExecutor;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.AllocateMessageQueueStrategy;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -46,6 +47,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.ServiceState;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
 import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
@@ -83,6 +85,11 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *                     ProcessQueue holding count messages of which taken were taken (takeMessages), its consume
  *                     lock held by another thread when busy (tryLock waits its 1 s); the answer, the unlocks in
  *                     order ("now", or the delay of the scheduled one, which is then run) and tryUnlockTimes
+ *   persistOffsets    interval, updates [[offset, increaseOnly]...]: a running push consumer's RemoteBrokerOffsetStore
+ *                     given updateOffset(mq, offset, increaseOnly) in order, then its client's scheduled tasks
+ *                     (MQClientInstance.startScheduledTask, persistConsumerOffsetInterval = interval) recorded and
+ *                     each run once; the offset in memory, the persistAll calls the updates made, and [initial
+ *                     delay, period] of the task that called persistAll
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -173,6 +180,8 @@ public final class ClientOracle {
                 data.put("parsed", parsed == null ? null : parsed.getTime());
                 return data;
             }
+            case "persistOffsets":
+                return persistOffsets(req);
             case "removeQueue":
                 return removeQueue(req);
             case "consumeRequest":
@@ -477,6 +486,80 @@ public final class ClientOracle {
         out.put("answer", answer);
         out.put("unlocks", unlocks);
         out.put("tryUnlockTimes", pq.getTryUnlockTimes());
+        return out;
+    }
+
+    /** The client's scheduled executor while {@link #persistOffsets} runs: notes each periodic task, runs none. */
+    private static final class RecordingRates extends ScheduledThreadPoolExecutor {
+        private final List<Object[]> tasks = new ArrayList<>();
+
+        RecordingRates() {
+            super(1);
+        }
+
+        @Override
+        public ScheduledFuture<?> scheduleAtFixedRate(Runnable task, long initialDelay, long period, TimeUnit unit) {
+            tasks.add(new Object[] {task, unit.toMillis(initialDelay), unit.toMillis(period)});
+            return null;
+        }
+    }
+
+    private static ClientConfig persistConfig;
+    private static MQClientInstance persistClient;
+
+    /** updateOffset and the persist schedule of a push consumer's client (see the header). */
+    private static Object persistOffsets(JSONObject req) throws Exception {
+        if (persistClient == null) {
+            persistConfig = new ClientConfig();
+            persistConfig.setNamesrvAddr("127.0.0.1:9");  // no name-server lookup task (it would fetch over HTTP)
+            persistClient = new MQClientInstance(persistConfig, 1, "oracle@2");
+        }
+        persistConfig.setPersistConsumerOffsetInterval(req.getIntValue("interval"));
+        RecordingRates rates = new RecordingRates();
+        Field field = MQClientInstance.class.getDeclaredField("scheduledExecutorService");
+        field.setAccessible(true);
+        field.set(persistClient, rates);
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
+        impl.setmQClientFactory(persistClient);
+        int[] persisted = {0};
+        MessageQueue mq = new MessageQueue("T", "b", 0);
+        impl.setOffsetStore(new RemoteBrokerOffsetStore(persistClient, "G1") {
+            @Override
+            public void persistAll(Set<MessageQueue> mqs) {
+                persisted[0]++;
+            }
+        });
+        impl.setServiceState(ServiceState.RUNNING);
+        for (Object o : req.getJSONArray("updates")) {
+            JSONArray update = (JSONArray) o;
+            impl.getOffsetStore().updateOffset(mq, update.getLongValue(0), update.getBooleanValue(1));
+        }
+        JSONObject out = new JSONObject();
+        out.put("memory", impl.getOffsetStore().readOffset(mq, ReadOffsetType.READ_FROM_MEMORY));
+        out.put("persistedByUpdates", persisted[0]);
+        persistClient.registerConsumer("G1", impl);
+        try {
+            Method start = MQClientInstance.class.getDeclaredMethod("startScheduledTask");
+            start.setAccessible(true);
+            start.invoke(persistClient);
+            JSONArray schedule = new JSONArray();
+            for (Object[] task : rates.tasks) {
+                int before = persisted[0];
+                try {
+                    ((Runnable) task[0]).run();
+                } catch (RuntimeException e) {
+                    continue;  // a task that needs a started client: not the persist task
+                }
+                if (persisted[0] > before) {
+                    schedule.add(task[1]);
+                    schedule.add(task[2]);
+                }
+            }
+            out.put("schedule", schedule);
+        } finally {
+            persistClient.unregisterConsumer("G1");
+        }
         return out;
     }
 }
