@@ -19,8 +19,8 @@ timer kind           what / when (defaults are RocketMQ's)
 ``rebalance``        at start, when the group's members change, every 20 s
 ``pull``             per PullRequest: at once after FOUND / NO_MATCHED_MSG,
                      ``long_polling_recheck_ms`` after NO_NEW_MSG, 50 ms
-                     under flow control, 3000 ms after an error or (orderly)
-                     while the queue is not locked
+                     under flow control, 1000 ms suspended (``pull_flow``),
+                     3000 ms after an error or (orderly) while not locked
 ``consume``          a consume request, due now (the Java thread pool)
 ``persist``          offsets to the broker / local store: first after 10 s,
                      then every ``persistConsumerOffsetInterval`` (5 s)
@@ -55,7 +55,7 @@ the Java client's threads are timers, so a consume request runs to
 completion before anything else of the same client (a listener that
 advances the clock models a stalled client); broker-side long polling is
 approximated by re-pulling ``long_polling_recheck_ms`` after an empty pull;
-size-based flow control, ``consumeTimeout`` expiry, pull-time hooks
+pull-time hooks
 and the MIN/MAX_OFFSET properties the Java client adds
 to pulled messages are not modelled. When the broker has no ``max_offset``
 method, the max offset is read from an OFFSET_ILLEGAL pull far past the end
@@ -83,6 +83,7 @@ from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.filterapi import TagSubscription, build_subscription
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
+from rmqspec.model.pull_flow import FlowThresholds, Suspendable, held_back
 from rmqspec.model.results import PullStatus
 from rmqspec.model.timesearch import default_consume_timestamp, search_from_timestamp
 
@@ -347,7 +348,7 @@ class ConsumerStateError(RuntimeError):
     """Caller misuse: the consumer is not in a state that allows the call."""
 
 
-class PushConsumer(abc.ABC):
+class PushConsumer(abc.ABC, Suspendable):
     """DefaultMQPushConsumerImpl without its consume service (see subclasses)."""
 
     orderly = False
@@ -379,6 +380,7 @@ class PushConsumer(abc.ABC):
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.running = False
         self._rebalance_timer: Timer | None = None
+        self.thresholds = FlowThresholds.of(self.config)  # messageQueueChanged rewrites them (model/pull_flow.py)
         self.offset_store: OffsetStore
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(broker, group, self._offset_updated)
@@ -534,7 +536,8 @@ class PushConsumer(abc.ABC):
         self._rebalance_timer = None
         if not self.running:
             return
-        self.do_rebalance()
+        if not self.paused:  # DefaultMQPushConsumerImpl.doRebalance
+            self.do_rebalance()
         self._arm_rebalance(self.config.rebalance_interval_ms)
 
     # -- rebalance (RebalanceImpl) ----------------------------------------
@@ -561,6 +564,7 @@ class PushConsumer(abc.ABC):
             return
         allocated = set(self.assigned(topic))
         now = self.clock.now()
+        changed = False
         for mq, pq in list(self.process_queues.items()):
             if mq.topic != topic:
                 continue
@@ -568,6 +572,7 @@ class PushConsumer(abc.ABC):
                 pq.dropped = True
                 if self.remove_unnecessary_message_queue(mq, pq):
                     del self.process_queues[mq]
+                    changed = True
         requests: list[PullRequest] = []
         for mq in sorted(allocated, key=lambda q: q.queue_id):
             if mq in self.process_queues:
@@ -583,6 +588,8 @@ class PushConsumer(abc.ABC):
                 requests.append(PullRequest(mq, pq, next_offset))
         for req in requests:
             self._pull_later(req, 0)
+        if changed or requests:  # messageQueueChanged
+            self.thresholds.on_queues_changed(self.config, len(self.process_queues))
 
     def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         """RebalancePushImpl: persist and forget the offset; orderly clustering unlocks.
@@ -700,24 +707,20 @@ class PushConsumer(abc.ABC):
             return
         pq.last_pull_timestamp = self.clock.now()
         cfg = self.config
-        if pq.msg_count > cfg.pull_threshold_for_queue:
-            self._pull_later(req, cfg.flow_control_delay_ms)
+        delay = held_back(cfg, self.thresholds, pq, paused=self.paused, orderly=self.orderly)
+        if delay is not None:  # suspended, or cache flow control (model/pull_flow.py)
+            self._pull_later(req, delay)
             return
-        if not self.orderly:
-            if pq.max_span() > cfg.consume_concurrently_max_span:
-                self._pull_later(req, cfg.flow_control_delay_ms)
-                return
-        elif pq.locked:
-            if not req.previously_locked:
-                offset = self.compute_pull_from_where(mq)
-                if offset < 0:
-                    self._pull_later(req, cfg.pull_exception_delay_ms)
-                    return
-                req.previously_locked = True
-                req.next_offset = offset
-        else:
+        if self.orderly and not pq.locked:
             self._pull_later(req, cfg.pull_exception_delay_ms)
             return
+        if self.orderly and not req.previously_locked:
+            offset = self.compute_pull_from_where(mq)
+            if offset < 0:
+                self._pull_later(req, cfg.pull_exception_delay_ms)
+                return
+            req.previously_locked = True
+            req.next_offset = offset
         sub = self.subscriptions.get(mq.topic)
         if sub is None:
             self._pull_later(req, cfg.pull_exception_delay_ms)
@@ -766,10 +769,10 @@ class PushConsumer(abc.ABC):
             )
 
     # -- consume service hooks ---------------------------------------------
-    def _start_service(self) -> None:  # noqa: B027 - an optional hook, empty by default
+    def _start_service(self) -> None:
         """Arm the consume service's periodic tasks."""
 
-    def _shutdown_service(self) -> None:  # noqa: B027 - an optional hook, empty by default
+    def _shutdown_service(self) -> None:
         """Stop the consume service (orderly clustering unlocks everything)."""
 
     @abc.abstractmethod

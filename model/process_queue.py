@@ -30,8 +30,16 @@ committing (``model/consumer_concurrent.py``).
 runs, tried by ``removeUnnecessaryMessageQueue``; ``try_unlock_times`` counts the
 tries that found it held.
 
-Simplifications: no other locks (the model client is single-threaded) and message
-sizes are not tracked (``pullThresholdSizeForQueue`` is not modelled). The lock
+``msg_size`` is ``msgSize``, the cached bytes the pull loop's size guard reads (in whole MiB,
+``msg_size // MIB``): RocketMQ 4.9.8 counts the body only (``getBody().length``, the body as the
+client's decoder handed it on: uncompressed), added by ``putMessage`` for an offset not already in the
+map and taken off by ``removeMessage`` for each offset it removed; when the count then reaches 0 the
+size is set to 0; ``commit`` (orderly) sets it to 0 when no message is left, else takes off the
+consuming batch's bodies; ``clear`` sets it to 0. ``takeMessages``, ``rollback`` and
+``makeMessageToConsumeAgain`` leave it alone (the batch is still cached). ``removeMessage`` subtracts
+the body of the message it was given; the model takes the removed entry's, the same body.
+
+Simplifications: no other locks (the model client is single-threaded). The lock
 and pull timestamps take ``now`` explicitly instead of reading the system
 clock.
 """
@@ -45,6 +53,7 @@ from rmqspec.model.message import PROPERTY_CONSUME_START_TIMESTAMP, StoredMessag
 LOCK_MAX_LIVE_MS = 30_000  # rocketmq.client.rebalance.lockMaxLiveTime
 LOCK_INTERVAL_MS = 20_000  # rocketmq.client.rebalance.lockInterval
 PULL_MAX_IDLE_MS = 120_000  # rocketmq.client.pull.pullMaxIdleTime
+MIB = 1024 * 1024  # pullMessage reads msgSize / (1024 * 1024), a whole number of MiB
 
 
 class ProcessQueue:
@@ -62,12 +71,18 @@ class ProcessQueue:
         self.last_consume_timestamp = created_at
         self.try_unlock_times = 0
         self.consume_lock_held = False  # consumeLock: held while an orderly listener runs
+        self.msg_size = 0  # msgSize: cached body bytes (module docstring)
 
     # -- reading -------------------------------------------------------
     @property
     def msg_count(self) -> int:
         """Messages held, the consuming batch included (RocketMQ's msgCount)."""
         return len(self._msgs) + len(self._consuming)
+
+    @property
+    def msg_size_mib(self) -> int:
+        """``msgSize / (1024 * 1024)``: what pullMessage compares with pullThresholdSizeForQueue."""
+        return self.msg_size // MIB
 
     def offsets(self) -> list[int]:
         """Offsets waiting in the map (not the consuming batch), ascending."""
@@ -125,6 +140,7 @@ class ProcessQueue:
         for msg in msgs:
             if msg.queue_offset not in self._msgs:
                 self.queue_offset_max = msg.queue_offset
+                self.msg_size += len(msg.body)
             self._msgs[msg.queue_offset] = msg
         if self._msgs and not self.consuming:
             self.consuming = True
@@ -138,7 +154,11 @@ class ProcessQueue:
         if not self._msgs:
             return -1
         for offset in offsets:
-            self._msgs.pop(offset, None)
+            removed = self._msgs.pop(offset, None)
+            if removed is not None:
+                self.msg_size -= len(removed.body)
+        if self.msg_count == 0:
+            self.msg_size = 0
         if self._msgs:
             return min(self._msgs)
         return self.queue_offset_max + 1
@@ -172,6 +192,10 @@ class ProcessQueue:
         if not self._consuming:
             return -1
         last = max(self._consuming)
+        if self.msg_count == len(self._consuming):
+            self.msg_size = 0
+        else:
+            self.msg_size -= sum(len(m.body) for m in self._consuming.values())
         self._consuming.clear()
         return last + 1
 
@@ -190,9 +214,10 @@ class ProcessQueue:
         self._msgs.clear()
         self._consuming.clear()
         self.queue_offset_max = 0
+        self.msg_size = 0
 
     def __repr__(self) -> str:
         return (
             f"ProcessQueue(msgs={self.offsets()}, consuming={self.consuming_offsets()}, "
-            f"max={self.queue_offset_max}, dropped={self.dropped}, locked={self.locked})"
+            f"max={self.queue_offset_max}, size={self.msg_size}, dropped={self.dropped}, locked={self.locked})"
         )

@@ -47,7 +47,12 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   store and ``persist`` timers;
 - ``AllocateMessageQueueAveragely`` / ``…ByCircle`` (E18) over the lists RebalanceImpl sorts, against
   ``model/allocate.py``: topics and client ids drawn beyond the BMP, where Java's UTF-16 order and
-  Python's code-point order differ.
+  Python's code-point order differ;
+- the pull guards (E9, ``model/pull_flow.py``): ``ProcessQueue``'s msgCount / msgSize after drawn puts,
+  removes, takes, commits, rollbacks and clears (bodies around 1 MiB); ``RebalancePushImpl
+  .messageQueueChanged``'s per-queue thresholds for drawn per-topic ones and table sizes; and the delay
+  ``DefaultMQPushConsumerImpl.pullMessage`` re-arms a request with (suspended, cached count, cached MiB,
+  span; concurrent and orderly) or that it goes on to pull, against ``held_back``.
 """
 
 from __future__ import annotations
@@ -83,7 +88,8 @@ from rmqspec.model.message import (
     encode_properties,
     put_user_property,
 )
-from rmqspec.model.process_queue import ProcessQueue
+from rmqspec.model.process_queue import MIB, ProcessQueue
+from rmqspec.model.pull_flow import FlowThresholds, held_back
 from rmqspec.model.timesearch import format_consume_timestamp, parse_consume_timestamp
 from rmqspec.remoting.records import BatchItem, decode_batch, encode_batch
 from tests.interop.realrmq import RealRocketMQ
@@ -482,3 +488,96 @@ def test_consume_timestamp(oracle: Oracle, ms: int, text: str) -> None:
     except ValueError:
         ours = None
     assert real["parsed"] == ours, f"{text!r}: 4.9.8 parses {real['parsed']}, rmqspec {ours}"
+
+
+# The pull guards (E9): ProcessQueue's counters, messageQueueChanged's thresholds, pullMessage's guards
+SIZES = st.sampled_from([0, 1, 700, MIB - 1, MIB, MIB + 1])
+PQ_OPS = st.lists(st.one_of(
+    st.tuples(st.sampled_from(["put", "remove"]), st.lists(st.integers(0, 6), max_size=4, unique=True)),
+    st.tuples(st.just("take"), st.integers(0, 3)),
+    st.tuples(st.sampled_from(["commit", "rollback", "clear"])),
+), max_size=14)
+
+
+def _sized(offset: int, size: int) -> StoredMessage:
+    return StoredMessage(msg_id=f"{offset:032X}", uniq_key=f"{offset + 1:032X}", topic="T", queue_id=0,
+                         queue_offset=offset, commitlog_offset=offset, body=bytes(size), tags=None, keys=(),
+                         properties={}, reconsume_times=0, born_ts=0, store_ts=0, sys_flag=0, prepared_txn_offset=0)
+
+
+@given(sizes=st.lists(SIZES, min_size=7, max_size=7), ops=PQ_OPS)
+@example(sizes=[10, 20, 5, 0, 0, 0, 0], ops=[("put", [0, 1]), ("take", 1), ("put", [2]), ("commit",), ("remove", [1])])
+def test_process_queue_counters(oracle: Oracle, sizes: list[int], ops: list[tuple[Any, ...]]) -> None:
+    """msgCount and msgSize after each op. The ops the pull loop can make: a put never brings back an offset
+    of the consuming batch (4.9.8 would count it twice) and a commit has a batch to commit (4.9.8 throws)."""
+    pq = ProcessQueue()
+    sent: list[list[Any]] = []
+    ours = []
+    for op in ops:
+        if op[0] in ("put", "remove"):
+            offsets = [o for o in op[1] if op[0] == "remove" or o not in pq.consuming_offsets()]
+            sent.append([op[0], [[o, sizes[o]] for o in offsets]])
+            if op[0] == "put":
+                pq.put_messages([_sized(o, sizes[o]) for o in offsets])
+            else:
+                pq.remove_messages(offsets)
+        elif op[0] == "take":
+            sent.append(["take", op[1]])
+            pq.take_messages(op[1])
+        elif op[0] == "commit":
+            if not pq.consuming_offsets():
+                continue
+            sent.append(["commit"])
+            pq.commit()
+        else:
+            sent.append([op[0]])
+            pq.rollback() if op[0] == "rollback" else pq.clear()
+        ours.append([pq.msg_count, pq.msg_size])
+    if sent:
+        assert oracle.ask("processQueue", ops=sent)["ok"] == ours, sent
+
+
+PER_QUEUE = st.integers(1, 65535)
+PER_TOPIC = st.one_of(st.just(-1), st.integers(1, 6_553_500), st.integers(1, 12))
+SIZE_PER_QUEUE = st.integers(1, 1024)
+SIZE_PER_TOPIC = st.one_of(st.just(-1), st.integers(1, 102_400), st.integers(1, 12))
+
+
+def _java_config(cfg: ConsumerConfig) -> dict[str, int]:
+    return {"pullThresholdForQueue": cfg.pull_threshold_for_queue,
+            "pullThresholdForTopic": cfg.pull_threshold_for_topic,
+            "pullThresholdSizeForQueue": cfg.pull_threshold_size_for_queue,
+            "pullThresholdSizeForTopic": cfg.pull_threshold_size_for_topic,
+            "consumeConcurrentlyMaxSpan": cfg.consume_concurrently_max_span}
+
+
+@given(per_queue=PER_QUEUE, per_topic=PER_TOPIC, size_per_queue=SIZE_PER_QUEUE, size_per_topic=SIZE_PER_TOPIC,
+       queues=st.integers(0, 40))
+@example(per_queue=1000, per_topic=100, size_per_queue=100, size_per_topic=7, queues=5)
+@example(per_queue=7, per_topic=3, size_per_queue=9, size_per_topic=-1, queues=11)
+def test_queue_thresholds(oracle: Oracle, per_queue: int, per_topic: int, size_per_queue: int, size_per_topic: int,
+                          queues: int) -> None:
+    cfg = ConsumerConfig(pull_threshold_for_queue=per_queue, pull_threshold_for_topic=per_topic,
+                         pull_threshold_size_for_queue=size_per_queue, pull_threshold_size_for_topic=size_per_topic)
+    real = oracle.ask("queueThresholds", config=_java_config(cfg), queues=queues)["ok"]
+    th = FlowThresholds.of(cfg)
+    th.on_queues_changed(cfg, queues)
+    assert real == [th.for_queue, th.size_for_queue], (cfg, queues)
+
+
+@given(per_queue=st.integers(1, 6), size_per_queue=st.integers(1, 3), span=st.integers(1, 12), orderly=st.booleans(),
+       paused=st.booleans(), msgs=st.lists(st.tuples(st.integers(0, 14), st.sampled_from([0, 9, MIB // 2, MIB + 1])),
+                                           min_size=1, max_size=8, unique_by=lambda m: m[0]))
+@example(per_queue=2, size_per_queue=1, span=2000, orderly=False, paused=False, msgs=[(0, MIB), (1, MIB)])
+@example(per_queue=2, size_per_queue=1, span=2000, orderly=False, paused=False, msgs=[(0, MIB), (1, MIB - 1)])
+def test_pull_guard(oracle: Oracle, per_queue: int, size_per_queue: int, span: int, orderly: bool, paused: bool,
+                    msgs: list[tuple[int, int]]) -> None:
+    """The delay pullMessage re-arms a request with, or that it went on to pull (the oracle's 7777)."""
+    cfg = ConsumerConfig(pull_threshold_for_queue=per_queue, pull_threshold_size_for_queue=size_per_queue,
+                         consume_concurrently_max_span=span)
+    real = oracle.ask("pullGuard", config=_java_config(cfg), orderly=orderly, paused=paused,
+                      msgs=[[o, n] for o, n in msgs])["ok"]
+    pq = ProcessQueue()
+    pq.put_messages([_sized(o, n) for o, n in msgs])
+    ours = held_back(cfg, FlowThresholds.of(cfg), pq, paused=paused, orderly=orderly)
+    assert real == (7777 if ours is None else ours), (cfg, orderly, paused, msgs)

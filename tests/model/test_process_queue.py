@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -138,3 +139,67 @@ def test_commit_offset_never_passes_an_unacknowledged_message(batches, data):
         assert committed == all_offsets[-1] + 1
     else:
         assert committed <= min(never_acked)
+
+
+# ---------------------------------------------------------------------------
+# msgSize (seed row E9): body bytes, as ProcessQueue counts them in 4.9.8 (javap -c)
+
+
+def sized(offset: int, n: int) -> StoredMessage:
+    return attrs.evolve(msg(offset), body=bytes(n))
+
+
+def test_msg_size_counts_bodies_of_new_offsets_only():
+    pq = ProcessQueue()
+    pq.put_messages([sized(0, 10), sized(1, 20)])
+    assert pq.msg_size == 30
+    pq.put_messages([sized(1, 500), sized(2, 5)])  # offset 1 again: replaced, not counted (putMessage)
+    assert pq.msg_size == 35 and pq.msg_count == 3
+
+
+def test_msg_size_falls_with_removals_and_is_zero_when_the_count_is():
+    pq = ProcessQueue()
+    pq.put_messages([sized(0, 10), sized(1, 20), sized(2, 30)])
+    pq.remove_messages([1, 7])  # 7 was not held: nothing taken off for it
+    assert pq.msg_size == 40
+    pq.remove_messages([0, 2])
+    assert pq.msg_size == 0 and pq.msg_size_mib == 0
+    assert pq.remove_messages([0]) == -1 and pq.msg_size == 0  # an empty map: untouched
+
+
+def test_orderly_take_and_rollback_keep_the_size_commit_takes_it_off():
+    pq = ProcessQueue()
+    pq.put_messages([sized(0, 10), sized(1, 20), sized(2, 30)])
+    pq.take_messages(2)
+    assert pq.msg_size == 60  # the consuming batch is still cached
+    pq.rollback()
+    assert pq.msg_size == 60
+    pq.take_messages(2)
+    assert pq.commit() == 2 and pq.msg_size == 30
+    pq.take_messages(1)
+    assert pq.commit() == 3 and pq.msg_size == 0
+    pq.put_messages([sized(5, 7)])
+    pq.clear()
+    assert pq.msg_size == 0
+
+
+@given(st.lists(st.tuples(st.sampled_from(["put", "remove", "take", "commit", "rollback"]),
+                          st.lists(st.integers(0, 6), max_size=4)), max_size=25))
+def test_msg_size_is_the_cached_bodies_while_any_message_is_cached(ops):
+    """Every path keeps msgSize equal to the bodies held (map and consuming batch). Puts skip offsets in the
+    consuming batch: the pull loop never brings those back, and 4.9.8 would count such a one twice (its
+    msgCount too, which the model derives from the maps)."""
+    pq = ProcessQueue()
+    for op, offsets in ops:
+        if op == "put":
+            pq.put_messages([sized(o, 3 + o) for o in offsets if o not in pq.consuming_offsets()])
+        elif op == "remove":
+            pq.remove_messages(offsets)
+        elif op == "take":
+            pq.take_messages(len(offsets))
+        elif op == "commit" and pq.consuming_offsets():
+            pq.commit()
+        elif op == "rollback":
+            pq.rollback()
+        held = pq.offsets() + pq.consuming_offsets()
+        assert pq.msg_size == sum(3 + o for o in held)

@@ -41,6 +41,10 @@ import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.impl.consumer.RebalancePushImpl;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
+import org.apache.rocketmq.client.impl.consumer.PullMessageService;
+import org.apache.rocketmq.client.impl.consumer.PullRequest;
+import org.apache.rocketmq.client.impl.consumer.RebalanceImpl;
+import org.apache.rocketmq.common.ServiceState;
 import org.apache.rocketmq.common.UtilAll;
 import org.apache.rocketmq.common.filter.FilterAPI;
 import org.apache.rocketmq.common.message.Message;
@@ -90,6 +94,14 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *                     (MQClientInstance.startScheduledTask, persistConsumerOffsetInterval = interval) recorded and
  *                     each run once; the offset in memory, the persistAll calls the updates made, and [initial
  *                     delay, period] of the task that called persistAll
+ *   processQueue      ops [["put"|"remove", [[offset, bodyLength]...]] | ["take", n] | ["commit"] | ["rollback"]
+ *                     | ["clear"]] on one ProcessQueue: [msgCount, msgSize] after each op
+ *   queueThresholds   config {pullThresholdForQueue, ...ForTopic, pullThresholdSizeForQueue, ...ForTopic}, queues n:
+ *                     RebalancePushImpl.messageQueueChanged over a table of n process queues; the consumer's
+ *                     [pullThresholdForQueue, pullThresholdSizeForQueue] after it
+ *   pullGuard         config (as above, with consumeConcurrentlyMaxSpan), orderly, paused, msgs [[offset,
+ *                     bodyLength]...]: DefaultMQPushConsumerImpl.pullMessage on a queue holding msgs; the delay it
+ *                     re-armed the request with (PULL_EXCEPTION_DELAY: it went on to pull)
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -171,6 +183,12 @@ public final class ClientOracle {
                 }
                 return items;
             }
+            case "processQueue":
+                return processQueue(req.getJSONArray("ops"));
+            case "queueThresholds":
+                return queueThresholds(req.getJSONObject("config"), req.getIntValue("queues"));
+            case "pullGuard":
+                return pullGuard(req);
             case "consumeTimestamp": {
                 // CONSUME_FROM_TIMESTAMP's string (DefaultMQPushConsumer, RebalancePushImpl), in a UTC JVM
                 TimeZone.setDefault(TimeZone.getTimeZone("UTC"));
@@ -252,6 +270,141 @@ public final class ClientOracle {
             return cause instanceof MQClientException ? ((MQClientException) cause).getErrorMessage()
                 : cause.toString();
         }
+    }
+
+    private static List<MessageExt> messages(JSONArray items) {
+        List<MessageExt> msgs = new ArrayList<>();
+        for (Object o : items) {
+            JSONArray item = (JSONArray) o;
+            MessageExt msg = new MessageExt();
+            msg.setTopic("T");
+            msg.setQueueOffset(item.getLongValue(0));
+            msg.setBody(new byte[item.getIntValue(1)]);
+            msgs.add(msg);
+        }
+        return msgs;
+    }
+
+    /** ProcessQueue's counters after each op (its own putMessage / removeMessage / takeMessages / commit /
+     *  rollback / clear). */
+    private static Object processQueue(JSONArray ops) {
+        ProcessQueue pq = new ProcessQueue();
+        JSONArray after = new JSONArray();
+        for (Object o : ops) {
+            JSONArray op = (JSONArray) o;
+            switch (op.getString(0)) {
+                case "put":
+                    pq.putMessage(messages(op.getJSONArray(1)));
+                    break;
+                case "remove":
+                    pq.removeMessage(messages(op.getJSONArray(1)));
+                    break;
+                case "take":
+                    pq.takeMessages(op.getIntValue(1));
+                    break;
+                case "commit":
+                    pq.commit();
+                    break;
+                case "rollback":
+                    pq.rollback();
+                    break;
+                case "clear":
+                    pq.clear();
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown op " + op.getString(0));
+            }
+            JSONArray counters = new JSONArray();
+            counters.add(pq.getMsgCount().get());
+            counters.add(pq.getMsgSize().get());
+            after.add(counters);
+        }
+        return after;
+    }
+
+    private static DefaultMQPushConsumer thresholdConsumer(JSONObject config) {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
+        consumer.setPullThresholdForQueue(config.getIntValue("pullThresholdForQueue"));
+        consumer.setPullThresholdForTopic(config.getIntValue("pullThresholdForTopic"));
+        consumer.setPullThresholdSizeForQueue(config.getIntValue("pullThresholdSizeForQueue"));
+        consumer.setPullThresholdSizeForTopic(config.getIntValue("pullThresholdSizeForTopic"));
+        if (config.containsKey("consumeConcurrentlyMaxSpan")) {
+            consumer.setConsumeConcurrentlyMaxSpan(config.getIntValue("consumeConcurrentlyMaxSpan"));
+        }
+        return consumer;
+    }
+
+    /** messageQueueChanged on a never-started consumer's RebalancePushImpl whose table holds n queues. Its last
+     *  step, the heartbeat, has no client instance to use (a NullPointerException): the thresholds are set
+     *  before it. */
+    private static Object queueThresholds(JSONObject config, int queues) throws Exception {
+        DefaultMQPushConsumer consumer = thresholdConsumer(config);
+        consumer.subscribe("T", "*");
+        RebalanceImpl rebalance = consumer.getDefaultMQPushConsumerImpl().getRebalanceImpl();
+        for (int i = 0; i < queues; i++) {
+            rebalance.getProcessQueueTable().put(new MessageQueue("T", "b", i), new ProcessQueue());
+        }
+        try {
+            rebalance.messageQueueChanged("T", Collections.emptySet(), Collections.emptySet());
+        } catch (NullPointerException e) {
+            // sendHeartbeatToAllBrokerWithLock on the missing client instance
+        }
+        JSONArray answer = new JSONArray();
+        answer.add(consumer.getPullThresholdForQueue());
+        answer.add(consumer.getPullThresholdSizeForQueue());
+        return answer;
+    }
+
+    static final long PULL_EXCEPTION_DELAY = 7777;
+
+    /** Notes the delay pullMessage re-arms a request with (nothing is scheduled). */
+    static final class RecordingPullService extends PullMessageService {
+        long delay = -1;
+
+        RecordingPullService(MQClientInstance instance) {
+            super(instance);
+        }
+
+        @Override
+        public void executePullRequestLater(PullRequest request, long timeDelay) {
+            delay = timeDelay;
+        }
+    }
+
+    /** pullMessage of one request on a running-state, broadcasting consumer whose client instance is a bare
+     *  object (Unsafe.allocateInstance) holding a RecordingPullService; the pull itself fails on the missing
+     *  PullAPIWrapper (the exception delay, set to PULL_EXCEPTION_DELAY). Orderly: the queue is locked and was
+     *  locked before. */
+    private static Object pullGuard(JSONObject req) throws Exception {
+        DefaultMQPushConsumer consumer = thresholdConsumer(req.getJSONObject("config"));
+        consumer.setMessageModel(MessageModel.BROADCASTING);
+        consumer.subscribe("T", "*");
+        DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
+        Field unsafeField = Class.forName("sun.misc.Unsafe").getDeclaredField("theUnsafe");
+        unsafeField.setAccessible(true);
+        Object unsafe = unsafeField.get(null);
+        MQClientInstance instance = (MQClientInstance) unsafe.getClass()
+            .getMethod("allocateInstance", Class.class).invoke(unsafe, MQClientInstance.class);
+        RecordingPullService service = new RecordingPullService(instance);
+        Field serviceField = MQClientInstance.class.getDeclaredField("pullMessageService");
+        serviceField.setAccessible(true);
+        serviceField.set(instance, service);
+        impl.setmQClientFactory(instance);
+        impl.setServiceState(ServiceState.RUNNING);
+        impl.setPullTimeDelayMillsWhenException(PULL_EXCEPTION_DELAY);
+        impl.setConsumeOrderly(req.getBooleanValue("orderly"));
+        impl.setPause(req.getBooleanValue("paused"));
+        ProcessQueue pq = new ProcessQueue();
+        pq.putMessage(messages(req.getJSONArray("msgs")));
+        pq.setLocked(true);
+        PullRequest request = new PullRequest();
+        request.setConsumerGroup("G1");
+        request.setMessageQueue(new MessageQueue("T", "b", 0));
+        request.setProcessQueue(pq);
+        request.setNextOffset(0);
+        request.setPreviouslyLocked(true);
+        impl.pullMessage(request);
+        return service.delay;
     }
 
     private static Object allocate(JSONObject req) {
