@@ -12,13 +12,15 @@ test had suspended the client, the queue's cached count and bytes, the size of t
 table — and derives the thresholds itself from the config, so it does not trust the client's own
 numbers. The reference client's drawn runs (concurrent and orderly, suspend windows, slow listeners,
 large bodies, per-topic thresholds) are clean and consume everything; each broken client below (one
-guard left out) is caught by it in a small fixed run.
+guard left out) is caught by it in a small fixed run, and in the property's own drawn runs
+(``test_the_drawn_runs_catch_each_broken_client``).
 """
 
 from __future__ import annotations
 
 import attrs
-from hypothesis import given
+import pytest
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from rmqspec.model.broker import ModelBroker
@@ -220,10 +222,10 @@ def plans(draw) -> Plan:
     cfg = ConsumerConfig(
         consume_from_where=FIRST,
         pull_batch_size=draw(st.integers(1, 8)),
-        pull_threshold_for_queue=draw(st.integers(1, 12)),
+        pull_threshold_for_queue=draw(st.one_of(st.just(1000), st.integers(1, 12))),
         pull_threshold_size_for_queue=draw(st.integers(1, 3)),
-        pull_threshold_for_topic=draw(st.sampled_from([UNLIMITED, 1, 3, 10, 40])),
-        pull_threshold_size_for_topic=draw(st.sampled_from([UNLIMITED, 1, 2, 6])),
+        pull_threshold_for_topic=draw(st.one_of(st.just(UNLIMITED), st.sampled_from([1, 3, 10, 40]))),
+        pull_threshold_size_for_topic=draw(st.one_of(st.just(UNLIMITED), st.sampled_from([1, 2, 6]))),
     )
     return Plan(
         orderly=orderly,
@@ -242,6 +244,20 @@ def test_the_reference_client_never_pulls_past_a_guard_and_consumes_everything(p
     assert flow_violations(plan.config, broker.pulls) == []
     assert consumed == sent
     assert broker.pulls  # the judge had something to read
+
+
+@pytest.mark.parametrize("fault", ["ignore_suspend", "ignore_size", "static_thresholds"])
+def test_the_drawn_runs_catch_each_broken_client(fault):
+    """The property's own runs have the power: drawing as the property does (derandomized, no shrinking), a
+    run where the judge catches the client without ``fault``'s guard turns up within the ci budget."""
+
+    def caught(plan: Plan) -> bool:
+        cls = _broken(OrderlyConsumer if plan.orderly else ConcurrentConsumer, **{fault: True})
+        return bool(flow_violations(plan.config, run(plan, cls)[0].pulls))
+
+    found = find(plans(), caught, settings=settings(max_examples=60, derandomize=True, database=None,
+                                                    phases=[Phase.generate]))
+    assert caught(found)
 
 
 SMALL = Plan(orderly=False, queues=2, bodies=(700_000,) * 8, listener_ms=2_500, pauses=((0, 3_000),),
