@@ -18,7 +18,9 @@ conformance machine can run both in lockstep. Concerns, one module each:
 - ``locks`` — B/client/rebalance/RebalanceLockManager (memory only);
 - ``offsets`` — B/offset/ConsumerOffsetManager, consumerOffset.json;
 - ``metadata`` — TopicConfigManager / SubscriptionGroupManager (topics.json,
-  subscriptionGroup.json, durable on every change).
+  subscriptionGroup.json, durable on every change);
+- mixins: ``broker_lifecycle`` (flush, close, reopen, crashes, recovery), ``broker_views``
+  (read-only views), ``broker_batch``, ``broker_retention``, ``broker_search``.
 
 Request handling follows B/processor/SendMessageProcessor (send, a oneway send answering nothing,
 consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor, AdminBrokerProcessor (lock /
@@ -54,12 +56,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import MappingProxyType
 
 from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
+from rmqspec.impl.broker_lifecycle import CLOSED, RUNNING, Lifecycle
 from rmqspec.impl.broker_retention import Retention
 from rmqspec.impl.broker_search import TimeSearch
 from rmqspec.impl.broker_store import (
@@ -71,6 +73,7 @@ from rmqspec.impl.broker_store import (
     settle_flushed,
     store_config,
 )
+from rmqspec.impl.broker_views import BrokerViews
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
 from rmqspec.impl.offsets import ConsumerOffsetTable
@@ -81,7 +84,6 @@ from rmqspec.impl.txn_service import (
     CID_RMQ_SYS_TRANS,
     HALF_TOPIC,
     OP_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
     OpBatcher,
     TxnChecker,
     TxnHooks,
@@ -93,7 +95,6 @@ from rmqspec.impl.txn_service import (
 )
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
-from rmqspec.model.crash import TORN
 from rmqspec.model.events import NullRecorder, Recorder
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.lifecycle import DLQ, effective_max_reconsume_times, route_send_back
@@ -109,14 +110,13 @@ from rmqspec.model.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
     MessageQueue,
-    StoredMessage,
     check_topic,
     validate_topic,
 )
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
-from rmqspec.model.queues import SubscriptionError, tag_filter
+from rmqspec.model.queues import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, SubscriptionError, tag_filter
 from rmqspec.model.results import (
     BrokerError,
     CheckRequest,
@@ -132,23 +132,9 @@ from rmqspec.model.sendpath import half_send_properties, plain_send_properties
 from rmqspec.model.subscriptions import ConsumerTable, HeartbeatSubs
 from rmqspec.model.timer import TIMER_TOPIC
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # TopicConfigManager
 DLQ_NUMS_PER_GROUP = 1
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET (the ones a protocol client can name).
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        HALF_TOPIC,
-        OP_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
-CRASH_KINDS = ("kill", "power")
-RUNNING, CLOSED, CRASHED = "RUNNING", "CLOSED", "CRASHED"
+
 
 # retry_queue_chooser(group, retry_queue_nums, sequence number) -> queue id
 RetryQueueChooser = Callable[[str, int, int], int]
@@ -159,12 +145,11 @@ def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
     return seq % nums
 
 
-class MmapBroker(BatchSends, Retention, TimeSearch):
+class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
                               Capability.ROCKETMQ_STORE, Capability.DISK_USAGE})
-    crash_kinds: tuple[str, ...] = (*CRASH_KINDS, TORN)
 
     def __init__(
         self,
@@ -254,7 +239,7 @@ class MmapBroker(BatchSends, Retention, TimeSearch):
         self.txn = TxnChecker(now)
         self.ops = OpBatcher(now, self.config.transaction_op_batch_interval_ms)  # in memory: lost in a crash
         self._crash_kind = None
-        self.store.start_flush_service(now)
+        self.store.flushing.start(now)
         self.cleaner.restart(now)
         self.state = RUNNING
 
@@ -597,8 +582,8 @@ class MmapBroker(BatchSends, Retention, TimeSearch):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
-        self.log.store.group_commit()  # the GroupCommitService's pass (SYNC: model/crash.py)
-        self.log.store.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
+        self.log.store.flushing.group_commit()  # the GroupCommitService's pass (SYNC: model/crash.py)
+        self.log.store.flushing.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
         self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)
         self._clean(now)  # retention first (model/retention.py)
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
@@ -649,140 +634,6 @@ class MmapBroker(BatchSends, Retention, TimeSearch):
                 now, CID_RMQ_SYS_TRANS, mq, offset, actor="broker"
             ),
         )
-
-    # ------------------------------------------------------------------
-    # durability, shutdown, crashes
-
-    def flush(self) -> None:
-        """Make every written record durable (an ASYNC broker's flush)."""
-        self._require_running()
-        assert self.store is not None
-        self.store.flush()
-        self._flushed = self._records
-        self._unflushed.clear()
-
-    def close(self) -> None:
-        """Clean shutdown: records flushed; consumer offsets, delay progress, (5.x) timer checkpoint persisted."""
-        self._require_running()
-        assert self.store is not None
-        now = self.clock.now()
-        if self.config.behaviour.op_batch:  # the op batch service's last pass
-            self._write_ops(self.ops.drain(now), now)
-        self.offsets.persist()
-        self.schedule.persist(now)
-        if self.timer is not None:  # the records first, then the wheel's checkpoint (TimerMessageStore.shutdown)
-            self.store.flush()
-            self.timer.persist(now)
-        self.store.close()
-        self._flushed = self._records
-        self._unflushed.clear()
-        self.store = None
-        self.state = CLOSED
-
-    def reopen(self) -> None:
-        """Restart after ``close()``: durable state back, the lock table empty."""
-        if self.state != CLOSED:
-            raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state}")
-        now = self.clock.now()
-        self._start(now)
-        self.events.recover(now, "REOPEN", self._records, 0)
-
-    def crash(self, kind: str) -> None:
-        """``kill`` (process dies) or ``power`` (machine loses power); down until ``recover``.
-        ``torn``: a power loss after the page cache wrote back some unflushed records, the last of
-        them torn (``MessageStore.torn_tail``), and the consume queues' units, those of the lost
-        records too; traced as ``power``, as SPEC's power allows it."""
-        if kind not in self.crash_kinds:
-            raise ValueError(f"crash kind must be one of {self.crash_kinds}, got {kind!r}")
-        self._require_running()
-        assert self.store is not None
-        now = self.clock.now()
-        torn = self.store.torn_tail() if kind == TORN else 0
-        kind = "power" if kind == TORN else kind
-        self.store.crash(kind, torn=torn, keep_queues=torn > 0)
-        self.store = None
-        self.state = CRASHED
-        self._crash_kind = kind
-        at_risk = sorted({key for _, key in self._unflushed if key}) if kind == "power" else []
-        self._unflushed.clear()
-        self.events.crash(now, kind, self._records, self._flushed, at_risk)
-
-    def recovery_choices(self) -> range:
-        """The numbers of commitlog records that may survive the current crash (as the model's)."""
-        if self.state != CRASHED:
-            raise RuntimeError("recovery_choices() is defined only after crash()")
-        if self._crash_kind == "kill":
-            return range(self._records, self._records + 1)
-        return range(self._flushed, self._records + 1)
-
-    def recover(self) -> None:
-        """Restart after a crash with exactly the records that survived (store recovery)."""
-        if self.state != CRASHED:
-            raise RuntimeError("recover() is defined only after crash()")
-        now = self.clock.now()
-        kind = self._crash_kind or ""
-        before = self._records
-        self._start(now)
-        self.events.recover(now, kind, self._records, before - self._records)
-
-    # ------------------------------------------------------------------
-    # inspection (tests, lockstep checkers)
-
-    def commitlog_record_count(self) -> int:
-        """Message records in the commitlog (after ``recover``: how many survived)."""
-        return self._records
-
-    def retry_queue_choices(self, group: str) -> range:
-        """The retry queues RocketMQ may pick for ``group``'s next send-back (random % nums)."""
-        config = self.meta.groups.get(group)
-        return range(max(config.retry_queue_nums, 1) if config else 1)
-
-    def topic_exists(self, topic: str) -> bool:
-        return self.meta.has_topic(topic)
-
-    def records(self) -> tuple[Entry, ...]:
-        """Every record in commitlog order (read back from disk)."""
-        self._require_running()
-        assert self.store is not None
-        return tuple(self.log.all_entries())
-
-    @staticmethod
-    def is_system_topic(topic: str) -> bool:
-        return topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX))
-
-    # ------------------------------------------------------------------
-    # read-only views a wire server needs (rmqspec serve), beyond the Broker protocol
-
-    def topic_queue_nums(self) -> Mapping[str, int]:
-        """Every topic the broker knows (topics.json) → its queue count (a live read-only view)."""
-        self._require_running()
-        return MappingProxyType(self.meta.topics)
-
-    def group_config(self, group: str) -> tuple[int, int] | None:
-        """(retry_max_times, retry_queue_nums) of a subscription group, or None if unknown."""
-        self._require_running()
-        config = self.meta.groups.get(group)
-        return None if config is None else (config.retry_max_times, config.retry_queue_nums)
-
-    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """(min, max) queue offsets of a queue; max is one past the last unit, (0, 0) if never written."""
-        self._require_running()
-        return self.log.min_offset(topic, queue_id), self.log.max_offset(topic, queue_id)
-
-    def message_at(self, commitlog_offset: int) -> StoredMessage | None:
-        """The stored copy starting at ``commitlog_offset`` in any topic (lookMessageByOffset), or None."""
-        self._require_running()
-        entry = self.log.look(commitlog_offset)
-        return None if entry is None else entry.to_stored(self.config)
-
-    def queue_units(self, topic: str, queue_id: int, start: int, count: int) -> list[tuple[int, int, int]] | None:
-        """Consume-queue units ``(commitlog offset, size, tagsCode)`` from ``start``; None if no such queue."""
-        self._require_running()
-        assert self.store is not None
-        if not self.store.has_queue(topic, queue_id):
-            return None
-        units = self.store.queue_units(topic, queue_id, start, max(count, 0))
-        return [(u.commitlog_offset, u.size, u.tags_code) for u in units]
 
 
 def factory(

@@ -9,8 +9,10 @@ need, single-threaded and deterministic:
   (dense per (topic, queue); PREPARED and ROLLBACK records get 0 and no unit),
   appends it to the CommitLog, dispatches its consume-queue unit at once (so it
   is readable right after ``put``) and, with flush ``SYNC``, msyncs the
-  CommitLog before returning. With ``ASYNC`` nothing is durable until
-  ``flush()``.
+  CommitLog before returning when the put waits. The flush services
+  (``flushing``: impl/flushing.py) run at the broker's ticks: SYNC's group
+  commit takes what puts that did not wait left, ASYNC's FlushRealTimeService
+  flushes by its page thresholds; ``flush()`` makes everything durable.
 - ``flush()`` msyncs the CommitLog, then every consume queue, then writes the
   checkpoint (physic = storeTs of the last record flushed, logics = storeTs of
   the last record dispatched to a consume queue, index = 0, as a real 4.9.8
@@ -82,9 +84,9 @@ from rmqspec.impl.codec import tags_code as compute_tags_code
 from rmqspec.impl.commitlog import CommitLog
 from rmqspec.impl.configfiles import CONSUMER_OFFSET_FILE, DELAY_OFFSET_FILE
 from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, UNIT_SIZE, ConsumeQueue, CQUnit
+from rmqspec.impl.flushing import FlushServices
 from rmqspec.impl.mappedfile import StoreError, fsync_dir
 from rmqspec.impl.recovery import RecoveryReport, recover
-from rmqspec.model.flushing import FlushRealTime
 from rmqspec.model.limits import MAX_TOPIC_CHARS
 from rmqspec.model.message import java_length
 
@@ -155,13 +157,13 @@ class MessageStore:
         self._last_dispatched_ts = 0
         self.disk_full = False  # the clean service's flag (model/retention.py): puts refused
         self._cleaned_at = 0  # the commitlog min the consume queues were last cleaned at
-        # ASYNC: the FlushRealTimeService (started by ``start_flush_service``)
-        self._flusher = FlushRealTime(config.flush_least_pages, config.flush_thorough_interval_ms,
-                                      config.flush_interval_ms)
         self._id_prefix = encode_host(config.store_host, config.store_port).hex().upper()
         self.recovery: RecoveryReport | None = None
         log = effects.active()
         self._effects = log if log is not None and log.rel(root) == "" else None
+        # the GroupCommitService (SYNC) and the FlushRealTimeService (ASYNC): impl/flushing.py
+        self.flushing = FlushServices(self.commitlog, config.flush, config.flush_least_pages,
+                                      config.flush_thorough_interval_ms, config.flush_interval_ms, self._effects)
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -346,28 +348,6 @@ class MessageStore:
             lowered = attrs.evolve(cp, logics_msg_timestamp=store_ts + 2999)
             write_checkpoint(self.checkpoint_path, lowered)
             self._durable_cp = lowered
-
-    def group_commit(self) -> None:
-        """The GroupCommitService's pass (SYNC): msync what puts that did not wait left in the commitlog
-        (crash exploration: every record written so far is then promised, a ``flushed`` mark)."""
-        if self.config.flush == "SYNC" and self.commitlog.flush() and self._effects is not None:
-            self._effects.mark("flushed")
-
-    def start_flush_service(self, now: int) -> None:
-        """The FlushRealTimeService starts with the store: its first pass, thorough, is at ``now``."""
-        self._flusher.restart(now, self.commitlog.max_offset)
-
-    def flush_real_time(self, now: int) -> None:
-        """The FlushRealTimeService's iterations at ``now`` (ASYNC, ``model/flushing.py``) over what was
-        written by the previous pass: the first with no threshold when a thorough pass is due, then one
-        file at a time while its file is full or has ``flush_least_pages`` dirty pages. Only the
-        commitlog, as the service; the checkpoint is not written (FlushConsumeQueueService's work)."""
-        if self.config.flush != "ASYNC":
-            return
-        least = self._flusher.least_for(now)
-        seen, self._flusher.mark = self._flusher.mark, self.commitlog.max_offset  # what the previous pass saw
-        while self.commitlog.files.flush_least(least, seen):
-            least = self._flusher.least_pages
 
     def flush(self) -> None:
         """Make everything written so far durable (CommitLog, consume queues, checkpoint)."""
