@@ -149,7 +149,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE})
+                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE, Capability.DISK_STALL})
 
     def __init__(
         self,
@@ -334,10 +334,21 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
         entry = self._written(self.log.append(plan), now)
-        self.events.send(entry, now, msg.topic, queue_id, uniq, oneway=_oneway)
-        return SendResult(
-            SendStatus.SEND_OK, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset
-        )
+        status = self._put_status(spec.wait, now)
+        self.events.send(entry, now, msg.topic, queue_id, uniq, oneway=_oneway, status=status)
+        return SendResult(status, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset)
+
+    def _put_status(self, wait: bool, now: int) -> SendStatus:
+        """FLUSH_DISK_TIMEOUT for a SYNC put that waited on a stalled disk (``impl/flushing.py``), else SEND_OK."""
+        assert self.store is not None
+        stalled = self.config.flush == "SYNC" and wait and self.store.flushing.stalled(now)
+        return SendStatus.FLUSH_DISK_TIMEOUT if stalled else SendStatus.SEND_OK
+
+    def stall_disk(self, ms: int) -> None:
+        """``Capability.DISK_STALL``: from now, no flush completes for ``ms``."""
+        self._require_running()
+        assert self.store is not None
+        self.store.flushing.stall(self.clock.now() + ms)
 
     def send_oneway(self, msg: Message, queue_id: int) -> None:
         """SEND_MESSAGE with the oneway flag: stored as a send is; nothing answered, a refusal included."""
@@ -358,10 +369,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         plan = self.log.prepare(spec, now)
         self.meta.ensure_topic(HALF_TOPIC, 1)
         entry = self._written(self.log.append(plan), now)
-        self.events.txn_half(entry, now, producer_group, msg.topic, queue_id, uniq)
-        return SendResult(
-            SendStatus.SEND_OK, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset
-        )
+        status = self._put_status(spec.wait, now)
+        self.events.txn_half(entry, now, producer_group, msg.topic, queue_id, uniq, status.value)
+        return SendResult(status, self._msg_id(entry), uniq, entry.queue_offset, entry.commitlog_offset)
 
     def end_transaction(
         self,
@@ -582,7 +592,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
-        self.log.store.flushing.group_commit()  # the GroupCommitService's pass (SYNC: model/crash.py)
+        self.log.store.flushing.group_commit(now)  # the GroupCommitService's pass (SYNC: model/crash.py)
         self.log.store.flushing.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
         self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)
         self._clean(now)  # retention first (model/retention.py)

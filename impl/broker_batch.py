@@ -20,7 +20,7 @@ from typing import Any
 
 from rmqspec.impl.broker_store import PutSpec
 from rmqspec.model.message import Message, batch_topic
-from rmqspec.model.results import SendResult, SendStatus
+from rmqspec.model.results import SendResult
 from rmqspec.model.sendpath import batch_items
 
 
@@ -44,9 +44,10 @@ class BatchSends:
                          wait=wait) for msg, (props, _uniq) in zip(msgs, items, strict=True)]
         keys = [uniq for _props, uniq in items]
         entries = self.log.append_batch(self.log.prepare_batch(specs, now))
+        status = self._put_status(wait, now)  # type: ignore[attr-defined]
         for i, (entry, uniq) in enumerate(zip(entries, keys, strict=True)):
             self._written(entry, now)  # type: ignore[attr-defined]
-            self.events.send(entry, now, topic, queue_id, uniq, batch=(i, len(entries)))
+            self.events.send(entry, now, topic, queue_id, uniq, batch=(i, len(entries)), status=status)
         ids = ",".join(self._msg_id(e) for e in entries)  # type: ignore[attr-defined]
-        return SendResult(SendStatus.SEND_OK, ids, ",".join(keys), entries[0].queue_offset,
+        return SendResult(status, ids, ",".join(keys), entries[0].queue_offset,
                           entries[0].commitlog_offset)

@@ -30,6 +30,7 @@ from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import Recorder
 from rmqspec.model.message import PROPERTY_PRODUCER_GROUP, PROPERTY_REAL_TOPIC, MessageQueue
 from rmqspec.model.queues import waiting_due
+from rmqspec.model.results import SendStatus
 
 
 class BrokerEvents:
@@ -81,6 +82,7 @@ class BrokerEvents:
         txn_id: str | None = None,
         oneway: bool = False,
         batch: tuple[int, int] | None = None,
+        status: SendStatus = SendStatus.SEND_OK,
     ) -> None:
         delayed = entry.topic == SCHEDULE_TOPIC
         deliver_ts = self.deliver_ts(entry)
@@ -106,11 +108,12 @@ class BrokerEvents:
             reconsume_times=entry.reconsume_times,
             delay_level=entry.queue_id + 1 if delayed else None,
             deliver_ts=deliver_ts,
-            status="ONEWAY" if oneway else "SEND_OK",
+            status="ONEWAY" if oneway else status.value,
             **fields,
         )
 
-    def txn_half(self, entry: Entry, now: int, group: str, topic: str, queue_id: int, uniq: str) -> None:
+    def txn_half(self, entry: Entry, now: int, group: str, topic: str, queue_id: int, uniq: str,
+                 status: str = "SEND_OK") -> None:
         self.emit(
             "txn_half",
             now,
@@ -123,7 +126,7 @@ class BrokerEvents:
             msg_key=uniq,
             msg_id=self._id(entry),
             txn_id=uniq,
-            status="SEND_OK",
+            status=status,
         )
 
     def txn_end(

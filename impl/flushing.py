@@ -9,6 +9,9 @@ service's decisions, ``model/crash.py`` the durability they give).
   the previous pass (the thread runs between ticks): the first with no page threshold when a thorough pass is
   due, then one file at a time while its file is full or has ``flush_least_pages`` dirty pages. Only the
   commitlog, as the service; the checkpoint is FlushConsumeQueueService's work (``MessageStore.flush``).
+- ``stall(until)`` (``Capability.DISK_STALL``): a hung disk completes no flush before ``until`` — neither
+  service's pass nor a waiting put's (``MessageStore.put`` asks ``stalled``); the store's ``flush`` waits for
+  the disk, ending the stall; a restart builds new services (the disk came back).
 """
 
 from __future__ import annotations
@@ -27,19 +30,30 @@ class FlushServices:
         self.flush = flush
         self.effects = effects
         self.real_time = FlushRealTime(least_pages, thorough_interval_ms, interval_ms)
+        self.stalled_until: int | None = None
+
+    def stall(self, until: int) -> None:
+        """The disk completes no flush before ``until``."""
+        self.stalled_until = until
+
+    def stalled(self, now: int) -> bool:
+        return self.stalled_until is not None and now < self.stalled_until
 
     def start(self, now: int) -> None:
         """The FlushRealTimeService starts with the store: its first pass, thorough, is at ``now``."""
         self.real_time.restart(now, self.commitlog.max_offset)
 
-    def group_commit(self) -> None:
-        """The GroupCommitService's pass (SYNC)."""
+    def group_commit(self, now: int) -> None:
+        """The GroupCommitService's pass (SYNC), unless the disk is stalled at ``now``."""
+        if self.stalled(now):
+            return
+        self.stalled_until = None
         if self.flush == "SYNC" and self.commitlog.flush() and self.effects is not None:
             self.effects.mark("flushed")
 
     def flush_real_time(self, now: int) -> None:
         """The FlushRealTimeService's iterations at ``now`` (ASYNC)."""
-        if self.flush != "ASYNC":
+        if self.flush != "ASYNC" or self.stalled(now):
             return
         service = self.real_time
         least = service.least_for(now)

@@ -321,7 +321,7 @@ class MessageStore:
             code = compute_tags_code(record.topic, props, record.store_ts, self.config.delay_levels_ms)
             self._queue(*key).put(queue_offset, offset, prepared.size, code, record.store_ts)
             self._last_dispatched_ts = record.store_ts
-        if self.config.flush == "SYNC" and record.wait:
+        if self.config.flush == "SYNC" and record.wait and not self.flushing.stalled(record.store_ts):
             self.commitlog.flush()
         return PutResult(
             commitlog_offset=offset,
@@ -352,6 +352,7 @@ class MessageStore:
     def flush(self) -> None:
         """Make everything written so far durable (CommitLog, consume queues, checkpoint)."""
         self._check_open()
+        self.flushing.stalled_until = None  # waited for the disk
         self.commitlog.flush()
         for cq in self._queues.values():
             cq.flush()

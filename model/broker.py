@@ -160,7 +160,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.DISK_USAGE})
+                              Capability.DISK_USAGE, Capability.DISK_STALL})
 
     def __init__(
         self,
@@ -373,16 +373,20 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         except PutError as e:
             raise BrokerError(e.code, e.remark) from None
         wait = msgs[0].waits_for_flush  # MessageBatch.generateFromList takes the first message's WAIT
+        in_time = True
         for i, (record, uniq) in enumerate(zip(records, keys, strict=True)):
             self.store.append(record)
-            self.durability.on_append(len(self.store.records), wait)
+            # one flush request for the batch: stalled for one item, stalled for all
+            in_time = self.durability.on_append(len(self.store.records), wait, now)
             self._note_store(record, now)
             self.ghost.note_acked(Acked(now, "plain", uniq, topic, queue_id, record.commitlog_offset,
-                                        record.queue_offset, self.durability.sync and wait))
+                                        record.queue_offset, self.durability.sync and wait and in_time))
             self._emit("send", now, actor="broker", topic=topic, queue_id=queue_id, queue_offset=record.queue_offset,
                        commitlog_offset=record.commitlog_offset, msg_key=uniq, msg_id=self._msg_id(record),
-                       reconsume_times=0, status="SEND_OK", detail={"batch_index": i, "batch_size": len(records)})
-        return SendResult(SendStatus.SEND_OK, ",".join(self._msg_id(r) for r in records), ",".join(keys),
+                       reconsume_times=0, status="SEND_OK" if in_time else "FLUSH_DISK_TIMEOUT",
+                       detail={"batch_index": i, "batch_size": len(records)})
+        status = SendStatus.SEND_OK if in_time else SendStatus.FLUSH_DISK_TIMEOUT
+        return SendResult(status, ",".join(self._msg_id(r) for r in records), ",".join(keys),
                           records[0].queue_offset, records[0].commitlog_offset)
 
     def _send(self, msg: Message, queue_id: int, status: str) -> SendResult:
@@ -407,7 +411,9 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             raise BrokerError(e.code, e.remark) from None
         self.store.ensure_topic(msg.topic, 1)  # a %RETRY% topic created on demand
         self.store.append(record)
-        self.durability.on_append(len(self.store.records), msg.waits_for_flush)
+        in_time = self.durability.on_append(len(self.store.records), msg.waits_for_flush, now)
+        if not in_time and status == "SEND_OK":
+            status = "FLUSH_DISK_TIMEOUT"  # stored all the same (SendMessageProcessor: code 10)
         self._note_store(record, now)
         delayed = record.topic == SCHEDULE_TOPIC
         timer = record.topic == TIMER_TOPIC
@@ -420,7 +426,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
                 queue_id,
                 record.commitlog_offset,
                 record.queue_offset,
-                self.durability.sync and msg.waits_for_flush,
+                self.durability.sync and msg.waits_for_flush and in_time,
             )
         )
         self._emit(
@@ -440,7 +446,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             **({"detail": {"send_mode": "ONEWAY"}} if status == "ONEWAY" else {}),
         )
         return SendResult(
-            SendStatus.SEND_OK,
+            SendStatus.SEND_OK if in_time else SendStatus.FLUSH_DISK_TIMEOUT,
             self._msg_id(record),
             uniq,
             record.queue_offset,

@@ -46,7 +46,7 @@ class BackgroundServices:
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self._now()
-        self.durability.on_tick(len(self.store.records))  # the GroupCommitService's pass (SYNC)
+        self.durability.on_tick(len(self.store.records), now)  # the GroupCommitService's pass (SYNC)
         self.durability.on_async_pass(now, self.store.write_pos, self.config.commitlog_file_size,
                                       self.store.records_ending_by)  # FlushRealTimeService (ASYNC)
         self.cleaner.run(now, self.store, self._emit)  # retention first (model/retention.py)
@@ -70,6 +70,11 @@ class BackgroundServices:
             self.offsets_last_persist = now
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
+
+    def stall_disk(self, ms: int) -> None:
+        """``Capability.DISK_STALL``: from now, no flush completes for ``ms`` (``model/crash.py``)."""
+        self._require_running()
+        self.durability.stall(self._now() + ms)
 
     def set_disk_usage(self, ratio: float) -> None:
         """``Capability.DISK_USAGE``: the usage the clean service sees from its next pass."""

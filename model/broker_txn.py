@@ -67,7 +67,7 @@ class Transactions:
             raise BrokerError(e.code, e.remark) from None
         self.store.ensure_topic(HALF_TOPIC, 1)
         self.store.append(record)
-        self.durability.on_append(len(self.store.records), msg.waits_for_flush)
+        in_time = self.durability.on_append(len(self.store.records), msg.waits_for_flush, now)
         self._note_store(record, now)
         self.ghost.note_acked(
             Acked(
@@ -78,7 +78,7 @@ class Transactions:
                 queue_id,
                 record.commitlog_offset,
                 record.queue_offset,
-                self.durability.sync and msg.waits_for_flush,
+                self.durability.sync and msg.waits_for_flush and in_time,
             )
         )
         self.ghost.note_txn(TxnNote(now, producer_group, uniq, record.commitlog_offset, "HALF"))
@@ -94,10 +94,10 @@ class Transactions:
             msg_key=uniq,
             msg_id=self._msg_id(record),
             txn_id=uniq,
-            status="SEND_OK",
+            status="SEND_OK" if in_time else "FLUSH_DISK_TIMEOUT",  # stored all the same
         )
         return SendResult(
-            SendStatus.SEND_OK,
+            SendStatus.SEND_OK if in_time else SendStatus.FLUSH_DISK_TIMEOUT,
             self._msg_id(record),
             uniq,
             record.queue_offset,

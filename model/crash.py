@@ -19,6 +19,12 @@ outcomes* rather than one outcome:
   ≥ 1 s): the model flushes them at the put. ASYNC flush: records are durable up to the last
   ``flush()`` / ``close()`` or the FlushRealTimeService's last pass (``on_async_pass``, run at each
   ``tick``: a full file, 4 dirty pages, or everything in its file every 10 s; ``model/flushing.py``).
+- A stalled disk (``Capability.DISK_STALL``, ``stall(until)``): until ``until`` no flush completes — not
+  the group commit's, not the FlushRealTimeService's, not a waiting put's. A SYNC put that waits is then
+  answered FLUSH_DISK_TIMEOUT (CommitLog.GroupCommitService / FlushDiskWatcher: the request's
+  ``syncFlushTimeout``, 5 s, passed; SendMessageProcessor answers code 10 with the message stored), so it
+  joins ``unwaited``: answered before its flush. The first group commit after the stall flushes them.
+  A restart clears the stall (the disk came back); ``flush`` / ``close`` wait for the disk (they end it).
 - ``kill`` (process dies, the OS keeps its page cache): every written record
   survives.
 - ``power`` (machine loses power): a prefix of the commitlog survives, at least
@@ -61,22 +67,40 @@ class Durability:
     def __init__(self, sync: bool, flusher: FlushRealTime | None = None) -> None:
         self.sync = sync
         self.flushed = 0
-        self.unwaited = 0  # SYNC: the records past ``flushed``, all put without waiting
+        self.unwaited = 0  # SYNC: the records past ``flushed``, all answered before their flush (no wait, a hung disk)
         self.crash_kind: str | None = None
         # ASYNC: the FlushRealTimeService and its flushedWhere (a byte position: a pass may flush a
         # rolled file's blank, which no record ends)
         self.flusher = flusher or FlushRealTime()
         self.where = 0
+        self.stalled_until: int | None = None  # Capability.DISK_STALL: no flush completes before it
 
-    def on_append(self, total: int, wait: bool = True) -> None:
-        """A record appended (``total`` now): under SYNC a put that waits flushes everything so far."""
+    def stall(self, until: int) -> None:
+        """The disk completes no flush before ``until``."""
+        self.stalled_until = until
+
+    def stalled(self, now: int | None) -> bool:
+        return self.stalled_until is not None and (now is None or now < self.stalled_until)
+
+    def on_append(self, total: int, wait: bool = True, now: int | None = None) -> bool:
+        """A record appended (``total`` now): under SYNC a put that waits flushes everything so far.
+        False when the put waited and its flush did not complete (FLUSH_DISK_TIMEOUT: a stalled disk)."""
+        if self.stalled(now):
+            if self.sync:
+                self.unwaited += 1
+            return not (self.sync and wait)
         if self.sync and wait:
             self.flush(total)
         elif self.sync:
             self.unwaited += 1
+        return True
 
-    def on_tick(self, total: int) -> None:
-        """The GroupCommitService's pass (SYNC): whatever a put that did not wait left is flushed."""
+    def on_tick(self, total: int, now: int | None = None) -> None:
+        """The GroupCommitService's pass (SYNC): whatever a put that did not wait left is flushed —
+        unless the disk is stalled at ``now``."""
+        if self.stalled(now):
+            return
+        self.stalled_until = None
         if self.sync:
             self.flush(total)
 
@@ -84,7 +108,7 @@ class Durability:
         """ASYNC: the FlushRealTimeService's iterations at ``now`` (``model/flushing.py``); ``wrote`` is
         the commitlog's write position, ``ending_by(pos)`` the number of records that end at or before
         ``pos``."""
-        if self.sync:
+        if self.sync or self.stalled(now):
             return
         self.where = self.flusher.pass_at(now, self.where, wrote, file_size)
         self.flushed = max(self.flushed, ending_by(self.where))
@@ -94,6 +118,7 @@ class Durability:
         explicit flush, a clean shutdown: the write position)."""
         self.flushed = total
         self.unwaited = 0
+        self.stalled_until = None  # a flush that returns waited for the disk
         if where is not None:
             self.where = where
 
@@ -122,6 +147,7 @@ class Durability:
         self.unwaited = 0
         self.crash_kind = None
         self.where = where
+        self.stalled_until = None
 
     def restarted(self, now: int) -> None:
         """A restart (reopen or recovery) starts a new FlushRealTimeService at ``now``."""

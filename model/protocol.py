@@ -31,6 +31,9 @@ class Capability(enum.Enum):
     ROCKETMQ_STORE = "rocketmq_store"
     # set_disk_usage(ratio): the disk usage the clean service sees (model/retention.py), injected
     DISK_USAGE = "disk_usage"
+    # stall_disk(ms): from now no flush completes for ms (a hung disk): a SYNC put that waits is answered
+    # FLUSH_DISK_TIMEOUT, stored; nothing written meanwhile is durable until the stall ends
+    DISK_STALL = "disk_stall"
 
 
 @runtime_checkable
@@ -149,3 +152,14 @@ class DiskBroker(Broker, Protocol):
     def commitlog_min_offset(self) -> int:
         """The commitlog's first byte kept (GET_BROKER_RUNTIME_INFO's ``commitLogMinOffset``)."""
         ...
+
+
+@runtime_checkable
+class StallBroker(Broker, Protocol):
+    """A broker with ``Capability.DISK_STALL``: ``stall_disk(ms)`` hangs its disk for ``ms`` from now. No
+    flush completes meanwhile (the group commit, the FlushRealTimeService, a waiting put's); a SYNC_FLUSH
+    put that waits is answered FLUSH_DISK_TIMEOUT (its ``syncFlushTimeout`` passes; the message is
+    stored); the first group commit after the stall flushes what it left. A restart, ``flush`` and
+    ``close`` end the stall (they wait for the disk)."""
+
+    def stall_disk(self, ms: int) -> None: ...

@@ -168,7 +168,7 @@ def durability(broker: Any) -> list[str]:
         problems.append(f"{flushed} records flushed of {total}")
     unwaited = broker.durability.unwaited
     if broker.durability.sync and broker.state is BrokerState.RUNNING and flushed + unwaited != total:
-        problems.append(f"SYNC flush but only {flushed} of {total} records durable and {unwaited} put without waiting")
+        problems.append(f"SYNC flush but only {flushed} of {total} records durable and {unwaited} answered unflushed")
     if (broker.state is BrokerState.CRASHED) != (broker.durability.crash_kind is not None):
         problems.append(f"state {broker.state} with crash kind {broker.durability.crash_kind}")
     return problems

@@ -337,6 +337,11 @@ class DeepRules:
                 self.power_ladder(1 + v % 3, 1 + v // 3 % 3)
                 if self.config.flush == "ASYNC" and TORN in self._crash_kinds():
                     self.crash_recover(TORN)  # and a power loss that tears the unflushed tail
+                elif self.config.flush == "SYNC" and self._can_stall() and not self.windows:
+                    # and a hung disk: FLUSH_DISK_TIMEOUT answers, a power loss during the stall, then after one
+                    for then in ("power", "recovered_power"):
+                        if self._ladder_ok() and self._can_stall() and not self.windows:
+                            self.disk_stall(1 + v % 3, then, (5_000, 12_000)[v // 2 % 2])
             elif kind == "orderly" and self._on("orderly") and self._orderly_mqs():
                 self.orderly_ladder(v, v // 2, _pick(MSG_FAMILIES, f // len(MSG_FAMILIES)))
                 self.send_plain(v, 0, "TagA", (), False)
@@ -361,6 +366,13 @@ class DeepRules:
             elif kind == "edges":
                 for action in ("pull_edge", "offset_reset", "end_tampered", "lock_edge", "send_edge"):
                     getattr(self, action)(v, f)
+                self.send_edge(v, f ^ 8)  # the same size limit, one past it where it was at it, and back
+                if self.topics:  # and the send families the drawn rules may miss: a delayed send, an ASYNC
+                    # send whose answer is lost and retried (a duplicate: not under strict), a WAIT=false send
+                    self.send_delayed(v, f, 1 + v % 3)
+                    if not self.profile.strict:
+                        self.send_unanswered(v, f, "TagA", "ASYNC")
+                    self.send_plain(v, f, "TagA", ("edge",), False)
             elif kind == "timer":  # 5.x timer messages (conform_timer.py); 4.9: the same user properties
                 self.timer_ladder(v + f)
         if self._ladder_ok():  # a broadcasting group's two clients, each from its own offsets
@@ -370,10 +382,12 @@ class DeepRules:
 
     def _beat_ladder(self, n: int) -> None:
         """Every tenth beat (manual clock): a clean restart after a delayed copy was consumed, an
-        orderly message suspended until the DLQ, or a power loss over fired schedule copies, in
-        turn, each when its families are on (else the usual consume)."""
-        turn = n % 3
-        if turn == 0 and self._on("restart") and self._ladder_ok() and self._can_reopen():
+        orderly message suspended until the DLQ, a power loss over fired schedule copies, or files aged
+        past fileReservedTime deleted, in turn, each when its families are on (else the usual consume)."""
+        turn = n % 4
+        if turn == 3 and self._retention_ok():
+            self.retention("age", n)  # files aged past fileReservedTime, deleted at the next deleteWhen hour
+        elif turn == 0 and self._on("restart") and self._ladder_ok() and self._can_reopen():
             self.restart_ladder(1 + n % 4, (0, 5000)[n % 2])
         elif turn == 1 and self._on("orderly") and self._ladder_ok() and self._orderly_mqs():
             self.orderly_ladder(n, n)

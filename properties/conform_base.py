@@ -291,6 +291,7 @@ class MachineCore(RuleBasedStateMachine):
         self.last_flush_seq = 0
         self.last_flush_ts = 0  # when the flush that ``last_flush_seq`` marks was made (ASYNC)
         self.last_commit_seq = 0  # SYNC: the history's length at the last group commit (a tick, a waited send)
+        self.stall_until = 0  # Capability.DISK_STALL: no group commit completes before it (conform_time.py)
         # ASYNC: the flush service's last thorough pass (its start's) and its last passes (conform_time.py)
         self.async_thorough_at = 0
         # (history length, time) at the last two passes, the older first

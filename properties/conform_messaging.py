@@ -33,7 +33,7 @@ from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
-from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult
+from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult, SendStatus
 from rmqspec.properties.conform_base import PICK, PRODUCER, TAGS, _origin, _pick
 from rmqspec.properties.domains import MAX_CHOICES, ORIGINS, SEND_BACK_LEVELS, TIMER_DRAW
 from rmqspec.properties.filters import FILTER_ACTIONS
@@ -79,7 +79,8 @@ class MessagingRules:
                    queue_offset=res.queue_offset, commitlog_offset=res.commitlog_offset,
                    msg_key=msg.uniq_key, msg_id=res.msg_id, delay_level=msg.delay_level or None,
                    deliver_ts=due, status=res.status.value, sharding_key=sharding_key, **extra)
-        if msg.waits_for_flush:  # SYNC: its group commit flushed everything written before it too
+        if msg.waits_for_flush and res.status is SendStatus.SEND_OK:
+            # SYNC: its group commit flushed everything written before it too (not a FLUSH_DISK_TIMEOUT)
             self.last_commit_seq = len(self.history.events)
         if msg.delay_level <= 0 and timer is None:  # a delayed or timer send answers its schedule copy's
             self.owe_answer(msg.uniq_key, msg.topic, queue_id, res.queue_offset, res.commitlog_offset)

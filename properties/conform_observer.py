@@ -239,11 +239,16 @@ class ObserverRules:
         for group in self._consumer_groups():
             for mq in self._group_mqs(group):
                 for _ in range(CONSUME_TIMEOUT_ROUNDS):
+                    before = self.next_pull.get((group, mq))
                     res = self._pull_into_pq(group, mq, 32)
                     pq = self.pqs[(group, mq)]
                     if pq.has_temp_message():
                         moved = True
                         self._consume(group, mq, len(pq.offsets()), "SUCCESS", -1, 0, "none")
+                    if res is not None and res.status is PullStatus.OFFSET_ILLEGAL \
+                            and self.next_pull[(group, mq)] != before:
+                        moved = True  # corrected (retention took the start): pull again from the answer
+                        continue
                     if res is None or res.status is not PullStatus.FOUND:
                         break
         for mq in self._orderly_mqs():

@@ -70,7 +70,10 @@ class RetentionRules:
         offsets = [e.commitlog_offset for e in self.history.events if e.event == "store" and e.commitlog_offset]
         return bool(offsets) and max(offsets) // size > self.commitlog_low // size
 
-    @precondition(lambda self: type(self).wall is None and not self.config.timer_running and self._files_to_delete())
+    def _retention_ok(self) -> bool:
+        return type(self).wall is None and not self.config.timer_running and self._files_to_delete()
+
+    @precondition(lambda self: self._retention_ok())
     @rule(kind=st.sampled_from(RETENTION_KINDS), pick=PICK)
     def retention(self, kind: str, pick: int) -> None:
         disk = Capability.DISK_USAGE in getattr(self.ls.candidate, "capabilities", frozenset())

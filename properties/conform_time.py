@@ -28,6 +28,7 @@ from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.crash import CRASH_KINDS, TORN
 from rmqspec.model.message import MessageQueue
+from rmqspec.model.protocol import Capability
 from rmqspec.model.results import CheckRequest, TxnAction
 from rmqspec.properties.conform_base import CLIENTS, LARGE_MS, PICK, SMALL_MS, _enabled, _pick
 
@@ -42,7 +43,8 @@ class TimeRules:
         if type(self).wall is not None:
             self._wall_tick()
             return
-        self.last_commit_seq = len(self.history.events)  # SYNC: the tick's group commit (model/crash.py)
+        if self._now() >= self.stall_until:  # SYNC: the tick's group commit (model/crash.py), on a working disk
+            self.last_commit_seq = len(self.history.events)
         self._async_flush_pass()
         out = self._call(f"tick() at {self._now()}", lambda b: b.tick())
         persist_at, round_at = self._timer("offsets_persist"), self._timer("round")
@@ -83,9 +85,11 @@ class TimeRules:
         return sorted(at_risk)
 
     def _unwaited_since_commit(self) -> list[str]:
-        """SYNC: the keys answered before the group commit since its last pass (model/crash.py)."""
+        """SYNC: the keys answered before the group commit since its last pass (model/crash.py): a send-back's
+        copy, a commit, a WAIT=false send, and a put answered FLUSH_DISK_TIMEOUT (a stalled disk)."""
         return sorted({e.msg_key for e in self.history.events[self.last_commit_seq:] if e.msg_key and (
-            e.event in ("send_back", "txn_end") or (e.event == "send" and (e.detail or {}).get("wait") is False))})
+            e.event in ("send_back", "txn_end") or (e.event == "send" and (e.detail or {}).get("wait") is False)
+            or (e.event in ("send", "txn_half") and e.status == "FLUSH_DISK_TIMEOUT"))})
 
     def _async_flush_pass(self) -> None:
         """ASYNC: the FlushRealTimeService's pass at this tick (``model/flushing.py``), over what was
@@ -232,6 +236,37 @@ class TimeRules:
                 self._send(self._message(self.t0, "TagA"), i % self.topics[self.t0])
         self._crash_and_recover(kind)
 
+    @precondition(lambda self: self._on("crash") and self.config.flush == "SYNC" and type(self).wall is None)
+    @_enabled(lambda self: self._can_stall() and not self.windows and self.t0 in self.topics)
+    @rule(n=st.integers(1, 3), then=st.sampled_from(["power", "recovered", "recovered_power"]),
+          ms=st.sampled_from([5_000, 12_000]))
+    def disk_stall(self, n: int, then: str, ms: int) -> None:
+        """A hung disk (``Capability.DISK_STALL``, SYNC_FLUSH): no flush completes for ``ms`` (at least
+        syncFlushTimeout, 5 s), and ``n`` sends wait on it: each is stored and answered FLUSH_DISK_TIMEOUT
+        (``model/crash.py``), a WAIT=false one SEND_OK. Then ``power``: the power fails during the stall, and
+        every one of them is at risk; or ``recovered``: the clock passes the stall's end, the group commit's
+        pass flushes them, and (``recovered_power``) a power loss after it must keep them. The stall never
+        outlives the rule (no orderly window may clamp the clock)."""
+        self._record("disk_stall", n=n, then=then, ms=ms)
+        self._call(f"stall_disk({ms})", lambda b: b.stall_disk(ms))
+        self.stall_until = self._now() + ms
+        for i in range(n):
+            res = self._send(self._message(self.t0, "TagA", keys=(f"stall{i}",)), i % self.topics[self.t0])
+            if res is not None and res.status.value == "FLUSH_DISK_TIMEOUT":
+                self._sometimes("send:flush_disk_timeout")
+        if then == "power":
+            self._crash_and_recover("power")
+        else:
+            self._advance(ms)
+            self._sometimes("disk_stall:recovered")
+            if then == "recovered_power":
+                self._crash_and_recover("power")
+        self._after()
+
+    def _can_stall(self) -> bool:
+        caps = getattr(self.ls.candidate, "capabilities", frozenset())
+        return self.can_crash and not self.profile.strict and Capability.DISK_STALL in caps
+
     def _crash_kinds(self) -> tuple[str, ...]:
         """The kinds the candidate's ``crash`` takes (SPEC's two unless it declares others)."""
         return tuple(getattr(self.ls.candidate, "crash_kinds", CRASH_KINDS))
@@ -244,6 +279,8 @@ class TimeRules:
         rest."""
         self.crashes += 1
         drawn, kind = kind, "power" if kind == TORN else kind
+        if self._now() < self.stall_until:
+            self._sometimes("crash:disk_stalled")
         if kind == "power" and self.config.flush == "SYNC" and type(self).wall is None and self.crashes % 2 == 0 \
                 and self._unwaited_since_commit():
             # every other SYNC power loss comes just after the group commit's pass (the broker's tick): what
@@ -279,6 +316,7 @@ class TimeRules:
                 self._sometimes("recovery_forked")
         self._probe_store(f"after crash({drawn!r}) and recovery")
         self._emit("recover", actor="broker", status=kind)
+        self.stall_until = 0  # the disk came back with the machine
         self._restarted()
         self.judge_offsets_read_back(kind)
         self._sometimes(f"crash_recover:{drawn}")

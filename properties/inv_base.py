@@ -58,6 +58,12 @@ class Invariant:
     check: Callable[[History], list[Violation]] = attrs.field(repr=False)
 
 
+# the send statuses that acknowledge a stored message: SEND_OK, and FLUSH_DISK_TIMEOUT (SYNC_FLUSH, a waiting put
+# whose flush did not finish in syncFlushTimeout: SendMessageProcessor answers code 10 with the message stored;
+# a power loss before the next group commit may take it, the crash row then lists it at risk)
+ACKED_SEND = ("SEND_OK", "FLUSH_DISK_TIMEOUT")
+
+
 def _v(h: History, code: str, ev: TraceEvent, reason: str, expected: object = "", actual: object = "") -> Violation:
     return Violation(
         code=str(code), step=h.step_of[ev.seq], reason=reason,

@@ -51,7 +51,7 @@ from rmqspec.model.message import schedules_delay
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.properties.codes import Code
 from rmqspec.properties.history import History
-from rmqspec.properties.inv_base import Invariant, Violation, _at_risk, _detail, _until_last_drain, _v
+from rmqspec.properties.inv_base import ACKED_SEND, Invariant, Violation, _at_risk, _detail, _until_last_drain, _v
 
 __all__ = [
     "TIMER_INVARIANTS",
@@ -79,7 +79,7 @@ def is_timer_request(ev: TraceEvent) -> bool:
 
 
 def _acked(ev: TraceEvent) -> bool:
-    return ev.event == "txn_end" or ev.status in (None, "SEND_OK")
+    return ev.event == "txn_end" or ev.status in (None, *ACKED_SEND)
 
 
 def _from_copy(ev: TraceEvent) -> int | None:

@@ -53,6 +53,7 @@ from rmqspec.properties.history import (
     is_visible_topic,
 )
 from rmqspec.properties.inv_base import (
+    ACKED_SEND,
     Invariant,
     Violation,
     _at_risk,
@@ -131,7 +132,7 @@ def check_queue_order(h: History) -> list[Violation]:
     for epoch, ev in _epochs(h.events):
         if ev.event == "store":
             stored_key[(epoch, ev.topic, ev.queue_id, ev.queue_offset)] = ev.msg_key
-        elif ev.event == "send" and ev.status == "SEND_OK" and not delayed_send(ev) and not is_timer_request(ev):
+        elif ev.event == "send" and ev.status in ACKED_SEND and not delayed_send(ev) and not is_timer_request(ev):
             where = (epoch, ev.topic, ev.queue_id, ev.queue_offset)
             if where in stored_key and stored_key[where] != ev.msg_key:
                 out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
@@ -167,7 +168,7 @@ def _sent_keys(h: History) -> tuple[set[str], set[str]]:
     acked, attempted = set(), set()
     for ev in h.events:
         if ev.event in ("send", "txn_half") and ev.msg_key:
-            if ev.status in ("SEND_OK", "ONEWAY", None) or ev.event == "txn_half":
+            if ev.status in (*ACKED_SEND, "ONEWAY", None) or ev.event == "txn_half":
                 acked.add(ev.msg_key)
             attempted.add(ev.msg_key)
     return acked, attempted
@@ -201,7 +202,7 @@ def check_no_loss(h: History) -> list[Violation]:
     for ev in events:
         if ev.msg_key in risky:
             continue
-        if (ev.event == "send" and ev.status == "SEND_OK") or (ev.event == "txn_end" and ev.status == "COMMIT"):
+        if (ev.event == "send" and ev.status in ACKED_SEND) or (ev.event == "txn_end" and ev.status == "COMMIT"):
             topic = ev.topic
         else:
             continue
@@ -466,7 +467,7 @@ def check_delay_early(h: History) -> list[Violation]:
     out = []
     due: dict[str, tuple[int, str]] = {}
     for ev in h.events:
-        if delayed_send(ev) and ev.status == "SEND_OK":
+        if delayed_send(ev) and ev.status in ACKED_SEND:
             due[ev.msg_key] = (ev.ts + h.params.delay_ms(ev.delay_level), ev.topic)
         elif ev.event in ("store", "deliver") and ev.msg_key in due and ev.topic == due[ev.msg_key][1]:
             when = due[ev.msg_key][0]

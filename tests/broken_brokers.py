@@ -522,7 +522,8 @@ class FlushFailureAcked(ModelBroker):
 
     def recover(self, survivors: int | None = None) -> None:
         if survivors is None and self.durability.crash_kind == "power":  # SYNC, or ASYNC after a flush()
-            keep = min(len(self.store.records), self.FAIL_FROM - 1)
+            # (records in files retention deleted are gone, not lost: at least those count as survivors)
+            keep = max(min(len(self.store.records), self.FAIL_FROM - 1), self.store.removed_count())
             self.durability.flushed = min(self.durability.flushed, keep)
             super().recover(survivors=keep)
             return
@@ -561,7 +562,34 @@ class GroupCommitWaitsForARequest(_PowerTakesTheUnflushed):
 
     def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
         super().__init__(clock, config)
-        self.durability.on_tick = lambda total: None  # type: ignore[method-assign]
+        self.durability.on_tick = lambda *args: None  # type: ignore[method-assign]
+
+
+class StalledFlushAnsweredOk(_PowerTakesTheUnflushed):
+    """A SYNC_FLUSH broker that answers SEND_OK to a put whose flush a hung disk holds (4.9.8 answers
+    FLUSH_DISK_TIMEOUT once syncFlushTimeout passes, the message stored but not on disk): the producer takes
+    for durable what a power loss during the stall takes."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        on_append = self.durability.on_append
+        self.durability.on_append = lambda *args, **kwargs: on_append(*args, **kwargs) or True  # type: ignore[method-assign]
+
+
+class GroupCommitParkedAfterStall(_PowerTakesTheUnflushed):
+    """A GroupCommitService that, once a flush timed out on a hung disk, stays parked until the next
+    waiting put: what the stall left (the FLUSH_DISK_TIMEOUT answers) stays in the page cache after the disk
+    came back (4.9.8's next pass flushes every written byte), so a power loss after that pass takes them."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+        durability, on_tick = self.durability, self.durability.on_tick
+
+        def parked(total: int, now: int | None = None) -> None:
+            if durability.stalled_until is None:
+                on_tick(total, now)
+
+        durability.on_tick = parked  # type: ignore[method-assign]
 
 
 class LockRenewalNotRecorded(Wrapped):
@@ -694,6 +722,8 @@ BROKEN: dict[str, Callable[..., Any]] = {
     "sync_send_lost_on_power": _factory(SyncSendLostOnPower),
     "flush_service_idle": _factory(FlushServiceIdle),
     "group_commit_waits_for_a_request": _factory(GroupCommitWaitsForARequest),
+    "stalled_flush_answered_ok": _factory(StalledFlushAnsweredOk),
+    "group_commit_parked_after_stall": _factory(GroupCommitParkedAfterStall),
     "one_check_too_many": _factory(OneCheckTooMany),
     "retry_level_off_by_one": _factory(RetryLevelOffByOne),
     "tag_filter_ignored": _factory(TagFilterIgnored),

@@ -44,6 +44,8 @@ LOCKSTEP = {name: (150, 50) for name in (
     "flush_service_idle",
     # issue 42: a SYNC group commit that leaves what did not wait — only a power loss after its pass shows it
     "group_commit_waits_for_a_request",
+    # issue 42: a hung disk — SEND_OK for a flush that timed out; a group commit parked after the stall
+    "stalled_flush_answered_ok", "group_commit_parked_after_stall",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -80,6 +82,10 @@ INVARIANTS_ONLY = {
     "flush_service_idle": (150, 50, "LOST"),
     # a WAIT=false send answered before a group commit's pass, lost in a power loss after it
     "group_commit_waits_for_a_request": (150, 50, "LOST"),
+    # a send answered SEND_OK on a hung disk, lost in a power loss during the stall
+    "stalled_flush_answered_ok": (150, 50, "LOST"),
+    # a FLUSH_DISK_TIMEOUT answer, lost in a power loss after the group commit's first pass past the stall
+    "group_commit_parked_after_stall": (150, 50, "LOST"),
 }
 
 

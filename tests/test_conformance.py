@@ -52,6 +52,9 @@ SOMETIMES = (
     "send_unwaited:SYNC", "send_unwaited:ASYNC", "crash:unwaited_at_risk",
     # issue 42: a SYNC power loss just after the group commit's pass; an ASYNC thorough flush pass
     "crash:after_group_commit", "flush:thorough",
+    # issue 42: a hung disk under SYNC_FLUSH: sends answered FLUSH_DISK_TIMEOUT, a power loss during the stall,
+    # the group commit's pass after it
+    "disk_stall", "send:flush_disk_timeout", "crash:disk_stalled", "disk_stall:recovered",
 )
 
 _RESULT = {}

@@ -696,6 +696,27 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     Case(
+        "FLUSH_DISK_TIMEOUT acknowledges a stored send: lost, LOST unless a power loss's at_risk lists it",
+        """
+        0 send t=900 topic=T q=1 key=K0 st=SEND_OK
+        1 store t=900 topic=T q=1 off=0 key=K0
+        2 deliver t=910 g=G topic=T q=1 off=0 key=K0 c=C1 rt=0
+        3 consume t=920 g=G topic=T q=1 off=0 key=K0 c=C1 st=SUCCESS
+        4 send t=1000 topic=T q=0 key=K1 st=FLUSH_DISK_TIMEOUT
+        5 store t=1000 topic=T q=0 off=0 key=K1
+        6 send t=1001 topic=T q=0 key=K2 st=FLUSH_DISK_TIMEOUT
+        7 store t=1001 topic=T q=0 off=1 key=K2
+        8 crash t=1002 st=power detail={"at_risk":["K2"]}
+        9 recover t=1003
+        10 send t=7000 topic=T q=0 key=K3 st=FLUSH_DISK_TIMEOUT
+        11 store t=7000 topic=T q=0 off=1 key=K3
+        12 crash t=8000 st=power detail={"at_risk":[]}
+        13 recover t=8001
+        14 drain t=9000
+        """,
+        (("LOST", (4, 14)), ("LOST", (10, 14))),
+    ),
+    Case(
         "DLQ rules judge against the send_back's detail.max (the request's max) when present",
         """
         0 send t=900 topic=T q=0 key=K1 st=SEND_OK

@@ -549,9 +549,10 @@ public final class ClientOracle {
         return out;
     }
 
-    /** The client's scheduled executor while {@link #removeQueue} runs: notes each task's delay, runs none. */
+    /** The client's scheduled executor while {@link #removeQueue} or {@link #persistOffsets} runs: notes each
+     * task's delay (and a periodic one's period), runs none. */
     private static final class RecordingScheduler extends ScheduledThreadPoolExecutor {
-        private final List<Object[]> tasks = new ArrayList<>();
+        private final List<Object[]> tasks = new ArrayList<>();  // {task, delay or initial delay, period or -1}
 
         RecordingScheduler() {
             super(1);
@@ -559,7 +560,13 @@ public final class ClientOracle {
 
         @Override
         public ScheduledFuture<?> schedule(Runnable task, long delay, TimeUnit unit) {
-            tasks.add(new Object[] {task, unit.toMillis(delay)});
+            tasks.add(new Object[] {task, unit.toMillis(delay), -1L});
+            return null;
+        }
+
+        @Override
+        public ScheduledFuture<?> scheduleAtFixedRate(Runnable task, long initialDelay, long period, TimeUnit unit) {
+            tasks.add(new Object[] {task, unit.toMillis(initialDelay), unit.toMillis(period)});
             return null;
         }
     }
@@ -642,21 +649,6 @@ public final class ClientOracle {
         return out;
     }
 
-    /** The client's scheduled executor while {@link #persistOffsets} runs: notes each periodic task, runs none. */
-    private static final class RecordingRates extends ScheduledThreadPoolExecutor {
-        private final List<Object[]> tasks = new ArrayList<>();
-
-        RecordingRates() {
-            super(1);
-        }
-
-        @Override
-        public ScheduledFuture<?> scheduleAtFixedRate(Runnable task, long initialDelay, long period, TimeUnit unit) {
-            tasks.add(new Object[] {task, unit.toMillis(initialDelay), unit.toMillis(period)});
-            return null;
-        }
-    }
-
     private static ClientConfig persistConfig;
     private static MQClientInstance persistClient;
 
@@ -668,7 +660,7 @@ public final class ClientOracle {
             persistClient = new MQClientInstance(persistConfig, 1, "oracle@2");
         }
         persistConfig.setPersistConsumerOffsetInterval(req.getIntValue("interval"));
-        RecordingRates rates = new RecordingRates();
+        RecordingScheduler rates = new RecordingScheduler();
         Field field = MQClientInstance.class.getDeclaredField("scheduledExecutorService");
         field.setAccessible(true);
         field.set(persistClient, rates);
