@@ -4,7 +4,9 @@ A level ≤ 0 (a client's ``DELAY=-1``, or a Java int's smallest) is stored as s
 (RocketMQ schedules only ``getDelayTimeLevel() > 0``): the send is a plain one, at its own queue offset,
 delivered at once, and no rule may judge it as delayed. A send of status ONEWAY (sendOneway) is never
 acknowledged: never LOST, and its delivery is no RECOVERED; one of status NO_RESPONSE (a sync or async
-attempt whose answer was lost) may have been stored, and the producer's retry stores it again (issue 42).
+attempt whose answer was lost) may have been stored, and the producer's retry stores it again (issue 42). One of
+status FLUSH_DISK_TIMEOUT (a SYNC_FLUSH put whose flush outlived syncFlushTimeout) is stored and acknowledged:
+LOST unless a power loss's ``at_risk`` lists it.
 Each case: (name, trace, expected findings).
 """
 
@@ -77,5 +79,26 @@ SEND_CASES: tuple[tuple[str, str, tuple[tuple[str, tuple[int, ...]], ...]], ...]
         7 send t=1007 g=PG topic=T q=1 off=3 key=K8 sk=order-1 st=SEND_OK detail={"route_queues":4}
         """,
         (("ORDER_KEY_SPLIT", (0, 2)), ("ORDER_KEY_SPLIT", (2, 7))),
+    ),
+    (
+        "FLUSH_DISK_TIMEOUT acknowledges a stored send: lost, LOST unless a power loss's at_risk lists it",
+        """
+        0 send t=900 topic=T q=1 key=K0 st=SEND_OK
+        1 store t=900 topic=T q=1 off=0 key=K0
+        2 deliver t=910 g=G topic=T q=1 off=0 key=K0 c=C1 rt=0
+        3 consume t=920 g=G topic=T q=1 off=0 key=K0 c=C1 st=SUCCESS
+        4 send t=1000 topic=T q=0 key=K1 st=FLUSH_DISK_TIMEOUT
+        5 store t=1000 topic=T q=0 off=0 key=K1
+        6 send t=1001 topic=T q=0 key=K2 st=FLUSH_DISK_TIMEOUT
+        7 store t=1001 topic=T q=0 off=1 key=K2
+        8 crash t=1002 st=power detail={"at_risk":["K2"]}
+        9 recover t=1003
+        10 send t=7000 topic=T q=0 key=K3 st=FLUSH_DISK_TIMEOUT
+        11 store t=7000 topic=T q=0 off=1 key=K3
+        12 crash t=8000 st=power detail={"at_risk":[]}
+        13 recover t=8001
+        14 drain t=9000
+        """,
+        (("LOST", (4, 14)), ("LOST", (10, 14))),
     ),
 )
