@@ -421,8 +421,8 @@ class OracleRules:
         is unknown) have all been fired (or discarded) by the last tick."""
         if type(self).wall is not None or self.ticked_at is None or self.crashes:
             return
-        if self._now() < self.disk_full_until:  # a full disk refuses the fire's put; retried once there is room
-            return
+        if self.ticked_at <= self.disk_full_until:  # a full disk refused the fire's put at that tick: retried once
+            return  # there is room
         for level, copies in sorted(self.sched_queue.items()):
             for c in copies:
                 if c.state in ("fired", "half"):
