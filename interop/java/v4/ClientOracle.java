@@ -486,8 +486,9 @@ public final class ClientOracle {
      *  ConsumeRequest.run counts and the offset store processConsumeResult updates. */
     private static MQClientInstance client;
 
-    /** ConsumeMessageConcurrentlyService.ConsumeRequest.run on an unstarted consumer (see the header). */
-    private static Object consumeRequest(JSONObject req) throws Exception {
+    /** A push consumer of group G1 (broadcasting if the request says so) on the shared unstarted client, with a
+     *  RemoteBrokerOffsetStore: what consumeRequest and removeQueue run the real code on. */
+    private static DefaultMQPushConsumer unstartedConsumer(JSONObject req) {
         if (client == null) {
             client = new MQClientInstance(new ClientConfig(), 0, "oracle@1");
         }
@@ -498,6 +499,13 @@ public final class ClientOracle {
         DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
         impl.setmQClientFactory(client);
         impl.setOffsetStore(new RemoteBrokerOffsetStore(client, "G1"));
+        return consumer;
+    }
+
+    /** ConsumeMessageConcurrentlyService.ConsumeRequest.run on an unstarted consumer (see the header). */
+    private static Object consumeRequest(JSONObject req) throws Exception {
+        DefaultMQPushConsumer consumer = unstartedConsumer(req);
+        DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
         String drop = req.getString("drop");
         String answer = req.getString("answer");
         ProcessQueue pq = new ProcessQueue();
@@ -574,16 +582,8 @@ public final class ClientOracle {
     /** RebalancePushImpl.removeUnnecessaryMessageQueue on an unstarted consumer (see the header); unlock(mq,
      *  oneway) is overridden to note the call (the real one asks the broker). */
     private static Object removeQueue(JSONObject req) throws Exception {
-        if (client == null) {
-            client = new MQClientInstance(new ClientConfig(), 0, "oracle@1");
-        }
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer("G1");
-        if (req.getBooleanValue("broadcasting")) {
-            consumer.setMessageModel(MessageModel.BROADCASTING);
-        }
+        DefaultMQPushConsumer consumer = unstartedConsumer(req);
         DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
-        impl.setmQClientFactory(client);
-        impl.setOffsetStore(new RemoteBrokerOffsetStore(client, "G1"));
         impl.setConsumeOrderly(req.getBooleanValue("orderly"));
         RecordingScheduler scheduler = new RecordingScheduler();
         Field field = MQClientInstance.class.getDeclaredField("scheduledExecutorService");
