@@ -370,11 +370,13 @@ class DeepRules:
                 if self.config.commitlog_file_size > 2 * MAX_BODY_BYTES:  # (a small file's room: only its own edge)
                     self.send_edge(v, f ^ 8)  # the same size limit, one past it where it was at it, and back
                 if self.topics:  # and the send families the drawn rules may miss: a delayed send, an ASYNC
-                    # send whose answer is lost and retried (a duplicate: not under strict), a WAIT=false send
+                    # send whose answer is lost and retried (a duplicate: not under strict), a WAIT=false send,
+                    # an order's ordered sends
                     self.send_delayed(v, f, 1 + v % 3)
                     if not self.profile.strict:
                         self.send_unanswered(v, f, "TagA", "ASYNC")
                     self.send_plain(v, f, "TagA", ("edge",), False)
+                    self.send_keyed(v, ("order-1", "order-2", "order-3", "user-42")[f % 4], 2 + f % 3)  # an order
             elif kind == "timer":  # 5.x timer messages (conform_timer.py); 4.9: the same user properties
                 self.timer_ladder(v + f)
         if self._ladder_ok():  # a broadcasting group's two clients, each from its own offsets

@@ -42,7 +42,8 @@ from bench.power.candidate import PROJECT, SHARED, candidate_files, candidate_sc
 from bench.power.mutants import KINDS, Mutant, find_mutants, node_span, verify
 
 DEFAULT_MODULES = (
-    "impl/broker.py", "impl/broker_store.py", "impl/schedule_service.py", "impl/txn_service.py",
+    "impl/broker.py", "impl/broker_lifecycle.py", "impl/flushing.py", "impl/broker_store.py",
+    "impl/schedule_service.py", "impl/txn_service.py",
     "impl/offsets.py", "impl/locks.py", "impl/metadata.py", "impl/store.py", "impl/recovery.py",
     "impl/commitlog.py", "impl/consumequeue.py", "impl/checkpoint.py", "impl/mappedfile.py",
     "impl/codec.py", "impl/configfiles.py",
@@ -54,6 +55,9 @@ EXCLUDED = {
     "impl/__init__.py": "re-exports the factory",
     "impl/effects.py": "records durable effects only while crash exploration installs a recorder; "
                        "conform never installs one",
+    "impl/broker_views.py": "read-only views beyond the Broker protocol: counts and choices for tests and "
+                            "crash exploration, and rmqspec serve's wire views; in-process conform calls none "
+                            "on a candidate",
     "impl/broker_events.py": "emits the broker's SPEC §8 events to its recorder; conform builds the "
                              "candidate without one (the trace it judges is the machine's)",
     "model/sql92.py": "the SQL92 filter language (its own grammar tests); select with --modules",
@@ -78,15 +82,12 @@ WIRE_VIEW = ("a view beyond the Broker protocol for rmqspec serve's wire server 
              "interop clients hold it)")
 INSPECTION = {
     "impl/broker.py": {
-        "MmapBroker.recovery_choices": "which records may survive a crash: conform asks the reference's forks",
-        "MmapBroker.commitlog_record_count": "a count for tests and crash exploration",
-        "MmapBroker.retry_queue_choices": "the retry queues a send-back may pick, for tests",
         "MmapBroker._written": "counts a written record for the trace and inspection; returns its argument",
         "MmapBroker._note_written": "the check service's hook into _written",
-        **dict.fromkeys(
-            ("MmapBroker.topic_queue_nums", "MmapBroker.group_config", "MmapBroker.queue_range",
-             "MmapBroker.message_at", "MmapBroker.queue_units", "MmapBroker.group_locked",
-             "MmapBroker.is_system_topic", "MmapBroker.topic_exists"), WIRE_VIEW),
+        "MmapBroker.group_locked": WIRE_VIEW,
+    },
+    "impl/broker_lifecycle.py": {
+        "Lifecycle.recovery_choices": "which records may survive a crash: conform asks the reference's forks",
     },
     "impl/locks.py": {"LockManager.group_locked": WIRE_VIEW},
     "impl/store.py": {"MessageStore.has_queue": WIRE_VIEW + " (MmapBroker.queue_units')"},
