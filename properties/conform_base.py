@@ -243,6 +243,7 @@ class MachineCore(RuleBasedStateMachine):
         # wall: a check round ran without checks since the last one: no re-put copy of a resolved half
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
+        self.op_counted: object = None  # wall: the last op record SessionView.op_landed was told of
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.op_writes: list[int] = []  # wall, 5.1.0+: when the broker was seen to write its pending ops

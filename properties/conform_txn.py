@@ -89,7 +89,8 @@ class TxnRules:
         code = out.value if out.error is None else ResponseCode.SYSTEM_ERROR
         if batched and code == ResponseCode.SUCCESS:
             self._await_op_batch(op_end)
-        elif type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS:
+        elif type(self).wall is not None and self.ls.enabled and code == ResponseCode.SUCCESS \
+                and action is not TxnAction.UNKNOWN:  # UNKNOWN writes no op
             self._op_landed()
         self._sometimes(f"txn_end:{action.value}:{ResponseCode(code).name}")
         if code == ResponseCode.SUCCESS:

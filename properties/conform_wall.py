@@ -120,9 +120,12 @@ class WallRules:
 
     def _op_landed(self) -> None:
         """The broker wrote the op message the model just wrote last (an END's, or 5.1.0+'s batch): the
-        session view moves later records by its body's extra digits on the broker (``SessionView.op_landed``)."""
+        session view moves later records by its body's extra digits on the broker (``SessionView.op_landed``).
+        Each op once: a batch pass or an END that wrote none leaves an op counted before as the model's
+        last record, and counting it again would move every later record by its extra digits twice."""
         last = self.ls.model.store.records[-1] if self.ls.model.store.records else None
-        if last is not None and last.topic == OP_TOPIC:
+        if last is not None and last.topic == OP_TOPIC and last is not self.op_counted:
+            self.op_counted = last
             self.ls.candidate.op_landed(last.commitlog_offset, last.body)
 
     def changed_at(self, ms: int) -> None:

@@ -419,6 +419,47 @@ def test_an_end_transaction_leaves_outside_a_check_rounds_quiet_window() -> None
         broker.close()
 
 
+def test_an_op_longer_on_the_broker_moves_later_records_once_whatever_ends_follow() -> None:
+    """The op of a COMMIT is one digit longer on a broker whose half queue earlier examples left at 10
+    ("10" where the example sees "0"): the view moves later records by that digit once. An UNKNOWN end
+    after it writes no op; it counted the COMMIT's op a second time, so the next record was judged one
+    byte early per extra digit (the real 4.9.8 run's txn_recommit mismatch, 3 bytes on a half queue past
+    1000)."""
+    def make(clock, config):
+        broker = ModelBroker(clock, config)
+        broker.create_topic("T", 1)
+        broker.external_check_rounds = True
+        for i in range(10):
+            res = broker.send_half(_msg("T", b"old-%d" % i), 0, "PG")
+            broker.end_transaction("PG", res.commitlog_offset, res.queue_offset, TxnAction.ROLLBACK, False)
+        return broker
+
+    broker = BackgroundBroker(make, SHORT)
+    try:
+        view = SessionView(broker, SHORT.max_delay_level)
+        view.open("obs", broker.clock)
+        model = ModelBroker(WallClock(), SHORT)
+        model.external_check_rounds = True
+        for name in sorted(view.existing):
+            model.store.ensure_topic(name, 1)
+        machine = _wall_machine(view, model)
+        machine._call("create_topic", lambda b: b.create_topic("T", 1))
+        txns = []
+        for plan in ("COMMIT", "UNKNOWN"):
+            msg = _msg("T")
+            sent = machine._call("send_half", lambda b, msg=msg: b.send_half(msg, 0, machine.pg)).value
+            txns.append(Txn(msg.uniq_key, "T", 0, sent.commitlog_offset, sent.queue_offset, plan))
+        machine.model_time = machine._sync()
+        for txn, action in zip(txns, (TxnAction.COMMIT, TxnAction.UNKNOWN), strict=True):
+            machine._end(txn, action, txn.commitlog_offset, txn.half_offset, False)
+        assert [r.body for r in model.store.records if r.topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC"] == [b"0"]
+        after = _msg("T", b"after")
+        got = machine._call("send", lambda b: b.send(after, 0)).value
+        assert got.commitlog_offset == model.store.records[-1].commitlog_offset
+    finally:
+        broker.close()
+
+
 def test_a_predicted_round_keeps_requests_out_for_the_check_lag_before_it() -> None:
     """A round's checks can reach the machine after the round re-put their halves (501 ms on a loaded
     CI machine against real 4.9.8), so the round really started before the phase its arrival gives.
