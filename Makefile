@@ -29,8 +29,11 @@ test: $(STAMP) java chromium lint
 # (network namespaces), a JDK, Maven and Go. Tiers (INTEROP): quick = the 4.9.8 tier; 5x = the 5.x tier
 # (5.3.3 and 5.5.1: $(INTEROP_5X_ONLY), the 5.3.3 runs of the modules marked ALSO_ON_5X, the wall-clock
 # conformance of both; tests/interop/conftest.py); full (the default) = both in one session. CI runs
-# quick, then 5x (.ci/run), each within its time budget.
+# quick, then 5x (.ci/run), each within its time budget. The modules run side by side in
+# INTEROP_WORKERS pytest-xdist processes (--dist loadscope: a module's tests and fixtures stay on one):
+# most of the tier waits on brokers and wall-clock deadlines, not on the CPU.
 INTEROP ?= full
+INTEROP_WORKERS ?= 3
 INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py
 
 interop: $(STAMP) java interop-deps
@@ -39,6 +42,7 @@ interop: $(STAMP) java interop-deps
 	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.3.3)
 	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.5.1)
 	INTEROP=$(INTEROP) $(BIN)/python -m pytest tests/interop -p no:randomly -v --durations=15 \
+	  -n $(INTEROP_WORKERS) --dist loadscope \
 	  $(if $(filter quick,$(INTEROP)),$(addprefix --ignore=,$(INTEROP_5X_ONLY)))
 
 interop-deps:

@@ -19,6 +19,7 @@ deselected; ``full`` runs both in one session.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ import pytest
 
 from tests.interop import goclient
 from tests.interop.realrmq import (
+    REPORTS,
     TIER,
     V5,
     VERSION,
@@ -110,6 +112,19 @@ def _in_5x_tier(item: pytest.Item) -> bool:
         return True
     param = getattr(item, "callspec", None)
     return getattr(module, "ALSO_ON_5X", False) and param is not None and param.params.get("realrmq") == V5
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without pytest-xdist
+        shutil.rmtree(REPORTS, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The tables the tests measured (``report_table``), after the run: under pytest-xdist a worker's
+    own output never reaches the terminal."""
+    for path in sorted(REPORTS.glob("*.md")) if not hasattr(config, "workerinput") else ():
+        terminalreporter.write_sep("-", path.stem)
+        terminalreporter.write_line(path.read_text().rstrip())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,11 +28,17 @@ def _go() -> str:
 
 
 def build() -> Path:
-    """The Go scenario program, built from interop/goclient (the module cache is Go's default)."""
+    """The Go scenario program, built from interop/goclient (the module cache is Go's default). Built
+    beside it and renamed into place, one build at a time: a pytest-xdist worker may be running the
+    binary another one replaces."""
     GO_BINARY.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([_go(), "build", "-o", str(GO_BINARY), "."], cwd=GO_MODULE, capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+    staged = GO_BINARY.with_name(f"{GO_BINARY.name}.{os.getpid()}")
+    with open(GO_BINARY.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run([_go(), "build", "-o", str(staged), "."], cwd=GO_MODULE, capture_output=True,
+                              text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        os.replace(staged, GO_BINARY)
     return GO_BINARY
 
 

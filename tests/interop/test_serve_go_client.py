@@ -33,6 +33,7 @@ from tests.interop import goclient
 from tests.interop.realrmq import (
     DELAYS,
     RealRocketMQ,
+    report_table,
     run_program,
 )
 from tests.interop.scenario_compare import TOL_MS, check_sleep_ms, comparison_table, go_event, go_measures
@@ -190,15 +191,14 @@ def test_trace_audits_clean_but_for_the_deliberate_system_topic_read(on_serve, s
 
 # --- serve against the real broker ---------------------------------------------------------------------------
 
-def test_every_timing_near_the_real_broker(on_serve, on_real, served: Served, realrmq: RealRocketMQ,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """Writes comparison-go.md beside serve's store and prints it (make interop shows it)."""
+def test_every_timing_near_the_real_broker(on_serve, on_real, served: Served, realrmq: RealRocketMQ) -> None:
+    """Writes comparison-go.md beside serve's store (make interop prints it at the end: conftest)."""
     measures = go_measures(on_serve, on_real, check_sleep_ms=check_sleep_ms(realrmq.version))
     table = comparison_table(measures, f"real {realrmq.version}", subject=f"rmqspec serve --profile {served.profile}")
-    (served.root / "comparison-go.md").write_text(table + "\n")
-    with capsys.disabled():
-        print(f"\nGo client ({on_serve['setup']['client']}), tolerance {TOL_MS} ms\n{table}\n"
-              f"({served.root / 'comparison-go.md'})")
+    text = f"Go client ({on_serve['setup']['client']}), serve against real {realrmq.version}, tolerance {TOL_MS} ms" \
+        f"\n{table}\n"
+    (served.root / "comparison-go.md").write_text(text)
+    report_table(f"serve-go-{realrmq.version}", text)
     assert [m.row() for m in measures if not m.ok] == []
 
 
