@@ -32,6 +32,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rmqspec.impl import crashfs, crashtest, crashwork
 from rmqspec.impl.codec import SCHEDULE_TOPIC, CorruptRecord, DecodedRecord, decode_at
 from rmqspec.impl.codec import tags_code as compute_tags_code
@@ -40,6 +42,9 @@ from rmqspec.impl.consumequeue import UNIT_SIZE, unpack_unit
 from rmqspec.impl.crashfs import CrashState
 from rmqspec.impl.store import MessageStore, StoreConfig
 from tests.interop.realrmq import RealRocketMQ
+
+# make interop runs it after the wall-clock modules, never beside them (the Makefile)
+pytestmark = pytest.mark.cpu_heavy
 
 STATES = int(os.environ.get("RMQSPEC_INTEROP_CRASH_STATES", "1000"))
 JVMS = int(os.environ.get("RMQSPEC_INTEROP_ORACLE_JVMS", "4"))  # asleep most of the time: see above

@@ -56,6 +56,9 @@ from rmqspec.traces.scenarios import SCENARIOS
 from tests.spark.bare_python import bare_python
 from tests.spark.odd_trace import UNDRAINED
 
+# make interop runs it after the wall-clock modules, never beside them (the Makefile)
+pytestmark = pytest.mark.cpu_heavy
+
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "guide-audit.md"
 INJECTED = tuple(SCENARIOS)  # every violation code and the observations the generator can plant

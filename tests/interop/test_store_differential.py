@@ -37,6 +37,9 @@ from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import NullRecorder
 from tests.interop.realrmq import RealRocketMQ
 
+# make interop runs it after the wall-clock modules, never beside them (the Makefile)
+pytestmark = pytest.mark.cpu_heavy
+
 FILE = 1 << 20  # the oracle's default commitlog file size
 GIB = 1 << 30
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"

@@ -69,6 +69,9 @@ from tests.interop.test_store_differential import (
     write_workload,
 )
 
+# make interop runs it after the wall-clock modules, never beside them (the Makefile)
+pytestmark = pytest.mark.cpu_heavy
+
 V4 = "4.9.8"
 WRITERS = ("real", "real4", "ours", "workload")
 # 5.x's own damage kind: a body byte flipped in the commitlog file before the last one (the consume queues
