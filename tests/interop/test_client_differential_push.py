@@ -283,7 +283,7 @@ def _pull_answers(cls: type[PushConsumer], case: dict[str, Any]) -> list[dict[st
         consumer.offset_store.update_offset(mq, case["memory"], False)
     pq = ProcessQueue(created_at=clock.now())
     pq.put_messages([_message(o, None) for o in case["held"]])
-    pq.locked = True
+    pq.locked = case["locked"]
     req = PullRequest(mq, pq, case["start"], previously_locked=True)
     out = []
     for turn, (status, *_) in enumerate(case["outcomes"]):
@@ -332,10 +332,11 @@ CASE = st.fixed_dictionaries({
     "start": st.integers(0, 5),
     "memory": st.one_of(st.none(), st.integers(-1, 6)),
     "held": st.lists(st.integers(0, 5), max_size=3, unique=True),
+    "locked": st.sampled_from([True, True, True, False]),  # orderly: an unlocked queue is not pulled
     "outcomes": st.lists(OUTCOME, min_size=1, max_size=6),
 })
 FOUND_AFTER_INTERVAL = {"broadcasting": False, "pullInterval": 2000, "pullBatchSize": 32, "subscribe": "A",
-                        "start": 3, "memory": 2, "held": [],
+                        "start": 3, "memory": 2, "held": [], "locked": True,
                         "outcomes": [("FOUND", 3, 3, ["A", None, "B"]), ("NO_NEW_MSG", 0, 0, []),
                                      ("FOUND", 2, 2, ["B", None]), ("EXCEPTION", 0, 0, []), ("THROW", 0, 0, []),
                                      ("NO_MATCHED_MSG", 0, 4, []), ("OFFSET_ILLEGAL", 0, -5, []),
@@ -346,18 +347,20 @@ FOUND_AFTER_INTERVAL = {"broadcasting": False, "pullInterval": 2000, "pullBatchS
 @example(orderly=False, case=FOUND_AFTER_INTERVAL)
 @example(orderly=True, case={**FOUND_AFTER_INTERVAL, "held": [1], "pullInterval": 0, "subscribe": "*"})
 @example(orderly=False, case={**FOUND_AFTER_INTERVAL, "subscribe": None})
+@example(orderly=True, case={**FOUND_AFTER_INTERVAL, "locked": False})
 def test_pull_callback(oracle: Oracle, orderly: bool, case: dict[str, Any]) -> None:
-    """E2, E10. 4.9.8 (client jar, ``javap -c``): ``pullMessage`` (dropped → nothing; the guards of E9; no
-    subscription of the topic → re-arm after ``pullTimeDelayMillsWhenException``, which the consumer copies from
-    ``ClientConfig``: 1000 ms) pulls ``pullKernelImpl(…, nextOffset, pullBatchSize, sysFlag, commitOffset, 15000,
-    30000, ASYNC, PullCallback)`` with the commitOffset flag when clustering and the offset in memory is > 0; a
-    throw re-arms after pullTimeDelayMillsWhenException. The PullCallback: ``processPullResult`` (decode, the tag
-    filter); FOUND → nextOffset = nextBeginOffset, an empty list re-pulls at once, else ``putMessage``,
-    ``submitConsumeRequest(list, pq, mq, dispatchToConsume)`` and a re-pull ``pullInterval`` later (at once when
-    0); NO_NEW_MSG / NO_MATCHED_MSG → nextOffset, ``correctTagsOffset`` (an increase-only update when msgCount
-    is 0), at once; OFFSET_ILLEGAL → nextOffset, dropped, and 10000 ms later the fix (updateOffset, persist,
-    removeProcessQueue), no re-pull; ``onException`` → pullTimeDelayMillsWhenException. A client that ignores
-    pullInterval, re-pulls a dropped queue, or corrects the offset while messages are cached, fails here."""
+    """E2, E10. 4.9.8 (client jar, ``javap -c``): ``pullMessage`` (dropped → nothing; the guards of E9; orderly and the
+    ProcessQueue not locked, or no subscription of the topic → re-arm after ``pullTimeDelayMillsWhenException``,
+    which the consumer copies from ``ClientConfig``: 1000 ms) pulls ``pullKernelImpl(…, nextOffset, pullBatchSize,
+    sysFlag, commitOffset, 15000, 30000, ASYNC, PullCallback)`` with the commitOffset flag when clustering and the
+    offset in memory is > 0; a throw re-arms after pullTimeDelayMillsWhenException. The PullCallback:
+    ``processPullResult`` (decode, the tag filter); FOUND → nextOffset = nextBeginOffset, an empty list re-pulls at
+    once, else ``putMessage``, ``submitConsumeRequest(list, pq, mq, dispatchToConsume)`` and a re-pull
+    ``pullInterval`` later (at once when 0); NO_NEW_MSG / NO_MATCHED_MSG → nextOffset, ``correctTagsOffset`` (an
+    increase-only update when msgCount is 0), at once; OFFSET_ILLEGAL → nextOffset, dropped, and 10000 ms later the
+    fix (updateOffset, persist, removeProcessQueue), no re-pull; ``onException`` → pullTimeDelayMillsWhenException.
+    A client that ignores pullInterval, re-pulls a dropped queue, or corrects the offset while messages are cached,
+    fails here."""
     real = _ask_pulls(oracle, orderly, case)
     ours = _pull_answers(_SubmittingOrderly if orderly else _SubmittingConcurrent, case)
     assert ours == real, (orderly, case)

@@ -59,8 +59,9 @@ import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
  *            (both by queue id), the unlocks made at once and the delays of the unlocks scheduled (not run).
  * pullCallback  orderly, broadcasting, pullInterval, pullBatchSize, subscribe (null: no subscription of T),
  *            start, memory (an offset put in the store first, or null), held [offsets] (messages already in the
- *            ProcessQueue), outcomes [[status, count, delta, tags]...]: DefaultMQPushConsumerImpl.pullMessage of
- *            one PullRequest (next offset start, locked, previously locked), once per outcome, on a running-state
+ *            ProcessQueue), locked (default true), outcomes [[status, count, delta, tags]...]:
+ *            DefaultMQPushConsumerImpl.pullMessage of one PullRequest (next offset start, its ProcessQueue locked
+ *            or not, previously locked), once per outcome, on a running-state
  *            consumer whose PullAPIWrapper's pullKernelImpl notes its arguments and answers the outcome: THROW
  *            throws MQClientException; EXCEPTION calls the callback's onException; a PullStatus calls onSuccess
  *            with a PullResultExt whose binary holds count messages (MessageDecoder.encode) at the asked offset
@@ -382,7 +383,7 @@ final class PushOracle {
             held.add(message(((Number) o).longValue(), null));
         }
         pq.putMessage(held);
-        pq.setLocked(true);
+        pq.setLocked(!req.containsKey("locked") || req.getBooleanValue("locked"));
         PullRequest request = new PullRequest();
         request.setConsumerGroup("G1");
         request.setMessageQueue(mq);
