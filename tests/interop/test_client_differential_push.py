@@ -160,10 +160,9 @@ def _ask_rebalance(oracle: Oracle, orderly: bool, broadcasting: bool, starts: di
                       steps=[{k: sorted(v) for k, v in s.items()} for s in steps])["ok"]
 
 
-def _no_refusals_when_broadcasting(broadcasting: bool, steps: list[dict[str, set[int]]]) -> None:
-    if broadcasting:  # fidelity CL19: the model asks no lock in broadcasting
-        for step in steps:
-            step["refused"] = set()
+def _no_refusals_when_broadcasting(broadcasting: bool, steps: list[dict[str, set[int]]]) -> list[dict[str, set[int]]]:
+    """Fidelity CL19: the model asks no lock in broadcasting, so no refusal is drawn there."""
+    return [{**step, "refused": set()} for step in steps] if broadcasting else steps
 
 
 BUSY_STUCK = [{"assigned": {0, 1}, "busy": set(), "expired": set(), "refused": set()},
@@ -192,7 +191,7 @@ def test_rebalance_process_queue_table(oracle: Oracle, orderly: bool, broadcasti
     finally ``dispatchPullRequest`` (``executePullRequestImmediately`` each). A queue still in the table, even
     dropped, gets no new ProcessQueue. A client that removes a queue whose listener still runs, re-creates a
     stuck one, or keeps one whose pull expired, fails here."""
-    _no_refusals_when_broadcasting(broadcasting, steps)
+    steps = _no_refusals_when_broadcasting(broadcasting, steps)
     real = _ask_rebalance(oracle, orderly, broadcasting, starts, steps)
     ours = _rebalance_answers(_RebalancingOrderly if orderly else _RebalancingConcurrent, broadcasting, starts, steps)
     assert ours == real, (orderly, broadcasting, starts, steps)
@@ -365,7 +364,8 @@ def test_pull_callback(oracle: Oracle, orderly: bool, case: dict[str, Any]) -> N
     ours = _pull_answers(_SubmittingOrderly if orderly else _SubmittingConcurrent, case)
     assert ours == real, (orderly, case)
     for (status, *_), after in zip(case["outcomes"], real, strict=True):
-        event(f"{status}: re-armed after {after['delay']}" if after["asked"] else "no pull")
+        delay = "pullInterval" if after["delay"] == case["pullInterval"] != 0 else after["delay"]
+        event(f"{status}: re-armed after {delay}" if after["asked"] else "no pull")
 
 
 def test_a_client_ignoring_pull_interval_is_caught(oracle: Oracle) -> None:
