@@ -20,7 +20,9 @@ timer kind           what / when (defaults are RocketMQ's)
 ``pull``             per PullRequest: at once after FOUND / NO_MATCHED_MSG,
                      ``long_polling_recheck_ms`` after NO_NEW_MSG, 50 ms
                      under flow control, 1000 ms suspended (``pull_flow``),
-                     3000 ms after an error or (orderly) while not locked
+                     1000 ms after an error, with no subscription or
+                     (orderly) while not locked (4.9.8's
+                     pullTimeDelayMillsWhenException)
 ``consume``          a consume request, due now (the Java thread pool)
 ``persist``          offsets to the broker / local store: first after 10 s,
                      then every ``persistConsumerOffsetInterval`` (5 s)
@@ -129,7 +131,7 @@ class ConsumerConfig:
     suspend_current_queue_time_millis: int = 1000
     pull_interval_ms: int = 0
     long_polling_recheck_ms: int = attrs.field(default=1000, validator=_positive)
-    pull_exception_delay_ms: int = attrs.field(default=3000, validator=_non_negative)
+    pull_exception_delay_ms: int = attrs.field(default=1000, validator=_non_negative)  # ClientConfig's, 4.9.8
     flow_control_delay_ms: int = attrs.field(default=50, validator=_non_negative)
     pull_threshold_for_queue: int = 1000
     consume_concurrently_max_span: int = 2000

@@ -53,6 +53,8 @@ and of rmqspec's own function, and every answer must agree (shrunk to the smalle
   .messageQueueChanged``'s per-queue thresholds for drawn per-topic ones and table sizes; and the delay
   ``DefaultMQPushConsumerImpl.pullMessage`` re-arms a request with (suspended, cached count, cached MiB,
   span; concurrent and orderly) or that it goes on to pull, against ``held_back``.
+
+The push consumer's rebalance table and pull loop (B4, E2) are compared in ``test_client_differential_push.py``.
 """
 
 from __future__ import annotations

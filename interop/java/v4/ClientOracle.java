@@ -102,6 +102,8 @@ import org.apache.rocketmq.common.protocol.heartbeat.SubscriptionData;
  *   pullGuard         config (as above, with consumeConcurrentlyMaxSpan), orderly, paused, msgs [[offset,
  *                     bodyLength]...]: DefaultMQPushConsumerImpl.pullMessage on a queue holding msgs; the delay it
  *                     re-armed the request with (PULL_EXCEPTION_DELAY: it went on to pull)
+ *   rebalance         the process-queue table through drawn rebalances (PushOracle.rebalance: its header)
+ *   pullCallback      pullMessage and its PullCallback for drawn pull outcomes (PushOracle.pullCallback)
  * Answers: {"ok": ...} or {"error": "<exception class>: <message>"}. Strings leave as \\u escapes, so lone
  * surrogates survive the trip.
  */
@@ -204,6 +206,10 @@ public final class ClientOracle {
                 return removeQueue(req);
             case "consumeRequest":
                 return consumeRequest(req);
+            case "rebalance":
+                return PushOracle.rebalance(req);
+            case "pullCallback":
+                return PushOracle.pullCallback(req);
             case "submitConsume":
                 return submitConsume(req.getJSONArray("offsets").toJavaList(Long.class), req.getIntValue("batch"));
             default:
