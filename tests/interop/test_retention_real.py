@@ -15,14 +15,17 @@ seed E14, fidelity R6).
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rmqspec.model.retention import Policy, commitlog_pass, corrected_min
+from rmqspec.traces.checker import check
 from tests.interop.realrmq import RealRocketMQ
 from tests.interop.test_remote_adapter_real import Fixture
 
@@ -43,7 +46,10 @@ def rmq(realrmq: RealRocketMQ, tmp_path_factory: pytest.TempPathFactory) -> Iter
         realrmq.stop(storedir)
 
 
-def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixture) -> None:
+@pytest.fixture(scope="module")
+def expired(rmq: Fixture) -> dict[str, Any]:
+    """The sends, the commitlog files aged two hours back but the last two, the broker's first clean pass."""
+    sent_ts = int(time.time() * 1000)
     sent = rmq.scenario("retention_fill", n=60)["sent"]
     commitlog = Path(rmq.storedir) / "store" / "commitlog"
     names = sorted(os.listdir(commitlog))
@@ -53,6 +59,13 @@ def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixt
         os.utime(commitlog / name, (aged, aged))
     mtimes = [int(os.stat(commitlog / name).st_mtime * 1000) for name in names]
     obs = rmq.scenario("retention_observe", timeout_s=150)
+    return {"sent": sent, "sent_ts": sent_ts, "names": names, "mtimes": mtimes, "obs": obs,
+            "left": sorted(os.listdir(commitlog)), "seen_ts": int(time.time() * 1000)}
+
+
+def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixture, expired: dict[str, Any]) -> None:
+    sent, names, mtimes, obs = expired["sent"], expired["names"], expired["mtimes"], expired["obs"]
+    commitlog = Path(rmq.storedir) / "store" / "commitlog"
     # rmqspec's pass over the files as the broker saw them (ages by mtime here: the real broker's measure)
     now = int(time.time() * 1000)
     expected = commitlog_pass(Policy.of(1, f"{datetime.datetime.now(datetime.UTC).hour:02d}", 75), now, 0.0,
@@ -94,3 +107,45 @@ def test_expired_files_go_and_the_min_offsets_move_as_rmqspec_predicts(rmq: Fixt
     assert all(s["commitlog_offset"] < commitlog_min for s in sent["RT_N"])
     assert obs["raw_n_at_0"] == {"code": 19, "remark": "OFFSET_FOUND_NULL", "next": CQ_UNITS, "min": 0}, obs
     assert obs["raw_n_at_10"] == {"code": 20, "remark": "MESSAGE_WAS_REMOVING", "next": 12, "min": 0}, obs
+
+
+def _retention_trace(expired: dict[str, Any], drained: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run as a client-side trace: every send acknowledged, the clean pass as an ``expire`` row (the
+    commitlog's new min offset, the files it took), what a fresh group then consumed of RT_RET, a drain."""
+    rows: list[dict[str, Any]] = []
+    for topic, sends in expired["sent"].items():
+        for s in sends:
+            rows.append({"ts": expired["sent_ts"], "event": "send", "topic": topic, "queue_id": 0,
+                         "queue_offset": s["queue_offset"], "commitlog_offset": s["commitlog_offset"],
+                         "msg_key": s["uniq_key"], "status": "SEND_OK"})
+    files = len(expired["names"]) - len(expired["left"])
+    rows.append({"ts": expired["seen_ts"], "event": "expire", "commitlog_offset": int(expired["left"][0]),
+                 "detail": json.dumps({"cause": "reserved", "files": files})})
+    for m in drained["messages"]:
+        where = {"group": "RG_DRAIN", "topic": "RT_RET", "queue_id": 0, "queue_offset": m["queue_offset"],
+                 "msg_key": m["uniq_key"], "client_id": "drain", "reconsume_times": 0}
+        rows.append({"ts": m["recv_ts"], "event": "deliver", **where})
+        rows.append({"ts": m["recv_ts"], "event": "consume", "status": "SUCCESS", **where})
+    rows.append({"ts": rows[-1]["ts"] + 1, "event": "drain"})
+    return [{"seq": seq, **r} for seq, r in enumerate(rows)]
+
+
+def test_a_trace_of_the_retention_audits_clean(rmq: Fixture, expired: dict[str, Any]) -> None:
+    """Issue 42's real trace: the messages the clean pass took are no loss (the ``expire`` row proves they
+    were below the commitlog's min), the ones it kept are judged — consumed, so clean. Without the
+    ``expire`` row the same trace loses exactly the taken ones of the consumed topic; a kept message nobody
+    consumed is LOST."""
+    drained = rmq.scenario("retention_drain")
+    commitlog_min = int(expired["left"][0])
+    kept = [s["uniq_key"] for s in expired["sent"]["RT_RET"] if s["commitlog_offset"] >= commitlog_min]
+    # RT_RET's taken messages (RT_U's and RT_N's were all taken too, and no group of the trace consumes them)
+    taken = sorted(s["uniq_key"] for s in expired["sent"]["RT_RET"] if s["commitlog_offset"] < commitlog_min)
+    assert [m["uniq_key"] for m in drained["messages"]] == kept and kept and taken
+    rows = _retention_trace(expired, drained)
+    report = check(rows)
+    assert (report.violations, report.observations, report.rows_rejected) == ((), (), 0)
+    unexpired = [dict(r, seq=seq) for seq, r in enumerate(r for r in rows if r["event"] != "expire")]
+    assert sorted(f.keys.get("msg_key") for f in check(unexpired).violations if f.code == "LOST") == taken
+    unconsumed = [dict(r, seq=seq) for seq, r in enumerate(
+        r for r in rows if not (r["event"] == "consume" and r["msg_key"] == kept[-1]))]
+    assert [(f.code, f.keys.get("msg_key")) for f in check(unconsumed).violations] == [("LOST", kept[-1])]
