@@ -444,7 +444,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         for e in res.entries:
             self.events.deliver(e, now, group)
         status = client_pull_status(res.status, offset)
-        if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
+        if status is PullStatus.OFFSET_ILLEGAL and self.config.behaviour.offset_moved_event:
+            # PULL_OFFSET_MOVED: the master records the event (not 5.2+: model/versions.py)
             with contextlib.suppress(BrokerError):  # generateOffsetMovedEvent ignores a refused put (disk full)
                 self._append(PutSpec(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
                     group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),

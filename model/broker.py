@@ -505,7 +505,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
                 **self._copy(r),
             )
         status = client_pull_status(res.status, offset)
-        if status is PullStatus.OFFSET_ILLEGAL:  # PULL_OFFSET_MOVED: the master records the event
+        if status is PullStatus.OFFSET_ILLEGAL and self.config.behaviour.offset_moved_event:
+            # PULL_OFFSET_MOVED: the master records the event (not 5.2+: model/versions.py)
             with contextlib.suppress(PutError):  # generateOffsetMovedEvent ignores a refused put (disk full)
                 self._put(PutRequest(OFFSET_MOVED_TOPIC, 0, offset_moved_body(
                     group, self.config.broker_name, mq.topic, mq.queue_id, offset, res.next_begin_offset),

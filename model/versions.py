@@ -28,7 +28,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
 - ``rocketmq-5.2``: 5.2.0 – 5.3.3 (the interop tier runs 5.3.3). Besides 5.1's: a stored
   properties string keeps its trailing separator (MessageDecoder.messageProperties2String no
   longer drops it; docs/fidelity.md V3), so a record with properties is one byte longer and
-  every later CommitLog offset moves.
+  every later CommitLog offset moves; a pull answered OFFSET_ILLEGAL stores no OFFSET_MOVED_EVENT
+  record (measured on 5.3.3 and 5.5.1; when between 5.1.4 and 5.3.3 it stopped is not known).
 - ``rocketmq-5.5``: 5.5.0 – 5.5.1 (the interop tier runs 5.5.1; 5.4.x is not verified).
   Besides 5.2's: a committed message no longer stores REAL_TOPIC / REAL_QID
   (EndTransactionProcessor.endMessageTransaction rebuilds the string after clearing them;
@@ -96,6 +97,11 @@ class Version:
     # the model shows the copy at once (docs/fidelity.md V9). Set from the 5.2 profile on (on 5.2.0 waiting
     # for a SYNC_FLUSH broker's flush costs nothing)
     dispatch_after_flush: bool = False
+    # PullMessageProcessor / DefaultPullMessageResultHandler: a master answering PULL_OFFSET_MOVED stores an
+    # OFFSET_MOVED_EVENT record (model/offset_moved.py). 5.3.3 and 5.5.1 log the event and no longer store
+    # it (the call to generateOffsetMovedEvent is gone: 5.3.3 broker jar, javap; a run, docs/fidelity.md
+    # V10); 5.0 and 5.1 keep 4.9's, unmeasured
+    offset_moved_event: bool = True
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
@@ -106,7 +112,7 @@ _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True,
-                    dispatch_after_flush=True)
+                    dispatch_after_flush=True, offset_moved_event=False)
 _V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}
 DEFAULT_VERSION = "rocketmq-4.9"

@@ -218,3 +218,25 @@ def test_5_5_stores_a_committed_message_without_its_real_queue(kind, tmp_path) -
     assert {"REAL_TOPIC", "REAL_QID", "TRAN_MSG"} <= seen["rocketmq-5.2"]
     assert seen["rocketmq-5.2"] - seen["rocketmq-5.5"] == {"REAL_TOPIC", "REAL_QID"}
     assert "TRAN_MSG" in seen["rocketmq-5.5"]
+
+
+@pytest.mark.parametrize("kind", ["model", "mmap"])
+def test_5_2_stores_no_offset_moved_event(kind, tmp_path) -> None:
+    """DefaultPullMessageResultHandler (5.3.3 broker jar, `javap -c`; fidelity V10): a pull answered
+    PULL_OFFSET_MOVED is logged and no longer stored as an OFFSET_MOVED_EVENT record, so the CommitLog does
+    not move (4.9.8 and the 5.1 profile store it: B13)."""
+    gaps = {}
+    for version in ("rocketmq-5.1", "rocketmq-5.2", "rocketmq-5.5"):
+        clock = ManualClock(0)
+        broker = _broker(kind, version, clock, tmp_path / version)
+        broker.create_topic("T", 2)
+        a = broker.send(Message("T", b"x", uniq_key=_key(1)), 0)
+        b = broker.send(Message("T", b"x", uniq_key=_key(2)), 0)
+        assert broker.pull("G", MessageQueue("T", 1), 1000).status.name == "OFFSET_ILLEGAL"  # an empty queue
+        assert broker.pull("G", MessageQueue("T", 0), 1000).status.name == "OFFSET_ILLEGAL"  # past its end
+        c = broker.send(Message("T", b"x", uniq_key=_key(3)), 0)
+        gaps[version] = (c.commitlog_offset - b.commitlog_offset) - (b.commitlog_offset - a.commitlog_offset)
+        if kind == "mmap":
+            broker.close()
+    assert gaps["rocketmq-5.2"] == gaps["rocketmq-5.5"] == 0
+    assert gaps["rocketmq-5.1"] > 0
