@@ -45,6 +45,7 @@ from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.protocol import Capability
+from rmqspec.model.queues import Record
 from rmqspec.model.results import CheckRequest
 from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.model.timer import TIMER_TOPIC
@@ -215,7 +216,7 @@ class MachineCore(RuleBasedStateMachine):
     key_selector_factory: Callable[[], Selector] = staticmethod(lambda: by_hash)
     # examples past this many are rejected at ``init``, before they touch the broker. Wall clock: an
     # example Hypothesis does not count as valid (a draw past its buffer) still costs real time. Manual
-    # clock (``runner.TARGET_CAP_FACTOR``): with fewer than 1000 max_examples Hypothesis's targeting
+    # clock (``runner.RUN_CAP_FACTOR``): with fewer than 1000 max_examples Hypothesis's targeting
     # pass hill-climbs until its 1000-call limit, twenty minutes on a run that passes.
     run_cap: int | None = None
 
@@ -245,7 +246,7 @@ class MachineCore(RuleBasedStateMachine):
         # wall: a check round ran without checks since the last one: no re-put copy of a resolved half
         # is left to be checked (a broker that outlives the example must be idle when it ends)
         self.txn_settled = True
-        self.op_counted: object = None  # wall: the last op record SessionView.op_landed was told of
+        self.op_counted: Record | None = None  # wall: the last op record SessionView.op_landed was told of
         self.buffered_checks: list[tuple[int, CheckRequest]] = []
         self.seen_rounds: list[int] = []  # wall: the rounds the broker was seen to run, by arrival
         self.op_writes: list[int] = []  # wall, 5.1.0+: when the broker was seen to write its pending ops

@@ -55,7 +55,7 @@ from rmqspec.properties.wallclock import WALL_BUDGET, WallOptions
 BUDGETS = {"ci": (40, 30), "dev": (20, 30), "thorough": (400, 80)}
 # examples a run on the manual clock may start, in max_examples (MachineCore.run_cap): Hypothesis's
 # targeting pass is otherwise bounded by its 1000-call limit only
-TARGET_CAP_FACTOR = 3
+RUN_CAP_FACTOR = 3
 # At most this many distinct failures are shrunk (the rest are reported as found).
 MAX_SHRUNK_FAILURES = 4
 
@@ -274,7 +274,7 @@ def check_conformance(
     do_shrink = Phase.shrink in settings.phases and wall is None
     settings = Settings(settings, phases=tuple(p for p in settings.phases if p is not Phase.shrink),
                         report_multiple_bugs=False)
-    machine.run_cap = (2 if wall is not None else TARGET_CAP_FACTOR) * settings.max_examples
+    machine.run_cap = (2 if wall is not None else RUN_CAP_FACTOR) * settings.max_examples
     if seed is not None:  # on the machine class: get_state_machine_test copies it from there
         hypothesis.seed(seed)(machine)
     test = lambda: run_state_machine_as_test(machine, settings=settings)  # noqa: E731

@@ -28,7 +28,6 @@ import pytest
 
 from tests.interop import goclient
 from tests.interop.realrmq import (
-    REPORTS,
     TIER,
     V5,
     VERSION,
@@ -38,6 +37,7 @@ from tests.interop.realrmq import (
     scenario_conf,
     scenario_rows,
 )
+from tests.interop.reports import REPORTS
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -23,16 +23,6 @@ if TIER not in ("quick", "5x", "full"):
     raise SystemExit(f"INTEROP must be quick, 5x or full, got {TIER!r}")
 
 
-# Tables a test measured (the serve/real comparisons): make interop prints them at the end of the run
-# (conftest.pytest_terminal_summary), whichever pytest-xdist worker ran the test.
-REPORTS = REPO / "build" / "interop-reports"
-
-
-def report_table(name: str, text: str) -> None:
-    REPORTS.mkdir(parents=True, exist_ok=True)
-    (REPORTS / f"{name}.md").write_text(text)
-
-
 @attrs.frozen
 class Started:
     """A running fixture: its directory and what ``rmq.env`` says of it."""

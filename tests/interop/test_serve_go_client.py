@@ -33,9 +33,9 @@ from tests.interop import goclient
 from tests.interop.realrmq import (
     DELAYS,
     RealRocketMQ,
-    report_table,
     run_program,
 )
+from tests.interop.reports import report_table
 from tests.interop.scenario_compare import TOL_MS, check_sleep_ms, comparison_table, go_event, go_measures
 from tests.interop.served import Served, assert_stopped_cleanly_and_store_verifies, audit_served, served_in_namespace
 

@@ -34,10 +34,10 @@ from tests.interop.realrmq import (
     LOCK_MS,
     VERSION,
     RealRocketMQ,
-    report_table,
     run_program,
     scenario_rows,
 )
+from tests.interop.reports import report_table
 from tests.interop.scenario_compare import check_sleep_ms, comparison_table, java_measures
 from tests.interop.served import (
     Served,

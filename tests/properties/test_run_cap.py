@@ -1,4 +1,4 @@
-"""A run on the manual clock is bounded: past ``TARGET_CAP_FACTOR`` × max_examples, ``init`` rejects.
+"""A run on the manual clock is bounded: past ``RUN_CAP_FACTOR`` × max_examples, ``init`` rejects.
 
 With fewer than 1000 max_examples Hypothesis runs one targeting pass that hill-climbs the depth scores
 (``properties/composite.depth_targets``) until its own limit of 1000 calls: on a run that found nothing
