@@ -58,7 +58,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from rmqspec.model.crash import TORN
-from rmqspec.model.message import MAX_BODY_BYTES
+from rmqspec.model.message import MAX_BODY_BYTES, MessageQueue
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import PullStatus
 from rmqspec.properties.coverage import classify
@@ -601,7 +601,9 @@ class DeepRules:
     @rule(client=PICK, queue=PICK, family=FAMILY)
     def orderly_ladder(self, client: int, queue: int, family: str = "plain") -> None:
         """A fresh message of ``family`` (``edges._fresh``) on an orderly queue is suspended until
-        its limit sends it to the DLQ (the messages before it are consumed)."""
+        its limit sends it to the DLQ (the messages before it are consumed). For the keyed and props
+        families (manual clock; not under the strict profile, which allows no duplicate), a long
+        listener follows (``_long_listener``, B12)."""
         if not self._holds(self._ladder_ok):
             return self._idle("orderly_ladder")
         self._record("orderly_ladder", client=client, queue=queue, **({} if family == "plain" else {"family": family}))
@@ -645,7 +647,21 @@ class DeepRules:
             self._unlock(other, [mq])
             self._unlock(holder, [mq])
             self._unlock(other, [mq])
+        if family in ("keyed", "props") and type(self).wall is None and not self.profile.strict and not self.windows:
+            self._long_listener(holder, other, mq)
         self._after()
+
+    def _long_listener(self, c: str, other: str, mq: MessageQueue) -> None:
+        """``c`` locks ``mq`` and starts a batch (a fresh message behind what is left) whose listener
+        outlives the broker lock; ``other`` takes the queue and starts inside it (``_outlive``); both
+        batches then end, the long one first. 4.9 permits it: what it costs is the duplicate."""
+        if mq not in self._lock(c, [mq]) or self._fresh("plain", self.t0, mq.queue_id) is None \
+                or not self._begin(c, mq, 1):
+            return
+        self._outlive((c, mq), other)
+        for key in ((c, mq), (other, mq)):
+            if key in self.windows:
+                self._finish(key, "SUCCESS")
 
     @precondition(lambda self: type(self).wall is None)  # never on the wall clock: no draw wasted
     @_enabled(lambda self: self._ladder_ok())

@@ -13,8 +13,10 @@ An unlock's reply carries nothing: ``orderly_unlock`` probes the lock table afte
 (``edges._probe_lock``). ``orderly_takeover`` lets a grant expire on the broker and another
 client take the queue; the ``orderly`` rule draws lock, unlock, rebalance, takeover or a batch.
 
-Simplification: a window never outlives the broker lock (clock jumps are clamped while one is
-open, ``conform_time._advance``) — the SPEC §4.5 premise.
+A window outlives the broker lock only in ``_outlive`` (manual clock; the orderly ladder's long
+listener, ``composite.py``): the clock passes the grant's lifetime and another client takes the
+queue and starts inside the window, as 4.9.8 permits (seed 001, B12). Otherwise clock jumps are
+clamped while a window is open (``conform_time._advance``): the SPEC §4.5 premise.
 """
 
 from __future__ import annotations
@@ -222,6 +224,23 @@ class OrderlyRules:
             others = [c for c in CLIENTS if c != holder]
             self._lock(_pick(others, to), [q])
         self._after()
+
+    def _outlive(self, key: tuple[str, MessageQueue], other: str) -> bool:
+        """The batch of window ``key``: its listener (or a GC pause) outlives the broker lock (seed 001,
+        B12). 4.9.8 checks the lock only before a batch, so the batch runs on while the broker's grant
+        lapses; ``other`` is lawfully granted the queue and starts a batch inside the window (the audit's
+        observation ORDERLY_LOCK_OUTLIVED). Manual clock only: the clock passes the grant's lifetime
+        unclamped. True when ``other`` started."""
+        w = self.windows[key]
+        granted_at = self.broker_grants.get(w.mq, (w.client, w.lock_ts))[1]
+        target = granted_at + self.config.broker_lock_max_live_ms + 1
+        if target > self._now():
+            self._advance(target - self._now(), clamp=False)
+        started = w.mq in self._lock(other, [w.mq]) and (other, w.mq) not in self.windows \
+            and self._begin(other, w.mq, 1)
+        if started:
+            self._sometimes("orderly_lock_outlived")
+        return started
 
     @precondition(lambda self: self._on("orderly"))
     @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover", "finish"]), client=PICK,

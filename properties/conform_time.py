@@ -125,8 +125,10 @@ class TimeRules:
             return None
         return min(w.lock_ts for w in self.windows.values()) + self.config.broker_lock_max_live_ms
 
-    def _advance(self, ms: int) -> None:
-        limit = self._window_limit()
+    def _advance(self, ms: int, clamp: bool = True) -> None:
+        """Let ``ms`` pass (bounded on the wall clock). With ``clamp``, never past an open orderly
+        window's broker lock; ``conform_orderly._outlive``'s listener passes ``clamp=False``."""
+        limit = self._window_limit() if clamp else None
         wall = type(self).wall
         if wall is not None:  # a bounded sleep that never ends inside a quiet window
             ms = min(ms, wall.small_ms if ms <= 10_000 else wall.large_ms)

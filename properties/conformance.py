@@ -62,9 +62,10 @@ of ``composite.py`` add to them. ``always`` invariants run after every step (``@
 ``eventually`` ones after a drain; the teardown drains.
 
 Deviations from a real deployment: clients and broker share one clock (no
-drift); an orderly window never outlives the client's broker lock (the
-machine clamps clock jumps while a window is open, which is the SPEC §4.5
-premise "client lifetime + latency < broker lifetime"); a broker crash
+drift); an orderly window outlives the client's broker lock only in the orderly
+ladder's long listener (``composite._long_listener``: 4.9's lawful takeover inside a
+running batch); elsewhere the machine clamps clock jumps while a window is open, which
+is the SPEC §4.5 premise "client lifetime + latency < broker lifetime"; a broker crash
 restarts the clients too (process queues and client locks are dropped).
 """
 
