@@ -105,10 +105,13 @@ def one_place(broker: Any) -> list[str]:
             if index in seen:
                 problems.append(f"record {index} in {seen[index]} and {key}")
             seen[index] = key
+    dispatched = broker.store.dispatched  # a TransientStorePool's uncommitted records are not yet (committing.py)
     for i, r in enumerate(broker.store.records):
         queued = transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        if queued and i not in seen:
+        if queued and i < dispatched and i not in seen:
             problems.append(f"record {i} ({r.topic}:{r.queue_id}) is in no consume queue")
+        if i >= dispatched and i in seen:
+            problems.append(f"record {i} ({r.topic}:{r.queue_id}) is in a consume queue before it is readable")
         if not queued and (i in seen or r.queue_offset != 0):
             problems.append(f"prepared/rollback record {i} has a queue entry or offset")
     return problems
