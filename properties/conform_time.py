@@ -296,6 +296,8 @@ class TimeRules:
             self._sometimes("crash:after_group_commit")
         self.crashed_oracles()
         at_risk = self._power_at_risk() if kind == "power" or self._pooled() else []
+        if kind == "kill" and at_risk:
+            self._sometimes("crash:kill_uncommitted_at_risk")  # a TransientStorePool's write buffers
         self._emit("crash", actor="broker", status=kind,
                    detail={"at_risk": at_risk, **({"torn": True} if drawn == TORN else {})})
         for key in at_risk:
