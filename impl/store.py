@@ -8,7 +8,10 @@ need, single-threaded and deterministic:
 - ``put(record)`` validates and encodes the record, assigns its queue offset
   (dense per (topic, queue); PREPARED and ROLLBACK records get 0 and no unit),
   appends it to the CommitLog, dispatches its consume-queue unit at once (so it
-  is readable right after ``put``) and, with flush ``SYNC``, msyncs the
+  is readable right after ``put``; with ``transient_store_pool`` the record goes
+  to the file's write buffer and its unit waits for ``commit_real_time``, the
+  CommitRealTimeService at a tick, or a ``flush``: ``model/committing.py``) and,
+  with flush ``SYNC``, msyncs the
   CommitLog before returning when the put waits. The flush services
   (``flushing``: impl/flushing.py) run at the broker's ticks: SYNC's group
   commit takes what puts that did not wait left, ASYNC's FlushRealTimeService
@@ -19,7 +22,7 @@ need, single-threaded and deterministic:
   store leaves them after a clean shutdown).
 - ``close()`` flushes, writes the checkpoint and removes ``abort``.
 - ``crash("kill")`` drops the process: every written byte survives (the
-  page cache outlives the process), ``abort`` stays. ``crash("power")`` also
+  page cache outlives the process) but the write buffers' uncommitted bytes, ``abort`` stays. ``crash("power")`` also
   zeroes every byte past each file's flushed position; ``torn=True`` keeps the
   first half of the first unflushed record (a torn record), an int keeps that
   many bytes (``torn_tail``: the unflushed records but the last whole, the last
