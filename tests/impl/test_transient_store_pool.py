@@ -168,3 +168,27 @@ def test_the_model_commits_a_full_file_at_a_pass_that_is_not_thorough():
 def test_the_flag_is_refused_under_sync():
     with pytest.raises(ValueError, match="ASYNC"):
         BrokerConfig(flush="SYNC", transient_store_pool=True)
+
+
+def test_the_page_cache_never_holds_uncommitted_bytes(tmp_path):
+    """The durable-effects recorder and the crash file system (``impl/crashfs.py``): a buffered append writes
+    nothing to the file; the commit is the write. So every crash state the exploration derives from a pooled
+    store lacks the uncommitted records, and a kill (the page cache kept) loses exactly them."""
+    from rmqspec.impl import crashfs, effects
+    from rmqspec.impl.codec import MessageRecord
+    from rmqspec.impl.store import MessageStore, StoreConfig
+
+    cfg = StoreConfig(commitlog_file_size=4096, cq_file_size=200, flush="ASYNC", transient_store_pool=True)
+    root = tmp_path / "s"
+    with effects.recording(root) as log:
+        store = MessageStore.open(root, config=cfg)
+        kept = store.put(MessageRecord("T", 0, b"kept", store_ts=1))
+        store.commit_real_time(1)  # the first pass is thorough
+        lost = store.put(MessageRecord("T", 0, b"lost", store_ts=2))
+        store.crash("kill")
+    _points, fs = crashfs.replay(log.effects)
+    cl = fs.volatile_files()["commitlog/00000000000000000000"]
+    assert cl[kept.commitlog_offset:kept.commitlog_offset + kept.size].count(0) < kept.size
+    assert cl[lost.commitlog_offset:lost.commitlog_offset + lost.size] == bytes(lost.size)
+    with MessageStore.open(root, config=cfg) as again:
+        assert again.max_offset("T", 0) == 1 and again.commitlog_max_offset == kept.commitlog_offset + kept.size
