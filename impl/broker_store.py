@@ -275,6 +275,7 @@ def store_config(config: BrokerConfig) -> StoreConfig:
         transient_store_pool=config.transient_store_pool,
         commit_least_pages=config.commit_commitlog_least_pages,
         commit_thorough_interval_ms=config.commit_commitlog_thorough_interval_ms,
+        commit_interval_ms=config.commit_interval_commitlog_ms,
     )
 
 

@@ -416,6 +416,13 @@ class MappedFileQueue:
         moved, self.committed_where = where != self.committed_where, where
         return moved
 
+    def commit_through(self, end: int) -> None:
+        """Commit every write buffer up to absolute ``end`` (the files before its own whole)."""
+        for f in self.files:
+            if f.start < end and f.pending is not None:
+                f.commit(min(f.wrote, end - f.start))
+        self.committed_where = max(self.committed_where, self.readable_offset)
+
     def commit_all(self) -> None:
         """Commit every write buffer (a flush, a clean shutdown)."""
         for f in self.files:

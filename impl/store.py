@@ -133,6 +133,7 @@ class StoreConfig:
     transient_store_pool: bool = False
     commit_least_pages: int = 4
     commit_thorough_interval_ms: int = 200
+    commit_interval_ms: int = 200
 
     def __attrs_post_init__(self) -> None:
         if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
@@ -176,8 +177,10 @@ class MessageStore:
                                       config.flush_thorough_interval_ms, config.flush_interval_ms, self._effects)
         # TransientStorePool: the CommitRealTimeService and the units of records not yet committed (the reput
         # dispatches only committed records): (key, queue offset, commitlog offset, size, tagsCode, storeTs)
-        self.committer = CommitRealTime(config.commit_least_pages, config.commit_thorough_interval_ms)
+        self.committer = CommitRealTime(config.commit_least_pages, config.commit_thorough_interval_ms,
+                                        interval_ms=config.commit_interval_ms)
         self._undispatched: list[tuple[tuple[str, int], int, int, int, int, int]] = []
+        self._buffered_writes: list[tuple[int, int]] = []  # (end, storeTs) of the records in write buffers
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -334,6 +337,9 @@ class MessageStore:
         hidden = is_txn_hidden(prepared.sys_flag)
         queue_offset = 0 if hidden else self._next.get(key, 0)
         offset = self.commitlog.append(prepared, queue_offset)
+        buffered = self.commitlog.files.buffered_from
+        if buffered is not None and offset >= buffered:
+            self._buffered_writes.append((offset + prepared.size, record.store_ts))
         if self._effects is not None:
             self._effects.mark("append", offset=offset, size=prepared.size)
         if not hidden:
@@ -356,6 +362,8 @@ class MessageStore:
         """The reput: the consume-queue units of the records below the read position (all, without a pool)."""
         files = self.commitlog.files
         readable = files.readable_offset if self.config.transient_store_pool else files.max_offset
+        if self._buffered_writes:
+            self._buffered_writes = [w for w in self._buffered_writes if w[0] > readable]
         done = 0
         for key, queue_offset, offset, size, code, store_ts in self._undispatched:
             if offset + size > readable:
@@ -369,8 +377,18 @@ class MessageStore:
         """The CommitRealTimeService's iterations at ``now`` (``model/committing.py``), then the reput."""
         if not self.config.transient_store_pool:
             return
+        files = self.commitlog.files
+        cutoff, due = now - self.committer.catch_up_ms, 0
+        for end, store_ts in self._buffered_writes:  # committed since the last tick (model/committing.py)
+            if end <= files.readable_offset:
+                continue
+            if store_ts > cutoff:
+                break
+            due = end
+        if due:
+            files.commit_through(due)
         least = self.committer.least_for(now)
-        while self.commitlog.files.commit_least(least):
+        while files.commit_least(least):
             self.committer.last_commit, least = now, self.committer.least_pages
         self._dispatch_committed()
 

@@ -206,7 +206,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
             self.config.flush_interval_commitlog_ms, now))
         # TransientStorePool (model/committing.py): the CommitRealTimeService
         self.committer = CommitRealTime(self.config.commit_commitlog_least_pages,
-                                        self.config.commit_commitlog_thorough_interval_ms)
+                                        self.config.commit_commitlog_thorough_interval_ms,
+                                        interval_ms=self.config.commit_interval_commitlog_ms)
         self.state = BrokerState.RUNNING
         self.retry_seq = 0
         self.choices: list[Choice] = []

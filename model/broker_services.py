@@ -49,8 +49,10 @@ class BackgroundServices:
         self.durability.on_tick(len(self.store.records), now)  # the GroupCommitService's pass (SYNC)
         readable = self.store.write_pos
         if self.store.buffered:  # the CommitRealTimeService (model/committing.py); the flush sees what it committed
+            due = self.store.written_by(now - self.committer.catch_up_ms)
             self.store.commit_to(self.committer.pass_at(now, self.store.committed_where, self.store.write_pos,
-                                                        self.config.commitlog_file_size, self.store.buffered_from))
+                                                        self.config.commitlog_file_size, self.store.buffered_from,
+                                                        due))
             readable = self.store.readable_where
         self.durability.on_async_pass(now, readable, self.config.commitlog_file_size,
                                       self.store.records_ending_by)  # FlushRealTimeService (ASYNC)

@@ -28,7 +28,11 @@ process dies, the OS keeps its page cache, the buffer goes) loses what was not c
 least that. Recovery finds the committed prefix on disk like any other and truncates the rest.
 
 The model runs the service's iterations at each ``tick`` (``CommitRealTime.pass_at``: one file per iteration
-while one commits), before the FlushRealTimeService's pass, which then sees the committed position as written;
+while one commits), before the FlushRealTimeService's pass, which then sees the committed position as written.
+Between two ticks the real service kept running (it waits at most ``commitIntervalCommitLog`` between
+iterations, a full file commits at any iteration, the last file at the latest once a thorough interval passed):
+so a pass first counts as committed every record written at least ``interval + thorough interval`` (400 ms)
+before the tick (``catch_up_ms``; a prefix, by store time), then applies the rule to the rest;
 an explicit ``flush()`` and a clean shutdown commit everything first (``CommitRealTimeService``'s shutdown
 commits with 0 pages). The rule is shared by both brokers, the model over its records' offsets
 (``model/queues.py``), the mmap broker over its files' real buffers (``impl/mappedfile.py``).
@@ -64,6 +68,13 @@ class CommitRealTime:
     least_pages: int = 4
     thorough_interval_ms: int = 200
     last_commit: int | None = None
+    interval_ms: int = 200  # commitIntervalCommitLog: the longest wait between two iterations
+
+    @property
+    def catch_up_ms(self) -> int:
+        """How long after its write a record is surely committed: the next iteration commits the full files
+        before it, the one after a thorough interval the rest."""
+        return max(0, self.interval_ms) + max(0, self.thorough_interval_ms)
 
     def least_for(self, now: int) -> int:
         """The threshold of the iterations at ``now``: 0 when a thorough commit is due (and noted)."""
@@ -72,12 +83,15 @@ class CommitRealTime:
             return 0
         return self.least_pages
 
-    def pass_at(self, now: int, committed_where: int, wrote: int, file_size: int, buffered: int = 0) -> int:
+    def pass_at(self, now: int, committed_where: int, wrote: int, file_size: int, buffered: int = 0,
+                due: int = 0) -> int:
         """``committedWhere`` after the iterations at ``now``: ``committed_where`` and ``wrote`` are absolute
         commitlog positions, files ``file_size`` long, every file before the one holding ``wrote`` full (a rolled
         file ends in its blank), the files from ``buffered`` on with a write buffer. A file without one
         "commits" whatever it holds, whatever the threshold (``MappedFile.commit`` returns its write position),
-        and that counts as a commit."""
+        and that counts as a commit. ``due``: the end of what was written ``catch_up_ms`` or more ago, committed
+        by the iterations since the last tick."""
+        committed_where = max(committed_where, due)
         least = self.least_for(now)
         while committed_where < wrote:
             start = committed_where - committed_where % file_size

@@ -109,6 +109,7 @@ class BrokerConfig:
     transient_store_pool: bool = attrs.field(default=False, validator=_check_transient_store_pool)
     commit_commitlog_least_pages: int = 4
     commit_commitlog_thorough_interval_ms: int = 200
+    commit_interval_commitlog_ms: int = 200  # commitIntervalCommitLog: the service's wait
     # Schedule-service progress is persisted this often (ScheduleMessageService
     # flushDelayOffsetInterval, 10 s) and on clean shutdown.
     flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)

@@ -474,6 +474,16 @@ class Store:
             return self.write_pos
         return max(self.committed_where, min(self.write_pos, self.buffered_from))
 
+    def written_by(self, cutoff: int) -> int:
+        """The end of the longest run of records past the readable ones stored at or before ``cutoff`` (what the
+        CommitRealTimeService surely committed since: ``CommitRealTime.catch_up_ms``)."""
+        end = self.committed_where
+        for record in self.records[self.dispatched:]:
+            if record.store_ts > cutoff:
+                break
+            end = record.end
+        return end
+
     def commit_all(self) -> None:
         """Everything written committed (an explicit flush, a clean shutdown)."""
         self.commit_to(self.write_pos)

@@ -310,6 +310,7 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "commitCommitLogLeastPages": ("commit_commitlog_least_pages", _integer(_INT32, _ANY_INT32, "an int")),
     "commitCommitLogThoroughInterval": ("commit_commitlog_thorough_interval_ms",
                                         _integer(_INT32, _ANY_INT32, "an int")),
+    "commitIntervalCommitLog": ("commit_interval_commitlog_ms", _integer(_INT32, _ANY_INT32, "an int")),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),

@@ -165,3 +165,33 @@ def test_after_a_restart_the_loaded_file_has_no_buffer():
         broker.send(Message("T", b"x" * 200), 0)
     before = broker.pull("g", MQ, 0).max_offset
     assert before == broker.store.next_queue_offset("T", 0) - 1  # the record in the new file waits
+
+
+def test_what_was_written_400_ms_before_a_tick_is_committed_whatever_the_rule():
+    """Between ticks the real service kept iterating (every commitIntervalCommitLog, thorough every 200 ms):
+    a pass first takes as committed what was written catch_up_ms before it (a prefix, by store time)."""
+    service = CommitRealTime(last_commit=1000)
+    assert service.catch_up_ms == 400
+    # at 1100 the rule commits nothing (not thorough, under four pages), but the first 300 bytes are due
+    assert service.pass_at(1100, 0, 500, 1 << 30, due=300) == 300
+    clock, broker = _broker(attrs.evolve(POOLED, commitlog_file_size=4096))
+    clock.advance(1)
+    broker.tick()  # thorough, nothing written: the time noted
+    for _ in range(25):  # more than a file: the first rolls, the second holds a few records
+        broker.send(Message("T", b"x" * 200), 0)
+    clock.advance(60_000)
+    assert broker.store.written_by(clock.now() - 400) == broker.store.write_pos
+    broker.tick()  # thorough: its first iteration commits the full file; the rest is 60 s old, so committed too
+    assert broker.pull("g", MQ, 0, 32).max_offset == 25
+    for _ in range(25):
+        broker.send(Message("T", b"y" * 200), 0)
+    clock.advance(1)
+    broker.tick()  # 1 ms later: the full file only
+    assert 25 < broker.pull("g", MQ, 25, 32).max_offset < 50
+
+
+def test_commit_interval_key():
+    conf = broker_conf_from_text("transientStorePoolEnable=true\ncommitIntervalCommitLog=50\n", "b.conf")
+    cfg = broker_config_from_conf(conf)
+    assert cfg.commit_interval_commitlog_ms == 50
+    assert ModelBroker(ManualClock(0), cfg).committer.catch_up_ms == 250
