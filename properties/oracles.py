@@ -146,7 +146,8 @@ class OracleRules:
     def judge_answers(self, after_crash: bool) -> None:
         """Each owed answer's copy was revealed where the answer said; after a crash they are not judged
         (the copy may be gone with the unflushed tail). With a TransientStorePool a copy not yet committed is
-        not readable (model/committing.py): an answer past the queue's revealed end stays owed."""
+        not readable (model/committing.py): an answer past the queue's revealed end stays owed, and is dropped
+        when retention took its copy first."""
         owed, self.answers_owed = self.answers_owed, []
         if after_crash:
             return
@@ -156,6 +157,8 @@ class OracleRules:
             if not any(e.event == "store" and e.msg_key == key and e.topic == topic and e.queue_id == queue_id
                        and e.queue_offset == queue_offset and e.commitlog_offset == commitlog_offset
                        for e in self.history.events[since:]):
+                if pooled and commitlog_offset < self.commitlog_low:
+                    continue
                 if pooled and self.frontier.get(MessageQueue(topic, queue_id), 0) <= queue_offset:
                     self.answers_owed.append(item)
                     continue
