@@ -104,7 +104,9 @@ class Restarts:
         now = self._now()
         kind = self.durability.crash_kind or ""
         kept = self.store.records[survivors - 1].end if survivors else self.store.commitlog_min
-        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size)
+        # a kill with a TransientStorePool keeps what was readable (committed, or in a file without a buffer)
+        on_disk = self.store.readable_where if kind == "kill" and self.store.buffered else None
+        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size, on_disk)
         lost = self.store.truncate(survivors, end)
         self.durability.after_recovery(survivors, self.store.write_pos)
         self._restart(now)

@@ -134,15 +134,17 @@ class Durability:
             return range(kept, kept + 1)
         return range(self.flushed, total + 1)
 
-    def recovered_end(self, end: int, written: int, file_size: int) -> int:
+    def recovered_end(self, end: int, written: int, file_size: int, on_disk: int | None = None) -> int:
         """Where recovery ends when the survivors end at ``end`` and the commitlog had reached
         ``written``: the next file's start when the survivors' file was rolled (a later file exists)
         and flushed through its end-of-file blank, which recovery reads and steps over
         (recoverAbnormally: a blank moves it to the next file), though no record in the next file
         survived — only an ASYNC pass that flushed the full file and not the next one's few pages
-        leaves that; else ``end``."""
+        leaves that; else ``end``. ``on_disk``: how far the bytes outlived the crash when not the flushed
+        position (a kill with a TransientStorePool: the committed ones, a loaded file's blank included)."""
         file_end = end - end % file_size + file_size
-        if end % file_size and self.where >= file_end and written > file_end:
+        reach = self.where if on_disk is None else on_disk
+        if end % file_size and reach >= file_end and written > file_end:
             return file_end
         return end
 

@@ -332,6 +332,8 @@ class Store:
         self.committed_where = 0
         self.buffered_from = 0
         self.pending: dict[tuple[str, int], int] = {}
+        # (last record's end, the next file's start) of each recovery that resumed there (stepped over a blank)
+        self.resumed_at: set[tuple[int, int]] = set()
 
     # -- topics ---------------------------------------------------------
 
@@ -507,7 +509,10 @@ class Store:
         lost = self.records[survivors:]
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
-        self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min, end or 0)
+        last_end = self.records[-1].end if self.records else 0
+        self.write_pos = max(last_end, self.commitlog_min, end or 0)
+        if end is not None and end > max(last_end, self.commitlog_min):
+            self.resumed_at.add((last_end, end))  # recovery stepped over a blank into the next file (wellformed.py)
         self.queues = {}
         for i, r in enumerate(self.records):
             if transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):

@@ -195,3 +195,22 @@ def test_commit_interval_key():
     cfg = broker_config_from_conf(conf)
     assert cfg.commit_interval_commitlog_ms == 50
     assert ModelBroker(ManualClock(0), cfg).committer.catch_up_ms == 250
+
+
+def test_a_kill_after_a_rolled_blank_in_a_loaded_file_resumes_in_the_next_file():
+    """After a restart the last file has no buffer: the blank that rolls it is in the page cache at once, the
+    record in the new file only in its buffer. A kill keeps the blank; recovery steps over it into the next
+    file (recoverAbnormally), so the next put starts there (conformance seed 11)."""
+    _clock, broker = _broker(attrs.evolve(POOLED, commitlog_file_size=4096))
+    broker.send(Message("T", b"a"), 0)
+    broker.close()
+    broker.reopen()
+    while broker.store.write_pos < 4096:
+        broker.send(Message("T", b"x" * 1000), 0)
+    broker.crash("kill")
+    broker.recover()
+    assert broker.store.write_pos == 4096
+    assert broker.send(Message("T", b"b"), 0).commitlog_offset == 4096
+    from rmqspec.model.wellformed import commitlog_layout
+
+    assert commitlog_layout(broker) == []
