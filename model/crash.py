@@ -144,7 +144,8 @@ class Durability:
         position (a kill with a TransientStorePool: the committed ones, a loaded file's blank included)."""
         file_end = end - end % file_size + file_size
         reach = self.where if on_disk is None else on_disk
-        if end % file_size and reach >= file_end and written > file_end:
+        # written == file_end: a recovery already resumed there (its empty file is kept): it does again
+        if end % file_size and reach >= file_end and written >= file_end:
             return file_end
         return end
 
