@@ -593,6 +593,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
+        self.log.store.commit_real_time(now)  # the CommitRealTimeService's (a TransientStorePool: model/committing.py)
         self.log.store.flushing.group_commit(now)  # the GroupCommitService's pass (SYNC: model/crash.py)
         self.log.store.flushing.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
         self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)

@@ -39,6 +39,7 @@ class Lifecycle:
     _records: int
     _flushed: int
     _unflushed: list[tuple[int, str | None]]
+    _committed: int  # at a crash: the records committed (all, without a TransientStorePool)
     _crash_kind: str | None
 
     def _require_running(self) -> None: ...  # MmapBroker's
@@ -95,11 +96,18 @@ class Lifecycle:
         now = self.clock.now()
         torn = self.store.torn_tail() if kind == TORN else 0
         kind = "power" if kind == TORN else kind
+        # a TransientStorePool: the records past the committed position live only in the write buffers, which a
+        # kill takes (model/committing.py)
+        committed = self.store.committed_offset
+        uncommitted = [key for end, key in self._unflushed if end > committed]
+        self._committed = self._records - len(uncommitted)
         self.store.crash(kind, torn=torn, keep_queues=torn > 0)
         self.store = None
         self.state = CRASHED
         self._crash_kind = kind
         at_risk = sorted({key for _, key in self._unflushed if key}) if kind == "power" else []
+        if kind == "kill" and self.config.transient_store_pool:
+            at_risk = sorted({key for key in uncommitted if key})
         self._unflushed.clear()
         self.events.crash(now, kind, self._records, self._flushed, at_risk)
 
@@ -107,8 +115,8 @@ class Lifecycle:
         """The numbers of commitlog records that may survive the current crash (as the model's)."""
         if self.state != CRASHED:
             raise RuntimeError("recovery_choices() is defined only after crash()")
-        if self._crash_kind == "kill":
-            return range(self._records, self._records + 1)
+        if self._crash_kind == "kill":  # at least the committed records (all, without a TransientStorePool)
+            return range(self._committed, self._committed + 1)
         return range(self._flushed, self._records + 1)
 
     def recover(self) -> None:

@@ -272,6 +272,10 @@ def store_config(config: BrokerConfig) -> StoreConfig:
         flush_least_pages=config.flush_commitlog_least_pages,
         flush_thorough_interval_ms=config.flush_commitlog_thorough_interval_ms,
         flush_interval_ms=config.flush_interval_commitlog_ms,
+        transient_store_pool=config.transient_store_pool,
+        commit_least_pages=config.commit_commitlog_least_pages,
+        commit_thorough_interval_ms=config.commit_commitlog_thorough_interval_ms,
+        commit_interval_ms=config.commit_interval_commitlog_ms,
     )
 
 

@@ -122,13 +122,14 @@ class CommitLog:
     def read(self, offset: int) -> DecodedRecord:
         """The record starting at ``offset``; raises ``CorruptRecord`` if there is none."""
         f = self.files.find(offset)
-        if f is None or offset >= f.start + f.wrote:
+        # past the read position (a TransientStorePool's uncommitted bytes): selectMappedBuffer finds nothing
+        if f is None or offset >= f.start + f.readable:
             raise CorruptRecord(
                 "NOT_FOUND",
                 offset,
-                f"outside the written commitlog [{self.min_offset}, {self.max_offset})",
+                f"outside the readable commitlog [{self.min_offset}, {self.files.readable_offset})",
             )
-        result = decode_at(f.mm, offset - f.start, base_offset=f.start, limit=f.wrote)
+        result = decode_at(f.mm, offset - f.start, base_offset=f.start, limit=f.readable)
         if not isinstance(result, DecodedRecord):
             raise CorruptRecord("NOT_FOUND", offset, "no message record starts here")
         return result
@@ -180,13 +181,13 @@ class CommitLog:
 
     def first_store_ts(self, f: MappedFile) -> int | None:
         """storeTs of the first record of ``f`` if it starts with a message (recovery's test)."""
-        magic = int.from_bytes(f.mm[4:8], "big", signed=True)
+        magic = int.from_bytes(f.content(4, 4), "big", signed=True)
         if magic != MESSAGE_MAGIC:
             return None
-        sys_flag = int.from_bytes(f.mm[SYSFLAG_POSITION : SYSFLAG_POSITION + 4], "big", signed=True)
+        sys_flag = int.from_bytes(f.content(SYSFLAG_POSITION, 4), "big", signed=True)
         born = 20 if sys_flag & BORNHOST_V6_FLAG else 8
         pos = 48 + born
-        return int.from_bytes(f.mm[pos : pos + 8], "big", signed=True)
+        return int.from_bytes(f.content(pos, 8), "big", signed=True)
 
     # -- durability ---------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ class FlushServices:
 
     def start(self, now: int) -> None:
         """The FlushRealTimeService starts with the store: its first pass, thorough, is at ``now``."""
-        self.real_time.restart(now, self.commitlog.max_offset)
+        self.real_time.restart(now, self.commitlog.files.readable_offset)
 
     def group_commit(self, now: int) -> None:
         """The GroupCommitService's pass (SYNC), unless the disk is stalled at ``now``."""
@@ -57,6 +57,7 @@ class FlushServices:
             return
         service = self.real_time
         least = service.least_for(now)
-        seen, service.mark = service.mark, self.commitlog.max_offset  # what the previous pass saw
+        # what the previous pass saw (readable: with a TransientStorePool, what was committed)
+        seen, service.mark = service.mark, self.commitlog.files.readable_offset
         while self.commitlog.files.flush_least(least, seen):
             least = service.least_pages

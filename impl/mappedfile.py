@@ -28,6 +28,15 @@ Two operations exist for recovery and crash simulation:
   flushed position is zeroed, except ``keep`` bytes right after the first
   unflushed position (a torn write).
 
+A file created while the queue is ``transient`` (a TransientStorePool,
+``model/committing.py``) gets a write buffer: ``append`` puts the bytes in
+process memory (``pending``, the bytes ``[committed, wrote)``) and ``commit``
+writes them into the mapping, as ``MappedFile.commit0`` writes the pool's
+buffer to the file channel. Until then nothing of them is in the file (a
+process crash loses them), and ``readable`` (RocketMQ's ``getReadPosition``:
+the committed position of a file with a buffer, else ``wrote``) bounds reads
+and flushes. Files loaded from the directory never have a buffer.
+
 Loading tolerates an empty last file (a crash between a file's creation and
 its sizing leaves one): it is sized, and reads as zeros (RocketMQ's
 ``MappedFileQueue.load`` refuses to start instead). Any other size mismatch is
@@ -48,6 +57,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rmqspec.impl import effects
+from rmqspec.model.committing import able_to_commit
 from rmqspec.model.flushing import able_to_flush
 
 NAME_PATTERN = re.compile(r"^[0-9]{20}$")
@@ -139,6 +149,41 @@ class MappedFile:
             raise
         self.wrote = 0
         self.flushed = 0
+        self.committed = 0  # with a write buffer: the bytes written into the mapping (MappedFile.committedPosition)
+        self.pending: bytearray | None = None  # the write buffer's bytes [committed, wrote); None: no buffer
+
+    def give_buffer(self) -> None:
+        """Borrow a write buffer (TransientStorePool.borrowBuffer): appends go to process memory."""
+        self.committed = self.wrote
+        self.pending = bytearray()
+
+    @property
+    def readable(self) -> int:
+        """``getReadPosition``: the committed position with a write buffer, else the write position."""
+        return self.committed if self.pending is not None else self.wrote
+
+    def commit(self, upto: int | None = None) -> bool:
+        """``commit0``: write the buffer's bytes up to ``upto`` (all) into the mapping; a file committed to its
+        end gives its buffer back. True if anything was committed."""
+        if self.pending is None:
+            return False
+        end = self.wrote if upto is None else upto
+        n = end - self.committed
+        if n > 0:
+            self.write(self.committed, bytes(self.pending[:n]))
+            del self.pending[:n]
+            self.committed = end
+        if self.committed == self.size:
+            self.pending = None  # TransientStorePool.returnBuffer
+        return n > 0
+
+    def content(self, pos: int, n: int) -> bytes:
+        """The bytes ``[pos, pos + n)`` as written, the write buffer's included (the process's own view)."""
+        if self.pending is None or pos + n <= self.committed:
+            return bytes(self.mm[pos : pos + n])
+        head = bytes(self.mm[pos : self.committed]) if pos < self.committed else b""
+        lo = max(pos, self.committed) - self.committed
+        return head + bytes(self.pending[lo : lo + n - len(head)])
 
     def _resize(self, size: int) -> None:
         os.ftruncate(self._fd, size)
@@ -161,6 +206,10 @@ class MappedFile:
     def append(self, data: bytes) -> int:
         """Write ``data`` at the write position; return the position it went to."""
         pos = self.wrote
+        if self.pending is not None:  # into the write buffer: the file sees it at the commit
+            self.pending += data
+            self.wrote = pos + len(data)
+            return pos
         self.mm[pos : pos + len(data)] = data
         self.wrote = pos + len(data)
         if self.tap is not None:
@@ -168,8 +217,8 @@ class MappedFile:
         return pos
 
     def flush(self, upto: int | None = None) -> bool:
-        """msync the bytes written since the last flush (to ``upto``: all); True if anything was flushed."""
-        end = self.wrote if upto is None else upto
+        """msync the bytes written since the last flush (to ``upto``: all readable); True if anything was flushed."""
+        end = self.readable if upto is None else upto
         if self.flushed >= end:
             return False
         start = self.flushed - self.flushed % PAGE
@@ -204,6 +253,9 @@ class MappedFile:
                 self.tap.sync(start, end, meta=False)
         self.wrote = min(self.wrote, pos)
         self.flushed = min(self.flushed, pos)
+        self.committed = min(self.committed, pos)
+        if self.pending is not None:
+            del self.pending[self.wrote - self.committed:]
 
     def _data_extents(self, pos: int) -> list[tuple[int, int]]:
         return data_extents(self._fd, pos, self.size)
@@ -234,6 +286,10 @@ class MappedFileQueue:
         self.dir = directory
         self.file_size = file_size
         self.files: list[MappedFile] = []
+        # TransientStorePool (model/committing.py): files created starting at or after ``buffered_from`` get a
+        # write buffer (None: no pool); ``committed_where``: MappedFileQueue.committedWhere
+        self.buffered_from: int | None = None
+        self.committed_where = 0
 
     # -- loading --------------------------------------------------------------------------
 
@@ -272,6 +328,18 @@ class MappedFileQueue:
         return last.start + last.wrote
 
     @property
+    def readable_offset(self) -> int:
+        """One past the last byte of the readable prefix (what the reput reaches: each file's read position,
+        the committed one of a buffered file); the files before ``committed_where``'s are readable whole."""
+        if not self.files:
+            return 0
+        first = max(0, min((self.committed_where - self.files[0].start) // self.file_size, len(self.files) - 1))
+        for f in self.files[first:]:
+            if f.readable < f.size:
+                return f.start + f.readable
+        return self.files[-1].end if self.files else 0
+
+    @property
     def flushed_offset(self) -> int:
         for f in self.files:
             if f.flushed < f.size:
@@ -291,6 +359,8 @@ class MappedFileQueue:
             raise ValueError(f"file start {start} is not a multiple of {self.file_size}")
         self.dir.mkdir(parents=True, exist_ok=True)
         f = MappedFile(self.dir / file_name(start), start, self.file_size, create=True)
+        if self.buffered_from is not None and start >= self.buffered_from:
+            f.give_buffer()
         self.files.append(f)
         fsync_dir(self.dir)
         return f
@@ -319,7 +389,7 @@ class MappedFileQueue:
     def flush(self) -> bool:
         flushed = False
         for f in self.files:
-            if f.flushed < f.wrote:
+            if f.flushed < f.readable:
                 flushed = f.flush() or flushed
         return flushed
 
@@ -327,11 +397,37 @@ class MappedFileQueue:
         """``MappedFileQueue.flush(leastPages)`` over the bytes below ``limit`` (what the service saw):
         msync the first file not flushed to there when ``isAbleToFlush`` (``model/flushing.py``); True if
         it flushed."""
-        f = next((f for f in self.files if f.flushed < min(f.wrote, limit - f.start)), None)
+        f = next((f for f in self.files if f.flushed < min(f.readable, limit - f.start)), None)
         if f is None:
             return False
-        upto = min(f.wrote, limit - f.start)
+        upto = min(f.readable, limit - f.start)
         return able_to_flush(upto, f.flushed, f.size, least_pages) and f.flush(upto)
+
+    def commit_least(self, least_pages: int) -> bool:
+        """``MappedFileQueue.commit(leastPages)``: the file holding ``committed_where`` commits when
+        ``isAbleToCommit`` (``model/committing.py``); a file without a buffer answers its write position; True
+        if ``committed_where`` moved."""
+        f = self.find(self.committed_where)
+        if f is None:
+            return False
+        if f.pending is not None and able_to_commit(f.wrote, f.committed, f.size, least_pages):
+            f.commit()
+        where = f.start + f.readable
+        moved, self.committed_where = where != self.committed_where, where
+        return moved
+
+    def commit_through(self, end: int) -> None:
+        """Commit every write buffer up to absolute ``end`` (the files before its own whole)."""
+        for f in self.files:
+            if f.start < end and f.pending is not None:
+                f.commit(min(f.wrote, end - f.start))
+        self.committed_where = max(self.committed_where, self.readable_offset)
+
+    def commit_all(self) -> None:
+        """Commit every write buffer (a flush, a clean shutdown)."""
+        for f in self.files:
+            f.commit()
+        self.committed_where = self.readable_offset
 
     def sync_all(self) -> None:
         """msync every written byte, flushed or not (after a crash the page cache may still hold them)."""
@@ -346,7 +442,7 @@ class MappedFileQueue:
         """After recovery: positions of every file end at ``offset`` (all on disk)."""
         for f in self.files:
             pos = min(max(offset - f.start, 0), f.size)
-            f.wrote = f.flushed = pos
+            f.wrote = f.flushed = f.committed = pos
 
     def truncate_from(self, offset: int) -> None:
         """Forget every byte at and after ``offset`` (delete later files, zero the rest)."""
@@ -358,7 +454,7 @@ class MappedFileQueue:
         if f is not None:
             pos = offset - f.start
             f.zero_from(pos)
-            f.wrote = f.flushed = pos
+            f.wrote = f.flushed = f.committed = pos
         if changed:
             fsync_dir(self.dir)
 

@@ -8,7 +8,10 @@ need, single-threaded and deterministic:
 - ``put(record)`` validates and encodes the record, assigns its queue offset
   (dense per (topic, queue); PREPARED and ROLLBACK records get 0 and no unit),
   appends it to the CommitLog, dispatches its consume-queue unit at once (so it
-  is readable right after ``put``) and, with flush ``SYNC``, msyncs the
+  is readable right after ``put``; with ``transient_store_pool`` the record goes
+  to the file's write buffer and its unit waits for ``commit_real_time``, the
+  CommitRealTimeService at a tick, or a ``flush``: ``model/committing.py``) and,
+  with flush ``SYNC``, msyncs the
   CommitLog before returning when the put waits. The flush services
   (``flushing``: impl/flushing.py) run at the broker's ticks: SYNC's group
   commit takes what puts that did not wait left, ASYNC's FlushRealTimeService
@@ -19,7 +22,7 @@ need, single-threaded and deterministic:
   store leaves them after a clean shutdown).
 - ``close()`` flushes, writes the checkpoint and removes ``abort``.
 - ``crash("kill")`` drops the process: every written byte survives (the
-  page cache outlives the process), ``abort`` stays. ``crash("power")`` also
+  page cache outlives the process) but the write buffers' uncommitted bytes, ``abort`` stays. ``crash("power")`` also
   zeroes every byte past each file's flushed position; ``torn=True`` keeps the
   first half of the first unflushed record (a torn record), an int keeps that
   many bytes (``torn_tail``: the unflushed records but the last whole, the last
@@ -87,6 +90,7 @@ from rmqspec.impl.consumequeue import DEFAULT_CQ_FILE_SIZE, UNIT_SIZE, ConsumeQu
 from rmqspec.impl.flushing import FlushServices
 from rmqspec.impl.mappedfile import StoreError, fsync_dir
 from rmqspec.impl.recovery import RecoveryReport, recover
+from rmqspec.model.committing import CommitRealTime, buffered_from
 from rmqspec.model.limits import MAX_TOPIC_CHARS
 from rmqspec.model.message import java_length
 
@@ -125,11 +129,18 @@ class StoreConfig:
     flush_least_pages: int = 4
     flush_thorough_interval_ms: int = 10_000
     flush_interval_ms: int = 500
+    # TransientStorePool (ASYNC only; model/committing.py): write buffers committed by the CommitRealTimeService
+    transient_store_pool: bool = False
+    commit_least_pages: int = 4
+    commit_thorough_interval_ms: int = 200
+    commit_interval_ms: int = 200
 
     def __attrs_post_init__(self) -> None:
         if not self.delay_levels_ms or any(d < 0 for d in self.delay_levels_ms):
             raise ValueError(f"delay_levels_ms must be non-empty and ≥ 0, got {self.delay_levels_ms}")
         encode_host(self.store_host, self.store_port)
+        if self.transient_store_pool and self.flush != "ASYNC":
+            raise ValueError("transient_store_pool needs flush ASYNC")
 
 
 @attrs.frozen
@@ -164,6 +175,12 @@ class MessageStore:
         # the GroupCommitService (SYNC) and the FlushRealTimeService (ASYNC): impl/flushing.py
         self.flushing = FlushServices(self.commitlog, config.flush, config.flush_least_pages,
                                       config.flush_thorough_interval_ms, config.flush_interval_ms, self._effects)
+        # TransientStorePool: the CommitRealTimeService and the units of records not yet committed (the reput
+        # dispatches only committed records): (key, queue offset, commitlog offset, size, tagsCode, storeTs)
+        self.committer = CommitRealTime(config.commit_least_pages, config.commit_thorough_interval_ms,
+                                        interval_ms=config.commit_interval_ms)
+        self._undispatched: list[tuple[tuple[str, int], int, int, int, int, int]] = []
+        self._buffered_writes: list[tuple[int, int]] = []  # (end, storeTs) of the records in write buffers
 
     # -- paths ------------------------------------------------------------------------------
 
@@ -232,6 +249,13 @@ class MessageStore:
             for cq in self._queues.values():
                 cq.files.sync_all()
         self._next = {key: cq.max_offset for key, cq in self._queues.items()}
+        if self.config.transient_store_pool:  # files created from here on get a write buffer (model/committing.py)
+            files = self.commitlog.files
+            files.committed_where = self.commitlog.max_offset  # recovery's setCommittedWhere
+            files.buffered_from = buffered_from(self.commitlog.max_offset, self.config.commitlog_file_size)
+            last = files.last()
+            if last is not None and last.start >= files.buffered_from and last.wrote == 0:
+                last.give_buffer()  # an empty file at the recovered end: treated as new (fidelity TS2)
         for cq in self._queues.values():  # recoverTopicQueueTable: from min offset 0
             cq.correct_min(self.commitlog.min_offset, 0)
         last = self.recovery.last_store_ts
@@ -313,14 +337,17 @@ class MessageStore:
         hidden = is_txn_hidden(prepared.sys_flag)
         queue_offset = 0 if hidden else self._next.get(key, 0)
         offset = self.commitlog.append(prepared, queue_offset)
+        buffered = self.commitlog.files.buffered_from
+        if buffered is not None and offset >= buffered:
+            self._buffered_writes.append((offset + prepared.size, record.store_ts))
         if self._effects is not None:
             self._effects.mark("append", offset=offset, size=prepared.size)
         if not hidden:
             self._next[key] = queue_offset + 1
             props = record.properties
             code = compute_tags_code(record.topic, props, record.store_ts, self.config.delay_levels_ms)
-            self._queue(*key).put(queue_offset, offset, prepared.size, code, record.store_ts)
-            self._last_dispatched_ts = record.store_ts
+            self._undispatched.append((key, queue_offset, offset, prepared.size, code, record.store_ts))
+        self._dispatch_committed()
         if self.config.flush == "SYNC" and record.wait and not self.flushing.stalled(record.store_ts):
             self.commitlog.flush()
         return PutResult(
@@ -330,6 +357,50 @@ class MessageStore:
             store_ts=record.store_ts,
             msg_id=f"{self._id_prefix}{offset:016X}",
         )
+
+    def _dispatch_committed(self) -> None:
+        """The reput: the consume-queue units of the records below the read position (all, without a pool)."""
+        files = self.commitlog.files
+        readable = files.readable_offset if self.config.transient_store_pool else files.max_offset
+        if self._buffered_writes:
+            self._buffered_writes = [w for w in self._buffered_writes if w[0] > readable]
+        done = 0
+        for key, queue_offset, offset, size, code, store_ts in self._undispatched:
+            if offset + size > readable:
+                break
+            self._queue(*key).put(queue_offset, offset, size, code, store_ts)
+            self._last_dispatched_ts = store_ts
+            done += 1
+        del self._undispatched[:done]
+
+    def commit_real_time(self, now: int) -> None:
+        """The CommitRealTimeService's iterations at ``now`` (``model/committing.py``), then the reput."""
+        if not self.config.transient_store_pool:
+            return
+        files = self.commitlog.files
+        cutoff, due = now - self.committer.catch_up_ms, 0
+        for end, store_ts in self._buffered_writes:  # committed since the last tick (model/committing.py)
+            if end <= files.readable_offset:
+                continue
+            if store_ts > cutoff:
+                break
+            due = end
+        if due:
+            files.commit_through(due)
+        least = self.committer.least_for(now)
+        while files.commit_least(least):
+            self.committer.last_commit, least = now, self.committer.least_pages
+        self._dispatch_committed()
+
+    def commit_all(self) -> None:
+        """Every write buffer committed, then the reput (a flush, a clean shutdown)."""
+        self.commitlog.files.commit_all()
+        self._dispatch_committed()
+
+    @property
+    def committed_offset(self) -> int:
+        """One past the last committed (readable) commitlog byte."""
+        return self.commitlog.files.readable_offset
 
     def put_batch(self, records: Sequence[MessageRecord]) -> list[PutResult]:
         """Append ``records`` as one batch (CommitLog.putMessages): in one file, the next one when they do
@@ -353,6 +424,7 @@ class MessageStore:
         """Make everything written so far durable (CommitLog, consume queues, checkpoint)."""
         self._check_open()
         self.flushing.stalled_until = None  # waited for the disk
+        self.commit_all()
         self.commitlog.flush()
         for cq in self._queues.values():
             cq.flush()
@@ -489,7 +561,7 @@ class MessageStore:
             keep = 0
             if torn:
                 start = self.commitlog.flushed_offset
-                unflushed = self.commitlog.max_offset - start
+                unflushed = self.commitlog.files.readable_offset - start
                 if isinstance(torn, bool):
                     # half of the first unflushed record (its header gives its size)
                     head = self.commitlog.files.read(start, 4)
@@ -508,13 +580,13 @@ class MessageStore:
         position of the first file holding unflushed bytes but the last, and half of that one (a
         power loss after the page cache wrote some of them back, tearing the last); 0 when
         nothing is unflushed."""
-        f = next((f for f in self.commitlog.files.files if f.flushed < f.wrote), None)
+        f = next((f for f in self.commitlog.files.files if f.flushed < f.readable), None)
         if f is None:
             return 0
         pos, last = f.flushed, None
-        while pos + 8 <= f.wrote:
+        while pos + 8 <= f.readable:
             size, _magic = peek_size(f.mm, pos)
-            if size <= 8 or pos + size > f.wrote:
+            if size <= 8 or pos + size > f.readable:
                 break
             last, pos = (pos, size), pos + size
         return 0 if last is None else last[0] - f.flushed + last[1] // 2

@@ -62,6 +62,7 @@ from rmqspec.model.broker_restarts import Restarts
 from rmqspec.model.broker_services import BackgroundServices
 from rmqspec.model.broker_txn import Transactions
 from rmqspec.model.clock import Clock
+from rmqspec.model.committing import CommitRealTime
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.crash import BrokerState, Durability
 from rmqspec.model.events import NullRecorder, Recorder
@@ -203,6 +204,10 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         self.durability = Durability(sync=self.config.flush == "SYNC", flusher=FlushRealTime(
             self.config.flush_commitlog_least_pages, self.config.flush_commitlog_thorough_interval_ms,
             self.config.flush_interval_commitlog_ms, now))
+        # TransientStorePool (model/committing.py): the CommitRealTimeService
+        self.committer = CommitRealTime(self.config.commit_commitlog_least_pages,
+                                        self.config.commit_commitlog_thorough_interval_ms,
+                                        interval_ms=self.config.commit_interval_commitlog_ms)
         self.state = BrokerState.RUNNING
         self.retry_seq = 0
         self.choices: list[Choice] = []

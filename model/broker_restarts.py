@@ -30,6 +30,7 @@ class Restarts:
         """Make every written record durable (an ASYNC broker's flush)."""
         self._require_running()
         self._now()
+        self.store.commit_all()  # a TransientStorePool's buffer first (model/committing.py)
         self.durability.flush(len(self.store.records), self.store.write_pos)
 
     def close(self) -> None:
@@ -39,6 +40,7 @@ class Restarts:
         now = self._now()
         if self.config.behaviour.op_batch and not self.external_op_batches:
             self._write_ops(self.txn.take_ops(now, self.config.transaction_op_batch_interval_ms), now)
+        self.store.commit_all()  # CommitRealTimeService's shutdown: everything committed (model/committing.py)
         self.durability.flush(len(self.store.records), self.store.write_pos)
         self.offsets.persist()
         self.schedule.persist(now)
@@ -68,8 +70,11 @@ class Restarts:
         now = self._now()
         self.state = BrokerState.CRASHED
         self.durability.crash_kind = kind
-        # the keys of the records a power loss may take (SPEC §8 crash detail.at_risk: not judged LOST)
+        # the keys of the records a power loss may take (SPEC §8 crash detail.at_risk: not judged LOST); with a
+        # TransientStorePool a kill takes what was not committed (model/committing.py)
         tail = self.store.records[self.durability.flushed:] if kind == "power" else []
+        if kind == "kill" and self.store.buffered:
+            tail = self.store.records[self.store.dispatched:]
         self._emit(
             "crash",
             now,
@@ -84,7 +89,8 @@ class Restarts:
         """The allowed numbers of surviving commitlog records after the current crash."""
         if self.state is not BrokerState.CRASHED:
             raise RuntimeError("recovery_choices() is defined only after crash()")
-        allowed = self.durability.allowed_survivors(len(self.store.records))
+        allowed = self.durability.allowed_survivors(len(self.store.records),
+                                                    self.store.dispatched if self.store.buffered else None)
         low = max(allowed.start, self.store.removed_count())  # deleted files are gone, not lost
         return range(low, max(allowed.stop, low + 1))
 
@@ -98,7 +104,9 @@ class Restarts:
         now = self._now()
         kind = self.durability.crash_kind or ""
         kept = self.store.records[survivors - 1].end if survivors else self.store.commitlog_min
-        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size)
+        # a kill with a TransientStorePool keeps what was readable (committed, or in a file without a buffer)
+        on_disk = self.store.readable_where if kind == "kill" and self.store.buffered else None
+        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size, on_disk)
         lost = self.store.truncate(survivors, end)
         self.durability.after_recovery(survivors, self.store.write_pos)
         self._restart(now)
@@ -124,6 +132,8 @@ class Restarts:
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.cleaner.restart(now)
         self.durability.restarted(now)
+        self.committer.restart()
+        self.store.restarted()
         self.store.disk_full = False
         self.store.correct_min_offsets()  # recoverTopicQueueTable
         self.state = BrokerState.RUNNING

@@ -47,7 +47,14 @@ class BackgroundServices:
         self._require_running()
         now = self._now()
         self.durability.on_tick(len(self.store.records), now)  # the GroupCommitService's pass (SYNC)
-        self.durability.on_async_pass(now, self.store.write_pos, self.config.commitlog_file_size,
+        readable = self.store.write_pos
+        if self.store.buffered:  # the CommitRealTimeService (model/committing.py); the flush sees what it committed
+            due = self.store.written_by(now - self.committer.catch_up_ms)
+            self.store.commit_to(self.committer.pass_at(now, self.store.committed_where, self.store.write_pos,
+                                                        self.config.commitlog_file_size, self.store.buffered_from,
+                                                        due))
+            readable = self.store.readable_where
+        self.durability.on_async_pass(now, readable, self.config.commitlog_file_size,
                                       self.store.records_ending_by)  # FlushRealTimeService (ASYNC)
         self.cleaner.run(now, self.store, self._emit)  # retention first (model/retention.py)
         self.schedule.deliver_due(

@@ -64,6 +64,14 @@ def _check_delete_when(_inst: object, _attr: attrs.Attribute, value: str) -> Non
     parse_delete_when(value)
 
 
+def _check_transient_store_pool(inst: BrokerConfig, _attr: attrs.Attribute, value: bool) -> None:
+    if value and inst.flush != "ASYNC":
+        raise ValueError(
+            "transient_store_pool (transientStorePoolEnable) needs flush ASYNC (ASYNC_FLUSH): RocketMQ "
+            f"ignores it under {inst.flush}_FLUSH (MessageStoreConfig.isTransientStorePoolEnable), rmqspec refuses it"
+        )
+
+
 def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:
     if value <= 0:
         raise ValueError(f"{attr.name} must be positive, got {value}")
@@ -96,6 +104,12 @@ class BrokerConfig:
     flush_commitlog_least_pages: int = 4
     flush_commitlog_thorough_interval_ms: int = 10_000
     flush_interval_commitlog_ms: int = 500  # flushIntervalCommitLog: the service's wait
+    # transientStorePoolEnable (ASYNC only): appends go to a write buffer the CommitRealTimeService commits
+    # (commitCommitLogLeastPages, commitCommitLogThoroughInterval; model/committing.py)
+    transient_store_pool: bool = attrs.field(default=False, validator=_check_transient_store_pool)
+    commit_commitlog_least_pages: int = 4
+    commit_commitlog_thorough_interval_ms: int = 200
+    commit_interval_commitlog_ms: int = 200  # commitIntervalCommitLog: the service's wait
     # Schedule-service progress is persisted this often (ScheduleMessageService
     # flushDelayOffsetInterval, 10 s) and on clean shutdown.
     flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)

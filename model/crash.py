@@ -26,10 +26,11 @@ outcomes* rather than one outcome:
   joins ``unwaited``: answered before its flush. The first group commit after the stall flushes them.
   A restart clears the stall (the disk came back); ``flush`` / ``close`` wait for the disk (they end it).
 - ``kill`` (process dies, the OS keeps its page cache): every written record
-  survives.
+  survives — except, with a TransientStorePool (``model/committing.py``), what was not yet committed from
+  the process's write buffer, acknowledged or not: exactly the committed records survive.
 - ``power`` (machine loses power): a prefix of the commitlog survives, at least
-  up to the flushed position; anything after may be lost (a torn record is a
-  lost record in the abstract model).
+  up to the flushed position (never past the committed one: the flush sees only committed bytes);
+  anything after may be lost (a torn record is a lost record in the abstract model).
 - In-memory state is lost on any crash: consumer offsets and delay progress
   not yet persisted (the last persisted snapshots are restored), the lock
   table, and the transaction check service's unpersisted progress (it lives in
@@ -122,22 +123,29 @@ class Durability:
         if where is not None:
             self.where = where
 
-    def allowed_survivors(self, total: int) -> range:
+    def allowed_survivors(self, total: int, committed: int | None = None) -> range:
+        """``committed``: with a TransientStorePool, the records committed from the write buffers
+        (``model/committing.py``): a kill keeps exactly those and loses the rest (the model's commit points
+        are its ticks; fidelity TS1)."""
         if self.crash_kind is None:
             raise RuntimeError("recovery choices exist only after a crash")
         if self.crash_kind == "kill":
-            return range(total, total + 1)
+            kept = total if committed is None else committed
+            return range(kept, kept + 1)
         return range(self.flushed, total + 1)
 
-    def recovered_end(self, end: int, written: int, file_size: int) -> int:
+    def recovered_end(self, end: int, written: int, file_size: int, on_disk: int | None = None) -> int:
         """Where recovery ends when the survivors end at ``end`` and the commitlog had reached
         ``written``: the next file's start when the survivors' file was rolled (a later file exists)
         and flushed through its end-of-file blank, which recovery reads and steps over
         (recoverAbnormally: a blank moves it to the next file), though no record in the next file
         survived — only an ASYNC pass that flushed the full file and not the next one's few pages
-        leaves that; else ``end``."""
+        leaves that; else ``end``. ``on_disk``: how far the bytes outlived the crash when not the flushed
+        position (a kill with a TransientStorePool: the committed ones, a loaded file's blank included)."""
         file_end = end - end % file_size + file_size
-        if end % file_size and self.where >= file_end and written > file_end:
+        reach = self.where if on_disk is None else on_disk
+        # written == file_end: a recovery already resumed there (its empty file is kept): it does again
+        if end % file_size and reach >= file_end and written >= file_end:
             return file_end
         return end
 

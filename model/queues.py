@@ -49,6 +49,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.committing import buffered_from
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.ids import offset_msg_id
@@ -321,6 +322,18 @@ class Store:
         self.cleaned_at = 0
         self.disk_full = False  # the clean service found the disk over 0.90: every put is refused
         self._store_v6 = _is_v6(config.store_host)
+        # TransientStorePool (model/committing.py): records are dispatched (consume queues, lookups) only
+        # once readable; ``dispatched`` records are, ``committed_where`` is the CommitRealTimeService's
+        # committedWhere, ``pending`` the queue offsets assigned to records not yet dispatched, and records
+        # before ``buffered_from`` (files loaded at the start, no write buffer) are readable as written.
+        # Without the pool every record is dispatched at its append.
+        self.buffered = config.transient_store_pool
+        self.dispatched = 0
+        self.committed_where = 0
+        self.buffered_from = 0
+        self.pending: dict[tuple[str, int], int] = {}
+        # (last record's end, the next file's start) of each recovery that resumed there (stepped over a blank)
+        self.resumed_at: set[tuple[int, int]] = set()
 
     # -- topics ---------------------------------------------------------
 
@@ -367,7 +380,7 @@ class Store:
         if size + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
         in_queue = ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        queue_offset = len(self.queues.get((topic, queue_id), ())) if in_queue else 0
+        queue_offset = self.next_queue_offset(topic, queue_id) if in_queue else 0
         return Record(
             commitlog_offset=pos,
             size=size,
@@ -412,7 +425,7 @@ class Store:
             pos += room
         records: list[Record] = []
         for req, size in zip(reqs, sizes, strict=True):
-            base = len(self.queues.get((req.topic, req.queue_id), ()))
+            base = self.next_queue_offset(req.topic, req.queue_id)
             records.append(Record(
                 commitlog_offset=pos, size=size, topic=req.topic, queue_id=req.queue_id,
                 queue_offset=base + sum(1 for r in records if (r.topic, r.queue_id) == (req.topic, req.queue_id)),
@@ -424,15 +437,58 @@ class Store:
             pos += size
         return records
 
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next record of (topic, queue) gets (CommitLog's topicQueueTable): the
+        consume queue's length plus the records assigned but not yet dispatched."""
+        return len(self.queues.get((topic, queue_id), ())) + self.pending.get((topic, queue_id), 0)
+
     def append(self, record: Record) -> Record:
         self.index[record.commitlog_offset] = len(self.records)
         self.records.append(record)
         self.write_pos = record.end
-        if transaction_type(record.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            self.queues.setdefault((record.topic, record.queue_id), []).append(
-                len(self.records) - 1
-            )
+        if not self.buffered or record.end <= self.buffered_from:  # no write buffer: readable at once
+            self.dispatch_to(len(self.records))
+        elif transaction_type(record.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            key = (record.topic, record.queue_id)
+            self.pending[key] = self.pending.get(key, 0) + 1
         return record
+
+    def dispatch_to(self, count: int) -> None:
+        """The reput: the consume-queue units of the records before ``count`` (those committed)."""
+        for i in range(self.dispatched, count):
+            record = self.records[i]
+            if transaction_type(record.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                key = (record.topic, record.queue_id)
+                self.queues.setdefault(key, []).append(i)
+                if self.buffered and record.commitlog_offset >= self.buffered_from:
+                    self.pending[key] -= 1
+        self.dispatched = max(self.dispatched, count)
+
+    def commit_to(self, where: int) -> None:
+        """committedWhere moved to ``where`` (model/committing.py): dispatch what it covers."""
+        self.committed_where = max(self.committed_where, where)
+        self.dispatch_to(self.records_ending_by(self.committed_where))
+
+    @property
+    def readable_where(self) -> int:
+        """One past the last readable byte (getReadPosition: the files without a write buffer as written)."""
+        if not self.buffered:
+            return self.write_pos
+        return max(self.committed_where, min(self.write_pos, self.buffered_from))
+
+    def written_by(self, cutoff: int) -> int:
+        """The end of the longest run of records past the readable ones stored at or before ``cutoff`` (what the
+        CommitRealTimeService surely committed since: ``CommitRealTime.catch_up_ms``)."""
+        end = self.committed_where
+        for record in self.records[self.dispatched:]:
+            if record.store_ts > cutoff:
+                break
+            end = record.end
+        return end
+
+    def commit_all(self) -> None:
+        """Everything written committed (an explicit flush, a clean shutdown)."""
+        self.commit_to(self.write_pos)
 
     def put(self, req: PutRequest, now: int) -> Record:
         return self.append(self.prepare(req, now))
@@ -453,12 +509,25 @@ class Store:
         lost = self.records[survivors:]
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
-        self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min, end or 0)
+        last_end = self.records[-1].end if self.records else 0
+        self.write_pos = max(last_end, self.commitlog_min, end or 0)
+        if end is not None and end > max(last_end, self.commitlog_min):
+            self.resumed_at.add((last_end, end))  # recovery stepped over a blank into the next file (wellformed.py)
         self.queues = {}
         for i, r in enumerate(self.records):
             if transaction_type(r.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
                 self.queues.setdefault((r.topic, r.queue_id), []).append(i)
+        self.restarted()
         return lost
+
+    def restarted(self) -> None:
+        """A start (a recovery, a reopen): every record kept is on disk and dispatched; the files up to the
+        end were loaded without a write buffer (model/committing.py)."""
+        self.dispatched = len(self.records)  # the consume queues were rebuilt from every record kept
+        self.pending = {}
+        self.committed_where = self.write_pos
+        if self.buffered:
+            self.buffered_from = buffered_from(self.write_pos, self.config.commitlog_file_size)
 
     # -- retention (model/retention.py) ----------------------------------
 
@@ -545,7 +614,8 @@ class Store:
     def look(self, commitlog_offset: int) -> Record | None:
         """lookMessageByOffset: the record starting exactly at ``commitlog_offset``."""
         i = self.index.get(commitlog_offset)
-        return None if i is None or self.removed(commitlog_offset) else self.records[i]
+        # an uncommitted record is past the read position (selectMappedBuffer): not found
+        return None if i is None or i >= self.dispatched or self.removed(commitlog_offset) else self.records[i]
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """The consume queue's max offset (exclusive: the next offset to assign)."""

@@ -305,6 +305,12 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "flushCommitLogThoroughInterval": ("flush_commitlog_thorough_interval_ms",
                                        _integer(_INT32, _ANY_INT32, "an int")),
     "flushIntervalCommitLog": ("flush_interval_commitlog_ms", _integer(_INT32, _ANY_INT32, "an int")),
+    # TransientStorePool (model/committing.py): refused unless flushDiskType is ASYNC_FLUSH
+    "transientStorePoolEnable": ("transient_store_pool", _boolean),
+    "commitCommitLogLeastPages": ("commit_commitlog_least_pages", _integer(_INT32, _ANY_INT32, "an int")),
+    "commitCommitLogThoroughInterval": ("commit_commitlog_thorough_interval_ms",
+                                        _integer(_INT32, _ANY_INT32, "an int")),
+    "commitIntervalCommitLog": ("commit_interval_commitlog_ms", _integer(_INT32, _ANY_INT32, "an int")),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),
@@ -378,6 +384,10 @@ def broker_config_from_conf(conf: BrokerConf, version: str = DEFAULT_VERSION) ->
     if isinstance(port, int) and port > 65535:
         line = next(p.line for p in conf.ignored if p.key == "listenPort")
         raise ConfigError(conf.path, line, f"listenPort: {port} is not a TCP port (1..65535)")
+    if values.get("transient_store_pool") and values["flush"] != "ASYNC":
+        line = next(p.line for p in conf.ignored if p.key == "transientStorePoolEnable")
+        raise ConfigError(conf.path, line, "transientStorePoolEnable: true needs flushDiskType=ASYNC_FLUSH "
+                          "(RocketMQ ignores it under SYNC_FLUSH; rmqspec refuses it)")
     return BrokerConfig(**values)  # type: ignore[arg-type]
 
 

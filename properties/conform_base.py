@@ -427,6 +427,8 @@ class MachineCore(RuleBasedStateMachine):
         if wall is not None:  # the remote broker's flush mode is its own (--config); ladders stay short
             flush, retry_max, orderly_max = self.config.flush, min(retry_max, wall.max_retry), \
                 min(orderly_max, wall.max_retry)
+        if self.config.transient_store_pool:  # the pool needs ASYNC (model/committing.py): the draw is kept
+            flush = "ASYNC"
         # the geometry is a function of the draw alone: state outside the example (a run's example
         # count, tried before) makes Hypothesis's re-runs of a prefix draw differently
         # (FlakyStrategyDefinition at 300 × 80, seed 2)

@@ -266,9 +266,12 @@ class ObserverRules:
         return self._broadcast_all() or moved
 
     def drain(self) -> None:
-        """Quiesce: answer checks, consume everything, advance to the next due time, repeat."""
+        """Quiesce: answer checks, consume everything, advance to the next due time, repeat. With a
+        TransientStorePool (model/committing.py) a round that finds nothing to do is repeated once, a second
+        or more later: what the last writes left in the write buffers is committed by then."""
         for key in sorted(self.windows, key=lambda k: (k[0], k[1].queue_id)):
             self._finish(key, "SUCCESS")
+        pooled, calm = getattr(self.config, "transient_store_pool", False), False
         for _ in range(DRAIN_ROUNDS):
             self._tick()
             self._after()
@@ -284,7 +287,11 @@ class ObserverRules:
             moved = self._consume_all()
             self._after()
             if self._quiescent() and not moved:
-                break
+                if calm or not pooled:
+                    break
+                calm = True
+            else:
+                calm = False
             due = [d for d in self.expect_fire.values() if d > self._now()]
             step = self.config.transaction_check_interval_ms
             target = min(due) if due else self._now() + step

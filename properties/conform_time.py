@@ -84,6 +84,11 @@ class TimeRules:
                         and e.status in ("COMMIT", "ROLLBACK") and e.ts + within >= self.last_flush_ts}
         return sorted(at_risk)
 
+    def _pooled(self) -> bool:
+        """A TransientStorePool (model/committing.py): a kill takes what was not committed from the write
+        buffers, a subset of what a power loss may take (the flush reaches only committed bytes)."""
+        return bool(getattr(self.config, "transient_store_pool", False))
+
     def _unwaited_since_commit(self) -> list[str]:
         """SYNC: the keys answered before the group commit since its last pass (model/crash.py): a send-back's
         copy, a commit, a WAIT=false send, and a put answered FLUSH_DISK_TIMEOUT (a stalled disk)."""
@@ -105,7 +110,9 @@ class TimeRules:
         if now >= self.async_thorough_at + self.config.flush_commitlog_thorough_interval_ms \
                 + self.config.flush_interval_commitlog_ms:
             self.async_thorough_at = now
-            if seq > self.last_flush_seq:
+            # with a TransientStorePool the pass flushes only what was committed, which the machine does not
+            # follow: no credit (what the passes flushed is judged in lockstep)
+            if seq > self.last_flush_seq and not self._pooled():
                 self.last_flush_seq, self.last_flush_ts = seq, ts
                 self._sometimes("flush:thorough")
 
@@ -139,6 +146,13 @@ class TimeRules:
         if wall is not None:
             self._wall_sleep(target)
             return
+        catch_up = self.config.commit_interval_commitlog_ms + self.config.commit_commitlog_thorough_interval_ms
+        if self._pooled() and target - self._now() > catch_up:
+            # a TransientStorePool's writes are committed within catch_up of them (model/committing.py): seen
+            # (revealed) then, before a long jump whose tick may also expire them (retention)
+            self.clock.set(self._now() + catch_up)
+            self._tick()
+            self._after()
         if target > self._now():
             self.clock.set(target)
         self._tick()
@@ -290,7 +304,9 @@ class TimeRules:
             self._tick()
             self._sometimes("crash:after_group_commit")
         self.crashed_oracles()
-        at_risk = self._power_at_risk() if kind == "power" else []
+        at_risk = self._power_at_risk() if kind == "power" or self._pooled() else []
+        if kind == "kill" and at_risk:
+            self._sometimes("crash:kill_uncommitted_at_risk")  # a TransientStorePool's write buffers
         self._emit("crash", actor="broker", status=kind,
                    detail={"at_risk": at_risk, **({"torn": True} if drawn == TORN else {})})
         for key in at_risk:

@@ -85,8 +85,19 @@ def audit_params(config: BrokerConfig) -> AuditParams:
         transaction_check_max=config.transaction_check_max,
         file_reserved_ms=config.file_reserved_hours * 3_600_000,
         expire_reserved_ms=config.file_reserved_hours * 3_600_000,
-        op_batch_ms=config.transaction_op_batch_interval_ms if config.behaviour.op_batch else 0,
+        op_batch_ms=_op_lag_ms(config),
     )
+
+
+def _op_lag_ms(config: BrokerConfig) -> int:
+    """``AuditParams.op_batch_ms``: 5.1.0+'s op batch period; with a TransientStorePool (model/committing.py) an
+    END's op is readable to the check service only once committed, at the latest at the first tick
+    ``CommitRealTime.catch_up_ms`` (400 ms) after the END: the rules take it as surely written
+    3 × commitCommitLogThoroughInterval (600 ms) after it (fidelity TS1)."""
+    batch = config.transaction_op_batch_interval_ms if config.behaviour.op_batch else 0
+    if getattr(config, "transient_store_pool", False):
+        return max(batch, config.commit_commitlog_thorough_interval_ms)
+    return batch
 
 
 @attrs.define

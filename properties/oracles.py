@@ -145,14 +145,23 @@ class OracleRules:
 
     def judge_answers(self, after_crash: bool) -> None:
         """Each owed answer's copy was revealed where the answer said; after a crash they are not judged
-        (the copy may be gone with the unflushed tail)."""
+        (the copy may be gone with the unflushed tail). With a TransientStorePool a copy not yet committed is
+        not readable (model/committing.py): an answer past the queue's revealed end stays owed, and is dropped
+        when retention took its copy first."""
         owed, self.answers_owed = self.answers_owed, []
         if after_crash:
             return
-        for key, topic, queue_id, queue_offset, commitlog_offset, since in owed:
+        pooled = getattr(self.config, "transient_store_pool", False)
+        for item in owed:
+            key, topic, queue_id, queue_offset, commitlog_offset, since = item
             if not any(e.event == "store" and e.msg_key == key and e.topic == topic and e.queue_id == queue_id
                        and e.queue_offset == queue_offset and e.commitlog_offset == commitlog_offset
                        for e in self.history.events[since:]):
+                if pooled and commitlog_offset < self.commitlog_low:
+                    continue
+                if pooled and self.frontier.get(MessageQueue(topic, queue_id), 0) <= queue_offset:
+                    self.answers_owed.append(item)
+                    continue
                 self._oracle_fail(
                     f"the send of {key} to {topic}/{queue_id} was answered SEND_OK at queue offset "
                     f"{queue_offset}, commitlog offset {commitlog_offset}, and no copy of it is there "
@@ -168,9 +177,10 @@ class OracleRules:
 
     def judge_oneway(self, key: str, since: int) -> bool:
         """Whether the observer revealed a copy of ``key``, sent oneway, since history index ``since``; on
-        the manual clock a finding when it did not (module docstring)."""
+        the manual clock a finding when it did not (module docstring) — unless the broker has a TransientStorePool,
+        whose copy is readable only once committed (model/committing.py): then not judged."""
         stored = any(e.event == "store" and e.msg_key == key for e in self.history.events[since:])
-        if not stored and type(self).wall is None:
+        if not stored and type(self).wall is None and not getattr(self.config, "transient_store_pool", False):
             self._oracle_fail(f"the oneway send of {key} (a plain message, a queue of its topic, the broker "
                               "running) was never stored: a oneway request is handled as any send, only "
                               "its answer is never written (SendMessageProcessor)")
@@ -418,8 +428,11 @@ class OracleRules:
 
     def judge_fires(self) -> None:
         """After a reveal: in each level, the copies before the first one not yet due (or whose fate
-        is unknown) have all been fired (or discarded) by the last tick."""
-        if type(self).wall is not None or self.ticked_at is None or self.crashes:
+        is unknown) have all been fired (or discarded) by the last tick. Not with a TransientStorePool: a copy
+        fired at a tick is readable only once the CommitRealTimeService commits it, up to 200 ms later, which
+        may be after the next tick (model/committing.py); lockstep judges those fires."""
+        if type(self).wall is not None or self.ticked_at is None or self.crashes \
+                or getattr(self.config, "transient_store_pool", False):
             return
         if self.ticked_at <= self.disk_full_until:  # a full disk refused the fire's put at that tick: retried once
             return  # there is room
