@@ -21,47 +21,24 @@ from rmqspec.impl.broker import MmapBroker
 from rmqspec.impl.verify import verify_store
 from rmqspec.model import BrokerConfig, ListRecorder, ManualClock, Message, MessageQueue, ModelBroker
 from rmqspec.model.results import PullStatus, ResponseCode, TxnAction
-from tests.impl.test_broker_lockstep import QUEUES, START_MS, Pair, ops
+from tests.impl.test_broker_lockstep import START_MS, Pair, ops, run_pair
 
 TSP = BrokerConfig(flush="ASYNC", transient_store_pool=True, commitlog_file_size=2048, transaction_check_max=2)
 MQ = MessageQueue("T", 0)
 
 
-def _run(program: list[tuple], config: BrokerConfig) -> None:
-    """``test_broker_lockstep._run``, but the store is verified after a flush: while the broker runs, a file
-    may be full in its write buffer and not yet on disk (no blank yet) with the next one created, which the
-    verifier rightly reports as a cut; a flush commits every buffer first."""
-    with tempfile.TemporaryDirectory() as tmp:
-        pair = Pair(Path(tmp), config)
-        pair.both(lambda b: b.create_topic("T", 2))
-        pair.both(lambda b: b.create_group("g", retry_max_times=2))
-        for op in program:
-            pair.step(op)
-        for _ in range(3):  # drain: every delay and every check comes due
-            pair.step(("advance", 3_600_000, 0))
-        for mq in QUEUES:
-            pair.both(lambda b, mq=mq: b.pull("observer", mq, 0, 32, "*"))
-        pair.both(lambda b: b.flush())
-        for mq in QUEUES:
-            pair.both(lambda b, mq=mq: b.pull("observer", mq, 0, 32, "*"))
-        assert pair.mmap.commitlog_record_count() == len(pair.model.records())
-        report = verify_store(tmp)
-        assert report.ok, [f.line() for f in report.findings]
-        pair.mmap.close()
-
-
 @settings(max_examples=15, deadline=None)
 @given(program=st.lists(ops, min_size=15, max_size=40))
 def test_a_pooled_broker_matches_the_model_step_by_step(program):
-    _run(program, TSP)
+    run_pair(program, TSP, commit_first=True)
 
 
 @settings(max_examples=8, deadline=None)
 @given(program=st.lists(ops, min_size=15, max_size=40))
 def test_a_pooled_broker_with_large_files_matches_the_model(program):
     """Files larger than the four pages a least-pages commit needs: commits by pages and by the 200 ms rule."""
-    _run(program, BrokerConfig(flush="ASYNC", transient_store_pool=True, commitlog_file_size=64 * 1024,
-                               transaction_check_max=2))
+    run_pair(program, BrokerConfig(flush="ASYNC", transient_store_pool=True, commitlog_file_size=64 * 1024,
+                                   transaction_check_max=2), commit_first=True)
 
 
 def _send(b, body: bytes = b"m"):
