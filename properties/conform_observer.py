@@ -271,7 +271,7 @@ class ObserverRules:
         or more later: what the last writes left in the write buffers is committed by then."""
         for key in sorted(self.windows, key=lambda k: (k[0], k[1].queue_id)):
             self._finish(key, "SUCCESS")
-        pooled, calm = getattr(self.config, "transient_store_pool", False), False
+        pooled, calm = self._pooled(), False
         for _ in range(DRAIN_ROUNDS):
             self._tick()
             self._after()

@@ -87,7 +87,7 @@ class TimeRules:
     def _pooled(self) -> bool:
         """A TransientStorePool (model/committing.py): a kill takes what was not committed from the write
         buffers, a subset of what a power loss may take (the flush reaches only committed bytes)."""
-        return bool(getattr(self.config, "transient_store_pool", False))
+        return self.config.transient_store_pool
 
     def _unwaited_since_commit(self) -> list[str]:
         """SYNC: the keys answered before the group commit since its last pass (model/crash.py): a send-back's

@@ -95,7 +95,7 @@ def _op_lag_ms(config: BrokerConfig) -> int:
     ``CommitRealTime.catch_up_ms`` (400 ms) after the END: the rules take it as surely written
     3 × commitCommitLogThoroughInterval (600 ms) after it (fidelity TS1)."""
     batch = config.transaction_op_batch_interval_ms if config.behaviour.op_batch else 0
-    if getattr(config, "transient_store_pool", False):
+    if config.transient_store_pool:
         return max(batch, config.commit_commitlog_thorough_interval_ms)
     return batch
 

@@ -151,7 +151,7 @@ class OracleRules:
         owed, self.answers_owed = self.answers_owed, []
         if after_crash:
             return
-        pooled = getattr(self.config, "transient_store_pool", False)
+        pooled = self._pooled()
         for item in owed:
             key, topic, queue_id, queue_offset, commitlog_offset, since = item
             if not any(e.event == "store" and e.msg_key == key and e.topic == topic and e.queue_id == queue_id
@@ -180,7 +180,7 @@ class OracleRules:
         the manual clock a finding when it did not (module docstring) — unless the broker has a TransientStorePool,
         whose copy is readable only once committed (model/committing.py): then not judged."""
         stored = any(e.event == "store" and e.msg_key == key for e in self.history.events[since:])
-        if not stored and type(self).wall is None and not getattr(self.config, "transient_store_pool", False):
+        if not stored and type(self).wall is None and not self._pooled():
             self._oracle_fail(f"the oneway send of {key} (a plain message, a queue of its topic, the broker "
                               "running) was never stored: a oneway request is handled as any send, only "
                               "its answer is never written (SendMessageProcessor)")
@@ -432,7 +432,7 @@ class OracleRules:
         fired at a tick is readable only once the CommitRealTimeService commits it, up to 200 ms later, which
         may be after the next tick (model/committing.py); lockstep judges those fires."""
         if type(self).wall is not None or self.ticked_at is None or self.crashes \
-                or getattr(self.config, "transient_store_pool", False):
+                or self._pooled():
             return
         if self.ticked_at <= self.disk_full_until:  # a full disk refused the fire's put at that tick: retried once
             return  # there is room
