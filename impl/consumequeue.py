@@ -132,13 +132,21 @@ class ConsumeQueue:
         return True
 
     def redispatch(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int,
-                   store_ts: int | None = None) -> bool:
+                   store_ts: int | None = None, *, commitlog_min: int | None = None) -> bool:
         """Recovery's dispatch: keep unit ``queue_offset`` if it is exactly this one, else rewrite from it.
 
         A unit that exists but differs (torn by a power cut, or left from a
         CommitLog that recovery cut shorter) is dropped with every unit after
         it; then the unit is appended. True when it was written.
+
+        ``commitlog_min`` is given when recovery reads the CommitLog from its first kept record: a unit
+        ahead of the queue's end is then lawful when every unit the queue keeps points below that min —
+        the records of the missing units were in files retention deleted, and a power loss took their
+        units. The missing units are written as pre-blanks (``fillPreBlank``), below the queue's min
+        offset (4.9.8 writes the unit at the queue's end when the file survived empty: docs/fidelity.md R7).
         """
+        if commitlog_min is not None:
+            self._blank_gap(queue_offset, commitlog_min)
         at = queue_offset * UNIT_SIZE
         if self.files.min_offset <= at < self.files.max_offset:
             if self._unit_at(at) == (commitlog_offset, size, tags_code):
@@ -150,6 +158,21 @@ class ConsumeQueue:
                 clo, prev_size, _tags = self._unit_at(at - UNIT_SIZE)
                 self.max_physic_offset = clo + prev_size
         return self.put(queue_offset, commitlog_offset, size, tags_code, store_ts)
+
+    def _blank_gap(self, queue_offset: int, commitlog_min: int) -> None:
+        """Pre-blank the units before ``queue_offset`` that retention and a power loss both took (redispatch)."""
+        expected = queue_offset * UNIT_SIZE
+        if expected <= self.files.max_offset or commitlog_min <= 0 or self.max_physic_offset > commitlog_min:
+            return
+        if not self.files.files:  # the queue's first file holds the unit (getLastMappedFile + fillPreBlank)
+            self.files.create_next(expected - expected % self.files.file_size)
+        blank = _UNIT.pack(0, PRE_BLANK_SIZE, 0)
+        while self.files.max_offset < expected:
+            last = self.files.last()
+            assert last is not None
+            if last.remaining < UNIT_SIZE:
+                last = self.files.create_next()
+            last.append(blank * (min(last.remaining, expected - self.files.max_offset) // UNIT_SIZE))
 
     # -- read ----------------------------------------------------------------------------------
 

@@ -24,6 +24,10 @@ Theory of operation
 5. The per-queue next offsets are then the consume queues' max offsets
    (``recoverTopicQueueTable``) — the caller reads them off the queues.
 
+A queue whose records retention deleted and whose units a power loss took resumes, when the scan
+reads from the CommitLog's first kept record, at its first surviving record's queue offset: the units
+before it are pre-blanks below the queue's min offset (``ConsumeQueue.redispatch``).
+
 Re-dispatch is idempotent (``ConsumeQueue.redispatch`` keeps a unit already
 built when it is exactly the one the record needs, and cuts the queue there
 when it is not — a unit torn by a power cut across a sector boundary can keep
@@ -76,7 +80,7 @@ def recover(
     checkpoint: Checkpoint,
     *,
     abnormal: bool,
-    dispatch: Callable[[DecodedRecord], bool],
+    dispatch: Callable[[DecodedRecord, int | None], bool],
     check_crc: bool = True,
 ) -> RecoveryReport:
     # ``queues`` is a live view: dispatch adds the queues it has to create
@@ -90,6 +94,8 @@ def recover(
     else:
         index = max(0, len(files) - 3)
     scan_start = files[index].start
+    # read from the first kept record: a queue's units ahead of its end may follow records retention took
+    gap_min = commitlog.min_offset if scan_start == commitlog.min_offset else None
     stop = ScanStop(scan_start)
     last_ts = 0
     redispatched = 0
@@ -98,7 +104,7 @@ def recover(
             stop = item
             break
         last_ts = item.store_ts
-        if abnormal and dispatch(item):  # as RocketMQ: while scanning; units past the end go below
+        if abnormal and dispatch(item, gap_min):  # as RocketMQ: while scanning; units past the end go below
             redispatched += 1
     end = stop.offset
     commitlog.files.set_end(end)
@@ -114,9 +120,10 @@ def recover(
     reput_from = max([commitlog.min_offset, *(cq.max_physic_offset for cq in queues)])
     reput = 0
     if reput_from < end:
+        gap_min = commitlog.min_offset if reput_from == commitlog.min_offset else None
         for item in commitlog.scan(reput_from, limit=end, check_crc=False):
             if isinstance(item, ScanStop):
                 break
-            reput += 1 if dispatch(item) else 0
+            reput += 1 if dispatch(item, gap_min) else 0
     kind = "abnormal" if abnormal else "normal"
     return RecoveryReport(kind, scan_start, end, stop.error, redispatched, reput, dropped, last_ts)

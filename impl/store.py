@@ -309,14 +309,16 @@ class MessageStore:
             self._queues[key] = cq
         return cq
 
-    def _dispatch(self, record: DecodedRecord) -> bool:
+    def _dispatch(self, record: DecodedRecord, commitlog_min: int | None = None) -> bool:
         """Build the consume-queue unit of ``record`` (CommitLogDispatcherBuildConsumeQueue). Only
-        recovery calls it; ``_open`` then sets the last dispatched time from recovery's report."""
+        recovery calls it, with the CommitLog's min offset when it reads from the first kept record
+        (``ConsumeQueue.redispatch``); ``_open`` then sets the last dispatched time from recovery's report."""
         if is_txn_hidden(record.sys_flag):
             return False
         cq = self._queue(record.topic, record.queue_id)
         code = compute_tags_code(record.topic, record.properties, record.store_ts, self.config.delay_levels_ms)
-        return cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code, record.store_ts)
+        return cq.redispatch(record.queue_offset, record.commitlog_offset, record.size, code, record.store_ts,
+                            commitlog_min=commitlog_min)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -500,7 +502,13 @@ class MessageStore:
                 for i in range(len(files))]
 
     def delete_files(self, count: int) -> None:
+        """Delete the ``count`` oldest CommitLog files. The consume queues are synced first: a unit whose
+        record goes must not be lost to a later power cut, which would let the queue's offsets be handed
+        out again (RocketMQ flushes them on their own schedule: docs/fidelity.md R7)."""
         self._check_open()
+        if count > 0:
+            for cq in self._queues.values():
+                cq.flush()
         self.commitlog.files.delete_first(count)
 
     def clean_queues(self) -> None:

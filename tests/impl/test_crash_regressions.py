@@ -123,3 +123,52 @@ def test_what_recovery_kept_is_synced_before_anything_is_written_on_top(tmp_path
     synced = {e.path: e for e in log.effects[:first_write] if isinstance(e, Sync)}
     assert synced[str(CL0)].start == 0 and synced[str(CL0)].end >= end
     assert synced["consumequeue/T/0/00000000000000000000"].start == 0
+
+
+@pytest.mark.parametrize("first_cq_file_kept", [True, False])
+def test_a_queue_whose_deleted_records_lost_their_units_resumes_at_its_first_kept_record(
+    tmp_path: Path, first_cq_file_kept: bool
+) -> None:
+    """Retention took the file holding queue offset 0's record; a power loss took the queue's unflushed
+    units (a store written as RocketMQ writes it: rmqspec's syncs the queues before it deletes a file). Recovery reads from the first kept file and finds queue offset 1 first: the queue resumes there,
+    the unit before it a pre-blank below the min offset (before: StoreError "leaves a gap")."""
+    cfg = StoreConfig(commitlog_file_size=4096, cq_file_size=200, flush="ASYNC")
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        store.put(MessageRecord("T", 0, b"first", {"KEYS": "k0"}, store_ts=1000))
+        while store.commitlog_max_offset < 4096 - 600:
+            store.put(MessageRecord("F", 0, b"f" * 300, {}, store_ts=1001))
+        store.put(MessageRecord("F", 0, b"f" * 1000, {}, store_ts=1002))  # rolls into file 1
+        kept = store.put(MessageRecord("T", 0, b"second", {"KEYS": "k1"}, store_ts=1003))
+        assert kept.commitlog_offset >= 4096 and kept.queue_offset == 1
+        store.commitlog.files.flush()  # the CommitLog reached the disk, the consume queues did not
+        store.commitlog.files.delete_first(1)  # as RocketMQ deletes: without syncing the queues first
+        store.clean_queues()
+        if not first_cq_file_kept:  # and the queue's (only) file went too, as a power loss can take it
+            for cq_file in (tmp_path / "consumequeue" / "T" / "0").iterdir():
+                cq_file.unlink()
+        store.crash("power")
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        assert store.recovery is not None and store.recovery.kind == "abnormal"
+        assert (store.min_offset("T", 0), store.max_offset("T", 0)) == (1, 2)
+        [record] = store.read_queue("T", 0, 1, 32)
+        assert (record.body, record.queue_offset) == (b"second", 1)
+        assert store.put(MessageRecord("T", 0, b"third", {}, store_ts=2000)).queue_offset == 2
+    report = verify_store(tmp_path)
+    assert report.ok, report
+
+
+def test_retention_syncs_the_consume_queues_before_it_deletes_a_commitlog_file(tmp_path: Path) -> None:
+    """A queue whose every record went keeps its offsets across a power loss: they are never handed out again."""
+    cfg = StoreConfig(commitlog_file_size=4096, cq_file_size=200, flush="ASYNC")
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        for i in range(2):
+            store.put(MessageRecord("D", 0, b"gone", {}, store_ts=1000 + i))
+        while store.commitlog_max_offset < 4096:
+            store.put(MessageRecord("F", 0, b"f" * 300, {}, store_ts=1001))
+        store.commitlog.files.flush()
+        store.delete_files(1)
+        store.clean_queues()
+        store.crash("power")
+    with MessageStore.open(tmp_path, config=cfg) as store:
+        assert store.max_offset("D", 0) == 2
+        assert store.put(MessageRecord("D", 0, b"new", {}, store_ts=2000)).queue_offset == 2
