@@ -414,8 +414,8 @@ class MessagingRules:
           key=st.sampled_from(["order-1", "order-2", "order-3", "user-42"]), timer=TIMER_DRAW)
     def produce(self, kind: str, topic: int, queue: int, tags: str | None, level: int, n: int,
                 key: str, timer: tuple = ("TIMER_DELAY_MS", "plus1", 1, 0)) -> None:
-        if kind == "oneway" and (type(self).wall is not None or not self.takes_oneway):
-            kind = "plain"  # the wall clock cannot tell when a oneway send was stored; a broker without them
+        if kind == "oneway" and not self.takes_oneway:
+            kind = "plain"  # a broker without oneway sends
         if kind == "unanswered" and self.profile.strict:
             kind = "plain"  # its retry's copy is a DUPLICATED consumption: an observation strict fails
         if kind == "oneway":

@@ -519,7 +519,7 @@ class EdgeRules:
         is a plain message in an example whose swarm switched transactions off."""
         if family in ("txn", "txn_checked") and not self._on("txn"):
             family = "plain"
-        if family == "oneway" and (type(self).wall is not None or not self.takes_oneway):
+        if family == "oneway" and not self.takes_oneway:
             family = "plain"  # as ``produce`` does (conform_messaging.py)
         key = self._fresh_one(family, topic, queue_id)
         if key is not None:

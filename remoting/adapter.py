@@ -38,6 +38,8 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
   ``tick``; a group heartbeated this way leaves the adapter's own heartbeat;
   ``unregister_consumer`` → UNREGISTER_CLIENT 35 on that connection. A crash
   or ``close`` drops these connections (the broker forgets them anyway).
+- ``send_oneway`` → SEND_MESSAGE with the oneway flag, between two GET_MAX_OFFSET 30 of its queue: the
+  call returns once the queue grew (bounded by ``ONEWAY_WAIT_MS``) and the dispatch barrier passed.
 - ``send_back`` → CONSUMER_SEND_MSG_BACK 36; ``max_reconsume_times`` −1 is
   sent as 16, as the Java consumer's ``getMaxReconsumeTimes`` does.
   ``update_offset`` / ``query_offset`` → 15 / 14 (as requests);
@@ -129,6 +131,7 @@ DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
 HEARTBEAT_INTERVAL_MS = 10_000  # re-heartbeat period (the Java client's heartbeatBrokerInterval is 30 s)
 ROUTE_WAIT_MS = 15_000
 DISPATCH_WAIT_MS = 2_000
+ONEWAY_WAIT_MS = 5_000  # how long send_oneway watches the queue's max offset grow
 BUSY_WAIT_MS = 10_000  # how long a SYSTEM_BUSY (flow-controlled) request is sent again
 RECOVER_TIMEOUT_MS = 180_000
 MASTER_ID = 0  # MixAll.MASTER_ID
@@ -386,11 +389,32 @@ class RemoteBroker:
         return result
 
     def send_oneway(self, msg: Message, queue_id: int) -> None:
-        """SEND_MESSAGE with the oneway flag (``sendOneway``): written, nothing awaited, no barrier (the
-        broker says nothing of when, or whether, it stored it)."""
+        """SEND_MESSAGE with the oneway flag (``sendOneway``): nothing is answered. The broker says nothing
+        of when, or whether, it stored it, so the adapter watches: GET_MAX_OFFSET of the queue before the
+        request, then again until it grew (bounded by ``ONEWAY_WAIT_MS``), then the dispatch barrier.
+        For a caller that is the queue's only writer (the conformance machine) the call returns once the
+        message is stored and pullable; a queue that did not grow in time is left unjudged here."""
         props, _ = self._properties(msg)
+        mq = MessageQueue(msg.topic, queue_id)
+        before = self._max_offset(mq)
         cmd = ops.send_request(self.producer_group, msg, queue_id, props, self.clock.now(), self.broker_name)
         self._conn().invoke_oneway(cmd)
+        if before is None:
+            return
+        deadline = time.monotonic() + ONEWAY_WAIT_MS / 1000
+        while time.monotonic() < deadline:
+            now = self._max_offset(mq)
+            if now is None or now > before:
+                break
+            time.sleep(0.001)
+        self._dispatched()
+
+    def _max_offset(self, mq: MessageQueue) -> int | None:
+        """GET_MAX_OFFSET; None when the broker refuses it (a topic it does not know)."""
+        try:
+            return ops.parse_max_offset(self._invoke(ops.max_offset_request(mq)))
+        except BrokerError:
+            return None
 
     def send_half(self, msg: Message, queue_id: int, producer_group: str) -> SendResult:
         conn = self._conn()

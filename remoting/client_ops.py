@@ -485,6 +485,17 @@ def parse_query_offset(resp: RemotingCommand) -> int:
     return _ext_int(resp, "QUERY_CONSUMER_OFFSET", "offset")
 
 
+def max_offset_request(mq: MessageQueue) -> RemotingCommand:
+    """GET_MAX_OFFSET (MQClientAPIImpl.getMaxOffset): the queue's consume-queue max offset."""
+    return _req(RequestCode.GET_MAX_OFFSET, {"topic": mq.topic, "queueId": mq.queue_id})
+
+
+def parse_max_offset(resp: RemotingCommand) -> int:
+    """GET_MAX_OFFSET → the offset; any other code raises ``BrokerError``."""
+    expect_success(resp, "GET_MAX_OFFSET")
+    return _ext_int(resp, "GET_MAX_OFFSET", "offset")
+
+
 def search_offset_request(mq: MessageQueue, timestamp: int) -> RemotingCommand:
     """SEARCH_OFFSET_BY_TIMESTAMP (MQClientAPIImpl.searchOffset)."""
     return _req(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": mq.topic, "queueId": mq.queue_id,

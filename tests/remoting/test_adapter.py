@@ -54,6 +54,9 @@ class CapturedBroker(Peer):
         self.behind: list[int] = []
         # ... and remainHowManyDataToFlush in turn, then "0 B" (5.3.0+ under SYNC_FLUSH dispatches only flushed bytes)
         self.unflushed: list[str] = []
+        # GET_MAX_OFFSET (a oneway send's watch): these offsets in turn, then the last again (the capture
+        # has no such exchange: the answer is extFields {"offset": ...}, as 4.9.8's AdminBrokerProcessor writes)
+        self.max_offsets: list[int] = []
         super().__init__(self._answer)
         if self.cluster is None:
             self.cluster = {"broker-a": {0: self.address}}
@@ -83,6 +86,10 @@ class CapturedBroker(Peer):
             body = bodies.dumps({"table": {"dispatchBehindBytes": str(behind), "brokerVersion": "413",
                                            "remainHowManyDataToFlush": unflushed}})
             conn.send(attrs.evolve(ANSWERS[RequestCode.HEART_BEAT], opaque=cmd.opaque, body=body, ext_fields={}))
+        elif cmd.code == RequestCode.GET_MAX_OFFSET and self.max_offsets:
+            offset = self.max_offsets.pop(0) if len(self.max_offsets) > 1 else self.max_offsets[0]
+            conn.send(attrs.evolve(ANSWERS[RequestCode.HEART_BEAT], opaque=cmd.opaque, body=b"",
+                                   ext_fields={"offset": str(offset)}))
         elif cmd.code in self.overrides or cmd.code in ANSWERS:
             conn.send(attrs.evolve(self.overrides.get(cmd.code) or ANSWERS[cmd.code], opaque=cmd.opaque))
 
@@ -151,15 +158,32 @@ def test_operations_map_to_requests_and_the_heartbeat_names_the_groups() -> None
             broker.send(Message("T", b"x"), 0)
 
 
-def test_a_oneway_send_is_a_send_with_the_oneway_flag_and_awaits_nothing() -> None:
+def test_a_oneway_send_is_a_send_with_the_oneway_flag_and_returns_once_its_queue_grew() -> None:
     clock = ManualClock(1_795_000_000_000)
     with CapturedBroker() as peer:
+        peer.max_offsets = [4, 4, 4, 5]  # before the send, then twice not yet, then grown
         broker = remote_factory(peer.address)(clock, BrokerConfig(), None)
         broker.create_topic("T", _route_queue_nums())
         assert broker.send_oneway(Message("T", b"x", tags="a"), 1) is None
         sent = peer.wait_for(RequestCode.SEND_MESSAGE_V2)
         assert sent.is_oneway and sent.ext_fields["e"] == "1" and "UNIQ_KEY" in sent.ext_fields["i"]
-        assert not peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)  # no dispatch barrier: nothing to wait for
+        watches = peer.requests(RequestCode.GET_MAX_OFFSET)
+        assert len(watches) == 4 and {(c.ext_fields["topic"], c.ext_fields["queueId"]) for c in watches} == {("T", "1")}
+        assert peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)  # then the dispatch barrier
+        broker.close()
+
+
+def test_a_oneway_send_to_a_broker_that_refuses_the_watch_awaits_nothing() -> None:
+    clock = ManualClock(1_795_000_000_000)
+    with CapturedBroker() as peer:
+        peer.overrides[RequestCode.GET_MAX_OFFSET] = attrs.evolve(ANSWERS[RequestCode.HEART_BEAT], code=17,
+                                                                  remark="topic not exist")
+        broker = remote_factory(peer.address)(clock, BrokerConfig(), None)
+        broker.create_topic("T", _route_queue_nums())
+        assert broker.send_oneway(Message("T", b"x", tags="a"), 1) is None
+        assert peer.wait_for(RequestCode.SEND_MESSAGE_V2).is_oneway
+        assert len(peer.requests(RequestCode.GET_MAX_OFFSET)) == 1
+        assert not peer.requests(RequestCode.GET_BROKER_RUNTIME_INFO)
         broker.close()
 
 
