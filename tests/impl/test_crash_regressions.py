@@ -130,7 +130,8 @@ def test_a_queue_whose_deleted_records_lost_their_units_resumes_at_its_first_kep
     tmp_path: Path, first_cq_file_kept: bool
 ) -> None:
     """Retention took the file holding queue offset 0's record; a power loss took the queue's unflushed
-    units (a store written as RocketMQ writes it: rmqspec's syncs the queues before it deletes a file). Recovery reads from the first kept file and finds queue offset 1 first: the queue resumes there,
+    units (a store written as RocketMQ writes it: rmqspec's syncs the queues before it deletes a file).
+    Recovery reads from the first kept file and finds queue offset 1 first: the queue resumes there,
     the unit before it a pre-blank below the min offset (before: StoreError "leaves a gap")."""
     cfg = StoreConfig(commitlog_file_size=4096, cq_file_size=200, flush="ASYNC")
     with MessageStore.open(tmp_path, config=cfg) as store:
