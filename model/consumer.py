@@ -579,7 +579,7 @@ class PushConsumer(abc.ABC, Suspendable):
         for mq in sorted(allocated, key=lambda q: q.queue_id):
             if mq in self.process_queues:
                 continue
-            if self.orderly and self.clustering and not self.lock(mq):
+            if self.orderly and not self.lock(mq):  # isOrder → lock(mq), in both message models (fidelity CL19)
                 continue
             self.offset_store.remove_offset(mq)
             pq = ProcessQueue(created_at=now)

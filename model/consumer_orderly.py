@@ -12,9 +12,12 @@ Locks (clustering only): ``lock_all`` runs first after ``lock_first_delay_ms``
 ``locked = False``; a lock request that fails (lost, broker error) changes
 nothing, so the client-side lock ages. The client considers its lock expired
 when ``now − last_lock_timestamp > client_lock_max_live_ms`` (30 s). A
-rebalance only takes a new queue after ``lock(mq)`` succeeds; a dropped
-queue is unlocked at once when it holds no message, else 20 s later
-(``unlockDelay``). Shutdown unlocks every queue.
+rebalance only takes a new queue after ``lock(mq)`` succeeds — in both message
+models: a broadcasting client asks too, renews nothing and unlocks nothing, so a
+second client of its group is refused each queue the first locked until that
+lock expires on the broker (fidelity CL19); a dropped (clustering) queue is
+unlocked at once when it holds no message, else 20 s later (``unlockDelay``).
+Shutdown unlocks every queue (clustering).
 
 A consume request (``consume`` timer) runs only when the queue is locked and
 the lock is not expired (broadcasting: always); otherwise it retries

@@ -588,10 +588,64 @@ def retention_drain(args: dict) -> dict:
     return {"min_offset": res.min_offset, "max_offset": res.max_offset, "messages": got}
 
 
+def retention_modes(args: dict) -> dict:
+    """Retention, step 4 (issue 42's combined trace, with steps 1-3): on the fresh topic RT_MIX (2 queues) a
+    oneway send (RemoteBroker waits until its queue grew), an async send (the request on a connection of its
+    own, its answer collected from the pending response after the call returned), a send whose answer is lost
+    (written on a connection closed, once the queue grew, without reading the answer) and the producer's retry
+    of it (sendDefaultImpl: the next queue, the same UNIQ_KEY); then two BROADCASTING readers of group RG_BC and
+    one clustering reader of RG_MIX pull both queues from 0, each with when."""
+    b = RemoteBroker(NAMESRV, WallClock())
+    topic = "RT_MIX"
+    b.create_topic(topic, 2)
+    q0 = MessageQueue(topic, 0)
+    obs: dict[str, Any] = {"topic": topic}
+
+    def message(tag: str) -> Message:
+        return Message(topic, f"mix-{tag}".encode(), tags=tag, uniq_key=uuid.uuid4().hex.upper())
+
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def max_offset() -> int:
+        return ops.parse_max_offset(b._invoke(ops.max_offset_request(q0)))
+
+    m = message("oneway")
+    obs["oneway"] = {"key": m.uniq_key, "ts": now_ms()}
+    b.send_oneway(m, 0)
+    m = message("async")
+    conn = RemotingClient.connect(b.broker_addr)
+    pending = conn.send(ops.send_request(b.producer_group, m, 0, m.wire_properties(), now_ms(), b.broker_name))
+    asked = now_ms()
+    obs["async"] = {**jsonable(ops.parse_send(pending.wait(5000), m.uniq_key)), "ts": asked, "answered_ts": now_ms()}
+    conn.close()
+    b.wait_dispatched()
+    m = message("lost")
+    before = max_offset()
+    conn = RemotingClient.connect(b.broker_addr)
+    obs["lost"] = {"key": m.uniq_key, "ts": now_ms()}
+    conn.send(ops.send_request(b.producer_group, m, 0, m.wire_properties(), now_ms(), b.broker_name))
+    t0 = time.monotonic()
+    while max_offset() <= before and time.monotonic() - t0 < 5:
+        time.sleep(0.005)
+    conn.close()  # the answer is never read
+    obs["lost"]["stored"] = max_offset() > before
+    obs["retry"] = {**jsonable(b.send(m, 1)), "ts": now_ms()}
+    for reader in ("bc1", "bc2", "mix"):
+        got = []
+        for q in range(2):
+            res = b.pull("RG_BC" if reader != "mix" else "RG_MIX", MessageQueue(topic, q), 0)
+            got += [{**jsonable(x), "recv_ts": now_ms()} for x in res.messages]
+        obs[reader] = got
+    b.close()
+    return obs
+
+
 SCENARIOS: dict[str, Callable[[dict], dict]] = {f.__name__: f for f in (basic, delay, retry_dlq, retry_send, locks,
                                                                         transactions, crash, replay,
                                                                         dispatch, retention_fill,
-                                                                        retention_observe, retention_drain)}
+                                                                        retention_observe, retention_drain,
+                                                                        retention_modes)}
 
 
 def main(argv: list[str]) -> int:

@@ -149,3 +149,66 @@ def test_a_trace_of_the_retention_audits_clean(rmq: Fixture, expired: dict[str, 
     unconsumed = [dict(r, seq=seq) for seq, r in enumerate(
         r for r in rows if not (r["event"] == "consume" and r["msg_key"] == kept[-1]))]
     assert [(f.code, f.keys.get("msg_key")) for f in check(unconsumed).violations] == [("LOST", kept[-1])]
+
+
+BROADCAST = json.dumps({"message_model": "BROADCASTING"})
+
+
+def _modes_trace(mix: dict[str, Any]) -> list[dict[str, Any]]:
+    """Step 4 as client-side rows: the oneway, async, answer-lost and retried sends, two broadcasting readers
+    (each its own deliveries, consumes and offsets) and a clustering one."""
+    topic = mix["topic"]
+    rows: list[dict[str, Any]] = [
+        {"ts": mix["oneway"]["ts"], "event": "send", "topic": topic, "queue_id": 0, "msg_key": mix["oneway"]["key"],
+         "status": "ONEWAY", "detail": json.dumps({"send_mode": "ONEWAY"})},
+        {"ts": mix["async"]["answered_ts"], "event": "send", "topic": topic, "queue_id": 0,
+         "queue_offset": mix["async"]["queue_offset"], "commitlog_offset": mix["async"]["commitlog_offset"],
+         "msg_key": mix["async"]["uniq_key"], "status": "SEND_OK", "detail": json.dumps({"send_mode": "ASYNC"})},
+        {"ts": mix["lost"]["ts"], "event": "send", "topic": topic, "queue_id": 0, "msg_key": mix["lost"]["key"],
+         "status": "NO_RESPONSE", "detail": json.dumps({"send_mode": "SYNC"})},
+        {"ts": mix["retry"]["ts"], "event": "send", "topic": topic, "queue_id": 1,
+         "queue_offset": mix["retry"]["queue_offset"], "commitlog_offset": mix["retry"]["commitlog_offset"],
+         "msg_key": mix["retry"]["uniq_key"], "status": "SEND_OK", "detail": json.dumps({"send_mode": "SYNC"})},
+    ]
+    for reader, group in (("bc1", "RG_BC"), ("bc2", "RG_BC"), ("mix", "RG_MIX")):
+        mine = {"group": group, "client_id": reader, **({"detail": BROADCAST} if group == "RG_BC" else {})}
+        for m in mix[reader]:
+            where = {**mine, "topic": topic, "queue_id": m["queue_id"], "queue_offset": m["queue_offset"],
+                     "msg_key": m["uniq_key"], "reconsume_times": 0}
+            rows.append({"ts": m["recv_ts"], "event": "deliver", **where})
+            rows.append({"ts": m["recv_ts"], "event": "consume", "status": "SUCCESS", **where})
+        for q in range(2):
+            ends = [m["queue_offset"] + 1 for m in mix[reader] if m["queue_id"] == q]
+            if ends:
+                rows.append({"ts": mix[reader][-1]["recv_ts"], "event": "commit_offset", **mine, "topic": topic,
+                             "queue_id": q, "queue_offset": max(ends)})
+    return rows
+
+
+def test_one_trace_of_oneway_async_lost_answers_broadcasting_and_retention_audits_clean(
+        rmq: Fixture, expired: dict[str, Any]) -> None:
+    """Issue 42's combined real trace, one 4.9.8 broker run: retention's clean pass (the `expire` row), a oneway
+    and an async send, a send whose answer was lost and its retry, two broadcasting readers and a clustering one.
+    No violation; the only observations are the duplicates the lost answer made, once per reader."""
+    drained = rmq.scenario("retention_drain")
+    mix = rmq.scenario("retention_modes")
+    keys = {name: mix[name]["key"] for name in ("oneway", "lost")} | {"async": mix["async"]["uniq_key"]}
+    assert mix["lost"]["stored"] and mix["retry"]["uniq_key"] == keys["lost"]
+    assert (mix["async"]["status"], mix["retry"]["status"]) == ("SEND_OK", "SEND_OK")
+    for reader in ("bc1", "bc2", "mix"):  # every reader got all four copies: the lost answer's message twice
+        assert sorted(m["uniq_key"] for m in mix[reader]) == sorted([*keys.values(), keys["lost"]]), mix[reader]
+    base = _retention_trace(expired, drained)[:-1]  # without its drain
+    rows = sorted([{k: v for k, v in r.items() if k != "seq"} for r in base] + _modes_trace(mix),
+                  key=lambda r: r["ts"])
+    rows.append({"ts": rows[-1]["ts"] + 1, "event": "drain"})
+    rows = [{"seq": seq, **r} for seq, r in enumerate(rows)]
+    report = check(rows)
+    assert (report.violations, report.rows_rejected) == ((), 0), report.violations
+    assert sorted((f.code, f.keys.get("msg_key"), f.keys.get("client_id")) for f in report.observations) == sorted(
+        ("DUPLICATED", keys["lost"], reader) for reader in ("bc1", "bc2", "mix"))
+    # the trace judges what it says: the clustering reader's consume of the async message taken out is LOST;
+    # the oneway message's taken out is not (never acknowledged)
+    for key, lost in ((keys["async"], ["LOST"]), (keys["oneway"], [])):
+        cut = [dict(r, seq=seq) for seq, r in enumerate(
+            r for r in rows if not (r["event"] == "consume" and r["msg_key"] == key and r.get("client_id") == "mix"))]
+        assert [f.code for f in check(cut).violations if f.keys.get("msg_key") == key] == lost

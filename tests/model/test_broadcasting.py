@@ -16,6 +16,7 @@ from rmqspec.model import offsets_file
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.consumer import ConsumeFromWhere, MessageModel
+from rmqspec.model.consumer_orderly import ConsumeOrderlyStatus, OrderlyConsumer
 from rmqspec.model.events import ListRecorder
 from rmqspec.model.message import MessageQueue
 from rmqspec.traces.checker import check
@@ -219,3 +220,41 @@ def test_a_client_restarted_without_its_file_skips_what_came_meanwhile_and_that_
     assert check(rows).violations == ()
     # without the second start row the restart is unknown: the skip reads as a loss
     assert [f.code for f in check([r for r in rows if r is not starts[1]]).violations] == ["LOST"]
+
+
+def test_an_orderly_broadcasting_client_asks_for_the_lock_and_a_second_one_waits_for_it_to_expire():
+    """Fidelity CL19 (4.9.8 client jar): ``updateProcessQueueTableInRebalance`` locks a new queue of an orderly
+    consumer in both message models, and ``lockMQPeriodically`` renews in clustering only. The first orderly
+    broadcasting client locks the queue and never renews it; a second client of the group is refused until the
+    broker's lock expires (rebalanceLockMaxLiveTime, 60 s), then takes the queue at a rebalance and, without an
+    offsets file, starts at its max offset."""
+    clock = ManualClock(1_000_000)
+    w = World(ModelBroker(clock), clock)
+    seen: dict[str, list[bytes]] = {"first": [], "second": []}
+
+    def listener(cid):
+        def consume(msgs, ctx):
+            seen[cid].extend(m.body for m in msgs)
+            return ConsumeOrderlyStatus.SUCCESS
+        return consume
+
+    first = w.consumer(listener("first"), cls=OrderlyConsumer, cid="first", **BROADCAST)
+    first.start()
+    w.run_until(1_000)
+    w.send(b"a")
+    w.run_until(5_000)
+    second = w.consumer(listener("second"), cls=OrderlyConsumer, cid="second", **BROADCAST)
+    second.start()
+    w.run_until(10_000)
+    mq = MessageQueue("T", 0)
+    assert mq in first.process_queues and mq not in second.process_queues  # refused: the first holds the lock
+    w.send(b"b")
+    w.run_until(50_000)
+    assert seen == {"first": [b"a", b"b"], "second": []}
+    w.run_until(100_000)  # past the first lock's 60 s and a rebalance after it
+    assert mq in second.process_queues
+    w.send(b"c")
+    w.run_until(110_000)
+    assert seen == {"first": [b"a", b"b", b"c"], "second": [b"c"]}
+    report = check(_rows(w))
+    assert (report.violations, report.observations) == ((), ())
