@@ -31,7 +31,8 @@ timer kind           what / when (defaults are RocketMQ's)
 ===================  =====================================================
 
 Pull results: FOUND → next offset = ``next_begin_offset``, the client-side
-tag filter (the subscription's tag set), ``ProcessQueue.put_messages`` and a
+tag filter (the subscription's tag set; a SQL92 subscription has none:
+``model/subscription_data.py``), ``ProcessQueue.put_messages`` and a
 consume request; NO_NEW_MSG / NO_MATCHED_MSG → next offset =
 ``next_begin_offset`` and, when the process queue is empty, an
 increase-only offset update (``correctTagsOffset``); OFFSET_ILLEGAL → the
