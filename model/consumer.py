@@ -31,7 +31,8 @@ timer kind           what / when (defaults are RocketMQ's)
 ===================  =====================================================
 
 Pull results: FOUND → next offset = ``next_begin_offset``, the client-side
-tag filter (the subscription's tag set), ``ProcessQueue.put_messages`` and a
+tag filter (the subscription's tag set; a SQL92 subscription has none:
+``model/subscription_data.py``), ``ProcessQueue.put_messages`` and a
 consume request; NO_NEW_MSG / NO_MATCHED_MSG → next offset =
 ``next_begin_offset`` and, when the process queue is empty, an
 increase-only offset update (``correctTagsOffset``); OFFSET_ILLEGAL → the
@@ -82,11 +83,11 @@ from rmqspec.model.compression import uncompressed
 from rmqspec.model.consumer_check import check_config
 from rmqspec.model.directory import RETRY_GROUP_TOPIC_PREFIX, Directory, retry_topic
 from rmqspec.model.events import NullRecorder, Recorder
-from rmqspec.model.filterapi import TagSubscription, build_subscription
 from rmqspec.model.message import MessageQueue, StoredMessage
 from rmqspec.model.process_queue import ProcessQueue
 from rmqspec.model.pull_flow import FlowThresholds, Suspendable, held_back
 from rmqspec.model.results import PullStatus
+from rmqspec.model.subscription_data import MessageSelector, Subscription, pull
 from rmqspec.model.timesearch import default_consume_timestamp, search_from_timestamp
 
 INTEGER_MAX_VALUE = 2**31 - 1
@@ -160,27 +161,6 @@ class ConsumerConfig:
 
     def __attrs_post_init__(self) -> None:
         check_config(self)  # DefaultMQPushConsumerImpl.checkConfig's ranges, in its order
-
-
-@attrs.frozen
-class Subscription(TagSubscription):
-    """A consumer's ``SubscriptionData`` of one topic: FilterAPI's parse (``model/filterapi.py``) and the
-    topic; the expression is sent as given."""
-
-    topic: str
-
-    @property
-    def expression(self) -> str:
-        return self.sub_string
-
-    @classmethod
-    def parse(cls, topic: str, expression: str | None) -> Subscription:
-        sub = build_subscription(expression)
-        return cls(sub.sub_string, sub.tags, topic)
-
-    def matches(self, msg: StoredMessage) -> bool:
-        """PullAPIWrapper.processPullResult: with a non-empty tags set, keep a message whose TAGS is in it."""
-        return self.client_keeps(msg.tags)
 
 
 @attrs.define(eq=False)
@@ -398,11 +378,22 @@ class PushConsumer(abc.ABC, Suspendable):
     def clustering(self) -> bool:
         return self.config.message_model is MessageModel.CLUSTERING
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """``subscribe(topic, "TagA || TagB")``; ``*`` or empty means every tag."""
-        self.subscriptions[topic] = Subscription.parse(topic, expression)
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = "*") -> None:
+        """``subscribe(topic, "TagA || TagB")``; ``*`` or empty means every tag. A ``MessageSelector``
+        (``MessageSelector.by_sql("a > 1")``) is ``subscribe(topic, selector)``: ``model/subscription_data.py``."""
+        now = self.clock.now()  # SubscriptionData's subVersion
+        if isinstance(expression, MessageSelector):
+            self.subscriptions[topic] = Subscription.build(topic, expression, now)
+        else:
+            self.subscriptions[topic] = Subscription.parse(topic, expression, now)
         if self.running:
             self._arm_rebalance(0)
+
+    def heartbeat_subscriptions(self) -> dict[str, tuple[str, str, int]]:
+        """What this client's HEART_BEAT carries for its group: every subscription as
+        ``{topic: (expression, expression_type, sub_version)}`` (``Broker.heartbeat``). The reference
+        client does not send heartbeats itself (its pulls carry their subscription); a driver may."""
+        return {topic: sub.heartbeat_entry() for topic, sub in sorted(self.subscriptions.items())}
 
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(topic, None)
@@ -416,7 +407,7 @@ class PushConsumer(abc.ABC, Suspendable):
             raise ConsumerStateError(f"consumer {self.client_id} already started")
         if self.clustering:
             self.subscriptions[retry_topic(self.group)] = Subscription.parse(
-                retry_topic(self.group), "*"
+                retry_topic(self.group), "*", self.clock.now()
             )
         self.running = True
         self.timers.schedule(self.config.persist_first_delay_ms, "persist", self._persist_task)
@@ -511,6 +502,10 @@ class PushConsumer(abc.ABC, Suspendable):
         status: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
+        sub = self.subscriptions.get(mq.topic)
+        stated = None if sub is None else sub.consume_detail(msg)  # a non-TAG subscription states itself
+        if stated is not None:
+            detail = {**(detail or {}), **stated}
         self._emit(
             "consume", topic=mq.topic, queue_id=mq.queue_id, queue_offset=msg.queue_offset,
             commitlog_offset=msg.commitlog_offset, msg_key=msg.uniq_key, msg_id=msg.msg_id,
@@ -730,9 +725,7 @@ class PushConsumer(abc.ABC, Suspendable):
         try:
             if isinstance(self.offset_store, RemoteBrokerOffsetStore):
                 self.offset_store.piggyback(mq)
-            result = self.broker.pull(
-                self.group, mq, req.next_offset, cfg.pull_batch_size, sub.expression
-            )
+            result = pull(self.broker, self.group, mq, req.next_offset, cfg.pull_batch_size, sub)
         except Exception:
             self._pull_later(req, cfg.pull_exception_delay_ms)
             return

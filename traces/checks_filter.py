@@ -16,7 +16,8 @@ tag check, or the 4.9.8 SQL92 evaluation. Rows without these details are not jud
 - FILTER_SKIPPED: on a group that filters a topic (a SQL92 or a non-``*`` tag subscription), a message
   of that topic with known attributes that some client's subscription of the group selects, passed by
   a ``commit_offset`` of the group on its queue (offset > the message's queue offset) without having
-  been delivered before that commit to a client of the group whose subscription selects it.
+  been delivered (a ``deliver`` naming the client, or its SUCCESS ``consume``) before that commit to a
+  client of the group whose subscription selects it.
 
 ``filter_exempt`` names the (group, msg_key) that LOST must not judge: messages no subscription of a
 filtering group selects (filtered, as asked), messages of a topic a group filters whose attributes no
@@ -144,8 +145,12 @@ def _skipped(trace: Trace) -> list[tuple[str, str, str, int, int]]:
             continue  # a delayed or timer send's position is its waiting copy's
         place = placed.setdefault((row["topic"], row["queue_id"]), {})
         place.setdefault(row["msg_key"], (row["queue_offset"], row["seq"]))
-    delivered: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (group, key) -> [(seq, client)]
-    for _, row in trace.of("deliver"):
+    # (group, key) -> [(seq, client)]: a deliver naming the client, or the client's SUCCESS consume (it had the
+    # message: a trace whose deliver rows name only the group — a broker's — still shows who got it)
+    delivered: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for _, row in trace.of("deliver", "consume"):
+        if row["event"] == "consume" and row.get("status") != "SUCCESS":
+            continue
         if has(row, "group", "msg_key", "client_id"):
             delivered.setdefault((row["group"], row["msg_key"]), []).append((row["seq"], row["client_id"]))
     out: list[tuple[str, str, str, int, int]] = []
