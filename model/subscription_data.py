@@ -109,10 +109,10 @@ class Subscription(TagSubscription):
         return self.client_keeps(msg.tags)
 
     def consume_detail(self, msg: StoredMessage) -> dict[str, Any] | None:
-        """A non-TAG subscription's ``consume`` rows state it and the message's tags and properties
-        (``traces/checks_filter.py`` judges FILTER_MISMATCH / FILTER_SKIPPED and exempts filtered messages
-        from LOST with them); None for a TAG subscription, whose rows stay as they were."""
-        if is_tag_type(self.expression_type):
+        """A filtering subscription's ``consume`` rows (SQL92, or tags other than ``*``) state it and the
+        message's tags and properties (``traces/checks_filter.py`` judges FILTER_MISMATCH / FILTER_SKIPPED and
+        exempts the messages it filtered out from LOST with them); None for ``*``, whose rows stay as they were."""
+        if is_tag_type(self.expression_type) and self.sub_string.strip() in ("", "*"):
             return None
         return {"subscription": self.sub_string, "expression_type": self.expression_type, "tags": msg.tags,
                 "properties": dict(msg.properties)}

@@ -155,6 +155,28 @@ def test_sql92_consumers_receive_exactly_what_their_expression_selects(world: Wo
     assert (report.violations, report.observations) == ((), ())
 
 
+def test_a_tag_filtering_client_states_its_subscription_and_its_run_audits_clean(world: World) -> None:
+    """A TAG subscription other than ``*`` is stated on the client's consume rows too: the messages it filtered
+    out are no LOST (the audit's filter exemption), those it consumed no FILTER_SKIPPED. Without the statement
+    the same rows lose exactly the filtered-out messages."""
+    world.consumer("c1").subscribe("T", "A")
+    world.driver.participants[1].start()
+    world.driver.run_for(1_000)
+    world.send_all()
+    world.driver.run_for(10_000)
+    assert world.bodies("c1") == {i for i, (tags, _) in enumerate(MESSAGES) if tags == "A"}
+    rows = world.rows()
+    stated = [r for r in rows if r["event"] == "consume"]
+    assert stated and all(r["detail"]["subscription"] == "A" for r in stated)
+    report = check(rows)
+    assert (report.violations, report.observations) == ((), ())
+    unstated = [{**r, "detail": {k: v for k, v in (r["detail"] or {}).items()
+                                 if k not in ("subscription", "expression_type", "tags", "properties")}}
+                if r["event"] == "consume" else r for r in rows]
+    lost = [f for f in check(unstated).violations if f.code == "LOST"]
+    assert len(lost) == sum(1 for tags, _ in MESSAGES if tags != "A")
+
+
 def test_pulls_and_heartbeat_carry_sql92_and_the_retry_topic_stays_tag(world: World) -> None:
     expression = "TAGS = 'A' AND region IN ('HZ', 'SH')"
     c = world.consumer("c1", fail=frozenset({b"m0"}))
