@@ -74,6 +74,7 @@ from rmqspec.impl.broker_store import (
     store_config,
 )
 from rmqspec.impl.broker_views import BrokerViews
+from rmqspec.impl.commitlog import FileCreateFailed
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
 from rmqspec.impl.offsets import ConsumerOffsetTable
@@ -149,7 +150,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE, Capability.DISK_STALL})
+                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE, Capability.DISK_STALL,
+                              Capability.FILE_CREATE_FAULT})
 
     def __init__(
         self,
@@ -350,6 +352,19 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         assert self.store is not None
         self.store.flushing.stall(self.clock.now() + ms)
 
+    def block_next_file(self) -> int:
+        """``Capability.FILE_CREATE_FAULT``: a directory stands at the next commitlog file's path, so creating
+        it fails (CREATE_MAPEDFILE_FAILED) until ``unblock_next_file`` or a shutdown (``model/filefault.py``)."""
+        self._require_running()
+        assert self.store is not None
+        return self.store.commitlog.block_next_file()
+
+    def unblock_next_file(self) -> None:
+        """``Capability.FILE_CREATE_FAULT``: the obstacle removed."""
+        self._require_running()
+        assert self.store is not None
+        self.store.commitlog.unblock_next_file()
+
     def send_oneway(self, msg: Message, queue_id: int) -> None:
         """SEND_MESSAGE with the oneway flag: stored as a send is; nothing answered, a refusal included."""
         with contextlib.suppress(BrokerError):
@@ -398,6 +413,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             try:
                 plan = self.log.prepare(commit_spec(half, commitlog_offset,
                                                     self.config.behaviour.commit_drops_real_queue), now)
+            except FileCreateFailed:
+                return ResponseCode.SYSTEM_ERROR  # sendFinalMessage: CREATE_MAPEDFILE_FAILED (model/filefault.py)
             except BrokerError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             real = self._written(self.log.append(plan), now)
@@ -406,8 +423,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             self.events.send(real, now, topic, queue_id, txn_id, group=producer_group, txn_id=txn_id)
         if self.config.behaviour.op_batch:
             self.ops.offer(half.queue_id, half.queue_offset, now)
-        else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
+        else:  # answered unflushed; deletePrepareMessage's result is ignored: a refused op is not written
+            with contextlib.suppress(BrokerError):
+                self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
         return ResponseCode.SUCCESS
 

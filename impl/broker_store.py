@@ -340,6 +340,7 @@ class BrokerLog:
             flag=spec.flag,
             wait=spec.wait,
         )
+        self.store.make_room(size)  # getLastMappedFile: CREATE_MAPEDFILE_FAILED (model/filefault.py)
         return Plan(record, size)
 
     def prepare_batch(self, specs: Sequence[PutSpec], now: int) -> list[Plan]:

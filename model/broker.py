@@ -161,7 +161,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.DISK_USAGE, Capability.DISK_STALL})
+                              Capability.DISK_USAGE, Capability.DISK_STALL, Capability.FILE_CREATE_FAULT})
 
     def __init__(
         self,

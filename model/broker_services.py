@@ -83,6 +83,17 @@ class BackgroundServices:
         self._require_running()
         self.durability.stall(self._now() + ms)
 
+    def block_next_file(self) -> int:
+        """``Capability.FILE_CREATE_FAULT``: the commitlog file after the write position's cannot be created
+        until ``unblock_next_file`` or a restart (``model/filefault.py``); returns its start offset."""
+        self._require_running()
+        return self.store.file_fault.block(self.store.write_pos, self.config.commitlog_file_size)
+
+    def unblock_next_file(self) -> None:
+        """``Capability.FILE_CREATE_FAULT``: the obstacle is gone; the next put needing the file creates it."""
+        self._require_running()
+        self.store.file_fault.unblock()
+
     def set_disk_usage(self, ratio: float) -> None:
         """``Capability.DISK_USAGE``: the usage the clean service sees from its next pass."""
         self.cleaner.disk_ratio = check_disk_ratio(ratio)

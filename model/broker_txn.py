@@ -6,6 +6,7 @@ the op message that resolves the half, at once (4.9) or at the op batch's next p
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from rmqspec.model.ghost import (
@@ -24,6 +25,7 @@ from rmqspec.model.queues import (
     HALF_TOPIC,
     OP_TOPIC,
     SCHEDULE_TOPIC,
+    FileCreateFailed,
     PutError,
 )
 from rmqspec.model.results import (
@@ -129,6 +131,8 @@ class Transactions:
             try:
                 real = self.store.prepare(
                     commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
+            except FileCreateFailed:
+                return ResponseCode.SYSTEM_ERROR  # sendFinalMessage: CREATE_MAPEDFILE_FAILED (model/filefault.py)
             except PutError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             self.store.append(real)
@@ -168,8 +172,9 @@ class Transactions:
             )
         if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
             self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
-        else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
+        else:  # answered unflushed; deletePrepareMessage's result is ignored: a refused op is not written
+            with contextlib.suppress(PutError):
+                self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
         return ResponseCode.SUCCESS
 

@@ -51,6 +51,7 @@ import attrs
 
 from rmqspec.model.committing import buffered_from
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.filefault import CREATE_FILE_CODE, CREATE_FILE_REMARK, FileFault
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
@@ -227,6 +228,13 @@ class PutError(Exception):
         self.remark = remark
 
 
+class FileCreateFailed(PutError):
+    """CREATE_MAPEDFILE_FAILED: the record needs a commitlog file that cannot be created (model/filefault.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(CREATE_FILE_CODE, CREATE_FILE_REMARK)
+
+
 class GetStatus(enum.Enum):
     """DefaultMessageStore's GetMessageStatus values the model can produce."""
 
@@ -334,6 +342,7 @@ class Store:
         self.pending: dict[tuple[str, int], int] = {}
         # (last record's end, the next file's start) of each recovery that resumed there (stepped over a blank)
         self.resumed_at: set[tuple[int, int]] = set()
+        self.file_fault = FileFault()  # Capability.FILE_CREATE_FAULT (model/filefault.py)
 
     # -- topics ---------------------------------------------------------
 
@@ -379,6 +388,7 @@ class Store:
         room = file_size - pos % file_size
         if size + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
+        self._check_creatable(pos)
         in_queue = ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
         queue_offset = self.next_queue_offset(topic, queue_id) if in_queue else 0
         return Record(
@@ -423,6 +433,7 @@ class Store:
         room = file_size - pos % file_size
         if total + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
+        self._check_creatable(pos)
         records: list[Record] = []
         for req, size in zip(reqs, sizes, strict=True):
             base = self.next_queue_offset(req.topic, req.queue_id)
@@ -442,7 +453,17 @@ class Store:
         consume queue's length plus the records assigned but not yet dispatched."""
         return len(self.queues.get((topic, queue_id), ())) + self.pending.get((topic, queue_id), 0)
 
+    def _check_creatable(self, pos: int) -> None:
+        """CommitLog.putMessage's ``getLastMappedFile(0)``: a record starting in the uncreatable file is
+        refused (CREATE_MAPEDFILE_FAILED); a roll wrote the old file's blank end first (model/filefault.py)."""
+        if not self.file_fault.refuses(pos):
+            return
+        if pos > self.write_pos:
+            self.write_pos = self.file_fault.uncreated = pos
+        raise FileCreateFailed()
+
     def append(self, record: Record) -> Record:
+        self.file_fault.uncreated = None  # the record's file was created
         self.index[record.commitlog_offset] = len(self.records)
         self.records.append(record)
         self.write_pos = record.end
@@ -507,6 +528,7 @@ class Store:
         """Keep the first ``survivors`` records; rebuild the consume queues. Returns the lost. ``end``: the
         recovered write position when it is past the last survivor (``Durability.recovered_end``)."""
         lost = self.records[survivors:]
+        self.file_fault.uncreated = None  # ``end`` is where recovery resumes
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
         last_end = self.records[-1].end if self.records else 0
@@ -520,9 +542,18 @@ class Store:
         self.restarted()
         return lost
 
+    def resume_before_blank(self) -> None:
+        """A clean start after a failed roll: no file follows the old file's blank end, so recovery resumes
+        where the blank starts (the last record's end; model/filefault.py)."""
+        if self.file_fault.uncreated is not None:
+            self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min)
+            self.file_fault.uncreated = None
+
     def restarted(self) -> None:
         """A start (a recovery, a reopen): every record kept is on disk and dispatched; the files up to the
-        end were loaded without a write buffer (model/committing.py)."""
+        end were loaded without a write buffer (model/committing.py). The uncreatable file's fault ended with
+        the process (model/filefault.py)."""
+        self.file_fault = FileFault()
         self.dispatched = len(self.records)  # the consume queues were rebuilt from every record kept
         self.pending = {}
         self.committed_where = self.write_pos

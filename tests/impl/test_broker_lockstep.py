@@ -147,13 +147,15 @@ class Pair:
         self.halves = [h for h in self.halves if self.model.store.look(h.commitlog_offset)]
 
 
-def run_pair(program: list[tuple], config: BrokerConfig, commit_first: bool = False) -> None:
+def run_pair(program: list[tuple], config: BrokerConfig, commit_first: bool = False,
+             pair_class: type[Pair] = Pair) -> None:
     """``program`` on both brokers step by step, drained and pulled; then the store is verified. With
     ``commit_first`` (a TransientStorePool) the brokers are flushed and pulled again before: while one runs,
     a file may be full in its write buffer and not yet on disk (no blank yet) with the next one created,
-    which the verifier rightly reports as a cut; a flush commits every buffer first."""
+    which the verifier rightly reports as a cut; a flush commits every buffer first. ``pair_class``: a
+    ``Pair`` that knows more operations (``test_file_create_fault.py``)."""
     with tempfile.TemporaryDirectory() as tmp:
-        pair = Pair(Path(tmp), config)
+        pair = pair_class(Path(tmp), config)
         pair.both(lambda b: b.create_topic("T", 2))
         pair.both(lambda b: b.create_group("g", retry_max_times=2))
         for op in program:
