@@ -26,6 +26,7 @@ from rmqspec.model.queues import (
     OP_TOPIC,
     SCHEDULE_TOPIC,
     FileCreateFailed,
+    PageCacheBusy,
     PutError,
 )
 from rmqspec.model.results import (
@@ -56,6 +57,7 @@ class Transactions:
         """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
         self._require_running()
         now = self._now()
+        self._reject_when_busy(now)
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
         wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
@@ -128,11 +130,12 @@ class Transactions:
         if action is TxnAction.COMMIT:
             if real_target_missing(half):
                 return ResponseCode.SYSTEM_ERROR
+            self._lock_gate(now, "END_TRANSACTION's commit")  # its rejectRequest is false (model/putlock.py)
             try:
                 real = self.store.prepare(
                     commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
-            except FileCreateFailed:
-                return ResponseCode.SYSTEM_ERROR  # sendFinalMessage: CREATE_MAPEDFILE_FAILED (model/filefault.py)
+            except (FileCreateFailed, PageCacheBusy):  # sendFinalMessage: SYSTEM_ERROR for both
+                return ResponseCode.SYSTEM_ERROR  # model/filefault.py, model/putlock.py
             except PutError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             self.store.append(real)
@@ -173,6 +176,7 @@ class Transactions:
         if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
             self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
         else:  # answered unflushed; deletePrepareMessage's result is ignored: a refused op is not written
+            self._lock_gate(now, "END_TRANSACTION's op")
             with contextlib.suppress(PutError):
                 self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)

@@ -71,6 +71,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
+from rmqspec.model.putlock import PC_SYNCHRONIZED_REMARK, LockState, PutLock
 from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
 from rmqspec.model.timer import (
@@ -235,6 +236,13 @@ class FileCreateFailed(PutError):
         super().__init__(CREATE_FILE_CODE, CREATE_FILE_REMARK)
 
 
+class PageCacheBusy(PutError):
+    """OS_PAGECACHE_BUSY: the put lock is held longer than the timeout (model/putlock.py); nothing written."""
+
+    def __init__(self) -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, PC_SYNCHRONIZED_REMARK)
+
+
 class GetStatus(enum.Enum):
     """DefaultMessageStore's GetMessageStatus values the model can produce."""
 
@@ -343,6 +351,7 @@ class Store:
         # (last record's end, the next file's start) of each recovery that resumed there (stepped over a blank)
         self.resumed_at: set[tuple[int, int]] = set()
         self.file_fault = FileFault()  # Capability.FILE_CREATE_FAULT (model/filefault.py)
+        self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py)
 
     # -- topics ---------------------------------------------------------
 
@@ -357,7 +366,7 @@ class Store:
 
     def prepare(self, req: PutRequest, now: int) -> Record:
         """The record ``req`` would become if appended now (raises ``PutError``)."""
-        self._check_writable()
+        self._check_writable(now)
         props = dict(req.properties)
         topic, queue_id = req.topic, req.queue_id
         trailing = self.config.behaviour.properties_trailing_separator
@@ -413,7 +422,7 @@ class Store:
         properties pairs stored as given (a name may repeat), no delay or timer routing, consecutive queue
         offsets, the whole batch in one file — the next one when it does not fit before the end marker.
         Raises ``PutError`` (a batch larger than a file is refused)."""
-        self._check_writable()
+        self._check_writable(now)
         trailing = self.config.behaviour.properties_trailing_separator
         file_size = self.config.commitlog_file_size
         sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
@@ -554,6 +563,7 @@ class Store:
         end were loaded without a write buffer (model/committing.py). The uncreatable file's fault ended with
         the process (model/filefault.py)."""
         self.file_fault = FileFault()
+        self.put_lock = PutLock()  # the slow put completed
         self.dispatched = len(self.records)  # the consume queues were rebuilt from every record kept
         self.pending = {}
         self.committed_where = self.write_pos
@@ -562,10 +572,12 @@ class Store:
 
     # -- retention (model/retention.py) ----------------------------------
 
-    def _check_writable(self) -> None:
-        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put."""
+    def _check_writable(self, now: int) -> None:
+        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put; then isOSPageCacheBusy."""
         if self.disk_full:
             raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
+        if self.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, "a put") is LockState.BUSY:
+            raise PageCacheBusy()
 
     @property
     def commitlog_min_offset(self) -> int:

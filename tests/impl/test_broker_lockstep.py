@@ -94,7 +94,8 @@ class Pair:
             self.both(lambda b: b.send(Message("T", b"m", tags=TAGS[tag], delay_level=delay), q))
         elif kind == "half":
             r = self.both(lambda b: b.send_half(Message("T", b"h", tags="X"), op[1], "pg"))
-            self.halves.append(r)
+            if not isinstance(r, tuple):  # refused (a busy store, a file that cannot be created): no half
+                self.halves.append(r)
         elif kind == "end" and self.halves:
             h = self.halves[op[1] % len(self.halves)]
             action = ACTIONS[op[2]]
