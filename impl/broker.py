@@ -438,10 +438,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             self.events.send(real, now, topic, queue_id, txn_id, group=producer_group, txn_id=txn_id)
         if self.config.behaviour.op_batch:
             self.ops.offer(half.queue_id, half.queue_offset, now)
-        else:  # answered unflushed; deletePrepareMessage's result is ignored: a refused op is not written
+        else:  # answered unflushed
             self.log.lock_state(now, "END_TRANSACTION's op")
-            with contextlib.suppress(BrokerError):
-                self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
         return ResponseCode.SUCCESS
 
@@ -652,9 +651,11 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         return requests
 
     def _write_ops(self, ops: list[tuple[int, str]], now: int, wait: bool = True) -> None:
+        """Op messages; one the store refuses is not written, nothing else happens (``ModelBroker._write_ops``)."""
         for queue_id, body in ops:
             self.meta.ensure_topic(OP_TOPIC, 1)
-            self._append(op_spec(queue_id, body, now, self._store_v6, wait), now)
+            with contextlib.suppress(BrokerError):
+                self._append(op_spec(queue_id, body, now, self._store_v6, wait), now)
 
     def flush_ops(self) -> None:
         """5.1.0+: write every pending op message now."""

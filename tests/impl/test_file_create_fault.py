@@ -212,10 +212,11 @@ fault_ops = st.one_of(ops, sends, st.just(("block",)), st.just(("block",)), st.j
 def test_brokers_with_an_uncreatable_file_match_step_by_step() -> None:
     FaultPair.refused = 0
 
-    @settings(max_examples=12, deadline=None)
-    @given(program=st.lists(fault_ops, min_size=15, max_size=40), flush=st.sampled_from(["SYNC", "ASYNC"]))
-    def run(program: list[tuple], flush: str) -> None:
-        config = BrokerConfig(flush=flush, commitlog_file_size=1024, transaction_check_max=2)
+    @settings(max_examples=16, deadline=None)
+    @given(program=st.lists(fault_ops, min_size=15, max_size=40), flush=st.sampled_from(["SYNC", "ASYNC"]),
+           version=st.sampled_from(["rocketmq-4.9", "rocketmq-5.1"]))  # 5.1: the op batch service's writes
+    def run(program: list[tuple], flush: str, version: str) -> None:
+        config = BrokerConfig(version=version, flush=flush, commitlog_file_size=1024, transaction_check_max=2)
         run_pair([("block",), *program, ("unblock",)], config, pair_class=FaultPair)
 
     run()
