@@ -17,7 +17,7 @@ The store is single-threaded, so the hold is state read against the store's cloc
   the schedule and transaction-check services' re-puts) is refused OS_PAGECACHE_BUSY: SYSTEM_ERROR
   (``PC_SYNCHRONIZED_REMARK``; END_TRANSACTION: ``END_BUSY_REMARK``), nothing stored.
 
-A restart, ``flush`` and ``close`` end the hold (the slow put completed).
+A restart (a reopen, a recovery) ends the hold: the slow put completed.
 
 Facts followed (RocketMQ 4.9.8, read with ``javap -c``; docs/fidelity.md WR5):
 DefaultMessageStore.isOSPageCacheBusy: ``diff = now - beginTimeInLock; diff < 10000000 && diff >
