@@ -68,12 +68,14 @@ from rmqspec.impl.broker_store import (
     SCHEDULE_TOPIC,
     BrokerLog,
     Entry,
+    PageCacheBusy,
     PutSpec,
     client_pull_status,
     settle_flushed,
     store_config,
 )
 from rmqspec.impl.broker_views import BrokerViews
+from rmqspec.impl.commitlog import FileCreateFailed
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
 from rmqspec.impl.offsets import ConsumerOffsetTable
@@ -116,6 +118,7 @@ from rmqspec.model.message import (
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
+from rmqspec.model.putlock import REJECT_CODE, REJECT_REMARK, LockState
 from rmqspec.model.queues import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, SubscriptionError, tag_filter
 from rmqspec.model.results import (
     BrokerError,
@@ -149,7 +152,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE, Capability.DISK_STALL})
+                              Capability.ROCKETMQ_STORE, Capability.DISK_USAGE, Capability.DISK_STALL,
+                              Capability.FILE_CREATE_FAULT, Capability.PUT_LOCK_HOLD})
 
     def __init__(
         self,
@@ -317,6 +321,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """SEND_MESSAGE. A delayed message answers with its schedule-queue offset."""
         self._require_running()
         now = self.clock.now()
+        self._reject_when_busy(now)
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
         props = plain_send_properties(wire, self.config, delayed=msg.delay_level > 0)
@@ -350,6 +355,29 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         assert self.store is not None
         self.store.flushing.stall(self.clock.now() + ms)
 
+    def hold_put_lock(self, ms: int) -> None:
+        """``Capability.PUT_LOCK_HOLD``: a slow put holds the put lock from now for ``ms`` (model/putlock.py)."""
+        self._require_running()
+        self.log.put_lock.hold(self.clock.now(), ms)
+
+    def _reject_when_busy(self, now: int) -> None:
+        """SendMessageProcessor.rejectRequest while isOSPageCacheBusy: SYSTEM_BUSY before anything is done."""
+        if self.log.lock_state(now, "a send") is LockState.BUSY:
+            raise BrokerError(REJECT_CODE, REJECT_REMARK)
+
+    def block_next_file(self) -> int:
+        """``Capability.FILE_CREATE_FAULT``: a directory stands at the next commitlog file's path, so creating
+        it fails (CREATE_MAPEDFILE_FAILED) until ``unblock_next_file`` or a shutdown (``model/filefault.py``)."""
+        self._require_running()
+        assert self.store is not None
+        return self.store.commitlog.block_next_file()
+
+    def unblock_next_file(self) -> None:
+        """``Capability.FILE_CREATE_FAULT``: the obstacle removed."""
+        self._require_running()
+        assert self.store is not None
+        self.store.commitlog.unblock_next_file()
+
     def send_oneway(self, msg: Message, queue_id: int) -> None:
         """SEND_MESSAGE with the oneway flag: stored as a send is; nothing answered, a refusal included."""
         with contextlib.suppress(BrokerError):
@@ -359,6 +387,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
         self._require_running()
         now = self.clock.now()
+        self._reject_when_busy(now)
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
         wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
@@ -395,9 +424,12 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         if action is TxnAction.COMMIT:
             if real_target_unparsable(half):
                 return ResponseCode.SYSTEM_ERROR
+            self.log.lock_state(now, "END_TRANSACTION's commit")  # its rejectRequest is false (model/putlock.py)
             try:
                 plan = self.log.prepare(commit_spec(half, commitlog_offset,
                                                     self.config.behaviour.commit_drops_real_queue), now)
+            except (FileCreateFailed, PageCacheBusy):  # sendFinalMessage: SYSTEM_ERROR for both
+                return ResponseCode.SYSTEM_ERROR  # model/filefault.py, model/putlock.py
             except BrokerError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             real = self._written(self.log.append(plan), now)
@@ -406,8 +438,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             self.events.send(real, now, topic, queue_id, txn_id, group=producer_group, txn_id=txn_id)
         if self.config.behaviour.op_batch:
             self.ops.offer(half.queue_id, half.queue_offset, now)
-        else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
+        else:  # answered unflushed
+            self.log.lock_state(now, "END_TRANSACTION's op")
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self.events.txn_end(now, producer_group, txn_id, commitlog_offset, action.value, from_check)
         return ResponseCode.SUCCESS
 
@@ -479,6 +512,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """CONSUMER_SEND_MSG_BACK (``origin_msg_id`` is only informational in 4.9)."""
         self._require_running()
         now = self.clock.now()
+        if self.log.lock_state(now, "a send-back") is LockState.BUSY:  # rejectRequest (model/putlock.py)
+            return ResponseCode.SYSTEM_BUSY
         config = self.meta.groups.get(group)
         if config is None:
             return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
@@ -593,6 +628,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self.clock.now()
+        self.log.lock_state(now, "a tick")  # its services may put (model/putlock.py)
         self.log.store.commit_real_time(now)  # the CommitRealTimeService's (a TransientStorePool: model/committing.py)
         self.log.store.flushing.group_commit(now)  # the GroupCommitService's pass (SYNC: model/crash.py)
         self.log.store.flushing.flush_real_time(now)  # the FlushRealTimeService's (ASYNC: model/flushing.py)
@@ -615,9 +651,11 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         return requests
 
     def _write_ops(self, ops: list[tuple[int, str]], now: int, wait: bool = True) -> None:
+        """Op messages; one the store refuses is not written, nothing else happens (``ModelBroker._write_ops``)."""
         for queue_id, body in ops:
             self.meta.ensure_topic(OP_TOPIC, 1)
-            self._append(op_spec(queue_id, body, now, self._store_v6, wait), now)
+            with contextlib.suppress(BrokerError):
+                self._append(op_spec(queue_id, body, now, self._store_v6, wait), now)
 
     def flush_ops(self) -> None:
         """5.1.0+: write every pending op message now."""

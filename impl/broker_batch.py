@@ -36,6 +36,7 @@ class BatchSends:
         """SEND_BATCH_MESSAGE: the messages stored as one append (module docstring)."""
         self._require_running()  # type: ignore[attr-defined]
         now = self.clock.now()
+        self._reject_when_busy(now)  # type: ignore[attr-defined]
         topic = batch_topic(msgs)
         self._check_send_target(topic, queue_id)  # type: ignore[attr-defined]
         items = batch_items(msgs, lambda m: self._wire_props(m, now), self.config)  # type: ignore[attr-defined]

@@ -75,6 +75,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
+from rmqspec.model.putlock import BUSY_CODE, PC_SYNCHRONIZED_REMARK, LockState, PutLock
 from rmqspec.model.queues import DISK_FULL_REMARK, next_file_start
 from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.timer import TimerRefused
@@ -279,6 +280,10 @@ def store_config(config: BrokerConfig) -> StoreConfig:
     )
 
 
+class PageCacheBusy(BrokerError):
+    """OS_PAGECACHE_BUSY: the put lock is held longer than the timeout (model/putlock.py); nothing written."""
+
+
 class BrokerLog:
     """Routing, limits, lookups and getMessage over one open ``MessageStore``."""
 
@@ -292,12 +297,13 @@ class BrokerLog:
         host_v6 = self._store_v6
         self._born_v4 = (config.store_host if not host_v6 else "127.0.0.1", 0)
         self._born_v6 = (config.store_host if host_v6 else "::1", 0)
+        self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py); a new one at every start
 
     # -- writing ---------------------------------------------------------------
 
     def prepare(self, spec: PutSpec, now: int) -> Plan:
         """Route and validate ``spec`` as CommitLog would; raises ``BrokerError``."""
-        self._check_writable()
+        self._check_writable(now)
         props = dict(spec.properties)
         topic, queue_id = spec.topic, spec.queue_id
         trailing = self.config.behaviour.properties_trailing_separator
@@ -340,12 +346,13 @@ class BrokerLog:
             flag=spec.flag,
             wait=spec.wait,
         )
+        self.store.make_room(size)  # getLastMappedFile: CREATE_MAPEDFILE_FAILED (model/filefault.py)
         return Plan(record, size)
 
     def prepare_batch(self, specs: Sequence[PutSpec], now: int) -> list[Plan]:
         """A batch's items as one append (``model.queues.Store.prepare_batch``'s rules: each item's pairs
         written as given, no delay or timer routing); raises ``BrokerError``."""
-        self._check_writable()
+        self._check_writable(now)
         trailing = self.config.behaviour.properties_trailing_separator
         file_size = self.config.commitlog_file_size
         sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
@@ -368,10 +375,16 @@ class BrokerLog:
                               f"batch of {total} bytes does not fit a commitlog file of {file_size} bytes")
         return plans
 
-    def _check_writable(self) -> None:
-        """checkStoreStatus: the clean service marked the disk full (model/retention.py)."""
+    def _check_writable(self, now: int) -> None:
+        """checkStoreStatus: the clean service marked the disk full (model/retention.py); isOSPageCacheBusy."""
         if self.store.disk_full:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
+        if self.lock_state(now, "a put") is LockState.BUSY:
+            raise PageCacheBusy(BUSY_CODE, PC_SYNCHRONIZED_REMARK)
+
+    def lock_state(self, now: int, what: str) -> LockState:
+        """The put lock's state for ``what`` (which would put); ``PutWouldWait`` while a put would wait."""
+        return self.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, what)
 
     def append_batch(self, plans: Sequence[Plan]) -> list[Entry]:
         results = self.store.put_batch([p.record for p in plans])

@@ -35,9 +35,18 @@ from rmqspec.impl.codec import (
     decode_at,
     encode_blank,
 )
-from rmqspec.impl.mappedfile import MappedFile, MappedFileQueue
+from rmqspec.impl.mappedfile import MappedFile, MappedFileQueue, StoreError, file_name
+from rmqspec.model.filefault import CREATE_FILE_CODE, CREATE_FILE_REMARK, next_file_start
 from rmqspec.model.message import BORNHOST_V6_FLAG
-from rmqspec.model.results import ResponseCode
+from rmqspec.model.results import BrokerError, ResponseCode
+
+
+class FileCreateFailed(BrokerError):
+    """CREATE_MAPEDFILE_FAILED: the next commitlog file could not be created (``model/filefault.py``)."""
+
+    def __init__(self, cause: StoreError) -> None:
+        super().__init__(CREATE_FILE_CODE, CREATE_FILE_REMARK)
+        self.cause = cause
 
 
 @attrs.frozen
@@ -56,6 +65,7 @@ class CommitLog:
         self.file_size = file_size
         # storeTs of the last appended record (RocketMQ MappedFile.storeTimestamp).
         self.last_store_ts = 0
+        self.obstacle: Path | None = None  # Capability.FILE_CREATE_FAULT: a directory at the next file's path
 
     @property
     def max_offset(self) -> int:
@@ -108,14 +118,41 @@ class CommitLog:
     def _file_for(self, size: int) -> MappedFile:
         last = self.files.last()
         if last is None:
-            return self.files.create_next(self.files.min_offset)
+            return self._create(self.files.min_offset)
         if last.remaining == 0:
-            return self.files.create_next()
+            return self._create()
         if size + END_FILE_MIN_BLANK_LENGTH > last.remaining:
             last.append(encode_blank(last.remaining))
             last.wrote = last.size
-            return self.files.create_next()
+            return self._create()  # a failure leaves the blank written and the file full, as 4.9.8 does
         return last
+
+    def _create(self, start: int | None = None) -> MappedFile:
+        """getLastMappedFile(0): the next file, or CREATE_MAPEDFILE_FAILED when the OS refuses it."""
+        try:
+            return self.files.create_next(start)
+        except StoreError as exc:
+            raise FileCreateFailed(exc) from exc
+
+    # -- a file that cannot be created (model/filefault.py) --------------------------------------
+
+    def block_next_file(self) -> int:
+        """Stand a directory at the path of the file after the one holding the write position, so that
+        creating it fails (O_CREAT|O_EXCL: EEXIST); returns its start offset."""
+        if self.obstacle is not None:
+            raise ValueError(f"the commitlog file {self.obstacle.name} is already uncreatable")
+        start = next_file_start(self.max_offset, self.file_size)
+        path = self.files.dir / file_name(start)
+        self.files.dir.mkdir(parents=True, exist_ok=True)
+        path.mkdir()
+        self.obstacle = path
+        return start
+
+    def unblock_next_file(self) -> None:
+        """Remove the obstacle (if any)."""
+        if self.obstacle is not None:
+            self.obstacle.rmdir()
+            self.obstacle = None
 
     # -- read ----------------------------------------------------------------------------------
 

@@ -404,6 +404,12 @@ class MessageStore:
         """One past the last committed (readable) commitlog byte."""
         return self.commitlog.files.readable_offset
 
+    def make_room(self, size: int) -> None:
+        """The file a record of ``size`` bytes goes to, rolled to (its old file's blank end written) or created
+        now, before anything else of the request is done; raises ``FileCreateFailed`` (CREATE_MAPEDFILE_FAILED)."""
+        self._check_open()
+        self.commitlog.reserve(size)
+
     def put_batch(self, records: Sequence[MessageRecord]) -> list[PutResult]:
         """Append ``records`` as one batch (CommitLog.putMessages): in one file, the next one when they do
         not fit before the last one's end marker."""
@@ -600,6 +606,7 @@ class MessageStore:
         return 0 if last is None else last[0] - f.flushed + last[1] // 2
 
     def _release(self, *, flush: bool) -> None:
+        self.commitlog.unblock_next_file()  # the fault ends with the process (model/filefault.py)
         self.commitlog.files.close(flush=flush)
         for cq in self._queues.values():
             cq.close(flush=flush)

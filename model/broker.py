@@ -95,6 +95,7 @@ from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, of
 from rmqspec.model.offsets import ConsumerOffsets
 from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
+from rmqspec.model.putlock import LockState
 from rmqspec.model.queues import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -161,7 +162,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
-                              Capability.DISK_USAGE, Capability.DISK_STALL})
+                              Capability.DISK_USAGE, Capability.DISK_STALL, Capability.FILE_CREATE_FAULT,
+                              Capability.PUT_LOCK_HOLD})
 
     def __init__(
         self,
@@ -367,6 +369,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         item's msgId and UNIQ_KEY, joined by commas (AppendMessageResult's msgId; the client's)."""
         self._require_running()
         now = self._now()
+        self._reject_when_busy(now)
         topic = batch_topic(msgs)
         self._check_send_target(topic, queue_id)
         items = batch_items(msgs, lambda m: self._wire_props(m, now), self.config)
@@ -397,6 +400,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
     def _send(self, msg: Message, queue_id: int, status: str) -> SendResult:
         self._require_running()
         now = self._now()
+        self._reject_when_busy(now)
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
         props = plain_send_properties(wire, self.config, delayed=msg.delay_level > 0)
@@ -546,6 +550,8 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         """CONSUMER_SEND_MSG_BACK (``origin_msg_id`` is only informational in 4.9)."""
         self._require_running()
         now = self._now()
+        if self._lock_gate(now, "a send-back") is LockState.BUSY:  # rejectRequest (model/putlock.py)
+            return ResponseCode.SYSTEM_BUSY
         forced, self.forced_retry_queue = self.forced_retry_queue, None  # one send-back only
         config = self.groups.get(group)
         if config is None:

@@ -53,6 +53,9 @@ class Restarts:
         if self.state is not BrokerState.CLOSED:
             raise RuntimeError(f"reopen() needs a closed broker, this one is {self.state.value}")
         now = self._now()
+        if self.store.file_fault.uncreated is not None:  # a failed roll's blank (model/filefault.py)
+            self.store.resume_before_blank()
+            self.durability.where = self.store.write_pos
         self._restart(now)
         self._emit(
             "recover",
@@ -106,7 +109,8 @@ class Restarts:
         kept = self.store.records[survivors - 1].end if survivors else self.store.commitlog_min
         # a kill with a TransientStorePool keeps what was readable (committed, or in a file without a buffer)
         on_disk = self.store.readable_where if kind == "kill" and self.store.buffered else None
-        end = self.durability.recovered_end(kept, self.store.write_pos, self.config.commitlog_file_size, on_disk)
+        reach = self.store.file_fault.reach(self.store.write_pos)  # no file after a failed roll's blank
+        end = self.durability.recovered_end(kept, reach, self.config.commitlog_file_size, on_disk)
         lost = self.store.truncate(survivors, end)
         self.durability.after_recovery(survivors, self.store.write_pos)
         self._restart(now)

@@ -18,12 +18,14 @@ from rmqspec.model.message import (
     PROPERTY_REAL_TOPIC,
     MessageQueue,
 )
+from rmqspec.model.putlock import REJECT_CODE, REJECT_REMARK, LockState
 from rmqspec.model.queues import (
     PutError,
     PutRequest,
     Record,
 )
 from rmqspec.model.results import (
+    BrokerError,
     CheckRequest,
 )
 from rmqspec.model.retention import check_disk_ratio
@@ -46,6 +48,7 @@ class BackgroundServices:
         """Run the services due at ``clock.now()``; returns the transaction checks sent."""
         self._require_running()
         now = self._now()
+        self._lock_gate(now, "a tick")  # its services may put (model/putlock.py)
         self.durability.on_tick(len(self.store.records), now)  # the GroupCommitService's pass (SYNC)
         readable = self.store.write_pos
         if self.store.buffered:  # the CommitRealTimeService (model/committing.py); the flush sees what it committed
@@ -83,6 +86,31 @@ class BackgroundServices:
         self._require_running()
         self.durability.stall(self._now() + ms)
 
+    def block_next_file(self) -> int:
+        """``Capability.FILE_CREATE_FAULT``: the commitlog file after the write position's cannot be created
+        until ``unblock_next_file`` or a restart (``model/filefault.py``); returns its start offset."""
+        self._require_running()
+        return self.store.file_fault.block(self.store.write_pos, self.config.commitlog_file_size)
+
+    def unblock_next_file(self) -> None:
+        """``Capability.FILE_CREATE_FAULT``: the obstacle is gone; the next put needing the file creates it."""
+        self._require_running()
+        self.store.file_fault.unblock()
+
+    def hold_put_lock(self, ms: int) -> None:
+        """``Capability.PUT_LOCK_HOLD``: a slow put holds the put lock from now for ``ms`` (model/putlock.py)."""
+        self._require_running()
+        self.store.put_lock.hold(self._now(), ms)
+
+    def _lock_gate(self, now: int, what: str) -> LockState:
+        """The put lock's state for ``what`` (which would put); ``PutWouldWait`` while a put would wait."""
+        return self.store.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, what)
+
+    def _reject_when_busy(self, now: int) -> None:
+        """SendMessageProcessor.rejectRequest while isOSPageCacheBusy: SYSTEM_BUSY before anything is done."""
+        if self._lock_gate(now, "a send") is LockState.BUSY:
+            raise BrokerError(REJECT_CODE, REJECT_REMARK)
+
     def set_disk_usage(self, ratio: float) -> None:
         """``Capability.DISK_USAGE``: the usage the clean service sees from its next pass."""
         self.cleaner.disk_ratio = check_disk_ratio(ratio)
@@ -97,6 +125,7 @@ class BackgroundServices:
         ``reput_visible``: see ``TransactionService.check``."""
         self._require_running()
         now = self._now()
+        self._lock_gate(now, "a check round")  # it may re-put halves (model/putlock.py)
         self.txn.last_check = now
         return self.txn.check(self.store, self.offsets, self.config, now, self._hooks(now), reput_visible)
 

@@ -6,6 +6,7 @@ the op message that resolves the half, at once (4.9) or at the op batch's next p
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from rmqspec.model.ghost import (
@@ -24,6 +25,8 @@ from rmqspec.model.queues import (
     HALF_TOPIC,
     OP_TOPIC,
     SCHEDULE_TOPIC,
+    FileCreateFailed,
+    PageCacheBusy,
     PutError,
 )
 from rmqspec.model.results import (
@@ -54,6 +57,7 @@ class Transactions:
         """SEND_MESSAGE with TRAN_MSG: the half goes to RMQ_SYS_TRANS_HALF_TOPIC queue 0."""
         self._require_running()
         now = self._now()
+        self._reject_when_busy(now)
         self._check_send_target(msg.topic, queue_id)
         wire, uniq = self._wire_props(msg, now)
         wire.pop(PROPERTY_DELAY_TIME_LEVEL, None)  # the producer clears DELAY
@@ -126,9 +130,12 @@ class Transactions:
         if action is TxnAction.COMMIT:
             if real_target_missing(half):
                 return ResponseCode.SYSTEM_ERROR
+            self._lock_gate(now, "END_TRANSACTION's commit")  # its rejectRequest is false (model/putlock.py)
             try:
                 real = self.store.prepare(
                     commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
+            except (FileCreateFailed, PageCacheBusy):  # sendFinalMessage: SYSTEM_ERROR for both
+                return ResponseCode.SYSTEM_ERROR  # model/filefault.py, model/putlock.py
             except PutError:
                 return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
             self.store.append(real)
@@ -168,16 +175,20 @@ class Transactions:
             )
         if self.config.behaviour.op_batch:  # 5.1.0+: written by the op batch service
             self.txn.enqueue_op(half.queue_id, half.queue_offset, now)
-        else:
-            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)  # answered unflushed
+        else:  # answered unflushed
+            self._lock_gate(now, "END_TRANSACTION's op")
+            self._write_ops([(half.queue_id, str(half.queue_offset))], now, wait=False)
         self._note_txn_end(now, producer_group, txn_id, commitlog_offset, action, from_check)
         return ResponseCode.SUCCESS
 
     def _write_ops(self, ops: list[tuple[int, str]], now: int, wait: bool = True) -> None:
-        """Op messages; ``wait`` False: at an END, answered before the group commit (model/crash.py)."""
+        """Op messages; ``wait`` False: at an END, answered before the group commit (model/crash.py). An op the
+        store refuses is not written and nothing else happens: 4.9.8's END drops deletePrepareMessage's result,
+        5.3.3's batchSendOpMessage logs a failed writeOp (docs/fidelity.md WR3)."""
         for queue_id, body in ops:
             self.store.ensure_topic(OP_TOPIC, 1)
-            self._put(op_request(queue_id, body, now, self._store_v6, wait), now)
+            with contextlib.suppress(PutError):
+                self._put(op_request(queue_id, body, now, self._store_v6, wait), now)
 
     def flush_ops(self) -> None:
         """5.1.0+: write every pending op message now (wall-clock mode: the remote broker was seen

@@ -110,6 +110,8 @@ class BrokerConfig:
     commit_commitlog_least_pages: int = 4
     commit_commitlog_thorough_interval_ms: int = 200
     commit_interval_commitlog_ms: int = 200  # commitIntervalCommitLog: the service's wait
+    # osPageCacheBusyTimeOutMills: a put lock held longer (strictly) makes the store busy (model/putlock.py)
+    os_page_cache_busy_timeout_ms: int = 1_000
     # Schedule-service progress is persisted this often (ScheduleMessageService
     # flushDelayOffsetInterval, 10 s) and on clean shutdown.
     flush_delay_offset_interval_ms: int = attrs.field(default=10_000, validator=_positive)

@@ -15,8 +15,9 @@ same clock). The queue is explicit, chosen by the producer's selector on a
 sharding key (the ``send``'s ``detail.route_queues`` names the route's number of queues it chose
 among), or round robin per topic. A round-robin send is retried on
 another queue up to ``retry_times_when_send_failed`` (2) more times when the
-request is lost or the broker answers SYSTEM_ERROR, SYSTEM_BUSY,
-SERVICE_NOT_AVAILABLE, TOPIC_NOT_EXIST or NO_PERMISSION; explicit-queue and
+request is lost or the broker answers SYSTEM_ERROR, SERVICE_NOT_AVAILABLE,
+TOPIC_NOT_EXIST or NO_PERMISSION (4.9.8's ``retryResponseCodes``; SYSTEM_BUSY is
+not among them: it throws at once; 5.3.3 added it); explicit-queue and
 selector sends are tried once, as in RocketMQ. A ``send`` event is emitted
 once the broker acknowledged the message. An answer lost after the broker
 stored the message (``link.ResponseLost``, a RemotingTimeoutException) is
@@ -99,12 +100,14 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.selectors import Selector, by_hash
 
+# DefaultMQProducer.retryResponseCodes of 4.9.8 (javap: 17, 14, 1, 16, 204, 205; NO_BUYER_ID and
+# NOT_IN_CURRENT_UNIT are never answered by a broker rmqspec models). SYSTEM_BUSY (2) is not retried by a
+# 4.9.8 sync send: sendDefaultImpl throws the MQBrokerException at once (5.3.3's set adds 2).
 RETRY_RESPONSE_CODES = frozenset(
     {
         ResponseCode.TOPIC_NOT_EXIST,
         ResponseCode.SERVICE_NOT_AVAILABLE,
         ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
         ResponseCode.NO_PERMISSION,
     }
 )

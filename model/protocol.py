@@ -34,6 +34,12 @@ class Capability(enum.Enum):
     # stall_disk(ms): from now no flush completes for ms (a hung disk): a SYNC put that waits is answered
     # FLUSH_DISK_TIMEOUT, stored; nothing written meanwhile is durable until the stall ends
     DISK_STALL = "disk_stall"
+    # block_next_file() / unblock_next_file(): the next commitlog file cannot be created (CREATE_MAPEDFILE_FAILED:
+    # a put needing it is answered SYSTEM_ERROR, nothing stored; model/filefault.py)
+    FILE_CREATE_FAULT = "file_create_fault"
+    # hold_put_lock(ms): a slow put holds the put lock from now for ms; past osPageCacheBusyTimeOutMills sends are
+    # answered SYSTEM_BUSY and puts reaching the store OS_PAGECACHE_BUSY (model/putlock.py)
+    PUT_LOCK_HOLD = "put_lock_hold"
 
 
 @runtime_checkable
@@ -163,3 +169,28 @@ class StallBroker(Broker, Protocol):
     ``close`` end the stall (they wait for the disk)."""
 
     def stall_disk(self, ms: int) -> None: ...
+
+
+@runtime_checkable
+class FileFaultBroker(Broker, Protocol):
+    """A broker with ``Capability.FILE_CREATE_FAULT``: ``block_next_file()`` makes the commitlog file after the
+    one holding the write position uncreatable (returns its start offset) until ``unblock_next_file()`` or a
+    restart. A put whose record would start in it is answered SYSTEM_ERROR ("create mapped file failed, server
+    is busy or broken."; END_TRANSACTION's commit: SYSTEM_ERROR), nothing stored; a roll first writes the old
+    file's blank end, so later puts all need the file until it can be created (``model/filefault.py``)."""
+
+    def block_next_file(self) -> int: ...
+
+    def unblock_next_file(self) -> None: ...
+
+
+@runtime_checkable
+class PutLockBroker(Broker, Protocol):
+    """A broker with ``Capability.PUT_LOCK_HOLD``: ``hold_put_lock(ms)`` is a slow put holding the put lock from
+    now for ``ms``. Held longer than ``os_page_cache_busy_timeout_ms`` the store is busy: a send (a batch, a
+    half, a send-back) is answered SYSTEM_BUSY "[REJECTREQUEST]system busy, start flow control for a while", a
+    put that reaches the store (END_TRANSACTION's commit, the services' re-puts) SYSTEM_ERROR; before that a
+    put would wait for the lock, which is caller misuse (``putlock.PutWouldWait``). A restart ends the hold
+    (``model/putlock.py``)."""
+
+    def hold_put_lock(self, ms: int) -> None: ...

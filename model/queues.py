@@ -51,6 +51,7 @@ import attrs
 
 from rmqspec.model.committing import buffered_from
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.filefault import CREATE_FILE_CODE, CREATE_FILE_REMARK, FileFault
 from rmqspec.model.filterapi import SubscriptionSplitError, build_subscription
 from rmqspec.model.ids import offset_msg_id
 from rmqspec.model.javahash import java_string_hash
@@ -70,6 +71,7 @@ from rmqspec.model.message import (
     record_size,
     transaction_type,
 )
+from rmqspec.model.putlock import PC_SYNCHRONIZED_REMARK, LockState, PutLock
 from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
 from rmqspec.model.timer import (
@@ -227,6 +229,20 @@ class PutError(Exception):
         self.remark = remark
 
 
+class FileCreateFailed(PutError):
+    """CREATE_MAPEDFILE_FAILED: the record needs a commitlog file that cannot be created (model/filefault.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(CREATE_FILE_CODE, CREATE_FILE_REMARK)
+
+
+class PageCacheBusy(PutError):
+    """OS_PAGECACHE_BUSY: the put lock is held longer than the timeout (model/putlock.py); nothing written."""
+
+    def __init__(self) -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, PC_SYNCHRONIZED_REMARK)
+
+
 class GetStatus(enum.Enum):
     """DefaultMessageStore's GetMessageStatus values the model can produce."""
 
@@ -334,6 +350,8 @@ class Store:
         self.pending: dict[tuple[str, int], int] = {}
         # (last record's end, the next file's start) of each recovery that resumed there (stepped over a blank)
         self.resumed_at: set[tuple[int, int]] = set()
+        self.file_fault = FileFault()  # Capability.FILE_CREATE_FAULT (model/filefault.py)
+        self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py)
 
     # -- topics ---------------------------------------------------------
 
@@ -348,7 +366,7 @@ class Store:
 
     def prepare(self, req: PutRequest, now: int) -> Record:
         """The record ``req`` would become if appended now (raises ``PutError``)."""
-        self._check_writable()
+        self._check_writable(now)
         props = dict(req.properties)
         topic, queue_id = req.topic, req.queue_id
         trailing = self.config.behaviour.properties_trailing_separator
@@ -379,6 +397,7 @@ class Store:
         room = file_size - pos % file_size
         if size + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
+        self._check_creatable(pos)
         in_queue = ttype in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
         queue_offset = self.next_queue_offset(topic, queue_id) if in_queue else 0
         return Record(
@@ -403,7 +422,7 @@ class Store:
         properties pairs stored as given (a name may repeat), no delay or timer routing, consecutive queue
         offsets, the whole batch in one file — the next one when it does not fit before the end marker.
         Raises ``PutError`` (a batch larger than a file is refused)."""
-        self._check_writable()
+        self._check_writable(now)
         trailing = self.config.behaviour.properties_trailing_separator
         file_size = self.config.commitlog_file_size
         sys_flag = STOREHOST_V6_FLAG if self._store_v6 else 0
@@ -423,6 +442,7 @@ class Store:
         room = file_size - pos % file_size
         if total + END_FILE_MIN_BLANK_LENGTH > room:
             pos += room
+        self._check_creatable(pos)
         records: list[Record] = []
         for req, size in zip(reqs, sizes, strict=True):
             base = self.next_queue_offset(req.topic, req.queue_id)
@@ -442,7 +462,17 @@ class Store:
         consume queue's length plus the records assigned but not yet dispatched."""
         return len(self.queues.get((topic, queue_id), ())) + self.pending.get((topic, queue_id), 0)
 
+    def _check_creatable(self, pos: int) -> None:
+        """CommitLog.putMessage's ``getLastMappedFile(0)``: a record starting in the uncreatable file is
+        refused (CREATE_MAPEDFILE_FAILED); a roll wrote the old file's blank end first (model/filefault.py)."""
+        if not self.file_fault.refuses(pos):
+            return
+        if pos > self.write_pos:
+            self.write_pos = self.file_fault.uncreated = pos
+        raise FileCreateFailed()
+
     def append(self, record: Record) -> Record:
+        self.file_fault.uncreated = None  # the record's file was created
         self.index[record.commitlog_offset] = len(self.records)
         self.records.append(record)
         self.write_pos = record.end
@@ -507,6 +537,7 @@ class Store:
         """Keep the first ``survivors`` records; rebuild the consume queues. Returns the lost. ``end``: the
         recovered write position when it is past the last survivor (``Durability.recovered_end``)."""
         lost = self.records[survivors:]
+        self.file_fault.uncreated = None  # ``end`` is where recovery resumes
         del self.records[survivors:]
         self.index = {r.commitlog_offset: i for i, r in enumerate(self.records)}
         last_end = self.records[-1].end if self.records else 0
@@ -520,9 +551,19 @@ class Store:
         self.restarted()
         return lost
 
+    def resume_before_blank(self) -> None:
+        """A clean start after a failed roll: no file follows the old file's blank end, so recovery resumes
+        where the blank starts (the last record's end; model/filefault.py)."""
+        if self.file_fault.uncreated is not None:
+            self.write_pos = max(self.records[-1].end if self.records else 0, self.commitlog_min)
+            self.file_fault.uncreated = None
+
     def restarted(self) -> None:
         """A start (a recovery, a reopen): every record kept is on disk and dispatched; the files up to the
-        end were loaded without a write buffer (model/committing.py)."""
+        end were loaded without a write buffer (model/committing.py). The uncreatable file's fault ended with
+        the process (model/filefault.py)."""
+        self.file_fault = FileFault()
+        self.put_lock = PutLock()  # the slow put completed
         self.dispatched = len(self.records)  # the consume queues were rebuilt from every record kept
         self.pending = {}
         self.committed_where = self.write_pos
@@ -531,10 +572,12 @@ class Store:
 
     # -- retention (model/retention.py) ----------------------------------
 
-    def _check_writable(self) -> None:
-        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put."""
+    def _check_writable(self, now: int) -> None:
+        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put; then isOSPageCacheBusy."""
         if self.disk_full:
             raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
+        if self.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, "a put") is LockState.BUSY:
+            raise PageCacheBusy()
 
     @property
     def commitlog_min_offset(self) -> int:

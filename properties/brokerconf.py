@@ -311,6 +311,8 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "commitCommitLogThoroughInterval": ("commit_commitlog_thorough_interval_ms",
                                         _integer(_INT32, _ANY_INT32, "an int")),
     "commitIntervalCommitLog": ("commit_interval_commitlog_ms", _integer(_INT32, _ANY_INT32, "an int")),
+    # OS_PAGECACHE_BUSY (model/putlock.py): a long, any value as 4.9.8 takes it
+    "osPageCacheBusyTimeOutMills": ("os_page_cache_busy_timeout_ms", _integer(_INT64, -_INT64 - 1, "a long")),
     "regionId": ("region_id", _name),
     "transactionOpBatchInterval": ("transaction_op_batch_interval_ms", _integer(_INT64, 1, "> 0 ms")),
     "traceOn": ("trace_on", _boolean),

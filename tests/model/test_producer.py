@@ -9,14 +9,15 @@ import pytest
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.client_timers import Driver
 from rmqspec.model.clock import ManualClock
+from rmqspec.model.config import BrokerConfig
 from rmqspec.model.directory import Directory
 from rmqspec.model.events import ListRecorder
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.javahash import java_string_hash, select_queue_by_hash
 from rmqspec.model.link import Link, RequestLost
 from rmqspec.model.message import Message, MessageQueue
-from rmqspec.model.producer import Producer, SendFailed, TransactionProducer
-from rmqspec.model.results import PullStatus, ResponseCode, TxnAction
+from rmqspec.model.producer import RETRY_RESPONSE_CODES, Producer, SendFailed, TransactionProducer, _retryable
+from rmqspec.model.results import BrokerError, PullStatus, ResponseCode, TxnAction
 
 
 @pytest.fixture
@@ -90,6 +91,32 @@ def test_send_fails_after_one_plus_retry_times_attempts(world):
         p.send(Message("T", b"x"))
     assert len(info.value.errors) == 3
     assert visible(broker) == []
+
+
+def test_create_mapped_file_failed_is_retried_and_system_busy_is_not():
+    """4.9.8 DefaultMQProducer.retryResponseCodes (17, 14, 1, 16, 204, 205; javap): SYSTEM_ERROR, which a
+    commitlog file that cannot be created answers (model/filefault.py), is sent again on the next queue;
+    SYSTEM_BUSY (2) is not (sendDefaultImpl throws it at once; only 5.3.3 retries it)."""
+    clock = ManualClock(1_700_000_000_000)
+    broker = ModelBroker(clock, BrokerConfig(commitlog_file_size=16_384))
+    directory = Directory()
+    directory.create_topic(broker, "T", 4)
+    p = Producer(broker, clock, directory, "P", retry_times_when_send_failed=2)
+    broker.block_next_file()
+    failed = None
+    for _ in range(8):  # three 4 KiB records fit the first file; the fourth needs the uncreatable one
+        try:
+            p.send(Message("T", b"x" * 4000))
+        except SendFailed as exc:
+            failed = exc
+            break
+    assert failed is not None
+    assert [e.code for e in failed.errors] == [ResponseCode.SYSTEM_ERROR] * 3  # one try and two retries
+    broker.unblock_next_file()
+    assert p.send(Message("T", b"y")).commitlog_offset == 16_384
+    assert _retryable(BrokerError(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."))
+    assert not _retryable(BrokerError(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy"))
+    assert {c.value for c in RETRY_RESPONSE_CODES} == {17, 14, 1, 16}
 
 
 def test_send_events_are_recorded_once(world):
