@@ -32,7 +32,8 @@ values, never exceptions. Each property is one predicate
 ``PromisedRecordsSurvive``  every SYNC-acknowledged record, and every record written
                             before the last completed flush, is in that prefix
 ``QueuesIndexPrefix``       every consume queue holds exactly the units of the prefix's
-                            records of its queue (none dangling, none missing)
+                            records of its queue (none dangling, none missing), from the
+                            first file retention left, with correctMinOffset's min offset
 ``VerifyClean``             ``store verify`` finds nothing and nothing is undispatched
 ``NewWritesInPlace``        a new send lands at the recovered end (or the next file)
                             with the next queue offset
@@ -63,6 +64,7 @@ from rmqspec.impl.configfiles import (
     load_with_backup,
     parse_fastjson,
 )
+from rmqspec.impl.consumequeue import UNIT_SIZE
 from rmqspec.impl.crashfs import CrashPoint, CrashState, materialize
 from rmqspec.impl.crashwork import Recording
 from rmqspec.impl.metadata import decode_groups, decode_topics
@@ -71,6 +73,7 @@ from rmqspec.impl.timer_service import ENQUEUE_TIMES_FILE, decode_enqueue_times
 from rmqspec.impl.verify import verify_store
 from rmqspec.model.clock import ManualClock
 from rmqspec.model.message import Message
+from rmqspec.model.retention import corrected_min
 from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC
 
 PROPERTIES = {
@@ -291,7 +294,7 @@ def _check_recovered(broker: MmapBroker, promised: Promises, file_size: int) -> 
     return [
         *commitlog_is_prefix(store, written, kept, file_size),
         *promised_records_survive(promised, kept, end),
-        *queues_index_prefix(store, expected),
+        *queues_index_prefix(store, expected, broker.config.consume_queue_file_size),
         *new_writes_in_place(broker, end, file_size, len(expected.get((PROBE_TOPIC, 0), []))),
         *timer_copies_fire(broker),
     ]
@@ -302,8 +305,9 @@ def commitlog_is_prefix(store: MessageStore, written: Sequence[Written], kept: i
     out = []
     end = store.commitlog_max_offset
     files = store.commitlog.files
+    low = store.commitlog_min_offset  # below it, files retention deleted: nothing to compare
     for w in written[:kept]:
-        if files.read(w.offset, len(w.data)) != w.data:
+        if w.offset >= low and files.read(w.offset, len(w.data)) != w.data:
             out.append(Violation("CommitLogIsPrefix", f"the record at {w.offset} ({len(w.data)} bytes) differs"))
             break
     tail_from = written[kept - 1].end if kept else store.commitlog_min_offset
@@ -334,14 +338,28 @@ def promised_records_survive(promised: Promises, kept: int, end: int) -> list[Vi
 Units = dict[tuple[str, int], list[tuple[int, int, int]]]  # (topic, queue) -> (offset, size, tagsCode)
 
 
-def queues_index_prefix(store: MessageStore, expected: Units) -> list[Violation]:
-    """QueuesIndexPrefix: each consume queue holds exactly the units of the kept records of its queue."""
+def queues_index_prefix(store: MessageStore, expected: Units, cq_file_size: int) -> list[Violation]:
+    """QueuesIndexPrefix: each consume queue holds exactly the units of the kept records of its queue — from
+    its first file retention left (whole files, each of whose units point below the commitlog's min,
+    ``consume_queue_files_to_delete``) — and its min offset is what ``correctMinOffset`` gives at a start."""
     out = []
+    low = store.commitlog_min_offset
+    per_file = cq_file_size // UNIT_SIZE
     for key in sorted(set(expected) | set(store.queues())):
         want = expected.get(key, [])
-        got = [(u.commitlog_offset, u.size, u.tags_code) for u in store.queue_units(*key, 0, len(want) + 1)]
-        if got != want or store.min_offset(*key) != 0:
-            out.append(Violation("QueuesIndexPrefix", f"{key[0]}/{key[1]}: {_unit_diff(want, got)}"))
+        first = store.queue_first_unit(*key)
+        gone = want[:first]
+        if first % per_file or any(clo >= low for clo, _size, _tags in gone):
+            out.append(Violation("QueuesIndexPrefix", f"{key[0]}/{key[1]}: its files before unit {first} went, "
+                                                      "though a record they index is kept"))
+            continue
+        want = want[first:]
+        got = [(u.commitlog_offset, u.size, u.tags_code) for u in store.queue_units(*key, first, len(want) + 1)]
+        wanted_min = corrected_min([clo for clo, _size, _tags in want[:per_file]], first, low, 0)
+        if got != want or store.min_offset(*key) != wanted_min:
+            detail = _unit_diff(want, got) if got != want else (
+                f"min offset {store.min_offset(*key)}, correctMinOffset gives {wanted_min}")
+            out.append(Violation("QueuesIndexPrefix", f"{key[0]}/{key[1]}: {detail}"))
     return out
 
 

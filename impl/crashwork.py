@@ -33,6 +33,9 @@ Workloads (``WORKLOADS``; commitlog files of 8 KiB so they roll):
 ``timer``                 5.x timer messages (rocketmq-5.0 profile): sends with TIMER_DELAY_MS /
                           TIMER_DELIVER_MS fired by the wheel, config/timercheck and the
                           enqueue times persisted, kill / power / clean restarts (SYNC)
+``retention``             files roll (10-unit consume-queue files too), disk pressure over 0.85:
+                          clean passes delete commitlog and consume-queue files; power, kill
+                          and clean restarts between them (SYNC)
 ========================= ===============================================================
 
 ``random_workload(ops, seed)`` draws ``ops`` operations of every kind.
@@ -166,6 +169,10 @@ class Driver:
     def flush(self) -> None:
         self.broker.flush()
         self.log.mark("flushed")
+
+    def disk(self, ratio: float) -> None:
+        """The disk usage the clean service sees from its next pass (``Capability.DISK_USAGE``)."""
+        self.broker.set_disk_usage(ratio)
 
     def restart(self, kind: str) -> None:
         """``clean`` (close + reopen), ``kill`` (process crash) or ``power`` (power loss) and recover."""
@@ -310,6 +317,29 @@ def _mixed(d: Driver) -> None:
     d.send("TopicA", 1)
 
 
+def _retention(d: Driver) -> None:
+    """Files roll (10-unit consume-queue files roll too), then disk pressure over 0.85: a clean pass deletes the
+    oldest commitlog files and the consume-queue files after them (``model/retention.py``); sends, restarts of
+    every kind and another pass follow. Acknowledged records a pass took are no loss; what it kept must be."""
+    d.setup()
+    for round_, kind in enumerate(("power", "kill", "clean")):
+        for i in range(45):
+            topic, queue = (("TopicA", i % 2), ("TopicB", 0))[i % 3 == 2]
+            d.send(topic, queue, tags=("TagA", "TagB")[i % 2])
+            d.clock.advance(100)
+        d.tick(61_000 if round_ == 0 else 10_001)  # the first pass waits 60 s after a start
+        d.disk(0.86)  # over 0.85: the next pass deletes every file but the last, expired or not (at most 10)
+        d.tick(10_001)
+        d.disk(0.30)
+        d.consume("GroupA", "TopicA", 0)
+        d.send("TopicA", 1, tags="TagC")
+        if kind == "power":
+            d.flush()
+            d.send("TopicB", 0)
+        d.restart(kind)
+    d.send("TopicA", 0)
+
+
 def _timer(d: Driver) -> None:
     d.setup()
     for i in range(18):
@@ -340,6 +370,8 @@ WORKLOADS: dict[str, Workload] = {
         Workload("restarts", workload_config("ASYNC"), _restarts, "clean, kill and power restarts"),
         Workload("mixed", workload_config("SYNC"), _mixed, "a bit of everything"),
         Workload("timer", workload_config("SYNC", version="rocketmq-5.0"), _timer, "5.x timer messages, timercheck"),
+        Workload("retention", workload_config("SYNC", consume_queue_file_size=200), _retention,
+                 "files deleted by the clean service under disk pressure, restarts"),
     )
 }
 

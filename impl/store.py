@@ -496,6 +496,11 @@ class MessageStore:
         """Whether the record at ``commitlog_offset`` went with a deleted commitlog file."""
         return commitlog_offset < self.commitlog.min_offset
 
+    def queue_first_unit(self, topic: str, queue_id: int) -> int:
+        """The first queue offset the queue's kept files hold (0 for a queue never written)."""
+        cq = self._queues.get((topic, queue_id))
+        return 0 if cq is None else cq.min_offset
+
     def unit_gone(self, topic: str, queue_id: int, offset: int) -> bool:
         """Whether the consume-queue file holding ``offset`` was deleted."""
         cq = self._queues.get((topic, queue_id))

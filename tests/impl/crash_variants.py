@@ -122,6 +122,20 @@ class EagerTimerService(DiskTimerService):
         super().tick(now, max_offset, slot_of, deliver)
 
 
+class EagerCleanStore(MessageStore):
+    """The consume queues' clean pass deletes every file but the last, whatever their units point at (not
+    only those whose units all lie below the commitlog's min offset)."""
+
+    def clean_queues(self) -> None:
+        super().clean_queues()
+        for cq in self._queues.values():
+            cq.files.delete_first(max(0, len(cq.files.files) - 1))
+
+
+def _eager_clean(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(broker_module, "MessageStore", EagerCleanStore)
+
+
 def _trusting(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(store_module, "CommitLog", TrustingCommitLog)
 
@@ -155,4 +169,5 @@ VARIANTS = {
     "offset-file-written-in-place": Variant(_in_place, "ConfigOnceWritten", ("offsets",)),
     "sync-acknowledged-before-flush": Variant(_early_ack, "PromisedRecordsSurvive", ("sync-sends",)),
     "timercheck-ahead-of-delivery": Variant(_eager_timer, "TimerCopiesFire", ("timer",)),
+    "consume-queue-files-deleted-with-kept-records": Variant(_eager_clean, "QueuesIndexPrefix", ("retention",)),
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqspec.impl import crashtest, crashwork
+from rmqspec.impl import crashtest, crashwork, effects
 from rmqspec.impl.crashtest import StateIdError
 from rmqspec.impl.crashwork import Driver, Workload, workload_config
 from tests.untraced import budget_run
@@ -145,3 +145,16 @@ def test_a_recorder_that_misses_an_effect_is_refused(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(effects.EffectLog, "add", lossy)
     with tempfile.TemporaryDirectory() as tmp, pytest.raises(ModelError, match=r"do not rebuild.*consumequeue"):
         crashtest.prepare(crashwork.WORKLOADS["offsets"], Path(tmp))
+
+
+def test_the_retention_workload_deletes_files_and_its_crash_states_keep_what_it_kept(tmp_path: Path) -> None:
+    """Issue 42's retention item in crash exploration: the clean passes unlink commitlog and consume-queue files
+    between restarts of every kind; every state recovers with the records a pass took gone, the kept ones whole
+    and indexed from the first consume-queue file left, at correctMinOffset's min offset."""
+    workload = crashwork.WORKLOADS["retention"]
+    recording = crashwork.record(workload, tmp_path / "rec")
+    unlinked = {e.path.split("/", 1)[0] for e in recording.effects if isinstance(e, effects.Unlink)}
+    assert {"commitlog", "consumequeue"} <= unlinked, unlinked
+    report = crashtest.explore([workload], states=600, seed=0)
+    assert report.ok, "\n".join(report.lines())
+    assert report.states >= 600 and report.torn_states > 0

@@ -15,8 +15,9 @@ itself before recovery; anything else fails the test.
 Budget: the real store spends ~1.5 s per state, most of it asleep (a fixed 1 s
 sleep in ``DefaultMessageStore.shutdown`` and start-up waits), so four JVMs
 share the two cores of the CI machine; 1,000 states (the default;
-``RMQSPEC_INTEROP_CRASH_STATES`` overrides it) take the time the closing line
-prints.
+``RMQSPEC_INTEROP_CRASH_STATES`` overrides it, ``RMQSPEC_INTEROP_CRASH_WORKLOADS`` names the workloads)
+take the time the closing line prints. A workload with its own consume-queue file size (``retention``'s
+10-unit files) is recovered by an oracle batch told that size.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ pytestmark = pytest.mark.cpu_heavy
 
 STATES = int(os.environ.get("RMQSPEC_INTEROP_CRASH_STATES", "1000"))
 JVMS = int(os.environ.get("RMQSPEC_INTEROP_ORACLE_JVMS", "4"))  # asleep most of the time: see above
+WORKLOADS = os.environ.get("RMQSPEC_INTEROP_CRASH_WORKLOADS", "")  # comma-separated names; default: every workload
 REPO = Path(__file__).resolve().parents[2]
 
 Summary = dict[str, Any]
@@ -64,20 +66,22 @@ def _ours(state: CrashState, directory: Path, config: StoreConfig) -> Summary:
         if isinstance(item, ScanStop):
             break
         records.append((item.commitlog_offset, item.size))
-    queues = {}
-    for key in store.queues():
-        units = store.queue_units(*key, 0, 1 << 30)
+    queues, mins = {}, {}
+    for key in store.queues():  # from the min offset, as the oracle lists them (getMinOffsetInQueue: retention)
+        units = store.queue_units(*key, store.min_offset(*key), 1 << 30)
         if units:
             queues[key] = [(u.commitlog_offset, u.size, u.tags_code) for u in units]
-    summary = {"max": store.commitlog_max_offset, "records": records, "cq": queues}
+            mins[key] = units[0].queue_offset
+    summary = {"max": store.commitlog_max_offset, "records": records, "cq": queues, "cq_min": mins}
     store.crash("kill")
     return summary
 
 
-def _theirs(realrmq: RealRocketMQ, directories: list[Path], workdir: Path, delay_levels: str) -> dict[str, Summary]:
+def _theirs(realrmq: RealRocketMQ, directories: list[Path], workdir: Path, delay_levels: str,
+            cq_file_size: int) -> dict[str, Summary]:
     env = dict(
         os.environ,
-        ORACLE_OPTS=f"-Doracle.clFileSize={crashwork.COMMITLOG_FILE_SIZE}",
+        ORACLE_OPTS=f"-Doracle.clFileSize={crashwork.COMMITLOG_FILE_SIZE} -Doracle.cqFileSize={cq_file_size}",
         JDK_JAVA_OPTIONS=f'"-Doracle.delayLevels={delay_levels}"',  # quoted: the value has spaces
     )
     procs = []
@@ -115,6 +119,7 @@ def _theirs(realrmq: RealRocketMQ, directories: list[Path], workdir: Path, delay
             elif kind == "cq":
                 key = (doc["cq_topic"], doc["cq_queue_id"])
                 current["cq"][key].append((doc["cq_phy_offset"], doc["cq_size"], doc["cq_tags_code"]))
+                current.setdefault("cq_min", {}).setdefault(key, doc["cq_offset"])
     for summary in summaries.values():
         summary["cq"] = {k: v for k, v in summary.get("cq", {}).items() if v}
     return summaries
@@ -164,22 +169,33 @@ def _unit_differences(ours: Summary, theirs: Summary) -> list[tuple[tuple[str, i
     return out
 
 
-def _units_explained(state: CrashState, ours: Summary, theirs: Summary, delays: tuple[int, ...]) -> str | None:
+def _unit_on_disk(state: CrashState, key: tuple[str, int], offset: int, cq_file_size: int) -> tuple | None:
+    """The unit at queue offset ``offset`` as the state's consume-queue file holds it (None past its end)."""
+    at = offset * UNIT_SIZE
+    on_disk = _file_bytes(state, f"consumequeue/{key[0]}/{key[1]}/{at - at % cq_file_size:020d}")
+    at %= cq_file_size
+    return unpack_unit(on_disk, at) if at + UNIT_SIZE <= len(on_disk) else None
+
+
+def _units_explained(state: CrashState, ours: Summary, theirs: Summary, delays: tuple[int, ...],
+                     cq_file_size: int) -> str | None:
     """Every differing unit is one RocketMQ keeps or makes up: the same offset and size with the torn
-    tagsCode on disk, a delay unit rebuilt before it knew the delay levels, or a (0, 0, 0) unit in a
-    queue whose file holds no unit. The names of the behaviours, or None."""
+    tagsCode on disk, a delay unit rebuilt before it knew the delay levels, or a (0, 0, 0) unit at the start of
+    a queue's last file, which holds no unit (truncateDirtyLogicFiles takes it unchecked). The names of the
+    behaviours, or None."""
     names = set()
     for key, index, ours_unit, their_unit in _unit_differences(ours, theirs):
-        if index < 0 and not ours["cq"].get(key) and theirs["cq"].get(key) == [(0, 0, 0)]:
-            on_disk = _file_bytes(state, f"consumequeue/{key[0]}/{key[1]}/{0:020d}")
-            if not any(on_disk[:UNIT_SIZE]):
-                names.add("phantom unit in an empty consume queue")
+        mine, real = ours["cq"].get(key, []), theirs["cq"].get(key, [])
+        start = theirs.get("cq_min", {}).get(key, 0)
+        if index < 0 and real == [*mine, (0, 0, 0)] and ours.get("cq_min", {}).get(key, start) == start:
+            phantom = start + len(mine)
+            if (phantom * UNIT_SIZE) % cq_file_size == 0 and \
+                    _unit_on_disk(state, key, phantom, cq_file_size) == (0, 0, 0):
+                names.add("phantom unit in an empty consume-queue file")
                 continue
         if index < 0 or ours_unit[:2] != their_unit[:2]:
             return None
-        on_disk = _file_bytes(state, f"consumequeue/{key[0]}/{key[1]}/{0:020d}")
-        at = index * UNIT_SIZE
-        if at + UNIT_SIZE <= len(on_disk) and unpack_unit(on_disk, at) == their_unit:
+        if _unit_on_disk(state, key, start + index, cq_file_size) == their_unit:
             names.add("torn consume-queue unit kept")
             continue
         if key[0] == SCHEDULE_TOPIC:
@@ -215,7 +231,7 @@ def explain(state: CrashState, ours: Summary, theirs: Summary, config: Any) -> s
     if _torn_tail_kept(state, ours, theirs, config.commitlog_file_size):
         return "torn record kept"
     if ours["max"] == theirs["max"] and ours["records"] == theirs["records"]:
-        return _units_explained(state, ours, theirs, config.delay_levels_ms)
+        return _units_explained(state, ours, theirs, config.delay_levels_ms, config.consume_queue_file_size)
     return None
 
 
@@ -224,7 +240,7 @@ def test_the_real_store_keeps_what_ours_keeps(realrmq: RealRocketMQ) -> None:
     t0 = time.perf_counter()
     try:
         items = []
-        workloads = list(crashwork.WORKLOADS.values())
+        workloads = crashtest.workloads_named(WORKLOADS.split(",")) if WORKLOADS else list(crashwork.WORKLOADS.values())
         for i, workload in enumerate(workloads):
             prepared = crashtest.prepare(workload, root / f"w{i}")
             share = STATES // len(workloads) + (1 if i < STATES % len(workloads) else 0)
@@ -237,13 +253,20 @@ def test_the_real_store_keeps_what_ours_keeps(realrmq: RealRocketMQ) -> None:
         for k, (workload, state) in enumerate(items):
             config = StoreConfig(
                 commitlog_file_size=workload.config.commitlog_file_size,
+                cq_file_size=workload.config.consume_queue_file_size,
                 delay_levels_ms=workload.config.delay_levels_ms,
             )
             ours.append(_ours(state, root / f"ours{k}", config))
             real_dirs.append(root / f"real{k}")
             crashfs.materialize(state, real_dirs[-1])
         t_ours = time.perf_counter() - t0
-        theirs = _theirs(realrmq, real_dirs, root, crashwork.DELAY_LEVELS)
+        theirs: dict[str, Summary] = {}
+        for cq_size in sorted({w.config.consume_queue_file_size for w, _ in items}):  # one oracle batch per size
+            dirs = [d for d, (wl, _) in zip(real_dirs, items, strict=True)
+                    if wl.config.consume_queue_file_size == cq_size]
+            batch = root / f"oracle-{cq_size}"
+            batch.mkdir()
+            theirs |= _theirs(realrmq, dirs, batch, crashwork.DELAY_LEVELS, cq_size)
         t_theirs = time.perf_counter() - t0 - t_ours
         explained: Counter[str] = Counter()
         examples: dict[str, str] = {}
