@@ -14,22 +14,14 @@ from pathlib import Path
 import pytest
 
 from rmqspec.impl.broker import MmapBroker
-from rmqspec.model import BrokerConfig, ListRecorder, ManualClock, Message, MessageQueue, ModelBroker
+from rmqspec.model import BrokerConfig, ManualClock, Message, MessageQueue, ModelBroker
 from rmqspec.model.protocol import Capability, StallBroker
 from rmqspec.model.results import SendStatus
-
-START_MS = 1_700_000_000_000
+from tests.impl.two_brokers import open_pair
 
 
 def _pair(root: Path, flush: str) -> tuple[ManualClock, ModelBroker, MmapBroker]:
-    config = BrokerConfig(flush=flush, commitlog_file_size=4096)
-    clock = ManualClock(START_MS)
-    model = ModelBroker(clock, config, ListRecorder())
-    mmap = MmapBroker.open(root, clock, config, ListRecorder())
-    for b in (model, mmap):
-        b.create_topic("T", 2)
-        b.create_group("G")
-    return clock, model, mmap
+    return open_pair(root, BrokerConfig(flush=flush, commitlog_file_size=4096), topics=(("T", 2),), groups=("G",))
 
 
 def _send(brokers: tuple[ModelBroker, MmapBroker], body: bytes, wait: bool = True) -> SendStatus:

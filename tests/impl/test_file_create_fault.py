@@ -23,40 +23,24 @@ from rmqspec.impl.broker import MmapBroker
 from rmqspec.impl.codec import BLANK_MAGIC
 from rmqspec.impl.commitlog import FileCreateFailed
 from rmqspec.impl.verify import verify_store
-from rmqspec.model import BrokerConfig, ListRecorder, ManualClock, Message, MessageQueue, ModelBroker
+from rmqspec.model import BrokerConfig, Message, MessageQueue, ModelBroker
 from rmqspec.model.filefault import CREATE_FILE_REMARK
 from rmqspec.model.protocol import Capability, FileFaultBroker
 from rmqspec.model.queues import FileFault, Store
-from rmqspec.model.results import BrokerError, ResponseCode, TxnAction
+from rmqspec.model.results import ResponseCode, TxnAction
 from tests.impl.test_broker_lockstep import Pair, ops, run_pair
+from tests.impl.two_brokers import both, open_pair
 
-START_MS = 1_700_000_000_000
 FILE = 4096
 BODY = b"x" * 100  # a 256-byte record (T, no properties but the broker's): 16 per 4096-byte file, the last rolls
 Q = MessageQueue("T", 0)
 
 
 def _pair(root: Path, flush: str = "SYNC", broker: type[ModelBroker] = ModelBroker) -> tuple[Any, ...]:
-    config = BrokerConfig(flush=flush, commitlog_file_size=FILE)
-    clock = ManualClock(START_MS)
-    model = broker(clock, config, ListRecorder())
-    mmap = MmapBroker.open(root, clock, config, ListRecorder())
-    for b in (model, mmap):
-        b.create_topic("T", 1)
-    return clock, model, mmap
+    return open_pair(root, BrokerConfig(flush=flush, commitlog_file_size=FILE), broker)
 
 
-def _both(model: ModelBroker, mmap: MmapBroker, fn: Any) -> Any:
-    """``fn`` on both brokers: equal answers (a refusal by code and remark) and equal trace rows."""
-    out = []
-    for b in (model, mmap):
-        try:
-            out.append(fn(b))
-        except BrokerError as e:
-            out.append(("refused", e.code, e.remark))
-    assert out[0] == out[1]
-    assert model.recorder.events == mmap.recorder.events
-    return out[0]
+_both = both
 
 
 def _fill(model: ModelBroker, mmap: MmapBroker) -> int:

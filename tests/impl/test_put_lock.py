@@ -18,41 +18,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqspec.impl.broker import MmapBroker
-from rmqspec.model import BrokerConfig, ListRecorder, ManualClock, Message, MessageQueue, ModelBroker
+from rmqspec.model import BrokerConfig, Message, MessageQueue, ModelBroker
 from rmqspec.model.protocol import Capability, PutLockBroker
 from rmqspec.model.putlock import BUSY_GUARD_MS, REJECT_REMARK, LockState, PutLock, PutWouldWait
-from rmqspec.model.results import BrokerError, PullStatus, ResponseCode, TxnAction
+from rmqspec.model.results import PullStatus, ResponseCode, TxnAction
 from rmqspec.properties.brokerconf import broker_conf_from_text, broker_config_from_conf
 from tests.impl.test_broker_lockstep import Pair, ops, run_pair
+from tests.impl.two_brokers import both, open_pair
 
-START_MS = 1_700_000_000_000
 Q = MessageQueue("T", 0)
 
 
 def _pair(root: Path, config: BrokerConfig | None = None, broker: type[ModelBroker] = ModelBroker) -> tuple[Any, ...]:
-    config = config or BrokerConfig(commitlog_file_size=4096)
-    clock = ManualClock(START_MS)
-    model = broker(clock, config, ListRecorder())
-    mmap = MmapBroker.open(root, clock, config, ListRecorder())
-    for b in (model, mmap):
-        b.create_topic("T", 1)
-        b.create_group("g")
-    return clock, model, mmap
+    return open_pair(root, config or BrokerConfig(commitlog_file_size=4096), broker, groups=("g",))
 
 
 def _both(model: ModelBroker, mmap: MmapBroker, fn: Any) -> Any:
-    """``fn`` on both brokers: equal answers (a refusal by code and remark, a misuse by its type) and trace rows."""
-    out = []
-    for b in (model, mmap):
-        try:
-            out.append(fn(b))
-        except BrokerError as e:
-            out.append(("refused", e.code, e.remark))
-        except PutWouldWait:
-            out.append("would wait")
-    assert out[0] == out[1]
-    assert model.recorder.events == mmap.recorder.events
-    return out[0]
+    """``both``, a put that would wait for the lock answered "would wait" (caller misuse)."""
+    out = both(model, mmap, fn, (PutWouldWait,))
+    return "would wait" if out == ("misuse", "PutWouldWait") else out
 
 
 def _count(model: ModelBroker, mmap: MmapBroker) -> int:
