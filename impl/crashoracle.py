@@ -8,11 +8,13 @@ when the power went out (the marks right after a crash point belong to it:
 a crash just after an acknowledgement leaves the same disk):
 
 - ``written``: the CommitLog records of the current epoch, in order, with
-  their bytes (the ``Write`` that precedes each ``append`` mark) and the
-  consume-queue unit each one needs; a ``recovered`` mark drops the records
-  recovery cut off;
+  their bytes (the ``Write`` that precedes each ``append`` mark, or the
+  mark's own ``data`` when the record went to a TransientStorePool's write
+  buffer) and the consume-queue unit each one needs; a ``recovered`` mark
+  drops the records recovery cut off (a kill takes the uncommitted ones);
 - ``required_end``: every record ending at or before it must survive (an
-  ``ack`` or ``flushed`` mark promises everything written so far);
+  ``ack`` or ``flushed`` mark promises everything written so far; with a pool
+  there are no ``ack`` marks, ASYNC only, and ``flush()`` commits first);
 - per config file, the texts written (``config_write``) and how many of those
   rewrites completed durably (``config_done``).
 
@@ -160,7 +162,7 @@ class _Builder:
             return
         kind = effect.kind
         if kind == "append":
-            self._append(index, effect.get("offset"), effect.get("size"))
+            self._append(index, effect.get("offset"), effect.get("size"), effect.get("data"))
         elif kind in ("ack", "flushed"):
             if self.written:
                 self.required_end = max(self.required_end, self.written[-1].end)
@@ -177,18 +179,26 @@ class _Builder:
             file = effect.get("file")
             self.done[file] = len(self.texts.get(file, []))
 
-    def _append(self, index: int, offset: int, size: int) -> None:
-        w = self.last_write
-        start = None if w is None else int(w.path.rsplit("/", 1)[1]) + w.offset
-        if w is None or start != offset or len(w.data) != size:
-            raise ValueError(f"effect #{index}: append mark at {offset} does not follow its record's write")
-        record = decode_at(w.data, 0, base_offset=offset, check_crc=False)
+    def _append(self, index: int, offset: int, size: int, buffered: bytes | None) -> None:
+        """``buffered``: the record went to a write buffer (TransientStorePool); its bytes reach the file
+        only with a later commit's ``Write``, and a kill before that takes them."""
+        if buffered is not None:
+            if len(buffered) != size:
+                raise ValueError(f"effect #{index}: append mark at {offset} carries {len(buffered)} bytes, not {size}")
+            data = buffered
+        else:
+            w = self.last_write
+            start = None if w is None else int(w.path.rsplit("/", 1)[1]) + w.offset
+            if w is None or start != offset or len(w.data) != size:
+                raise ValueError(f"effect #{index}: append mark at {offset} does not follow its record's write")
+            data = w.data
+        record = decode_at(data, 0, base_offset=offset, check_crc=False)
         assert isinstance(record, DecodedRecord)
         unit = None
         if not is_txn_hidden(record.sys_flag):
             code = compute_tags_code(record.topic, record.properties, record.store_ts, self.delays)
             unit = (offset, size, code)
-        self.written.append(Written(offset, w.data, record.topic, record.queue_id, record.queue_offset, unit))
+        self.written.append(Written(offset, data, record.topic, record.queue_id, record.queue_offset, unit))
 
     def snapshot(self) -> Promises:
         configs = tuple(
@@ -416,6 +426,8 @@ def new_writes_in_place(broker: MmapBroker, end: int, file_size: int, queue_offs
         result = broker.send(Message(PROBE_TOPIC, PROBE_BODY, tags="TagA"), 0)
     except Exception as exc:  # a refused write is the finding
         return [Violation("NewWritesInPlace", f"a new send failed: {type(exc).__name__}: {exc}")]
+    if broker.store.config.transient_store_pool:  # the probe sits in a write buffer until a commit
+        broker.store.commit_all()
     size = broker.store.read(result.commitlog_offset).size
     pos = end % file_size
     expected = end if pos == 0 or size + 8 <= file_size - pos else end - pos + file_size

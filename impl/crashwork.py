@@ -36,6 +36,9 @@ Workloads (``WORKLOADS``; commitlog files of 8 KiB so they roll):
 ``retention``             files roll (10-unit consume-queue files too), disk pressure over 0.85:
                           clean passes delete commitlog and consume-queue files; power, kill
                           and clean restarts between them (SYNC)
+``pool``                  ASYNC with a TransientStorePool (1-page commits): ticks that commit by
+                          pages, by the thorough interval and full files, flushes, kill / power /
+                          clean restarts with acknowledged sends still in the write buffer
 ========================= ===============================================================
 
 ``random_workload(ops, seed)`` draws ``ops`` operations of every kind.
@@ -358,6 +361,27 @@ def _timer(d: Driver) -> None:
     d.tick(2000)
 
 
+def _pool(d: Driver) -> None:
+    """Records reach the page cache only when committed: a kill takes the acknowledged ones still in the
+    write buffer (ASYNC: none was promised), a ``flush()`` commits everything first (promised)."""
+    d.setup()
+    for kind in ("kill", "power", "kill", "clean", "kill"):
+        for i in range(16):
+            d.send(("TopicA", "TopicB")[i % 2], (i // 2) % 2 if i % 2 == 0 else 0, tags=("TagP", "TagQ")[i % 3 == 0])
+            d.clock.advance(70)
+            if i % 6 == 5:
+                d.tick((120, 450)[i % 12 == 5])  # within the thorough interval (pages) / past it (all)
+        if kind == "power":
+            d.flush()
+            d.send("TopicA", 1)
+        d.consume("GroupB", "TopicA", 0)
+        d.send("TopicB", 0, tags="TagU")  # acknowledged, still in the write buffer at the restart
+        d.restart(kind)
+        d.tick(100)
+    for _ in range(5):
+        d.send("TopicA", 1, tags="TagP")
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in (
@@ -372,6 +396,8 @@ WORKLOADS: dict[str, Workload] = {
         Workload("timer", workload_config("SYNC", version="rocketmq-5.0"), _timer, "5.x timer messages, timercheck"),
         Workload("retention", workload_config("SYNC", consume_queue_file_size=200), _retention,
                  "files deleted by the clean service under disk pressure, restarts"),
+        Workload("pool", workload_config("ASYNC", transient_store_pool=True, commit_commitlog_least_pages=1), _pool,
+                 "TransientStorePool: commits, kills that take the write buffer"),
     )
 }
 

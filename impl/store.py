@@ -55,7 +55,9 @@ released when the process closes some other descriptor of the file. ``index/`` i
 created empty (rmqspec builds no index files), as in a real store directory.
 
 Durable effects: with a recorder installed for the root (``effects``), the
-store marks every append (``append``: offset, size) and the end of recovery
+store marks every append (``append``: offset, size; and ``data``, the record's bytes,
+when they went to a TransientStorePool's write buffer: no ``Write`` carries them
+until a commit, and a kill takes them) and the end of recovery
 (``recovered``: the CommitLog end it kept), besides the file effects its
 components report.
 """
@@ -343,7 +345,12 @@ class MessageStore:
         if buffered is not None and offset >= buffered:
             self._buffered_writes.append((offset + prepared.size, record.store_ts))
         if self._effects is not None:
-            self._effects.mark("append", offset=offset, size=prepared.size)
+            held = self.commitlog.files.find(offset)
+            if held is not None and held.pending is not None:  # in a write buffer: the file sees it at a commit
+                data = held.content(offset - held.start, prepared.size)
+                self._effects.mark("append", offset=offset, size=prepared.size, data=data)
+            else:
+                self._effects.mark("append", offset=offset, size=prepared.size)
         if not hidden:
             self._next[key] = queue_offset + 1
             props = record.properties

@@ -112,30 +112,33 @@ def _host(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def write_ours(root: Path, lines: list[dict[str, Any]]) -> None:
+def message_record(line: dict[str, Any], i: int) -> MessageRecord:
+    """Oracle input line ``i`` as rmqspec's ``MessageRecord`` (stored at ``T0 + i``)."""
+    props = dict(line["properties"])
+    if "tags" in line:
+        props["TAGS"] = line["tags"]
+    if "keys" in line:
+        props["KEYS"] = line["keys"]
+    return MessageRecord(
+        topic=line["topic"],
+        queue_id=line["queue_id"],
+        body=base64.b64decode(line["body_b64"]),
+        properties=props,
+        sys_flag=line["sys_flag"],
+        born_ts=line["born_ts"],
+        store_ts=T0 + i,
+        born_host=_host(line["born_host"]),
+        reconsume_times=line["reconsume_times"],
+        prepared_txn_offset=line["prepared_txn_offset"],
+        flag=line["flag"],
+    )
+
+
+def write_ours(root: Path, lines: list[dict[str, Any]], config: StoreConfig | None = None) -> None:
     """The same messages through rmqspec's ``MessageStore.put`` (no routing: none are delayed or half)."""
-    with MessageStore.open(root, config=StoreConfig(commitlog_file_size=FILE)) as store:
+    with MessageStore.open(root, config=config or StoreConfig(commitlog_file_size=FILE)) as store:
         for i, line in enumerate(lines):
-            props = dict(line["properties"])
-            if "tags" in line:
-                props["TAGS"] = line["tags"]
-            if "keys" in line:
-                props["KEYS"] = line["keys"]
-            store.put(
-                MessageRecord(
-                    topic=line["topic"],
-                    queue_id=line["queue_id"],
-                    body=base64.b64decode(line["body_b64"]),
-                    properties=props,
-                    sys_flag=line["sys_flag"],
-                    born_ts=line["born_ts"],
-                    store_ts=T0 + i,
-                    born_host=_host(line["born_host"]),
-                    reconsume_times=line["reconsume_times"],
-                    prepared_txn_offset=line["prepared_txn_offset"],
-                    flag=line["flag"],
-                )
-            )
+            store.put(message_record(line, i))
 
 
 def write_workload(root: Path, config: BrokerConfig, rounds: int) -> None:
