@@ -264,6 +264,7 @@ class MachineCore(RuleBasedStateMachine):
         self.can_crash = False
         self.takes_oneway = False
         self.takes_batch = False
+        self.limit_edges = 0  # size-limit messages send_edge made: their kinds rotate (edges._at_limit)
         self.uniq = UniqKeyFactory(client_ip="10.0.0.7", pid=4242)
         self.topics: dict[str, int] = {}
         self.groups: dict[str, GroupState] = {}

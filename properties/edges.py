@@ -480,7 +480,8 @@ class EdgeRules:
 
     def _at_limit(self, topic: str, pick: int) -> tuple[str, Message] | None:
         """(label, a message exactly at a size limit, ``pick % 2`` = 0, or one past it): the record a
-        small commitlog file has room for, else one of ``LIMIT_EDGES`` (by a hash of ``pick // 2``);
+        small commitlog file has room for, else one of ``LIMIT_EDGES`` (the next in the example's rotation, offset
+        by ``pick // 2``);
         sized from what the broker stores for it (``model/sendpath.py``, ``message.record_size``).
         None when the file cannot hold the record (the file's own limit would answer first)."""
         cfg = self.config
@@ -499,7 +500,9 @@ class EdgeRules:
         if room - size(msg, 0) <= MAX_BODY_BYTES:  # a small file: its room
             body = room - size(msg, 0) + extra
             return (f"room_{label}", attrs.evolve(msg, body=b"s" * body)) if body > 0 else None
-        kind = LIMIT_EDGES[(pick // 2 * 0x9E3779B1 >> 7) % len(LIMIT_EDGES)]  # spread: picks drawn are small
+        # rotate through the kinds within an example (picks drawn are small: a hash of them left some unseen)
+        kind = LIMIT_EDGES[(self.limit_edges + pick // 2) % len(LIMIT_EDGES)]
+        self.limit_edges += 1
         if kind == "body":  # one past it is no message (``Message`` refuses it, as the client does)
             label, msg = "fit", attrs.evolve(msg, body=b"b" * MAX_BODY_BYTES)
         else:

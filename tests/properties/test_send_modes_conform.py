@@ -91,7 +91,10 @@ def test_a_broken_send_mode_is_caught(name: str, lockstep: bool) -> None:
 def test_the_honest_model_passes_with_the_send_modes_drawn() -> None:
     result = check_conformance(_honest, lockstep=False, settings=budget_settings(None, None, shrink=False))
     assert result.passed, (result.failure or "")[:2000]
-    assert result.coverage["send_oneway"] > 0 and result.coverage["send_unanswered"] > 0
+    # a oneway send drawn: by the produce rule, or as a ladder's oneway family (which draw the ci budget's programs
+    # make depends on every literal of the code: properties/constant_pool.py)
+    assert result.coverage.get("send_oneway", 0) + result.coverage.get("family:oneway", 0) > 0
+    assert result.coverage["send_unanswered"] > 0
     assert result.coverage["send_batch:atomic"] > 0
 
 
