@@ -69,14 +69,16 @@ def skipped_by_saved_offsets(events: Iterable[TraceEvent]) -> set[tuple[str | No
     #8239). After an ASYNC broker's power loss the truncated queue's new messages reuse those
     positions and the group, resuming from its saved offset, skips them (docs/fidelity.md T2).
     Positions below a committed offset are reused only after a truncation: nothing else is
-    exempt.
+    exempt. Only a power loss truncates below what a consumer read: a kill keeps the page cache,
+    and with a TransientStorePool it takes only uncommitted bytes, which no consumer was served
+    (reads end at the committed position), so a kill does not count here.
     """
-    crashes = 0
+    crashes = 0  # power losses
     groups: dict[tuple, dict[str | None, list[tuple[int, int]]]] = defaultdict(lambda: defaultdict(list))
     out: set[tuple[str | None, str]] = set()
     for ev in events:
         if ev.event == "crash":
-            crashes += 1
+            crashes += ev.status == "power"
         elif ev.event == "commit_offset" and ev.queue_offset is not None:
             groups[(ev.topic, ev.queue_id)][ev.group].append((crashes, ev.queue_offset))
         elif ev.event in ("send", "store") and ev.msg_key and ev.queue_offset is not None \

@@ -155,6 +155,35 @@ def check_queue_order(h: History) -> list[Violation]:
                                   f"offset >= {floor}", ev.queue_offset))
                 pulls[pull] = ev.queue_offset or 0
     # a send whose position was never revealed although later entries were
+    return out + _served_entries_kept_by_kills(h)
+
+
+def _served_entries_kept_by_kills(h: History) -> list[Violation]:
+    """A position a consumer was served holds the same message after a kill (across epochs; within one,
+    ``check_queue_order`` above judges it). A kill keeps the page cache, and with a TransientStorePool it
+    takes only what was not committed, while reads end at the committed position (4.9.8
+    ``MappedFile.getReadPosition``): only a power loss truncates below a served entry."""
+    out: list[Violation] = []
+    served: dict[tuple, tuple[str, int]] = {}  # (topic, queue, offset) -> (msg_key, epoch it was served in)
+    for epoch, ev in _epochs(h.events):
+        if ev.event == "crash" and ev.status == "power":
+            served.clear()
+            continue
+        if ev.msg_key is None or ev.topic is None or ev.queue_offset is None:
+            continue
+        if ev.event == "send" and (ev.status not in ACKED_SEND or delayed_send(ev) or is_timer_request(ev)):
+            continue
+        if ev.event not in ("deliver", "send", "store"):
+            continue
+        where = (ev.topic, ev.queue_id, ev.queue_offset)
+        was = served.get(where)
+        if was is not None and was[1] < epoch and was[0] != ev.msg_key:
+            out.append(_v(h, Code.ORDER_QUEUE_GAP, ev,
+                          f"entry {ev.topic}/{ev.queue_id}@{ev.queue_offset}, served before a kill, changed",
+                          was[0], ev.msg_key))
+            served.pop(where)
+        elif ev.event == "deliver" and was is None:
+            served[where] = (ev.msg_key, epoch)
     return out
 
 

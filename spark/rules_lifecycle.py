@@ -50,9 +50,11 @@ def _unseen_ops(df: DataFrame) -> DataFrame:
 
 
 def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
-    """(trace, group, msg_key) a group may never see after a crash (``traces.checks_delivery.
+    """(trace, group, msg_key) a group may never see after a power loss (``traces.checks_delivery.
     skipped_by_saved_offsets``): a send/store of the key at a queue_offset below a commit of the
-    group on that queue made before an earlier crash (``crashes`` counts them per row)."""
+    group on that queue made before an earlier crash with status ``power`` (``crashes`` counts every
+    crash per row; a power loss whose own count is ``k`` lies between a commit of count ``cc`` and a
+    position of count ``c`` when ``cc <= k < c``). A kill truncates nothing a group read."""
     commits = (
         df.filter((EV() == "commit_offset") & _nn("group", "topic", "queue_id", "queue_offset"))
         .groupBy("trace", "group", "topic", "queue_id", F.col("crashes").alias("cc"))
@@ -65,9 +67,13 @@ def skipped_by_saved_offsets(df: DataFrame) -> DataFrame:
     ).select(
         "trace", "topic", "queue_id", "queue_offset", "msg_key", "crashes"
     )
-    joined = positions.join(commits, ["trace", "topic", "queue_id"])
+    powers = df.filter((EV() == "crash") & (F.col("status") == "power")).select(
+        F.col("trace").alias("p_trace"), F.col("crashes").alias("k"))
+    joined = positions.join(commits, ["trace", "topic", "queue_id"]).filter(
+        (F.col("cc") < F.col("crashes")) & (F.col("queue_offset") < F.col("committed")))
     return (
-        joined.filter((F.col("cc") < F.col("crashes")) & (F.col("queue_offset") < F.col("committed")))
+        joined.join(F.broadcast(powers), (F.col("trace") == F.col("p_trace")) & (F.col("cc") <= F.col("k"))
+                    & (F.col("k") < F.col("crashes")), "left_semi")
         .select("trace", "group", "msg_key")
         .distinct()
     )

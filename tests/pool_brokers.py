@@ -35,4 +35,24 @@ def serves_before_commit(clock: Any, config: Any, workdir: Any = None) -> Serves
     return ServesBeforeCommit(clock, config, workdir)
 
 
-POOL_BROKEN = {"serves_before_commit": serves_before_commit}
+class KillTakesCommitted(ModelBroker):
+    """A pooled broker whose kill takes what was committed but not flushed, as a power loss would: it takes the
+    committed bytes for its own, not the page cache's. 4.9.8's commit writes the write buffer into the file's
+    channel (the page cache), which outlives the process, so a kill loses only what was not committed yet —
+    never a record a consumer was served (reads end at the committed position)."""
+
+    def __init__(self, clock: Any, config: Any, workdir: Any = None) -> None:
+        super().__init__(clock, config)
+
+    def recover(self, survivors: int | None = None) -> None:
+        if survivors is None and self.durability.crash_kind == "kill" and self.store.buffered:
+            self.durability.crash_kind = "power"  # recovery keeps what was flushed, not what was committed
+            survivors = max(self.durability.flushed, self.store.removed_count())
+        super().recover(survivors)
+
+
+def kill_takes_committed(clock: Any, config: Any, workdir: Any = None) -> KillTakesCommitted:
+    return KillTakesCommitted(clock, config, workdir)
+
+
+POOL_BROKEN = {"serves_before_commit": serves_before_commit, "kill_takes_committed": kill_takes_committed}

@@ -486,6 +486,24 @@ CASES: tuple[Case, ...] = (
         (("LOST", (0, 9)), ("LOST", (6, 9)), ("LOST", (7, 9)), ("LOST", (7, 9))),
     ),
     Case(
+        "LOST: after a kill, a send at a position below the group's committed offset is not exempt: a kill "
+        "truncates nothing a group read (the page cache survives it; a TransientStorePool loses only "
+        "uncommitted bytes, which reads never reach)",
+        """
+        0 send t=0 topic=T q=0 off=0 key=A1
+        1 deliver t=10 g=G topic=T q=0 off=0 key=A1 c=C1 rt=0
+        2 consume t=20 g=G topic=T q=0 off=0 key=A1 c=C1 st=SUCCESS
+        3 commit_offset t=30 g=G topic=T q=0 off=1
+        4 crash t=40 st=kill
+        5 recover t=50
+        6 send t=60 topic=T q=0 off=0 key=A2
+        7 send t=70 topic=T q=0 off=1 key=A3
+        8 deliver t=80 g=H topic=T q=0 off=1 key=A3 c=C2 rt=0
+        9 drain t=90
+        """,
+        (("LOST", (0, 9)), ("LOST", (6, 9)), ("LOST", (6, 9)), ("LOST", (7, 9)), ("LOST", (7, 9))),
+    ),
+    Case(
         "LOST: after a power loss, a delayed copy at a reused schedule position that a crash finds "
         "unfired may be skipped (fidelity T4); one fired before it, one at a new position or level may not",
         """
