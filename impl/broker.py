@@ -430,8 +430,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
                                                     self.config.behaviour.commit_drops_real_queue), now)
             except (FileCreateFailed, PageCacheBusy):  # sendFinalMessage: SYSTEM_ERROR for both
                 return ResponseCode.SYSTEM_ERROR  # model/filefault.py, model/putlock.py
-            except BrokerError:
-                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
+            except BrokerError as refused:  # sendFinalMessage's mapping: a full disk's refusal keeps its code
+                return ResponseCode.SERVICE_NOT_AVAILABLE if refused.code is ResponseCode.SERVICE_NOT_AVAILABLE \
+                    else ResponseCode.MESSAGE_ILLEGAL
             real = self._written(self.log.append(plan), now)
             topic = half.prop(PROPERTY_REAL_TOPIC) or ""
             queue_id = int(half.prop(PROPERTY_REAL_QUEUE_ID) or "0")

@@ -136,8 +136,9 @@ class Transactions:
                     commit_request(half, commitlog_offset, self.config.behaviour.commit_drops_real_queue), now)
             except (FileCreateFailed, PageCacheBusy):  # sendFinalMessage: SYSTEM_ERROR for both
                 return ResponseCode.SYSTEM_ERROR  # model/filefault.py, model/putlock.py
-            except PutError:
-                return ResponseCode.MESSAGE_ILLEGAL  # sendFinalMessage's mapping
+            except PutError as refused:  # sendFinalMessage's mapping: a full disk's refusal keeps its code
+                return ResponseCode.SERVICE_NOT_AVAILABLE if refused.code is ResponseCode.SERVICE_NOT_AVAILABLE \
+                    else ResponseCode.MESSAGE_ILLEGAL
             self.store.append(real)
             self.durability.on_append(len(self.store.records), wait=False)  # endMessageTransaction: WAIT=false
             self._note_store(real, now)

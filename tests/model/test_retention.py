@@ -15,7 +15,7 @@ from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import ListRecorder
 from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.queues import GetStatus, tag_filter
-from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
+from rmqspec.model.results import BrokerError, PullStatus, ResponseCode, TxnAction
 from rmqspec.model.retention import (
     DELETE_FILES_BATCH_MAX,
     Policy,
@@ -303,3 +303,19 @@ def test_a_removed_unit_is_judged_after_the_tag_filter_and_skips_the_rest_of_its
         for get in (model.store.get_message, mmap.log.get_message):
             res = get("U", 0, offset, 32, tag_filter(sub), None)
             assert (res.status.name, res.next_begin_offset) == (status.name, 3), (offset, sub, get)
+
+
+def test_a_commit_refused_by_the_full_disk_answers_service_not_available(tmp_path: Path) -> None:
+    """EndTransactionProcessor.sendFinalMessage maps the store's SERVICE_NOT_AVAILABLE to SERVICE_NOT_AVAILABLE
+    ("Service not available now.", 4.9.8's tableswitch read with javap; fidelity WR4), not MESSAGE_ILLEGAL; the
+    half stays unresolved and commits once the disk has room."""
+    clock, brokers, _ = _brokers(tmp_path)
+    _send(clock, brokers, 30)
+    halves = _same(brokers, lambda b: b.send_half(Message(topic="T", body=b"h", uniq_key="H"), 0, "PG"))
+    _at_disk(clock, brokers, 0.95, 60_000)
+    end = _same(brokers, lambda b: b.end_transaction("PG", halves.commitlog_offset, halves.queue_offset,
+                                                     TxnAction.COMMIT, False))
+    assert end is ResponseCode.SERVICE_NOT_AVAILABLE
+    _at_disk(clock, brokers, 0.5, 10_000)
+    assert _same(brokers, lambda b: b.end_transaction("PG", halves.commitlog_offset, halves.queue_offset,
+                                                      TxnAction.COMMIT, False)) is ResponseCode.SUCCESS
