@@ -17,10 +17,15 @@ A window outlives the broker lock only in ``_outlive`` (manual clock; the orderl
 listener, ``composite.py``): the clock passes the grant's lifetime and another client takes the
 queue and starts inside the window, as 4.9.8 permits (seed 001, B12). Otherwise clock jumps are
 clamped while a window is open (``conform_time._advance``): the SPEC §4.5 premise.
+
+``orderly_client`` (an ``OrderlyClient``, ``conformance_machine(orderly_client=)``) is the client the
+machine plays: 4.9.8's by default; a test's broken client of our own changes what happens at one point
+and draws nothing more (issue 42).
 """
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
@@ -30,8 +35,27 @@ from rmqspec.model.results import PullStatus, ResponseCode
 from rmqspec.properties.conform_base import CLIENTS, PICK, Window, _enabled, _pick
 
 
+@attrs.frozen
+class OrderlyClient:
+    """The orderly consumer the machine plays; the default is RocketMQ 4.9.8's.
+
+    ``local_queue_lock``: a consume request holds the client's MessageQueueLock (lock 2,
+    ``ConsumeMessageOrderlyService``) for its queue, so one thread of a consumer consumes a queue at a
+    time: the machine opens one window per (client, queue) (``_can_begin``). False is a broken client of
+    our own without it: while the long listener's batch runs (``_outlive``) another consume request of
+    the same client takes the queue's next message and its batch starts and ends inside the window
+    (ORDERLY_CONCURRENT; issue 42's orderly bullet, tests/properties/test_orderly_client_broken.py)."""
+
+    local_queue_lock: bool = True
+
+
+CLIENT_4_9_8 = OrderlyClient()  # the default of conformance_machine and check_conformance
+
+
 class OrderlyRules:
     """Mixin: the orderly consumer and the broker's lock table."""
+
+    orderly_client: OrderlyClient = CLIENT_4_9_8  # conformance_machine(orderly_client=)
 
     # ------------------------------------------------------------------
     # orderly consumer
@@ -64,6 +88,9 @@ class OrderlyRules:
                             (other, mq) not in self.windows:
                         # the other client lost the queue in a rebalance: drop its process queue
                         self.opqs.pop((other, mq), None)
+                    elif other != client and (other, mq) in self.windows:
+                        # its batch holds the consume lock: the rebalance keeps the queue (tryLock fails)
+                        self._sometimes("rebalance_kept_in_batch")
         return granted
 
     def _unlock(self, client: str, mqs: list[MessageQueue]) -> None:
@@ -231,6 +258,8 @@ class OrderlyRules:
         lapses; ``other`` is lawfully granted the queue and starts a batch inside the window (the audit's
         observation ORDERLY_LOCK_OUTLIVED). Manual clock only: the clock passes the grant's lifetime
         unclamped. True when ``other`` started."""
+        if not self.orderly_client.local_queue_lock:
+            self._second_batch(key)
         w = self.windows[key]
         granted_at = self.broker_grants.get(w.mq, (w.client, w.lock_ts))[1]
         target = granted_at + self.config.broker_lock_max_live_ms + 1
@@ -241,6 +270,16 @@ class OrderlyRules:
         if started:
             self._sometimes("orderly_lock_outlived")
         return started
+
+    def _second_batch(self, key: tuple[str, MessageQueue]) -> None:
+        """The broken client without a MessageQueueLock (``OrderlyClient.local_queue_lock`` False):
+        while window ``key``'s listener runs, another consume request of the same client takes the
+        queue's next message (a fresh one) and its batch starts and ends inside the window."""
+        first = self.windows.pop(key)
+        if self._fresh("plain", key[1].topic, key[1].queue_id) is not None and self._begin(*key, 1):
+            self._sometimes("orderly_second_batch")
+            self._finish(key, "SUCCESS")
+        self.windows[key] = first
 
     @precondition(lambda self: self._on("orderly"))
     @rule(kind=st.sampled_from(["lock", "lock", "unlock", "rebalance", "takeover", "finish"]), client=PICK,

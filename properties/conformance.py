@@ -91,7 +91,7 @@ from rmqspec.properties.conform_base import Window as Window
 from rmqspec.properties.conform_broadcast import BroadcastRules
 from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
-from rmqspec.properties.conform_orderly import OrderlyRules
+from rmqspec.properties.conform_orderly import CLIENT_4_9_8, OrderlyClient, OrderlyRules
 from rmqspec.properties.conform_retention import RetentionRules
 from rmqspec.properties.conform_store import StoreProbeRules
 from rmqspec.properties.conform_time import TimeRules
@@ -120,6 +120,7 @@ def conformance_machine(
     config: BrokerConfig | None = None,
     wall: WallOptions | None = None,
     key_selector: Callable[[], Selector] = lambda: by_hash,
+    orderly_client: OrderlyClient = CLIENT_4_9_8,
 ) -> type[ConformanceBase]:
     """A ``RuleBasedStateMachine`` class driving ``broker_factory(clock, config, workdir)``.
 
@@ -133,6 +134,9 @@ def conformance_machine(
     ``wall``: run on the wall clock against a broker with its own clock (``wallclock.py``).
     ``key_selector``: makes the ordered sends' MessageQueueSelector, once per example
     (``model/selectors.py``; SelectMessageQueueByHash by default: a test's broken client gives another).
+    ``orderly_client``: the orderly consumer the machine plays (``conform_orderly.OrderlyClient``; 4.9.8's
+    by default; ``OrderlyClient(local_queue_lock=False)``: a test's broken client without the
+    MessageQueueLock, which starts a second batch inside its own long listener's window).
     The class carries ``coverage`` (rule and outcome counts across examples),
     ``observations``, ``last_program`` and ``last_failure``.
     """
@@ -163,5 +167,6 @@ def conformance_machine(
         "wall": wall,
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,
         "key_selector_factory": staticmethod(key_selector),
+        "orderly_client": orderly_client,
     }
     return type("ConformanceMachine", (ConformanceBase,), attrs_)

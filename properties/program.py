@@ -65,8 +65,11 @@ def replay(
     recorder: Any = None,
     config: Any = None,
     wall: Any = None,
+    orderly_client: Any = None,
 ) -> Any:
     """Run ``program`` through a fresh conformance machine; returns the machine.
+
+    ``orderly_client``: the orderly consumer the machine plays (``conformance_machine``; 4.9.8's when None).
 
     Raises the machine's AssertionError (violated invariant or lockstep
     mismatch) exactly as the Hypothesis run did.
@@ -76,6 +79,8 @@ def replay(
     kwargs: dict[str, Any] = {"lockstep": lockstep, "profile": profile, "config": config, "wall": wall}
     if recorder is not None:
         kwargs["recorder_factory"] = lambda: recorder
+    if orderly_client is not None:
+        kwargs["orderly_client"] = orderly_client
     cls = conformance_machine(broker_factory, **kwargs)
     machine = cls()
     machine.drain_on_teardown = drain
