@@ -43,6 +43,11 @@ FAMILIES = {
         caught=("tests/properties/test_send_modes_conform.py::test_a_broken_send_mode_is_caught",),
         interop=("test_send_modes_real.py", "test_retention_real.py"),
     ),
+    "orderly: batches that span time, the consume lock, the local queue lock, listeners outliving the lock": Family(
+        reach=(("orderly_lock_outlived",), ("rebalance_kept_in_batch",), ("orderly_suspend",), ("orderly_dlq",)),
+        caught=("tests/properties/test_orderly_client_broken.py::test_a_client_without_the_queue_lock_is_caught",),
+        interop=("test_client_differential.py", "test_remote_adapter_real.py", "test_conform_real.py"),
+    ),
     "broadcasting: two clients, their own offsets, judged per client": Family(
         reach=(("broadcast:both_consumed",), ("broadcast:late_join",), ("broadcast:dropped",)),
         caught=("broken:pulls_exclusive_per_group",),
