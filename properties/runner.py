@@ -45,6 +45,7 @@ from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import TraceEvent
 from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.properties import constant_pool
+from rmqspec.properties.conform_timeout import clean_timeout_ms
 from rmqspec.properties.conformance import MachineFailure, conformance_machine
 from rmqspec.properties.coverage import CoverageReport
 from rmqspec.properties.program import Op, render
@@ -255,19 +256,22 @@ def check_conformance(
     wall: WallOptions | None = None,
     shrink_budget: int = DEFAULT_BUDGET,
     key_selector: Callable[[], Selector] = lambda: by_hash,
+    clean_timeout: Callable[[int], int] = clean_timeout_ms,
 ) -> ConformanceResult:
     """Run the conformance machine against ``factory``; never raises on a finding.
 
     ``config``: the broker's configuration (the model follows it); ``wall``: wall-clock mode.
     ``shrink_budget``: replays per failure when ``settings`` has ``Phase.shrink``.
     ``key_selector``: the ordered sends' selector, made per example (``conformance_machine``).
+    ``clean_timeout``: the concurrent client's clean task's ms from consumeTimeout's minutes
+    (``conformance_machine``; 4.9.8's by default).
     """
     if trace_dir is not None and recorder_factory is None:
         recorder_factory = jsonl_recorder_factory(trace_dir)
     constant_pool.pin()
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
                                   recorder_factory=recorder_factory, config=config, wall=wall,
-                                  key_selector=key_selector)
+                                  key_selector=key_selector, clean_timeout=clean_timeout)
     settings = settings or budget_settings(seed=seed, wall=wall is not None)
     if seed is not None:
         settings = Settings(settings, derandomize=False)
