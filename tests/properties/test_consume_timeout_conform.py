@@ -12,6 +12,7 @@ being right throughout.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from rmqspec.properties.program import Op, replay
 from rmqspec.properties.runner import budget_settings, check_conformance
 from rmqspec.traces.checker import check
 from rmqspec.traces.checks_delivery import TIMED_OUT_CAUSE
+from rmqspec.traces.io import read_events
 from tests.untraced import budget_run
 
 TIMEOUT_MS = CONSUME_TIMEOUT_MIN * 60_000
@@ -109,13 +111,23 @@ def test_the_audit_judges_a_clean_send_back_by_its_own_start_and_timeout() -> No
 
 
 @budget_run
-def test_the_default_budget_reaches_the_clean_and_passes() -> None:
-    """``rmqspec conform``'s default budget (the model in lockstep): every example's prelude runs it."""
-    result = check_conformance(model_factory, settings=budget_settings(None, None, shrink=False))
+def test_the_default_budget_reaches_the_clean_passes_and_its_recorded_traces_audit_clean(tmp_path: Path) -> None:
+    """``rmqspec conform``'s default budget (the model in lockstep): every example's prelude runs it, and every
+    example's recorded trace audits with no violation and a DUPLICATED observation naming the cause."""
+    result = check_conformance(model_factory, settings=budget_settings(None, None, shrink=False), trace_dir=tmp_path)
     assert result.passed, (result.failure or "")[:2000]
     for what in ("consume_timeout", "consume_timeout:started", "consume_timeout:clean_sent_back",
                  "consume_timeout:time_out", "consume_timeout:retry_consumed"):
         assert result.coverage.get(what, 0) >= result.examples // 2, (what, result.coverage.get(what))
+    timed_out = 0
+    for path in sorted(tmp_path.glob("example-*.jsonl")):
+        events, rejected = read_events(path)
+        rows = [e.as_row() for e in events]
+        if not rejected and any((r["detail"] or {}).get("clean_expired") for r in rows if r["event"] == "send_back"):
+            report = check(rows)
+            assert report.violations == (), (path.name, report.violations[:3])
+            timed_out += any(f.code == "DUPLICATED" and f.reason.endswith(TIMED_OUT_CAUSE) for f in report.observations)
+    assert timed_out >= result.examples // 2, timed_out
 
 
 @budget_run
