@@ -23,6 +23,7 @@ from rmqspec.properties.conform_base import MachineFailure
 from rmqspec.properties.conform_timeout import CONSUME_TIMEOUT_MIN
 from rmqspec.properties.conformance import conformance_machine
 from rmqspec.properties.inv_timeout import check_clean_early
+from rmqspec.properties.invariants import evaluate_named
 from rmqspec.properties.program import Op, replay
 from rmqspec.properties.runner import budget_settings, check_conformance
 from rmqspec.traces.checker import check
@@ -68,8 +69,12 @@ def test_the_clean_sends_back_the_running_message_past_consume_timeout_and_the_t
 
 
 @pytest.mark.parametrize("lockstep", [True, False], ids=["lockstep", "no-lockstep"])
-def test_a_clean_reading_minutes_as_seconds_is_caught_by_its_invariant(lockstep: bool) -> None:
-    cls = conformance_machine(model_factory, lockstep=lockstep, clean_timeout=seconds)
+def test_a_clean_reading_minutes_as_seconds_is_caught_by_its_rule_alone(lockstep: bool) -> None:
+    """The broker is right throughout (lockstep sees no mismatch): of every invariant and every audit rule,
+    only the clean's (CleanAfterTimeoutProperty, RETRY_EARLY's clean case) finds the broken client."""
+    recorder = ListRecorder()
+    cls = conformance_machine(model_factory, lockstep=lockstep, clean_timeout=seconds,
+                              recorder_factory=lambda: recorder)
     m = cls()
     m.init(queues=2, retry_max=1, orderly_max=1, flush="SYNC", swarm=0)
     m.consume_timeout(0, 1)
@@ -78,8 +83,12 @@ def test_a_clean_reading_minutes_as_seconds_is_caught_by_its_invariant(lockstep:
     assert "CleanAfterTimeoutProperty" in str(caught.value) and "RETRY_EARLY" in str(caught.value)
     (back,) = [e for e in _g0(m, "send_back") if e.detail.get("clean_expired")]
     assert 15_000 < back.ts - back.detail["consume_start"] <= 30_000
-    (found,) = check_clean_early(m.history)
-    assert found.seq == back.seq and "client fault" in found.reason
+    named = evaluate_named(m.history, ["always", "observation"])
+    assert {(inv.name, v.seq) for inv, v in named if inv.kind == "always"} == {("CleanAfterTimeoutProperty", back.seq)}
+    assert "client fault" in check_clean_early(m.history)[0].reason
+    report = check([e.as_row() for e in recorder.events])
+    assert [(f.code, f.seqs) for f in report.violations] == [("RETRY_EARLY", (back.seq,))]
+    assert "cleanExpiredMsg" in report.violations[0].reason
     m.teardown()
 
 
