@@ -383,6 +383,8 @@ class DeepRules:
                 self.timer_ladder(v + f)
         if self._ladder_ok():  # a broadcasting group's two clients, each from its own offsets
             self.broadcast_prelude(v, f)
+        if self._timeout_ok():  # a listener outliving consumeTimeout: the client's clean (conform_timeout.py)
+            self.consume_timeout(v, f)
         if self._ladder_ok():  # last: every deadline kind the prelude left, at d − 1, d, d + 1
             self.deadline_tour(v + f)
 

@@ -51,6 +51,7 @@ from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm, swarm_store_host
+from rmqspec.properties.conform_timeout import clean_timeout_ms
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
 from rmqspec.properties.history import (
     CLIENT_LOCK_MS,
@@ -214,6 +215,9 @@ class MachineCore(RuleBasedStateMachine):
     lateness: WallLateness | None = None
     # makes the ordered sends' MessageQueueSelector per example (``conformance_machine(key_selector=)``)
     key_selector_factory: Callable[[], Selector] = staticmethod(lambda: by_hash)
+    # the concurrent client's clean task: consumeTimeout's minutes → its period and threshold in ms
+    # (``conformance_machine(clean_timeout=)``; 4.9.8's by default, ``conform_timeout.py``)
+    clean_timeout_ms: Callable[[int], int] = staticmethod(clean_timeout_ms)
     # examples past this many are rejected at ``init``, before they touch the broker. Wall clock: an
     # example Hypothesis does not count as valid (a draw past its buffer) still costs real time. Manual
     # clock (``runner.RUN_CAP_FACTOR``): with fewer than 1000 max_examples Hypothesis's targeting

@@ -274,7 +274,9 @@ class MessagingRules:
                    detail={"requested": offset})
 
     def _send_back(self, group: str, m: StoredMessage, level: int, max_times: int | None,
-                   client: str, origin: str = "uniq") -> ResponseCode:
+                   client: str, origin: str = "uniq", extra: dict[str, Any] | None = None) -> ResponseCode:
+        """CONSUMER_SEND_MSG_BACK of ``m``, its ``send_back`` event (``extra``: more of its detail, e.g. the
+        clean's, ``conform_timeout.py``) and the retry copy expected to fire."""
         state = self.groups[group]
         effective = (16 if max_times == -1 else max_times) if max_times is not None else state.retry_max
         routed_dlq = m.reconsume_times >= effective or level < 0
@@ -300,7 +302,7 @@ class MessagingRules:
             reconsume_times=m.reconsume_times + 1, delay_level=new_level, deliver_ts=deliver_ts,
             status="DLQ" if routed_dlq else "RETRY",
             detail={"code": ResponseCode(code).name, "requested_level": level, "max": effective,
-                    "origin": _origin(m)},
+                    "origin": _origin(m), **(extra or {})},
         )
         if code == ResponseCode.SUCCESS:
             self._sometimes("send_back:DLQ" if routed_dlq else "send_back:RETRY")

@@ -38,6 +38,8 @@ The machine is one class assembled from mixins, one concern each:
   wheel's copies and fires observed, the timer ladder);
 - ``conform_broadcast.py`` — ``BroadcastRules``: a broadcasting group's two clients, each pulling
   from its own offsets (the ``broadcast`` action);
+- ``conform_timeout.py`` — ``TimeoutRules``: a listener that outlives consumeTimeout, the client's
+  cleanExpiredMsg and its send-back (the ``consume_timeout`` action);
 - ``edges.py`` — ``EdgeRules``: parameter probes, message families, lock probes, deadline walks
   (issue 41; the drawn parameter domains are ``domains.py``);
 - ``composite.py`` — ``DeepRules``: clean restarts, ladders, the beat, the prelude, swarm
@@ -95,6 +97,7 @@ from rmqspec.properties.conform_orderly import CLIENT_4_9_8, OrderlyClient, Orde
 from rmqspec.properties.conform_retention import RetentionRules
 from rmqspec.properties.conform_store import StoreProbeRules
 from rmqspec.properties.conform_time import TimeRules
+from rmqspec.properties.conform_timeout import TimeoutRules, clean_timeout_ms
 from rmqspec.properties.conform_timer import TimerRules
 from rmqspec.properties.conform_txn import TxnRules
 from rmqspec.properties.conform_wall import WallRules
@@ -104,7 +107,8 @@ from rmqspec.properties.oracles import OracleRules
 from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
-class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, BroadcastRules, MessagingRules, OrderlyRules,
+class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, BroadcastRules, TimeoutRules, MessagingRules,
+                      OrderlyRules,
                       TxnRules, TimeRules, RetentionRules, WallRules, ObserverRules, StoreProbeRules, OracleRules,
                       MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""
@@ -121,6 +125,7 @@ def conformance_machine(
     wall: WallOptions | None = None,
     key_selector: Callable[[], Selector] = lambda: by_hash,
     orderly_client: OrderlyClient = CLIENT_4_9_8,
+    clean_timeout: Callable[[int], int] = clean_timeout_ms,
 ) -> type[ConformanceBase]:
     """A ``RuleBasedStateMachine`` class driving ``broker_factory(clock, config, workdir)``.
 
@@ -137,6 +142,9 @@ def conformance_machine(
     ``orderly_client``: the orderly consumer the machine plays (``conform_orderly.OrderlyClient``; 4.9.8's
     by default; ``OrderlyClient(local_queue_lock=False)``: a test's broken client without the
     MessageQueueLock, which starts a second batch inside its own long listener's window).
+    ``clean_timeout``: the concurrent client's clean task's period and threshold in ms from consumeTimeout's
+    minutes (``conform_timeout.py``; 4.9.8's ``minutes × 60 000`` by default: a test's broken client gives
+    another, e.g. the minutes read as seconds).
     The class carries ``coverage`` (rule and outcome counts across examples),
     ``observations``, ``last_program`` and ``last_failure``.
     """
@@ -168,5 +176,6 @@ def conformance_machine(
         "lateness": WallLateness(wall.tolerance_ms) if wall else None,
         "key_selector_factory": staticmethod(key_selector),
         "orderly_client": orderly_client,
+        "clean_timeout_ms": staticmethod(clean_timeout),
     }
     return type("ConformanceMachine", (ConformanceBase,), attrs_)

@@ -82,6 +82,7 @@ from rmqspec.properties.inv_saved import (  # used here, and re-exported
     skipped_by_saved_offsets,
 )
 from rmqspec.properties.inv_tables import TABLE_INVARIANTS
+from rmqspec.properties.inv_timeout import TIMEOUT_INVARIANTS, check_clean_early  # noqa: F401 - re-exported
 from rmqspec.properties.inv_timer import (  # noqa: F401 - re-exported
     TIMER_INVARIANTS,
     check_timer_duplicated,
@@ -663,6 +664,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               "A retry copy is never visible before its delay level has elapsed.",
               "SendMessageProcessor.consumerSendMsgBack + ScheduleMessageService",
               check_retry_early),
+    *TIMEOUT_INVARIANTS,
     Invariant("DlqNotEarlyProperty", Code.DLQ_EARLY, "always",
               "A message reaches the DLQ only after max + 1 failures or a negative level.",
               "SendMessageProcessor.consumerSendMsgBack (maxReconsumeTimes)", check_dlq_early),

@@ -46,6 +46,7 @@ from rmqspec.model.events import TraceEvent
 from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.properties import constant_pool
 from rmqspec.properties.conform_orderly import CLIENT_4_9_8, OrderlyClient
+from rmqspec.properties.conform_timeout import clean_timeout_ms
 from rmqspec.properties.conformance import MachineFailure, conformance_machine
 from rmqspec.properties.coverage import CoverageReport
 from rmqspec.properties.program import Op, render
@@ -257,6 +258,7 @@ def check_conformance(
     shrink_budget: int = DEFAULT_BUDGET,
     key_selector: Callable[[], Selector] = lambda: by_hash,
     orderly_client: OrderlyClient = CLIENT_4_9_8,
+    clean_timeout: Callable[[int], int] = clean_timeout_ms,
 ) -> ConformanceResult:
     """Run the conformance machine against ``factory``; never raises on a finding.
 
@@ -264,13 +266,16 @@ def check_conformance(
     ``shrink_budget``: replays per failure when ``settings`` has ``Phase.shrink``.
     ``key_selector``: the ordered sends' selector, made per example (``conformance_machine``).
     ``orderly_client``: the orderly consumer the machine plays (``conformance_machine``; 4.9.8's by default).
+    ``clean_timeout``: the concurrent client's clean task's ms from consumeTimeout's minutes
+    (``conformance_machine``; 4.9.8's by default).
     """
     if trace_dir is not None and recorder_factory is None:
         recorder_factory = jsonl_recorder_factory(trace_dir)
     constant_pool.pin()
     machine = conformance_machine(factory, lockstep=lockstep, profile=profile,
                                   recorder_factory=recorder_factory, config=config, wall=wall,
-                                  key_selector=key_selector, orderly_client=orderly_client)
+                                  key_selector=key_selector, orderly_client=orderly_client,
+                                  clean_timeout=clean_timeout)
     settings = settings or budget_settings(seed=seed, wall=wall is not None)
     if seed is not None:
         settings = Settings(settings, derandomize=False)

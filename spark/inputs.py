@@ -17,8 +17,9 @@ table's replay, ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-pu
 ``unrecorded``, a send row standing for sends an imported message trace does not record,
 ``route_queues``, an ordered send's route, ``broadcasting``, a broadcasting client's row,
 ``from_where``, a broadcasting ``commit_offset`` where a client began pulling a queue, and ``timed_out``,
-a consume whose listener outlived consumeTimeout, and ``expire_cause``, an ``expire`` row's
-``detail.cause``), ``position``
+a consume whose listener outlived consumeTimeout, ``expire_cause``, an ``expire`` row's
+``detail.cause``, ``loop_age_ms`` / ``loop_max_ms``, an orderly start's loop, and ``clean_start`` /
+``clean_timeout_min``, the client's clean's send-back), ``position``
 (``file#row``) and ``problem`` (why a row is rejected, null when valid): the same rules as
 ``traces.validate.check_row``, as column expressions. ``position`` comes from Spark's ``_metadata``
 columns, and Spark keeps them in every scan of a frame that names them, even a query that drops
@@ -71,7 +72,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
     "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause", "loop_age_ms",
-    "loop_max_ms",
+    "loop_max_ms", "clean_start", "clean_timeout_min",
 )
 
 
@@ -214,6 +215,8 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         route_queues(df).alias("route_queues"),
         loop_number(df, "loop_age_ms").alias("loop_age_ms"),
         loop_number(df, "loop_max_ms").alias("loop_max_ms"),
+        clean_number(df, "consume_start").alias("clean_start"),
+        clean_number(df, "consume_timeout_min").alias("clean_timeout_min"),
         broadcasting(df).alias("broadcasting"),
         from_where(df).alias("from_where"),
         timed_out(df).alias("timed_out"),
@@ -315,6 +318,21 @@ def loop_number(df: DataFrame, name: str) -> Column:
     value = F.try_variant_get(_variant_detail(df), f"$.{name}", "variant")
     integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
     return F.when((F.col("event") == "orderly_start") & integral, F.try_variant_get(value, "$", "bigint"))
+
+
+def clean_number(df: DataFrame, name: str) -> Column:
+    """A ``send_back`` row's ``detail.<name>`` (``consume_start`` or ``consume_timeout_min``) when its
+    ``detail.clean_expired`` is JSON true and the number a JSON integer (else null): the client's clean sent
+    it back (``properties.inv_timeout.clean_timing``'s reading; RETRY_EARLY's clean case,
+    ``spark/rules.clean_findings``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("bigint")
+    detail = _variant_detail(df)
+    flag = F.try_variant_get(detail, "$.clean_expired", "variant")
+    clean = (F.schema_of_variant(flag) == "BOOLEAN") & F.try_variant_get(flag, "$", "boolean")
+    value = F.try_variant_get(detail, f"$.{name}", "variant")
+    integral = F.schema_of_variant(value).isin("TINYINT", "SMALLINT", "INT", "BIGINT")
+    return F.when((F.col("event") == "send_back") & clean & integral, F.try_variant_get(value, "$", "bigint"))
 
 
 def broadcasting(df: DataFrame) -> Column:

@@ -66,7 +66,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rmqspec.properties.codes import AuditParams
+from rmqspec.properties.codes import AuditParams, Code
 
 __all__ = [
     "FINDING_COLUMNS",
@@ -206,7 +206,24 @@ def message_rules(
     from rmqspec.spark.rules_message import message_findings  # it imports this module
 
     return [message_findings(df, params, consumers, has_drain, at_risk, has_crash, has_power, constants, drain_ts,
-                             broadcasting, has_expire)]
+                             broadcasting, has_expire), clean_findings(df)]
+
+
+def clean_findings(df: DataFrame) -> DataFrame:
+    """RETRY_EARLY's clean case (``traces/checks_retry.detect_clean_early``): a row's own judgement, so a filter
+    of the validated rows, no shuffle: a ``send_back`` of the client's clean (the derived columns
+    ``clean_start`` and ``clean_timeout_min``, ``inputs.clean_number``) at or before consumeTimeout after its
+    consume start; the checker's keys and reason."""
+    start, minutes = F.col("clean_start"), F.col("clean_timeout_min")
+    ran, timeout = F.col("ts") - start, minutes * F.lit(60_000)
+    early = df.filter((EV() == "send_back") & _nn("clean_start", "clean_timeout_min", "ts") & (minutes > 0)
+                      & (ran <= timeout))
+    reason = F.concat(
+        F.lit("the client's cleanExpiredMsg sent back a running message "), ran.cast("string"),
+        F.lit(" ms after its consume start, not more than consumeTimeout ("), timeout.cast("string"),
+        F.lit(" ms): a client fault, not the broker's"),
+    )
+    return _finding(early, Code.RETRY_EARLY.value, [F.col("seq")], ("group", "topic", "msg_key"), reason)
 
 
 # ---------------------------------------------------------------- txn family

@@ -74,6 +74,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_delivery.detect_duplicated,
     checks_delivery.detect_recovered,
     checks_retry.detect_retry_early,
+    checks_retry.detect_clean_early,
     checks_retry.detect_dlq_early,
     checks_retry.detect_dlq_missed,
     checks_retry.detect_delay_early,

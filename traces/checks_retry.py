@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rmqspec.properties.codes import Code
+from rmqspec.properties.inv_timeout import clean_reason, clean_timing  # the invariant's reading and words
 from rmqspec.traces.checks_common import (
     SCHEDULE_TOPIC,
     Finding,
@@ -62,6 +63,29 @@ def detect_retry_early(trace: Trace) -> Iterator[Finding]:
                     keys_of(row, "group", "topic", "msg_key"),
                     f"retry {row['reconsume_times']} delivered at {row['ts']}, due at {back['deliver_ts']}",
                 )
+
+
+def detect_clean_early(trace: Trace) -> Iterator[Finding]:
+    """RETRY_EARLY (the client's): a send-back by the client's cleanExpiredMsg at or before consumeTimeout
+    after its message's consume start.
+
+    SPEC §8.1 (RETRY_EARLY), issue 42; RocketMQ 4.9.8 ``ProcessQueue.cleanExpiredMsg``: the clean sends
+    back (level 3) the first message of a process queue only when ``now − CONSUME_START_TIME >
+    consumeTimeout``. A ``send_back`` whose
+    ``detail.clean_expired`` is true states ``detail.consume_start`` and ``detail.consume_timeout_min`` (the
+    client's configuration); one lacking either number, or not stating the clean, is not judged. The reason
+    says the client is at fault: the broker only stored what it was sent back. The copy's later consumption
+    beside the listener's late SUCCESS stays a DUPLICATED observation (``detect_duplicated``).
+    seqs = [send_back].
+    """
+    for _, row in trace.of("send_back"):
+        timing = clean_timing(detail_of(row)) if row.get("detail") is not None else None
+        if timing is None or row["ts"] is None:
+            continue
+        start, timeout = timing
+        if row["ts"] - start <= timeout:
+            yield violation(Code.RETRY_EARLY, (row["seq"],), keys_of(row, "group", "topic", "msg_key"),
+                            clean_reason(row["ts"], start, timeout))
 
 
 def send_back_max(row: Mapping[str, Any], params: Any) -> int:
