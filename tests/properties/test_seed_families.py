@@ -48,6 +48,12 @@ FAMILIES = {
         caught=("tests/properties/test_orderly_client_broken.py::test_a_client_without_the_queue_lock_is_caught",),
         interop=("test_client_differential.py", "test_remote_adapter_real.py", "test_conform_real.py"),
     ),
+    "consumeTimeout and cleanExpiredMsg: a running message sent back, told apart from a broker fault": Family(
+        reach=(("consume_timeout:clean_sent_back",), ("consume_timeout:time_out",),
+               ("consume_timeout:retry_consumed",)),
+        caught=("tests/properties/test_consume_timeout_conform.py::test_the_broken_client_is_caught_at_the_default_budget",),
+        interop=("test_consume_timeout_real.py",),
+    ),
     "broadcasting: two clients, their own offsets, judged per client": Family(
         reach=(("broadcast:both_consumed",), ("broadcast:late_join",), ("broadcast:dropped",)),
         caught=("broken:pulls_exclusive_per_group",),
