@@ -74,6 +74,7 @@ from rmqspec.model.timer import (
     PROPERTY_TIMER_OUT_MS,
     TIMER_TOPIC,
     Deliver,
+    RecordGone,
     SlotOf,
     TimerService,
     TimerSettings,
@@ -179,8 +180,20 @@ def load_enqueue_times(path: Path) -> Loaded[dict[int, int]]:
 
 
 def timer_slot(log: BrokerLog, offset: int) -> int | None:
-    """TIMER_OUT_MS of the timer queue's entry at ``offset`` (the model's ``Store.timer_slot``)."""
+    """TIMER_OUT_MS of the timer queue's entry at ``offset`` (the model's ``Store.timer_slot``); raises
+    ``RecordGone`` when retention took its record or its unit."""
+    if _gone(log, offset):
+        raise RecordGone(f"timer-queue entry {offset}")
     return java_long(timer_entry(log, offset).prop(PROPERTY_TIMER_OUT_MS) or "")
+
+
+def _gone(log: BrokerLog, offset: int) -> bool:
+    """Retention took the timer-queue unit at ``offset`` or the record it points at."""
+    store = log.store
+    if offset < store.min_offset(TIMER_TOPIC, 0):
+        return True
+    (unit,) = store.queue_units(TIMER_TOPIC, 0, offset, 1)
+    return unit.commitlog_offset < store.commitlog_min_offset
 
 
 def timer_entry(log: BrokerLog, offset: int) -> Entry:
@@ -203,7 +216,10 @@ def fire_spec(entry: Entry, enqueue_ms: int, now: int) -> PutSpec:
 
 
 def fire(log: BrokerLog, offset: int, enqueue_ms: int, now: int, precision_ms: int, on_fire: FireHook) -> bool:
-    """Deliver the timer copy at ``offset``; False when the real topic refused it (retried later)."""
+    """Deliver the timer copy at ``offset``; False when the real topic refused it (retried later). A copy whose
+    record retention took is released, nothing re-put (``dequeue_get_msg_miss``, fidelity TW-6)."""
+    if _gone(log, offset):
+        return True
     entry = timer_entry(log, offset)
     try:
         new = log.put(fire_spec(entry, enqueue_ms, now), now)

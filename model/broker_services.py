@@ -162,8 +162,11 @@ class BackgroundServices:
         )
 
     def _timer_fire(self, now: int, offset: int, enqueue_ms: int) -> bool:
-        """TimerMessageStore's dequeue: the copy at ``offset`` of the timer queue to its real topic."""
+        """TimerMessageStore's dequeue: the copy at ``offset`` of the timer queue to its real topic; a copy
+        whose record retention took is released, nothing re-put (``dequeue_get_msg_miss``, fidelity TW-6)."""
         entry = self.store.entry(TIMER_TOPIC, 0, offset)
+        if self.store.removed(entry.commitlog_offset):
+            return True
         request = PutRequest(
             topic=entry.prop(PROPERTY_REAL_TOPIC) or "",
             queue_id=int(entry.prop(PROPERTY_REAL_QUEUE_ID) or "0"),

@@ -77,6 +77,7 @@ from rmqspec.model.retention import consume_queue_files_to_delete, corrected_min
 from rmqspec.model.timer import (
     PROPERTY_TIMER_OUT_MS,
     TIMER_TOPIC,
+    RecordGone,
     TimerRefused,
     java_long,
     slot_of_property,
@@ -689,8 +690,11 @@ class Store:
 
     def timer_slot(self, offset: int) -> int | None:
         """TIMER_OUT_MS of the timer queue's entry at ``offset`` (model/timer.py); None when it is
-        not a Java long."""
-        return java_long(self.entry(TIMER_TOPIC, 0, offset).prop("TIMER_OUT_MS") or "")
+        not a Java long; raises ``RecordGone`` when retention took its record."""
+        entry = self.entry(TIMER_TOPIC, 0, offset)
+        if offset < self.min_offset(TIMER_TOPIC, 0) or self.removed(entry.commitlog_offset):
+            raise RecordGone(f"timer-queue entry {offset}")
+        return java_long(entry.prop("TIMER_OUT_MS") or "")
 
     def entry(self, topic: str, queue_id: int, offset: int) -> Record:
         return self.records[self.queues[(topic, queue_id)][offset]]

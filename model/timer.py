@@ -210,8 +210,16 @@ class Pending:
 
 # deliver(offset in the timer queue, TIMER_ENQUEUE_MS) -> True when the copy was written
 Deliver = Callable[[int, int], bool]
-# slot_of(offset) -> TIMER_OUT_MS of the timer queue's entry at that offset (None: not a Java long)
+# slot_of(offset) -> TIMER_OUT_MS of the timer queue's entry at that offset (None: not a Java long); raises
+# ``RecordGone`` when retention took the entry's record
 SlotOf = Callable[[int], int | None]
+
+
+class RecordGone(Exception):
+    """The timer-queue entry's record is gone (retention deleted its commitlog file, or the unit is below the
+    queue's min). 5.3.3's TimerEnqueueGetService skips such a unit (``enqueue_get_miss``; "currQueueOffset
+    … is smaller than minOffsetInQueue") and its dequeue releases a request whose record it cannot read
+    (``dequeue_get_msg_miss``): nothing is re-put (fidelity TW-6)."""
 
 
 @attrs.define
@@ -233,7 +241,11 @@ class TimerService:
         """Enqueue every new timer-queue entry, then deliver every due copy, slot by slot."""
         write_ms = self._floor(now)
         while self.queue_offset < max_offset:
-            out = slot_of(self.queue_offset)
+            try:
+                out = slot_of(self.queue_offset)
+            except RecordGone:
+                self.queue_offset += 1  # skipped: never in the wheel
+                continue
             if out is None:
                 # a copy sent straight into the timer topic with a TIMER_OUT_MS that is no Java long:
                 # RocketMQ's enqueue thread fails on it and retries for ever (timerSkipUnknownError off)
@@ -272,6 +284,14 @@ class TimerService:
         self.wheel = [
             Pending(out, offset, self.enqueue_times.get(offset, now))
             for offset in range(self.queue_offset)
-            if (out := slot_of(offset)) is not None and out >= read_ms
+            if (out := _kept_slot(slot_of, offset)) is not None and out >= read_ms
         ]
         self.last_persist = now
+
+
+def _kept_slot(slot_of: SlotOf, offset: int) -> int | None:
+    """``slot_of(offset)``, None when retention took the entry's record (``RecordGone``)."""
+    try:
+        return slot_of(offset)
+    except RecordGone:
+        return None
