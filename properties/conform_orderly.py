@@ -89,8 +89,13 @@ class OrderlyRules:
                         # the other client lost the queue in a rebalance: drop its process queue
                         self.opqs.pop((other, mq), None)
                     elif other != client and (other, mq) in self.windows:
-                        # its batch holds the consume lock: the rebalance keeps the queue (tryLock fails)
+                        # its batch holds the consume lock: the rebalance keeps the queue (tryLock fails), but
+                        # has marked its process queue dropped (updateProcessQueueTableInRebalance sets it before
+                        # removeUnnecessaryMessageQueue): no batch runs from it again (``_begin``)
                         self._sometimes("rebalance_kept_in_batch")
+                        pq = self.opqs.get((other, mq))
+                        if pq is not None:
+                            pq.dropped = True
         return granted
 
     def _unlock(self, client: str, mqs: list[MessageQueue]) -> None:
@@ -148,7 +153,7 @@ class OrderlyRules:
     def _begin(self, client: str, mq: MessageQueue, n: int) -> bool:
         key = (client, mq)
         pq = self.opqs.get(key)
-        if pq is None:
+        if pq is None or pq.dropped:  # a queue that comes back gets a new process queue, from the broker's offset
             pq = self.opqs[key] = ProcessQueue(self._now())
             pq.next_offset = self._start_offset(self.og, mq)  # type: ignore[attr-defined]
         for _ in range(2):  # a pull below what retention kept answers where to go: pull again from there

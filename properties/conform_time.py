@@ -303,6 +303,11 @@ class TimeRules:
             # it flushed must survive; the others come before it, and it is at risk
             self._tick()
             self._sometimes("crash:after_group_commit")
+        if type(self).wall is None:
+            # what the broker did at its last tick (a delayed copy fired, a retry) is seen before the crash: a
+            # copy fired again after it (the delay progress is persisted apart) is then a refire after a crash
+            for mq in self._reveal_mqs():
+                self._reveal(mq)
         self.crashed_oracles()
         at_risk = self._power_at_risk() if kind == "power" or self._pooled() else []
         if kind == "kill" and at_risk:
