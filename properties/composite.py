@@ -111,6 +111,13 @@ def swarm_store_host(value: int) -> str | None:
     return STORE_HOSTS[(value >> _HOST_SHIFT) & (len(STORE_HOSTS) - 1)]
 
 
+def keep_crashes_under_sync(mask: int, flush: str) -> int:
+    """The family mask of an example: under SYNC_FLUSH the crash family stays on. What SYNC changes — the
+    group commit, WAIT=false sends, a hung disk's FLUSH_DISK_TIMEOUT — shows only in what a power loss keeps,
+    so a SYNC example without crashes tests nothing of it (the prelude's stall ladder needs one)."""
+    return mask & ~(1 << FAMILIES.index("crash")) if flush == "SYNC" else mask
+
+
 def split_swarm(value: int) -> tuple[int, tuple[int, int] | None]:
     """``SWARM``'s value as (the family mask, the file geometry)."""
     return value & _SWARM_BITS, FILE_GEOMETRIES[(value >> len(FAMILIES)) & (len(FILE_GEOMETRIES) - 1)]

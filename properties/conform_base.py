@@ -50,7 +50,7 @@ from rmqspec.model.results import CheckRequest
 from rmqspec.model.selectors import Selector, by_hash
 from rmqspec.model.timer import TIMER_TOPIC
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
-from rmqspec.properties.composite import PRELUDE, SWARM, split_swarm, swarm_store_host
+from rmqspec.properties.composite import PRELUDE, SWARM, keep_crashes_under_sync, split_swarm, swarm_store_host
 from rmqspec.properties.conform_timeout import clean_timeout_ms
 from rmqspec.properties.domains import RETRY_MAX, TOPIC_QUEUES
 from rmqspec.properties.history import (
@@ -439,6 +439,7 @@ class MachineCore(RuleBasedStateMachine):
         # (FlakyStrategyDefinition at 300 × 80, seed 2)
         drawn_host = swarm_store_host(swarm)
         swarm, drawn_files = split_swarm(swarm)
+        swarm = keep_crashes_under_sync(swarm, flush)
         if files is None and not _default_files(self.config):
             drawn_files = None  # the sizes the user's --config chose stand
         files = None if wall is not None else files if files is not None else drawn_files
