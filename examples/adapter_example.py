@@ -32,8 +32,10 @@ from rmqspec.model.broker import ModelBroker
 class ExampleAdapter:
     """Implements rmqspec.model.Broker by delegation."""
 
-    # Declare what the conformance machine may drive; without CRASH the crash rule is skipped.
-    capabilities = frozenset({Capability.EXACT_TIME, Capability.CRASH})
+    # Declare what the conformance machine may drive; without CRASH the crash rule is skipped. DISK_USAGE
+    # (set_disk_usage, commitlog_min_offset): the machine's clock passes days (transaction discards, retention),
+    # and a broker whose retention then deletes files must say how far, or what it took is judged LOST.
+    capabilities = frozenset({Capability.EXACT_TIME, Capability.CRASH, Capability.DISK_USAGE})
 
     def __init__(self, clock: Clock, config: BrokerConfig, workdir: str) -> None:
         self._b = ModelBroker(clock, config)
@@ -93,6 +95,12 @@ class ExampleAdapter:
 
     def close(self) -> None:
         self._b.close()
+
+    def set_disk_usage(self, ratio: float) -> None:
+        self._b.set_disk_usage(ratio)
+
+    def commitlog_min_offset(self) -> int:
+        return self._b.commitlog_min_offset()
 
     def crash(self, kind: str) -> None:
         self._b.crash(kind)
