@@ -128,7 +128,7 @@ class Probe:
         self.differences: list[str] = []
 
     def _broker_config(self) -> dict[str, str]:
-        resp = self.sender.invoke(RemotingCommand(code=RequestCode.GET_BROKER_CONFIG))
+        resp = self.broker.ask(self.sender, RemotingCommand(code=RequestCode.GET_BROKER_CONFIG))
         text = resp.body.decode("utf-8", "replace") if resp.code == 0 else ""
         return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
@@ -146,8 +146,8 @@ class Probe:
         uniq = self.uniq.next(now_ms())
         msg = Message(self.topic, body, properties=dict(props), delay_level=delay_level, uniq_key=uniq)
         t0 = now_ms()
-        resp = self.sender.invoke(ops.send_request(PRODUCER, msg, queue, msg.wire_properties(), t0,
-                                                   self.broker.broker_name))
+        resp = self.broker.ask(self.sender, ops.send_request(PRODUCER, msg, queue, msg.wire_properties(), t0,
+                                                             self.broker.broker_name))
         t1 = now_ms()
         self.broker.wait_dispatched()  # a pull of the timer queue right after must see the copy
         return answer(resp, uniq, t0, t1, props, delay_level)
@@ -160,9 +160,9 @@ class Probe:
         head = ops.send_request(PRODUCER, Message(self.topic, b"-"), queue, batch_props, now_ms(),
                                 self.broker.broker_name)
         t0 = now_ms()
-        resp = self.sender.invoke(RemotingCommand(code=RequestCode.SEND_BATCH_MESSAGE,
-                                                  ext_fields={**head.ext_fields, "m": "true"},
-                                                  body=encode_batch(items)))
+        resp = self.broker.ask(self.sender, RemotingCommand(code=RequestCode.SEND_BATCH_MESSAGE,
+                                                            ext_fields={**head.ext_fields, "m": "true"},
+                                                            body=encode_batch(items)))
         t1 = now_ms()
         self.broker.wait_dispatched()
         return {**answer(resp, uniqs[0], t0, t1, {**item_props, **batch_props}, 0), "uniqs": uniqs}
@@ -603,6 +603,7 @@ def run(p: Probe, checks: Iterable[str], count: int) -> dict[str, Any]:
     if "crash" in checks:  # last: it kills the broker
         out["checks"]["crash"] = check_crash(p)
     out["elapsed_s"] = round(time.monotonic() - started, 2)
+    out["busy_retries"] = p.broker.busy_retries  # flow control (SYSTEM_BUSY) sent again: load, not semantics
     out["differences"] = p.differences
     return out
 
@@ -624,7 +625,8 @@ def report(result: Mapping[str, Any]) -> str:
     c = result["checks"]
     if "lateness" in c:
         x = c["lateness"]
-        lines.append(f"  lateness: {x['sent']} sent, {x['fired']} fired ({x['timed']} with TIMER_OUT_MS), "
+        lines.append(f"  lateness: {x['sent']} sent, {x['accepted']} accepted, {x['fired']} fired "
+                     f"({x['timed']} with TIMER_OUT_MS), "
                      f"out rule {x['out_rule_agrees']}/{x['timed']}, exact multiples rounded below "
                      f"{x['exact_multiples_rounded_below']}/{x['exact_multiples']}, early {len(x['early'])}, "
                      f"duplicates {x['duplicates']}")
@@ -659,6 +661,8 @@ def report(result: Mapping[str, Any]) -> str:
         lines.append(f"  crash: {x['sent']} sent, {x['fired_before_kill']} fired before the kill, down "
                      f"{x['down_ms']} ms, lost {len(x['lost'])}, early {len(x['early'])}, duplicated "
                      f"{len(x['duplicated'])}")
+    if result.get("busy_retries"):
+        lines.append(f"flow control: {result['busy_retries']} requests answered SYSTEM_BUSY and sent again")
     lines.append(f"differences from the model: {len(result['differences'])}")
     lines += [f"  - {d}" for d in result["differences"]]
     return "\n".join(lines)

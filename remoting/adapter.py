@@ -271,6 +271,11 @@ class RemoteBroker:
     def _invoke(self, cmd: RemotingCommand) -> RemotingCommand:
         return self._ask(self._conn(), cmd)
 
+    def ask(self, conn: RemotingClient, cmd: RemotingCommand) -> RemotingCommand:
+        """``cmd`` on a connection of the caller's own, sent again while the broker sheds it with
+        SYSTEM_BUSY, as every request of this adapter is (module docstring: flow control)."""
+        return self._ask(conn, cmd)
+
     def _ask(self, conn: RemotingClient, cmd: RemotingCommand) -> RemotingCommand:
         """``cmd`` on ``conn``, sent again while the broker sheds it with SYSTEM_BUSY (module docstring)."""
         deadline = time.monotonic() + self.busy_wait_ms / 1000

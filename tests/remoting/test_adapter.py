@@ -20,8 +20,9 @@ from rmqspec.model.protocol import Broker, Capability
 from rmqspec.model.results import BrokerError, ResponseCode, SendStatus, TxnAction
 from rmqspec.properties.adapters import FactoryError, load_factory
 from rmqspec.remoting import bodies
+from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.adapter import CrashCommandError, RemoteBroker, RemoteSetupError, locate_broker, remote_factory
-from rmqspec.remoting.client import ConnectionLost
+from rmqspec.remoting.client import ConnectionLost, RemotingClient
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand
 from tests.remoting.capture_pairs import broker_requests, check_body, exchanges
@@ -491,6 +492,11 @@ def test_a_flow_controlled_request_is_sent_again_until_the_broker_takes_it() -> 
         peer.busy[RequestCode.QUERY_CONSUMER_OFFSET] = 1  # any request, not only sends
         broker.query_offset("G", MessageQueue("T", 0))
         assert broker.busy_retries == 4
+        own = RemotingClient.connect(peer.address)  # a caller's own connection (interop/timer_probe's sends)
+        peer.busy[RequestCode.SEND_MESSAGE_V2] = 2
+        resp = broker.ask(own, ops.send_request("P", Message("T", b"y"), 0, {}, 0, broker.broker_name))
+        assert resp.code == 0 and broker.busy_retries == 6 and len(peer.requests(RequestCode.SEND_MESSAGE_V2)) == 7
+        own.close()
         broker.close()
     with CapturedBroker() as peer:
         broker = RemoteBroker(peer.address, ManualClock(), busy_wait_ms=100)
