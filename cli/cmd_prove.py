@@ -35,6 +35,7 @@ from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.brokerconf import BrokerConf, ConfigError, for_version, load_broker_conf
 from rmqspec.properties.configcheck import CHECKS, verify_config
 from rmqspec.properties.prover import FAILED, UNKNOWN, ProofResult, prove_all, theorems_for
+from rmqspec.properties.theorems_pop import POP_THEOREMS
 from rmqspec.properties.theorems_timer import TIMER_THEOREMS
 
 NAME = "prove"
@@ -117,9 +118,11 @@ def run(args: argparse.Namespace) -> int:
     if args.theorem:
         unknown = [n for n in args.theorem if n not in by_name]
         if unknown:
-            others = [n for n in args.theorem if n in {t.name for t in TIMER_THEOREMS}]
-            hint = f" ({', '.join(others)}: not a theorem of {args.profile}, which has no timer messages)" if others \
-                else ""
+            timer = [n for n in args.theorem if n in {t.name for t in TIMER_THEOREMS}]
+            pop = [n for n in args.theorem if n in {t.name for t in POP_THEOREMS}]
+            hints = [f"{', '.join(names)}: not a theorem of {args.profile}, which has no {what}"
+                     for names, what in ((timer, "timer messages"), (pop, "pop consumption")) if names]
+            hint = f" ({'; '.join(hints)})" if hints else ""
             raise UsageError(f"unknown theorem {', '.join(unknown)}{hint}; known: {', '.join(by_name)}")
         theorems = tuple(by_name[n] for n in args.theorem)
     conf = None

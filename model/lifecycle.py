@@ -37,6 +37,17 @@ the MESSAGE theorems of ``properties/theorems.py`` stay about MESSAGE alone
 (the timer's arithmetic is proved by ``properties/theorems_timer.py``). Not
 modelled as rows: ``timerWheelEnable=false`` (SYSTEM_ERROR) and
 ``TIMER_DEL_UNIQKEY`` (delete messages).
+
+The pop table (5.x pop consumption: one message popped by one group, concurrently; where
+``Version.pop``) follows B/processor/PopMessageProcessor (a pop writes a checkpoint: pop time,
+invisible time), AckMessageProcessor (an ack marks its checkpoint's bit), ChangeInvisibleTimeProcessor
+(a new checkpoint from now, then the old one acked) and PopReviveService (an un-acked checkpoint's
+message is put into the pop retry topic with reconsume times + 1 once pop time + invisible time has
+come, ``pop_expired``). Its state is the message as the group sees it: READY (the next pop may hand it:
+first the original, after a revive the retry copy), POPPED, ACKED. Not rows: a change of the invisible
+time with a stale handle (5.3.3 accepts it and writes one more checkpoint, which can revive the message
+twice), orderly pop (a queue's block, ConsumerOrderInfoManager), and crashes (the checkpoints and acks
+are messages on the revive topic: what a crash keeps is the store's rule).
 """
 
 from __future__ import annotations
@@ -471,4 +482,68 @@ TIMER = Lifecycle(
     effects={"slot": _e_slot},
 )
 
-LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER)
+# ---------------------------------------------------------------------------
+# Pop lifecycle (5.x: one message popped by one consumer group, concurrently)
+
+
+def pop_expired(pop_ts: int, invisible_ms: int, now: int) -> bool:
+    """PopReviveService: a checkpoint's message is revived only once its revive time, pop time +
+    invisible time, has come (``reviveTime <= now``); 5.3.3 revives later still (the revive log is
+    read behind the clock), never earlier."""
+    return now >= pop_ts + invisible_ms
+
+
+@attrs.frozen
+class PopVars:
+    """``r``: the reconsume times of the copy the group pops next (the revived copy carries + 1);
+    ``pop_ts`` / ``inv``: the pop time and invisible time of the live checkpoint (ExtraInfoUtil's
+    popTime, invisibleTime); ``h``: the number of that checkpoint's handle — every pop and every change
+    of the invisible time hands out a new one (0: none yet)."""
+
+    r: int = 0
+    pop_ts: int = 0
+    inv: int = 0
+    h: int = 0
+
+
+def _g_pop_current(v: PopVars, a: Mapping[str, int]) -> bool:
+    return a["handle"] == v.h
+
+
+def _g_pop_stale(v: PopVars, a: Mapping[str, int]) -> bool:
+    return a["handle"] != v.h
+
+
+def _g_pop_expired(v: PopVars, a: Mapping[str, int]) -> bool:
+    return pop_expired(v.pop_ts, v.inv, a["now"])
+
+
+def _e_pop_handle(v: PopVars, a: Mapping[str, int]) -> PopVars:
+    return attrs.evolve(v, pop_ts=a["now"], inv=a["invisible"], h=v.h + 1)
+
+
+def _e_revived(v: PopVars, a: Mapping[str, int]) -> PopVars:
+    return attrs.evolve(v, r=v.r + 1)
+
+
+POP = Lifecycle(
+    name="pop",
+    states=("READY", "POPPED", "ACKED"),
+    initial="READY",
+    terminal=frozenset({"ACKED"}),
+    transitions=(
+        Transition("READY", "pop", "", "POPPED", "handle", "a checkpoint: invisible until pop time + inv"),
+        Transition("POPPED", "ack", "current", "ACKED", "", "the ack meets its checkpoint: never revived"),
+        Transition("POPPED", "ack", "stale", "POPPED", "", "an older handle's ack: the live checkpoint stays"),
+        Transition("POPPED", "change", "current", "POPPED", "handle",
+                   "CHANGE_MESSAGE_INVISIBLETIME: a new checkpoint from now, the old one acked"),
+        Transition("POPPED", "revive", "expired", "READY", "revived",
+                   "no ack by the revive time: a copy in the pop retry topic, reconsume times + 1"),
+        Transition("READY", "ack", "", "READY", "", "an ack after the revive: the revived copy stays"),
+        Transition("ACKED", "ack", "", "ACKED", "", "a second ack of the same handle changes nothing"),
+    ),
+    guards={"current": _g_pop_current, "stale": _g_pop_stale, "expired": _g_pop_expired},
+    effects={"handle": _e_pop_handle, "revived": _e_revived},
+)
+
+LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER, POP)

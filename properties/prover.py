@@ -29,6 +29,8 @@ import z3
 
 from rmqspec.model.versions import Version
 from rmqspec.properties.theorems import ALWAYS, SOMETIMES, THEOREMS, WELLFORMED, Theorem
+from rmqspec.properties.theorems_pop import POP_THEOREMS
+from rmqspec.properties.theorems_pop import applies as pop_applies
 from rmqspec.properties.theorems_timer import TIMER_THEOREMS, VALID, TimerTheorem, check
 from rmqspec.properties.z3_encode import ENCODINGS, Act, Encoding, Sym
 
@@ -357,7 +359,8 @@ def prove(theorem: Theorem | TimerTheorem, encodings: Mapping[str, Encoding] | N
 
 def theorems_for(version: Version) -> tuple[Theorem | TimerTheorem, ...]:
     """A profile's theorems: the lifecycle tables', and the timer's where the profile has timer messages."""
-    return THEOREMS + tuple(t for t in TIMER_THEOREMS if t.applies(version))
+    pop = POP_THEOREMS if pop_applies(version) else ()
+    return THEOREMS + pop + tuple(t for t in TIMER_THEOREMS if t.applies(version))
 
 
 def prove_all(

@@ -13,7 +13,7 @@ generated from the table: **one disjunct per ``Transition`` row**::
 Each named guard and effect has a **z3 twin** — written by hand next to the
 decision function it mirrors (``z_route_send_back`` ↔ ``route_send_back``, …)
 and kept in one ``Twins`` record per lifecycle (``MESSAGE_TWINS``,
-``LOCK_TWINS``, ``TRANSACTION_TWINS``). Building an ``Encoding`` whose table
+``LOCK_TWINS``, ``TRANSACTION_TWINS``, ``POP_TWINS``). Building an ``Encoding`` whose table
 names a guard or effect without a twin raises ``MissingTwin``: a new row cannot
 be added to the Python table and silently ignored by the proofs. The
 Hypothesis agreement test (``tests/properties/test_z3_agreement.py``) runs
@@ -40,7 +40,8 @@ Every action carries a ``now`` argument in z3 (the time it happens) even when
 the Python guard ignores it; the Python side accepts and ignores it too.
 
 Deviations: the state is a single lifecycle instance (one message × group, one
-(group, mq) lock entry with one symbolic observer client, one half message);
+(group, mq) lock entry with one symbolic observer client, one half message, one message popped
+by one group);
 the model's simplifications (see ``lifecycle.py``) carry over.
 """
 
@@ -175,6 +176,24 @@ TRANSACTION_TWINS = Twins(
 )
 
 
+def z_pop_expired(pop_ts: z3.ArithRef, inv: z3.ArithRef, now: z3.ArithRef) -> z3.BoolRef:
+    """Twin of ``pop_expired``: ``now >= pop_ts + inv``."""
+    return now >= pop_ts + inv
+
+
+POP_TWINS = Twins(
+    guards={
+        "current": lambda v, a: a["handle"] == v["h"],
+        "stale": lambda v, a: a["handle"] != v["h"],
+        "expired": lambda v, a: z_pop_expired(v["pop_ts"], v["inv"], a["now"]),
+    },
+    effects={
+        "handle": lambda v, a: {"pop_ts": a["now"], "inv": a["invisible"], "h": v["h"] + 1},
+        "revived": lambda v, a: {"r": v["r"] + 1},
+    },
+)
+
+
 # ---------------------------------------------------------------------------
 # Symbolic states
 
@@ -250,6 +269,9 @@ class Encoding:
             for s in (row.source, row.target):
                 if s not in table.states:
                     raise MissingTwin(f"{table.name}: row names unknown state {s!r}")
+        clash = sorted(set(self.args) & set(self.var_names))
+        if clash:  # z3 names an action's args and a state's vars alike: they would be one symbol
+            raise MissingTwin(f"{table.name}: args {clash} share a name with the table's vars")
         if "t" not in self.ghost_sorts or "now" not in self.args:
             raise MissingTwin(f"{table.name}: every encoding needs the ghost clock t and arg now")
 
@@ -378,7 +400,7 @@ class Encoding:
 
 
 # ---------------------------------------------------------------------------
-# The three encodings
+# The encodings
 
 
 def _message_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
@@ -543,4 +565,40 @@ TRANSACTION_ENC = Encoding(
     env=lambda pre, act: act.a["now"] >= pre.g["t"],
 )
 
-ENCODINGS: Mapping[str, Encoding] = {e.name: e for e in (MESSAGE_ENC, LOCK_ENC, TRANSACTION_ENC)}
+def _pop_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
+    g, now = pre.g, act.a["now"]
+    # Observational: a pop hands the message out when it leaves with a new handle; a revive is
+    # the move from POPPED back to READY; an ack is accepted when the message ends ACKED.
+    handed = z3.And(act.is_("pop"), post.at("POPPED"), post.v["h"] != pre.v["h"])
+    new_deadline = z3.And(act.is_("pop", "change"), post.at("POPPED"), post.v["h"] != pre.v["h"])
+    revived = z3.And(act.is_("revive"), pre.at("POPPED"), post.at("READY"))
+    return {
+        "dl": z3.If(new_deadline, post.v["pop_ts"] + post.v["inv"], g["dl"]),
+        "early": z3.Or(g["early"], z3.And(handed, now < g["dl"])),
+        "nrev": z3.If(revived, g["nrev"] + 1, g["nrev"]),
+        "acked": z3.Or(g["acked"], z3.And(act.is_("ack"), post.at("ACKED"))),
+        "rev_acked": z3.Or(g["rev_acked"], z3.And(g["acked"], act.is_("revive"),
+                                                  z3.Or(post.v["r"] != pre.v["r"], post.pc != pre.pc))),
+        "pops": z3.If(handed, g["pops"] + 1, g["pops"]),
+    }
+
+
+POP_ENC = Encoding(
+    lifecycle=lc.POP,
+    vars_cls=lc.PopVars,
+    args=("handle", "invisible", "now"),  # not the vars' names: z3 names args and vars alike
+    twins=POP_TWINS,
+    params=(),
+    domain=lambda s: z3.BoolVal(True),
+    ghost_sorts={"t": "int", "dl": "int", "early": "bool", "nrev": "int", "acked": "bool",
+                 "rev_acked": "bool", "pops": "int"},
+    ghost_init=lambda s: z3.And(s.g["t"] >= 0, s.g["dl"] == 0, z3.Not(s.g["early"]), s.g["nrev"] == 0,
+                                z3.Not(s.g["acked"]), z3.Not(s.g["rev_acked"]), s.g["pops"] == 0),
+    ghost_update=_pop_ghosts,
+    # the clock is monotone; an invisible time is positive (PopMessageRequestHeader.invisibleTime,
+    # ChangeInvisibleTimeRequestHeader.invisibleTime: the clients refuse less); handles are numbered from 1
+    env=lambda pre, act: z3.And(act.a["now"] >= pre.g["t"], act.a["invisible"] > 0, act.a["handle"] >= 0),
+    action_args={"pop": ("invisible", "now"), "change": ("handle", "invisible", "now"), "ack": ("handle", "now")},
+)
+
+ENCODINGS: Mapping[str, Encoding] = {e.name: e for e in (MESSAGE_ENC, LOCK_ENC, TRANSACTION_ENC, POP_ENC)}

@@ -62,6 +62,15 @@ def test_unknown_theorem_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     assert "unknown theorem NoSuchProperty" in capsys.readouterr().err
 
 
+def test_a_5x_theorem_asked_of_4_9_names_what_4_9_lacks(capsys: pytest.CaptureFixture[str]) -> None:
+    pop, timer = "PopInvisibleUntilDeadlineProperty", "TimerNeverEarlyProperty"
+    assert main(["prove", "--theorem", pop, "--theorem", timer]) == 2
+    err = capsys.readouterr().err
+    assert "which has no pop consumption" in err and "which has no timer messages" in err
+    assert main(["prove", "--quiet", "--profile", "rocketmq-5.2", "--theorem", pop]) == 0
+    assert pop in capsys.readouterr().out
+
+
 def test_real_broker_conf_lists_ignored_keys(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -40,6 +40,12 @@ RANGES: Mapping[str, st.SearchStrategy[int]] = {
     "check_max": st.integers(-1, 6),
     "immunity": st.integers(-5, 60),
     "reserved": st.integers(-5, 100),
+    # pop
+    "pop_ts": TIME,
+    "inv": st.integers(-2, 60),
+    "h": st.integers(-1, 4),
+    "handle": st.integers(-1, 4),
+    "invisible": st.integers(-2, 60),
     # all
     "now": TIME,
 }
