@@ -46,8 +46,13 @@ message is put into the pop retry topic with reconsume times + 1 once pop time +
 come, ``pop_expired``). Its state is the message as the group sees it: READY (the next pop may hand it:
 first the original, after a revive the retry copy), POPPED, ACKED. Not rows: a change of the invisible
 time with a stale handle (5.3.3 accepts it and writes one more checkpoint, which can revive the message
-twice), orderly pop (a queue's block, ConsumerOrderInfoManager), and crashes (the checkpoints and acks
-are messages on the revive topic: what a crash keeps is the store's rule).
+twice) and crashes (the checkpoints and acks are messages on the revive topic: what a crash keeps is the
+store's rule). Orderly pop is its own table, ``pop_order``: one queue of one group
+(B/offset/ConsumerOrderInfoManager: checkBlock / needBlock, commitAndNext), a batch in flight blocks the
+queue to other attempts until it is acked or past its invisible time, and an expired batch is handed
+again from the consume offset, never skipped (an orderly pop never reads the retry topic). Not rows
+there: acks of part of a batch (the queue stays blocked until the last), the per-offset visible times
+a change of the invisible time sets, and the consumed counts behind the orderly reconsume times.
 """
 
 from __future__ import annotations
@@ -546,4 +551,55 @@ POP = Lifecycle(
     effects={"handle": _e_pop_handle, "revived": _e_revived},
 )
 
-LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER, POP)
+# ---------------------------------------------------------------------------
+# Orderly pop lifecycle (5.x: one queue popped by one consumer group with order=true)
+
+
+def pop_order_blocked(att: int, pop_ts: int, inv: int, now: int, attempt: int) -> bool:
+    """ConsumerOrderInfoManager.OrderInfo.needBlock for a queue with a batch in flight: a pop of
+    another attempt (attemptId) is blocked while the batch is neither acked nor past pop time +
+    invisible time; the same attempt (the client sending its request again) is not."""
+    return attempt != att and not pop_expired(pop_ts, inv, now)
+
+
+@attrs.frozen
+class PopOrderVars:
+    """``off``: the group's consume offset in the queue (the first message not acked); ``n``: the
+    size of the batch in flight from ``off`` (0: none); ``pop_ts`` / ``inv`` / ``att``: that batch's
+    pop time, invisible time and attempt."""
+
+    off: int = 0
+    n: int = 0
+    pop_ts: int = 0
+    inv: int = 0
+    att: int = 0
+
+
+def _g_order_free(v: PopOrderVars, a: Mapping[str, int]) -> bool:
+    return not pop_order_blocked(v.att, v.pop_ts, v.inv, a["now"], a["attempt"])
+
+
+def _e_order_batch(v: PopOrderVars, a: Mapping[str, int]) -> PopOrderVars:
+    return attrs.evolve(v, n=a["batch"], pop_ts=a["now"], inv=a["invisible"], att=a["attempt"])
+
+
+def _e_order_commit(v: PopOrderVars, a: Mapping[str, int]) -> PopOrderVars:
+    return attrs.evolve(v, off=v.off + v.n, n=0)
+
+
+POP_ORDER = Lifecycle(
+    name="pop_order",
+    states=("IDLE", "INFLIGHT"),
+    initial="IDLE",
+    terminal=frozenset(),
+    transitions=(
+        Transition("IDLE", "pop", "", "INFLIGHT", "batch", "a batch from the consume offset"),
+        Transition("INFLIGHT", "pop", "free", "INFLIGHT", "batch",
+                   "the same attempt, or the batch is past its invisible time: handed again from the offset"),
+        Transition("INFLIGHT", "ack", "", "IDLE", "commit", "every message of the batch acked: commitAndNext"),
+    ),
+    guards={"free": _g_order_free},
+    effects={"batch": _e_order_batch, "commit": _e_order_commit},
+)
+
+LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER, POP, POP_ORDER)

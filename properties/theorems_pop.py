@@ -104,6 +104,62 @@ POP_THEOREMS: tuple[Theorem, ...] = (
         depth=3,
     ),
     Theorem(
+        name="PopOrderlyOneBatchInFlightProperty",
+        code=None,
+        lifecycle="pop_order",
+        kind=ALWAYS,
+        statement=(
+            "An orderly pop never hands a queue's messages to another attempt while a batch of that queue "
+            "is in flight (neither acked nor past its invisible time)."
+        ),
+        source="B/offset/ConsumerOrderInfoManager.checkBlock (OrderInfo.needBlock); PopMessageProcessor",
+        prop=lambda s: z3.Not(s.g["overlap"]),
+    ),
+    Theorem(
+        name="PopOrderlyNoSkipProperty",
+        code=None,
+        lifecycle="pop_order",
+        kind=ALWAYS,
+        statement=(
+            "Every orderly batch starts at the first message not acked: an expired batch is handed again, "
+            "never skipped."
+        ),
+        source="B/offset/ConsumerOrderInfoManager.commitAndNext; PopMessageProcessor (reads from the consume "
+        "offset)",
+        prop=lambda s: z3.Not(s.g["skip"]),
+        aux=(Conjunct(name="offset_is_acked_to", doc="the consume offset is where the acks reached",
+                      formula=lambda s: s.v["off"] == s.g["acked_to"]),),
+    ),
+    Theorem(
+        name="PopOrderlyTakenOverAfterExpiryReachable",
+        code=None,
+        lifecycle="pop_order",
+        kind=SOMETIMES,
+        statement="A batch not acked by its invisible time is handed again from the same offset to another "
+        "attempt.",
+        source="B/offset/ConsumerOrderInfoManager.OrderInfo.needBlock",
+        goal=lambda s: z3.And(s.at("INFLIGHT"), s.g["takeovers"] == 1, s.v["off"] == 0),
+        depth=2,
+    ),
+    Theorem(
+        name="PopOrderlyNextBatchAfterAckReachable",
+        code=None,
+        lifecycle="pop_order",
+        kind=SOMETIMES,
+        statement="After a batch is acked, the next pop hands the messages after it.",
+        source="B/offset/ConsumerOrderInfoManager.commitAndNext",
+        goal=lambda s: z3.And(s.at("INFLIGHT"), s.v["off"] >= 1),
+        depth=3,
+    ),
+    Theorem(
+        name="PopOrderTableDeterministic",
+        code=None,
+        lifecycle="pop_order",
+        kind=WELLFORMED,
+        statement="In the orderly pop table, rows with one source and action have exclusive guards.",
+        source="rmqspec.model.lifecycle.Lifecycle.enabled",
+    ),
+    Theorem(
         name="PopTableDeterministic",
         code=None,
         lifecycle="pop",

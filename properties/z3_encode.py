@@ -194,6 +194,22 @@ POP_TWINS = Twins(
 )
 
 
+def z_pop_order_blocked(att: z3.ArithRef, pop_ts: z3.ArithRef, inv: z3.ArithRef, now: z3.ArithRef,
+                        attempt: z3.ArithRef) -> z3.BoolRef:
+    """Twin of ``pop_order_blocked``."""
+    return z3.And(attempt != att, z3.Not(z_pop_expired(pop_ts, inv, now)))
+
+
+POP_ORDER_TWINS = Twins(
+    guards={"free": lambda v, a: z3.Not(z_pop_order_blocked(v["att"], v["pop_ts"], v["inv"], a["now"],
+                                                             a["attempt"]))},
+    effects={
+        "batch": lambda v, a: {"n": a["batch"], "pop_ts": a["now"], "inv": a["invisible"], "att": a["attempt"]},
+        "commit": lambda v, a: {"off": v["off"] + v["n"], "n": z3.IntVal(0)},
+    },
+)
+
+
 # ---------------------------------------------------------------------------
 # Symbolic states
 
@@ -601,4 +617,38 @@ POP_ENC = Encoding(
     action_args={"pop": ("invisible", "now"), "change": ("handle", "invisible", "now"), "ack": ("handle", "now")},
 )
 
-ENCODINGS: Mapping[str, Encoding] = {e.name: e for e in (MESSAGE_ENC, LOCK_ENC, TRANSACTION_ENC, POP_ENC)}
+def _pop_order_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
+    g, a, now = pre.g, act.a, act.a["now"]
+    # Observational: a pop hands a batch out when the queue ends in flight with the pop's time and
+    # attempt; an ack commits when the queue ends idle.
+    handed = z3.And(act.is_("pop"), post.at("INFLIGHT"), post.v["pop_ts"] == now, post.v["att"] == a["attempt"])
+    live = z3.And(pre.at("INFLIGHT"), now < pre.v["pop_ts"] + pre.v["inv"])
+    committed = z3.And(act.is_("ack"), pre.at("INFLIGHT"), post.at("IDLE"))
+    return {
+        "overlap": z3.Or(g["overlap"], z3.And(handed, live, a["attempt"] != pre.v["att"])),
+        "acked_to": z3.If(committed, pre.v["off"] + pre.v["n"], g["acked_to"]),
+        "skip": z3.Or(g["skip"], z3.And(handed, post.v["off"] != g["acked_to"])),
+        "takeovers": z3.If(z3.And(handed, pre.at("INFLIGHT"), a["attempt"] != pre.v["att"]),
+                           g["takeovers"] + 1, g["takeovers"]),
+    }
+
+
+POP_ORDER_ENC = Encoding(
+    lifecycle=lc.POP_ORDER,
+    vars_cls=lc.PopOrderVars,
+    args=("attempt", "batch", "invisible", "now"),
+    twins=POP_ORDER_TWINS,
+    params=(),
+    domain=lambda s: z3.BoolVal(True),
+    ghost_sorts={"t": "int", "overlap": "bool", "acked_to": "int", "skip": "bool", "takeovers": "int"},
+    ghost_init=lambda s: z3.And(s.g["t"] >= 0, z3.Not(s.g["overlap"]), s.g["acked_to"] == 0,
+                                z3.Not(s.g["skip"]), s.g["takeovers"] == 0),
+    ghost_update=_pop_order_ghosts,
+    # a monotone clock; a batch holds at least one message (maxMsgNums ≥ 1); attempts are numbered from 1
+    env=lambda pre, act: z3.And(act.a["now"] >= pre.g["t"], act.a["invisible"] > 0, act.a["batch"] >= 1,
+                                act.a["attempt"] >= 1),
+    action_args={"pop": ("attempt", "batch", "invisible", "now")},
+)
+
+ENCODINGS: Mapping[str, Encoding] = {
+    e.name: e for e in (MESSAGE_ENC, LOCK_ENC, TRANSACTION_ENC, POP_ENC, POP_ORDER_ENC)}

@@ -15,13 +15,21 @@ from rmqspec.model.versions import version_named
 from rmqspec.properties.prover import FAILED, PROVED, prove, theorems_for
 from rmqspec.properties.theorems import SOMETIMES
 from rmqspec.properties.theorems_pop import POP_THEOREMS
-from rmqspec.properties.z3_encode import ENCODINGS, POP_ENC, POP_TWINS, Encoding, MissingTwin
+from rmqspec.properties.z3_encode import (
+    ENCODINGS,
+    POP_ENC,
+    POP_ORDER_ENC,
+    POP_ORDER_TWINS,
+    POP_TWINS,
+    Encoding,
+    MissingTwin,
+)
 
 BY_NAME = {t.name: t for t in POP_THEOREMS}
 
 
 def replay(trace, table: lc.Lifecycle) -> None:
-    state, vars_ = trace.steps[0].state, lc.PopVars(**trace.steps[0].vars)
+    state, vars_ = trace.steps[0].state, ENCODINGS[trace.lifecycle].vars_cls(**trace.steps[0].vars)
     for step in trace.steps[1:]:
         state, vars_ = table.step(state, vars_, step.action, dict(step.args))
         assert (state, attrs.asdict(vars_)) == (step.state, dict(step.vars)), step
@@ -31,10 +39,10 @@ def test_every_pop_theorem_is_proved_and_every_witness_replays() -> None:
     results = {t.name: prove(t) for t in POP_THEOREMS}
     assert {n: r.status for n, r in results.items()} == dict.fromkeys(results, PROVED)
     witnessed = [r for r in results.values() if r.kind == SOMETIMES]
-    assert len(witnessed) == 2
+    assert len(witnessed) == 4
     for r in witnessed:
         assert r.witness is not None
-        replay(r.witness, lc.POP)
+        replay(r.witness, ENCODINGS[r.witness.lifecycle].lifecycle)
     again = results["PopRevivedAndPoppedAgainReachable"].witness
     assert [s.action for s in again.steps[1:]] == ["pop", "revive", "pop"]
     revive = again.steps[2]
@@ -45,7 +53,18 @@ def test_every_pop_theorem_is_proved_and_every_witness_replays() -> None:
 def test_pop_theorems_are_the_5x_profiles_only() -> None:
     assert not set(POP_THEOREMS) & set(theorems_for(version_named("rocketmq-4.9")))
     assert set(POP_THEOREMS) <= set(theorems_for(version_named("rocketmq-5.2")))
-    assert ENCODINGS["pop"] is POP_ENC
+    assert ENCODINGS["pop"] is POP_ENC and ENCODINGS["pop_order"] is POP_ORDER_ENC
+
+
+def test_an_orderly_queue_is_handed_again_only_to_the_same_attempt_or_after_expiry() -> None:
+    busy = lc.PopOrderVars(off=4, n=2, pop_ts=100, inv=30, att=1)
+    with pytest.raises(lc.Refused):  # another attempt, before the invisible time ends: blocked
+        lc.POP_ORDER.step("INFLIGHT", busy, "pop", {"attempt": 2, "batch": 1, "invisible": 30, "now": 129})
+    same = lc.POP_ORDER.step("INFLIGHT", busy, "pop", {"attempt": 1, "batch": 2, "invisible": 30, "now": 110})
+    later = lc.POP_ORDER.step("INFLIGHT", busy, "pop", {"attempt": 2, "batch": 2, "invisible": 30, "now": 130})
+    assert same[1].off == later[1].off == 4  # from the consume offset: nothing skipped
+    assert lc.POP_ORDER.step("INFLIGHT", busy, "ack", {"now": 120}) == ("IDLE", lc.PopOrderVars(off=6, pop_ts=100,
+                                                                                               inv=30, att=1))
 
 
 def test_an_arg_named_like_a_var_is_refused() -> None:
@@ -92,7 +111,30 @@ def popped_again_while_invisible() -> Encoding:
     return attrs.evolve(POP_ENC, lifecycle=attrs.evolve(lc.POP, transitions=(*lc.POP.transitions, row)))
 
 
+def orderly_never_blocks() -> Encoding:
+    """needBlock always false: a second attempt takes a queue whose batch is in flight."""
+    rows = tuple(attrs.evolve(t, guard="") if t.guard == "free" else t for t in lc.POP_ORDER.transitions)
+    return attrs.evolve(POP_ORDER_ENC, lifecycle=attrs.evolve(lc.POP_ORDER, transitions=rows))
+
+
+def orderly_skips_expired() -> Encoding:
+    """An expired batch is given up: the next pop starts after it (the offset moves without acks)."""
+    def skip(v, a):
+        return attrs.evolve(v, off=v.off + v.n, n=a["batch"], pop_ts=a["now"], inv=a["invisible"], att=a["attempt"])
+
+    def z_skip(v, a):
+        return {"off": v["off"] + v["n"], "n": a["batch"], "pop_ts": a["now"], "inv": a["invisible"],
+                "att": a["attempt"]}
+
+    rows = tuple(attrs.evolve(t, effect="skip") if t.guard == "free" else t for t in lc.POP_ORDER.transitions)
+    table = attrs.evolve(lc.POP_ORDER, transitions=rows, effects={**lc.POP_ORDER.effects, "skip": skip})
+    twins = attrs.evolve(POP_ORDER_TWINS, effects={**POP_ORDER_TWINS.effects, "skip": z_skip})
+    return attrs.evolve(POP_ORDER_ENC, lifecycle=table, twins=twins)
+
+
 MUTANTS: list[tuple[str, Callable[[], Encoding], str]] = [
+    ("orderly queue not blocked", orderly_never_blocks, "PopOrderlyOneBatchInFlightProperty"),
+    ("orderly expired batch skipped", orderly_skips_expired, "PopOrderlyNoSkipProperty"),
     ("revive without its revive time", revive_unguarded, "PopInvisibleUntilDeadlineProperty"),
     ("revive 1 ms early", revive_one_early, "PopInvisibleUntilDeadlineProperty"),
     ("popped again while invisible", popped_again_while_invisible, "PopInvisibleUntilDeadlineProperty"),
@@ -105,7 +147,7 @@ MUTANTS: list[tuple[str, Callable[[], Encoding], str]] = [
 def test_mutant_is_caught_with_a_counterexample_run(label: str, mutant: Callable[[], Encoding],
                                                      theorem: str) -> None:
     enc = mutant()
-    result = prove(BY_NAME[theorem], {"pop": enc})
+    result = prove(BY_NAME[theorem], {enc.name: enc})
     assert result.status == FAILED, (label, result.status, result.detail)
     trace = result.counterexample
     assert trace is not None and trace.kind == "run" and trace.broken == (theorem,)

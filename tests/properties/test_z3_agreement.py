@@ -46,6 +46,12 @@ RANGES: Mapping[str, st.SearchStrategy[int]] = {
     "h": st.integers(-1, 4),
     "handle": st.integers(-1, 4),
     "invisible": st.integers(-2, 60),
+    # orderly pop
+    "off": st.integers(-1, 6),
+    "n": st.integers(-1, 4),
+    "att": st.integers(-1, 3),
+    "attempt": st.integers(-1, 3),
+    "batch": st.integers(-1, 4),
     # all
     "now": TIME,
 }
