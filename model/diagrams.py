@@ -12,10 +12,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle
+from rmqspec.model.lifecycle import LIFECYCLES, POP_LIFECYCLES, Lifecycle
+
+DRAWN: tuple[Lifecycle, ...] = LIFECYCLES + POP_LIFECYCLES  # every table, the 5.x pop tables too
 
 
-def markdown(lifecycles: tuple[Lifecycle, ...] = LIFECYCLES) -> str:
+def markdown(lifecycles: tuple[Lifecycle, ...] = DRAWN) -> str:
     lines = [
         "# Lifecycles",
         "",
@@ -38,7 +40,7 @@ def markdown(lifecycles: tuple[Lifecycle, ...] = LIFECYCLES) -> str:
     return "\n".join(lines)
 
 
-def outputs(lifecycles: tuple[Lifecycle, ...] = LIFECYCLES) -> dict[str, str]:
+def outputs(lifecycles: tuple[Lifecycle, ...] = DRAWN) -> dict[str, str]:
     """File name → content of everything the generator writes."""
     files = {"lifecycles.md": markdown(lifecycles)}
     for lc in lifecycles:

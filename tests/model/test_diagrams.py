@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmqspec.model import diagrams
-from rmqspec.model.lifecycle import LIFECYCLES
+from rmqspec.model.diagrams import DRAWN
+from rmqspec.model.lifecycle import LIFECYCLES, POP_LIFECYCLES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -20,10 +21,11 @@ def test_committed_docs_equal_the_generator_output():
 def test_generator_writes_every_lifecycle(tmp_path):
     written = diagrams.write(tmp_path)
     assert {p.name for p in written} == {"lifecycles.md"} | {
-        f"lifecycles-{lc.name}.dot" for lc in LIFECYCLES
+        f"lifecycles-{lc.name}.dot" for lc in DRAWN
     }
+    assert DRAWN == LIFECYCLES + POP_LIFECYCLES
     text = (tmp_path / "lifecycles.md").read_text(encoding="utf-8")
-    for lc in LIFECYCLES:
+    for lc in DRAWN:
         assert f"## {lc.name}" in text and lc.to_mermaid().splitlines()[1] in text
 
 
