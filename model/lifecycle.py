@@ -49,10 +49,11 @@ time with a stale handle (5.3.3 accepts it and writes one more checkpoint, which
 twice) and crashes (the checkpoints and acks are messages on the revive topic: what a crash keeps is the
 store's rule). Orderly pop is its own table, ``pop_order``: one queue of one group
 (B/offset/ConsumerOrderInfoManager: checkBlock / needBlock, commitAndNext), a batch in flight blocks the
-queue to other attempts until it is acked or past its invisible time, and an expired batch is handed
-again from the consume offset, never skipped (an orderly pop never reads the retry topic). Not rows
-there: acks of part of a batch (the queue stays blocked until the last), the per-offset visible times
-a change of the invisible time sets, and the consumed counts behind the orderly reconsume times.
+queue to other attempts until it is acked or past its invisible time, acks that reach the batch's first
+messages commit them (``commit``: the consume offset moves to the first message not acked; the rest
+still blocks), and an expired batch is handed again from the consume offset, never skipped (an orderly
+pop never reads the retry topic). Not rows there: the per-offset visible times a change of the invisible
+time sets, and the consumed counts behind the orderly reconsume times.
 """
 
 from __future__ import annotations
@@ -579,12 +580,20 @@ def _g_order_free(v: PopOrderVars, a: Mapping[str, int]) -> bool:
     return not pop_order_blocked(v.att, v.pop_ts, v.inv, a["now"], a["attempt"])
 
 
+def _g_order_part(v: PopOrderVars, a: Mapping[str, int]) -> bool:
+    return 1 <= a["count"] < v.n
+
+
+def _g_order_whole(v: PopOrderVars, a: Mapping[str, int]) -> bool:
+    return a["count"] == v.n
+
+
 def _e_order_batch(v: PopOrderVars, a: Mapping[str, int]) -> PopOrderVars:
     return attrs.evolve(v, n=a["batch"], pop_ts=a["now"], inv=a["invisible"], att=a["attempt"])
 
 
 def _e_order_commit(v: PopOrderVars, a: Mapping[str, int]) -> PopOrderVars:
-    return attrs.evolve(v, off=v.off + v.n, n=0)
+    return attrs.evolve(v, off=v.off + a["count"], n=v.n - a["count"])
 
 
 POP_ORDER = Lifecycle(
@@ -596,9 +605,11 @@ POP_ORDER = Lifecycle(
         Transition("IDLE", "pop", "", "INFLIGHT", "batch", "a batch from the consume offset"),
         Transition("INFLIGHT", "pop", "free", "INFLIGHT", "batch",
                    "the same attempt, or the batch is past its invisible time: handed again from the offset"),
-        Transition("INFLIGHT", "ack", "", "IDLE", "commit", "every message of the batch acked: commitAndNext"),
+        Transition("INFLIGHT", "commit", "part", "INFLIGHT", "commit",
+                   "acks reached the first count messages: commitAndNext moves the offset, the rest still blocks"),
+        Transition("INFLIGHT", "commit", "whole", "IDLE", "commit", "every message of the batch acked"),
     ),
-    guards={"free": _g_order_free},
+    guards={"free": _g_order_free, "part": _g_order_part, "whole": _g_order_whole},
     effects={"batch": _e_order_batch, "commit": _e_order_commit},
 )
 

@@ -392,6 +392,8 @@ class DeepRules:
             self.broadcast_prelude(v, f)
         if self._timeout_ok():  # a listener outliving consumeTimeout: the client's clean (conform_timeout.py)
             self.consume_timeout(v, f)
+        if self._ladder_ok() and self._pop_ok():  # 5.x: a popping group (conform_pop.py)
+            self.pop_prelude(v, f)
         if self._ladder_ok():  # last: every deadline kind the prelude left, at d − 1, d, d + 1
             self.deadline_tour(v + f)
 

@@ -312,6 +312,7 @@ class MachineCore(RuleBasedStateMachine):
         self.disk_full_from = 0
         self._oracle_init()
         self._broadcast_init()
+        self._pop_init()
 
     # ------------------------------------------------------------------
     # plumbing

@@ -94,6 +94,7 @@ from rmqspec.properties.conform_broadcast import BroadcastRules
 from rmqspec.properties.conform_messaging import MessagingRules
 from rmqspec.properties.conform_observer import ObserverRules
 from rmqspec.properties.conform_orderly import CLIENT_4_9_8, OrderlyClient, OrderlyRules
+from rmqspec.properties.conform_pop import PopRules
 from rmqspec.properties.conform_retention import RetentionRules
 from rmqspec.properties.conform_store import StoreProbeRules
 from rmqspec.properties.conform_time import TimeRules
@@ -108,7 +109,7 @@ from rmqspec.properties.wallclock import WallLateness, WallOptions
 
 
 class ConformanceBase(DeepRules, FilterRules, EdgeRules, TimerRules, BroadcastRules, TimeoutRules, MessagingRules,
-                      OrderlyRules,
+                      OrderlyRules, PopRules,
                       TxnRules, TimeRules, RetentionRules, WallRules, ObserverRules, StoreProbeRules, OracleRules,
                       MachineCore):
     """Rules and state; ``conformance_machine`` binds the factory, mode and profile."""

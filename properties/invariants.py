@@ -76,6 +76,7 @@ from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     check_orderly_concurrent,
     check_orderly_without_lock,
 )
+from rmqspec.properties.inv_pop import POP_INVARIANTS
 from rmqspec.properties.inv_saved import (  # used here, and re-exported
     expired_keys,
     skipped_by_saved_delay_progress,
@@ -726,6 +727,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               "ConsumerOffsetManager.persist (BrokerController.shutdown; consumerOffset.json)",
               check_offset_lost),
     *TABLE_INVARIANTS,
+    *POP_INVARIANTS,  # after the tables': name_of(MESSAGE_LIFECYCLE) stays MessageLifecycleProperty
     Invariant("DuplicatedObservation", ObservationCode.DUPLICATED, "observation",
               "A group consumed one message successfully more than once.",
               "at-least-once delivery (offset commit after consumption)", observe_duplicated),

@@ -146,7 +146,7 @@ POP_THEOREMS: tuple[Theorem, ...] = (
         code=None,
         lifecycle="pop_order",
         kind=SOMETIMES,
-        statement="After a batch is acked, the next pop hands the messages after it.",
+        statement="After a batch's first message is acked, the next pop hands the messages after it.",
         source="B/offset/ConsumerOrderInfoManager.commitAndNext",
         goal=lambda s: z3.And(s.at("INFLIGHT"), s.v["off"] >= 1),
         depth=3,

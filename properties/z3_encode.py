@@ -201,11 +201,14 @@ def z_pop_order_blocked(att: z3.ArithRef, pop_ts: z3.ArithRef, inv: z3.ArithRef,
 
 
 POP_ORDER_TWINS = Twins(
-    guards={"free": lambda v, a: z3.Not(z_pop_order_blocked(v["att"], v["pop_ts"], v["inv"], a["now"],
-                                                             a["attempt"]))},
+    guards={
+        "free": lambda v, a: z3.Not(z_pop_order_blocked(v["att"], v["pop_ts"], v["inv"], a["now"], a["attempt"])),
+        "part": lambda v, a: z3.And(a["count"] >= 1, a["count"] < v["n"]),
+        "whole": lambda v, a: a["count"] == v["n"],
+    },
     effects={
         "batch": lambda v, a: {"n": a["batch"], "pop_ts": a["now"], "inv": a["invisible"], "att": a["attempt"]},
-        "commit": lambda v, a: {"off": v["off"] + v["n"], "n": z3.IntVal(0)},
+        "commit": lambda v, a: {"off": v["off"] + a["count"], "n": v["n"] - a["count"]},
     },
 )
 
@@ -623,10 +626,10 @@ def _pop_order_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
     # attempt; an ack commits when the queue ends idle.
     handed = z3.And(act.is_("pop"), post.at("INFLIGHT"), post.v["pop_ts"] == now, post.v["att"] == a["attempt"])
     live = z3.And(pre.at("INFLIGHT"), now < pre.v["pop_ts"] + pre.v["inv"])
-    committed = z3.And(act.is_("ack"), pre.at("INFLIGHT"), post.at("IDLE"))
+    committed = z3.And(act.is_("commit"), pre.at("INFLIGHT"), post.v["off"] != pre.v["off"])
     return {
         "overlap": z3.Or(g["overlap"], z3.And(handed, live, a["attempt"] != pre.v["att"])),
-        "acked_to": z3.If(committed, pre.v["off"] + pre.v["n"], g["acked_to"]),
+        "acked_to": z3.If(committed, pre.v["off"] + a["count"], g["acked_to"]),
         "skip": z3.Or(g["skip"], z3.And(handed, post.v["off"] != g["acked_to"])),
         "takeovers": z3.If(z3.And(handed, pre.at("INFLIGHT"), a["attempt"] != pre.v["att"]),
                            g["takeovers"] + 1, g["takeovers"]),
@@ -636,7 +639,7 @@ def _pop_order_ghosts(pre: Sym, act: Act, post: Sym) -> dict[str, z3.ExprRef]:
 POP_ORDER_ENC = Encoding(
     lifecycle=lc.POP_ORDER,
     vars_cls=lc.PopOrderVars,
-    args=("attempt", "batch", "invisible", "now"),
+    args=("attempt", "batch", "count", "invisible", "now"),
     twins=POP_ORDER_TWINS,
     params=(),
     domain=lambda s: z3.BoolVal(True),
@@ -647,7 +650,7 @@ POP_ORDER_ENC = Encoding(
     # a monotone clock; a batch holds at least one message (maxMsgNums ≥ 1); attempts are numbered from 1
     env=lambda pre, act: z3.And(act.a["now"] >= pre.g["t"], act.a["invisible"] > 0, act.a["batch"] >= 1,
                                 act.a["attempt"] >= 1),
-    action_args={"pop": ("attempt", "batch", "invisible", "now")},
+    action_args={"pop": ("attempt", "batch", "invisible", "now"), "commit": ("count", "now")},
 )
 
 ENCODINGS: Mapping[str, Encoding] = {

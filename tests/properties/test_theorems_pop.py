@@ -63,8 +63,14 @@ def test_an_orderly_queue_is_handed_again_only_to_the_same_attempt_or_after_expi
     same = lc.POP_ORDER.step("INFLIGHT", busy, "pop", {"attempt": 1, "batch": 2, "invisible": 30, "now": 110})
     later = lc.POP_ORDER.step("INFLIGHT", busy, "pop", {"attempt": 2, "batch": 2, "invisible": 30, "now": 130})
     assert same[1].off == later[1].off == 4  # from the consume offset: nothing skipped
-    assert lc.POP_ORDER.step("INFLIGHT", busy, "ack", {"now": 120}) == ("IDLE", lc.PopOrderVars(off=6, pop_ts=100,
-                                                                                               inv=30, att=1))
+    part = lc.POP_ORDER.step("INFLIGHT", busy, "commit", {"now": 120, "count": 1})
+    assert part == ("INFLIGHT", lc.PopOrderVars(off=5, n=1, pop_ts=100, inv=30, att=1))  # the rest still blocks
+    with pytest.raises(lc.Refused):
+        lc.POP_ORDER.step(*part, "pop", {"attempt": 2, "batch": 1, "invisible": 30, "now": 129})
+    assert lc.POP_ORDER.step(*part, "commit", {"now": 121, "count": 1}) == (
+        "IDLE", lc.PopOrderVars(off=6, pop_ts=100, inv=30, att=1))
+    with pytest.raises(lc.Refused):  # more than the batch holds
+        lc.POP_ORDER.step("INFLIGHT", busy, "commit", {"now": 120, "count": 3})
 
 
 def test_an_arg_named_like_a_var_is_refused() -> None:

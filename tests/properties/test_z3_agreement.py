@@ -52,6 +52,7 @@ RANGES: Mapping[str, st.SearchStrategy[int]] = {
     "att": st.integers(-1, 3),
     "attempt": st.integers(-1, 3),
     "batch": st.integers(-1, 4),
+    "count": st.integers(-1, 4),
     # all
     "now": TIME,
 }

@@ -1,0 +1,206 @@
+"""Pop consumption (RocketMQ 5.x) in the conformance machine: a popping group's ladder, observed.
+
+Theory of operation
+-------------------
+``PopRules`` (a mixin of ``ConformanceBase``) plays group ``GP``, a 5.x pop consumer (the remoting
+``POP_MESSAGE`` / ``ACK_MESSAGE`` / ``BATCH_ACK_MESSAGE`` / ``CHANGE_MESSAGE_INVISIBLETIME`` requests of
+``model/pop.py``), where the profile pops (``Version.pop``) and the broker declares ``Capability.POP``
+(with the model beside it in lockstep: the model too). Every request goes through ``_call`` (lockstep
+compares the answers: the messages, their handles, the pop time and invisible time); the random choice a
+5.3.3 pop makes (``randomQ``: the first queue, and whether the retry topic is read first) is forced on
+every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike.
+
+What the machine writes (the rows ``properties/inv_pop.py`` replays through the POP and POP_ORDER tables,
+as a 5.x broker's own trace would show them, ``model/broker_pop.py``): a ``pop`` per message handed out
+(``deliver_ts`` its handle's revive time, ``detail.handle``; orderly: ``detail.attempt_id``), an
+``ack`` per acked handle with the broker's answer, a ``change_invisible`` per change, and a ``revive`` when a retry copy (its handle's retry flag) is popped that the machine has not seen — at
+the pop's time, a bound of when the broker revived it.
+
+The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
+three messages popped with a short invisible time; the first acked at once, the second's invisible time
+changed (or left), nothing for the third; a pop while they are invisible; the clock past their revive
+times and the revive service's margin; pops (the retry topic first) hand the revived copies out again
+(reconsume times + 1), and they are batch-acked. Then an orderly queue, popped by group ``GPO`` (a
+concurrent pop moves its group's offset past what it read, so one group pops one way): two messages popped by attempt
+A1, a pop by A2 while they are in flight (blocked), the first acked, A2 again, the clock past the
+invisible time, A2 takes the rest from the first message not acked; acked. With the crash family on, every
+third example kills the broker with handles out, and pops again after the restart. Coverage:
+``pop:found``, ``pop:hidden`` (a pop while the messages were invisible), ``pop:changed``, ``pop:revived``,
+``pop:orderly``, ``pop:orderly_blocked``, ``pop:orderly_again``, ``pop:across_kill``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rmqspec.model.protocol import Capability
+
+POP_GROUP = "GP"
+POP_ORDER_GROUP = "GPO"  # its own group: a concurrent pop moves the group's offset past what it read
+POP_INVISIBLE_MS = (2_000, 3_000)
+REVIVE_WAIT_MS = 5_000  # past the revive time: the model's margin (2 s) and a tick's step
+NORMAL = "0"  # a handle's retry flag for a message of the topic itself (ExtraInfoUtil)
+RETRY_FIRST, TOPIC_FIRST = 0, 50  # randomQ below / above popFromRetryProbability (20)
+
+
+def _retry_flag(handle: Any) -> str:
+    return str(getattr(handle, "retry", NORMAL))
+
+
+class PopRules:
+    """Mixin: the popping group's ladder (see the module docstring)."""
+
+    def _pop_init(self) -> None:
+        self.pop_group = POP_GROUP + self.ns
+        self.pop_order_group = POP_ORDER_GROUP + self.ns
+        self.pop_created: set[str] = set()
+        self.pop_seen: set[int] = set()  # the commitlog offsets of the retry copies already popped
+
+    def _pop_ok(self) -> bool:
+        """Pop applies: the manual clock, a profile that pops, brokers that declare it."""
+        if type(self).wall is not None or not self.topics or not self.config.behaviour.pop:
+            return False
+        brokers = [self.ls.candidate, *self.ls.forks]
+        return all(Capability.POP in getattr(b, "capabilities", frozenset()) for b in brokers)
+
+    def _pop_group_ready(self, orderly: bool) -> str:
+        group = self.pop_order_group if orderly else self.pop_group
+        if group not in self.pop_created:
+            self._call(f"create_group({group!r})", lambda b: b.create_group(group))
+            self.pop_created.add(group)
+        return group
+
+    # ------------------------------------------------------------------
+    # requests and their rows
+
+    def _pop(self, topic: str, queue_id: int, n: int, invisible: int, random_q: int,
+             attempt: str | None = None) -> list[Any]:
+        """One POP_MESSAGE; its messages' rows; the popped messages (empty when refused)."""
+        order = attempt is not None
+        group = self._pop_group_ready(order)
+
+        def go(b: Any) -> Any:
+            if hasattr(b, "force_pop_random"):
+                b.force_pop_random(random_q)
+            return b.pop(group, topic, queue_id, n, invisible, order=order, attempt_id=attempt)
+
+        what = f"pop({group!r}, {topic}, {queue_id}, max={n}, invisible={invisible}" \
+               + (f", order, attempt={attempt!r}" if order else "") + f") [randomQ {random_q}]"
+        out = self._call(what, go)
+        if out.error is not None:
+            self._sometimes(f"pop:refused:{out.error[1]}")
+            return []
+        popped = list(out.value.messages)
+        for p in popped:
+            self._pop_row(group, p, attempt)
+        if popped:
+            self._sometimes("pop:orderly" if order else "pop:found")
+        return popped
+
+    def _pop_row(self, group: str, p: Any, attempt: str | None) -> None:
+        m, handle = p.message, p.handle
+        if attempt is None and _retry_flag(handle) != NORMAL and m.commitlog_offset not in self.pop_seen:
+            self.pop_seen.add(m.commitlog_offset)  # a revived copy, first seen: the broker revived it by now
+            self._emit("revive", actor="broker", group=group, topic=m.topic, msg_key=m.uniq_key,
+                       reconsume_times=m.reconsume_times, detail={"observed": True})
+            self._sometimes("pop:revived")
+        detail: dict[str, Any] = {"handle": handle.extra_info()}
+        if attempt is not None:
+            detail["attempt_id"] = attempt
+        self._emit("pop", actor=group, group=group, topic=m.topic, queue_id=handle.queue_id,
+                   queue_offset=handle.queue_offset, commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key,
+                   msg_id=m.msg_id, reconsume_times=m.reconsume_times, deliver_ts=handle.revive_time,
+                   status="ORDERLY" if attempt is not None else "CONCURRENT", detail=detail)
+
+    def _ack(self, topic: str, popped: list[Any], batch: bool = False) -> None:
+        """ACK_MESSAGE per message, or one BATCH_ACK_MESSAGE; an ``ack`` row per handle."""
+        if not popped:
+            return
+        group = self.pop_order_group if popped[0].handle.order else self.pop_group
+        handles = [p.handle for p in popped]
+        if batch:
+            out = self._call(f"batch_ack({group!r}, {topic}, {len(handles)} handles)",
+                             lambda b: b.batch_ack(group, topic, handles))
+            outs = [out] * len(popped)
+        else:
+            outs = [self._call(f"ack({group!r}, {topic}, {h.extra_info()!r})", lambda b, h=h: b.ack(group, topic, h))
+                    for h in handles]
+        for p, out in zip(popped, outs, strict=True):
+            status = out.error[1] if out.error is not None else getattr(out.value, "name", str(out.value))
+            self._emit("ack", actor=group, group=group, topic=p.message.topic, queue_id=p.handle.queue_id,
+                       queue_offset=p.handle.queue_offset, msg_key=p.message.uniq_key, status=status,
+                       detail={"handle": p.handle.extra_info(), "batch": batch})
+
+    def _change(self, topic: str, p: Any, invisible: int) -> Any | None:
+        """CHANGE_MESSAGE_INVISIBLETIME of ``p``'s handle: the new handle (None when refused)."""
+        handle = p.handle
+        group = self.pop_order_group if handle.order else self.pop_group
+        out = self._call(f"change_invisible_time({group!r}, {topic}, {handle.extra_info()!r}, {invisible})",
+                         lambda b: b.change_invisible_time(group, topic, handle, invisible))
+        if out.error is not None:
+            self._sometimes(f"pop:change_refused:{out.error[1]}")
+            return None
+        new = out.value
+        self._emit("change_invisible", actor=group, group=group, topic=p.message.topic, queue_id=handle.queue_id,
+                   queue_offset=handle.queue_offset, msg_key=p.message.uniq_key, deliver_ts=new.revive_time,
+                   status="ORDERLY" if handle.order else "CONCURRENT",
+                   detail={"handle": handle.extra_info(), "new_handle": new.extra_info()})
+        self._sometimes("pop:changed")
+        return new
+
+    def _pop_send(self, topic: str, queue_id: int, n: int) -> None:
+        for _ in range(n):
+            self._send(self._message(topic, "TagA"), queue_id)
+
+    def _pop_wait(self, ms: int) -> None:
+        """Let ``ms`` pass in steps of a second, ticking: the revive service runs on the ticks."""
+        end = self._now() + ms
+        while self._now() < end:
+            self._advance(min(1_000, end - self._now()))
+        self._after()
+
+    # ------------------------------------------------------------------
+    # the ladder
+
+    def pop_prelude(self, v: int, f: int) -> None:
+        """The popping group's ladder (module docstring)."""
+        self._record("pop_prelude", v=v, f=f)
+        if not self._pop_ok():
+            return
+        topic = self.t0 if self.t0 in self.topics else sorted(self.topics)[0]
+        queues = self.topics[topic]
+        invisible = POP_INVISIBLE_MS[v % len(POP_INVISIBLE_MS)]
+        # concurrent: three messages, acked / changed / left
+        self._pop_send(topic, v % queues, 3)
+        self._after()
+        popped = self._pop(topic, v % queues, 3, invisible, TOPIC_FIRST)
+        self._ack(topic, popped[:1])
+        if len(popped) > 1 and v % 2 == 0:
+            self._change(topic, popped[1], invisible + 1_000)
+        if self._pop(topic, -1, 3, invisible, TOPIC_FIRST + v % 40) == []:
+            self._sometimes("pop:hidden")
+        if self._on("crash") and self.can_crash and not self.profile.strict and v % 3 == 0:
+            self._crash_and_recover("kill")
+            self._sometimes("pop:across_kill")
+        self._pop_wait(invisible + 1_000 + REVIVE_WAIT_MS)
+        for random_q in (RETRY_FIRST, RETRY_FIRST + 1, TOPIC_FIRST):
+            again = self._pop(topic, -1, 4, invisible, random_q)
+            self._ack(topic, again, batch=True)
+        # orderly: one queue, attempts A1 and A2
+        q = (v + 1) % queues
+        self._pop_send(topic, q, 2)
+        self._after()
+        first = self._pop(topic, q, 2, invisible, TOPIC_FIRST, attempt="A1")
+        if first and not self._pop(topic, q, 2, invisible, TOPIC_FIRST, attempt="A2"):
+            self._sometimes("pop:orderly_blocked")
+        self._ack(topic, first[:1])
+        self._pop(topic, q, 2, invisible, TOPIC_FIRST, attempt="A2")
+        self._pop_wait(invisible + 100)
+        rest = self._pop(topic, q, 2, invisible, TOPIC_FIRST, attempt="A2")
+        if rest:
+            self._sometimes("pop:orderly_again")
+        self._ack(topic, rest)
+        self._after()
+
+
+__all__ = ["POP_GROUP", "PopRules"]
