@@ -18,7 +18,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   .parseHalfMessageInner); a ``%RETRY%`` send it dead-letters is stored with ``DELAY=-1`` (4.9:
   the client's level, which schedules it). Timer messages (``model/timer.py``): a send with
   ``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` waits in ``rmq_sys_wheel_timer``
-  until its time.
+  until its time. Pop consumption (``model/pop.py``): POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+  CHANGE_MESSAGE_INVISIBLETIME and the revive service.
 - ``rocketmq-5.1``: 5.1.1 – 5.1.4. Besides 5.0's: a ``%RETRY%`` send also goes to the DLQ while an orderly lock of the
   group is live (RebalanceLockManager.isLockAllExpired);
   ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
@@ -102,12 +103,16 @@ class Version:
     # it (the call to generateOffsetMovedEvent is gone: 5.3.3 broker jar, javap; a run, docs/fidelity.md
     # V10); 5.0 and 5.1 keep 4.9's, unmeasured
     offset_moved_event: bool = True
+    # PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor, PopReviveService (5.0.0+): pop
+    # consumption (model/pop.py, model/broker_pop.py; facts read in the 5.3.3 source, 5.0 and 5.1 assumed the
+    # same); 4.9.8 has no processor for those request codes and answers REQUEST_CODE_NOT_SUPPORTED
+    pop: bool = False
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
                     half_transaction_id=True, retry_send_dlq_above_max=True, retry_send_dlq_delay_minus_one=True,
-                    timer_wheel=True)
+                    timer_wheel=True, pop=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
