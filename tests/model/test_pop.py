@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import ManualClock
@@ -484,3 +486,104 @@ def test_fork_copies_pop_state() -> None:
     fork = broker.fork()
     _pop(broker)
     assert _bodies(_pop(fork)) == [b"m0"]
+
+
+# -- random programs against an independent reference ------------------------------------------------------------
+
+
+@attrs.define
+class _Item:
+    """The reference's view of one handed-out message: visible again at ``visible_at`` unless acked."""
+
+    body: bytes
+    reconsume: int
+    visible_at: int
+    seq: tuple[int, int]  # (the checkpoint's creation order, the message's place in it)
+    done: bool = False  # acked (or superseded by a change) or revived
+
+
+class _Reference:
+    """Concurrent pop of one queue, written from the rules alone: a pop reads the topic then its retry topic;
+    an item not acked (nor changed) is re-queued into the retry topic with reconsume + 1 once more than
+    REVIVE_MARGIN_MS past its visible time, in (visible time, creation) order."""
+
+    def __init__(self, bodies: list[bytes]) -> None:
+        self.topic = list(bodies)
+        self.retry: list[tuple[bytes, int]] = []
+        self.topic_off = self.retry_off = 0
+        self.items: list[_Item] = []
+        self.cks = 0
+
+    def pop(self, now: int, n: int, invisible: int) -> list[_Item]:
+        out: list[_Item] = []
+        for source in ("topic", "retry"):
+            queue = self.topic if source == "topic" else [b for b, _ in self.retry]
+            off = self.topic_off if source == "topic" else self.retry_off
+            take = queue[off:off + n - len(out)]
+            if not take:
+                continue
+            ck, self.cks = self.cks, self.cks + 1
+            for i, body in enumerate(take):
+                times = 0 if source == "topic" else self.retry[off + i][1]
+                out.append(_Item(body, times, now + invisible, (ck, i)))
+            if source == "topic":
+                self.topic_off += len(take)
+            else:
+                self.retry_off += len(take)
+        self.items += out
+        return out
+
+    def change(self, now: int, item: _Item, invisible: int) -> _Item:
+        new = _Item(item.body, item.reconsume, now + invisible, (self.cks, 0))
+        self.cks += 1
+        item.done = True
+        self.items.append(new)
+        return new
+
+    def tick(self, now: int) -> None:
+        due = sorted((i for i in self.items if not i.done and now - i.visible_at > REVIVE_MARGIN_MS),
+                     key=lambda i: (i.visible_at, i.seq))
+        for item in due:
+            item.done = True
+            self.retry.append((item.body, item.reconsume + 1))
+
+
+_OPS = st.one_of(
+    st.tuples(st.just("pop"), st.integers(1, 4), st.sampled_from([1_000, 3_000, 8_000])),
+    st.tuples(st.just("ack"), st.integers(0, 50), st.just(0)),
+    st.tuples(st.just("change"), st.integers(0, 50), st.sampled_from([500, 2_000, 6_000])),
+    st.tuples(st.just("wait"), st.integers(1, 4_000), st.just(0)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.lists(_OPS, max_size=30))
+def test_random_pop_programs_agree_with_the_reference(n: int, ops: list[tuple[str, int, int]]) -> None:
+    clock, broker = _broker()
+    _send(broker, n)
+    ref = _Reference([f"m{i}".encode() for i in range(n)])
+    held: list[tuple[PopHandle, _Item]] = []
+    for op, a, b in ops:
+        clock.advance(1)  # one request per ms: no two checkpoints share a merge key
+        now = clock.now()
+        if op == "pop":
+            got = _pop(broker, a, invisible=b)
+            want = ref.pop(now, a, b)
+            assert [(m.message.body, m.message.reconsume_times) for m in got.messages] == [
+                (i.body, i.reconsume) for i in want]
+            held += [(m.handle, i) for m, i in zip(got.messages, want, strict=True)]
+        elif op in ("ack", "change") and held:
+            handle, item = held.pop(a % len(held))
+            if op == "ack":
+                assert broker.ack(G, T, handle) is ResponseCode.SUCCESS
+                item.done = True
+            else:
+                new = broker.change_invisible_time(G, T, handle, b)
+                held.append((new, ref.change(now, item, b)))
+                assert new.revive_time == now + b
+        elif op == "wait":
+            clock.advance(a)
+        broker.tick()
+        ref.tick(clock.now())
+        retry = [(r.body, r.reconsume_times) for r in broker.queue_messages(MessageQueue(RETRY, 0))]
+        assert retry == ref.retry
