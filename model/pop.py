@@ -334,13 +334,14 @@ class PopState:
     """A broker's pop state: the revive log's checkpoints, the orderly infos, the revive-queue counter, and
     what a restart finds of them (see the module docstring, "Crashes")."""
 
-    pending: dict[tuple[str, str, int, int, int, str], Pending] = attrs.Factory(dict)
+    pending: dict[int, Pending] = attrs.Factory(dict)  # by seq: the revive log's order
+    by_key: dict[tuple[str, str, int, int, int, str], list[int]] = attrs.Factory(dict)  # merge key -> seqs
     orders: dict[tuple[str, str, int], OrderInfo] = attrs.Factory(dict)
     ck_number: int = 0  # PopMessageProcessor.ckMessageNumber
     seq: int = 0
     draws: int = 0  # pops so far (spread_random's argument)
     forced_random: int | None = None  # the next pop's randomQ, when a driver chose it
-    persisted_revived: frozenset[tuple[str, str, int, int, int, str]] = frozenset()
+    persisted_revived: frozenset[int] = frozenset()
     persisted_orders: dict[tuple[str, str, int], OrderInfo] = attrs.Factory(dict)
     last_order_persist: int = 0
 
@@ -357,17 +358,19 @@ class PopState:
         return value
 
     def add(self, ck: CheckPoint) -> None:
-        """A checkpoint written to the revive log (one with the same merge key is replaced, as the scan's
-        map replaces it)."""
-        self.pending[ck.key] = Pending(ck, self.seq)
+        """A checkpoint written to the revive log."""
+        self.pending[self.seq] = Pending(ck, self.seq)
+        self.by_key.setdefault(ck.key, []).append(self.seq)
         self.seq += 1
 
     def ack(self, key: tuple[str, str, int, int, int, str], offset: int) -> Pending | None:
-        """An ack reaching the revive log: sets the offset's bit of its checkpoint; None when it matches none
-        (no checkpoint, or an offset the checkpoint does not hold: "invalid ack index")."""
-        found = self.pending.get(key)
-        if found is None or offset not in found.ck.offsets:
+        """An ack reaching the revive log: sets the offset's bit of the oldest checkpoint with merge key ``key``
+        that holds the offset un-acked (two share a key only after a change of invisible time in the pop's
+        millisecond: docs/fidelity.md POP-9); None when no checkpoint holds the offset ("invalid ack index")."""
+        holding = [p for s in self.by_key.get(key, ()) if offset in (p := self.pending[s]).ck.offsets]
+        if not holding:
             return None
+        found = next((p for p in holding if offset not in p.acked), holding[-1])
         found.acked = found.acked | {offset}
         return found
 
@@ -406,7 +409,7 @@ class PopState:
 
     def persist_revive_progress(self) -> None:
         """The revive offsets reach consumerOffset.json (with the consumer offsets)."""
-        self.persisted_revived = frozenset(k for k, p in self.pending.items() if p.revived)
+        self.persisted_revived = frozenset(seq for seq, p in self.pending.items() if p.revived)
 
     def maybe_persist_orders(self, now: int) -> None:
         if now < self.last_order_persist:
@@ -422,8 +425,8 @@ class PopState:
     def restore(self, now: int) -> None:
         """A restart: the revive service re-scans from its persisted progress (a checkpoint revived since is
         revived again); the orderly infos are consumerOrderInfo.json's."""
-        for key, p in self.pending.items():
-            p.revived = key in self.persisted_revived
+        for seq, p in self.pending.items():
+            p.revived = seq in self.persisted_revived
         self.orders = {k: attrs.evolve(v, next_visible=dict(v.next_visible), consumed=dict(v.consumed))
                        for k, v in self.persisted_orders.items()}
         self.last_order_persist = now

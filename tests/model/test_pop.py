@@ -286,6 +286,18 @@ def test_change_of_a_revived_handle_revives_the_message_again() -> None:
     assert len(broker.queue_messages(MessageQueue(RETRY, 0))) == 2
 
 
+def test_change_in_the_pops_millisecond_revives_at_the_new_time() -> None:
+    clock, broker = _broker()  # fidelity POP-9: the new checkpoint has the old one's merge key
+    _send(broker, 1)
+    (m,) = _pop(broker, invisible=1_000).messages
+    new = broker.change_invisible_time(G, T, m.handle, 5_000)
+    assert new.ck_queue_offset == m.handle.ck_queue_offset and new.pop_time == m.handle.pop_time
+    _run(clock, broker, 5_000 + REVIVE_MARGIN_MS)
+    assert not broker.topic_exists(RETRY)
+    _run(clock, broker, 100)
+    assert len(broker.queue_messages(MessageQueue(RETRY, 0))) == 1
+
+
 def test_change_refuses_an_offset_at_the_queue_end() -> None:
     _, broker = _broker()
     _send(broker, 1)
@@ -548,23 +560,23 @@ class _Reference:
             self.retry.append((item.body, item.reconsume + 1))
 
 
-_OPS = st.one_of(
-    st.tuples(st.just("pop"), st.integers(1, 4), st.sampled_from([1_000, 3_000, 8_000])),
+_POP = st.tuples(st.just("pop"), st.integers(1, 4), st.sampled_from([1_000, 3_000, 8_000]))
+_WAIT = st.tuples(st.just("wait"), st.sampled_from([0, 200, 1_500, 3_000, 6_000]), st.just(0))
+_OPS = st.one_of(  # pops and waits twice as likely as acks and changes, so that revives happen
+    _POP, _POP, _WAIT, _WAIT,
     st.tuples(st.just("ack"), st.integers(0, 50), st.just(0)),
     st.tuples(st.just("change"), st.integers(0, 50), st.sampled_from([500, 2_000, 6_000])),
-    st.tuples(st.just("wait"), st.integers(1, 4_000), st.just(0)),
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6), st.lists(_OPS, max_size=30))
+@given(st.integers(1, 6), st.lists(_OPS, min_size=12, max_size=40))
 def test_random_pop_programs_agree_with_the_reference(n: int, ops: list[tuple[str, int, int]]) -> None:
     clock, broker = _broker()
     _send(broker, n)
     ref = _Reference([f"m{i}".encode() for i in range(n)])
     held: list[tuple[PopHandle, _Item]] = []
     for op, a, b in ops:
-        clock.advance(1)  # one request per ms: no two checkpoints share a merge key
         now = clock.now()
         if op == "pop":
             got = _pop(broker, a, invisible=b)
