@@ -293,10 +293,11 @@ class PopRequests:
     # ------------------------------------------------------------------
     # CHANGE_MESSAGE_INVISIBLETIME
 
-    def change_invisible_time(self, group: str, topic: str, handle: PopHandle, invisible_ms: int) -> PopHandle:
+    def change_invisible_time(self, group: str, topic: str, handle: PopHandle, invisible_ms: int,
+                              suspend: bool = False) -> PopHandle:
         """CHANGE_MESSAGE_INVISIBLETIME: the handle the answer makes (a concurrent handle: a new checkpoint
-        from now, the old handle acked; orderly: the message's next visible time moved). Refusals raise
-        ``BrokerError``."""
+        from now, the old handle acked; orderly: the message's next visible time moved). ``suspend`` (5.5.x;
+        ignored before): the new checkpoint's revive keeps the reconsume times. Refusals raise ``BrokerError``."""
         self._pop_gate(CHANGE_MESSAGE_INVISIBLETIME)
         now = self._now()
         real = real_topic(topic, group, handle.retry)
@@ -312,7 +313,8 @@ class PopRequests:
                             handle.revive_qid, handle.retry, handle.broker_name, handle.queue_id, handle.queue_offset)
         else:
             self.pop_state.add(CheckPoint(group, real, handle.queue_id, handle.queue_offset, now, invisible_ms,
-                                          handle.revive_qid, handle.broker_name, (handle.queue_offset,)))
+                                          handle.revive_qid, handle.broker_name, (handle.queue_offset,),
+                                          suspend and self.config.behaviour.pop_suspend))
             self.pop_state.ack(handle_key(real, group, handle), handle.queue_offset)
             new = PopHandle(handle.queue_offset, now, invisible_ms, handle.revive_qid, handle.retry,
                             handle.broker_name, handle.queue_id, handle.queue_offset)
@@ -339,9 +341,8 @@ class PopRequests:
                 if entry is None:
                     continue  # "can not get biz msg": nothing to revive
                 if not self._revive_one(now, ck, entry, target):
-                    self.pop_state.add(CheckPoint(ck.group, ck.topic, ck.queue_id, offset, ck.pop_time,
-                                                  ck.invisible_time + CK_REWRITE_MS, ck.revive_qid, ck.broker_name,
-                                                  (offset,)))  # rePutCK
+                    self.pop_state.add(attrs.evolve(ck, start_offset=offset, offsets=(offset,),
+                                                    invisible_time=ck.invisible_time + CK_REWRITE_MS))  # rePutCK
 
     def _biz_message(self, ck: CheckPoint, offset: int) -> Record | None:
         if not self.store.min_offset(ck.topic, ck.queue_id) <= offset < self.store.max_offset(ck.topic, ck.queue_id):
@@ -356,11 +357,12 @@ class PopRequests:
             mq = MessageQueue(target, 0)
             if self.offsets.query(ck.group, mq) < 0:
                 self.offsets.update(ck.group, mq, 0)
-        props = revived_properties(entry.properties, entry.reconsume_times, ck.pop_time)
+        props = revived_properties(entry.properties, entry.reconsume_times, ck.pop_time,
+                                   ck.group if self.config.behaviour.pop_origin_group else None)
         level_text = props.get(PROPERTY_DELAY_TIME_LEVEL) or ""
         request = PutRequest(
             topic=target, queue_id=0, body=entry.body, properties=props, sys_flag=entry.sys_flag,
-            born_ts=entry.born_ts, flag=entry.flag, reconsume_times=entry.reconsume_times + 1,
+            born_ts=entry.born_ts, flag=entry.flag, reconsume_times=entry.reconsume_times + (0 if ck.suspend else 1),
             delay_level=int(level_text) if level_text.isdigit() else 0,  # the map's DELAY: the put hook reads it
         )
         try:

@@ -36,12 +36,14 @@ with ``POP_CK`` (its extra info) in its properties. An orderly pop never reads t
 once the newest revive-log time it has seen is more than ``ackTimeInterval + 1 s`` (2 s) past the
 revive time, so an ack that reaches the log before that cancels the revive; the model revives at the
 first ``tick`` with ``now − reviveTime > 2000`` (``revive_due``; the real service is later by up to a
-few seconds: its scan sleeps, ``reviveInterval`` 1 s). Each un-acked message is re-put
-(``revived_request``) into the pop retry topic, queue 0 (the checkpoint's own topic when it already
-is a ``%RETRY%`` topic), with body, tags, flag, sys flag and born time kept, every property kept,
-``1ST_POP_TIME`` = the checkpoint's pop time added when the message had none or was never
-reconsumed, and ``reconsumeTimes + 1``. The retry topic is created on demand with one queue and the
-group's offset 0. No dead letter: the broker revives for ever (the client decides).
+few seconds: its scan sleeps, ``reviveInterval`` 1 s). Each un-acked message is re-put into the pop
+retry topic, queue 0 (the checkpoint's own topic when it already is a ``%RETRY%`` topic), with body,
+tags, flag, sys flag and born time kept, every property kept (``revived_properties``), ``1ST_POP_TIME``
+= the checkpoint's pop time added when the message had none or was never reconsumed, and
+``reconsumeTimes + 1`` (5.5.x: ``ORIGIN_GROUP`` = the group added too, and a checkpoint written by a
+change of invisible time with ``suspend`` keeps the reconsume times). The retry topic is created on
+demand with one queue and the group's offset 0. No dead letter: the broker revives for ever (the client
+decides).
 
 **Ack** (ACK_MESSAGE 200051, BATCH_ACK_MESSAGE 200151) of a concurrent pop appends an ack to the
 revive log; it is never checked against a checkpoint. Refusals: unknown topic → TOPIC_NOT_EXIST, queue
@@ -102,6 +104,7 @@ RANDOM_Q_BOUND = 100  # random.nextInt(100)
 ORDER_INFO_PERSIST_MS = 10_000  # BrokerController: consumerOrderInfoManager.persist every 10 s
 PROPERTY_POP_CK = "POP_CK"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
+PROPERTY_ORIGIN_GROUP = "ORIGIN_GROUP"
 RETRY_PREFIX = "%RETRY%"
 # ExtraInfoUtil's retry flag: the handle's topic is the normal topic, a v1 or a v2 pop retry topic
 NORMAL, RETRY_V1, RETRY_V2 = "0", "1", "2"
@@ -245,6 +248,7 @@ class CheckPoint:
     revive_qid: int
     broker_name: str
     offsets: tuple[int, ...]
+    suspend: bool = False  # 5.5.x: written by a change of invisible time with ``suspend``
 
     @property
     def revive_time(self) -> int:
@@ -279,12 +283,15 @@ class Pending:
         return tuple(o for o in self.ck.offsets if o not in self.acked)
 
 
-def revived_properties(props: Mapping[str, str], reconsume_times: int, pop_time: int) -> dict[str, str]:
+def revived_properties(props: Mapping[str, str], reconsume_times: int, pop_time: int,
+                       origin_group: str | None = None) -> dict[str, str]:
     """PopReviveService.reviveRetry: every property kept, ``1ST_POP_TIME`` added when the message was never
-    reconsumed or has none."""
+    reconsumed or has none; 5.5.x also puts ``ORIGIN_GROUP`` (``origin_group``)."""
     out = dict(props)
     if reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in out:
         out[PROPERTY_FIRST_POP_TIME] = str(pop_time)
+    if origin_group is not None:
+        out[PROPERTY_ORIGIN_GROUP] = origin_group
     return out
 
 

@@ -15,6 +15,7 @@ from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.pop import (
     POP_ORDER_REVIVE_QUEUE,
     PROPERTY_FIRST_POP_TIME,
+    PROPERTY_ORIGIN_GROUP,
     PROPERTY_POP_CK,
     REVIVE_MARGIN_MS,
     PopHandle,
@@ -599,3 +600,19 @@ def test_random_pop_programs_agree_with_the_reference(n: int, ops: list[tuple[st
         ref.tick(clock.now())
         retry = [(r.body, r.reconsume_times) for r in broker.queue_messages(MessageQueue(RETRY, 0))]
         assert retry == ref.retry
+
+
+# -- 5.5.x --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "origin", "times"), [("rocketmq-5.2", None, 1), ("rocketmq-5.5", G, 0)])
+def test_5_5_revives_with_origin_group_and_a_suspended_change_keeps_reconsume_times(
+        version: str, origin: str | None, times: int) -> None:
+    clock, broker = _broker(version)
+    _send(broker, 2)
+    _, b = _pop(broker, invisible=1_000).messages
+    broker.change_invisible_time(G, T, b.handle, 1_000, suspend=True)  # 5.2 (5.3.3) ignores the flag
+    _run(clock, broker, 4_000)
+    ra, rb = broker.queue_messages(MessageQueue(RETRY, 0))
+    assert ra.reconsume_times == 1 and rb.reconsume_times == times
+    assert ra.prop(PROPERTY_ORIGIN_GROUP) == origin == rb.prop(PROPERTY_ORIGIN_GROUP)
