@@ -176,7 +176,7 @@ class PopRequests:
         """popMsgFromQueue for queue ``q`` of ``t`` (the topic or its retry topic)."""
         offset = self._pop_offset(group, t, q, init_mode)
         info = self.pop_state.order_info(t, group, q)
-        if order and info is not None and info.need_block(attempt_id, now):
+        if order and info is not None and info.need_block(attempt_id, now, invisible_ms):
             return
         if len(found) >= max_nums:
             return

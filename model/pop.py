@@ -307,10 +307,13 @@ class OrderInfo:
     next_visible: dict[int, int] = attrs.Factory(dict)
     consumed: dict[int, int] = attrs.Factory(dict)
 
-    def need_block(self, attempt_id: str | None, now: int) -> bool:
-        """needBlock: an un-acked offset still invisible blocks the queue, except for the same attempt."""
+    def need_block(self, attempt_id: str | None, now: int, invisible_time: int) -> bool:
+        """needBlock: an un-acked offset still invisible blocks the queue, except for the same attempt (an info
+        without a positive invisible time takes the request's, ``invisible_time``)."""
         if not self.offsets or (self.attempt_id is not None and self.attempt_id == attempt_id):
             return False
+        if self.invisible_time <= 0:
+            self.invisible_time = invisible_time
         return any(now < self.next_visible.get(o, self.pop_time + self.invisible_time)
                    for o in self.offsets if o not in self.acked)
 
