@@ -183,8 +183,9 @@ class PopRequests:
         res = self.store.get_message(t, q, offset, max_nums - len(found), matches, props_match)
         if res.status in _RELOCATED:  # "Pop initial offset, because store is no correct"
             self._commit_pop_offset(group, t, q, res.next_begin_offset)
-            offset = res.next_begin_offset
-            res = self.store.get_message(t, q, offset, max_nums - len(found), matches, props_match)
+            # read again from there; the checkpoint, the handles and an orderly commit keep the first offset
+            # (popMsgFromQueue's ``finalOffset``)
+            res = self.store.get_message(t, q, res.next_begin_offset, max_nums - len(found), matches, props_match)
         if not res.records:
             if res.status in _SKIPPED:  # orderly: committed; concurrent: addCkMock, committed by the buffer
                 self._commit_pop_offset(group, t, q, res.next_begin_offset)

@@ -616,3 +616,16 @@ def test_5_5_revives_with_origin_group_and_a_suspended_change_keeps_reconsume_ti
     ra, rb = broker.queue_messages(MessageQueue(RETRY, 0))
     assert ra.reconsume_times == 1 and rb.reconsume_times == times
     assert ra.prop(PROPERTY_ORIGIN_GROUP) == origin == rb.prop(PROPERTY_ORIGIN_GROUP)
+
+
+def test_a_pop_offset_past_a_truncated_queue_is_corrected_to_its_end() -> None:
+    clock, broker = _broker(flush="ASYNC")
+    _send(broker, 4)
+    assert len(_pop(broker, invisible=60_000).messages) == 4
+    _run(clock, broker, 5_000)  # the pop offset 4 persisted; the records not flushed yet
+    broker.crash("power")
+    broker.recover(2)
+    assert not _pop(broker).messages  # OFFSET_OVERFLOW_BADLY: committed to the queue's end, read again
+    assert broker.query_offset(G, MessageQueue(T, 0)) == 2
+    _send(broker, 1)
+    assert _bodies(_pop(broker)) == [b"m0"]
