@@ -629,3 +629,90 @@ def test_a_pop_offset_past_a_truncated_queue_is_corrected_to_its_end() -> None:
     assert broker.query_offset(G, MessageQueue(T, 0)) == 2
     _send(broker, 1)
     assert _bodies(_pop(broker)) == [b"m0"]
+
+
+@attrs.define
+class _Batch:
+    pop_time: int
+    invisible: int
+    offsets: list[int]
+    attempt: str | None
+    acked: set[int] = attrs.Factory(set)
+    visible: dict[int, int] = attrs.Factory(dict)
+    counts: dict[int, int] = attrs.Factory(dict)
+
+
+class _OrderlyReference:
+    """Orderly pop of one queue from the rules alone: the group's batch blocks the queue while one of its
+    messages is un-acked and invisible (not for the same attempt id); a pop reads from the committed offset;
+    an ack commits the first un-acked offset of the batch."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.committed = 0
+        self.batch: _Batch | None = None
+
+    def pop(self, now: int, k: int, invisible: int, attempt: str | None) -> list[tuple[int, int]]:
+        b = self.batch
+        if b is not None and not (b.attempt is not None and b.attempt == attempt) and any(
+                now < b.visible.get(o, b.pop_time + b.invisible) for o in b.offsets if o not in b.acked):
+            return []
+        offsets = list(range(self.committed, min(self.n, self.committed + k)))
+        if not offsets:
+            return []
+        new = _Batch(now, invisible, offsets, attempt)
+        if b is not None:
+            same = b.attempt is not None and b.attempt == attempt
+            new.counts = dict(b.counts) if same else {o: b.counts.get(o, 0) + 1 for o in offsets if o in b.offsets}
+        self.batch = new
+        return [(o, new.counts.get(o, 0)) for o in offsets]
+
+    def ack(self, offset: int, pop_time: int) -> ResponseCode:
+        b = self.batch
+        if offset < self.committed or b is None or pop_time != b.pop_time:
+            return ResponseCode.SUCCESS
+        if offset not in b.offsets:
+            return ResponseCode.MESSAGE_ILLEGAL
+        b.acked.add(offset)
+        self.committed = next((o for o in b.offsets if o not in b.acked), b.offsets[-1] + 1)
+        return ResponseCode.SUCCESS
+
+    def change(self, now: int, offset: int, pop_time: int, invisible: int) -> None:
+        b = self.batch
+        if offset >= self.committed and b is not None and pop_time == b.pop_time:
+            b.visible[offset] = now + invisible
+
+
+_ORDERLY_OPS = st.one_of(
+    st.tuples(st.just("pop"), st.integers(1, 3), st.sampled_from([1_000, 4_000]), st.sampled_from([None, "A", "B"])),
+    st.tuples(st.just("ack"), st.integers(0, 50), st.just(0), st.none()),
+    st.tuples(st.just("change"), st.integers(0, 50), st.sampled_from([500, 3_000]), st.none()),
+    st.tuples(st.just("wait"), st.sampled_from([0, 300, 1_000, 5_000]), st.just(0), st.none()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.lists(_ORDERLY_OPS, min_size=8, max_size=30))
+def test_random_orderly_programs_agree_with_the_reference(n: int, ops: list) -> None:
+    clock, broker = _broker()
+    _send(broker, n)
+    ref = _OrderlyReference(n)
+    held: list[PopHandle] = []
+    for op, a, b, attempt in ops:
+        now = clock.now()
+        if op == "pop":
+            got = _pop(broker, a, invisible=b, order=True, attempt_id=attempt)
+            assert [(m.handle.queue_offset, m.order_count) for m in got.messages] == ref.pop(now, a, b, attempt)
+            held += [m.handle for m in got.messages]
+        elif op == "ack" and held:
+            handle = held[a % len(held)]
+            assert broker.ack(G, T, handle) is ref.ack(handle.queue_offset, handle.pop_time)
+        elif op == "change" and held:
+            handle = held[a % len(held)]
+            new = broker.change_invisible_time(G, T, handle, b)
+            ref.change(now, handle.queue_offset, handle.pop_time, b)
+            held.append(new)
+        elif op == "wait":
+            clock.advance(a)
+        broker.tick()
+        assert broker.query_offset(G, MessageQueue(T, 0)) == ref.committed
