@@ -81,8 +81,10 @@ every crash (docs/fidelity.md POP-2: 5.3.3 under ASYNC flush may lose unflushed 
 Simplifications (docs/fidelity.md POP-*): checkpoints and acks are state here, not records, so the
 model's commitlog offsets do not count the revive log's and the timer wheel's records; no long polling
 (an empty pop answers POLLING_NOT_FOUND at once), no ``restNum``; no PopBufferMergeService merging (off
-by default); a revive put that fails waits for the next tick (5.3.3 rewrites the checkpoint 10 s or
-more later); ``randomQ`` is the broker's injected choice (``broker_pop``).
+by default); a revive put that fails rewrites the checkpoint 10 s later every time (5.3.3: 10, 20, 30 …
+s by the rewrite count); two checkpoints sharing a merge key (a change of invisible time in the pop's
+millisecond) are both kept, an ack going to the oldest holding its offset un-acked (5.3.3's scan keeps one
+per key: POP-9); ``randomQ`` is the broker's injected choice (``broker_pop``).
 """
 
 from __future__ import annotations
