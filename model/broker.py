@@ -23,10 +23,10 @@ decisions come from ``lifecycle`` (``route_send_back``,
 ``is_due``) so the model, the lifecycle tables and their z3 encodings share
 one definition.
 
-Three mixins hold the rest of the class: ``broker_txn.Transactions`` (halves,
+Four mixins hold the rest of the class: ``broker_txn.Transactions`` (halves,
 END_TRANSACTION, op messages), ``broker_services.BackgroundServices`` (``tick``,
-check rounds, fires) and ``broker_restarts.Restarts`` (flush, close, crash,
-recover).
+check rounds, fires), ``broker_restarts.Restarts`` (flush, close, crash,
+recover) and ``broker_pop.PopRequests`` (5.x pop, ack, change invisible time, revive).
 
 ``tick()`` runs the background services due at ``now``, in a fixed order:
 schedule deliveries (levels ascending), the transaction check (when
@@ -58,6 +58,7 @@ from typing import Any
 
 import attrs
 
+from rmqspec.model.broker_pop import PopRequests
 from rmqspec.model.broker_restarts import Restarts
 from rmqspec.model.broker_services import BackgroundServices
 from rmqspec.model.broker_txn import Transactions
@@ -93,6 +94,7 @@ from rmqspec.model.message import (
 )
 from rmqspec.model.offset_moved import OFFSET_MOVED_TOPIC, offset_moved_body, offset_moved_properties
 from rmqspec.model.offsets import ConsumerOffsets
+from rmqspec.model.pop import PopState
 from rmqspec.model.protocol import Capability
 from rmqspec.model.pullfilter import property_filter
 from rmqspec.model.putlock import LockState
@@ -158,12 +160,12 @@ class Choice:
     detail: tuple[tuple[str, Any], ...] = ()
 
 
-class ModelBroker(Transactions, BackgroundServices, Restarts):
+class ModelBroker(Transactions, BackgroundServices, Restarts, PopRequests):
     """The reference broker (SPEC §3, §4). See the module docstring."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
                               Capability.DISK_USAGE, Capability.DISK_STALL, Capability.FILE_CREATE_FAULT,
-                              Capability.PUT_LOCK_HOLD})
+                              Capability.PUT_LOCK_HOLD, Capability.POP})
 
     def __init__(
         self,
@@ -195,6 +197,7 @@ class ModelBroker(Transactions, BackgroundServices, Restarts):
         if self.config.timer_running:
             self.store.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
         self.locks = LockTable()
+        self.pop_state = PopState()  # 5.x pop: checkpoints, orderly infos (model/pop.py, broker_pop.py)
         self.consumers = ConsumerTable()  # heartbeats (in memory, like ConsumerManager)
         self.txn = TransactionService(now, self.config.transaction_op_batch_interval_ms)
         self.cleaner = Cleaner(self.config.retention, now)  # retention (model/retention.py)

@@ -43,6 +43,8 @@ class Restarts:
         self.store.commit_all()  # CommitRealTimeService's shutdown: everything committed (model/committing.py)
         self.durability.flush(len(self.store.records), self.store.write_pos)
         self.offsets.persist()
+        self.pop_state.persist_revive_progress()
+        self.pop_state.persist_orders(now)
         self.schedule.persist(now)
         if self.config.timer_running:
             self.timer.persist(now)
@@ -130,6 +132,7 @@ class Restarts:
         self.consumers.clear()
         self.offsets.restore()
         self.offsets_last_persist = now
+        self.pop_state.restore(now)  # model/pop.py, "Crashes"
         self.schedule.restore(self.store, now)
         if self.config.timer_running:
             self.timer.restore(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot)

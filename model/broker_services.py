@@ -67,6 +67,8 @@ class BackgroundServices:
             self.timer.tick(now, self.store.max_offset(TIMER_TOPIC, 0), self.store.timer_slot,
                             lambda offset, enqueue_ms: self._timer_fire(now, offset, enqueue_ms))
             self.timer.maybe_persist(now)
+            if self.config.behaviour.pop:
+                self._revive(now)  # PopReviveService (skipped without the timer wheel; model/broker_pop.py)
         interval = self.config.transaction_op_batch_interval_ms
         if self.config.behaviour.op_batch and not self.external_op_batches and self.txn.op_batch_due(now, interval):
             self._write_ops(self.txn.take_ops(now, interval), now)
@@ -77,7 +79,9 @@ class BackgroundServices:
             self.offsets_last_persist = now
         if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
             self.offsets.persist()
+            self.pop_state.persist_revive_progress()  # the revive offsets are consumer offsets (model/pop.py)
             self.offsets_last_persist = now
+        self.pop_state.maybe_persist_orders(now)  # consumerOrderInfo.json, every 10 s
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 

@@ -11,6 +11,7 @@ import re
 
 import attrs
 
+from rmqspec.model.pop import PopSettings
 from rmqspec.model.retention import Policy, parse_delete_when
 from rmqspec.model.timer import TimerSettings, normalize_precision
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS, Version
@@ -143,6 +144,12 @@ class BrokerConfig:
     timer_precision_ms: int = attrs.field(default=1000, converter=normalize_precision)
     timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
     timer_flush_interval_ms: int = attrs.field(default=1000, validator=_positive)
+    # pop (5.x profiles; model/pop.py): reviveQueueNum, popFromRetryProbability (percent),
+    # enableRetryTopicV2, retrieveMessageFromPopRetryTopicV1 — 5.3.3's defaults
+    revive_queue_num: int = attrs.field(default=8, validator=_positive)
+    pop_from_retry_probability: int = 20
+    enable_retry_topic_v2: bool = False
+    retrieve_message_from_pop_retry_topic_v1: bool = True
 
     @property
     def retention(self) -> Policy:
@@ -166,6 +173,12 @@ class BrokerConfig:
         """The timer wheel's settings (5.x profiles; ``model/timer.py``)."""
         return TimerSettings(self.timer_wheel_enable, self.timer_precision_ms, self.timer_max_delay_sec,
                              self.timer_flush_interval_ms)
+
+    @property
+    def pop(self) -> PopSettings:
+        """Pop's settings (5.x profiles; ``model/pop.py``)."""
+        return PopSettings(self.revive_queue_num, self.pop_from_retry_probability, self.enable_retry_topic_v2,
+                           self.retrieve_message_from_pop_retry_topic_v1)
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

@@ -42,6 +42,12 @@ EVENTS: tuple[str, ...] = (
     # retention deleted files (model/retention.py): topic null → commitlog_offset is the commitlog's new
     # min; else queue_offset is the queue's new min; detail.cause "reserved" or "forcibly"
     "expire",
+    # 5.x pop (model/broker_pop.py): a message handed out with an invisible time; an ack of its handle; a
+    # change of its invisible time; the revive service re-put an un-acked one into the pop retry topic
+    "pop",
+    "ack",
+    "change_invisible",
+    "revive",
 )
 EVENT_NAMES: frozenset[str] = frozenset(EVENTS)
 

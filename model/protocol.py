@@ -9,7 +9,8 @@ returns a result object (``send``, ``send_half``, ``pull``), and is returned as
 a ``ResponseCode`` where the protocol returns a code (``end_transaction``,
 ``send_back``). Invalid messages raise ``InvalidMessage``. Optional operations are declared by
 protocols of their own: ``CrashableBroker`` (with the ``crash`` capability), ``OnewayBroker``,
-``BatchBroker``, ``SearchBroker``, ``DiskBroker`` (with the ``disk_usage`` capability).
+``BatchBroker``, ``SearchBroker``, ``DiskBroker`` (with the ``disk_usage`` capability), ``PopBroker``
+(with the ``pop`` capability).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.pop import INIT_MIN, PopHandle, PopResult
 from rmqspec.model.results import CheckRequest, PullResult, ResponseCode, SendResult, TxnAction
 
 
@@ -40,6 +42,9 @@ class Capability(enum.Enum):
     # hold_put_lock(ms): a slow put holds the put lock from now for ms; past osPageCacheBusyTimeOutMills sends are
     # answered SYSTEM_BUSY and puts reaching the store OS_PAGECACHE_BUSY (model/putlock.py)
     PUT_LOCK_HOLD = "put_lock_hold"
+    # pop(...), ack(...), batch_ack(...), change_invisible_time(...): 5.x pop consumption (PopBroker; model/pop.py);
+    # a broker whose profile has no pop (4.9) answers them REQUEST_CODE_NOT_SUPPORTED, as 4.9.8 does
+    POP = "pop"
 
 
 @runtime_checkable
@@ -194,3 +199,25 @@ class PutLockBroker(Broker, Protocol):
     (``model/putlock.py``)."""
 
     def hold_put_lock(self, ms: int) -> None: ...
+
+
+@runtime_checkable
+class PopBroker(Broker, Protocol):
+    """A broker with ``Capability.POP``: RocketMQ 5.x pop consumption (``model/pop.py`` has the rules and their
+    5.3.3 sources). ``pop`` hands ``group`` up to ``max_nums`` (≤ 32) messages of ``topic`` (``queue_id`` −1:
+    any queue; its pop retry topic too, unless ``order``), each invisible to the group for ``invisible_ms``
+    unless acked; an un-acked one is revived into the pop retry topic with reconsume times + 1. An orderly
+    pop (``order``) hands out nothing of a queue while a popped message of it is neither acked nor visible
+    again, except to the same ``attempt_id``. ``ack`` / ``batch_ack`` return a response code (a refusal
+    included); ``change_invisible_time`` returns the new handle. Refusals raise ``BrokerError``."""
+
+    def pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int, order: bool = False,
+            attempt_id: str | None = None, expression: str = "*", expression_type: str = "TAG",
+            init_mode: int = INIT_MIN) -> PopResult: ...
+
+    def ack(self, group: str, topic: str, handle: PopHandle) -> ResponseCode: ...
+
+    def batch_ack(self, group: str, topic: str, handles: Iterable[PopHandle]) -> ResponseCode: ...
+
+    def change_invisible_time(self, group: str, topic: str, handle: PopHandle, invisible_ms: int,
+                              suspend: bool = False) -> PopHandle: ...

@@ -40,6 +40,10 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29  # 5.x: pop's maxMsgNums > 32 or queue id out of range
+    NO_MESSAGE = 208  # 5.x: an ack or change of invisible time for an offset outside the queue
+    POLLING_FULL = 209  # 5.x: pop's long-polling table is full
+    POLLING_TIMEOUT = 210  # 5.x: a pop found nothing (the client's POLLING_NOT_FOUND)
     PROPERTIES_SIZE_EXCEEDED = 213
 
 

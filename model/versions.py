@@ -18,7 +18,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
   .parseHalfMessageInner); a ``%RETRY%`` send it dead-letters is stored with ``DELAY=-1`` (4.9:
   the client's level, which schedules it). Timer messages (``model/timer.py``): a send with
   ``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` waits in ``rmq_sys_wheel_timer``
-  until its time.
+  until its time. Pop consumption (``model/pop.py``): POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+  CHANGE_MESSAGE_INVISIBLETIME and the revive service.
 - ``rocketmq-5.1``: 5.1.1 – 5.1.4. Besides 5.0's: a ``%RETRY%`` send also goes to the DLQ while an orderly lock of the
   group is live (RebalanceLockManager.isLockAllExpired);
   ``transactionCheckInterval`` defaults to 30 s; COMMIT / ROLLBACK op
@@ -33,7 +34,8 @@ applied; ``BrokerConfig.version`` carries the profile's name.
 - ``rocketmq-5.5``: 5.5.0 – 5.5.1 (the interop tier runs 5.5.1; 5.4.x is not verified).
   Besides 5.2's: a committed message no longer stores REAL_TOPIC / REAL_QID
   (EndTransactionProcessor.endMessageTransaction rebuilds the string after clearing them;
-  4.9.8 to 5.3.3 stored the half's string).
+  4.9.8 to 5.3.3 stored the half's string); a revived pop message carries ``ORIGIN_GROUP``, and a change of
+  invisible time may ``suspend`` (the revive then keeps the reconsume times).
 
 What each field means and where RocketMQ does it is on the field. Differences with no
 field, because no client rmqspec drives can reach them, are in ``docs/fidelity.md``
@@ -102,18 +104,28 @@ class Version:
     # it (the call to generateOffsetMovedEvent is gone: 5.3.3 broker jar, javap; a run, docs/fidelity.md
     # V10); 5.0 and 5.1 keep 4.9's, unmeasured
     offset_moved_event: bool = True
+    # PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor, PopReviveService (5.0.0+): pop
+    # consumption (model/pop.py, model/broker_pop.py; facts read in the 5.3.3 source, 5.0 and 5.1 assumed the
+    # same); 4.9.8 has no processor for those request codes and answers REQUEST_CODE_NOT_SUPPORTED
+    pop: bool = False
+    # PopReviveService.reviveRetry (5.5.x; 5.5.1 broker jar, javap): a revived copy also carries ORIGIN_GROUP=<group>
+    pop_origin_group: bool = False
+    # ChangeInvisibleTimeRequestHeader.suspend (5.5.x): a change with it writes a checkpoint whose revive keeps the
+    # reconsume times (PopCheckPoint.suspend); 5.3.3 has no such field (the flag is ignored)
+    pop_suspend: bool = False
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
                     half_transaction_id=True, retry_send_dlq_above_max=True, retry_send_dlq_delay_minus_one=True,
-                    timer_wheel=True)
+                    timer_wheel=True, pop=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True,
                     dispatch_after_flush=True, offset_moved_event=False)
-_V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True)
+_V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True,
+                    pop_origin_group=True, pop_suspend=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}
 DEFAULT_VERSION = "rocketmq-4.9"
 

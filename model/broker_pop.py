@@ -1,0 +1,380 @@
+"""``ModelBroker``'s pop requests (a mixin of ``model/broker.py``): POP_MESSAGE, ACK_MESSAGE,
+BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and the revive service ``tick`` runs — the rules and their
+5.3.3 sources are ``model/pop.py``'s docstring; this module applies them to the broker's store, consumer
+offsets and trace.
+
+Under a profile without pop (``Version.pop``: 4.9) every request is answered as 4.9.8 answers a request
+code it has no processor for: AdminBrokerProcessor.getUnknownCmdResponse, REQUEST_CODE_NOT_SUPPORTED with
+the remark `` request type <code> not supported``.
+
+Trace events (``model/events.py``): ``pop`` per message handed out (the stored copy; ``deliver_ts`` the time
+it is visible again; ``status`` CONCURRENT or ORDERLY; ``detail`` the handle's extra info, the pop offset
+after the pop, the attempt id and, orderly, the order count), ``ack`` per acked handle (``status`` ACKED:
+its checkpoint not yet revived; LATE: revived already; UNMATCHED: no checkpoint holds it; orderly:
+COMMITTED, STALE — below the committed offset or another pop's time — or ILLEGAL), ``change_invisible``
+(``deliver_ts`` the new visible time) and ``revive`` (the message revived; ``detail`` the new copy, whose
+``store`` row precedes it). The pop offset's moves are not ``commit_offset`` rows (no client committed
+them); the ``pop`` rows carry them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from rmqspec.model.message import PROPERTY_DELAY_TIME_LEVEL, MessageQueue
+from rmqspec.model.pop import (
+    ACK_MESSAGE,
+    BATCH_ACK_MESSAGE,
+    CHANGE_MESSAGE_INVISIBLETIME,
+    COMMIT_ILLEGAL,
+    COMMIT_STALE,
+    INIT_MIN,
+    MAX_POP_NUMS,
+    POP_MESSAGE,
+    POP_ORDER_REVIVE_QUEUE,
+    PROPERTY_POP_CK,
+    RANDOM_Q_BOUND,
+    RETRY_PREFIX,
+    CheckPoint,
+    OrderInfo,
+    PopHandle,
+    PoppedMessage,
+    PopResult,
+    PopStatus,
+    handle_key,
+    normal_topic,
+    pop_retry_topic,
+    real_topic,
+    retry_flag,
+    revived_properties,
+)
+from rmqspec.model.pullfilter import property_filter
+from rmqspec.model.queues import GetStatus, PutError, PutRequest, Record, SubscriptionError, tag_filter
+from rmqspec.model.results import BrokerError, ResponseCode
+
+_RELOCATED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_FOUND_NULL)
+_SKIPPED = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING)
+PARSE_FAILED = "parse the consumer's subscription failed"
+CK_REWRITE_MS = 10_000  # PopReviveService.rePutCK: the first of ckRewriteIntervalsInSeconds (10 s)
+
+
+class PopRequests:
+    """Mixin of ``ModelBroker``: pop, ack, batch ack, change invisible time, revive (module docstring)."""
+
+    def _pop_gate(self, code: int) -> None:
+        self._require_running()
+        if not self.config.behaviour.pop:
+            raise BrokerError(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    def _pop_code_gate(self, code: int) -> ResponseCode | None:
+        """``_pop_gate`` for the requests that answer a code: the refusal returned, not raised."""
+        try:
+            self._pop_gate(code)
+        except BrokerError as e:
+            if e.code is ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return e.code
+            raise
+        return None
+
+    def force_pop_random(self, value: int | None) -> None:
+        """Make the next pop's ``randomQ`` ``value`` (a lockstep fork's choice; 0 ≤ value < 100)."""
+        if value is not None and not 0 <= value < RANDOM_Q_BOUND:
+            raise ValueError(f"randomQ must be in [0, {RANDOM_Q_BOUND}), got {value}")
+        self.pop_state.forced_random = value
+
+    # ------------------------------------------------------------------
+    # POP_MESSAGE
+
+    def pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int, order: bool = False,
+            attempt_id: str | None = None, expression: str = "*", expression_type: str = "TAG",
+            init_mode: int = INIT_MIN) -> PopResult:
+        """POP_MESSAGE (no long polling: nothing found is POLLING_NOT_FOUND at once); ``queue_id`` −1: every
+        queue. Refusals raise ``BrokerError`` in PopMessageProcessor's order."""
+        self._pop_gate(POP_MESSAGE)
+        now = self._now()
+        host = self.config.store_host
+        if max_nums > MAX_POP_NUMS:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER,
+                              f"the broker[{host}] pop message's num is greater than {MAX_POP_NUMS}")
+        if not self.config.timer_wheel_enable:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR,
+                              f"the broker[{host}] pop message is forbidden because timerWheelEnable is false")
+        if not self.store.has_topic(topic):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        nums = self.store.topics[topic]
+        if queue_id >= nums:
+            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                              f"topicConfig.readQueueNums:[{nums}]")
+        if group not in self.groups:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
+        try:
+            props_match = property_filter(expression or "*", expression_type, True)
+            matches = tag_filter(expression) if props_match is None else None
+        except (BrokerError, SubscriptionError):
+            raise BrokerError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, PARSE_FAILED) from None
+        settings = self.config.pop
+        random_q = self.pop_state.random_q()
+        self._note_pop_choice(now, random_q, group, topic)
+        revive_qid = POP_ORDER_REVIVE_QUEUE if order else self.pop_state.next_revive_qid(settings.revive_queue_num)
+        need_retry = random_q < settings.pop_from_retry_probability
+        v1 = settings.enable_retry_topic_v2 and settings.retrieve_from_retry_v1 and random_q % 2 == 0
+        retry = pop_retry_topic(topic, group, settings.enable_retry_topic_v2 and not v1)
+        found: list[PoppedMessage] = []
+
+        def read(t: str, queues: Iterable[int]) -> None:
+            for q in queues:
+                self._pop_queue(now, group, topic, t, q, max_nums, invisible_ms, order, attempt_id, init_mode,
+                                revive_qid, matches, props_match, found)
+
+        def read_all(t: str) -> None:
+            n = self.store.topics.get(t, 0)
+            read(t, ((random_q + i) % n for i in range(n)))
+
+        if need_retry and not order:
+            read_all(retry)
+        if queue_id < 0:
+            read_all(topic)
+        else:
+            read(topic, (queue_id,))
+        if not need_retry and len(found) < max_nums and not order:
+            read_all(retry)
+        status = PopStatus.FOUND if found else PopStatus.POLLING_NOT_FOUND
+        return PopResult(status, tuple(found), now, invisible_ms, revive_qid)
+
+    def _note_pop_choice(self, now: int, random_q: int, group: str, topic: str) -> None:
+        from rmqspec.model.broker import Choice  # the facade's type (a cycle at import time)
+
+        self.choices.append(Choice("pop_random", now, range(RANDOM_Q_BOUND), random_q,
+                                   (("group", group), ("topic", topic))))
+
+    def _pop_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        """getPopOffset: the group's consumer offset, or the initial one (getInitOffset), committed."""
+        mq = MessageQueue(topic, queue_id)
+        offset = self.offsets.query(group, mq)
+        if offset >= 0:
+            return offset
+        lo, hi = self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
+        if init_mode == INIT_MIN or topic.startswith(RETRY_PREFIX):
+            offset = lo
+        elif lo <= 0 < hi:  # initPopOffsetByCheckMsgInMem: offset 0 is still in the queue
+            offset = 0
+        else:
+            offset = max(hi - 1, 0)
+        self.offsets.update(group, mq, offset)
+        return offset
+
+    def _commit_pop_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.offsets.update(group, MessageQueue(topic, queue_id), offset)
+
+    def _pop_queue(self, now: int, group: str, topic: str, t: str, q: int, max_nums: int, invisible_ms: int,
+                   order: bool, attempt_id: str | None, init_mode: int, revive_qid: int,
+                   matches: Callable[[int], bool] | None, props_match: Callable[[Mapping[str, str]], bool] | None,
+                   found: list[PoppedMessage]) -> None:
+        """popMsgFromQueue for queue ``q`` of ``t`` (the topic or its retry topic)."""
+        offset = self._pop_offset(group, t, q, init_mode)
+        info = self.pop_state.order_info(t, group, q)
+        if order and info is not None and info.need_block(attempt_id, now, invisible_ms):
+            return
+        if len(found) >= max_nums:
+            return
+        res = self.store.get_message(t, q, offset, max_nums - len(found), matches, props_match)
+        if res.status in _RELOCATED:  # "Pop initial offset, because store is no correct"
+            self._commit_pop_offset(group, t, q, res.next_begin_offset)
+            # read again from there; the checkpoint, the handles and an orderly commit keep the first offset
+            # (popMsgFromQueue's ``finalOffset``)
+            res = self.store.get_message(t, q, res.next_begin_offset, max_nums - len(found), matches, props_match)
+        if not res.records:
+            if res.status in _SKIPPED:  # orderly: committed; concurrent: addCkMock, committed by the buffer
+                self._commit_pop_offset(group, t, q, res.next_begin_offset)
+            return
+        offsets = tuple(r.queue_offset for r in res.records)
+        counts: dict[int, int] = {}
+        if order:
+            self.pop_state.update_order(t, group, q, OrderInfo(attempt_id, now, invisible_ms, offsets))
+            counts = self.pop_state.orders[(t, group, q)].consumed
+            self._commit_pop_offset(group, t, q, offset)
+            after = offset
+        else:
+            self.pop_state.add(CheckPoint(group, t, q, offset, now, invisible_ms, revive_qid,
+                                          self.config.broker_name, offsets))
+            self._commit_pop_offset(group, t, q, res.next_begin_offset)  # PopBufferMergeService.commitOffset
+            after = res.next_begin_offset
+        flag = retry_flag(t)
+        for r in res.records:
+            handle = PopHandle(offset, now, invisible_ms, revive_qid, flag, self.config.broker_name, q, r.queue_offset)
+            stored = r.to_stored(self.config)
+            if flag != "0":  # re-encoded under the original topic, POP_CK put if absent
+                props = dict(stored.properties)
+                props.setdefault(PROPERTY_POP_CK, handle.extra_info())
+                stored = attrs.evolve(stored, topic=topic, properties=props)
+            count = counts.get(r.queue_offset, 0) if order else None
+            found.append(PoppedMessage(stored, handle, count))
+            self._emit("pop", now, actor=group, group=group, **self._copy(r), deliver_ts=handle.revive_time,
+                       status="ORDERLY" if order else "CONCURRENT",
+                       detail={"handle": handle.extra_info(), "pop_offset": after, "attempt_id": attempt_id,
+                               "order_count": count})
+
+    # ------------------------------------------------------------------
+    # ACK_MESSAGE, BATCH_ACK_MESSAGE
+
+    def _check_handle_queue(self, topic: str, handle: PopHandle, change: bool) -> None:
+        """The ack's and change's refusals: TOPIC_NOT_EXIST, MESSAGE_ILLEGAL, NO_MESSAGE."""
+        if not self.store.has_topic(topic):
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        nums = self.store.topics[topic]
+        if not 0 <= handle.queue_id < nums:
+            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"queueId[{handle.queue_id}] is illegal, topic:[{topic}] "
+                              f"topicConfig.readQueueNums:[{nums}]")
+        lo, hi = self.store.min_offset(topic, handle.queue_id), self.store.max_offset(topic, handle.queue_id)
+        if handle.queue_offset < lo or handle.queue_offset > hi or (change and handle.queue_offset == hi):
+            raise BrokerError(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{handle.queue_id}, "
+                              f"commit:{handle.queue_offset}, store:{lo}~{hi}")
+
+    def ack(self, group: str, topic: str, handle: PopHandle) -> ResponseCode:
+        """ACK_MESSAGE of one popped message (``topic``: the topic popped; the handle says whether the message
+        lives in its retry topic). A refusal is returned as its code; anything else is SUCCESS."""
+        if (refused := self._pop_code_gate(ACK_MESSAGE)) is not None:
+            return refused
+        now = self._now()
+        real = real_topic(topic, group, handle.retry)
+        try:
+            self._check_handle_queue(real, handle, change=False)
+        except BrokerError as e:
+            return e.code
+        return self._ack_one(now, group, real, handle, batch=False)
+
+    def batch_ack(self, group: str, topic: str, handles: Iterable[PopHandle]) -> ResponseCode:
+        """BATCH_ACK_MESSAGE: each handle acked as ACK_MESSAGE would, without the topic and queue checks; an
+        offset outside the queue's ``[min, max]`` is skipped; no handles: NO_MESSAGE; an orderly ack the
+        order info refuses makes the answer MESSAGE_ILLEGAL (the others are acked all the same)."""
+        if (refused := self._pop_code_gate(BATCH_ACK_MESSAGE)) is not None:
+            return refused
+        now = self._now()
+        handles = tuple(handles)
+        if not handles:
+            return ResponseCode.NO_MESSAGE
+        code = ResponseCode.SUCCESS
+        for handle in handles:
+            real = real_topic(topic, group, handle.retry)
+            lo, hi = self.store.min_offset(real, handle.queue_id), self.store.max_offset(real, handle.queue_id)
+            if not lo <= handle.queue_offset <= hi:
+                continue
+            if self._ack_one(now, group, real, handle, batch=True) is not ResponseCode.SUCCESS:
+                code = ResponseCode.MESSAGE_ILLEGAL
+        return code
+
+    def _ack_one(self, now: int, group: str, real: str, handle: PopHandle, batch: bool) -> ResponseCode:
+        code = ResponseCode.SUCCESS
+        if handle.order:
+            status, code = self._ack_orderly(group, real, handle)
+        else:
+            matched = self.pop_state.ack(handle_key(real, group, handle), handle.queue_offset)
+            status = "UNMATCHED" if matched is None else "LATE" if matched.revived else "ACKED"
+        self._emit("ack", now, actor=group, group=group, topic=real, queue_id=handle.queue_id,
+                   queue_offset=handle.queue_offset, status=status,
+                   detail={"handle": handle.extra_info(), "batch": batch})
+        return code
+
+    def _ack_orderly(self, group: str, real: str, handle: PopHandle) -> tuple[str, ResponseCode]:
+        """AckMessageProcessor.ackOrderly."""
+        mq = MessageQueue(real, handle.queue_id)
+        if handle.queue_offset < self.offsets.query(group, mq):
+            return "STALE", ResponseCode.SUCCESS
+        nxt = self.pop_state.commit_and_next(real, group, handle.queue_id, handle.queue_offset, handle.pop_time)
+        if nxt == COMMIT_ILLEGAL:
+            return "ILLEGAL", ResponseCode.MESSAGE_ILLEGAL
+        if nxt == COMMIT_STALE:
+            return "STALE", ResponseCode.SUCCESS
+        self.offsets.update(group, mq, nxt)
+        return "COMMITTED", ResponseCode.SUCCESS
+
+    # ------------------------------------------------------------------
+    # CHANGE_MESSAGE_INVISIBLETIME
+
+    def change_invisible_time(self, group: str, topic: str, handle: PopHandle, invisible_ms: int,
+                              suspend: bool = False) -> PopHandle:
+        """CHANGE_MESSAGE_INVISIBLETIME: the handle the answer makes (a concurrent handle: a new checkpoint
+        from now, the old handle acked; orderly: the message's next visible time moved). ``suspend`` (5.5.x;
+        ignored before): the new checkpoint's revive keeps the reconsume times. Refusals raise ``BrokerError``."""
+        self._pop_gate(CHANGE_MESSAGE_INVISIBLETIME)
+        now = self._now()
+        real = real_topic(topic, group, handle.retry)
+        self._check_handle_queue(real, handle, change=True)
+        if handle.order:
+            mq = MessageQueue(real, handle.queue_id)
+            if handle.queue_offset < self.offsets.query(group, mq):
+                return handle  # an empty answer: nothing changed
+            info = self.pop_state.order_info(real, group, handle.queue_id)
+            if info is not None and info.pop_time == handle.pop_time:
+                info.next_visible[handle.queue_offset] = now + invisible_ms
+            new = PopHandle(handle.ck_queue_offset, handle.pop_time, now + invisible_ms - handle.pop_time,
+                            handle.revive_qid, handle.retry, handle.broker_name, handle.queue_id, handle.queue_offset)
+        else:
+            self.pop_state.add(CheckPoint(group, real, handle.queue_id, handle.queue_offset, now, invisible_ms,
+                                          handle.revive_qid, handle.broker_name, (handle.queue_offset,),
+                                          suspend and self.config.behaviour.pop_suspend))
+            self.pop_state.ack(handle_key(real, group, handle), handle.queue_offset)
+            new = PopHandle(handle.queue_offset, now, invisible_ms, handle.revive_qid, handle.retry,
+                            handle.broker_name, handle.queue_id, handle.queue_offset)
+        self._emit("change_invisible", now, actor=group, group=group, topic=real, queue_id=handle.queue_id,
+                   queue_offset=handle.queue_offset, deliver_ts=new.revive_time,
+                   status="ORDERLY" if handle.order else "CONCURRENT",
+                   detail={"handle": handle.extra_info(), "new_handle": new.extra_info()})
+        return new
+
+    # ------------------------------------------------------------------
+    # the revive service (run by ``tick``)
+
+    def _revive(self, now: int) -> None:
+        """PopReviveService: every due checkpoint's un-acked messages re-put into the pop retry topic."""
+        v2 = self.config.pop.enable_retry_topic_v2
+        for pending in self.pop_state.due(now):
+            ck = pending.ck
+            pending.revived = True
+            if not self.store.has_topic(normal_topic(ck.topic, ck.group)) or ck.group not in self.groups:
+                continue  # "can not get normal topic / cid, then continue": the checkpoint is dropped
+            target = ck.topic if ck.topic.startswith(RETRY_PREFIX) else pop_retry_topic(ck.topic, ck.group, v2)
+            for offset in pending.unacked():
+                entry = self._biz_message(ck, offset)
+                if entry is None:
+                    continue  # "can not get biz msg": nothing to revive
+                if not self._revive_one(now, ck, entry, target):
+                    self.pop_state.add(attrs.evolve(ck, start_offset=offset, offsets=(offset,),
+                                                    invisible_time=ck.invisible_time + CK_REWRITE_MS))  # rePutCK
+
+    def _biz_message(self, ck: CheckPoint, offset: int) -> Record | None:
+        if not self.store.min_offset(ck.topic, ck.queue_id) <= offset < self.store.max_offset(ck.topic, ck.queue_id):
+            return None
+        entry = self.store.entry(ck.topic, ck.queue_id, offset)
+        return None if self.store.removed(entry.commitlog_offset) else entry
+
+    def _revive_one(self, now: int, ck: CheckPoint, entry: Record, target: str) -> bool:
+        """reviveRetry: the copy of ``entry`` in ``target`` queue 0; False when the put failed."""
+        if not self.store.has_topic(target):  # addRetryTopicIfNotExist + initPopRetryOffset
+            self.store.ensure_topic(target, 1)
+            mq = MessageQueue(target, 0)
+            if self.offsets.query(ck.group, mq) < 0:
+                self.offsets.update(ck.group, mq, 0)
+        props = revived_properties(entry.properties, entry.reconsume_times, ck.pop_time,
+                                   ck.group if self.config.behaviour.pop_origin_group else None)
+        level_text = props.get(PROPERTY_DELAY_TIME_LEVEL) or ""
+        request = PutRequest(
+            topic=target, queue_id=0, body=entry.body, properties=props, sys_flag=entry.sys_flag,
+            born_ts=entry.born_ts, flag=entry.flag, reconsume_times=entry.reconsume_times + (0 if ck.suspend else 1),
+            delay_level=int(level_text) if level_text.isdigit() else 0,  # the map's DELAY: the put hook reads it
+        )
+        try:
+            new = self.store.put(request, now)
+        except PutError:
+            return False
+        self.durability.on_append(len(self.store.records))  # a service's re-put: flushed at once (model/crash.py)
+        self._note_store(new, now)
+        detail: dict[str, Any] = {"new_topic": new.topic, "new_queue_id": new.queue_id,
+                                  "new_queue_offset": new.queue_offset, "new_commitlog_offset": new.commitlog_offset,
+                                  "pop_time": ck.pop_time, "invisible_time": ck.invisible_time}
+        row = {**self._copy(entry), "reconsume_times": new.reconsume_times}  # the copy's, one more
+        self._emit("revive", now, actor="broker", group=ck.group, **row, deliver_ts=ck.revive_time, detail=detail)
+        return True
