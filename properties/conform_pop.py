@@ -10,11 +10,12 @@ compares the answers: the messages, their handles, the pop time and invisible ti
 5.3.3 pop makes (``randomQ``: the first queue, and whether the retry topic is read first) is forced on
 every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike.
 
-What the machine writes (the rows ``properties/inv_pop.py`` replays through the POP and POP_ORDER tables,
-as a 5.x broker's own trace would show them, ``model/broker_pop.py``): a ``pop`` per message handed out
-(``deliver_ts`` its handle's revive time, ``detail.handle``; orderly: ``detail.attempt_id``), an
-``ack`` per acked handle with the broker's answer, a ``change_invisible`` per change, and a ``revive`` when a retry copy (its handle's retry flag) is popped that the machine has not seen — at
-the pop's time, a bound of when the broker revived it.
+What the machine writes (the rows ``properties/inv_pop.py`` replays through the POP and POP_ORDER tables, as a
+5.x broker's own trace would show them, ``model/broker_pop.py``): a ``pop`` per message handed out
+(``deliver_ts`` its handle's revive time, ``detail.handle``; orderly: ``detail.attempt_id``), an ``ack`` per
+acked handle with the broker's answer, a ``change_invisible`` per change, and a ``revive`` when a retry copy
+(its handle's retry flag) is popped that the machine has not seen — at the pop's time, a bound of when the
+broker revived it.
 
 The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
 three messages popped with a short invisible time; the first acked at once, the second's invisible time

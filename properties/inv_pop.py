@@ -23,17 +23,18 @@ whose reconsume times are not the table's count of revives, is a finding. What e
   out again, and revive again, anything popped before it. The messages and queues popped before a crash
   are judged no more (``tainted``): a checker never reports what it cannot prove.
 
-Findings (each names the rows that prove it): a message handed out again while its live hand-out is
-invisible, or after an ack that met its checkpoint; a revive before pop time + invisible time, or of an
-acked message; a hand-out whose reconsume times are not the revives so far (MESSAGE_LIFECYCLE); an orderly
-batch handed to another attempt while the queue's batch is in flight, or not starting at the first message
-not acked (LOCK_LIFECYCLE). An orderly ack commits when the acks reach the batch's first messages (the
-table's ``commit`` of that many); an ack of an older pop's handle (its pop time) counts for nothing. An ack
-at or after the hand-out's deadline is not stepped: the revive may have run before it (``pop_expired``), so what follows it is not judged by that ack. A change of a stale handle
-(5.3.3 accepts it and writes one more checkpoint: two revives may follow) ends the message's judgement.
-A msg_key handed out from two places in its topic (a producer's retry after a lost answer stored it twice)
-is judged no more: which copy a revive comes from cannot be told. Rows without what a step reads (msg_key,
-group, a handle, ``deliver_ts``) are skipped.
+Findings (each names the rows that prove it): a message handed out again while its live hand-out is invisible,
+or after an ack that met its checkpoint; a revive before pop time + invisible time, or of an acked message; a
+hand-out whose reconsume times are not the revives so far (MESSAGE_LIFECYCLE); an orderly batch handed to
+another attempt while the queue's batch is in flight, or not starting at the first message not acked
+(LOCK_LIFECYCLE). An orderly ack commits when the acks reach the batch's first messages (the table's
+``commit`` of that many); an ack of an older pop's handle (its pop time) counts for nothing. An ack at or
+after the hand-out's deadline is not stepped: the revive may have run before it (``pop_expired``), so what
+follows it is not judged by that ack. A change of a stale handle (5.3.3 accepts it and writes one more
+checkpoint: two revives may follow) ends the message's judgement. A msg_key handed out from two places in its
+topic (a producer's retry after a lost answer stored it twice) is judged no more: which copy a revive comes
+from cannot be told. Rows without what a step reads (msg_key, group, a handle, ``deliver_ts``) are skipped.
+
 """
 
 from __future__ import annotations
