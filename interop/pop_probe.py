@@ -52,7 +52,7 @@ from rmqspec.remoting.client import RemotingClient
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand
 
-CHECKS = ("revive", "ack", "change", "orderly", "empty", "crash")
+CHECKS = ("revive", "ack", "change", "orderly", "empty", "retry_share", "crash")
 PULL_GROUP = "rmqspec_pop_probe_reader"
 
 
@@ -288,6 +288,40 @@ def check_empty(p: Probe) -> Callable[[], dict[str, Any]]:
     return run
 
 
+def check_retry_share(p: Probe, revived: int = 20, normal: int = 40) -> Callable[[], dict[str, Any]]:
+    """``popFromRetryProbability``: ``revived`` messages popped and left to revive into the retry topic, then
+    ``normal`` more sent; pops of one message each (acked) say where each came from while both hold some."""
+    topic, group = p.setup("share", revived)
+
+    def run() -> dict[str, Any]:
+        conn = p.conn()
+        first, _t0, _t1 = p.pop(conn, group, topic)
+        with p.lock:  # the main thread has done with the broker's own connection: it waits for the checks
+            for i in range(normal):
+                p.broker.send(Message(topic, f"share-n{i}".encode()), 0)
+        # wait until every first pop is in the retry topic (their re-pop is due), without popping them
+        time.sleep(max(0.0, (first.pop_time + p.invisible_ms + 6000 - now_ms()) / 1000))
+        order = []
+        until = now_ms() + 30_000
+        while now_ms() < until and len(order) < len(first.popped) + normal:
+            answer, _t0, _t1 = p.pop(conn, group, topic, max_nums=1, poll_ms=200)
+            for x in answer.popped:
+                order.append("retry" if x.message.reconsume_times else "normal")
+                p.broker._ask(conn, po.ack_request(group, topic, x.handle))
+        conn.close()
+        both = order[:_while_both(order)]
+        return {"popped_first": len(first.popped), "normal_sent": normal, "order": order,
+                "while_both": {"pops": len(both), "retry": both.count("retry")}}
+    return run
+
+
+def _while_both(order: list[str]) -> int:
+    """How many pops came while both topics still held messages: up to the earlier of the last normal and
+    the last retry pop."""
+    last = {kind: max((i for i, o in enumerate(order) if o == kind), default=-1) for kind in ("normal", "retry")}
+    return min(last.values()) + 1
+
+
 def check_crash(p: Probe, count: int = 6) -> dict[str, Any]:
     topic, group = p.setup("crash", count)
     conn = p.conn()
@@ -319,7 +353,7 @@ def check_crash(p: Probe, count: int = 6) -> dict[str, Any]:
 
 PREPARE: dict[str, Callable[[Probe], Callable[[], dict[str, Any]]]] = {
     "revive": check_revive, "ack": check_ack, "change": check_change, "orderly": check_orderly,
-    "empty": check_empty}
+    "empty": check_empty, "retry_share": check_retry_share}
 
 
 def run(p: Probe, checks: list[str]) -> dict[str, Any]:
@@ -384,6 +418,10 @@ def report(result: dict[str, Any]) -> str:
         for row in c["empty"]["rows"]:
             lines.append(f"  empty poll {row['poll_ms']}: {row['code']} {row['remark']} in {row['elapsed_ms']} ms")
         lines.append(f"  unknown topic {c['empty']['unknown_topic']}; maxMsgNums 33 {c['empty']['max_nums_33']}")
+    if "retry_share" in c and "error" not in c["retry_share"]:
+        x = c["retry_share"]
+        lines.append(f"  retry share: {x['while_both']['retry']} of {x['while_both']['pops']} one-message pops from "
+                     f"the retry topic while both held messages; order {''.join(o[0] for o in x['order'])}")
     if "crash" in c:
         x = c["crash"]
         lines.append(f"  crash: popped {x['popped']}, acked {x['acked']}, down {x['down_ms']} ms, again from the "

@@ -26,7 +26,7 @@ from tests.interop.realrmq import RealRocketMQ, Started
 REPO = Path(__file__).resolve().parents[2]
 CONF = ["flushDiskType=SYNC_FLUSH"]
 INVISIBLE_MS = 3000
-CHECKS = "revive,ack,change,orderly,empty,crash"
+CHECKS = "revive,ack,change,orderly,empty,retry_share,crash"
 LATE_MS = 10_000  # the latest acceptable revive after popTime + invisibleTime (measured 2.1-3.3 s)
 
 TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
@@ -41,15 +41,18 @@ def _resolved(version: str) -> RealRocketMQ:
     return real
 
 
-def _on_real(tmp: Path, version: str) -> dict[str, Any]:
+def _on_real(tmp: Path, version: str, conf: list[str], checks: str) -> dict[str, Any]:
     real = _resolved(version)
     try:
-        started: Started = real.start(tmp, *CONF)
-        kill, restart = real.crash_commands(started)
+        started: Started = real.start(tmp, *conf)
+        crash: list[str] = []
+        if "crash" in checks:
+            kill, restart = real.crash_commands(started)
+            crash = ["--crash-cmd", kill, "--restart-cmd", restart]
         out = tmp / "pop-probe.json"
         cmd = started.in_netns(sys.executable, "-m", "interop.pop_probe", "--broker",
-                               f"rocketmq://{started.env['RMQ_NAMESRV']}", "--checks", CHECKS, "--invisible-ms",
-                               str(INVISIBLE_MS), "--crash-cmd", kill, "--restart-cmd", restart, "--json", str(out))
+                               f"rocketmq://{started.env['RMQ_NAMESRV']}", "--checks", checks, "--invisible-ms",
+                               str(INVISIBLE_MS), *crash, "--json", str(out))
         done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0, f"pop probe failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-4000:]}"
         (tmp / "pop-probe.report.txt").write_text(done.stdout)
@@ -64,7 +67,14 @@ def _on_real(tmp: Path, version: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=["5.3.3", "5.5.1"])
 def real(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return _on_real(tmp_path_factory.mktemp(f"pop-real-{request.param}"), request.param)
+    return _on_real(tmp_path_factory.mktemp(f"pop-real-{request.param}"), request.param, CONF, CHECKS)
+
+
+@pytest.fixture(scope="module", params=["5.3.3", "5.5.1"])
+def real_v2(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same broker with enableRetryTopicV2=true (revive only)."""
+    return _on_real(tmp_path_factory.mktemp(f"pop-real-v2-{request.param}"), request.param,
+                    [*CONF, "enableRetryTopicV2=true"], "revive")
 
 
 def _check(result: dict[str, Any], name: str) -> dict[str, Any]:
@@ -150,3 +160,25 @@ def test_crash_loses_no_unacked_message(real: dict[str, Any]) -> None:
     assert len(x["popped"]) == 6 and len(x["acked"]) == 3 and x["lost"] == []
     unacked = sorted(set(x["popped"]) - set(x["acked"]))
     assert set(unacked) <= set(x["again_revived"]), x  # every unacked one is revived after the restart
+
+
+def test_retry_topic_v2_name(real_v2: dict[str, Any]) -> None:
+    """enableRetryTopicV2=true: revived into %RETRY%group+topic, the handle's topic type 2."""
+    assert real_v2["config"]["enableRetryTopicV2"] == "true"
+    x = _check(real_v2, "revive")
+    assert x["retry_topics"] == [f"%RETRY%{x['group']}+{x['topic']}"] and len(x["again"]) == 6
+    assert {a["handle"].split(" ")[4] for a in x["again"]} == {"2"} and {a["reconsume"] for a in x["again"]} == {1}
+    late = x["lateness_ms"]
+    assert late is not None and late["min"] >= 0 and late["max"] <= LATE_MS, late
+
+
+def test_retry_topic_share(real: dict[str, Any]) -> None:
+    """popFromRetryProbability 20: a one-message pop reads the retry topic first with probability 1/5, else
+    the normal topic (full: the retry topic is not read); once the normal topic is empty, the retry topic.
+    Judged loosely (a binomial of ~50 pops): some but at most half of the pops while both hold messages."""
+    x = _check(real, "retry_share")
+    assert len(x["order"]) == x["popped_first"] + x["normal_sent"] == 60, x["order"]
+    both = x["while_both"]
+    assert both["pops"] >= x["normal_sent"] and 0 < both["retry"] <= both["pops"] // 2, both
+    tail = x["order"][both["pops"]:]
+    assert set(tail) == {"retry"}, x["order"]  # after the last normal one only the retry topic had any
