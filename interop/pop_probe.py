@@ -23,10 +23,16 @@ their waits (a few invisible times each) overlap. ``crash`` runs last (it kills 
   again for ≥ 2 × invisible time: nothing comes back;
 - ``change``: popped, then CHANGE_MESSAGE_INVISIBLETIME to a longer time at once: the answer (the new
   handle), when it comes back (not before the new time), then acked with the new handle;
-- ``orderly``: one queue, three messages, pops with order=true and maxMsgNums 1: while the first is
-  neither acked nor expired the queue gives nothing; after its ack the second; the second left to expire
-  is popped again with its order count as reconsume times;
+- ``orderly``: one queue, three messages, pops with order=true and maxMsgNums 1: a second pop with the
+  same attemptId gets the first again; an ack with the first answer's (now stale) handle releases
+  nothing; while the first is neither acked nor expired the queue gives nothing; after its ack (the latest
+  handle) the second; the second left to expire is popped again with its order count as
+  reconsume times;
 - ``empty``: pops of an empty topic with pollTime 0 and 1500 ms: code, remark, time to answer;
+- ``retry_share``: revived messages in the retry topic and new ones in the topic, popped one at a time:
+  where each came from (``popFromRetryProbability``);
+- ``no_dlq``: a group with retryMaxTimes 1, one message never acked: revived again and again past the
+  maximum, nothing in %DLQ%group (the broker's revive has no DLQ);
 - ``crash``: messages popped, half acked, the broker killed (-9) and restarted: what comes back.
 
 The probe only observes and reports; the test decides.
@@ -52,7 +58,7 @@ from rmqspec.remoting.client import RemotingClient
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand
 
-CHECKS = ("revive", "ack", "change", "orderly", "empty", "retry_share", "crash")
+CHECKS = ("revive", "ack", "change", "orderly", "empty", "retry_share", "no_dlq", "crash")
 PULL_GROUP = "rmqspec_pop_probe_reader"
 
 
@@ -96,11 +102,13 @@ class Probe:
         return RemotingClient.connect(self.broker.broker_addr, timeout_ms=30_000)
 
     def pop(self, conn: RemotingClient, group: str, topic: str, *, poll_ms: int = 0, max_nums: int = 32,
-            order: bool = False, invisible_ms: int | None = None) -> tuple[po.PopAnswer, int, int]:
+            order: bool = False, invisible_ms: int | None = None,
+            attempt_id: str | None = None) -> tuple[po.PopAnswer, int, int]:
         """One POP_MESSAGE: (answer, sent at, answered at)."""
         t0 = now_ms()
         cmd = po.pop_request(group, topic, max_nums=max_nums, poll_ms=poll_ms, born_ms=t0, order=order,
-                             invisible_ms=self.invisible_ms if invisible_ms is None else invisible_ms)
+                             invisible_ms=self.invisible_ms if invisible_ms is None else invisible_ms,
+                             attempt_id=attempt_id)
         resp = self.broker._ask(conn, cmd)
         return po.parse_pop(resp, self.broker.broker_name), t0, now_ms()
 
@@ -246,10 +254,15 @@ def check_orderly(p: Probe) -> Callable[[], dict[str, Any]]:
 
     def run() -> dict[str, Any]:
         conn = p.conn()
-        a1, _t0, t1 = p.pop(conn, group, topic, order=True, max_nums=1)
+        a1, _t0, t1 = p.pop(conn, group, topic, order=True, max_nums=1, attempt_id="attempt-1")
         first = [row_of(x, a1, t1) for x in a1.popped]
-        blocked = p.pop_until(conn, group, topic, a1.pop_time + p.invisible_ms - 500, order=True, max_nums=1)
-        acks = [p.broker._ask(conn, po.ack_request(group, topic, x.handle)).code for x in a1.popped]
+        # the same attemptId is let through the block (a client's retry of a lost answer): the same message
+        same, _t0, ts = p.pop(conn, group, topic, order=True, max_nums=1, attempt_id="attempt-1")
+        same_attempt = [row_of(x, same, ts) for x in same.popped]
+        # an ack with the first answer's handle (its popTime no longer the queue's): answered, releases nothing
+        stale = [p.broker._ask(conn, po.ack_request(group, topic, x.handle)).code for x in a1.popped]
+        blocked = p.pop_until(conn, group, topic, same.pop_time + p.invisible_ms - 500, order=True, max_nums=1)
+        acks = [p.broker._ask(conn, po.ack_request(group, topic, x.handle)).code for x in same.popped]
         a2, _t0, t2 = p.pop(conn, group, topic, order=True, max_nums=1)
         second = [row_of(x, a2, t2) for x in a2.popped]
         # the second is left to expire: popped again, and nothing else in between
@@ -260,8 +273,10 @@ def check_orderly(p: Probe) -> Callable[[], dict[str, Any]]:
         a3, _t0, t3 = p.pop(conn, group, topic, order=True, max_nums=1)
         third = [row_of(x, a3, t3) for x in a3.popped]
         conn.close()
-        return {"first": first, "first_answer_revive_qid": a1.revive_qid, "first_order_count_info":
-                a1.order_count_info, "blocked_pops": blocked, "ack_codes": acks, "second": second,
+        return {"first": first, "same_attempt": same_attempt, "stale_ack_codes": stale,
+                "first_answer_revive_qid": a1.revive_qid,
+                "first_order_count_info": a1.order_count_info, "blocked_pops": blocked, "ack_codes": acks,
+                "second": second,
                 "second_again": again, "second_again_after_due_ms": [x["answered"] - (a2.pop_time + p.invisible_ms)
                                                                      for x in again],
                 "ack2_codes": acks2, "third": third}
@@ -322,6 +337,40 @@ def _while_both(order: list[str]) -> int:
     return min(last.values()) + 1
 
 
+def check_no_dlq(p: Probe, cycles: int = 3) -> Callable[[], dict[str, Any]]:
+    """A group with retryMaxTimes 1: one message popped and never acked, ``cycles`` times; the broker keeps
+    reviving it past the maximum (reconsume times 1, 2, 3 …) and puts nothing into %DLQ%group."""
+    topic, group = f"PopNodlq{p.stamp}", f"pop_nodlq_{p.stamp}"
+    p.broker.create_topic(topic, 1)
+    p.broker.create_group(group, retry_max_times=1)
+    p.broker.send(Message(topic, b"nodlq-0"), 0)
+
+    def run() -> dict[str, Any]:
+        conn = p.conn()
+        seen: list[int] = []
+        last: list[po.Popped] = []
+        until = now_ms() + cycles * (p.invisible_ms + 8000)
+        while now_ms() < until and len(seen) <= cycles:
+            answer, _t0, _t1 = p.pop(conn, group, topic, poll_ms=500)
+            seen += [x.message.reconsume_times for x in answer.popped]
+            last = list(answer.popped) or last
+        for x in last:  # the last one is acked: it stops coming back
+            p.broker._ask(conn, po.ack_request(group, topic, x.handle))
+        conn.close()
+        return {"group": group, "topic": topic, "reconsume_times": seen}
+    return run
+
+
+def finish_no_dlq(p: Probe, r: dict[str, Any]) -> dict[str, Any]:
+    try:
+        res = p.broker.pull(PULL_GROUP, MessageQueue(f"%DLQ%{r['group']}", 0), 0, 32)
+        r["dlq"] = [m.body.decode() for m in res.messages]
+    except BrokerError as exc:
+        r["dlq"] = []
+        r["dlq_refused"] = [int(exc.code), exc.remark]
+    return r
+
+
 def check_crash(p: Probe, count: int = 6) -> dict[str, Any]:
     topic, group = p.setup("crash", count)
     conn = p.conn()
@@ -353,7 +402,7 @@ def check_crash(p: Probe, count: int = 6) -> dict[str, Any]:
 
 PREPARE: dict[str, Callable[[Probe], Callable[[], dict[str, Any]]]] = {
     "revive": check_revive, "ack": check_ack, "change": check_change, "orderly": check_orderly,
-    "empty": check_empty, "retry_share": check_retry_share}
+    "empty": check_empty, "retry_share": check_retry_share, "no_dlq": check_no_dlq}
 
 
 def run(p: Probe, checks: list[str]) -> dict[str, Any]:
@@ -381,6 +430,8 @@ def run(p: Probe, checks: list[str]) -> dict[str, Any]:
         t.join(timeout=240)
     if "revive" in results and "error" not in results["revive"]:
         results["revive"] = finish_revive(p, results["revive"])
+    if "no_dlq" in results and "error" not in results["no_dlq"]:
+        results["no_dlq"] = finish_no_dlq(p, results["no_dlq"])
     out["checks"] = {name: results.get(name, {"error": "did not finish"}) for name in waiting}
     if "crash" in checks:
         out["checks"]["crash"] = check_crash(p)
@@ -410,7 +461,8 @@ def report(result: dict[str, Any]) -> str:
                      f"new due; ack with the new handle {x['ack_new_handle_code']}")
     if "orderly" in c and "error" not in c["orderly"]:
         x = c["orderly"]
-        lines.append(f"  orderly: first {[r['body'] for r in x['first']]}, blocked pops {len(x['blocked_pops'])}, "
+        lines.append(f"  orderly: first {[r['body'] for r in x['first']]}, same attemptId "
+                     f"{[r['body'] for r in x['same_attempt']]}, blocked pops {len(x['blocked_pops'])}, "
                      f"after ack {[r['body'] for r in x['second']]}, expired one again "
                      f"{[(r['body'], r['reconsume'], r['order_count_info']) for r in x['second_again']]}, then "
                      f"{[r['body'] for r in x['third']]}")
@@ -422,6 +474,9 @@ def report(result: dict[str, Any]) -> str:
         x = c["retry_share"]
         lines.append(f"  retry share: {x['while_both']['retry']} of {x['while_both']['pops']} one-message pops from "
                      f"the retry topic while both held messages; order {''.join(o[0] for o in x['order'])}")
+    if "no_dlq" in c and "error" not in c["no_dlq"]:
+        x = c["no_dlq"]
+        lines.append(f"  no DLQ (retryMaxTimes 1): reconsume times seen {x['reconsume_times']}, DLQ {x['dlq']}")
     if "crash" in c:
         x = c["crash"]
         lines.append(f"  crash: popped {x['popped']}, acked {x['acked']}, down {x['down_ms']} ms, again from the "

@@ -26,7 +26,7 @@ from tests.interop.realrmq import RealRocketMQ, Started
 REPO = Path(__file__).resolve().parents[2]
 CONF = ["flushDiskType=SYNC_FLUSH"]
 INVISIBLE_MS = 3000
-CHECKS = "revive,ack,change,orderly,empty,retry_share,crash"
+CHECKS = "revive,ack,change,orderly,empty,retry_share,no_dlq,crash"
 LATE_MS = 10_000  # the latest acceptable revive after popTime + invisibleTime (measured 2.1-3.3 s)
 
 TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
@@ -134,6 +134,11 @@ def test_change_invisible_time_postpones_the_redelivery(real: dict[str, Any]) ->
 def test_orderly_pop_blocks_the_queue(real: dict[str, Any]) -> None:
     x = _check(real, "orderly")
     assert [r["body"] for r in x["first"]] == ["orderly-0"] and x["first_answer_revive_qid"] == 999
+    # the same attemptId passes the block: the same message again, no order count
+    same = [(r["body"], r["reconsume"], r["order_count_info"]) for r in x["same_attempt"]]
+    assert same == [("orderly-0", 0, "0 0 0")], same
+    # an ack with the first (stale) handle is answered 0 but releases nothing (commitAndNext: popTime differs)
+    assert x["stale_ack_codes"] == [0]
     assert x["blocked_pops"] == [] and x["ack_codes"] == [0]  # nothing else while the first is in flight
     assert [r["body"] for r in x["second"]] == ["orderly-1"]
     # the expired one comes again from the queue itself, its order count as reconsume times
@@ -182,3 +187,9 @@ def test_retry_topic_share(real: dict[str, Any]) -> None:
     assert both["pops"] >= x["normal_sent"] and 0 < both["retry"] <= both["pops"] // 2, both
     tail = x["order"][both["pops"]:]
     assert set(tail) == {"retry"}, x["order"]  # after the last normal one only the retry topic had any
+
+
+def test_no_dlq_on_the_broker_side(real: dict[str, Any]) -> None:
+    """The revive service ignores the group's retryMaxTimes (1 here): revived again and again, no %DLQ%."""
+    x = _check(real, "no_dlq")
+    assert x["reconsume_times"] == [0, 1, 2, 3] and x["dlq"] == [], x
