@@ -126,9 +126,10 @@ EXTRA_FIELDS = ("ck_queue_offset", "pop_time", "invisible_time", "revive_qid", "
 
 
 def _java_long(text: str, field: str) -> int:
-    """Long.valueOf / Integer.parseInt: an optional sign and ASCII digits (no blanks, no '+' alone)."""
+    """Long.valueOf / Integer.parseInt: an optional sign and decimal digits (any Unicode decimal digit, as
+    Character.digit reads them; no blanks, no underscores, no sign alone)."""
     body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isascii() or not body.isdigit():
+    if not body or not body.isdecimal():
         raise ExtraInfoError(field, f"not a number: {text!r}")
     return int(text)
 

@@ -34,12 +34,14 @@ def test_extra_info_split_and_join_round_trip() -> None:
     seven = po.ExtraInfo.split("5 100 3000 999 2 b 3")  # the 7-field form: the ck offset is the offset
     assert seven.queue_offset is None and seven.offset == 5 and seven.orderly and seven.join() == "5 100 3000 999 2 b 3"
     assert po.ExtraInfo.split(NORMAL + " ") == h  # String.split drops trailing empty strings
+    # Long.valueOf takes a sign and any Unicode decimal digit (Character.digit)
+    assert po.ExtraInfo.split("+0 1 2 3 0 b 0 \u0661\uff12").queue_offset == 12
 
 
 @pytest.mark.parametrize(("text", "field"), [
     ("0 1 2 3 0 b", "extraInfo"), ("0 1 2 3 0 b 0 1 9", "extraInfo"), ("x 1 2 3 0 b 0 1", "ck_queue_offset"),
     ("0 1 2 3 4 b 0 1", "topic_type"), ("0 1 2 3 0  0 1", "broker_name"), ("0 1 2 3 0 b q 1", "queue_id"),
-    ("0 1 2 3 0 b 0 ١", "queue_offset"), ("0 1 2 3 0 b 0 +", "queue_offset"),
+    ("0 1 2 3 0 b 0 1_0", "queue_offset"), ("0 1 2 3 0 b 0 +", "queue_offset"),
 ])
 def test_extra_info_malformed_names_the_field(text: str, field: str) -> None:
     with pytest.raises(po.ExtraInfoError) as err:
