@@ -19,14 +19,16 @@ broker revived it.
 
 The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
 three messages popped with a short invisible time; the first acked at once, the second's invisible time
-changed (or left), nothing for the third; a pop while they are invisible; the clock past their revive
+changed (or left), nothing for the third; a pop while they are invisible, and one a millisecond before the
+invisible time ends (the retry topic first: nothing may be revived yet); the clock past their revive
 times and the revive service's margin; pops (the retry topic first) hand the revived copies out again
 (reconsume times + 1), and they are batch-acked. Then an orderly queue, popped by group ``GPO`` (a
 concurrent pop moves its group's offset past what it read, so one group pops one way): two messages popped by attempt
 A1, a pop by A2 while they are in flight (blocked), the first acked, A2 again, the clock past the
 invisible time, A2 takes the rest from the first message not acked; acked. With the crash family on, every
 third example kills the broker with handles out, and pops again after the restart. Coverage:
-``pop:found``, ``pop:hidden`` (a pop while the messages were invisible), ``pop:changed``, ``pop:revived``,
+``pop:found``, ``pop:hidden`` (a pop while the messages were invisible), ``pop:before_the_end``,
+``pop:changed``, ``pop:revived``,
 ``pop:orderly``, ``pop:orderly_blocked``, ``pop:orderly_again``, ``pop:across_kill``.
 """
 
@@ -180,10 +182,13 @@ class PopRules:
             self._change(topic, popped[1], invisible + 1_000)
         if self._pop(topic, -1, 3, invisible, TOPIC_FIRST + v % 40) == []:
             self._sometimes("pop:hidden")
+        self._pop_wait(invisible - 1)  # a millisecond before the invisible time ends: nothing is revived yet
+        self._pop(topic, -1, 3, invisible, RETRY_FIRST)
+        self._sometimes("pop:before_the_end")
         if self._on("crash") and self.can_crash and not self.profile.strict and v % 3 == 0:
             self._crash_and_recover("kill")
             self._sometimes("pop:across_kill")
-        self._pop_wait(invisible + 1_000 + REVIVE_WAIT_MS)
+        self._pop_wait(1_000 + REVIVE_WAIT_MS)
         for random_q in (RETRY_FIRST, RETRY_FIRST + 1, TOPIC_FIRST):
             again = self._pop(topic, -1, 4, invisible, random_q)
             self._ack(topic, again, batch=True)

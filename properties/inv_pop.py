@@ -21,7 +21,10 @@ whose reconsume times are not the table's count of revives, is a finding. What e
 - ``crash``: what the broker persists of pop is older than the crash (the pop offsets and the revive
   progress are consumer offsets, flushed every few seconds; the orderly infos every 10 s): it may hand
   out again, and revive again, anything popped before it. The messages and queues popped before a crash
-  are judged no more (``tainted``): a checker never reports what it cannot prove.
+  are judged no more (``tainted``: a checker never reports what it cannot prove) — but for a message an
+  ack settled before a kill (``status`` kill): the ack is a commitlog record the kill keeps and the revive
+  service finds again, so it is never revived; it may be handed out again from its topic (the pop offset
+  rolled back), and is then judged anew.
 
 Findings (each names the rows that prove it): a message handed out again while its live hand-out is invisible,
 or after an ack that met its checkpoint; a revive before pop time + invisible time, or of an acked message; a
@@ -68,6 +71,7 @@ class _Message:
     handles: dict[str, int] = attrs.Factory(dict)  # a handle's text -> its number (the table's h)
     proof: Row | None = None  # the row of the live hand-out
     origin: tuple[Any, ...] | None = None  # where the message itself (not a revived copy) was popped
+    rolled: bool = False  # acked before a kill: it may be handed out again from its topic (module docstring)
 
 
 @attrs.define
@@ -95,15 +99,27 @@ class PopReplay:
         for row in rows:
             event = row["event"]
             if event == "crash":
-                self.tainted |= set(self.messages) | set(self.queues)
-                self.messages.clear()
-                self.queues.clear()
+                self._crashed(row.get("status"))
             elif event in ("pop", "change_invisible", "ack", "revive") and row.get("group") is not None:
                 orderly = row.get("status") == ORDERLY or (event == "ack" and _orderly_handle(row))
                 finding = self._orderly(row) if orderly else self._concurrent(row)
                 if finding is not None:
                     out.append(finding)
         return out
+
+    def _crashed(self, kind: Any) -> None:
+        """After a kill only what an ack settled stays judged: an ack is a commitlog record a kill keeps, so
+        the revive service, reading the log again, still finds it — an acked message is never revived — but
+        the pop offsets roll back (the message may be handed out again from its topic: it is then judged
+        anew). Everything else, and everything after a power loss, is judged no more (module docstring)."""
+        for name, m in list(self.messages.items()):
+            if kind == "kill" and m.state == "ACKED":
+                m.rolled = True
+            else:
+                self.tainted.add(name)
+                del self.messages[name]
+        self.tainted |= set(self.queues)
+        self.queues.clear()
 
     # -- one message, concurrently ------------------------------------------------------------------
 
@@ -127,6 +143,8 @@ class PopReplay:
             if m is None:  # first seen: its reconsume times so far are the revives before
                 m = self.messages[name] = _Message("READY", lc.PopVars(r=r or 0))
             fields = handle.split(" ")
+            if m.rolled and m.state == "ACKED" and len(fields) > 4 and fields[4] == NORMAL:
+                m.state, m.rolled = "READY", False  # the pop offset rolled back over it: a new hand-out
             if len(fields) > 4 and fields[4] == NORMAL:  # the message in its own topic, not a revived copy
                 origin = (row.get("topic"), row.get("queue_id"), row.get("queue_offset"))
                 if m.origin is not None and origin != m.origin:

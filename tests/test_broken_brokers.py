@@ -46,6 +46,9 @@ LOCKSTEP = {name: (150, 50) for name in (
     "group_commit_waits_for_a_request",
     # issue 42: a hung disk — SEND_OK for a flush that timed out; a group commit parked after the stall
     "stalled_flush_answered_ok", "group_commit_parked_after_stall",
+    # issue 40: 5.x pop (judged under rocketmq-5.2: PROFILES) — the pop ladder of every example's prelude
+    "pop_revive_early", "pop_acked_revived", "pop_ack_lost_on_restart", "pop_orderly_not_blocked",
+    "pop_reconsume_kept",
 )}
 # Dead-lettering one retry early needs a message failed up to its group's max: longer programs.
 LOCKSTEP["dlq_one_retry_early"] = (300, 80)
@@ -53,7 +56,9 @@ LOCKSTEP_NEEDLE = "lockstep mismatch in "
 # The profile a broken broker is judged under (the default: rocketmq-4.9). The timer brokers break a 5.x
 # rule; under 4.9 the TIMER_* properties are user properties and they behave as the model.
 PROFILES = {name: "rocketmq-5.2" for name in ("timer_fires_early", "timer_lost_after_crash", "timer_rounds_up",
-                                              "timer_ignores_delay_level")}
+                                              "timer_ignores_delay_level", "pop_revive_early", "pop_acked_revived",
+                                              "pop_ack_lost_on_restart", "pop_orderly_not_blocked",
+                                              "pop_reconsume_kept")}
 
 # invariants alone (no model beside the broker): name -> (examples, steps, code that catches it)
 INVARIANTS_ONLY = {
@@ -93,8 +98,8 @@ def test_every_broken_broker_has_a_lockstep_test() -> None:
 
 @budget_run
 def test_the_timer_brokers_pass_under_4_9() -> None:
-    """The timer brokers break only 5.x rules: under rocketmq-4.9 the same draws (user properties) pass,
-    so their catch under 5.2 is the timer rule, not a side effect."""
+    """The timer and pop brokers break only 5.x rules: under rocketmq-4.9 the same draws (user properties;
+    nobody pops) pass, so their catch under 5.2 is the 5.x rule, not a side effect."""
     for name in sorted(PROFILES):
         result = check_conformance(BROKEN[name], settings=budget_settings(8, 20, shrink=False))
         assert result.passed, f"{name}: {result.render()}"
@@ -158,6 +163,13 @@ INVARIANTS_AT_THE_DEFAULT_BUDGET = {
     "stalled_flush_answered_ok": "LOST",
     # a FLUSH_DISK_TIMEOUT answer, lost in a power loss after the group commit's first pass past the stall
     "group_commit_parked_after_stall": "LOST",
+    # issue 40: 5.x pop — the prelude's pop ladder pops a millisecond before the invisible time ends, acks, kills
+    # and restarts, and takes an orderly queue with a second attempt; its rows replayed through the pop tables
+    "pop_revive_early": "PopLifecycleProperty",  # a revived copy handed out before pop time + invisible time
+    "pop_acked_revived": "PopLifecycleProperty",  # a revive after an ack that met its checkpoint
+    "pop_ack_lost_on_restart": "PopLifecycleProperty",  # the same, across a restart
+    "pop_orderly_not_blocked": "PopOrderLifecycleProperty",  # attempt A2 takes a queue A1's batch holds
+    "pop_reconsume_kept": "PopLifecycleProperty",  # a revived copy whose reconsume times did not grow
 }
 
 
