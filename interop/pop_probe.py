@@ -41,14 +41,13 @@ The probe only observes and reports; the test decides.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from interop.figures import fmt_ms, publish, summary
 from rmqspec.model.clock import WallClock
 from rmqspec.model.message import Message, MessageQueue, StoredMessage
 from rmqspec.model.results import BrokerError
@@ -65,11 +64,6 @@ PULL_GROUP = "rmqspec_pop_probe_reader"
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
-
-def summary(values: list[int]) -> dict[str, Any] | None:
-    if not values:
-        return None
-    return {"n": len(values), "min": min(values), "median": int(statistics.median(values)), "max": max(values)}
 
 
 class Probe:
@@ -447,8 +441,8 @@ def report(result: dict[str, Any]) -> str:
         lines.append(f"  revive: popped {len(x['popped'])}, before due {len(x['before_due'])}, again "
                      f"{len(x['again'])} (reconsume {sorted({a['reconsume'] for a in x['again']})}, broker POP_CK "
                      f"{sorted({a['broker_made_ck'] for a in x['again']})}); retry topics {x['retry_topics']}")
-        lines.append(f"    lateness (retry store time - due): {_fmt(x['lateness_ms'])}; re-pop after due "
-                     f"{_fmt(x['repop_after_due_ms'])}")
+        lines.append(f"    lateness (retry store time - due): {fmt_ms(x['lateness_ms'])}; re-pop after due "
+                     f"{fmt_ms(x['repop_after_due_ms'])}")
     if "ack" in c and "error" not in c["ack"]:
         for name in ("single", "batch"):
             x = c["ack"][name]
@@ -489,9 +483,6 @@ def report(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fmt(s: dict[str, Any] | None) -> str:
-    return "n/a" if s is None else f"min {s['min']} / median {s['median']} / max {s['max']} ms (n={s['n']})"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m interop.pop_probe", description=__doc__.split("\n")[0])
@@ -512,10 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(probe, checks)
     finally:
         probe.broker.close()
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, sort_keys=True)
-    print(report(result))
+    publish(result, args.json, report(result))
     return 0
 
 

@@ -55,14 +55,13 @@ named by the answer can be pulled at once.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from interop.figures import fmt_ms, publish, summary
 from rmqspec.model.clock import WallClock
 from rmqspec.model.config import parse_delay_levels
 from rmqspec.model.ids import UniqKeyFactory
@@ -251,11 +250,6 @@ def requested_window(sent: Mapping[str, Any]) -> tuple[int, int] | None:
         return None
     return sent["t0"] + d, sent["t1"] + d
 
-
-def summary(values: list[int]) -> dict[str, Any] | None:
-    if not values:
-        return None
-    return {"n": len(values), "min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def copy_facts(m: StoredMessage) -> dict[str, Any]:
@@ -630,8 +624,9 @@ def report(result: Mapping[str, Any]) -> str:
                      f"out rule {x['out_rule_agrees']}/{x['timed']}, exact multiples rounded below "
                      f"{x['exact_multiples_rounded_below']}/{x['exact_multiples']}, early {len(x['early'])}, "
                      f"duplicates {x['duplicates']}")
-        lines.append(f"    late vs requested {_fmt(x['late_vs_requested_ms'])}; vs due {_fmt(x['late_vs_due_ms'])}; "
-                     f"after the send {_fmt(x['late_vs_send_ms'])}")
+        lines.append(f"    late vs requested {fmt_ms(x['late_vs_requested_ms'])}; "
+                     f"vs due {fmt_ms(x['late_vs_due_ms'])}; "
+                     f"after the send {fmt_ms(x['late_vs_send_ms'])}")
         lines.append(f"    fired copies carry {x['fired_props']}; request property kept {x['request_prop_kept']}; "
                      f"answer = timer copy {x['answer_is_timer_copy']}, recallHandle {x['recall_handles']}")
     if "refusals" in c:
@@ -668,9 +663,6 @@ def report(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fmt(s: Mapping[str, Any] | None) -> str:
-    return "n/a" if s is None else f"min {s['min']} / median {s['median']} / max {s['max']} ms (n={s['n']})"
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m interop.timer_probe", description=__doc__.split("\n")[0])
@@ -694,10 +686,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(probe, checks, args.count)
     finally:
         probe.close()
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, sort_keys=True)
-    print(report(result))
+    publish(result, args.json, report(result))
     return 0
 
 

@@ -321,6 +321,11 @@ BROKER_KEYS: Mapping[str, tuple[str, Callable[[str], object]]] = {
     "timerPrecisionMs": ("timer_precision_ms", _integer(_INT32, 1, "> 0 ms")),
     "timerMaxDelaySec": ("timer_max_delay_sec", _integer(_INT32, 1, "> 0 s")),
     "timerFlushIntervalMs": ("timer_flush_interval_ms", _integer(_INT32, 1, "> 0 ms")),
+    # 5.x pop (model/pop.py): reviveQueueNum is a modulus; the probability is compared with nextInt(100)
+    "reviveQueueNum": ("revive_queue_num", _integer(_INT32, 1, "> 0 queues")),
+    "popFromRetryProbability": ("pop_from_retry_probability", _integer(_INT32, _ANY_INT32, "an int (a percent)")),
+    "enableRetryTopicV2": ("enable_retry_topic_v2", _boolean),
+    "retrieveMessageFromPopRetryTopicV1": ("retrieve_message_from_pop_retry_topic_v1", _boolean),
 }
 
 # BrokerConf field -> (key, BrokerConfig field)

@@ -36,18 +36,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmqspec.model.pop import NORMAL, real_topic
 from rmqspec.model.protocol import Capability
 
 POP_GROUP = "GP"
 POP_ORDER_GROUP = "GPO"  # its own group: a concurrent pop moves the group's offset past what it read
 POP_INVISIBLE_MS = (2_000, 3_000)
 REVIVE_WAIT_MS = 5_000  # past the revive time: the model's margin (2 s) and a tick's step
-NORMAL = "0"  # a handle's retry flag for a message of the topic itself (ExtraInfoUtil)
 RETRY_FIRST, TOPIC_FIRST = 0, 50  # randomQ below / above popFromRetryProbability (20)
 
 
 def _retry_flag(handle: Any) -> str:
     return str(getattr(handle, "retry", NORMAL))
+
+
+def _where(topic: str, group: str, handle: Any) -> str:
+    """The topic the handed-out copy lies in (a revived one is answered under its original topic; its
+    handle's queue and offset are the pop retry topic's): ExtraInfoUtil.getRealTopic."""
+    return real_topic(topic, group, _retry_flag(handle))
 
 
 class PopRules:
@@ -110,7 +116,7 @@ class PopRules:
         detail: dict[str, Any] = {"handle": handle.extra_info()}
         if attempt is not None:
             detail["attempt_id"] = attempt
-        self._emit("pop", actor=group, group=group, topic=m.topic, queue_id=handle.queue_id,
+        self._emit("pop", actor=group, group=group, topic=_where(m.topic, group, handle), queue_id=handle.queue_id,
                    queue_offset=handle.queue_offset, commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key,
                    msg_id=m.msg_id, reconsume_times=m.reconsume_times, deliver_ts=handle.revive_time,
                    status="ORDERLY" if attempt is not None else "CONCURRENT", detail=detail)
@@ -130,7 +136,8 @@ class PopRules:
                     for h in handles]
         for p, out in zip(popped, outs, strict=True):
             status = out.error[1] if out.error is not None else getattr(out.value, "name", str(out.value))
-            self._emit("ack", actor=group, group=group, topic=p.message.topic, queue_id=p.handle.queue_id,
+            self._emit("ack", actor=group, group=group, topic=_where(p.message.topic, group, p.handle),
+                       queue_id=p.handle.queue_id,
                        queue_offset=p.handle.queue_offset, msg_key=p.message.uniq_key, status=status,
                        detail={"handle": p.handle.extra_info(), "batch": batch})
 
@@ -144,7 +151,8 @@ class PopRules:
             self._sometimes(f"pop:change_refused:{out.error[1]}")
             return None
         new = out.value
-        self._emit("change_invisible", actor=group, group=group, topic=p.message.topic, queue_id=handle.queue_id,
+        self._emit("change_invisible", actor=group, group=group, topic=_where(p.message.topic, group, handle),
+                   queue_id=handle.queue_id,
                    queue_offset=handle.queue_offset, msg_key=p.message.uniq_key, deliver_ts=new.revive_time,
                    status="ORDERLY" if handle.order else "CONCURRENT",
                    detail={"handle": handle.extra_info(), "new_handle": new.extra_info()})

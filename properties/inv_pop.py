@@ -49,10 +49,12 @@ from typing import Any
 import attrs
 
 from rmqspec.model import lifecycle as lc
+from rmqspec.model.pop import NORMAL, POP_ORDER_REVIVE_QUEUE
 from rmqspec.properties.codes import Code
 from rmqspec.properties.history import History
 from rmqspec.properties.inv_base import Invariant, Violation
 from rmqspec.properties.inv_replay import Row, TableFinding, detail_of, found, int_or_none
+from rmqspec.properties.inv_tables import EventRow
 
 __all__ = ["POP_INVARIANTS", "PopReplay", "judge_pops"]
 
@@ -60,8 +62,7 @@ ORDERLY = "ORDERLY"
 # an ack that met its checkpoint: the answer (SUCCESS), or a broker's own row (ACKED; orderly COMMITTED)
 ACK_OK = ("SUCCESS", "ACKED", "COMMITTED", None)
 KEYS = ("group", "topic", "queue_id", "queue_offset", "msg_key")
-ORDER_REVIVE_QUEUE = 999  # the revive queue id an orderly pop's handle names (PopAckConstants)
-NORMAL = "0"  # a handle's retry flag (its fifth field) for a message of the topic itself
+
 
 
 @attrs.define
@@ -278,7 +279,7 @@ def _orderly_handle(row: Row) -> bool:
     """An ack whose handle is an orderly pop's (ExtraInfoUtil: the revive queue id 999)."""
     handle = detail_of(row).get("handle")
     parts = handle.split(" ") if isinstance(handle, str) else []
-    return len(parts) > 3 and parts[3] == str(ORDER_REVIVE_QUEUE)
+    return len(parts) > 3 and parts[3] == str(POP_ORDER_REVIVE_QUEUE)
 
 
 def _why(m: _Message, action: str, args: dict[str, int]) -> str:
@@ -303,19 +304,6 @@ def judge_pops(rows: Iterable[Row]) -> list[TableFinding]:
 # On the conformance machine's ghost history
 
 
-class _EventRow:
-    __slots__ = ("ev",)
-
-    def __init__(self, ev: Any) -> None:
-        self.ev = ev
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self.ev, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self.ev, key, default)
-
-
 @attrs.define
 class _Fed:
     ref: weakref.ref[History]
@@ -333,7 +321,7 @@ def _fed(h: History) -> _Fed:
         while len(_FED) >= 4:
             del _FED[next(iter(_FED))]
         f = _FED[id(h)] = _Fed(weakref.ref(h))
-    f.found += f.replay.feed(_EventRow(ev) for ev in h.events[f.seen:])
+    f.found += f.replay.feed(EventRow(ev) for ev in h.events[f.seen:])
     f.seen = len(h.events)
     return f
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "real-rocketmq"
@@ -148,3 +149,13 @@ def shared_scenarios(realrmq: RealRocketMQ, tmp_path_factory: Any, label: str, *
         storedir = tmp_path_factory.mktemp(f"real-{label}-{realrmq.version}")
         _SHARED[key] = run_scenarios(realrmq, storedir, label, *names)
     return _SHARED[key]
+
+
+def resolved(version: str) -> RealRocketMQ:
+    """RocketMQ ``version`` resolved into the jar cache; the session ends (exit 2) when it cannot be."""
+    real = RealRocketMQ(version)
+    done = subprocess.run(real.cmd("resolve", version=True), capture_output=True, text=True, timeout=900,
+                          check=False)
+    if done.returncode != 0:
+        pytest.exit(f"cannot resolve RocketMQ {version}: {done.stderr.strip()}", returncode=2)
+    return real

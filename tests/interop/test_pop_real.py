@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.realrmq import RealRocketMQ, Started
+from tests.interop.realrmq import Started, resolved
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = ["flushDiskType=SYNC_FLUSH"]
@@ -32,17 +32,9 @@ LATE_MS = 10_000  # the latest acceptable revive after popTime + invisibleTime (
 TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
 
 
-def _resolved(version: str) -> RealRocketMQ:
-    real = RealRocketMQ(version)
-    done = subprocess.run(real.cmd("resolve", version=True), capture_output=True, text=True, timeout=900,
-                          check=False)
-    if done.returncode != 0:
-        pytest.exit(f"cannot resolve RocketMQ {version}: {done.stderr.strip()}", returncode=2)
-    return real
-
 
 def _on_real(tmp: Path, version: str, conf: list[str], checks: str) -> dict[str, Any]:
-    real = _resolved(version)
+    real = resolved(version)
     try:
         started: Started = real.start(tmp, *conf)
         crash: list[str] = []

@@ -48,7 +48,7 @@ from rmqspec.impl.checkpoint import read_checkpoint
 from rmqspec.impl.codec import DecodedRecord
 from rmqspec.impl.store import MessageStore, StoreConfig
 from rmqspec.model.config import BrokerConfig
-from tests.interop.realrmq import V5, RealRocketMQ
+from tests.interop.realrmq import V5, RealRocketMQ, resolved
 from tests.interop.test_store_differential import (
     DAMAGE,
     FIELDS,
@@ -85,23 +85,16 @@ SMALL = 16 * 1024  # the commitlog file size of the consume-queue-rebuild cases 
 TIER_5X = True  # the 5.x tier (INTEROP=5x; tests/interop/conftest.py)
 
 
-def _resolved(version: str) -> RealRocketMQ:
-    real = RealRocketMQ(version)
-    done = subprocess.run(real.cmd("resolve", version=True), capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        pytest.exit(f"cannot resolve RocketMQ {version}: {done.stderr.strip()}", returncode=2)
-    return real
-
 
 @pytest.fixture(scope="module")
 def realrmq() -> RealRocketMQ:
     """5.3.3 for this module, whatever ``RMQ_VERSION`` says (overrides the conftest fixture of that name)."""
-    return _resolved(V5)
+    return resolved(V5)
 
 
 @pytest.fixture(scope="module")
 def realrmq4() -> RealRocketMQ:
-    return _resolved(V4)
+    return resolved(V4)
 
 
 def _flip_body_byte(root: Path, record: DecodedRecord, file_size: int = FILE) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from tests.interop.realrmq import V5, RealRocketMQ, Started
+from tests.interop.realrmq import V5, Started, resolved
 
 REPO = Path(__file__).resolve().parents[2]
 V4 = "4.9.8"
@@ -55,17 +55,9 @@ def _probe(cmd_prefix: list[str], namesrv: str, profile: str, out: Path, checks:
     return json.loads(out.read_text())
 
 
-def _resolved(version: str) -> RealRocketMQ:
-    real = RealRocketMQ(version)
-    done = subprocess.run(real.cmd("resolve", version=True), capture_output=True, text=True, timeout=900,
-                          check=False)
-    if done.returncode != 0:
-        pytest.exit(f"cannot resolve RocketMQ {version}: {done.stderr.strip()}", returncode=2)
-    return real
-
 
 def _on_real(tmp: Path, version: str, conf: list[str], profile: str, checks: str, crash: bool) -> dict[str, Any]:
-    real = _resolved(version)
+    real = resolved(version)
     try:
         started: Started = real.start(tmp, *conf)
         extra: list[str] = []

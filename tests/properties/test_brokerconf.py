@@ -138,6 +138,18 @@ def test_broker_config_defaults_are_rocketmqs(tmp_path: Path) -> None:
     assert config.consume_queue_file_size == 300_000 * 20  # MessageStoreConfig: 300,000 units
 
 
+def test_the_pop_keys_configure_pop(tmp_path: Path) -> None:
+    """5.x pop's BrokerConfig keys (model/pop.py): the revive queues, the retry-topic-first share and the v2
+    retry topic, as a 5.3.3 broker.conf sets them; absent, 5.3.3's defaults."""
+    path = tmp_path / "broker.conf"
+    path.write_text("reviveQueueNum=2\npopFromRetryProbability=0\nenableRetryTopicV2=true\n"
+                    "retrieveMessageFromPopRetryTopicV1=false\n")
+    pop = broker_config_from_file(path).pop
+    assert (pop.revive_queue_num, pop.pop_from_retry_probability, pop.enable_retry_topic_v2,
+            pop.retrieve_from_retry_v1) == (2, 0, True, False)
+    assert BrokerConfig().pop == type(pop)()  # 8, 20, false, true
+
+
 def test_a_consume_queue_file_size_is_rounded_up_to_whole_units(tmp_path: Path) -> None:
     """MessageStoreConfig.getMappedFileSizeConsumeQueue: ceil(size / 20) units of 20 bytes; the mmap
     broker's consume-queue files take that size."""
@@ -169,6 +181,8 @@ def test_a_consume_queue_file_size_is_rounded_up_to_whole_units(tmp_path: Path) 
         ("a=1\ntransactionCheckMax=0\n", 2, "transactionCheckMax: 0 must be > 0"),
         ("transactionTimeOut=0\n", 1, "transactionTimeOut: 0 must be > 0"),
         ("messageDelayLevel=1x\n", 1, "token 1 '1x'"),
+        ("reviveQueueNum=0\n", 1, "reviveQueueNum: 0 must be > 0 queues"),
+        ("enableRetryTopicV2=yes\n", 1, "enableRetryTopicV2: 'yes'"),
     ],
 )
 def test_broker_config_errors_name_key_and_line(tmp_path: Path, text: str, line: int, reason: str) -> None:
