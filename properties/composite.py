@@ -354,6 +354,9 @@ class DeepRules:
                 self.orderly_ladder(v, v // 2, _pick(MSG_FAMILIES, f // len(MSG_FAMILIES)))
                 self.send_plain(v, 0, "TagA", (), False)
                 self._orderly_batch(v)
+                # and a client's unlock of queues, the lock table probed after it (the rule's kind that the
+                # draws may leave out: the ladder unlocks only inside its own rebalance)
+                self.orderly_unlock(v + 1, 1 + f % 15)
             elif kind == "dlq" and self._consumer_groups():
                 self.dlq_ladder(v, (0, 0, 0, 1, 2, 19, -1)[v % 7], ("none", "group", "client", 0, 17, -1)[f % 6],
                                 _pick(MSG_FAMILIES, f))
