@@ -22,7 +22,13 @@ from rmqspec.model.results import PullResult, ResponseCode, SendResult, TxnActio
 from rmqspec.model.sql92 import FilterEvalError, compile_filter, evaluate
 from rmqspec.model.timer import PROPERTY_TIMER_OUT_MS, TIMER_TOPIC, is_timer_request, requested_ms
 from rmqspec.model.transactions import TransactionService
-from tests.pop_brokers import POP_BROKEN
+
+try:
+    from tests.pop_brokers import POP_BROKEN
+except ModuleNotFoundError as missing:  # imported as a top-level module (``rmqspec conform --broker
+    if missing.name not in ("tests", "tests.pop_brokers"):  # broken_brokers:…`` with this folder on the
+        raise  # path): the one beside it
+    from pop_brokers import POP_BROKEN  # type: ignore[no-redef]
 
 # the Broker protocol's requests: a subclass's override of one refuses while the broker is down, as the
 # wrapped broker does (each broker breaks one rule, not also "answers while crashed")
