@@ -194,6 +194,20 @@ def findings_by_trace(items: list[tuple[str, str, tuple[int, ...]]]) -> dict[str
     return {k: sorted(v) for k, v in by.items()}
 
 
+@pytest.fixture(autouse=True)
+def _cache_emptied_after_each_test():
+    """A test leaves nothing in the session's cache: the frames it persisted (``carry`` returns persisted
+    ones, which the audit's own callers drop: ``spark/incremental.py`` clears the cache) are dropped, so
+    the tests of one session do not share its memory (twice a test's sorter found none left:
+    UNABLE_TO_ACQUIRE_MEMORY in ``test_incremental.py``). Tests without a session start none."""
+    yield
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.catalog.clearCache()
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
