@@ -64,7 +64,6 @@ ACK_OK = ("SUCCESS", "ACKED", "COMMITTED", None)
 KEYS = ("group", "topic", "queue_id", "queue_offset", "msg_key")
 
 
-
 @attrs.define
 class _Message:
     state: str

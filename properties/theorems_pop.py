@@ -172,4 +172,4 @@ POP_THEOREMS: tuple[Theorem, ...] = (
 
 def applies(version: Version) -> bool:
     """The profiles that pop: RocketMQ 5.x."""
-    return version.timer_wheel
+    return version.pop
