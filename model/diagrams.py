@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rmqspec.model.lifecycle import LIFECYCLES, POP_LIFECYCLES, Lifecycle
+from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle
 
-DRAWN: tuple[Lifecycle, ...] = LIFECYCLES + POP_LIFECYCLES  # every table, the 5.x pop tables too
+DRAWN: tuple[Lifecycle, ...] = LIFECYCLES  # every table, the 5.x pop tables too
 
 
 def markdown(lifecycles: tuple[Lifecycle, ...] = DRAWN) -> str:

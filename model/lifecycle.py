@@ -613,9 +613,8 @@ POP_ORDER = Lifecycle(
     effects={"batch": _e_order_batch, "commit": _e_order_commit},
 )
 
-LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER)
-# The 5.x pop tables: proved (properties/theorems_pop.py) and drawn (model/diagrams.py), and the model
-# broker's pop keeps to them (tests/properties/test_pop_table_agreement.py); not yet among LIFECYCLES,
-# whose every row a trace rule judges (properties/inv_tables.py TABLE_JUDGES) and the conformance
-# machine reaches (properties/coverage.py): the pop rows' judges come with the machine's pop rules.
+# Every table: proved (properties/theorems*.py), drawn (model/diagrams.py), every row judged by a trace rule
+# (properties/inv_tables.py TABLE_JUDGES) and reached by the conformance machine (properties/coverage.py).
+LIFECYCLES: tuple[Lifecycle, ...] = (MESSAGE, LOCK, TRANSACTION, TIMER, POP, POP_ORDER)
+# The 5.x pop tables among them: no profile without pop (4.9) takes their rows (coverage: not applicable).
 POP_LIFECYCLES: tuple[Lifecycle, ...] = (POP, POP_ORDER)

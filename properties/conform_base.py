@@ -207,6 +207,7 @@ class MachineCore(RuleBasedStateMachine):
     # every distinct failure of the run: signature -> (message, program when it happened)
     failures: dict[str, tuple[str, list[Op]]]
     lifecycle: Counter  # lifecycle rows taken (properties/coverage.py), across examples
+    pop_applies: list[bool]  # [whether an example popped: every broker declares POP] (coverage)
     rules_run: Counter  # rules executed (the programs' ops), across examples
     drain_on_teardown = True
     # wall-clock mode (properties/wallclock.py): None = the manual clock

@@ -18,11 +18,13 @@ acked handle with the broker's answer, a ``change_invisible`` per change, and a 
 broker revived it.
 
 The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
-three messages popped with a short invisible time; the first acked at once, the second's invisible time
-changed (or left), nothing for the third; a pop while they are invisible, and one a millisecond before the
-invisible time ends (the retry topic first: nothing may be revived yet); the clock past their revive
-times and the revive service's margin; pops (the retry topic first) hand the revived copies out again
-(reconsume times + 1), and they are batch-acked. Then an orderly queue, popped by group ``GPO`` (a
+three messages popped with a short invisible time; the first acked at once and again, the second's
+invisible time changed (then its old handle acked: a stale ack) or left, nothing for the third; a pop
+while they are invisible, and one a millisecond before the invisible time ends (the retry topic first:
+nothing may be revived yet); the clock past their revive times and the revive service's margin; the
+observer reads the pop retry topic (a ``revive`` row per copy there) and the third message's handle is
+acked late; pops (the retry topic first) hand the revived copies out again (reconsume times + 1), and
+they are batch-acked. Then an orderly queue, popped by group ``GPO`` (a
 concurrent pop moves its group's offset past what it read, so one group pops one way): two messages popped by attempt
 A1, a pop by A2 while they are in flight (blocked), the first acked, A2 again, the clock past the
 invisible time, A2 takes the rest from the first message not acked; acked. With the crash family on, every
@@ -36,7 +38,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmqspec.model.pop import NORMAL, real_topic
+from rmqspec.model.message import MessageQueue
+from rmqspec.model.pop import NORMAL, pop_retry_topic, real_topic
 from rmqspec.model.protocol import Capability
 
 POP_GROUP = "GP"
@@ -70,7 +73,9 @@ class PopRules:
         if type(self).wall is not None or not self.topics or not self.config.behaviour.pop:
             return False
         brokers = [self.ls.candidate, *self.ls.forks]
-        return all(Capability.POP in getattr(b, "capabilities", frozenset()) for b in brokers)
+        applies = all(Capability.POP in getattr(b, "capabilities", frozenset()) for b in brokers)
+        type(self).pop_applies[0] |= applies  # the POP tables apply (coverage)
+        return applies
 
     def _pop_group_ready(self, orderly: bool) -> str:
         group = self.pop_order_group if orderly else self.pop_group
@@ -108,11 +113,8 @@ class PopRules:
 
     def _pop_row(self, group: str, p: Any, attempt: str | None) -> None:
         m, handle = p.message, p.handle
-        if attempt is None and _retry_flag(handle) != NORMAL and m.commitlog_offset not in self.pop_seen:
-            self.pop_seen.add(m.commitlog_offset)  # a revived copy, first seen: the broker revived it by now
-            self._emit("revive", actor="broker", group=group, topic=m.topic, msg_key=m.uniq_key,
-                       reconsume_times=m.reconsume_times, detail={"observed": True})
-            self._sometimes("pop:revived")
+        if attempt is None and _retry_flag(handle) != NORMAL:
+            self._revived(group, m)
         detail: dict[str, Any] = {"handle": handle.extra_info()}
         if attempt is not None:
             detail["attempt_id"] = attempt
@@ -159,6 +161,27 @@ class PopRules:
         self._sometimes("pop:changed")
         return new
 
+    def _revived(self, group: str, m: Any) -> None:
+        """A ``revive`` row for a retry copy not seen before: the broker revived it by now."""
+        if m.commitlog_offset in self.pop_seen:
+            return
+        self.pop_seen.add(m.commitlog_offset)
+        self._emit("revive", actor="broker", group=group, topic=m.topic, msg_key=m.uniq_key,
+                   reconsume_times=m.reconsume_times, detail={"observed": True})
+        self._sometimes("pop:revived")
+
+    def _peek_revived(self, topic: str) -> None:
+        """The observer pulls the group's pop retry topic (queue 0, where PopReviveService puts): a
+        ``revive`` row for each copy stored there not seen before, so an ack after it is a late one."""
+        retry = pop_retry_topic(topic, self.pop_group, self.config.enable_retry_topic_v2)
+        out = self._call(f"pull({self.obs!r}, {retry}/0, offset=0) [revived]",
+                         lambda b: b.pull(self.obs, MessageQueue(retry, 0), 0, 32, "*"))
+        if out.error is not None:
+            self._sometimes(f"pop:peek_error:{out.error[1]}")
+            return
+        for m in out.value.messages:
+            self._revived(self.pop_group, m)
+
     def _pop_send(self, topic: str, queue_id: int, n: int) -> None:
         for _ in range(n):
             self._send(self._message(topic, "TagA"), queue_id)
@@ -186,8 +209,9 @@ class PopRules:
         self._after()
         popped = self._pop(topic, v % queues, 3, invisible, TOPIC_FIRST)
         self._ack(topic, popped[:1])
-        if len(popped) > 1 and v % 2 == 0:
-            self._change(topic, popped[1], invisible + 1_000)
+        self._ack(topic, popped[:1])  # again: an acked message stays acked
+        if len(popped) > 1 and v % 2 == 0 and self._change(topic, popped[1], invisible + 1_000) is not None:
+            self._ack(topic, popped[1:2])  # the changed handle's ack: a stale one, the new checkpoint stays
         if self._pop(topic, -1, 3, invisible, TOPIC_FIRST + v % 40) == []:
             self._sometimes("pop:hidden")
         self._pop_wait(invisible - 1)  # a millisecond before the invisible time ends: nothing is revived yet
@@ -197,6 +221,8 @@ class PopRules:
             self._crash_and_recover("kill")
             self._sometimes("pop:across_kill")
         self._pop_wait(1_000 + REVIVE_WAIT_MS)
+        self._peek_revived(topic)
+        self._ack(topic, popped[2:])  # a late ack: the message was revived
         for random_q in (RETRY_FIRST, RETRY_FIRST + 1, TOPIC_FIRST):
             again = self._pop(topic, -1, 4, invisible, random_q)
             self._ack(topic, again, batch=True)

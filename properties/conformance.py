@@ -168,6 +168,7 @@ def conformance_machine(
         "failed_program": [],
         "first_failure": [],
         "last_change": [0],
+        "pop_applies": [False],
         "check_lag": [max(wall.check_lag_ms, VERSIONS[version].check_sleep_ms) if wall else 0],
         "failures": {},
         "lifecycle": Counter(),

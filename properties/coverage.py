@@ -30,7 +30,12 @@ the z3 theorems prove:
   a crash since ``REFIRABLE --fire``; a ``crash`` takes the ``crash`` row of every
   request waiting, fired or refirable. Under a profile without the wheel no row
   of it is taken: ``CoverageReport.of(..., timer=False)`` lists them as not
-  applicable, not as missing.
+  applicable, not as missing;
+- pop and pop_order (5.x, per group and message / queue): the rows the pop
+  replay itself takes on the history (``inv_pop.PopReplay.taken``: the replay
+  the invariants run, so the coverage is of what was judged). Where nobody
+  pops (4.9, a broker without ``Capability.POP``, the wall clock),
+  ``CoverageReport.of(..., pop=False)`` lists them as not applicable.
 
 ``CoverageReport.of(transitions, coverage, rules)`` lays the counts out: every
 row of every table (zero included), the rules run, the result kinds the machine
@@ -48,6 +53,8 @@ import attrs
 
 from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle, Transition
 from rmqspec.properties.history import History, is_visible_topic
+from rmqspec.properties.inv_pop import PopReplay
+from rmqspec.properties.inv_tables import EventRow
 
 
 def label(lifecycle: Lifecycle | str, t: Transition) -> str:
@@ -114,6 +121,9 @@ def classify(history: History) -> Counter[str]:
     """The lifecycle rows one example's observations took, with counts (see the module docstring)."""
     out: Counter[str] = Counter()
     _classify_timer(history, out)
+    pop = PopReplay()
+    pop.feed(EventRow(ev) for ev in history.events)
+    out.update(pop.taken)
     holder: dict[tuple, str] = {}
     txn: dict[str, str] = {}
     halves: dict[str, int] = {}
@@ -178,12 +188,14 @@ def classify(history: History) -> Counter[str]:
 
 
 TIMER_TRANSITIONS: tuple[str, ...] = tuple(t for t in ALL_TRANSITIONS if t.startswith("timer: "))
+POP_TRANSITIONS: tuple[str, ...] = tuple(t for t in ALL_TRANSITIONS if t.startswith(("pop: ", "pop_order: ")))
 
 
 @attrs.frozen
 class CoverageReport:
     """Counts of every lifecycle row, of the rules run and of the result kinds noted; ``not_applicable``:
-    the rows the profile has no behaviour for (the TIMER table without the 5.x wheel)."""
+    the rows the profile has no behaviour for (the TIMER table without the 5.x wheel, the pop tables
+    where nobody pops)."""
 
     transitions: tuple[tuple[str, int], ...]
     rules: tuple[tuple[str, int], ...]
@@ -192,13 +204,13 @@ class CoverageReport:
 
     @classmethod
     def of(cls, transitions: Mapping[str, int], coverage: Mapping[str, int], rules: Iterable[str],
-           timer: bool = True) -> CoverageReport:
+           timer: bool = True, pop: bool = True) -> CoverageReport:
         rule_names = set(rules)
         return cls(
             transitions=tuple((t, int(transitions.get(t, 0))) for t in ALL_TRANSITIONS),
             rules=tuple(sorted((k, int(v)) for k, v in coverage.items() if k in rule_names)),
             results=tuple(sorted((k, int(v)) for k, v in coverage.items() if k not in rule_names)),
-            not_applicable=() if timer else TIMER_TRANSITIONS,
+            not_applicable=(() if timer else TIMER_TRANSITIONS) + (() if pop else POP_TRANSITIONS),
         )
 
     @property

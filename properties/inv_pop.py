@@ -42,7 +42,7 @@ from cannot be told. Rows without what a step reads (msg_key, group, a handle, `
 
 from __future__ import annotations
 
-import weakref
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,17 +51,19 @@ import attrs
 from rmqspec.model import lifecycle as lc
 from rmqspec.model.pop import NORMAL, POP_ORDER_REVIVE_QUEUE
 from rmqspec.properties.codes import Code
-from rmqspec.properties.history import History
-from rmqspec.properties.inv_base import Invariant, Violation
-from rmqspec.properties.inv_replay import Row, TableFinding, detail_of, found, int_or_none
-from rmqspec.properties.inv_tables import EventRow
+from rmqspec.properties.inv_replay import Row, TableFinding, detail_of, found, int_or_none, row_label, table_row
 
-__all__ = ["POP_INVARIANTS", "PopReplay", "judge_pops"]
+__all__ = ["PopReplay", "judge_pops"]
 
-ORDERLY = "ORDERLY"
+ORDERLY, CONCURRENT = "ORDERLY", "CONCURRENT"
 # an ack that met its checkpoint: the answer (SUCCESS), or a broker's own row (ACKED; orderly COMMITTED)
-ACK_OK = ("SUCCESS", "ACKED", "COMMITTED", None)
+ACK_OK = ("SUCCESS", "ACKED", "COMMITTED")
 KEYS = ("group", "topic", "queue_id", "queue_offset", "msg_key")
+# the rows a finding names (a reason starts with the row it broke, as every table replay's does)
+_POP = row_label(lc.POP, table_row(lc.POP, "READY", "pop", ""))
+_REVIVE = row_label(lc.POP, table_row(lc.POP, "POPPED", "revive", "expired"))
+_ORDER_POP = row_label(lc.POP_ORDER, table_row(lc.POP_ORDER, "IDLE", "pop", ""))
+_ORDER_FREE = row_label(lc.POP_ORDER, table_row(lc.POP_ORDER, "INFLIGHT", "pop", "free"))
 
 
 @attrs.define
@@ -93,6 +95,11 @@ class PopReplay:
         self.attempts: dict[str, int] = {}
         self.tainted: set[tuple[str, ...]] = set()
         self.owner: dict[tuple[str, str], str] = {}  # (group, a handle's text) -> the msg_key it was handed with
+        # groups (None: any) with a row the replay could not place: an unseen hand-out (a later revive of a
+        # ready message proves nothing) and an unseen orderly pop or ack (no orderly queue judged after it)
+        self.blind: set[str | None] = set()
+        self.blind_orderly: set[str | None] = set()
+        self.taken: Counter[str] = Counter()  # the table rows taken, by label (properties/coverage.py)
 
     def feed(self, rows: Iterable[Row]) -> list[TableFinding]:
         out: list[TableFinding] = []
@@ -100,9 +107,15 @@ class PopReplay:
             event = row["event"]
             if event == "crash":
                 self._crashed(row.get("status"))
-            elif event in ("pop", "change_invisible", "ack", "revive") and row.get("group") is not None:
-                orderly = row.get("status") == ORDERLY or (event == "ack" and _orderly_handle(row))
-                finding = self._orderly(row) if orderly else self._concurrent(row)
+            elif event in ("pop", "change_invisible", "ack", "revive"):
+                kind = _kind(row)
+                if row.get("group") is None or kind is None:  # which group, or which table, is not known
+                    if event in ("pop", "ack"):
+                        self.blind_orderly.add(row.get("group"))
+                    if event == "pop" and kind != ORDERLY:
+                        self.blind.add(row.get("group"))
+                    continue
+                finding = self._orderly(row) if kind == ORDERLY else self._concurrent(row)
                 if finding is not None:
                     out.append(finding)
         return out
@@ -129,6 +142,8 @@ class PopReplay:
         if key is None and isinstance(handle, str):  # a broker's ack or change names the handle only
             key = self.owner.get((row["group"], handle))
         if key is None:
+            if row["event"] == "pop":
+                self.blind.add(row["group"])
             return None
         name = (row["group"], key)
         if name in self.tainted:
@@ -138,6 +153,7 @@ class PopReplay:
         if event == "pop":
             due = int_or_none(row.get("deliver_ts"))
             if not isinstance(handle, str) or due is None:
+                self._taint(name)  # a hand-out not stepped: what follows it is not judged
                 return None
             r = int_or_none(row.get("reconsume_times"))
             if m is None:  # first seen: its reconsume times so far are the revives before
@@ -154,9 +170,16 @@ class PopReplay:
                     del self.messages[name]
                     return None
                 m.origin = origin
+            elif len(fields) > 4 and m.state != "READY":  # a revived copy: it stands for its revive (unseen)
+                before = m.proof
+                bad = self._step(m, row, "revive", {"now": now})
+                if bad is not None:
+                    self._hand_out(m, row, handle, key, "pop", {"now": now, "invisible": due - now})
+                    return found(Code.MESSAGE_LIFECYCLE, (before,), row, KEYS, f"{bad} (the revived copy handed out)")
             bad = self._step(m, row, "pop", {"now": now, "invisible": due - now})
             if bad is None and r is not None and r != m.vars.r:
-                bad = f"handed out with reconsume times {r}, revived {m.vars.r} times (reconsumeTimes + 1 per revive)"
+                bad = (f"{_REVIVE} / revived: handed out with reconsume times {r}, revived {m.vars.r} times "
+                       "(reconsumeTimes + 1 per revive)")
             before = m.proof
             m.handles[handle] = m.vars.h
             self.owner[(row["group"], handle)] = key
@@ -165,11 +188,15 @@ class PopReplay:
         if m is None:
             return None
         if event == "revive":
+            if m.state == "READY" and ({None, row["group"]} & self.blind):
+                self._taint(name)  # its hand-out may be the row not placed
+                return None
             before = m.proof
             bad = self._step(m, row, "revive", {"now": now})
             r = int_or_none(row.get("reconsume_times"))  # the revived copy's
             if bad is None and r is not None and r != m.vars.r:
-                bad = f"revived with reconsume times {r}, the revive number {m.vars.r} (reconsumeTimes + 1)"
+                bad = (f"{_REVIVE} / revived: revived with reconsume times {r}, the revive number {m.vars.r} "
+                       "(reconsumeTimes + 1)")
             return None if bad is None else found(Code.MESSAGE_LIFECYCLE, (before,), row, KEYS, bad)
         if not isinstance(handle, str):
             return None
@@ -192,13 +219,30 @@ class PopReplay:
         m.proof = row
         return None
 
-    @staticmethod
-    def _step(m: _Message, row: Row, action: str, args: dict[str, int]) -> str | None:
+    def _taint(self, name: tuple[str, ...]) -> None:
+        self.tainted.add(name)
+        self.messages.pop(name, None)  # type: ignore[arg-type]
+        self.queues.pop(name, None)  # type: ignore[arg-type]
+
+    def _hand_out(self, m: _Message, row: Row, handle: str, key: str, action: str, args: dict[str, int]) -> None:
+        """Go on as ``row`` says the message was handed out (after a finding: one fault, one finding)."""
+        self._step(m, row, action, args)
+        m.handles[handle] = m.vars.h
+        self.owner[(row["group"], handle)] = key
+        m.proof = row
+
+    def _take(self, table: lc.Lifecycle, state: str, vars_: Any, action: str, args: dict[str, int]) -> tuple[str, Any]:
+        """``table``'s enabled row taken (``Refused`` when none), counted in ``taken`` (the coverage)."""
+        t = table.enabled(state, action, vars_, args)
+        self.taken[row_label(table, t)] += 1
+        return t.target, (table.effects[t.effect](vars_, args) if t.effect else vars_)
+
+    def _step(self, m: _Message, row: Row, action: str, args: dict[str, int]) -> str | None:
         """``action`` through the table; refused: the reason, and the message goes on as the row says
         it did (a hand-out is POPPED with its handle, a revive READY with one more reconsume), so one
         fault is one finding."""
         try:
-            m.state, m.vars = lc.POP.step(m.state, m.vars, action, args)
+            m.state, m.vars = self._take(lc.POP, m.state, m.vars, action, args)
         except lc.Refused:
             why = _why(m, action, args)
             if action == "pop":
@@ -212,15 +256,23 @@ class PopReplay:
 
     def _orderly(self, row: Row) -> TableFinding | None:
         topic, qid, offset = row.get("topic"), int_or_none(row.get("queue_id")), int_or_none(row.get("queue_offset"))
-        if topic is None or qid is None or offset is None:
+        group = row["group"]
+        if {None, group} & self.blind_orderly:
             return None
-        name = (row["group"], topic, qid)
+        if topic is None or qid is None:  # which queue it moved is not known: none of the group's is judged
+            self.blind_orderly.add(group)
+            return None
+        name = (group, topic, qid)
         if name in self.tainted:
             return None
         q = self.queues.setdefault(name, _Queue("IDLE", lc.PopOrderVars()))
         event, now, detail = row["event"], int(row["ts"]), detail_of(row)
+        handle = _handle_fields(detail.get("handle"))
+        if offset is None or (event == "ack" and (row.get("status") is None or handle is None)) \
+                or (event == "pop" and (handle is None or "attempt_id" not in detail)):
+            self._taint(name)  # a hand-out or an ack not placed: the queue's state is not known after it
+            return None
         if event == "ack":
-            handle = _handle_fields(detail.get("handle"))
             # an ack counts for the batch in flight (its pop time: an older pop's ack changes nothing)
             if row.get("status") in ACK_OK and q.state == "INFLIGHT" and offset in q.batch \
                     and handle is not None and q.key is not None and handle[1] == q.key[1]:
@@ -229,21 +281,23 @@ class PopReplay:
                 while q.vars.off + count in q.acked:
                     count += 1
                 if count:  # commitAndNext: the offset moves to the first message not acked
-                    q.state, q.vars = lc.POP_ORDER.step(q.state, q.vars, "commit", {"now": now, "count": count})
+                    q.state, q.vars = self._take(lc.POP_ORDER, q.state, q.vars, "commit",
+                                                 {"now": now, "count": count})
                     q.batch -= set(range(q.vars.off - count, q.vars.off))
                     q.acked -= set(range(q.vars.off - count, q.vars.off))
             return None
         if event != "pop":
             return None
-        handle, due = _handle_fields(detail.get("handle")), int_or_none(row.get("deliver_ts"))
+        due = int_or_none(row.get("deliver_ts"))
         if handle is None or due is None:
+            self._taint(name)
             return None
         # one pop's rows share their handles' checkpoint start and pop time (ExtraInfoUtil)
         batch = (handle[0], handle[1], str(detail.get("attempt_id")))
         if q.state == "INFLIGHT" and q.proof is not None and batch == q.key:
             if offset != q.vars.off + q.vars.n:
-                return found(Code.LOCK_LIFECYCLE, (q.proof,), row, KEYS, f"batch message at offset {offset}, "
-                             f"the batch from {q.vars.off} has {q.vars.n} before it")
+                return found(Code.LOCK_LIFECYCLE, (q.proof,), row, KEYS, f"{_ORDER_POP} / batch: batch message at "
+                             f"offset {offset}, the batch from {q.vars.off} has {q.vars.n} before it")
             q.vars = attrs.evolve(q.vars, n=q.vars.n + 1)
             q.batch.add(offset)
             return None
@@ -254,14 +308,14 @@ class PopReplay:
         before = q.proof
         bad = None
         try:
-            q.state, q.vars = lc.POP_ORDER.step(q.state, q.vars, "pop", args)
+            q.state, q.vars = self._take(lc.POP_ORDER, q.state, q.vars, "pop", args)
         except lc.Refused:
-            bad = (f"queue handed to attempt {batch[2]!r} at {now} while the batch of attempt "
+            bad = (f"{_ORDER_FREE}: queue handed to attempt {batch[2]!r} at {now} while the batch of attempt "
                    f"{q.key[2] if q.key else '?'} is in flight (visible again at {q.vars.pop_ts + q.vars.inv})")
             q.state, q.vars = "INFLIGHT", lc.POP_ORDER.effects["batch"](q.vars, args)
         q.batch, q.acked, q.proof, q.key = {offset}, set(), row, batch
         if bad is None and offset != q.vars.off:
-            bad = f"batch starts at offset {offset}, the first message not acked is {q.vars.off}"
+            bad = f"{_ORDER_POP} / batch: batch starts at offset {offset}, the first message not acked is {q.vars.off}"
         if bad is not None:
             q.vars = attrs.evolve(q.vars, off=offset)  # go on from where the broker is
         return None if bad is None else found(Code.LOCK_LIFECYCLE, (before,), row, KEYS, bad)
@@ -274,72 +328,35 @@ def _handle_fields(text: Any) -> tuple[int, int] | None:
     return None if start is None or pop_time is None else (start, pop_time)
 
 
-def _orderly_handle(row: Row) -> bool:
-    """An ack whose handle is an orderly pop's (ExtraInfoUtil: the revive queue id 999)."""
+def _kind(row: Row) -> str | None:
+    """ORDERLY or CONCURRENT: a pop's ``status`` says, else its handle (ExtraInfoUtil: the revive queue id
+    999 is an orderly pop's), an ack's handle; None when the row says neither (not placed)."""
+    event, status = row["event"], row.get("status")
+    if event == "revive" or (event != "ack" and status is not None):
+        return ORDERLY if status == ORDERLY else CONCURRENT
     handle = detail_of(row).get("handle")
     parts = handle.split(" ") if isinstance(handle, str) else []
-    return len(parts) > 3 and parts[3] == str(POP_ORDER_REVIVE_QUEUE)
+    if len(parts) <= 3:
+        return None
+    return ORDERLY if parts[3] == str(POP_ORDER_REVIVE_QUEUE) else CONCURRENT
 
 
 def _why(m: _Message, action: str, args: dict[str, int]) -> str:
+    """Why the table refused ``action``, after the row it broke: a hand-out is only ``READY --pop``, a
+    revive only ``POPPED --revive[expired]``."""
     v, now = m.vars, args["now"]
+    row = _POP if action == "pop" else _REVIVE
     if m.state == "ACKED":
-        return f"{'handed out again' if action == 'pop' else 'revived'} at {now} after an ack met its checkpoint"
+        return f"{row}: {'handed out again' if action == 'pop' else 'revived'} at {now} after an ack met its checkpoint"
     if action == "pop" and now < v.pop_ts + v.inv:
-        return f"handed out again at {now} while invisible until {v.pop_ts + v.inv} (popped at {v.pop_ts})"
+        return f"{row}: handed out again at {now} while invisible until {v.pop_ts + v.inv} (popped at {v.pop_ts})"
     if action == "pop":
-        return f"handed out again at {now} without a revive since its hand-out at {v.pop_ts}"
-    if action == "revive" and m.state == "POPPED":
-        return f"revived at {now}, before pop time {v.pop_ts} + invisible time {v.inv}"
-    return f"{action} at {now} with the message {m.state.lower()}"
+        return f"{row}: handed out again at {now} without a revive since its hand-out at {v.pop_ts}"
+    if m.state == "POPPED":
+        return f"{row}: revived at {now}, before pop time {v.pop_ts} + invisible time {v.inv}"
+    return f"{row}: {action} at {now} with the message {m.state.lower()}"
 
 
 def judge_pops(rows: Iterable[Row]) -> list[TableFinding]:
     """The pop tables' findings on ``rows`` (seq order; other events skipped)."""
     return PopReplay().feed(rows)
-
-
-# ---------------------------------------------------------------------------
-# On the conformance machine's ghost history
-
-
-@attrs.define
-class _Fed:
-    ref: weakref.ref[History]
-    replay: PopReplay = attrs.Factory(PopReplay)
-    seen: int = 0
-    found: list[TableFinding] = attrs.Factory(list)
-
-
-_FED: dict[int, _Fed] = {}
-
-
-def _fed(h: History) -> _Fed:
-    f = _FED.get(id(h))
-    if f is None or f.ref() is not h or f.seen > len(h.events):
-        while len(_FED) >= 4:
-            del _FED[next(iter(_FED))]
-        f = _FED[id(h)] = _Fed(weakref.ref(h))
-    f.found += f.replay.feed(EventRow(ev) for ev in h.events[f.seen:])
-    f.seen = len(h.events)
-    return f
-
-
-def _violations(h: History, code: str) -> list[Violation]:
-    return [Violation(code=f.code, step=h.step_of[f.seqs[-1]], reason=f.reason, seq=f.seqs[-1])
-            for f in _fed(h).found if f.code == code]
-
-
-POP_INVARIANTS: tuple[Invariant, ...] = (
-    Invariant("PopLifecycleProperty", Code.MESSAGE_LIFECYCLE, "always",
-              "A popped message is not handed out again before its invisible time ends nor after an ack met its "
-              "checkpoint, is revived only after it and with reconsume times + 1.",
-              "PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor, PopReviveService "
-              "(model/lifecycle.py POP)",
-              lambda h: _violations(h, Code.MESSAGE_LIFECYCLE)),
-    Invariant("PopOrderLifecycleProperty", Code.LOCK_LIFECYCLE, "always",
-              "An orderly popped queue is handed to another attempt only when its batch is acked or past its "
-              "invisible time, and always from the first message not acked.",
-              "ConsumerOrderInfoManager.checkBlock / commitAndNext (model/lifecycle.py POP_ORDER)",
-              lambda h: _violations(h, Code.LOCK_LIFECYCLE)),
-)

@@ -5,7 +5,7 @@ Theory of operation
 The z3 encoding and the diagrams are generated from the lifecycle tables, so
 a new row cannot be left out of them; ``TABLE_JUDGES`` does the same for the
 trace invariants. It names, for every ``Transition`` of MESSAGE, LOCK,
-TRANSACTION and TIMER, the violation codes whose findings say that the row's *guard*
+TRANSACTION, TIMER, POP and POP_ORDER, the violation codes whose findings say that the row's *guard*
 was broken (the row taken where its guard is false, or another row taken
 where its guard is true; for an unguarded row, the action seen outside its
 source state) and the codes that judge its *effect* and target — or, where a
@@ -21,11 +21,15 @@ trace shows are stepped through ``Lifecycle.enabled`` / ``step`` with the
 table's guard and effect functions, and a disagreement the older rules do
 not already state is reported. The TIMER table (5.x) is replayed by
 ``inv_replay_timer.py`` and reports MESSAGE_LIFECYCLE (it is the first part
-of a timer message's lifecycle). ``replay(rows, params)`` runs the four on a
-trace's rows (the reference checker's ``traces/checks_table.py``; the Spark
-audit's ``spark/rules_table.py`` runs each on its partitions, the timer
-replay ``judge_timers`` per msg_key with the crash rows put back), and
-``TABLE_INVARIANTS`` runs them on the conformance machine's ghost history
+of a timer message's lifecycle); the pop tables (5.x) by ``inv_pop.py``,
+reporting MESSAGE_LIFECYCLE (POP) and LOCK_LIFECYCLE (POP_ORDER) under their
+own invariants' names (PopLifecycleProperty, PopOrderLifecycleProperty).
+``replay(rows, params)`` runs the five on a trace's rows (the reference
+checker's ``traces/checks_table.py``; the Spark audit's
+``spark/rules_table.py`` runs each on its partitions, the timer replay
+``judge_timers`` per msg_key with the crash rows put back, the pop replay per
+trace), and ``TABLE_INVARIANTS`` and ``POP_INVARIANTS`` run them on the
+conformance machine's ghost history
 (``EventRow`` shows a ``TraceEvent`` as a row), every step (kind ``always``:
 each replay only looks back).
 """
@@ -43,6 +47,7 @@ from rmqspec.model.lifecycle import LIFECYCLES, Lifecycle, Transition
 from rmqspec.properties.codes import AuditParams, Code
 from rmqspec.properties.history import History
 from rmqspec.properties.inv_base import Invariant, Violation
+from rmqspec.properties.inv_pop import PopReplay, judge_pops
 from rmqspec.properties.inv_replay import (
     ALL_KEYED,
     Row,
@@ -58,6 +63,7 @@ from rmqspec.properties.inv_replay_timer import TimerReplay, judge_timers
 from rmqspec.properties.inv_replay_txn import TxnReplay, judge_txns
 
 __all__ = [
+    "POP_INVARIANTS",
     "TABLE_CODES",
     "TABLE_INVARIANTS",
     "TABLE_JUDGES",
@@ -233,6 +239,60 @@ TABLE_JUDGES: tuple[RowJudges, ...] = (
               guard_unseen="a crash is the environment's, in any state",
               effect_unseen="nothing changes: whether the checkpoint had passed the copy (it fires again or not) "
                             "is not in a trace"),
+    # -- pop (5.x, per group and message; inv_pop.py) -------------------------------------------
+    RowJudges("pop", "READY", "pop", "",
+              guard_by=(C.MESSAGE_LIFECYCLE,), effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="guard: a hand-out while the message is POPPED before its invisible time ends, or ACKED. "
+                  "effect handle: later hand-outs and revives read this pop time + invisible time (deliver_ts)"),
+    RowJudges("pop", "POPPED", "ack", "current",
+              effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="ACKED: the message is never handed out from its checkpoint again nor revived",
+              guard_unseen="which handle a client acks is the client's; the broker answers SUCCESS whatever the "
+                           "handle (POP-0)"),
+    RowJudges("pop", "POPPED", "ack", "stale",
+              guard_unseen="which handle a client acks is the client's; the broker answers SUCCESS whatever the "
+                           "handle (POP-0)",
+              effect_unseen="no effect: the live checkpoint stays, so the revive may come; a broker that let the "
+                            "stale ack settle it never revives, an absence no finite trace proves"),
+    RowJudges("pop", "POPPED", "change", "current",
+              effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="handle: the message is invisible until the change's deliver_ts (handed out or revived before "
+                  "it: MESSAGE_LIFECYCLE)",
+              guard_unseen="a change of a stale handle is accepted too (5.3.3 writes one more checkpoint): the "
+                           "message is judged no more after it (inv_pop.py)"),
+    RowJudges("pop", "POPPED", "revive", "expired",
+              guard_by=(C.MESSAGE_LIFECYCLE,), effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="guard: never revived before pop time + invisible time, nor after an ack met its checkpoint. "
+                  "effect revived: the copy's reconsume times are the revives so far (+ 1 each), and so are a "
+                  "later hand-out's"),
+    RowJudges("pop", "READY", "ack", "",
+              guard_unseen="an ack is answered in every state (each state has an ack row)",
+              effect_unseen="no effect: the revived copy stays and is handed out; a late ack's answer is SUCCESS "
+                            "as any other"),
+    RowJudges("pop", "ACKED", "ack", "",
+              effect_by=(C.MESSAGE_LIFECYCLE,),
+              how="ACKED stays: no hand-out from the checkpoint, no revive after a second ack either",
+              guard_unseen="an ack is answered in every state (each state has an ack row)"),
+    # -- pop_order (5.x, per group and queue, order=true; inv_pop.py) ---------------------------
+    RowJudges("pop_order", "IDLE", "pop", "",
+              effect_by=(C.LOCK_LIFECYCLE,),
+              how="batch: the batch starts at the first message not acked and runs on consecutively; another "
+                  "attempt is blocked until it is acked or past its invisible time",
+              guard_unseen="a queue with no batch in flight may be popped by any attempt"),
+    RowJudges("pop_order", "INFLIGHT", "pop", "free",
+              guard_by=(C.LOCK_LIFECYCLE,), effect_by=(C.LOCK_LIFECYCLE,),
+              how="guard: handed to another attempt while the batch is in flight (needBlock). effect batch: "
+                  "from the first message not acked, the new batch blocks as the first did"),
+    RowJudges("pop_order", "INFLIGHT", "commit", "part",
+              effect_by=(C.LOCK_LIFECYCLE,),
+              how="commit: the next batch starts at the first message not acked (commitAndNext's offset)",
+              guard_unseen="a commit is not a trace row: the replay derives it from the acks (how many from the "
+                           "offset are acked)"),
+    RowJudges("pop_order", "INFLIGHT", "commit", "whole",
+              effect_by=(C.LOCK_LIFECYCLE,),
+              how="IDLE: the next batch, of any attempt, starts after the acked batch",
+              guard_unseen="a commit is not a trace row: the replay derives it from the acks (the whole batch "
+                           "acked)"),
 )
 
 
@@ -293,6 +353,7 @@ def replay(
         *judge_timers(rows, params),
         *judge_locks(rows, params),
         *judge_txns(rows, epochs, params, unkeyed),
+        *judge_pops(rows),
     ]
 
 
@@ -326,10 +387,13 @@ class _Replayed:
     message: MessageReplay
     txn: TxnReplay
     timer: TimerReplay
+    pop: PopReplay = attrs.Factory(PopReplay)
     seen: int = 0
     epoch: int = 0
     unkeyed: Unkeyed = ALL_KEYED
     found: dict[str, list[Violation]] = attrs.field(factory=lambda: {str(c): [] for c in TABLE_CODES})
+    # the pop tables' findings apart: their invariants are PopLifecycleProperty / PopOrderLifecycleProperty
+    found_pop: dict[str, list[Violation]] = attrs.field(factory=lambda: {str(c): [] for c in TABLE_CODES})
 
     @classmethod
     def of(cls, h: History) -> _Replayed:
@@ -346,9 +410,10 @@ class _Replayed:
         self.unkeyed = self.unkeyed | unkeyed_of(new)
         found = [*self.message.feed(new, self.unkeyed), *self.timer.feed(new), *self.lock.feed(new),
                  *self.txn.feed(new, epochs, self.unkeyed)]
-        for f in sorted(found, key=lambda f: (f.seqs[-1], f.seqs)):
-            self.found[f.code].append(Violation(code=f.code, step=h.step_of[f.seqs[-1]], reason=f.reason,
-                                                seq=f.seqs[-1]))
+        for into, findings in ((self.found, found), (self.found_pop, self.pop.feed(new))):
+            for f in sorted(findings, key=lambda f: (f.seqs[-1], f.seqs)):
+                into[f.code].append(Violation(code=f.code, step=h.step_of[f.seqs[-1]], reason=f.reason,
+                                              seq=f.seqs[-1]))
         self.seen = len(h.events)
 
 
@@ -399,3 +464,16 @@ TABLE_INVARIANTS: tuple[Invariant, ...] = (
               check_txn_lifecycle),
 )
 
+POP_INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("PopLifecycleProperty", Code.MESSAGE_LIFECYCLE, "always",
+              "A popped message is not handed out again before its invisible time ends nor after an ack met its "
+              "checkpoint, is revived only after it and with reconsume times + 1.",
+              "PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor, PopReviveService "
+              "(model/lifecycle.py POP)",
+              lambda h: list(_replayed(h).found_pop[Code.MESSAGE_LIFECYCLE])),
+    Invariant("PopOrderLifecycleProperty", Code.LOCK_LIFECYCLE, "always",
+              "An orderly popped queue is handed to another attempt only when its batch is acked or past its "
+              "invisible time, and always from the first message not acked.",
+              "ConsumerOrderInfoManager.checkBlock / commitAndNext (model/lifecycle.py POP_ORDER)",
+              lambda h: list(_replayed(h).found_pop[Code.LOCK_LIFECYCLE])),
+)

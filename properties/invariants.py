@@ -76,13 +76,12 @@ from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     check_orderly_concurrent,
     check_orderly_without_lock,
 )
-from rmqspec.properties.inv_pop import POP_INVARIANTS
 from rmqspec.properties.inv_saved import (  # used here, and re-exported
     expired_keys,
     skipped_by_saved_delay_progress,
     skipped_by_saved_offsets,
 )
-from rmqspec.properties.inv_tables import TABLE_INVARIANTS
+from rmqspec.properties.inv_tables import POP_INVARIANTS, TABLE_INVARIANTS
 from rmqspec.properties.inv_timeout import TIMEOUT_INVARIANTS, check_clean_early  # noqa: F401 - re-exported
 from rmqspec.properties.inv_timer import (  # noqa: F401 - re-exported
     TIMER_INVARIANTS,

@@ -328,7 +328,7 @@ def check_conformance(
         shrink_seconds=shrink_seconds,
         seed=seed,
         coverage_report=CoverageReport.of(machine.lifecycle, machine.coverage, machine.rules_run,
-                                          timer=machine.profile_has_timer()),
+                                          timer=machine.profile_has_timer(), pop=machine.pop_applies[0]),
     )
 
 

@@ -1,4 +1,4 @@
-"""The lifecycle tables replayed in Spark: MESSAGE_LIFECYCLE, LOCK_LIFECYCLE, TXN_LIFECYCLE.
+"""The lifecycle tables replayed in Spark: MESSAGE_LIFECYCLE, LOCK_LIFECYCLE, TXN_LIFECYCLE (and pop's).
 
 Theory of operation
 -------------------
@@ -32,6 +32,11 @@ timer      5.x timer requests (a ``send``, or a COMMIT       trace, msg_key
            rmq_sys_wheel_timer and the ``timer_fire``s,
            with a msg_key; the ``crashes`` column stands
            for the ``crash`` rows
+pop        5.x pop rows: ``pop``, ``change_invisible``,      trace (an ack or a
+           ``ack``, ``revive`` and the ``crash`` rows        change may name
+           (their ``status``: kill or power), with           only its handle,
+           ``detail``                                        whose msg_key is
+                                                           its pop row's)
 =========  ==============================================  ==================
 
 The timer replay (``inv_replay_timer.judge_timers``, MESSAGE_LIFECYCLE) keeps
@@ -64,6 +69,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rmqspec.properties.codes import AuditParams
+from rmqspec.properties.inv_pop import judge_pops
 from rmqspec.properties.inv_replay import (
     ALL_KEYED,
     DLQ_PREFIX,
@@ -82,7 +88,8 @@ from rmqspec.spark.arrow_judge import Columns, finding, judge, keyed, shipped
 from rmqspec.spark.rules import EV, FINDING_SCHEMA
 from rmqspec.traces.checks_common import TIMER_TOPIC
 
-__all__ = ["LOCK_COLUMNS", "MESSAGE_COLUMNS", "TIMER_COLUMNS", "TXN_COLUMNS", "table_findings", "unkeyed_by_trace"]
+__all__ = ["LOCK_COLUMNS", "MESSAGE_COLUMNS", "POP_COLUMNS", "TIMER_COLUMNS", "TXN_COLUMNS", "table_findings",
+           "unkeyed_by_trace"]
 
 LOCK_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "client_id", "status")
 MESSAGE_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "msg_key", "reconsume_times",
@@ -90,11 +97,14 @@ MESSAGE_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", 
 TXN_COLUMNS = ("trace", "seq", "ts", "event", "status", "msg_key", "txn_id", "check_times", "epoch")
 TIMER_COLUMNS = ("trace", "seq", "ts", "event", "topic", "queue_id", "msg_key", "reconsume_times", "delay_level",
                  "deliver_ts", "status", "detail", "crashes")  # fmt: skip
+POP_COLUMNS = ("trace", "seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key",
+               "reconsume_times", "deliver_ts", "status", "detail")  # fmt: skip
+POP_EVENTS = ("pop", "change_invisible", "ack", "revive", "crash")
 _TXN_EVENTS = ("txn_half", *UNKEYED_TXN_EVENTS)
 
 
 def table_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
-    """The four replays' findings (``FINDING_COLUMNS``) of the validated rows ``df`` (with ``trace``,
+    """The five replays' findings (``FINDING_COLUMNS``) of the validated rows ``df`` (with ``trace``,
     ``epoch`` and ``crashes``); ``constants``: columns the driver knows to hold one value
     (``arrow_judge.shipped``)."""
     constants = constants or {}
@@ -105,13 +115,16 @@ def table_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, A
     txns, t_left = shipped(df.filter(EV().isin(*_TXN_EVENTS) & F.col("txn_id").isNotNull()),
                            [F.col(c) for c in TXN_COLUMNS], constants)  # fmt: skip
     timers, w_left = shipped(df.filter(_timer_rows()), [_timer_column(c) for c in TIMER_COLUMNS], constants)
+    pops, p_left = shipped(df.filter(EV().isin(*POP_EVENTS)), [F.col(c) for c in POP_COLUMNS], constants)
     locks = keyed(locks, "trace") if "trace" in locks.columns else locks.coalesce(1)  # one trace: one partition
+    pops = keyed(pops, "trace") if "trace" in pops.columns else pops.coalesce(1)
     return [
         locks.mapInArrow(judge(_by_trace(_locks(params)), left), FINDING_SCHEMA),
         keyed(messages, "trace", "msg_key").mapInArrow(judge(_by_trace(_messages(params, unkeyed)), m_left),
                                                        FINDING_SCHEMA),
         keyed(txns, "trace", "txn_id").mapInArrow(judge(_Txns(params, unkeyed), t_left), FINDING_SCHEMA),
         keyed(timers, "trace", "msg_key").mapInArrow(judge(_by_trace(_timers(params)), w_left), FINDING_SCHEMA),
+        pops.mapInArrow(judge(_by_trace(lambda _trace, rows: judge_pops(rows)), p_left), FINDING_SCHEMA),
     ]
 
 

@@ -8,7 +8,14 @@ import pytest
 from rmqspec.model.lifecycle import LIFECYCLES
 from rmqspec.model.model_factory import factory as model_factory
 from rmqspec.properties.codes import AuditParams
-from rmqspec.properties.coverage import ALL_TRANSITIONS, TIMER_TRANSITIONS, CoverageReport, classify, label
+from rmqspec.properties.coverage import (
+    ALL_TRANSITIONS,
+    POP_TRANSITIONS,
+    TIMER_TRANSITIONS,
+    CoverageReport,
+    classify,
+    label,
+)
 from rmqspec.properties.history import History
 from rmqspec.properties.runner import budget_settings, check_conformance
 from tests.untraced import budget_run
@@ -16,8 +23,9 @@ from tests.untraced import budget_run
 
 def test_every_row_of_every_table_is_listed_once() -> None:
     rows = [label(lc, t) for lc in LIFECYCLES for t in lc.transitions]
-    assert list(ALL_TRANSITIONS) == rows and len(set(rows)) == len(rows) == 28
+    assert list(ALL_TRANSITIONS) == rows and len(set(rows)) == len(rows) == 39
     assert len(TIMER_TRANSITIONS) == 9 and all(t.startswith("timer: ") for t in TIMER_TRANSITIONS)
+    assert len(POP_TRANSITIONS) == 11 and all(t.startswith(("pop: ", "pop_order: ")) for t in POP_TRANSITIONS)
 
 
 def test_classify_names_the_rows_the_observations_took() -> None:
@@ -64,7 +72,7 @@ def test_report_lists_zeros_and_splits_rules_from_results() -> None:
     text = report.render()
     assert text.startswith(f"coverage: 1/{len(ALL_TRANSITIONS)} lifecycle transitions reached") and "(never)" in text
     data = report.as_dict()
-    assert data["reached"] == 1 and data["total"] == 28 and data["rules"] == {"produce": 2}
+    assert data["reached"] == 1 and data["total"] == 39 and data["rules"] == {"produce": 2}
 
 
 def test_classify_names_the_timer_rows() -> None:
@@ -102,8 +110,54 @@ def test_a_profile_without_the_wheel_lists_the_timer_rows_as_not_applicable() ->
     report = CoverageReport.of({t: 1 for t in ALL_TRANSITIONS if t not in TIMER_TRANSITIONS}, {}, (), timer=False)
     assert report.missing == () and report.not_applicable == TIMER_TRANSITIONS
     assert "(9 not applicable to the profile)" in report.render() and "(n/a)" in report.render()
-    assert report.as_dict()["total"] == 19 and report.as_dict()["reached"] == 19
+    assert report.as_dict()["total"] == 30 and report.as_dict()["reached"] == 30
     assert CoverageReport.of({}, {}, ()).missing == ALL_TRANSITIONS  # with the wheel they are missing
+
+
+def test_where_nobody_pops_the_pop_rows_are_not_applicable() -> None:
+    report = CoverageReport.of({t: 1 for t in ALL_TRANSITIONS if t not in POP_TRANSITIONS}, {}, (), pop=False)
+    assert report.missing == () and report.not_applicable == POP_TRANSITIONS
+    assert "(11 not applicable to the profile)" in report.render()
+
+
+def test_the_pop_rows_are_the_ones_the_pop_replay_takes() -> None:
+    """classify counts the POP / POP_ORDER rows the invariants' replay itself stepped: a pop, a change, a
+    revive, a late ack, a pop of the revived copy, an ack and a second one; an orderly batch of two acked."""
+    h = History(params=AuditParams())
+
+    def handle(pop_ts: int, inv: int, off: int, rq: int = 0, flag: int = 0) -> str:
+        return f"0 {pop_ts} {inv} {rq} {flag} broker-a 0 {off}"
+
+    concurrent = {"group": "G", "topic": "T", "queue_id": 0, "queue_offset": 0, "msg_key": "K"}
+    h.emit("pop", 1000, **concurrent, status="CONCURRENT", reconsume_times=0, deliver_ts=2000,
+           detail={"handle": handle(1000, 1000, 0)})
+    h.emit("change_invisible", 1100, group="G", topic="T", deliver_ts=3100,
+           detail={"handle": handle(1000, 1000, 0), "new_handle": handle(1100, 2000, 0)})
+    h.emit("revive", 3200, group="G", topic="%RETRY%G_T", msg_key="K", reconsume_times=1)
+    h.emit("ack", 3300, group="G", topic="T", status="SUCCESS", detail={"handle": handle(1100, 2000, 0)})
+    h.emit("pop", 3400, **{**concurrent, "topic": "%RETRY%G_T"}, status="CONCURRENT", reconsume_times=1,
+           deliver_ts=6400, detail={"handle": handle(3400, 3000, 0, flag=1)})
+    for ts in (3500, 3600):
+        h.emit("ack", ts, group="G", topic="%RETRY%G_T", status="SUCCESS",
+               detail={"handle": handle(3400, 3000, 0, flag=1)})
+    for off in (0, 1):
+        h.emit("pop", 4000, group="G", topic="T", queue_id=1, queue_offset=off, msg_key=f"O{off}", status="ORDERLY",
+               deliver_ts=7000, detail={"handle": handle(4000, 3000, off, rq=999), "attempt_id": "A1"})
+    for off in (0, 1):
+        h.emit("ack", 4100, group="G", topic="T", queue_id=1, queue_offset=off, status="SUCCESS",
+               detail={"handle": handle(4000, 3000, off, rq=999)})
+    got = {k: v for k, v in classify(h).items() if k in POP_TRANSITIONS}
+    assert got == {
+        "pop: READY --pop--> POPPED": 2,
+        "pop: POPPED --change[current]--> POPPED": 1,
+        "pop: POPPED --revive[expired]--> READY": 1,
+        "pop: READY --ack--> READY": 1,
+        "pop: POPPED --ack[current]--> ACKED": 1,
+        "pop: ACKED --ack--> ACKED": 1,
+        "pop_order: IDLE --pop--> INFLIGHT": 1,
+        "pop_order: INFLIGHT --commit[part]--> INFLIGHT": 1,
+        "pop_order: INFLIGHT --commit[whole]--> IDLE": 1,
+    }
 
 
 @budget_run
@@ -117,7 +171,7 @@ def test_the_default_budget_reaches_every_lifecycle_transition() -> None:
     assert result.passed, result.render()
     report = result.coverage_report
     assert report is not None and report.missing == (), report.render()
-    assert report.not_applicable == TIMER_TRANSITIONS
+    assert report.not_applicable == TIMER_TRANSITIONS + POP_TRANSITIONS
 
 
 @budget_run

@@ -73,6 +73,27 @@ def test_every_judging_code_is_reported_by_an_invariant_and_a_detector():
     assert all(i in inv.INVARIANTS for i in TABLE_INVARIANTS)
 
 
+def _pop(start: int, pop_ts: int, inv: int, off: int, *, orderly: bool = False, attempt: str | None = None,
+         new: tuple[int, int, int] | None = None, retry: bool = False) -> str:
+    """A pop row's ``detail`` (JSON text, no blank: the notation splits on them): the handle ExtraInfoUtil
+    builds (checkpoint start, pop time, invisible time, revive queue — 999 orderly —, NORMAL or the v1 retry
+    topic's flag, broker, queue 0, offset), an attempt id, and a change's new handle (its start, pop time,
+    invisible time)."""
+    def handle(start: int, pop_ts: int, inv: int) -> str:
+        return f"{start} {pop_ts} {inv} {999 if orderly else 0} {1 if retry else 0} broker-a 0 {off}"
+    detail: dict[str, Any] = {"handle": handle(start, pop_ts, inv)}
+    if attempt is not None:
+        detail["attempt_id"] = attempt
+    if new is not None:
+        detail["new_handle"] = handle(*new)
+    return json.dumps(detail, separators=(",", ":")).replace(" ", "\\u0020")
+
+
+_POPPED = "g=G topic=T q=0 off=0 key=K st=CONCURRENT"
+_ORDERLY = "g=G topic=T q=0 st=ORDERLY"
+_COPY = "g=G topic=%RETRY%G_T q=0 off=0 key=K"  # the first revived copy
+
+
 # (lifecycle, source, action, guard, side) -> a trace breaking that side, and the lifecycle findings it gives
 WITNESSES: dict[tuple[str, str, str, str, str], tuple[str, list[tuple[str, tuple[int, ...]]]]] = {
     ("message", "DELIVERED", "send_back", "retry", "guard"): (  # routed to the DLQ, scheduled
@@ -222,6 +243,78 @@ WITNESSES: dict[tuple[str, str, str, str, str], tuple[str, list[tuple[str, tuple
         4 recover t=6500 st=kill
         5 timer_fire t=7000 topic=U q=0 off=0 key=K rt=0 due=6000 detail={{"from_commitlog_offset":0}}
         """, [("MESSAGE_LIFECYCLE", (0, 5))]),
+    # -- pop: one message popped by group G (handles: checkpoint start 0, queue 0, offset 0)
+    ("pop", "READY", "pop", "", "guard"): (  # handed out again while invisible until 4000
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=4000 detail={_pop(0, 1000, 3000, 0)}
+        1 pop t=2000 {_POPPED} rt=0 due=5000 detail={_pop(0, 2000, 3000, 0)}
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("pop", "READY", "pop", "", "effect"): (  # the revived copy's hand-out makes it invisible until 12600
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=2000 detail={_pop(0, 1000, 1000, 0)}
+        1 revive t=2500 g=G topic=%RETRY%G_T q=0 off=0 key=K rt=1
+        2 pop t=2600 {_COPY} st=CONCURRENT rt=1 due=12600 detail={_pop(0, 2600, 10000, 0, retry=True)}
+        3 revive t=5000 g=G topic=%RETRY%G_T q=0 off=1 key=K rt=2
+        """, [("MESSAGE_LIFECYCLE", (2, 3))]),
+    ("pop", "POPPED", "ack", "current", "effect"): (  # acked, then revived
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=4000 detail={_pop(0, 1000, 3000, 0)}
+        1 ack t=2000 g=G topic=T st=SUCCESS detail={_pop(0, 1000, 3000, 0)}
+        2 revive t=7000 g=G topic=%RETRY%G_T q=0 off=0 key=K rt=1
+        """, [("MESSAGE_LIFECYCLE", (0, 2))]),
+    ("pop", "POPPED", "change", "current", "effect"): (  # changed to invisible until 12000, revived at 6000
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=4000 detail={_pop(0, 1000, 3000, 0)}
+        1 change_invisible t=2000 g=G topic=T due=12000 detail={_pop(0, 1000, 3000, 0, new=(0, 2000, 10000))}
+        2 revive t=6000 g=G topic=%RETRY%G_T q=0 off=0 key=K rt=1
+        """, [("MESSAGE_LIFECYCLE", (1, 2))]),
+    ("pop", "POPPED", "revive", "expired", "guard"): (  # revived at 3000, invisible until 4000
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=4000 detail={_pop(0, 1000, 3000, 0)}
+        1 revive t=3000 g=G topic=%RETRY%G_T q=0 off=0 key=K rt=1
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("pop", "POPPED", "revive", "expired", "effect"): (  # the first revive's copy says reconsume times 2
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=2000 detail={_pop(0, 1000, 1000, 0)}
+        1 revive t=2500 g=G topic=%RETRY%G_T q=0 off=0 key=K rt=2
+        """, [("MESSAGE_LIFECYCLE", (0, 1))]),
+    ("pop", "ACKED", "ack", "", "effect"): (  # acked twice, then handed out again from its checkpoint
+        f"""
+        0 pop t=1000 {_POPPED} rt=0 due=4000 detail={_pop(0, 1000, 3000, 0)}
+        1 ack t=2000 g=G topic=T st=SUCCESS detail={_pop(0, 1000, 3000, 0)}
+        2 ack t=2100 g=G topic=T st=SUCCESS detail={_pop(0, 1000, 3000, 0)}
+        3 pop t=5000 {_POPPED} rt=0 due=8000 detail={_pop(0, 5000, 3000, 0)}
+        """, [("MESSAGE_LIFECYCLE", (0, 3))]),
+    # -- pop_order: queue T/0 popped by group G with order=true (attempts A1, A2, A3)
+    ("pop_order", "IDLE", "pop", "", "effect"): (  # the batch from 0 goes on at offset 2
+        f"""
+        0 pop t=1000 {_ORDERLY} off=0 key=K0 due=4000 detail={_pop(0, 1000, 3000, 0, orderly=True, attempt="A1")}
+        1 pop t=1000 {_ORDERLY} off=2 key=K2 due=4000 detail={_pop(0, 1000, 3000, 2, orderly=True, attempt="A1")}
+        """, [("LOCK_LIFECYCLE", (0, 1))]),
+    ("pop_order", "INFLIGHT", "pop", "free", "guard"): (  # A2 takes the queue while A1's batch is in flight
+        f"""
+        0 pop t=1000 {_ORDERLY} off=0 key=K0 due=4000 detail={_pop(0, 1000, 3000, 0, orderly=True, attempt="A1")}
+        1 pop t=2000 {_ORDERLY} off=0 key=K0 due=5000 detail={_pop(0, 2000, 3000, 0, orderly=True, attempt="A2")}
+        """, [("LOCK_LIFECYCLE", (0, 1))]),
+    ("pop_order", "INFLIGHT", "pop", "free", "effect"): (  # A2's batch (past A1's) blocks until 13000; A3 at 5000
+        f"""
+        0 pop t=1000 {_ORDERLY} off=0 key=K0 due=2000 detail={_pop(0, 1000, 1000, 0, orderly=True, attempt="A1")}
+        1 pop t=3000 {_ORDERLY} off=0 key=K0 due=13000 detail={_pop(0, 3000, 10000, 0, orderly=True, attempt="A2")}
+        2 pop t=5000 {_ORDERLY} off=0 key=K0 due=8000 detail={_pop(0, 5000, 3000, 0, orderly=True, attempt="A3")}
+        """, [("LOCK_LIFECYCLE", (1, 2))]),
+    ("pop_order", "INFLIGHT", "commit", "part", "effect"): (  # 0 of the batch 0-1 acked; A2 starts at 0 again
+        f"""
+        0 pop t=1000 {_ORDERLY} off=0 key=K0 due=4000 detail={_pop(0, 1000, 3000, 0, orderly=True, attempt="A1")}
+        1 pop t=1000 {_ORDERLY} off=1 key=K1 due=4000 detail={_pop(0, 1000, 3000, 1, orderly=True, attempt="A1")}
+        2 ack t=1500 g=G topic=T q=0 off=0 st=SUCCESS detail={_pop(0, 1000, 3000, 0, orderly=True)}
+        3 pop t=5000 {_ORDERLY} off=0 key=K0 due=8000 detail={_pop(0, 5000, 3000, 0, orderly=True, attempt="A2")}
+        """, [("LOCK_LIFECYCLE", (0, 3))]),
+    ("pop_order", "INFLIGHT", "commit", "whole", "effect"): (  # the batch acked; A2 starts at 0 again
+        f"""
+        0 pop t=1000 {_ORDERLY} off=0 key=K0 due=4000 detail={_pop(0, 1000, 3000, 0, orderly=True, attempt="A1")}
+        1 ack t=1500 g=G topic=T q=0 off=0 st=SUCCESS detail={_pop(0, 1000, 3000, 0, orderly=True)}
+        2 pop t=2000 {_ORDERLY} off=0 key=K0 due=5000 detail={_pop(0, 2000, 3000, 0, orderly=True, attempt="A2")}
+        """, [("LOCK_LIFECYCLE", (0, 2))]),
 }
 
 
@@ -236,6 +329,9 @@ def _sides() -> list[tuple[str, str, str, str, str]]:
 
 def test_every_side_a_lifecycle_code_judges_has_a_witness():
     assert sorted(_sides()) == sorted(WITNESSES)
+
+
+_POP_INVARIANT = {"pop": "PopLifecycleProperty", "pop_order": "PopOrderLifecycleProperty"}
 
 
 def _history(rows: list[dict[str, Any]]) -> History:
@@ -255,7 +351,8 @@ def test_a_broken_row_is_found_by_the_checker_and_the_invariant(side):
     report = check(rows, PARAMS)
     assert sorted((f.code, f.seqs) for f in report.violations if f.code in LIFECYCLE_CODES) == sorted(expected)
     h = _history(rows)
-    invariant = inv.BY_NAME[inv.name_of(expected[0][0])]
+    # the pop tables' findings are their own invariants' (inv_tables.POP_INVARIANTS)
+    invariant = inv.BY_NAME[_POP_INVARIANT.get(side[0]) or inv.name_of(expected[0][0])]
     assert [(v.code, v.seq) for v in invariant.check(h)] == [(c, s[-1]) for c, s in sorted(expected)]
     reason = next(f.reason for f in report.violations if f.code in LIFECYCLE_CODES)
     lc = next(lc for lc in LIFECYCLES if lc.name == side[0])
@@ -275,6 +372,11 @@ def test_the_witnesses_fixed_give_nothing():
         ("timer", "SENT", "put", "illegal", "guard"): ('"requested":259201001', '"requested":259201000'),
         ("timer", "WHEEL", "fire", "due", "effect"): ("topic=T q=1", "topic=T q=0"),
         ("timer", "REFIRABLE", "fire", "due", "effect"): ("topic=U", "topic=T"),
+        ("pop", "POPPED", "revive", "expired", "guard"): ("t=3000", "t=4000"),
+        ("pop", "POPPED", "revive", "expired", "effect"): ("rt=2", "rt=1"),
+        ("pop_order", "INFLIGHT", "pop", "free", "guard"): ("t=2000", "t=4000"),
+        ("pop_order", "INFLIGHT", "commit", "whole", "effect"): ("2 pop t=2000 g=G topic=T q=0 st=ORDERLY off=0",
+                                                                 "2 pop t=2000 g=G topic=T q=0 st=ORDERLY off=1"),
     }
     for side, (wrong, right) in fixed.items():
         text = WITNESSES[side][0].replace(wrong, right)

@@ -6,7 +6,8 @@ send-backs, ``check_times`` text for ``detail.check_times``, the ``epoch`` colum
 timer requests' ``detail`` and the ``crashes`` column for the crash rows), the partitioning (per trace,
 per msg_key, per txn_id), and the per-trace "unkeyed" facts. Hypothesis draws traces over tiny key
 domains with nulls anywhere; each judge, given rows as ``mapInArrow`` would, must give exactly the
-checker's findings of its code (keys and reason included). The timer replay is held to the checker on
+checker's findings of its code (keys and reason included); drawn pop traces carry handles, and acks and
+changes of the handles popped before. The timer replay is held to the checker on
 drawn timer rows too, on the model's recorded timer traces (``tests/traces/timer_runs.py``, their sends
 carrying ``detail.timer``) clean and with a TIMER-table row broken in them, and on generated traces
 with timer messages and their injected timer violations (``traces/gen_timer.py``).
@@ -22,10 +23,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqspec.model.timer import TIMER_TOPIC
+from rmqspec.properties.inv_pop import judge_pops
 from rmqspec.properties.inv_replay import epochs_of, unkeyed_of
 from rmqspec.spark.rules_table import (
     LOCK_COLUMNS,
     MESSAGE_COLUMNS,
+    POP_COLUMNS,
+    POP_EVENTS,
     TIMER_COLUMNS,
     TXN_COLUMNS,
     _by_trace,
@@ -49,6 +53,7 @@ _FAMILIES = {
     "txn": ("txn_half", "txn_end", "txn_check", "txn_check", "txn_check", "txn_discard", "crash", "recover"),
     "timer": ("send", "send", "txn_end", "store", "store", "timer_fire", "timer_fire", "crash"),
 }
+_POP_EVENTS = ("pop", "pop", "pop", "ack", "ack", "change_invisible", "revive", "crash")
 _EVENTS = tuple(e for events in _FAMILIES.values() for e in events)
 _STATUS = {
     "lock": ("GRANTED", "GRANTED", "DENIED", "DENIED", "EXPIRED", None),
@@ -56,6 +61,18 @@ _STATUS = {
     "send": ("SEND_OK", "SEND_OK", "FAILED", None),
     "txn_end": ("COMMIT", "COMMIT", "ROLLBACK", "UNKNOWN", None),
     "crash": ("kill",),
+}
+_POP_STATUS = {
+    "pop": ("CONCURRENT", "CONCURRENT", "ORDERLY", None),
+    "ack": ("SUCCESS", "SUCCESS", "ACKED", "NO_MESSAGE", None),
+    "crash": ("kill", "kill", "power"),
+}
+_POP_FIELDS = {  # one group and queue mostly
+    "group": ("G", "G", "G", "G", "G", None),
+    "topic": ("T", "T", "T", "%RETRY%G_T", None),
+    "queue_id": (0, 0, 0, 1, None),
+    "msg_key": ("K1", "K2", None),
+    "reconsume_times": (0, 1, 1, 2, None),
 }
 _FIELDS = {
     "group": ("G", "G", "H", None),
@@ -73,6 +90,31 @@ _FIELDS = {
 # The timer requests' ``detail.timer`` (``inv_replay_timer.timer_vars``): the requested time this far after
 # the row's ts (None: not a Java long; at most 0: stored at once; past 100 s: illegal), maybe a refusal's error.
 _REQUESTED = (-1, 0, 1, 500, 1500, 2000, 200_000, None)
+
+
+def _pop_detail(draw: Any, row: dict[str, Any], handles: list[str]) -> None:
+    """A pop row's handle (ExtraInfoUtil's text: start 0, the pop time, the invisible time, the revive queue
+    — 999 orderly —, the retry flag, broker, queue, offset), its attempt and its ``deliver_ts``; an ack's or a
+    change's handle one of those handed out (or another), a change's new handle; any of them maybe absent."""
+    inv = draw(st.sampled_from((1000, 30_000, 60_000)))
+    orderly = row["status"] == "ORDERLY" or (row["status"] is None and draw(st.booleans()))
+    new = (f"0 {row['ts']} {inv} {999 if orderly else 0} {draw(st.sampled_from((0, 0, 1)))} b "
+           f"{row['queue_id'] or 0} {draw(st.sampled_from((0, 0, 1)))}")
+    if row["event"] == "pop":
+        handles.append(new)
+        row["queue_offset"] = int(new.rsplit(" ", 1)[1])
+        row["deliver_ts"] = draw(st.sampled_from((row["ts"] + inv, row["ts"] + inv, None)))
+        detail: dict[str, Any] = {"handle": new}
+        if orderly and draw(st.integers(0, 4)):
+            detail["attempt_id"] = draw(st.sampled_from(("A1", "A1", "A2", None)))
+    else:
+        detail = {"handle": draw(st.sampled_from((*handles, "0 5 1000 0 0 b 0 0")))}
+        row["queue_offset"] = int(detail["handle"].rsplit(" ", 1)[1])
+        if row["event"] == "change_invisible":
+            detail["new_handle"] = new
+            row["deliver_ts"] = row["ts"] + inv
+    if draw(st.integers(0, 7)):
+        row["detail"] = detail
 
 
 @st.composite
@@ -95,6 +137,18 @@ def _trace(draw: Any) -> list[dict[str, Any]]:
                                        "precision": draw(st.sampled_from((1000, 1000, 500))), "max_delay_ms": 100_000}}
             if row["status"] == "FAILED":
                 row["detail"]["error"] = draw(st.sampled_from(("MESSAGE_ILLEGAL", "SYSTEM_ERROR", None)))
+    return rows
+
+
+@st.composite
+def _pop_trace(draw: Any) -> list[dict[str, Any]]:
+    """Pop rows: handles on the pops, acks and changes of the handles popped before, revives, crashes."""
+    rows = drawn_rows(draw, events=_POP_EVENTS, gaps=(0, 1, 500, 1000, 30_000), statuses=_POP_STATUS,
+                      fields=_POP_FIELDS, most=30)  # fmt: skip
+    handles: list[str] = []
+    for row in rows:
+        if row["event"] in ("pop", "ack", "change_invisible"):
+            _pop_detail(draw, row, handles)
     return rows
 
 
@@ -152,6 +206,7 @@ def _judged(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         *judged_rows(_by_trace(_messages(_PARAMS, unkeyed)), message, MESSAGE_COLUMNS, _STRINGS),
         *judged_rows(_Txns(_PARAMS, unkeyed), txn, TXN_COLUMNS, _STRINGS),
         *_timer_judged(good),
+        *_pop_judged(good),
     ]
     return sorted((f["code"], tuple(f["seqs"]), f["group"], f["topic"], f["queue_id"], f["msg_key"], f["client_id"],
                    f["txn_id"], f["reason"]) for f in found)  # fmt: skip
@@ -161,6 +216,15 @@ def _timer_judged(good: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The timer replay's findings as its judge gives them, on the rows ``rules_table`` ships it."""
     return judged_rows(_by_trace(_timers(_PARAMS)), _shipped(good, TIMER_COLUMNS, _timer_row), TIMER_COLUMNS,
                        _STRINGS)
+
+
+def _pop_judged(good: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pop replay's findings as its judge gives them, on the rows ``rules_table`` ships it (every pop
+    row's ``detail`` as JSON text)."""
+    shipped = [{**{c: r.get(c) for c in POP_COLUMNS}, "trace": "",
+                "detail": json.dumps(r["detail"]) if r.get("detail") else None}
+               for r in good if r["event"] in POP_EVENTS]  # fmt: skip
+    return judged_rows(_by_trace(lambda _trace, rows: judge_pops(rows)), shipped, POP_COLUMNS, _STRINGS)
 
 
 def _checked(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -193,6 +257,26 @@ def test_every_replay_is_reached_by_the_drawn_traces():
 
     collect()
     assert seen == {"MESSAGE_LIFECYCLE", "LOCK_LIFECYCLE", "TXN_LIFECYCLE", "timer", "refire", "fired_elsewhere"}
+
+
+@given(_pop_trace())
+def test_the_pop_judge_finds_what_the_checker_finds(rows):
+    assert _judged(rows) == _checked(rows)
+
+
+@budget_run
+def test_both_pop_tables_are_reached_by_the_drawn_pop_traces():
+    """The drawn pop traces give findings of the POP table (MESSAGE_LIFECYCLE) and of POP_ORDER
+    (LOCK_LIFECYCLE), each reason naming its table's row: else the test above proves little."""
+    seen: set[str] = set()
+
+    @settings(max_examples=300)
+    @given(_pop_trace())
+    def collect(rows: list[dict[str, Any]]) -> None:
+        seen.update(f"{code} {reason.split(':')[0]}" for code, *_, reason in _checked(rows))
+
+    collect()
+    assert seen == {"MESSAGE_LIFECYCLE pop", "LOCK_LIFECYCLE pop_order"}
 
 
 def _timer_findings(rows: list[dict[str, Any]]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
