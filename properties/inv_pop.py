@@ -36,7 +36,17 @@ after the hand-out's deadline is not stepped: the revive may have run before it 
 follows it is not judged by that ack. A change of a stale handle (5.3.3 accepts it and writes one more
 checkpoint: two revives may follow) ends the message's judgement. A msg_key handed out from two places in its
 topic (a producer's retry after a lost answer stored it twice) is judged no more: which copy a revive comes
-from cannot be told. Rows without what a step reads (msg_key, group, a handle, ``deliver_ts``) are skipped.
+from cannot be told. A revived copy handed out (its handle's retry flag) stands for its revive when no
+``revive`` row came before it (a trace of the client's rows only): the revive is stepped at the hand-out's
+time, a bound of when it happened.
+
+A missing value never makes a finding (SPEC §8): a row lacking what a step reads is not stepped, and what
+it could have changed is judged no more — a hand-out or change of a known message without its handle or
+``deliver_ts`` ends that message's judgement; a pop whose group or msg_key is missing may be any message's
+hand-out, so a revive of a message the replay holds READY proves nothing in that group; an orderly pop or
+ack that cannot be placed (no queue, offset, handle, attempt id or answer) ends its queue's judgement, or
+the group's orderly judgement when its queue, group or kind (no ``status`` nor handle) is not known. Each
+taken row is counted in ``taken`` (``properties/coverage.py``).
 
 """
 
