@@ -169,8 +169,10 @@ class PopReplay:
             if m is None:  # first seen: its reconsume times so far are the revives before
                 m = self.messages[name] = _Message("READY", lc.PopVars(r=r or 0))
             fields = handle.split(" ")
-            if m.rolled and m.state == "ACKED" and len(fields) > 4 and fields[4] == NORMAL:
-                m.state, m.rolled = "READY", False  # the pop offset rolled back over it: a new hand-out
+            if m.rolled and m.state == "ACKED":
+                # the pop offset (of its topic, or of the pop retry topic for a revived copy) rolled back over
+                # it: a new hand-out, of this copy with its reconsume times, judged anew
+                m.state, m.rolled, m.vars = "READY", False, lc.PopVars(r=r or 0)
             if len(fields) > 4 and fields[4] == NORMAL:  # the message in its own topic, not a revived copy
                 origin = (row.get("topic"), row.get("queue_id"), row.get("queue_offset"))
                 if m.origin is not None and origin != m.origin:
@@ -304,11 +306,8 @@ class PopReplay:
             return None
         # one pop's rows share their handles' checkpoint start and pop time (ExtraInfoUtil)
         batch = (handle[0], handle[1], str(detail.get("attempt_id")))
-        if q.state == "INFLIGHT" and q.proof is not None and batch == q.key:
-            if offset != q.vars.off + q.vars.n:
-                return found(Code.LOCK_LIFECYCLE, (q.proof,), row, KEYS, f"{_ORDER_POP} / batch: batch message at "
-                             f"offset {offset}, the batch from {q.vars.off} has {q.vars.n} before it")
-            q.vars = attrs.evolve(q.vars, n=q.vars.n + 1)
+        if q.state == "INFLIGHT" and q.proof is not None and batch == q.key and offset == q.vars.off + q.vars.n:
+            q.vars = attrs.evolve(q.vars, n=q.vars.n + 1)  # the batch goes on (another message of its pop)
             q.batch.add(offset)
             return None
         if q.state == "IDLE" and q.proof is None:  # first seen: the consume offset is where it starts

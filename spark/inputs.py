@@ -13,7 +13,8 @@ columns it needs) with the audit columns plus ``at_risk`` (the msg_keys a ``cras
 ``detail.at_risk``), ``detail`` (its JSON text, for the reference plan), the values some rules read
 out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``, ``filter_detail``, ``sb_detail``, a
 send-back's detail for the table replay, ``timer_detail``, a timer request's detail for the timer
-table's replay, ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-put,
+table's replay, ``pop_detail``, a pop, change or ack's for the pop tables' replay,
+``from_commitlog_offset``, the timer copy a ``timer_fire`` re-put,
 ``unrecorded``, a send row standing for sends an imported message trace does not record,
 ``route_queues``, an ordered send's route, ``broadcasting``, a broadcasting client's row,
 ``from_where``, a broadcasting ``commit_offset`` where a client began pulling a queue, and ``timed_out``,
@@ -72,7 +73,7 @@ AUDIT_COLUMNS: tuple[str, ...] = tuple(TYPES)
 DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
     "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause", "loop_age_ms",
-    "loop_max_ms", "clean_start", "clean_timeout_min",
+    "loop_max_ms", "clean_start", "clean_timeout_min", "pop_detail",
 )
 
 
@@ -211,6 +212,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         send_back_detail(df).alias("sb_detail"),
         from_commitlog_offset(df).alias("from_commitlog_offset"),
         timer_detail(df).alias("timer_detail"),
+        pop_detail(df).alias("pop_detail"),
         unrecorded(df).alias("unrecorded"),
         route_queues(df).alias("route_queues"),
         loop_number(df, "loop_age_ms").alias("loop_age_ms"),
@@ -259,6 +261,14 @@ def timer_detail(df: DataFrame) -> Column:
     text = F.col("detail").cast("string")
     request = (F.col("event") == "send") | ((F.col("event") == "txn_end") & (F.col("status") == "COMMIT"))
     return F.when(request & text.contains('"timer"'), text)
+
+
+def pop_detail(df: DataFrame) -> Column:
+    """The ``detail`` text of a 5.x pop row (``pop``, ``change_invisible``, ``ack``; else null): the handles
+    the pop tables' replay reads (``spark/rules_table.py``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    return F.when(F.col("event").isin("pop", "change_invisible", "ack"), F.col("detail").cast("string"))
 
 
 def filter_detail(df: DataFrame) -> Column:

@@ -35,7 +35,7 @@ timer      5.x timer requests (a ``send``, or a COMMIT       trace, msg_key
 pop        5.x pop rows: ``pop``, ``change_invisible``,      trace (an ack or a
            ``ack``, ``revive`` and the ``crash`` rows        change may name
            (their ``status``: kill or power), with           only its handle,
-           ``detail``                                        whose msg_key is
+           ``detail`` (``inputs.pop_detail``)                 whose msg_key is
                                                            its pop row's)
 =========  ==============================================  ==================
 
@@ -115,7 +115,9 @@ def table_findings(df: DataFrame, params: AuditParams, constants: Mapping[str, A
     txns, t_left = shipped(df.filter(EV().isin(*_TXN_EVENTS) & F.col("txn_id").isNotNull()),
                            [F.col(c) for c in TXN_COLUMNS], constants)  # fmt: skip
     timers, w_left = shipped(df.filter(_timer_rows()), [_timer_column(c) for c in TIMER_COLUMNS], constants)
-    pops, p_left = shipped(df.filter(EV().isin(*POP_EVENTS)), [F.col(c) for c in POP_COLUMNS], constants)
+    pops, p_left = shipped(df.filter(EV().isin(*POP_EVENTS)),
+                           [F.col("pop_detail").alias(c) if c == "detail" else F.col(c) for c in POP_COLUMNS],
+                           constants)  # fmt: skip
     locks = keyed(locks, "trace") if "trace" in locks.columns else locks.coalesce(1)  # one trace: one partition
     pops = keyed(pops, "trace") if "trace" in pops.columns else pops.coalesce(1)
     return [

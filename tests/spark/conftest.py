@@ -223,7 +223,8 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     crashes, drained late and early (their sends carry detail.timer: the TIMER table's replay judges
     them too); and through a power loss with a second crash close behind it, under SYNC and ASYNC
     flushing; retention deleting expired files, and deleting young ones, and taking halves and timer copies
-    (``tests/traces/retention_runs.py``)."""
+    (``tests/traces/retention_runs.py``); pop consumption, honest and by each broken pop broker
+    (``tests/traces/pop_runs.py``)."""
     from tests.traces.timer_runs import model_restart_timer_trace, model_timer_trace
 
     rows.update(recorded_traces(tmp))
@@ -238,6 +239,13 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
         rows[f"retention:{name}"] = retention_trace(broken)
     for name, broken in (("halves", False), ("wheel_lost", True)):  # its halves and timer copies
         rows[f"retention:{name}"] = txn_timer_retention_trace(broken)
+    from tests.pop_brokers import POP_BROKEN
+    from tests.traces.pop_runs import model_pop_trace
+
+    for seed in range(4):  # 5.x pop (issue 40): the model's own pop rows, and each broken pop broker's
+        rows[f"pop:model:{seed}"] = model_pop_trace(seed)
+        for name in POP_BROKEN:  # four seeds: each broken broker's rule is broken in one of them at least
+            rows[f"pop:{name}:{seed}"] = model_pop_trace(seed, name)
 
 
 @pytest.fixture(scope="session")

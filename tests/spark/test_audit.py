@@ -110,6 +110,21 @@ def test_model_traces_of_timer_messages_across_two_close_crashes(batch):
         assert "TIMER_UNFIRED" not in check(batch.rows[tid], PARAMS).not_judged, tid
 
 
+def test_model_traces_of_pop(batch):
+    """5.x pop through ModelBroker (``tests/traces/pop_runs.py``): the honest runs give no violation, each
+    broken pop broker's gives its table's code — in Spark as in the reference checker, finding for finding."""
+    from tests.pop_brokers import POP_BROKEN
+
+    traced = [tid for tid in batch.rows if tid.startswith("pop:")]
+    assert {tid.split(":")[1] for tid in traced} == {"model", *POP_BROKEN}
+    found: dict[str, set[str]] = {}
+    for tid in traced:
+        assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+        found.setdefault(tid.split(":")[1], set()).update(c for c, _ in _violations(batch.spark.get(tid, [])))
+    assert found.pop("model") == set()
+    assert found == {name: {"LOCK_LIFECYCLE" if "orderly" in name else "MESSAGE_LIFECYCLE"} for name in POP_BROKEN}
+
+
 def test_differential_random_traces(batch):
     """Hypothesis-drawn traces: Spark and the reference checker find the same things."""
     random_ids = [t for t in batch.rows if t.startswith("hyp")]
