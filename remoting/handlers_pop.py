@@ -23,10 +23,13 @@ handles:
 - ACK_MESSAGE: the handle = the extra info's checkpoint fields with the header's queueId and offset (the
   fields 5.3.3 acks by); the header's topic is the message's real topic, so the broker is asked with the
   topic it stands for (``normal_topic``) when the handle's retry flag says retry. The answer: the broker's
-  code, no remark (the ``Broker`` protocol returns the code alone).
+  code; no remark on SUCCESS (5.3.3: none); NO_MESSAGE with 5.3.3's "offset is illegal, key:T@Q,
+  commit:O, store:MIN~MAX" from the served queue's range; other refusals without a remark (the ``Broker``
+  protocol returns the code alone).
 - BATCH_ACK_MESSAGE: the JSON body (``pop_ops.parse_batch_ack_body``); one ``batch_ack`` per (group,
   topic) with one handle per acked bit; the answer is the first non-SUCCESS code, else SUCCESS; no acks →
-  208 NO_MESSAGE (5.3.3 and the model).
+  208 NO_MESSAGE (5.3.3 and the model); no remark (5.3.3: none). The answers' codes, remarks and ext field
+  names are held to what 5.3.3 wrote (``tests/remoting/fixtures/pop_answers_5.3.3.json``).
 - CHANGE_MESSAGE_INVISIBLETIME: the new handle's popTime, invisibleTime and reviveQid, remark "not set any
   response code" (5.3.3's); ``suspend`` (5.5.x) passed on.
 
@@ -121,7 +124,11 @@ def ack_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     handle = _handle(req)
     code = ctx.broker.ack(group, _topic_popped(topic, group, handle), handle)
     ctx.wire.ack(ctx.now(), group, topic, handle, code.name, False)
-    return response_to(req, code, None)
+    remark = None
+    if code is ResponseCode.NO_MESSAGE:  # AckMessageProcessor's, as 5.3.3 words it (measured)
+        low, high = ctx.served.queue_range(topic, handle.queue_id)
+        remark = f"offset is illegal, key:{topic}@{handle.queue_id}, commit:{handle.queue_offset}, store:{low}~{high}"
+    return response_to(req, code, remark)
 
 
 def batch_ack_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:

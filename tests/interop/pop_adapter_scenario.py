@@ -11,7 +11,8 @@ second's invisible time to 3 × the invisible time, leave the third; a pop while
 then pops until the third comes back revived (from the retry topic) and is batch-acked with whatever else
 comes; (2) a batch ack of a fresh pop of 2; (3) refusals: maxMsgNums 33, an unknown topic, an ack and a
 change outside the queue; (4) an orderly pop of one queue (maxMsgNums 1): the second pop blocked, the ack,
-the next message; (5) force_pop_random, recorded and not applied.
+the next message; (5) force_pop_random, recorded and not applied; (6) each pop request's raw answer
+(code, remark, ext field names and offset infos), for ``rmqspec serve`` to answer alike.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from rmqspec.model.message import Message
 from rmqspec.model.pop import PopHandle, PopResult
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import BrokerError
+from rmqspec.remoting import pop_ops as po
 from rmqspec.remoting.adapter import RemoteBroker
+from rmqspec.remoting.command import RemotingCommand
 
 
 def _result(r: PopResult) -> dict[str, Any]:
@@ -50,6 +53,39 @@ def _refused(call: Any) -> list[Any]:
     except BrokerError as e:
         return [e.code.value, e.remark]
     return ["not refused", repr(out)]
+
+
+def _raw(resp: RemotingCommand) -> list[Any]:
+    return [resp.code, resp.remark, sorted(resp.ext_fields), {k: v for k, v in resp.ext_fields.items()
+                                                              if k in ("startOffsetInfo", "msgOffsetInfo",
+                                                                       "orderCountInfo", "restNum")}]
+
+
+def raw_answers(b: RemoteBroker, topic: str, group: str, invisible: int) -> dict[str, Any]:
+    """Each pop request's answer as the wire carries it (RemoteBroker's own connection)."""
+    b.create_topic(topic, 1)
+    b.create_group(group)
+    for i in range(3):
+        b.send(Message(topic, f"w-{i}".encode()), 0)
+    out: dict[str, Any] = {"topic": topic}
+    found = b._invoke(po.pop_request(group, topic, max_nums=1, invisible_ms=invisible))
+    out["pop_found"] = _raw(found)
+    h = po.parse_pop(found, b.broker_name).popped[0].handle
+    out["ack"] = _raw(b._invoke(po.ack_request(group, topic, h)))
+    found2 = b._invoke(po.pop_request(group, topic, max_nums=1, invisible_ms=invisible))
+    h2 = po.parse_pop(found2, b.broker_name).popped[0].handle
+    out["change"] = _raw(b._invoke(po.change_invisible_request(group, topic, h2, invisible)))
+    out["batch_ack"] = _raw(b._invoke(po.batch_ack_request(group, topic, [h2])))
+    out["batch_empty"] = _raw(b._invoke(po.batch_ack_request(group, topic, [])))
+    out["ack_far"] = _raw(b._invoke(po.ack_request(group, topic, attrs.evolve(h, queue_offset=1000))))
+    out["pop_orderly"] = _raw(b._invoke(po.pop_request(group + "o", topic, queue_id=0, max_nums=1,
+                                                       invisible_ms=invisible, order=True, attempt_id="R1")))
+    out["pop_orderly_empty"] = _raw(b._invoke(po.pop_request(group + "o", topic, queue_id=0, max_nums=1,
+                                                             invisible_ms=invisible, order=True,
+                                                             attempt_id="R2")))
+    b._invoke(po.pop_request(group, topic, max_nums=32, invisible_ms=invisible))  # the rest
+    out["pop_empty"] = _raw(b._invoke(po.pop_request(group, topic, max_nums=1, invisible_ms=invisible)))
+    return out
 
 
 def run(namesrv: str, invisible: int) -> dict[str, Any]:
@@ -112,6 +148,8 @@ def run(namesrv: str, invisible: int) -> dict[str, Any]:
         out["orderly_blocked"] = _result(b.pop(g3, t3, 0, 1, invisible, order=True, attempt_id="A2"))
         out["orderly_ack"] = b.ack(g3, t3, o1.messages[0].handle).value if o1.messages else None
         out["orderly_next"] = _result(b.pop(g3, t3, 0, 1, invisible, order=True, attempt_id="A2"))
+        # (6) the raw answers (code, remark, ext field names), for rmqspec serve to answer alike
+        out["raw"] = raw_answers(b, f"PopW{stamp}", f"pop_w_{stamp}", invisible)
         # (5) force_pop_random: recorded only
         b.force_pop_random(0)
         out["wishes"] = list(b.pop_random_wishes)

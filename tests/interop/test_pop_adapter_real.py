@@ -97,3 +97,14 @@ def test_trace_rows(obs: dict[str, Any]) -> None:
     revive = next(r for r in rows if r["event"] == "revive")
     assert revive["detail"]["observed"] and revive["detail"]["new_topic"].startswith("%RETRY%")
     assert {r["status"] for r in rows if r["event"] == "ack"} <= {"SUCCESS", "NO_MESSAGE"}
+
+
+def test_raw_answers_as_recorded_for_serve(obs: dict[str, Any]) -> None:
+    """The codes, remarks and header fields rmqspec serve answers with (tests/remoting/fixtures/
+    pop_answers_5.3.3.json, compared by tests/remoting/test_serve_pop.py) are still what 5.3.3 writes."""
+    recorded = json.loads((REPO / "tests" / "remoting" / "fixtures" / "pop_answers_5.3.3.json").read_text())
+    raw = dict(obs["raw"])
+    topic = raw.pop("topic")
+    want = {k: [v[0], v[1].format(topic=topic) if v[1] else v[1], v[2]] for k, v in recorded.items()
+            if not k.startswith("_")}
+    assert {k: v[:3] for k, v in raw.items()} == want

@@ -32,6 +32,7 @@ from rmqspec.remoting import pop_ops as po
 from rmqspec.remoting.adapter import RemoteBroker
 from rmqspec.remoting.context import ServeSettings
 from rmqspec.remoting.server import RmqServer, ServerThread
+from tests.interop.pop_adapter_scenario import raw_answers
 from tests.remoting.wire_client import WireClient
 
 V5 = default_config("rocketmq-5.2")
@@ -254,3 +255,21 @@ def test_the_server_writes_pop_rows_for_a_broker_that_records_none(tmp_path: Pat
     assert revive["detail"]["observed"] and revive["detail"]["new_topic"] == "%RETRY%GW_W"
     (ack,) = [x for x in rows if x["event"] == "ack"]
     assert ack["status"] == "SUCCESS" and ack["topic"] == "%RETRY%GW_W"
+
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "pop_answers_5.3.3.json"
+
+
+def test_answers_are_worded_as_5_3_3_s(pair: Pair) -> None:
+    """The same requests real 5.3.3 answered (``tests/interop/pop_adapter_scenario.raw_answers``; the
+    fixture is its recording): code, remark and ext field names alike. ``restNum``'s value is not (POP-W3)."""
+    recorded = json.loads(FIXTURE.read_text())
+    raw = raw_answers(pair.remote, "PopW1", "pop_w_1", INVISIBLE)
+    topic = raw.pop("topic")
+    want = {k: [v[0], v[1].format(topic=topic) if v[1] else v[1], v[2]] for k, v in recorded.items()
+            if not k.startswith("_")}
+    assert {k: v[:3] for k, v in raw.items()} == want
+    # the offset infos as 5.3.3 wrote them (restNum aside)
+    for k in ("pop_found", "pop_orderly", "pop_orderly_empty", "pop_empty"):
+        assert {n: v for n, v in raw[k][3].items() if n != "restNum"} == {
+            n: v for n, v in recorded[k][3].items() if n != "restNum"}, k
