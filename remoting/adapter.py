@@ -65,6 +65,10 @@ operation to one request built and parsed by ``client_ops`` (SPEC §3's table):
 - ``close()`` sends UNREGISTER_CLIENT 35 per group (best effort) and closes
   both connections.
 
+Pop (5.x profiles, ``Capability.POP``): POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE,
+CHANGE_MESSAGE_INVISIBLETIME, returning the model's types; ``force_pop_random`` is recorded, not
+applied; with a ``recorder`` the pop rows of SPEC §8 — ``adapter_pop.py``.
+
 Crash capability: only when both ``crash_cmd`` and ``restart_cmd`` are given
 (shell commands). ``crash("kill")`` runs ``crash_cmd`` (e.g. ``kill -9`` of
 the broker pid) and drops the connections; ``recover()`` runs ``restart_cmd``
@@ -102,6 +106,7 @@ from typing import Any
 
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.events import Recorder
 from rmqspec.model.ids import UniqKeyFactory, offset_msg_id
 from rmqspec.model.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -121,10 +126,12 @@ from rmqspec.model.results import (
 )
 from rmqspec.model.sql92 import is_tag_type
 from rmqspec.remoting import client_ops as ops
+from rmqspec.remoting.adapter_pop import RemotePop
 from rmqspec.remoting.client import RemotingClient, RemotingError, parse_address
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import RemotingCommand
 from rmqspec.remoting.records import BatchItem
+from rmqspec.remoting.wire_events import WireEvents
 
 DEFAULT_TIMEOUT_MS = 5000
 DEFAULT_PRODUCER_GROUP = "rmqspec_producer"
@@ -189,8 +196,9 @@ def _run(command: str, what: str, timeout_ms: int) -> None:
         raise CrashCommandError(f"{what} command {command!r} exited with {done.returncode}: {' | '.join(tail)}")
 
 
-class RemoteBroker:
-    """A broker reached over RocketMQ 4.9's remoting protocol; see the module docstring."""
+class RemoteBroker(RemotePop):
+    """A broker reached over RocketMQ 4.9's remoting protocol (and 5.x's pop: ``RemotePop``); see the module
+    docstring."""
 
     crash_kinds: tuple[str, ...] = ("kill",)
 
@@ -200,7 +208,7 @@ class RemoteBroker:
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, route_wait_ms: int = ROUTE_WAIT_MS,
                  recover_timeout_ms: int = RECOVER_TIMEOUT_MS, broker_name: str | None = None,
                  heartbeat_consumers: bool = True, dispatch_wait_ms: int = DISPATCH_WAIT_MS,
-                 busy_wait_ms: int = BUSY_WAIT_MS) -> None:
+                 busy_wait_ms: int = BUSY_WAIT_MS, recorder: Recorder | None = None) -> None:
         self.namesrv_addr = namesrv_addr
         self.clock = clock
         self.config = config if config is not None else BrokerConfig()
@@ -220,6 +228,10 @@ class RemoteBroker:
         self.busy_retries = 0  # requests answered SYSTEM_BUSY and sent again
         self.capabilities: frozenset[Capability] = (
             frozenset({Capability.CRASH}) if crash_cmd and restart_cmd else frozenset())
+        if self.config.behaviour.pop:  # a 5.x profile: pop over the wire (adapter_pop.py)
+            self.capabilities |= {Capability.POP}
+        self.wire = WireEvents(recorder, self.config)  # SPEC §8 rows of what it does (pop only, so far)
+        self._pop_init()
         self.notifications = 0  # NOTIFY_CONSUMER_IDS_CHANGED received
         self.other_requests: list[RemotingCommand] = []  # any other request the broker sent us
         self._wanted_name = broker_name or self.config.broker_name

@@ -53,6 +53,11 @@ class RequestCode(enum.IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
+    # 5.x pop (model/pop.py; remoting/pop_ops.py, handlers_pop.py)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    BATCH_ACK_MESSAGE = 200151
 
 
 # SendMessageRequestHeaderV2's one-letter names (SendMessageRequestHeaderV2.createSendMessageRequestHeaderV2).
@@ -170,6 +175,17 @@ REQUESTS: dict[RequestCode, RequestSpec] = {s.code: s for s in (
     RequestSpec(RequestCode.GET_BROKER_RUNTIME_INFO, "broker", response_body=Body.JSON),
     RequestSpec(RequestCode.QUERY_CONSUME_QUEUE, "broker",
                 _fields("topic", "queueId", "index", "count", "consumerGroup?"), response_body=Body.JSON),
+    # 5.x (5.3.3's PopMessageRequestHeader, AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader; BatchAck)
+    RequestSpec(RequestCode.POP_MESSAGE, "broker",
+                _fields("consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime", "bornTime",
+                        "initMode", "expType?", "exp?", "order?", "attemptId?"),
+                response_ext=("popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo",
+                              "msgOffsetInfo", "orderCountInfo?"), response_body=Body.MESSAGES),
+    RequestSpec(RequestCode.ACK_MESSAGE, "broker", _fields("consumerGroup", "topic", "queueId", "extraInfo", "offset")),
+    RequestSpec(RequestCode.BATCH_ACK_MESSAGE, "broker", body=Body.JSON),
+    RequestSpec(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, "broker",
+                _fields("consumerGroup", "topic", "queueId", "extraInfo", "offset", "invisibleTime", "suspend?"),
+                response_ext=("popTime", "invisibleTime", "reviveQid")),
 )}
 
 

@@ -1,9 +1,15 @@
 """Pop consumption (RocketMQ 5.x, RIP-18) on the wire: request builders and answer parsers, no I/O.
 
 Why: issue 40 holds the model's pop (``model/pop.py``) to what real 5.3.3 / 5.5.1 brokers do; this module
-is how rmqspec speaks pop to them (``interop/pop_probe.py``) and, later, how ``rmqspec serve`` may read it.
-Like ``client_ops.py`` every request is a pure ``*_request(...) -> RemotingCommand`` and every answer a
-pure ``parse_*(response)``; a malformed answer raises ``ResponseMalformed`` naming the request and field.
+is how rmqspec speaks pop to them (``interop/pop_probe.py``, ``RemoteBroker``'s pop in ``adapter_pop.py``)
+and how ``rmqspec serve`` reads and answers it (``handlers_pop.py``). Like ``client_ops.py`` every request
+is a pure ``*_request(...) -> RemotingCommand`` and every answer a pure ``parse_*(response)``; a malformed
+answer raises ``ResponseMalformed`` naming the request and field; ``pop_answer_ext`` is the broker's side.
+
+One handle, one set of names: the request codes, ``POP_CK``, the retry-topic names, the retry flag and
+``PopStatus`` are the model's (``model/pop.py``); ``ExtraInfo`` *is* the model's ``PopHandle`` (a subclass
+adding the 7-field form and the strict ExtraInfoUtil parser ``split``), every builder takes any
+``PopHandle``, and ``ExtraInfo.handle()`` gives back the plain model value.
 
 Facts (5.3.3 source; docs/pop-facts.md has the measured side):
 
@@ -45,71 +51,77 @@ from typing import Any
 import attrs
 
 from rmqspec.model.message import StoredMessage
+from rmqspec.model.pop import (
+    ACK_MESSAGE,
+    BATCH_ACK_MESSAGE,
+    CHANGE_MESSAGE_INVISIBLETIME,
+    INIT_MAX,
+    INIT_MIN,
+    MAX_POP_NUMS,
+    NORMAL,
+    POP_MESSAGE,
+    POP_ORDER_REVIVE_QUEUE,
+    PROPERTY_POP_CK,
+    RETRY_V1,
+    RETRY_V2,
+    PopHandle,
+    PopResult,
+    PopStatus,
+    pop_retry_topic,
+    retry_flag,
+)
+from rmqspec.model.pop import (
+    PROPERTY_FIRST_POP_TIME as PROPERTY_FIRST_POP_TIME,  # re-exported: the probe reads it
+)
+from rmqspec.model.pop import (
+    RETRY_PREFIX as RETRY_PREFIX,  # re-exported
+)
+from rmqspec.model.pop import real_topic as model_real_topic
 from rmqspec.remoting import bodies
 from rmqspec.remoting.client_ops import LANGUAGE, ResponseMalformed, messages_of, refusal
 from rmqspec.remoting.command import RemotingCommand, request
 
-POP_MESSAGE = 200050
-ACK_MESSAGE = 200051
-CHANGE_MESSAGE_INVISIBLETIME = 200053
-BATCH_ACK_MESSAGE = 200151
-
-PROPERTY_POP_CK = "POP_CK"
-PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 KEY_SEPARATOR = " "
-POP_ORDER_REVIVE_QUEUE = 999  # KeyBuilder: the revive qid of an orderly pop
-RETRY_PREFIX = "%RETRY%"
-INIT_MODE_MIN, INIT_MODE_MAX = 0, 1  # ConsumeInitMode
-MAX_MSG_NUMS = 32  # PopMessageProcessor refuses more (INVALID_PARAMETER)
+INIT_MODE_MIN, INIT_MODE_MAX = INIT_MIN, INIT_MAX  # ConsumeInitMode
+MAX_MSG_NUMS = MAX_POP_NUMS  # PopMessageProcessor refuses more (INVALID_PARAMETER)
 
 # response codes a pop may be answered with besides SUCCESS
 PULL_NOT_FOUND, POLLING_FULL, POLLING_TIMEOUT, NO_MESSAGE = 19, 209, 210, 208
+FOUND_REMARK, NOT_FOUND_REMARK = "FOUND", "NO_MESSAGE_IN_QUEUE"  # GetMessageStatus names
 
 
 class TopicType(StrEnum):
-    """ExtraInfoUtil's topic mark: which topic the popped message lies in."""
+    """ExtraInfoUtil's topic mark (the model's retry flag, ``model/pop.py``): which topic the popped message
+    lies in."""
 
-    NORMAL = "0"
-    RETRY_V1 = "1"
-    RETRY_V2 = "2"
-
-
-class PopStatus(StrEnum):
-    """The Java client's PopStatus of an answer."""
-
-    FOUND = "FOUND"
-    POLLING_FULL = "POLLING_FULL"
-    POLLING_NOT_FOUND = "POLLING_NOT_FOUND"
+    NORMAL = NORMAL
+    RETRY_V1 = RETRY_V1
+    RETRY_V2 = RETRY_V2
 
 
+# the model's PopStatus (FOUND, POLLING_FULL, POLLING_NOT_FOUND; NO_NEW_MSG is never answered on the wire)
 POP_STATUS = {0: PopStatus.FOUND, POLLING_FULL: PopStatus.POLLING_FULL,
               POLLING_TIMEOUT: PopStatus.POLLING_NOT_FOUND, PULL_NOT_FOUND: PopStatus.POLLING_NOT_FOUND}
 
 
 def retry_topic_v1(topic: str, group: str) -> str:
     """KeyBuilder.buildPopRetryTopicV1: ``%RETRY%group_topic``."""
-    return f"{RETRY_PREFIX}{group}_{topic}"
+    return pop_retry_topic(topic, group, v2=False)
 
 
 def retry_topic_v2(topic: str, group: str) -> str:
     """KeyBuilder.buildPopRetryTopicV2: ``%RETRY%group+topic``."""
-    return f"{RETRY_PREFIX}{group}+{topic}"
+    return pop_retry_topic(topic, group, v2=True)
 
 
 def topic_type(topic: str) -> TopicType:
     """ExtraInfoUtil.getRetry(topic): v2 when a retry topic contains '+', v1 for any other retry topic."""
-    if topic.startswith(RETRY_PREFIX):
-        return TopicType.RETRY_V2 if "+" in topic else TopicType.RETRY_V1
-    return TopicType.NORMAL
+    return TopicType(retry_flag(topic))
 
 
-def real_topic(kind: TopicType, topic: str, group: str) -> str:
-    """ExtraInfoUtil.getRealTopic: the topic a handle's message lies in."""
-    if kind is TopicType.RETRY_V1:
-        return retry_topic_v1(topic, group)
-    if kind is TopicType.RETRY_V2:
-        return retry_topic_v2(topic, group)
-    return topic
+def real_topic(kind: TopicType | str, topic: str, group: str) -> str:
+    """ExtraInfoUtil.getRealTopic: the topic a handle's message lies in (``model.pop.real_topic``)."""
+    return model_real_topic(topic, group, str(kind))
 
 
 class ExtraInfoError(ValueError):
@@ -135,17 +147,16 @@ def _java_long(text: str, field: str) -> int:
 
 
 @attrs.frozen
-class ExtraInfo:
-    """A pop handle (ExtraInfoUtil's fields; ``queue_offset`` None for the 7-field form)."""
+class ExtraInfo(PopHandle):
+    """The model's ``PopHandle`` as the wire spells it (ExtraInfoUtil): ``split`` is the strict parser of
+    the text, ``join`` writes it; ``queue_offset`` None for the 7-field form (then the ck offset is the
+    message's offset). ``handle()`` is the plain model value the ``Broker`` protocol speaks."""
 
-    ck_queue_offset: int
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    topic_type: TopicType
-    broker_name: str
-    queue_id: int
-    queue_offset: int | None = None
+    queue_offset: int | None = None  # type: ignore[assignment]
+
+    @property
+    def topic_type(self) -> TopicType:
+        return TopicType(self.retry)
 
     @property
     def orderly(self) -> bool:
@@ -157,13 +168,29 @@ class ExtraInfo:
         """The message's queue offset (8th field), else the ck offset (the 7-field form's only offset)."""
         return self.ck_queue_offset if self.queue_offset is None else self.queue_offset
 
+    def handle(self) -> PopHandle:
+        """The model's handle (eight fields; the 7-field form's offset is its ck offset)."""
+        return PopHandle(self.ck_queue_offset, self.pop_time, self.invisible_time, self.revive_qid,
+                         str(self.retry), self.broker_name, self.queue_id, self.offset)
+
+    @classmethod
+    def of(cls, handle: PopHandle) -> ExtraInfo:
+        """The wire form of a model handle (itself when it already is one)."""
+        if isinstance(handle, ExtraInfo):
+            return handle
+        return cls(handle.ck_queue_offset, handle.pop_time, handle.invisible_time, handle.revive_qid,
+                   TopicType(handle.retry), handle.broker_name, handle.queue_id, handle.queue_offset)
+
     def join(self) -> str:
         """ExtraInfoUtil.buildExtraInfo (the 8-field form when ``queue_offset`` is set)."""
         parts = [str(self.ck_queue_offset), str(self.pop_time), str(self.invisible_time), str(self.revive_qid),
-                 self.topic_type.value, self.broker_name, str(self.queue_id)]
+                 str(self.retry), self.broker_name, str(self.queue_id)]
         if self.queue_offset is not None:
             parts.append(str(self.queue_offset))
         return KEY_SEPARATOR.join(parts)
+
+    def extra_info(self) -> str:
+        return self.join()
 
     @classmethod
     def split(cls, text: str) -> ExtraInfo:
@@ -183,7 +210,7 @@ class ExtraInfo:
         return cls(ck_queue_offset=_java_long(parts[0], "ck_queue_offset"),
                    pop_time=_java_long(parts[1], "pop_time"),
                    invisible_time=_java_long(parts[2], "invisible_time"),
-                   revive_qid=_java_long(parts[3], "revive_qid"), topic_type=kind, broker_name=parts[5],
+                   revive_qid=_java_long(parts[3], "revive_qid"), retry=kind, broker_name=parts[5],
                    queue_id=_java_long(parts[6], "queue_id"),
                    queue_offset=_java_long(parts[7], "queue_offset") if len(parts) == 8 else None)
 
@@ -250,16 +277,18 @@ def pop_request(group: str, topic: str, *, queue_id: int = -1, max_nums: int = 3
     }, language=LANGUAGE)
 
 
-def ack_request(group: str, topic: str, handle: ExtraInfo, extra_info: str | None = None) -> RemotingCommand:
+def ack_request(group: str, topic: str, handle: PopHandle, extra_info: str | None = None) -> RemotingCommand:
     """ACK_MESSAGE as the 5.x client sends it: the topic the handle's message lies in, its queue and offset."""
+    handle = ExtraInfo.of(handle)
     return request(ACK_MESSAGE, {
         "consumerGroup": group, "topic": real_topic(handle.topic_type, topic, group), "queueId": handle.queue_id,
         "extraInfo": extra_info if extra_info is not None else handle.join(), "offset": handle.offset,
     }, language=LANGUAGE)
 
 
-def change_invisible_request(group: str, topic: str, handle: ExtraInfo, invisible_ms: int) -> RemotingCommand:
+def change_invisible_request(group: str, topic: str, handle: PopHandle, invisible_ms: int) -> RemotingCommand:
     """CHANGE_MESSAGE_INVISIBLETIME: the ACK fields and the new invisibleTime (from now)."""
+    handle = ExtraInfo.of(handle)
     return request(CHANGE_MESSAGE_INVISIBLETIME, {
         "consumerGroup": group, "topic": real_topic(handle.topic_type, topic, group), "queueId": handle.queue_id,
         "extraInfo": handle.join(), "offset": handle.offset, "invisibleTime": invisible_ms,
@@ -282,12 +311,12 @@ def bitset_bits(data: bytes) -> list[int]:
     return [i for i in range(value.bit_length()) if value >> i & 1]
 
 
-def batch_ack_body(group: str, topic: str, handles: Iterable[ExtraInfo]) -> bytes:
+def batch_ack_body(group: str, topic: str, handles: Iterable[PopHandle]) -> bytes:
     """The BatchAckMessageRequestBody the 5.x client builds (``batchAckMessageAsync``): one BatchAck per
     (type, queue id, ck offset, pop time), bit ``queue_offset − ck offset`` set per handle."""
     acks: dict[tuple[str, int, int, int], tuple[ExtraInfo, set[int]]] = {}
     broker_name = None
-    for h in handles:
+    for h in map(ExtraInfo.of, handles):
         broker_name = broker_name or h.broker_name
         entry = acks.setdefault((h.topic_type.value, h.queue_id, h.ck_queue_offset, h.pop_time), (h, set()))
         entry[1].add(h.offset - h.ck_queue_offset)
@@ -298,7 +327,7 @@ def batch_ack_body(group: str, topic: str, handles: Iterable[ExtraInfo]) -> byte
     } for h, bits in acks.values()], "brokerName": broker_name})
 
 
-def batch_ack_request(group: str, topic: str, handles: Iterable[ExtraInfo]) -> RemotingCommand:
+def batch_ack_request(group: str, topic: str, handles: Iterable[PopHandle]) -> RemotingCommand:
     """BATCH_ACK_MESSAGE: no ext fields, the JSON body."""
     return request(BATCH_ACK_MESSAGE, None, batch_ack_body(group, topic, handles), language=LANGUAGE)
 
@@ -358,9 +387,11 @@ def parse_batch_ack_body(body: bytes) -> tuple[str | None, tuple[BatchAckItem, .
 class Popped:
     """One popped message and its handle (the POP_CK the 5.x client gives it)."""
 
-    message: StoredMessage
+    message: StoredMessage  # as the 5.x client hands it out: an orderly message's order count as reconsume times
     handle: ExtraInfo
     broker_made_ck: bool  # POP_CK was in the record itself (a retry message re-encoded by the broker)
+    order_count: int | None = None  # orderCountInfo's count for it (None: the answer has none for it)
+    record: StoredMessage | None = None  # the record as the broker wrote it (reconsume times as stored)
 
 
 @attrs.frozen
@@ -427,9 +458,10 @@ def parse_pop(resp: RemotingCommand, broker_name: str) -> PopAnswer:
                                    topic_type(m.topic), broker_name, m.queue_id, m.queue_offset)
             count = counts.get(f"{handle.topic_type.value}@qo{m.queue_id}%{m.queue_offset}",
                                counts.get(f"{handle.topic_type.value}@{m.queue_id}"))
+            record = m
             if count:  # processPopResponse: an orderly message's reconsume times = its order count
                 m = attrs.evolve(m, reconsume_times=count)
-            popped.append(Popped(m, handle, own is not None))
+            popped.append(Popped(m, handle, own is not None, count, record))
     return PopAnswer(resp.code, status, resp.remark, header["popTime"], header["invisibleTime"],
                      header["reviveQid"], header["restNum"], infos["startOffsetInfo"], infos["msgOffsetInfo"],
                      infos["orderCountInfo"], tuple(popped))
@@ -447,14 +479,50 @@ class ChangeAnswer:
     handle: ExtraInfo | None  # the new handle (SUCCESS only)
 
 
-def parse_change_invisible(resp: RemotingCommand, old: ExtraInfo) -> ChangeAnswer:
+def parse_change_invisible(resp: RemotingCommand, old: PopHandle) -> ChangeAnswer:
     """CHANGE_MESSAGE_INVISIBLETIME's answer; on SUCCESS the new handle as ``changeInvisibleTimeAsync``
     builds it: ck offset = the message's offset, the answer's popTime / invisibleTime / reviveQid."""
     what = "CHANGE_MESSAGE_INVISIBLETIME"
     if resp.code != 0:
         return ChangeAnswer(resp.code, resp.remark, None)
     pop_time, invisible, revive = (_int(resp, what, n) for n in ("popTime", "invisibleTime", "reviveQid"))
+    old = ExtraInfo.of(old)
     new = ExtraInfo(old.offset, pop_time, invisible, revive, old.topic_type, old.broker_name, old.queue_id,
                     old.offset)
     return ChangeAnswer(resp.code, resp.remark, new)
 
+
+
+# ----------------------------------------------------------------------------------------------
+# the broker's side (``rmqspec serve``): a pop answer's header from the model's result
+
+
+def pop_answer_ext(result: PopResult) -> dict[str, str]:
+    """PopMessageProcessor's response header for ``result``: popTime, invisibleTime, reviveQid, restNum
+    (not modelled: 0), startOffsetInfo and msgOffsetInfo per ``type queueId`` read (in the order first
+    read), and, for an orderly pop, orderCountInfo (empty when nothing was found, as 5.3.3):
+    ``type qo<queueId>%<offset> count`` for each message handed out before, then ``type queueId <least
+    count>`` (ConsumerOrderInfoManager.update's build; 5.3.3 wrote ``0 0 0`` and ``0 qo0%1 1;0 0 1``).
+    ``parse_pop`` reads it back into the same handles. The codes, remarks and ext names are held to
+    ``tests/remoting/fixtures/pop_answers_5.3.3.json`` (recorded from real 5.3.3)."""
+    starts: dict[tuple[str, int], int] = {}
+    offsets: dict[tuple[str, int], list[int]] = {}
+    counts: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for p in result.messages:
+        h = p.handle
+        key = (str(h.retry), h.queue_id)
+        starts.setdefault(key, h.ck_queue_offset)
+        offsets.setdefault(key, []).append(h.queue_offset)
+        if h.order:
+            counts.setdefault(key, []).append((h.queue_offset, p.order_count or 0))
+    ext = {"popTime": str(result.pop_time), "invisibleTime": str(result.invisible_time),
+           "reviveQid": str(result.revive_qid), "restNum": "0",
+           "startOffsetInfo": join_offset_info((TopicType(k), q, v) for (k, q), v in starts.items()),
+           "msgOffsetInfo": join_offset_info((TopicType(k), q, v) for (k, q), v in offsets.items())}
+    if result.revive_qid == POP_ORDER_REVIVE_QUEUE:  # an orderly pop: always there, empty when nothing
+        items: list[tuple[TopicType, int | str, int]] = []
+        for (k, q), pairs in counts.items():
+            items += [(TopicType(k), f"qo{q}%{o}", c) for o, c in pairs if c > 0]
+            items.append((TopicType(k), q, min(c for _, c in pairs)))
+        ext["orderCountInfo"] = join_offset_info(items)
+    return ext

@@ -106,6 +106,14 @@ from rmqspec.remoting.handlers_consume import (
     unregister_client,
     update_consumer_offset,
 )
+from rmqspec.remoting.handlers_pop import (
+    POP_CODES,
+    ack_message,
+    batch_ack_message,
+    change_invisible_time,
+    pop_message,
+    pops,
+)
 from rmqspec.remoting.handlers_send import end_transaction, send_back, send_batch, send_message
 from rmqspec.remoting.longpoll import HeldPull
 from rmqspec.remoting.namesrv import cluster_info, route_info
@@ -144,6 +152,10 @@ BROKER_HANDLERS: dict[int, Handler] = {
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset_by_timestamp,
     RequestCode.VIEW_MESSAGE_BY_ID: view_message_by_id,
     RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,
+    RequestCode.POP_MESSAGE: pop_message,  # 5.x profiles whose broker pops; else 3 (handlers_pop)
+    RequestCode.ACK_MESSAGE: ack_message,
+    RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
 }
 EXPIRE_SCAN_MS = 10_000  # ClientHousekeepingService period
 
@@ -342,7 +354,7 @@ class RmqServer:
         """The response to one request (None: none is sent), every failure mapped to a response."""
         assert self.ctx is not None
         handler = handlers.get(cmd.code)
-        if handler is None:
+        if handler is None or (cmd.code in POP_CODES and not pops(self.ctx)):  # 4.9: no pop processor
             return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(cmd.code))
         missing = missing_field(cmd)
         if missing is not None:

@@ -32,6 +32,13 @@ properties, outside ``rmq_sys_wheel_timer``) carries ``detail`` = {``timer_out_m
 ``timer_dequeue_ms``}: the slot it waited in and when the wheel took it out (the broker's
 wall clock); a normal ``deliver`` otherwise.
 
+Pop (5.x; ``handlers_pop.py``, and ``RemoteBroker`` given a ``recorder``: ``adapter_pop.py``): a
+``pop`` per message handed out (the copy's real topic, ``deliver_ts`` its handle's revive time,
+``detail`` the handle, attempt id, order count), an ``ack`` per handle (``status`` the answer's code
+name), a ``change_invisible`` (``deliver_ts`` the new revive time) and, the first time a retry copy is
+popped, a ``revive`` (``detail.observed``: inferred at the pop, a bound of the revive's time; the
+original's offsets are not on the wire).
+
 A server cannot see, and therefore never writes: ``store`` of copies the
 broker makes itself (retry, DLQ, schedule, timer, check re-puts), ``schedule_fire``,
 ``timer_fire``,
@@ -54,6 +61,7 @@ from rmqspec.model.message import (
     MessageQueue,
     StoredMessage,
 )
+from rmqspec.model.pop import PopHandle, PoppedMessage
 from rmqspec.model.results import CheckRequest, SendResult
 from rmqspec.model.timer import (
     PROPERTY_TIMER_DEQUEUE_MS,
@@ -152,6 +160,41 @@ class WireEvents:
                    commitlog_offset=check.commitlog_offset, msg_key=msg.uniq_key, msg_id=msg.msg_id,
                    txn_id=check.transaction_id,
                    detail={"check_times": int(times)} if times and times.isdigit() else None)
+
+    # -- pop (5.x; the rows model/broker_pop.py writes, as far as the wire shows them) --------------
+
+    def pop(self, now: int, group: str, p: PoppedMessage, topic: str, attempt_id: str | None) -> None:
+        """A message handed out: ``topic`` is the copy's real topic (the retry topic for a revived one)."""
+        if not self.enabled:
+            return
+        h, m = p.handle, p.message
+        self._emit("pop", now, actor=group, group=group, topic=topic, queue_id=h.queue_id,
+                   queue_offset=h.queue_offset, commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key,
+                   msg_id=m.msg_id, reconsume_times=m.reconsume_times, deliver_ts=h.revive_time,
+                   status="ORDERLY" if h.order else "CONCURRENT",
+                   detail={"handle": h.extra_info(), "attempt_id": attempt_id, "order_count": p.order_count})
+
+    def revive_seen(self, now: int, group: str, p: PoppedMessage, topic: str) -> None:
+        """A retry copy popped for the first time: the broker revived it by ``now`` (an upper bound)."""
+        if not self.enabled:
+            return
+        h, m = p.handle, p.message
+        self._emit("revive", now, actor="broker", group=group, topic=m.topic, msg_key=m.uniq_key,
+                   reconsume_times=m.reconsume_times,
+                   detail={"observed": True, "new_topic": topic, "new_queue_id": h.queue_id,
+                           "new_queue_offset": h.queue_offset, "new_commitlog_offset": m.commitlog_offset})
+
+    def ack(self, now: int, group: str, topic: str, handle: PopHandle, status: str, batch: bool) -> None:
+        """An acked handle; ``status`` the answer's code name (the wire does not say what it met)."""
+        self._emit("ack", now, actor=group, group=group, topic=topic, queue_id=handle.queue_id,
+                   queue_offset=handle.queue_offset, status=status,
+                   detail={"handle": handle.extra_info(), "batch": batch})
+
+    def change_invisible(self, now: int, group: str, topic: str, old: PopHandle, new: PopHandle) -> None:
+        self._emit("change_invisible", now, actor=group, group=group, topic=topic, queue_id=old.queue_id,
+                   queue_offset=old.queue_offset, deliver_ts=new.revive_time,
+                   status="ORDERLY" if old.order else "CONCURRENT",
+                   detail={"handle": old.extra_info(), "new_handle": new.extra_info()})
 
 
 NO_WIRE_EVENTS = WireEvents(None, BrokerConfig())
