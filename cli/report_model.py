@@ -12,7 +12,7 @@ hands over plain data; this module turns it into frozen attrs values:
 - ``ConformanceSection`` — the conformance result, with the shrunk program;
 - ``AuditSection`` — the audit's ``summary.json`` counts plus a few example
   violation rows per code with the events they point at;
-- ``PlotData`` — the series the five plots draw (extracted from trace rows by
+- ``PlotData`` — the series the six plots draw (extracted from trace rows by
   ``cli.report_plots``; the timer series, ``TimerPoint`` / ``TimerFire``, by
   ``cli.report_plots_timer``).
 
@@ -549,9 +549,33 @@ class TimerPoint:
 
 
 @attrs.frozen
+class PopRevive:
+    """A popped message (5.x) revived: the live hand-out's end of invisible time (``due_ts``: pop time +
+    invisible time, or a change's), its pop ts, the revive's ts; ``observed``: the revive row is the
+    conformance machine's, seen through the revived copy (its ts an upper bound)."""
+
+    msg_key: str
+    group: str
+    topic: str | None
+    due_ts: int
+    popped_ts: int
+    revived_ts: int
+    observed: bool = False
+    seqs: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def lateness_ms(self) -> int:
+        return self.revived_ts - self.due_ts
+
+    @property
+    def early(self) -> bool:
+        return self.revived_ts < self.due_ts
+
+
+@attrs.frozen
 class PlotData:
-    """What the five plots draw; ``t0`` is the trace's first ts (lock and timer times are shown
-    from it); ``crashes`` the ts of every ``crash`` (drawn on the timer plot)."""
+    """What the six plots draw; ``t0`` is the trace's first ts (lock, timer and pop times are shown
+    from it); ``crashes`` the ts of every ``crash`` (drawn on the timer and pop plots)."""
 
     retries: tuple[RetryPoint, ...] = attrs.field(default=(), converter=tuple)
     retries_unmatched: int = 0
@@ -565,6 +589,9 @@ class PlotData:
     t_end: int = 0
     timers: tuple[TimerPoint, ...] = attrs.field(default=(), converter=tuple)
     crashes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    pop_revives: tuple[PopRevive, ...] = attrs.field(default=(), converter=tuple)
+    pops_acked: int = 0  # hand-outs acked before their invisible time ended
+    pops_pending: int = 0  # hand-outs neither acked nor revived when the trace ended
 
     def to_json(self) -> dict[str, Any]:
         def rows(items: Sequence[Any], *extra: str) -> list[dict[str, Any]]:
@@ -589,6 +616,9 @@ class PlotData:
             "t_end": self.t_end,
             "timers": rows(self.timers, "requested_ms", "fire_lateness_ms", "deliver_lateness_ms", "early"),
             "crashes": list(self.crashes),
+            "pop_revives": rows(self.pop_revives, "lateness_ms", "early"),
+            "pops_acked": self.pops_acked,
+            "pops_pending": self.pops_pending,
         }
 
 

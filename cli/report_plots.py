@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 ``extract_plot_data(rows)`` sorts a trace's rows (plain dicts with SPEC §8's
 columns) by ``seq`` and extracts every series once into a ``PlotData``
-(``cli.report_model``); ``render_plots(data)`` draws the five plots in report
+(``cli.report_model``); ``render_plots(data)`` draws the six plots in report
 order. Nothing here judges a rule (that is the audit's job): the plots only
 show what happened, and mark what the audit would flag in red.
 
@@ -14,6 +14,8 @@ The work is split by concern:
   (what each pairs with what is in its docstring);
 - ``cli.report_plots_timer``: the 5.x timer series and its plot (lateness of
   ``timer_fire`` and first ``deliver`` after ``deliver_ts``, over time);
+- ``cli.report_plots_pop``: the 5.x pop series and its plot (lateness of each
+  ``revive`` after pop time + invisible time, over time);
 - ``cli.report_plots_svg``: the drawing kit — hand-written SVG (no scripts,
   no external resources), axes with ticks and labels, a legend, a
   ``<title>`` tooltip on every mark; every mark carries ``class="mark"`` and
@@ -52,6 +54,7 @@ from rmqspec.cli.report_plots_extract import (
     level_delay_ms,
     retry_table_ms,
 )
+from rmqspec.cli.report_plots_pop import extract_pops, render_pop_plot
 from rmqspec.cli.report_plots_svg import (
     EARLY_COLOR,
     LEGEND_W,
@@ -91,6 +94,7 @@ __all__ = [
     "extract_delays",
     "extract_locks",
     "extract_plot_data",
+    "extract_pops",
     "extract_retries",
     "extract_timers",
     "extract_txn_counts",
@@ -101,6 +105,7 @@ __all__ = [
     "render_delay_plot",
     "render_lock_plot",
     "render_plots",
+    "render_pop_plot",
     "render_retry_plot",
     "render_timer_plot",
     "render_txn_plot",
@@ -119,6 +124,7 @@ def extract_plot_data(
     ordered = sorted(rows, key=lambda r: r["seq"])
     retries, unmatched = extract_retries(ordered, delay_levels_ms)
     segments, denials, t0, t_end = extract_locks(ordered, broker_lock_ms)
+    pops = extract_pops(ordered)
     return PlotData(
         retries=retries,
         retries_unmatched=unmatched,
@@ -132,6 +138,9 @@ def extract_plot_data(
         t_end=t_end,
         timers=extract_timers(ordered),
         crashes=crash_times(ordered),
+        pop_revives=pops.revives,
+        pops_acked=pops.acked,
+        pops_pending=pops.pending,
     )
 
 
@@ -401,6 +410,6 @@ def render_txn_plot(data: PlotData) -> PlotSvg:
 
 
 def render_plots(data: PlotData) -> list[PlotSvg]:
-    """The five plots in report order."""
+    """The six plots in report order."""
     return [render_retry_plot(data), render_delay_plot(data), render_lock_plot(data), render_txn_plot(data),
-            render_timer_plot(data)]
+            render_timer_plot(data), render_pop_plot(data)]

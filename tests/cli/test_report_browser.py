@@ -236,8 +236,8 @@ def test_report_renders_in_headless_chromium(check_run: CheckRun, tmp_path: Path
     assert [sid for sid, _ in SECTIONS] == [s for s in parsed.sections if s in dict(SECTIONS)]
     with_marks = {pid: n for pid, n in parsed.plots.items() if n > 0}
     assert len(with_marks) >= 3, parsed.plots
-    assert set(parsed.plots) == {"plot-retry", "plot-delay", "plot-locks", "plot-txn", "plot-timer"}
-    assert parsed.empty_plots == ["plot-timer"]  # the 4.9 scenario has no timer messages (5.x)
+    assert set(parsed.plots) == {"plot-retry", "plot-delay", "plot-locks", "plot-txn", "plot-timer", "plot-pop"}
+    assert parsed.empty_plots == ["plot-timer", "plot-pop"]  # the 4.9 scenario has no timer nor pop (5.x)
     assert with_marks["plot-retry"] == len(check_run.plots.retries)
     assert "OrderlyConsumptionExclusive" in "".join(parsed.text)
 

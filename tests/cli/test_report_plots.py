@@ -181,7 +181,8 @@ def _svgs(data: PlotData) -> dict[str, ET.Element]:
 
 def test_empty_data_renders_five_no_data_panels() -> None:
     plots = render_plots(PlotData())
-    assert [p.plot_id for p in plots] == ["plot-retry", "plot-delay", "plot-locks", "plot-txn", "plot-timer"]
+    assert [p.plot_id for p in plots] == ["plot-retry", "plot-delay", "plot-locks", "plot-txn", "plot-timer",
+                                          "plot-pop"]
     for p in plots:
         root = ET.fromstring(p.svg)  # well-formed XML
         assert root.get("class") == "plot empty"
@@ -209,12 +210,15 @@ def test_plots_draw_one_mark_per_datum_with_escaped_tooltips() -> None:
     t.add("timer_fire", 12_000, topic="T", commitlog_offset=8, msg_key=g, reconsume_times=0,
           deliver_ts=12_000, detail={"from_commitlog_offset": 7})
     t.add("deliver", 12_050, group=g, topic="T", msg_key=g, reconsume_times=0, commitlog_offset=8)
+    t.add("pop", 13_000, group=g, topic="T", msg_key=g, status="CONCURRENT", deliver_ts=14_000,
+          detail={"handle": "0 13000 1000 0 0 b 0 0"})
+    t.add("revive", 16_000, group=g, topic="%RETRY%G_T", msg_key=g, reconsume_times=1)
     data = extract_plot_data(t.rows)
     plots = {p.plot_id: p for p in render_plots(data)}
     svgs = _svgs(data)
     marks = {pid: len([e for e in root.iter() if e.get("class") == "mark"]) for pid, root in svgs.items()}
     assert marks == {"plot-retry": 1, "plot-delay": 2, "plot-locks": 2, "plot-txn": 2,  # halves + committed
-                     "plot-timer": 2}  # fire + first deliver
+                     "plot-timer": 2, "plot-pop": 1}  # fire + first deliver; a revive
     for pid, root in svgs.items():
         assert root.get("class") == "plot" and root.get("data-marks") == str(marks[pid])
         assert plots[pid].marks == marks[pid]
