@@ -280,7 +280,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         nums = self.meta.queue_nums(topic, 1)
         if not 0 <= queue_id < nums:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal")
+            raise BrokerError(self.config.behaviour.illegal_queue_code, f"request queueId[{queue_id}] is illegal")
         if topic.startswith(RETRY_PREFIX) and topic[len(RETRY_PREFIX) :] not in self.meta.groups:
             raise BrokerError(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -465,7 +465,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         if not self.meta.has_topic(mq.topic):
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{mq.topic}] not exist")
         if not 0 <= mq.queue_id < self.meta.topics[mq.topic]:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"queueId[{mq.queue_id}] is illegal")
+            raise BrokerError(self.config.behaviour.illegal_queue_code, f"queueId[{mq.queue_id}] is illegal")
         if subscription is None:
             subscription, expression_type = self.consumers.resolve(group, mq.topic, sub_version)
         props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)

@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import attrs
 
+from rmqspec.model.results import ResponseCode
+
 __all__ = ["DEFAULT_VERSION", "VERSIONS", "Version", "version_named"]
 
 
@@ -113,6 +115,15 @@ class Version:
     # ChangeInvisibleTimeRequestHeader.suspend (5.5.x): a change with it writes a checkpoint whose revive keeps the
     # reconsume times (PopCheckPoint.suspend); 5.3.3 has no such field (the flag is ignored)
     pop_suspend: bool = False
+    # PullMessageProcessor / AbstractSendMessageProcessor.msgCheck: a queue id past the topic's queues is answered
+    # INVALID_PARAMETER (29) on 5.3.3 and 5.5.1 (measured: docs/fidelity.md R5-6), SYSTEM_ERROR (1) on 4.9.8;
+    # 5.0 and 5.1 keep 4.9's, unmeasured
+    illegal_queue_invalid_parameter: bool = False
+
+    @property
+    def illegal_queue_code(self) -> ResponseCode:
+        """The answer to a pull or send naming a queue id past the topic's queues."""
+        return ResponseCode.INVALID_PARAMETER if self.illegal_queue_invalid_parameter else ResponseCode.SYSTEM_ERROR
 
 
 _V49 = Version("rocketmq-4.9", "4.9.8")
@@ -123,7 +134,7 @@ _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True,
-                    dispatch_after_flush=True, offset_moved_event=False)
+                    dispatch_after_flush=True, offset_moved_event=False, illegal_queue_invalid_parameter=True)
 _V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True,
                     pop_origin_group=True, pop_suspend=True)
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}

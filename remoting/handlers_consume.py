@@ -111,7 +111,7 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
     if nums is None:
         raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
     if not 0 <= queue_id < nums:
-        raise BrokerError(ResponseCode.SYSTEM_ERROR,
+        raise BrokerError(ctx.config.behaviour.illegal_queue_code,
                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{nums}] "
                           f"consumer:[{conn.peer}]")
     expression, kind = _subscription(req, sys_flag)

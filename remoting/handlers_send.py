@@ -163,7 +163,7 @@ def _target_queue(ctx: Ctx, conn: Any, h: RemotingCommand) -> tuple[str, int, in
             raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
     queue_id = get_int(h, "queueId")
     if queue_id >= nums:
-        raise BrokerError(ResponseCode.SYSTEM_ERROR,
+        raise BrokerError(ctx.config.behaviour.illegal_queue_code,
                           f"request queueId[{queue_id}] is illegal, TopicConfig [topicName={topic}, "
                           f"readQueueNums={nums}, writeQueueNums={nums}, perm=RW-] Producer: {conn.peer}")
     if queue_id < 0:
