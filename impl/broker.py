@@ -62,6 +62,7 @@ from pathlib import Path
 from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_lifecycle import CLOSED, RUNNING, Lifecycle
+from rmqspec.impl.broker_pop import PopRequests
 from rmqspec.impl.broker_retention import Retention
 from rmqspec.impl.broker_search import TimeSearch
 from rmqspec.impl.broker_store import (
@@ -148,7 +149,7 @@ def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
     return seq % nums
 
 
-class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
+class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopRequests):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
@@ -168,6 +169,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         self.root = root
         self.clock = clock
         self.config = config
+        if config.behaviour.pop:  # 5.x: POP_MESSAGE and the rest (impl/broker_pop.py)
+            self.capabilities = type(self).capabilities | {Capability.POP}
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
         self.events = BrokerEvents(self.recorder, config)
         self.retry_queue_chooser = retry_queue_chooser
@@ -238,6 +241,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         if self.config.timer_running:
             self.meta.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
             self.timer = DiskTimerService.open(self.config.timer, self.store.config_dir, self.log, now)
+        self._pop_start(now)  # checkpoints, acks, revive progress, order infos (impl/pop_service.py)
         self.locks.clear()
         self.consumers.clear()
         self.txn = TxnChecker(now)
@@ -638,6 +642,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
         if self.timer is not None:
             self.timer.run(self.log, now, lambda entry, new, ts: self._timer_fired(now, entry, new, ts))
+            if self.config.behaviour.pop:
+                self._revive(now)  # PopReviveService (impl/broker_pop.py)
         if self.config.behaviour.op_batch and self.ops.wake(now):
             self._write_ops(self.ops.drain(now), now)
         requests: list[CheckRequest] = []
@@ -647,7 +653,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             self.offsets_last_persist = now
         if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
             self.offsets.persist()
+            self._pop_persist_progress()  # the revive offsets are consumer offsets (impl/pop_service.py)
             self.offsets_last_persist = now
+        self.pop_state.maybe_persist_orders(now)  # consumerOrderInfo.json, every 10 s
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 

@@ -1,0 +1,316 @@
+"""5.x pop on the mmap broker (``impl/broker_pop.py``, ``impl/pop_service.py``), in lockstep with the model.
+
+Every scenario drives ``MmapBroker`` and ``ModelBroker`` identically on one clock: the answers (messages, handles,
+codes, refusals) and the SPEC §8 events must be equal after every step. The rules (``model/pop.py``): pop,
+ack, batch ack, change of invisible time, revive, orderly block and attempt id; restarts: a clean close and
+reopen, a kill, a power loss (checkpoints and acks survive both; the revive progress and the order infos fall back
+to their last persist); the files: the journal's frames and consumerOrderInfo.json in 5.3.3's shape; a corrupt
+journal or order-info file is a ``StoreError`` naming file, offset and field; a 4.9 broker answers
+REQUEST_CODE_NOT_SUPPORTED and writes no pop file.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqspec.impl.broker import MmapBroker
+from rmqspec.impl.configfiles import parse_fastjson
+from rmqspec.impl.mappedfile import StoreError
+from rmqspec.impl.pop_service import (
+    JOURNAL_FILE,
+    ORDER_INFO_FILE,
+    decode_order_infos,
+    encode_order_infos,
+    frame,
+    read_journal,
+)
+from rmqspec.model import ManualClock, Message
+from rmqspec.model.broker import ModelBroker
+from rmqspec.model.config import default_config
+from rmqspec.model.events import ListRecorder
+from rmqspec.model.pop import OrderInfo, PopHandle
+from rmqspec.model.protocol import Capability
+from rmqspec.model.results import BrokerError, ResponseCode
+
+START = 1_700_000_000_000
+PROFILE = "rocketmq-5.2"
+RETRY_FIRST, TOPIC_FIRST = 0, 50
+
+
+class Pair:
+    """The model and the mmap broker on one clock; every call goes to both and must answer alike."""
+
+    def __init__(self, root: Path, profile: str = PROFILE, **overrides: Any) -> None:
+        self.root = root
+        self.clock = ManualClock(START)
+        self.config = default_config(profile, **overrides) if overrides else default_config(profile)
+        self.rm, self.ri = ListRecorder(), ListRecorder()
+        self.model = ModelBroker(self.clock, self.config, self.rm)
+        self.impl = MmapBroker.open(root, self.clock, self.config, self.ri)
+
+    def both(self, fn: Callable[[Any], Any]) -> Any:
+        out = []
+        for b in (self.model, self.impl):
+            try:
+                out.append(("ok", fn(b)))
+            except BrokerError as e:
+                out.append(("refused", e.code, str(e)))
+        assert out[0] == out[1], f"model {out[0]!r} != mmap {out[1]!r}"
+        assert self.rm.events == self.ri.events
+        if out[0][0] == "refused":
+            raise BrokerError(out[0][1], out[0][2])
+        return out[0][1]
+
+    def setup(self, queues: int = 2, n: int = 3, queue_id: int = 0) -> None:
+        self.both(lambda b: b.create_topic("T", queues))
+        self.both(lambda b: b.create_group("G"))
+        self.send(n, queue_id)
+
+    def send(self, n: int, queue_id: int = 0) -> None:
+        for i in range(n):
+            self.both(lambda b, i=i: b.send(Message("T", b"body-%d" % i, tags="TagA"), queue_id))
+        self.advance(1)
+
+    def pop(self, queue_id: int = -1, n: int = 3, invisible: int = 2_000, random_q: int = TOPIC_FIRST,
+            **kw: Any) -> Any:
+        def go(b: Any) -> Any:
+            b.force_pop_random(random_q)
+            return b.pop("G", "T", queue_id, n, invisible, order=kw.get("order", False),
+                         attempt_id=kw.get("attempt_id"))
+        return self.both(go)
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    def tick_for(self, ms: int) -> None:
+        end = self.clock.now() + ms
+        while self.clock.now() < end:
+            self.advance(min(1_000, end - self.clock.now()))
+            self.both(lambda b: b.tick())
+
+    def events(self, kind: str) -> list[Any]:
+        return [e for e in self.ri.events if e.event == kind]
+
+    def restart(self, how: str) -> None:
+        """close+reopen, or crash(kind)+recover, on both."""
+        if how == "close":
+            self.both(lambda b: b.close())
+            self.both(lambda b: b.reopen())
+        else:
+            self.both(lambda b: b.crash(how))
+            self.both(lambda b: b.recover())
+
+
+def test_the_mmap_broker_declares_pop_only_where_the_profile_pops(tmp_path: Path) -> None:
+    five = MmapBroker.open(tmp_path / "a", ManualClock(START), default_config(PROFILE))
+    four = MmapBroker.open(tmp_path / "b", ManualClock(START), default_config("rocketmq-4.9"))
+    assert Capability.POP in five.capabilities and Capability.POP not in four.capabilities
+
+
+def test_a_4_9_broker_answers_request_code_not_supported_and_writes_no_pop_file(tmp_path: Path) -> None:
+    pair = Pair(tmp_path, "rocketmq-4.9")
+    pair.setup()
+    handle = PopHandle(0, START, 1000, 0, "0", "broker-a", 0, 0)
+    with pytest.raises(BrokerError) as refused:
+        pair.pop()
+    assert refused.value.code is ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert pair.both(lambda b: b.ack("G", "T", handle)) is ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert pair.both(lambda b: b.batch_ack("G", "T", [handle])) is ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    with pytest.raises(BrokerError):
+        pair.both(lambda b: b.change_invisible_time("G", "T", handle, 1000))
+    pair.tick_for(12_000)
+    pair.both(lambda b: b.close())
+    assert not (tmp_path / "config" / JOURNAL_FILE).exists()
+    assert not (tmp_path / "config" / ORDER_INFO_FILE).exists()
+
+
+def test_refusals_are_the_models(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    for fn in (lambda b: b.pop("G", "T", 0, 33, 1000), lambda b: b.pop("G", "NOPE", 0, 1, 1000),
+               lambda b: b.pop("G", "T", 5, 1, 1000), lambda b: b.pop("NOGROUP", "T", 0, 1, 1000),
+               lambda b: b.pop("G", "T", 0, 1, 1000, expression="a ||| (", expression_type="SQL92")):
+        with pytest.raises(BrokerError):
+            pair.both(fn)
+    bad = PopHandle(0, START, 1000, 0, "0", "broker-a", 7, 0)
+    assert pair.both(lambda b: b.ack("G", "T", bad)) is ResponseCode.MESSAGE_ILLEGAL
+    assert pair.both(lambda b: b.ack("G", "NOPE", bad)) is ResponseCode.TOPIC_NOT_EXIST
+    far = PopHandle(0, START, 1000, 0, "0", "broker-a", 0, 99)
+    assert pair.both(lambda b: b.ack("G", "T", far)) is ResponseCode.NO_MESSAGE
+    assert pair.both(lambda b: b.batch_ack("G", "T", [])) is ResponseCode.NO_MESSAGE
+    with pytest.raises(BrokerError):
+        pair.both(lambda b: b.change_invisible_time("G", "T", far, 1000))
+    with pytest.raises(ValueError):
+        pair.impl.force_pop_random(100)
+
+
+def test_pop_ack_change_revive_agree_with_the_model(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    first = pair.pop(0)
+    assert len(first.messages) == 3
+    assert pair.pop().messages == ()  # invisible
+    h = [p.handle for p in first.messages]
+    assert pair.both(lambda b: b.ack("G", "T", h[0])) is ResponseCode.SUCCESS
+    assert pair.both(lambda b: b.ack("G", "T", h[0])) is ResponseCode.SUCCESS  # again: matches nothing new
+    new = pair.both(lambda b: b.change_invisible_time("G", "T", h[1], 5_000))
+    assert new.pop_time == pair.clock.now() and new.invisible_time == 5_000
+    pair.tick_for(1_999)
+    assert pair.pop(random_q=RETRY_FIRST).messages == ()  # nothing revived before the end
+    pair.tick_for(3_000)
+    revived = [e for e in pair.events("revive")]
+    assert [e.queue_offset for e in revived] == [2]  # the third: neither acked nor changed
+    again = pair.pop(n=4, random_q=RETRY_FIRST)
+    assert [p.message.reconsume_times for p in again.messages] == [1]
+    assert again.messages[0].handle.retry == "1" and "POP_CK" in again.messages[0].message.properties
+    assert pair.both(lambda b: b.batch_ack("G", "T", [p.handle for p in again.messages])) is ResponseCode.SUCCESS
+    pair.tick_for(4_000)  # the changed one revives now
+    assert [e.queue_offset for e in pair.events("revive")] == [2, 1]
+    assert pair.both(lambda b: b.ack("G", "T", new)) is ResponseCode.SUCCESS  # late: LATE
+    assert pair.events("ack")[-1].status == "LATE"
+    pair.tick_for(20_000)
+    assert len(pair.events("revive")) == 2  # an acked message is never revived
+
+
+def test_orderly_pop_blocks_and_honours_the_attempt_id(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=2)
+    first = pair.pop(0, 2, order=True, attempt_id="A1")
+    assert len(first.messages) == 2
+    assert pair.pop(0, 2, order=True, attempt_id="A2").messages == ()  # blocked
+    pair.advance(1)
+    assert len(pair.pop(0, 2, order=True, attempt_id="A1").messages) == 2  # the same attempt passes
+    pair.advance(1)
+    latest = pair.pop(0, 2, order=True, attempt_id="A1")
+    h = [p.handle for p in latest.messages]
+    stale = first.messages[0].handle
+    assert pair.both(lambda b: b.ack("G", "T", stale)) is ResponseCode.SUCCESS  # another pop's time: STALE
+    assert pair.both(lambda b: b.ack("G", "T", h[0])) is ResponseCode.SUCCESS
+    changed = pair.both(lambda b: b.change_invisible_time("G", "T", h[1], 10_000))
+    assert changed.pop_time == h[1].pop_time
+    pair.tick_for(3_000)
+    assert pair.pop(0, 2, order=True, attempt_id="A3").messages == ()  # changed: still invisible
+    pair.tick_for(8_000)
+    rest = pair.pop(0, 2, order=True, attempt_id="A3")
+    assert [(p.handle.queue_offset, p.order_count) for p in rest.messages] == [(1, 1)]  # popped again: counted once
+    illegal = PopHandle(rest.messages[0].handle.ck_queue_offset, rest.messages[0].handle.pop_time, 1000, 999, "0",
+                        "broker-a", 0, 2)
+    assert pair.both(lambda b: b.batch_ack("G", "T", [illegal])) is ResponseCode.MESSAGE_ILLEGAL
+    assert pair.both(lambda b: b.ack("G", "T", rest.messages[0].handle)) is ResponseCode.SUCCESS
+    assert pair.both(lambda b: b.change_invisible_time("G", "T", h[0], 1000)) == h[0]  # below the offset
+
+
+@pytest.mark.parametrize("how", ["close", "kill", "power"])
+def test_checkpoints_and_acks_survive_a_restart_as_in_the_model(tmp_path: Path, how: str) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=4)
+    popped = pair.pop(0, 4, invisible=3_000)  # revive time START+3001: revived at the tick of START+6001
+    h = [p.handle for p in popped.messages]
+    pair.both(lambda b: b.ack("G", "T", h[0]))
+    pair.both(lambda b: b.batch_ack("G", "T", h[1:2]))
+    pair.tick_for(6_000)  # offsets (and revive progress) persisted at START+5001, before the revive
+    assert [e.queue_offset for e in pair.events("revive")] == [2, 3]
+    pair.restart(how)
+    pair.tick_for(6_000)  # a crash: revived again (the progress did not persist it); a close persisted it
+    n = len(pair.events("revive"))
+    assert n == (2 if how == "close" else 4)
+    pair.restart(how)
+    pair.tick_for(3_000)
+    assert len(pair.events("revive")) == n  # persisted since: nothing more, the acked ones never
+    again = pair.pop(n=8, random_q=RETRY_FIRST)
+    assert len(again.messages) == n and all(p.message.reconsume_times == 1 for p in again.messages)
+
+
+@pytest.mark.parametrize("how", ["close", "kill", "power"])
+def test_order_infos_persist_every_10_s_and_at_close(tmp_path: Path, how: str) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=2)
+    pair.pop(0, 2, invisible=60_000, order=True, attempt_id="A1")
+    pair.tick_for(10_000)  # persisted: the queue blocked after any restart
+    pair.restart(how)
+    assert pair.pop(0, 2, order=True, attempt_id="A2").messages == ()
+    text = (tmp_path / "config" / ORDER_INFO_FILE).read_text()
+    doc = parse_fastjson(text)
+    (info,) = doc["table"]["T@G"].values()
+    assert info["a"] == "A1" and info["o"] == [0, 1] and info["cm"] == 0 and info["i"] == 60_000
+    second = Pair(tmp_path / "b")
+    second.setup(n=2)
+    second.pop(0, 2, invisible=60_000, order=True, attempt_id="A1")
+    second.restart(how)  # before any persist: a crash forgets the info, a close keeps it
+    blocked = second.pop(0, 2, order=True, attempt_id="A2").messages == ()
+    assert blocked == (how == "close")
+
+
+def test_the_order_info_file_round_trips_in_5_3_3_shape() -> None:
+    infos = {("T", "G", 1): OrderInfo("A", 100, 2000, (5, 7, 9), frozenset({7}), {9: 4000}, {5: 2})}
+    text = encode_order_infos(infos)
+    assert '"o":[5,2,4]' in text.replace(" ", "").replace("\n", "") and '"cm":2' in text.replace(" ", "")
+    assert decode_order_infos(parse_fastjson(text)) == infos
+
+
+def test_a_frame_in_flight_at_a_crash_is_cut_and_the_journal_goes_on(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    pair.pop(0)
+    path = tmp_path / "config" / JOURNAL_FILE
+    whole = path.stat().st_size
+    pair.both(lambda b: b.crash("kill"))
+    with path.open("ab") as f:
+        f.write(frame({"ack": [0, 0]})[:9])  # torn: the rest never reached the disk
+    pair.both(lambda b: b.recover())
+    frames, end = read_journal(path)
+    assert end == whole and len(frames) == 1
+    pair.both(lambda b: b.ack("G", "T", PopHandle(0, START + 1, 2000, 0, "0", "broker-a", 0, 1)))
+    assert read_journal(path)[1] == path.stat().st_size > whole
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    ("crc", "CRC"), ("json", "not JSON"), ("field", "field 'pop_time'"), ("ack", "field 'ack'"),
+    ("kind", "field 'nope'"), ("revived", "field 'revived'"),
+])
+def test_a_corrupt_journal_is_a_store_error_naming_file_offset_and_field(tmp_path: Path, damage: str,
+                                                                         says: str) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    pair.pop(0)
+    pair.both(lambda b: b.close())
+    path = tmp_path / "config" / JOURNAL_FILE
+    data = bytearray(path.read_bytes())
+    good = frame({"revived": []})
+    if damage == "crc":
+        data[12] ^= 0xFF
+        data += good
+    elif damage == "json":
+        payload = b"{not json"
+        data += len(payload).to_bytes(4, "big") + zlib.crc32(payload).to_bytes(4, "big") + payload
+    elif damage == "field":
+        ck = {"seq": 9, "group": "G", "topic": "T", "queue_id": 0, "start_offset": 0, "pop_time": "x",
+              "invisible_time": 1, "revive_qid": 0, "broker_name": "b", "offsets": [0], "suspend": False}
+        data += frame({"ck": ck})
+    elif damage == "ack":
+        data += frame({"ack": [42, 0]})
+    elif damage == "kind":
+        data += frame({"nope": 1})
+    else:
+        data += frame({"revived": [42]})
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError) as err:
+        MmapBroker.open(tmp_path, pair.clock, pair.config)
+    assert JOURNAL_FILE in str(err.value) and says in str(err.value) and "at byte" in str(err.value)
+
+
+def test_a_corrupt_order_info_file_is_a_store_error(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=2)
+    pair.pop(0, 2, order=True, attempt_id="A1")
+    pair.both(lambda b: b.close())
+    path = tmp_path / "config" / ORDER_INFO_FILE
+    path.write_text('{"table":{"T@G":{0:{"o":["x"],"popTime":1}}}}')
+    with pytest.raises(StoreError) as err:
+        MmapBroker.open(tmp_path, pair.clock, pair.config)
+    assert ORDER_INFO_FILE in str(err.value) and "'o'" in str(err.value)
