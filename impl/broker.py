@@ -20,7 +20,8 @@ conformance machine can run both in lockstep. Concerns, one module each:
 - ``metadata`` — TopicConfigManager / SubscriptionGroupManager (topics.json,
   subscriptionGroup.json, durable on every change);
 - mixins: ``broker_lifecycle`` (flush, close, reopen, crashes, recovery), ``broker_views``
-  (read-only views), ``broker_batch``, ``broker_retention``, ``broker_search``.
+  (read-only views), ``broker_batch``, ``broker_retention``, ``broker_search``, ``broker_pop`` (5.x pop, its
+  state in ``pop_service``).
 
 Request handling follows B/processor/SendMessageProcessor (send, a oneway send answering nothing,
 consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor, AdminBrokerProcessor (lock /
@@ -30,9 +31,10 @@ functions (``route_send_back``, ``effective_max_reconsume_times``, ``lock_decisi
 
 ``tick()`` runs the background services due at ``now`` in the model's fixed
 order: schedule deliveries (levels ascending), on 5.x the timer wheel (enqueue, due
-copies delivered, its checkpoint every ``timer_flush_interval_ms``), the transaction check (when
-``transaction_check_interval_ms`` elapsed since the last run or the start),
-consumer-offset persistence, delay-progress persistence.
+copies delivered, its checkpoint every ``timer_flush_interval_ms``) and the pop revive service,
+the transaction check (when ``transaction_check_interval_ms`` elapsed since the last run or the
+start), consumer-offset persistence (with the pop revive progress), the order infos (every 10 s),
+delay-progress persistence.
 
 Lifecycle: ``open`` recovers the store (normal or abnormal by the abort file,
 SPEC §5) and loads topics, groups, consumer offsets and delay progress;
