@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from rmqspec.impl.broker import MmapBroker
@@ -48,7 +49,7 @@ class Pair:
     def __init__(self, root: Path, profile: str = PROFILE, **overrides: Any) -> None:
         self.root = root
         self.clock = ManualClock(START)
-        self.config = default_config(profile, **overrides) if overrides else default_config(profile)
+        self.config = attrs.evolve(default_config(profile), **overrides)
         self.rm, self.ri = ListRecorder(), ListRecorder()
         self.model = ModelBroker(self.clock, self.config, self.rm)
         self.impl = MmapBroker.open(root, self.clock, self.config, self.ri)
@@ -314,3 +315,121 @@ def test_a_corrupt_order_info_file_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         MmapBroker.open(tmp_path, pair.clock, pair.config)
     assert ORDER_INFO_FILE in str(err.value) and "'o'" in str(err.value)
+
+
+def test_a_pop_relocates_a_wrong_offset_and_skips_what_the_filter_refuses(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    from rmqspec.model import MessageQueue
+
+    pair.both(lambda b: b.update_offset("G", MessageQueue("T", 0), 100))  # past the queue: OFFSET_OVERFLOW_BADLY
+    assert pair.pop(0).messages == ()
+    pair.send(2)
+    assert len(pair.pop(0).messages) == 2  # read from the relocated offset
+    pair.send(1)
+    assert pair.both(lambda b: b.pop("G", "T", 0, 3, 1000, expression="TagB")).messages == ()  # skipped, committed
+    assert pair.pop(0).messages == ()
+
+
+def test_an_orderly_ack_or_change_below_the_committed_offset_changes_nothing(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=1)
+    (p,) = pair.pop(0, 1, order=True, attempt_id="A").messages
+    assert pair.both(lambda b: b.ack("G", "T", p.handle)) is ResponseCode.SUCCESS
+    assert pair.both(lambda b: b.ack("G", "T", p.handle)) is ResponseCode.SUCCESS  # STALE now
+    assert pair.events("ack")[-1].status == "STALE"
+    other = PopHandle(0, START + 5, 1000, 999, "0", "broker-a", 1, 0)
+    pair.send(1, queue_id=1)
+    pair.pop(1, 1, order=True, attempt_id="B")
+    new = pair.both(lambda b: b.change_invisible_time("G", "T", other, 1000))  # another pop's time: no info change
+    assert new.invisible_time == pair.clock.now() + 1000 - other.pop_time
+
+
+def test_a_crashed_broker_refuses_an_ack_as_unavailable(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup()
+    pair.both(lambda b: b.crash("kill"))
+    with pytest.raises(BrokerError) as refused:
+        pair.both(lambda b: b.ack("G", "T", PopHandle(0, START, 1000, 0, "0", "broker-a", 0, 0)))
+    assert refused.value.code is ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+def test_a_revive_whose_message_a_power_loss_took_revives_nothing(tmp_path: Path) -> None:
+    pair = Pair(tmp_path, flush="ASYNC")
+    pair.setup(n=2)
+    pair.pop(0, 2)
+    pair.both(lambda b: b.crash("power"))
+    pair.impl.recover()
+    pair.model.recover(survivors=pair.impl.commitlog_record_count())  # what the files kept (none: unflushed)
+    pair.rm.events.clear()
+    pair.ri.events.clear()
+    pair.tick_for(6_000)
+    assert pair.events("revive") == []  # "can not get biz msg"
+
+
+def test_a_revive_put_refused_rewrites_the_checkpoint_ten_seconds_later(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    pair.setup(n=1)
+    pair.pop(0, 1)  # revive time START+2001: due at a tick after START+4001
+    pair.tick_for(3_000)
+    pair.both(lambda b: b.hold_put_lock(60_000))
+    pair.advance(1_500)
+    pair.both(lambda b: b.tick())  # due, the put lock busy: the put refused, the checkpoint rewritten
+    assert pair.events("revive") == []
+    assert len(pair.impl.pop_state.pending) == 2
+    pair.tick_for(62_000)  # the lock released at START+63001; the rewritten checkpoint was due since START+14001
+    assert [e.queue_offset for e in pair.events("revive")] == [0]
+
+
+def test_the_journal_writes_are_seen_by_crash_exploration(tmp_path: Path) -> None:
+    from rmqspec.impl import effects
+
+    pair = Pair(tmp_path)
+    pair.setup()
+    with effects.recording(tmp_path) as log:
+        pair.pop(0)
+    mine = [e for e in log.effects if JOURNAL_FILE in str(getattr(e, "path", ""))]
+    kinds = [type(e).__name__ for e in mine]
+    assert kinds[:1] == ["Create"] and "Write" in kinds and kinds[-1] == "Sync"
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ([], "'table' is not an object"), ({"table": {"T@G": 1}}, "is not an object"),
+    ({"table": {"T@G": {0: 1}}}, "is not an object"), ({"table": {"T@G": {0: {"a": 5, "o": [1]}}}}, "'a'"),
+    ({"table": {"T@G": {0: {"o": [1], "ot": 3}}}}, "'ot'"),
+    ({"table": {"T@G": {0: {"o": [1], "oc": {1: "x"}}}}}, "'oc'"),
+])
+def test_order_info_documents_that_are_not_5_3_3_s_are_refused(doc: Any, says: str) -> None:
+    from rmqspec.impl.configfiles import ConfigFileError
+
+    with pytest.raises(ConfigFileError) as err:
+        decode_order_infos(doc)
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize(("tail", "says"), [
+    (frame({"ck": 3}), "field 'ck'"), (frame({"ck": {"offsets": ["x"]}}), "field 'seq'"),
+    (frame({"a": 1, "b": 2}), "is not one of"),
+])
+def test_journal_frames_that_do_not_decode_name_the_field(tmp_path: Path, tail: bytes, says: str) -> None:
+    path = tmp_path / JOURNAL_FILE
+    path.write_bytes(tail + frame({"revived": []}))
+    from rmqspec.impl.pop_service import DiskPopState
+
+    with pytest.raises(StoreError) as err:
+        DiskPopState.load(tmp_path, None, 0)
+    assert says in str(err.value) and "at byte 0" in str(err.value)
+
+
+def test_a_cut_header_and_a_torn_last_frame_are_writes_in_flight(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL_FILE
+    good = frame({"revived": []})
+    path.write_bytes(good + b"\x00\x00\x00")
+    assert read_journal(path)[1] == len(good)
+    torn = bytearray(frame({"revived": [1]}))
+    torn[-1] ^= 0xFF
+    path.write_bytes(good + bytes(torn))
+    assert read_journal(path)[1] == len(good)
+    path.write_bytes(good + bytes(torn) + good)
+    with pytest.raises(StoreError):
+        read_journal(path)
