@@ -241,8 +241,9 @@ class DiskPopState(PopState):
     orders_on_disk: str = ""
 
     @classmethod
-    def load(cls, config_dir: Path | None, carry: PopState | None, now: int) -> DiskPopState:
-        """What a (re)start finds: the journal's checkpoints and acks, the revive progress, the order infos."""
+    def load(cls, config_dir: Path | None, carry: PopState | None, now: int, orders: bool = True) -> DiskPopState:
+        """What a (re)start finds: the journal's checkpoints and acks, the revive progress, the order infos (not
+        read with ``orders`` False: ``verify`` checks that file as JSON)."""
         state = cls(config_dir=config_dir, last_order_persist=now)
         if carry is not None:
             state.ck_number, state.draws, state.forced_random = carry.ck_number, carry.draws, carry.forced_random
@@ -275,7 +276,7 @@ class DiskPopState(PopState):
         for seq, pending in state.pending.items():
             pending.revived = seq in revived
         state.persisted_revived = frozenset(revived)
-        state.orders = load_order_infos(config_dir / ORDER_INFO_FILE)
+        state.orders = load_order_infos(config_dir / ORDER_INFO_FILE) if orders else {}
         state.persisted_orders = {k: attrs.evolve(v, next_visible=dict(v.next_visible), consumed=dict(v.consumed))
                                   for k, v in state.orders.items()}
         state.orders_on_disk = encode_order_infos(state.orders)

@@ -433,3 +433,20 @@ def test_a_cut_header_and_a_torn_last_frame_are_writes_in_flight(tmp_path: Path)
     path.write_bytes(good + bytes(torn) + good)
     with pytest.raises(StoreError):
         read_journal(path)
+
+
+def test_store_verify_judges_the_pop_files(tmp_path: Path) -> None:
+    from rmqspec.impl.verify import verify_store
+
+    pair = Pair(tmp_path)
+    pair.setup(n=2)
+    pair.pop(0, 1)
+    pair.send(1, queue_id=1)
+    pair.pop(1, 1, order=True, attempt_id="A")
+    pair.both(lambda b: b.close())
+    codes = lambda: {(f.code, f.file) for f in verify_store(tmp_path).findings}  # noqa: E731
+    assert codes() == set()
+    (tmp_path / "config" / ORDER_INFO_FILE).write_text('{"table":[]}')
+    with (tmp_path / "config" / JOURNAL_FILE).open("ab") as f:
+        f.write(frame({"nope": 1}) + frame({"revived": []}))
+    assert {("BAD_JOURNAL", f"config/{JOURNAL_FILE}"), ("BAD_JSON", f"config/{ORDER_INFO_FILE}")} <= codes()
