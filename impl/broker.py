@@ -20,7 +20,8 @@ conformance machine can run both in lockstep. Concerns, one module each:
 - ``metadata`` — TopicConfigManager / SubscriptionGroupManager (topics.json,
   subscriptionGroup.json, durable on every change);
 - mixins: ``broker_lifecycle`` (flush, close, reopen, crashes, recovery), ``broker_views``
-  (read-only views), ``broker_batch``, ``broker_retention``, ``broker_search``.
+  (read-only views), ``broker_batch``, ``broker_retention``, ``broker_search``, ``broker_pop`` (5.x pop, its
+  state in ``pop_service``).
 
 Request handling follows B/processor/SendMessageProcessor (send, a oneway send answering nothing,
 consumerSendMsgBack), PullMessageProcessor, EndTransactionProcessor, AdminBrokerProcessor (lock /
@@ -30,9 +31,10 @@ functions (``route_send_back``, ``effective_max_reconsume_times``, ``lock_decisi
 
 ``tick()`` runs the background services due at ``now`` in the model's fixed
 order: schedule deliveries (levels ascending), on 5.x the timer wheel (enqueue, due
-copies delivered, its checkpoint every ``timer_flush_interval_ms``), the transaction check (when
-``transaction_check_interval_ms`` elapsed since the last run or the start),
-consumer-offset persistence, delay-progress persistence.
+copies delivered, its checkpoint every ``timer_flush_interval_ms``) and the pop revive service,
+the transaction check (when ``transaction_check_interval_ms`` elapsed since the last run or the
+start), consumer-offset persistence (with the pop revive progress), the order infos (every 10 s),
+delay-progress persistence.
 
 Lifecycle: ``open`` recovers the store (normal or abnormal by the abort file,
 SPEC §5) and loads topics, groups, consumer offsets and delay progress;
@@ -62,6 +64,7 @@ from pathlib import Path
 from rmqspec.impl.broker_batch import BatchSends
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.broker_lifecycle import CLOSED, RUNNING, Lifecycle
+from rmqspec.impl.broker_pop import PopRequests
 from rmqspec.impl.broker_retention import Retention
 from rmqspec.impl.broker_search import TimeSearch
 from rmqspec.impl.broker_store import (
@@ -148,7 +151,7 @@ def round_robin_retry_queue(group: str, nums: int, seq: int) -> int:
     return seq % nums
 
 
-class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
+class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopRequests):
     """The concrete broker (SPEC §3–§5). Build with ``MmapBroker.open``."""
 
     capabilities = frozenset({Capability.CRASH, Capability.EXACT_TIME, Capability.CLOSE_REOPEN,
@@ -168,6 +171,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         self.root = root
         self.clock = clock
         self.config = config
+        if config.behaviour.pop:  # 5.x: POP_MESSAGE and the rest (impl/broker_pop.py)
+            self.capabilities = type(self).capabilities | {Capability.POP}
         self.recorder: Recorder = recorder if recorder is not None else NullRecorder()
         self.events = BrokerEvents(self.recorder, config)
         self.retry_queue_chooser = retry_queue_chooser
@@ -238,6 +243,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         if self.config.timer_running:
             self.meta.ensure_topic(TIMER_TOPIC, 1)  # TopicConfigManager, when timerWheelEnable
             self.timer = DiskTimerService.open(self.config.timer, self.store.config_dir, self.log, now)
+        self._pop_start(now)  # checkpoints, acks, revive progress, order infos (impl/pop_service.py)
         self.locks.clear()
         self.consumers.clear()
         self.txn = TxnChecker(now)
@@ -638,6 +644,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
         self.schedule.deliver_due(self.log, now, lambda e, n, lv, ts: self._fired(now, e, n, lv, ts))
         if self.timer is not None:
             self.timer.run(self.log, now, lambda entry, new, ts: self._timer_fired(now, entry, new, ts))
+            if self.config.behaviour.pop:
+                self._revive(now)  # PopReviveService (impl/broker_pop.py)
         if self.config.behaviour.op_batch and self.ops.wake(now):
             self._write_ops(self.ops.drain(now), now)
         requests: list[CheckRequest] = []
@@ -647,7 +655,9 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch):
             self.offsets_last_persist = now
         if now - self.offsets_last_persist >= self.config.flush_consumer_offset_interval_ms:
             self.offsets.persist()
+            self._pop_persist_progress()  # the revive offsets are consumer offsets (impl/pop_service.py)
             self.offsets_last_persist = now
+        self.pop_state.maybe_persist_orders(now)  # consumerOrderInfo.json, every 10 s
         self.schedule.maybe_persist(now, self.config.flush_delay_offset_interval_ms)
         return requests
 

@@ -9,6 +9,8 @@ of record counts that may survive, ``recover`` restarts on what did (store recov
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rmqspec.impl.broker_events import BrokerEvents
 from rmqspec.impl.offsets import ConsumerOffsetTable
 from rmqspec.impl.schedule_service import ScheduleService
@@ -41,6 +43,7 @@ class Lifecycle:
     _unflushed: list[tuple[int, str | None]]
     _committed: int  # at a crash: the records committed (all, without a TransientStorePool)
     _crash_kind: str | None
+    _pop_close: Callable[[int], None]  # broker_pop's (an annotation only: a stub here would hide it in the MRO)
 
     def _require_running(self) -> None: ...  # MmapBroker's
 
@@ -66,6 +69,7 @@ class Lifecycle:
         if self.config.behaviour.op_batch:  # the op batch service's last pass
             self._write_ops(self.ops.drain(now), now)
         self.offsets.persist()
+        self._pop_close(now)  # the revive progress and consumerOrderInfo.json (impl/pop_service.py)
         self.schedule.persist(now)
         if self.timer is not None:  # the records first, then the wheel's checkpoint (TimerMessageStore.shutdown)
             self.store.flush()

@@ -25,9 +25,10 @@ Three passes, each producing ``Finding`` values (never exceptions):
    dispatched one are counted as ``undispatched`` instead of missing.
 3. **Config files**: every ``config/*.json`` parses in fastjson's dialect
    (``BAD_JSON`` with the character offset); consumerOffset.json and
-   delayOffset.json (and 5.x's timerEnqueueTimes.json) also have the right shape;
-   the checkpoint is 4096 bytes (``BAD_CHECKPOINT``), and so is 5.x's
-   ``config/timercheck`` when present (``BAD_CHECKPOINT``).
+   delayOffset.json (and 5.x's timerEnqueueTimes.json and consumerOrderInfo.json) also have the right
+   shape; the checkpoint is 4096 bytes (``BAD_CHECKPOINT``), and so is 5.x's
+   ``config/timercheck`` when present (``BAD_CHECKPOINT``); 5.x's pop journal
+   ``config/popCheckpoints.journal`` decodes frame by frame (``BAD_JOURNAL`` at the frame's byte offset).
 
 Offsets in findings are byte offsets inside ``file`` (relative to the root).
 """
@@ -60,6 +61,8 @@ from rmqspec.impl.configfiles import (
     parse_fastjson,
 )
 from rmqspec.impl.consumequeue import PRE_BLANK_SIZE, UNIT_SIZE
+from rmqspec.impl.mappedfile import StoreError
+from rmqspec.impl.pop_service import JOURNAL_FILE, ORDER_INFO_FILE, DiskPopState, decode_order_infos
 from rmqspec.impl.reader import (
     CommitLogReader,
     Finding,
@@ -474,6 +477,7 @@ _SHAPES: dict[str, Callable[[Any], Any]] = {
     CONSUMER_OFFSET_FILE: decode_consumer_offsets,
     DELAY_OFFSET_FILE: decode_delay_offsets,
     ENQUEUE_TIMES_FILE: decode_enqueue_times,
+    ORDER_INFO_FILE: decode_order_infos,
 }
 
 
@@ -490,6 +494,12 @@ def _verify_config(root: Path, findings: list[Finding], stats: dict[str, Any]) -
     if timercheck.is_file() and (size := timercheck.stat().st_size) != TIMER_CHECK_SIZE:
         name = f"config/{TIMER_CHECK_FILE}"
         findings.append(Finding("BAD_CHECKPOINT", name, 0, f"{size} bytes, expected {TIMER_CHECK_SIZE}"))
+    journal = cdir / JOURNAL_FILE
+    if journal.is_file():
+        try:
+            DiskPopState.load(cdir, None, 0, orders=False)
+        except StoreError as exc:
+            findings.append(Finding("BAD_JOURNAL", f"config/{JOURNAL_FILE}", exc.offset or 0, exc.reason))
     try:
         paths = sorted(p for p in cdir.iterdir() if p.is_file())
     except OSError as exc:

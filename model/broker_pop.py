@@ -32,24 +32,30 @@ from rmqspec.model.pop import (
     COMMIT_ILLEGAL,
     COMMIT_STALE,
     INIT_MIN,
-    MAX_POP_NUMS,
+    PARSE_FAILED,
     POP_MESSAGE,
     POP_ORDER_REVIVE_QUEUE,
     PROPERTY_POP_CK,
     RANDOM_Q_BOUND,
-    RETRY_PREFIX,
     CheckPoint,
     OrderInfo,
     PopHandle,
     PoppedMessage,
     PopResult,
     PopStatus,
+    changed_checkpoint,
+    changed_handle,
+    check_handle_queue,
+    check_pop_request,
     handle_key,
+    init_pop_offset,
     normal_topic,
-    pop_retry_topic,
     real_topic,
+    retry_choice,
     retry_flag,
+    revive_target,
     revived_properties,
+    rewritten_checkpoint,
 )
 from rmqspec.model.pullfilter import property_filter
 from rmqspec.model.queues import GetStatus, PutError, PutRequest, Record, SubscriptionError, tag_filter
@@ -57,8 +63,6 @@ from rmqspec.model.results import BrokerError, ResponseCode
 
 _RELOCATED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY, GetStatus.OFFSET_FOUND_NULL)
 _SKIPPED = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING)
-PARSE_FAILED = "parse the consumer's subscription failed"
-CK_REWRITE_MS = 10_000  # PopReviveService.rePutCK: the first of ckRewriteIntervalsInSeconds (10 s)
 
 
 class PopRequests:
@@ -95,21 +99,9 @@ class PopRequests:
         queue. Refusals raise ``BrokerError`` in PopMessageProcessor's order."""
         self._pop_gate(POP_MESSAGE)
         now = self._now()
-        host = self.config.store_host
-        if max_nums > MAX_POP_NUMS:
-            raise BrokerError(ResponseCode.INVALID_PARAMETER,
-                              f"the broker[{host}] pop message's num is greater than {MAX_POP_NUMS}")
-        if not self.config.timer_wheel_enable:
-            raise BrokerError(ResponseCode.SYSTEM_ERROR,
-                              f"the broker[{host}] pop message is forbidden because timerWheelEnable is false")
-        if not self.store.has_topic(topic):
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        nums = self.store.topics[topic]
-        if queue_id >= nums:
-            raise BrokerError(ResponseCode.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
-                              f"topicConfig.readQueueNums:[{nums}]")
-        if group not in self.groups:
-            raise BrokerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
+        check_pop_request(self.config.store_host, max_nums, self.config.timer_wheel_enable, topic,
+                          self.store.topics[topic] if self.store.has_topic(topic) else None, queue_id, group,
+                          group in self.groups)
         try:
             props_match = property_filter(expression or "*", expression_type, True)
             matches = tag_filter(expression) if props_match is None else None
@@ -119,9 +111,8 @@ class PopRequests:
         random_q = self.pop_state.random_q()
         self._note_pop_choice(now, random_q, group, topic)
         revive_qid = POP_ORDER_REVIVE_QUEUE if order else self.pop_state.next_revive_qid(settings.revive_queue_num)
-        need_retry = random_q < settings.pop_from_retry_probability
-        v1 = settings.enable_retry_topic_v2 and settings.retrieve_from_retry_v1 and random_q % 2 == 0
-        retry = pop_retry_topic(topic, group, settings.enable_retry_topic_v2 and not v1)
+        choice = retry_choice(settings, random_q, topic, group)
+        need_retry, retry = choice.first, choice.topic
         found: list[PoppedMessage] = []
 
         def read(t: str, queues: Iterable[int]) -> None:
@@ -156,13 +147,8 @@ class PopRequests:
         offset = self.offsets.query(group, mq)
         if offset >= 0:
             return offset
-        lo, hi = self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id)
-        if init_mode == INIT_MIN or topic.startswith(RETRY_PREFIX):
-            offset = lo
-        elif lo <= 0 < hi:  # initPopOffsetByCheckMsgInMem: offset 0 is still in the queue
-            offset = 0
-        else:
-            offset = max(hi - 1, 0)
+        offset = init_pop_offset(topic, self.store.min_offset(topic, queue_id), self.store.max_offset(topic, queue_id),
+                                 init_mode)
         self.offsets.update(group, mq, offset)
         return offset
 
@@ -222,16 +208,9 @@ class PopRequests:
 
     def _check_handle_queue(self, topic: str, handle: PopHandle, change: bool) -> None:
         """The ack's and change's refusals: TOPIC_NOT_EXIST, MESSAGE_ILLEGAL, NO_MESSAGE."""
-        if not self.store.has_topic(topic):
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        nums = self.store.topics[topic]
-        if not 0 <= handle.queue_id < nums:
-            raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"queueId[{handle.queue_id}] is illegal, topic:[{topic}] "
-                              f"topicConfig.readQueueNums:[{nums}]")
-        lo, hi = self.store.min_offset(topic, handle.queue_id), self.store.max_offset(topic, handle.queue_id)
-        if handle.queue_offset < lo or handle.queue_offset > hi or (change and handle.queue_offset == hi):
-            raise BrokerError(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{handle.queue_id}, "
-                              f"commit:{handle.queue_offset}, store:{lo}~{hi}")
+        check_handle_queue(topic, handle, self.store.topics[topic] if self.store.has_topic(topic) else None,
+                           self.store.min_offset(topic, handle.queue_id), self.store.max_offset(topic, handle.queue_id),
+                           change)
 
     def ack(self, group: str, topic: str, handle: PopHandle) -> ResponseCode:
         """ACK_MESSAGE of one popped message (``topic``: the topic popped; the handle says whether the message
@@ -310,15 +289,11 @@ class PopRequests:
             info = self.pop_state.order_info(real, group, handle.queue_id)
             if info is not None and info.pop_time == handle.pop_time:
                 info.next_visible[handle.queue_offset] = now + invisible_ms
-            new = PopHandle(handle.ck_queue_offset, handle.pop_time, now + invisible_ms - handle.pop_time,
-                            handle.revive_qid, handle.retry, handle.broker_name, handle.queue_id, handle.queue_offset)
         else:
-            self.pop_state.add(CheckPoint(group, real, handle.queue_id, handle.queue_offset, now, invisible_ms,
-                                          handle.revive_qid, handle.broker_name, (handle.queue_offset,),
-                                          suspend and self.config.behaviour.pop_suspend))
+            self.pop_state.add(changed_checkpoint(group, real, handle, now, invisible_ms,
+                                                  suspend and self.config.behaviour.pop_suspend))
             self.pop_state.ack(handle_key(real, group, handle), handle.queue_offset)
-            new = PopHandle(handle.queue_offset, now, invisible_ms, handle.revive_qid, handle.retry,
-                            handle.broker_name, handle.queue_id, handle.queue_offset)
+        new = changed_handle(handle, now, invisible_ms)
         self._emit("change_invisible", now, actor=group, group=group, topic=real, queue_id=handle.queue_id,
                    queue_offset=handle.queue_offset, deliver_ts=new.revive_time,
                    status="ORDERLY" if handle.order else "CONCURRENT",
@@ -336,14 +311,13 @@ class PopRequests:
             pending.revived = True
             if not self.store.has_topic(normal_topic(ck.topic, ck.group)) or ck.group not in self.groups:
                 continue  # "can not get normal topic / cid, then continue": the checkpoint is dropped
-            target = ck.topic if ck.topic.startswith(RETRY_PREFIX) else pop_retry_topic(ck.topic, ck.group, v2)
+            target = revive_target(ck, v2)
             for offset in pending.unacked():
                 entry = self._biz_message(ck, offset)
                 if entry is None:
                     continue  # "can not get biz msg": nothing to revive
                 if not self._revive_one(now, ck, entry, target):
-                    self.pop_state.add(attrs.evolve(ck, start_offset=offset, offsets=(offset,),
-                                                    invisible_time=ck.invisible_time + CK_REWRITE_MS))  # rePutCK
+                    self.pop_state.add(rewritten_checkpoint(ck, offset))  # rePutCK
 
     def _biz_message(self, ck: CheckPoint, offset: int) -> Record | None:
         if not self.store.min_offset(ck.topic, ck.queue_id) <= offset < self.store.max_offset(ck.topic, ck.queue_id):

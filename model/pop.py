@@ -95,7 +95,7 @@ from collections.abc import Mapping
 import attrs
 
 from rmqspec.model.message import StoredMessage
-from rmqspec.model.results import ResponseCode
+from rmqspec.model.results import BrokerError, ResponseCode
 
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC (+ cluster name)
 POP_ORDER_REVIVE_QUEUE = 999  # KeyBuilder.POP_ORDER_REVIVE_QUEUE: the handle of an orderly pop
@@ -103,6 +103,7 @@ ACK_TIME_INTERVAL_MS = 1000  # PopAckConstants.ackTimeInterval
 REVIVE_MARGIN_MS = ACK_TIME_INTERVAL_MS + 1000  # mergeAndRevive: endTime - reviveTime > ackTimeInterval + SECOND
 MAX_POP_NUMS = 32  # PopMessageProcessor: maxMsgNums > 32 is INVALID_PARAMETER
 RANDOM_Q_BOUND = 100  # random.nextInt(100)
+CK_REWRITE_MS = 10_000  # PopReviveService.rePutCK: the first of ckRewriteIntervalsInSeconds (10 s)
 ORDER_INFO_PERSIST_MS = 10_000  # BrokerController: consumerOrderInfoManager.persist every 10 s
 PROPERTY_POP_CK = "POP_CK"
 PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
@@ -442,3 +443,95 @@ class PopState:
         self.orders = {k: attrs.evolve(v, next_visible=dict(v.next_visible), consumed=dict(v.consumed))
                        for k, v in self.persisted_orders.items()}
         self.last_order_persist = now
+
+
+# ----------------------------------------------------------------------------------------------------------
+# request rules shared by every broker that pops (the model's, model/broker_pop.py, and the mmap broker's,
+# impl/broker_pop.py): pure functions of what the broker looked up
+
+PARSE_FAILED = "parse the consumer's subscription failed"
+
+
+def check_pop_request(host: str, max_nums: int, timer_wheel: bool, topic: str, topic_nums: int | None,
+                      queue_id: int, group: str, group_exists: bool) -> None:
+    """PopMessageProcessor's refusals, in its order (``topic_nums`` None: no such topic); ``BrokerError``."""
+    if max_nums > MAX_POP_NUMS:
+        raise BrokerError(ResponseCode.INVALID_PARAMETER,
+                          f"the broker[{host}] pop message's num is greater than {MAX_POP_NUMS}")
+    if not timer_wheel:
+        raise BrokerError(ResponseCode.SYSTEM_ERROR,
+                          f"the broker[{host}] pop message is forbidden because timerWheelEnable is false")
+    if topic_nums is None:
+        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    if queue_id >= topic_nums:
+        raise BrokerError(ResponseCode.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                          f"topicConfig.readQueueNums:[{topic_nums}]")
+    if not group_exists:
+        raise BrokerError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{group}] does not exist")
+
+
+@attrs.frozen
+class RetryChoice:
+    """What one ``randomQ`` decides of a pop: the retry topic read, and whether it is read first."""
+
+    first: bool
+    topic: str
+
+
+def retry_choice(settings: PopSettings, random_q: int, topic: str, group: str) -> RetryChoice:
+    """PopMessageProcessor: ``randomQ < popFromRetryProbability`` reads the retry topic first; with v2 on (and
+    v1 still read) an even ``randomQ`` reads the v1 retry topic."""
+    v1 = settings.enable_retry_topic_v2 and settings.retrieve_from_retry_v1 and random_q % 2 == 0
+    return RetryChoice(random_q < settings.pop_from_retry_probability,
+                       pop_retry_topic(topic, group, settings.enable_retry_topic_v2 and not v1))
+
+
+def init_pop_offset(topic: str, lo: int, hi: int, init_mode: int) -> int:
+    """getInitOffset: a group's first pop of a queue ``[lo, hi)`` starts at ``lo`` for initMode MIN and every
+    ``%RETRY%`` topic; else at 0 while offset 0 is still in the queue (initPopOffsetByCheckMsgInMem), else at the
+    last message."""
+    if init_mode == INIT_MIN or topic.startswith(RETRY_PREFIX):
+        return lo
+    if lo <= 0 < hi:
+        return 0
+    return max(hi - 1, 0)
+
+
+def check_handle_queue(topic: str, handle: PopHandle, topic_nums: int | None, lo: int, hi: int,
+                       change: bool) -> None:
+    """The ack's and change's refusals (``topic_nums`` None: no such topic): TOPIC_NOT_EXIST, MESSAGE_ILLEGAL,
+    NO_MESSAGE (an ack's offset outside ``[lo, hi]``, a change's outside ``[lo, hi)``); ``BrokerError``."""
+    if topic_nums is None:
+        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+    if not 0 <= handle.queue_id < topic_nums:
+        raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"queueId[{handle.queue_id}] is illegal, topic:[{topic}] "
+                          f"topicConfig.readQueueNums:[{topic_nums}]")
+    if handle.queue_offset < lo or handle.queue_offset > hi or (change and handle.queue_offset == hi):
+        raise BrokerError(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{handle.queue_id}, "
+                          f"commit:{handle.queue_offset}, store:{lo}~{hi}")
+
+
+def changed_handle(handle: PopHandle, now: int, invisible_ms: int) -> PopHandle:
+    """CHANGE_MESSAGE_INVISIBLETIME's answer as a handle: a concurrent one names the new one-message checkpoint
+    (pop time now); an orderly one keeps its pop time, its invisible time reaching ``now + invisible_ms``."""
+    if handle.order:
+        return attrs.evolve(handle, invisible_time=now + invisible_ms - handle.pop_time)
+    return attrs.evolve(handle, ck_queue_offset=handle.queue_offset, pop_time=now, invisible_time=invisible_ms)
+
+
+def changed_checkpoint(group: str, topic: str, handle: PopHandle, now: int, invisible_ms: int,
+                       suspend: bool) -> CheckPoint:
+    """The one-message checkpoint a concurrent change of invisible time writes."""
+    return CheckPoint(group, topic, handle.queue_id, handle.queue_offset, now, invisible_ms, handle.revive_qid,
+                      handle.broker_name, (handle.queue_offset,), suspend)
+
+
+def revive_target(ck: CheckPoint, v2: bool) -> str:
+    """Where the revive service re-puts ``ck``'s messages: its own topic when it is a ``%RETRY%`` one, else the
+    pop retry topic."""
+    return ck.topic if ck.topic.startswith(RETRY_PREFIX) else pop_retry_topic(ck.topic, ck.group, v2)
+
+
+def rewritten_checkpoint(ck: CheckPoint, offset: int) -> CheckPoint:
+    """rePutCK: a revive put that failed leaves one message's checkpoint, due ``CK_REWRITE_MS`` later."""
+    return attrs.evolve(ck, start_offset=offset, offsets=(offset,), invisible_time=ck.invisible_time + CK_REWRITE_MS)

@@ -90,6 +90,23 @@ def test_mmap_broker_conforms_in_lockstep() -> None:
     assert result.coverage.get("crash_recover:torn", 0) > 0, "and a power loss that tore the unflushed tail"
 
 
+POP_LADDER = ("pop_prelude", "pop:found", "pop:before_the_end", "pop:changed", "pop:revived",
+              "pop:orderly", "pop:orderly_blocked", "pop:orderly_again", "pop:across_kill")
+
+
+@budget_run
+def test_mmap_broker_pops_in_lockstep_under_a_5x_profile() -> None:
+    """Issue 40: under 5.3.3's profile MmapBroker declares POP, so every example's prelude runs the pop ladder
+    (properties/conform_pop.py) against the model in lockstep, a kill with handles out included."""
+    from rmqspec.properties.adapters import load_factory
+
+    result = check_conformance(load_factory("rmqspec.impl:factory"), profile="rocketmq-5.2",
+                               settings=budget_settings())
+    assert result.passed, result.render()
+    missing = [name for name in POP_LADDER if result.coverage.get(name, 0) == 0]
+    assert not missing, f"the pop ladder never reached {missing}; coverage {result.coverage}"
+
+
 @budget_run
 @pytest.mark.xdist_group("model-run")
 def test_sometimes_every_interesting_outcome_happens() -> None:
