@@ -143,7 +143,8 @@ class PopRequests:
         self._pop_gate(POP_MESSAGE)
         now = self.clock.now()
         check_pop_request(self.config.store_host, max_nums, self.config.timer_wheel_enable, topic,
-                          self._topic_nums(topic), queue_id, group, group in self.meta.groups)
+                          self._topic_nums(topic), queue_id, group, group in self.meta.groups,
+                          self.config.behaviour.faq_url)
         try:
             props_match = property_filter(expression or "*", expression_type, True)
             matches = tag_filter(expression) if props_match is None else None
@@ -239,7 +240,7 @@ class PopRequests:
 
     def _check_handle(self, topic: str, handle: PopHandle, change: bool) -> None:
         check_handle_queue(topic, handle, self._topic_nums(topic), self.log.min_offset(topic, handle.queue_id),
-                           self.log.max_offset(topic, handle.queue_id), change)
+                           self.log.max_offset(topic, handle.queue_id), change, self.config.behaviour.faq_url)
 
     def ack(self, group: str, topic: str, handle: PopHandle) -> ResponseCode:
         """ACK_MESSAGE of one popped message; a refusal is returned as its code; anything else is SUCCESS."""

@@ -101,7 +101,7 @@ class PopRequests:
         now = self._now()
         check_pop_request(self.config.store_host, max_nums, self.config.timer_wheel_enable, topic,
                           self.store.topics[topic] if self.store.has_topic(topic) else None, queue_id, group,
-                          group in self.groups)
+                          group in self.groups, self.config.behaviour.faq_url)
         try:
             props_match = property_filter(expression or "*", expression_type, True)
             matches = tag_filter(expression) if props_match is None else None
@@ -210,7 +210,7 @@ class PopRequests:
         """The ack's and change's refusals: TOPIC_NOT_EXIST, MESSAGE_ILLEGAL, NO_MESSAGE."""
         check_handle_queue(topic, handle, self.store.topics[topic] if self.store.has_topic(topic) else None,
                            self.store.min_offset(topic, handle.queue_id), self.store.max_offset(topic, handle.queue_id),
-                           change)
+                           change, self.config.behaviour.faq_url)
 
     def ack(self, group: str, topic: str, handle: PopHandle) -> ResponseCode:
         """ACK_MESSAGE of one popped message (``topic``: the topic popped; the handle says whether the message

@@ -195,13 +195,30 @@ class PopHandle:
 
     @classmethod
     def parse(cls, text: str) -> PopHandle:
-        """The handle an extra info names; ``ValueError`` when it is not eight fields of the right kinds."""
+        """The handle an extra info names (ExtraInfoUtil.split: 8 blank-separated fields, or 7 whose ck offset
+        is the message's); ``ValueError`` naming the field when one is not of its kind."""
         parts = text.split(" ")
-        if len(parts) != len(attrs.fields(cls)):
-            raise ValueError(f"extra info needs {len(attrs.fields(cls))} blank-separated fields: {text!r}")
-        ck, pop_time, invisible, qid, flag, broker, queue_id, offset = parts
+        while parts and parts[-1] == "":  # Java's String.split drops trailing empty strings
+            parts.pop()
+        if len(parts) not in (7, 8):
+            raise ValueError(f"extra info needs 7 or 8 blank-separated fields: {text!r}")
+        ck, pop_time, invisible, qid, flag, broker, queue_id = parts[:7]
         real_topic("", "", flag)  # the flag check
-        return cls(int(ck), int(pop_time), int(invisible), int(qid), flag, broker, int(queue_id), int(offset))
+        if not broker:
+            raise ValueError("broker_name: empty")
+        offset = java_long(parts[7], "queue_offset") if len(parts) == 8 else java_long(ck, "ck_queue_offset")
+        return cls(java_long(ck, "ck_queue_offset"), java_long(pop_time, "pop_time"),
+                   java_long(invisible, "invisible_time"), java_long(qid, "revive_qid"), flag, broker,
+                   java_long(queue_id, "queue_id"), offset)
+
+
+def java_long(text: str, field: str) -> int:
+    """Long.valueOf / Integer.parseInt: an optional sign and decimal digits (any Unicode decimal digit, as
+    Character.digit reads them; no blanks, no underscores, no sign alone); ``ValueError`` naming ``field``."""
+    body = text[1:] if text[:1] in "+-" else text
+    if not body or not body.isdecimal():
+        raise ValueError(f"{field}: not a number: {text!r}")
+    return int(text)
 
 
 class PopStatus(enum.Enum):
@@ -452,8 +469,14 @@ class PopState:
 PARSE_FAILED = "parse the consumer's subscription failed"
 
 
+def topic_not_exist(topic: str, faq_url: str) -> BrokerError:
+    """TOPIC_NOT_EXIST as the pop, ack and change processors word it (FAQUrl.suggestTodo(APPLY_TOPIC_URL))."""
+    return BrokerError(ResponseCode.TOPIC_NOT_EXIST,
+                       f"topic[{topic}] not exist, apply first please! \nSee {faq_url} for further details.")
+
+
 def check_pop_request(host: str, max_nums: int, timer_wheel: bool, topic: str, topic_nums: int | None,
-                      queue_id: int, group: str, group_exists: bool) -> None:
+                      queue_id: int, group: str, group_exists: bool, faq_url: str) -> None:
     """PopMessageProcessor's refusals, in its order (``topic_nums`` None: no such topic); ``BrokerError``."""
     if max_nums > MAX_POP_NUMS:
         raise BrokerError(ResponseCode.INVALID_PARAMETER,
@@ -462,7 +485,7 @@ def check_pop_request(host: str, max_nums: int, timer_wheel: bool, topic: str, t
         raise BrokerError(ResponseCode.SYSTEM_ERROR,
                           f"the broker[{host}] pop message is forbidden because timerWheelEnable is false")
     if topic_nums is None:
-        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        raise topic_not_exist(topic, faq_url)
     if queue_id >= topic_nums:
         raise BrokerError(ResponseCode.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                           f"topicConfig.readQueueNums:[{topic_nums}]")
@@ -497,16 +520,22 @@ def init_pop_offset(topic: str, lo: int, hi: int, init_mode: int) -> int:
     return max(hi - 1, 0)
 
 
+CHANGE_NOT_SET = "not set any response code"  # RemotingCommand's remark until a processor sets one
+
+
 def check_handle_queue(topic: str, handle: PopHandle, topic_nums: int | None, lo: int, hi: int,
-                       change: bool) -> None:
+                       change: bool, faq_url: str) -> None:
     """The ack's and change's refusals (``topic_nums`` None: no such topic): TOPIC_NOT_EXIST, MESSAGE_ILLEGAL,
-    NO_MESSAGE (an ack's offset outside ``[lo, hi]``, a change's outside ``[lo, hi)``); ``BrokerError``."""
+    NO_MESSAGE (an ack's offset outside ``[lo, hi]``, a change's outside ``[lo, hi)``: ChangeInvisibleTimeProcessor
+    sets no remark, so the answer keeps ``CHANGE_NOT_SET``, measured on 5.3.3); ``BrokerError``."""
     if topic_nums is None:
-        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        raise topic_not_exist(topic, faq_url)
     if not 0 <= handle.queue_id < topic_nums:
         raise BrokerError(ResponseCode.MESSAGE_ILLEGAL, f"queueId[{handle.queue_id}] is illegal, topic:[{topic}] "
                           f"topicConfig.readQueueNums:[{topic_nums}]")
-    if handle.queue_offset < lo or handle.queue_offset > hi or (change and handle.queue_offset == hi):
+    if change and not lo <= handle.queue_offset < hi:
+        raise BrokerError(ResponseCode.NO_MESSAGE, CHANGE_NOT_SET)
+    if handle.queue_offset < lo or handle.queue_offset > hi:
         raise BrokerError(ResponseCode.NO_MESSAGE, f"offset is illegal, key:{topic}@{handle.queue_id}, "
                           f"commit:{handle.queue_offset}, store:{lo}~{hi}")
 
@@ -514,8 +543,9 @@ def check_handle_queue(topic: str, handle: PopHandle, topic_nums: int | None, lo
 def changed_handle(handle: PopHandle, now: int, invisible_ms: int) -> PopHandle:
     """CHANGE_MESSAGE_INVISIBLETIME's answer as a handle: a concurrent one names the new one-message checkpoint
     (pop time now); an orderly one keeps its pop time, its invisible time reaching ``now + invisible_ms``."""
-    if handle.order:
-        return attrs.evolve(handle, invisible_time=now + invisible_ms - handle.pop_time)
+    if handle.order:  # the 5.x client builds it with ck offset = the message's (changeInvisibleTimeAsync)
+        return attrs.evolve(handle, ck_queue_offset=handle.queue_offset,
+                            invisible_time=now + invisible_ms - handle.pop_time)
     return attrs.evolve(handle, ck_queue_offset=handle.queue_offset, pop_time=now, invisible_time=invisible_ms)
 
 

@@ -119,6 +119,9 @@ class Version:
     # INVALID_PARAMETER (29) on 5.3.3 and 5.5.1 (measured: docs/fidelity.md R5-6), SYSTEM_ERROR (1) on 4.9.8;
     # 5.0 and 5.1 keep 4.9's, unmeasured
     illegal_queue_invalid_parameter: bool = False
+    # FAQUrl.APPLY_TOPIC_URL (common jar, javap): the URL a TOPIC_NOT_EXIST remark suggests ("\nSee <url> for
+    # further details."); 5.0 and 5.1 unmeasured
+    faq_url: str = "http://rocketmq.apache.org/docs/faq/"
 
     @property
     def illegal_queue_code(self) -> ResponseCode:
@@ -134,9 +137,10 @@ _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)
 _V52 = attrs.evolve(_V51, name="rocketmq-5.2", releases="5.2.0 – 5.3.3", properties_trailing_separator=True,
-                    dispatch_after_flush=True, offset_moved_event=False, illegal_queue_invalid_parameter=True)
+                    dispatch_after_flush=True, offset_moved_event=False, illegal_queue_invalid_parameter=True,
+                    faq_url="https://rocketmq.apache.org/docs/bestPractice/06FAQ")
 _V55 = attrs.evolve(_V52, name="rocketmq-5.5", releases="5.5.0 – 5.5.1", commit_drops_real_queue=True,
-                    pop_origin_group=True, pop_suspend=True)
+                    pop_origin_group=True, pop_suspend=True, faq_url="https://rocketmq.apache.org/docs/faq/")
 VERSIONS: dict[str, Version] = {v.name: v for v in (_V49, _V50, _V51, _V52, _V55)}
 DEFAULT_VERSION = "rocketmq-4.9"
 

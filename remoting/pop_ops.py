@@ -67,6 +67,7 @@ from rmqspec.model.pop import (
     PopHandle,
     PopResult,
     PopStatus,
+    java_long,
     pop_retry_topic,
     retry_flag,
 )
@@ -138,12 +139,11 @@ EXTRA_FIELDS = ("ck_queue_offset", "pop_time", "invisible_time", "revive_qid", "
 
 
 def _java_long(text: str, field: str) -> int:
-    """Long.valueOf / Integer.parseInt: an optional sign and decimal digits (any Unicode decimal digit, as
-    Character.digit reads them; no blanks, no underscores, no sign alone)."""
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isdecimal():
-        raise ExtraInfoError(field, f"not a number: {text!r}")
-    return int(text)
+    """``model.pop.java_long`` (the one reading of a number the handle's parsers share), as ExtraInfoError."""
+    try:
+        return java_long(text, field)
+    except ValueError:
+        raise ExtraInfoError(field, f"not a number: {text!r}") from None
 
 
 @attrs.frozen

@@ -716,3 +716,48 @@ def test_random_orderly_programs_agree_with_the_reference(n: int, ops: list) -> 
             clock.advance(a)
         broker.tick()
         assert broker.query_offset(G, MessageQueue(T, 0)) == ref.committed
+
+
+# -- what the wire showed (docs/fidelity.md POP-W1, POP-W2, R5-6) ----------------------------------------------
+
+
+def test_a_handle_parses_as_the_java_client_reads_it():
+    """PopHandle.parse is ExtraInfoUtil.split's reading: Java numbers only (no underscore, no blank), 7 fields
+    (the ck offset is the message's) or 8; a field that is not of its kind is named."""
+    h = PopHandle.parse("3 1000 5000 0 0 broker-a 1 4")
+    assert (h.ck_queue_offset, h.queue_offset, h.revive_qid) == (3, 4, 0)
+    assert PopHandle.parse("3 1000 5000 0 0 broker-a 1").queue_offset == 3
+    for bad, field in (("1_0 1000 5000 0 0 b 1 4", "ck_queue_offset"), ("3 1000 + 0 0 b 1 4", "invisible_time"),
+                       ("3 1000 5000 0 0  1 4", "broker_name"), ("3 x 5000 0 0 b 1 4", "pop_time")):
+        with pytest.raises(ValueError, match=field):
+            PopHandle.parse(bad)
+    with pytest.raises(ValueError, match="7 or 8"):
+        PopHandle.parse("3 1000 5000 0 0 b")
+
+
+def test_refusal_remarks_are_the_releases_words():
+    """A change of an offset outside the queue keeps RemotingCommand's "not set any response code" (5.3.3,
+    measured); an unknown topic's remark suggests the release's FAQUrl.APPLY_TOPIC_URL."""
+    for version, url in (("rocketmq-5.2", "https://rocketmq.apache.org/docs/bestPractice/06FAQ"),
+                         ("rocketmq-5.5", "https://rocketmq.apache.org/docs/faq/")):
+        _, broker = _broker(version)
+        _send(broker, 1)
+        handle = _pop(broker).messages[0].handle
+        with pytest.raises(BrokerError) as far:
+            broker.change_invisible_time(G, T, attrs.evolve(handle, queue_offset=9), 1000)
+        assert (far.value.code, far.value.remark) == (ResponseCode.NO_MESSAGE, "not set any response code")
+        with pytest.raises(BrokerError) as unknown:
+            broker.pop(G, "Nope", -1, 1, 1000)
+        assert unknown.value.remark == f"topic[Nope] not exist, apply first please! \nSee {url} for further details."
+
+
+@pytest.mark.parametrize("version, code", [("rocketmq-4.9", ResponseCode.SYSTEM_ERROR),
+                                           ("rocketmq-5.2", ResponseCode.INVALID_PARAMETER),
+                                           ("rocketmq-5.5", ResponseCode.INVALID_PARAMETER)])
+def test_a_queue_past_the_topics_is_refused_as_the_release_does(version, code):
+    _, broker = _broker(version)
+    with pytest.raises(BrokerError) as send:
+        broker.send(Message(T, b"x"), 5)
+    with pytest.raises(BrokerError) as pull:
+        broker.pull(G, MessageQueue(T, 5), 0)
+    assert send.value.code is code and pull.value.code is code and "queueId[5] is illegal" in pull.value.remark
