@@ -209,7 +209,7 @@ def test_page_is_self_contained_with_every_section_and_the_verdict_first() -> No
     assert "exit code 1" in page
     for sid, title in SECTIONS:
         assert f'<a href="#{sid}">{title}</a>' in page
-    assert page.count('class="plot empty"') == 5  # no trace data → five "no data" panels
+    assert page.count('class="plot empty"') == 6  # no trace data → six "no data" panels
 
 
 def test_render_text_aligns_and_colors_only_when_asked() -> None:
