@@ -53,6 +53,16 @@ FIRST_RETRY_LEVEL = 3  # the r-th retry (r = 0, 1, …) waits level 3 + r
 Row = Mapping[str, Any]
 
 
+def int_value(value: Any) -> int | None:
+    """``value`` as an int, None when absent or not a whole number (never a crash)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def detail_of(row: Row) -> Mapping[str, Any]:
     value = row.get("detail")
     if isinstance(value, Mapping):

@@ -41,7 +41,7 @@ from typing import Any
 import attrs
 
 from rmqspec.cli.report_model import PlotData, PopRevive
-from rmqspec.cli.report_plots_extract import Row, detail_of
+from rmqspec.cli.report_plots_extract import Row, detail_of, int_value
 from rmqspec.cli.report_plots_svg import (
     EARLY_COLOR,
     LEGEND_W,
@@ -69,15 +69,6 @@ MAX_EARLY_LABELS = 12
 REVIVE_COLOR = PALETTE[0]
 OBSERVED_COLOR = PALETTE[1]
 ACK_OK = ("SUCCESS", "ACKED")
-
-
-def _int(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 @attrs.define
@@ -113,7 +104,7 @@ def extract_pops(rows: Iterable[Row]) -> PopExtract:
     revives: list[PopRevive] = []
     acked = 0
     for row in rows:
-        ts, seq, event, group = _int(row.get("ts")), _int(row.get("seq")), row.get("event"), row.get("group")
+        ts, seq, event, group = int_value(row.get("ts")), int_value(row.get("seq")), row.get("event"), row.get("group")
         if ts is None or seq is None:
             if event == "change_invisible":
                 _forget(live, group, None)
@@ -128,13 +119,13 @@ def extract_pops(rows: Iterable[Row]) -> PopExtract:
         key = None if group is None else row.get("msg_key") or (
             owner.get((group, handle)) if isinstance(handle, str) else None)
         if event == "change_invisible" and (key is None or not isinstance(detail.get("new_handle"), str)
-                                            or _int(row.get("deliver_ts")) is None):
+                                            or int_value(row.get("deliver_ts")) is None):
             _forget(live, group, key)  # a change not placed may have moved any of them
             continue
         if group is None or key is None:
             continue
         name = (group, str(key))
-        due = _int(row.get("deliver_ts"))
+        due = int_value(row.get("deliver_ts"))
         if event == "pop" and row.get("status") != "ORDERLY" and isinstance(handle, str) and due is not None:
             live[name] = _Live(handle, due, ts, [seq])
             owner[(group, handle)] = str(key)
@@ -148,7 +139,7 @@ def extract_pops(rows: Iterable[Row]) -> PopExtract:
             del live[name]
             acked += 1
         elif event == "revive":
-            pop_time, invisible = _int(detail.get("pop_time")), _int(detail.get("invisible_time"))
+            pop_time, invisible = int_value(detail.get("pop_time")), int_value(detail.get("invisible_time"))
             if pop_time is not None and invisible is not None:  # the broker's row names its checkpoint
                 was = live.get(name)
                 if was is not None and was.due == pop_time + invisible:

@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 
 from rmqspec.cli.report_model import PlotData, TimerFire, TimerPoint
-from rmqspec.cli.report_plots_extract import SCHEDULE_TOPIC, Row, detail_of
+from rmqspec.cli.report_plots_extract import SCHEDULE_TOPIC, Row, detail_of, int_value
 from rmqspec.cli.report_plots_svg import (
     EARLY_COLOR,
     LEGEND_W,
@@ -85,16 +85,6 @@ MAX_EARLY_LABELS = 12  # early messages named in the plot (all are named in thei
 FIRE_COLOR = PALETTE[0]
 DELIVER_COLOR = PALETTE[2]
 REFIRE_COLOR = PALETTE[3]
-
-
-def _int(value: Any) -> int | None:
-    """``value`` as an int, None when absent or not a whole number (never a crash)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _str(value: Any) -> str | None:
@@ -140,7 +130,7 @@ class _Follower:
         return copy
 
     def copy_row(self, row: Row, ts: int, seq: int, due: int, is_store: bool) -> None:
-        offset = _int(row.get("commitlog_offset"))
+        offset = int_value(row.get("commitlog_offset"))
         key = _str(row.get("msg_key"))
         if offset is None and key is None:
             return  # nothing would find its fire again
@@ -163,14 +153,14 @@ class _Follower:
         found.seqs.append(seq)
 
     def fire(self, row: Row, ts: int, seq: int) -> None:
-        source = _int(detail_of(row).get("from_commitlog_offset"))
+        source = int_value(detail_of(row).get("from_commitlog_offset"))
         key = _str(row.get("msg_key"))
         found = self.by_offset.get(source) if source is not None else None
         if found is None and key is not None:
             candidates = self.by_key.get(key, [])
             found = next((c for c in candidates if not c.fires), candidates[-1] if candidates else None)
         if found is None:
-            due = _int(row.get("deliver_ts"))
+            due = int_value(row.get("deliver_ts"))
             if due is None or (key is None and source is None):
                 return
             found = self.new_copy(key, due, seq)
@@ -181,17 +171,17 @@ class _Follower:
         found.topic = found.topic or _str(row.get("topic"))
         found.last_seq = seq
         found.seqs.append(seq)
-        offset = _int(row.get("commitlog_offset"))
+        offset = int_value(row.get("commitlog_offset"))
         if offset is not None:
             self.fired_offset[offset] = found
 
     def deliver(self, row: Row, ts: int, seq: int) -> None:
-        offset = _int(row.get("commitlog_offset"))
+        offset = int_value(row.get("commitlog_offset"))
         found = self.fired_offset.get(offset) if offset is not None else None
         key = _str(row.get("msg_key"))
         topic = _str(row.get("topic"))
         if found is None:
-            if key is None or _int(row.get("reconsume_times")) != 0 or topic == TIMER_TOPIC:
+            if key is None or int_value(row.get("reconsume_times")) != 0 or topic == TIMER_TOPIC:
                 return
             found = next((c for c in self.by_key.get(key, ()) if c.delivered_ts is None
                           and (c.topic is None or topic is None or c.topic == topic)), None)
@@ -205,23 +195,23 @@ def extract_timers(rows: Iterable[Row]) -> list[TimerPoint]:
     """Timer copies with their fires and first delivery (rows in ``seq`` order; module docstring)."""
     follow = _Follower()
     for row in rows:
-        ts, seq, event = _int(row.get("ts")), _int(row.get("seq")), row.get("event")
+        ts, seq, event = int_value(row.get("ts")), int_value(row.get("seq")), row.get("event")
         if ts is None or seq is None:
             continue
         if event == "crash":
             follow.crash = (ts, seq)
         elif event == "store" and row.get("topic") == SCHEDULE_TOPIC:
-            offset = _int(row.get("commitlog_offset"))
+            offset = int_value(row.get("commitlog_offset"))
             if offset is not None:
                 follow.scheduled.add(offset)
         elif event in ("store", "send"):
-            due = _int(row.get("deliver_ts"))
+            due = int_value(row.get("deliver_ts"))
             if due is None:
                 continue
             if event == "store" and row.get("topic") == TIMER_TOPIC:
                 follow.copy_row(row, ts, seq, due, is_store=True)
             elif (event == "send" and row.get("delay_level") is None
-                  and _int(row.get("commitlog_offset")) not in follow.scheduled):
+                  and int_value(row.get("commitlog_offset")) not in follow.scheduled):
                 follow.copy_row(row, ts, seq, due, is_store=False)
         elif event == "timer_fire":
             follow.fire(row, ts, seq)
@@ -232,7 +222,7 @@ def extract_timers(rows: Iterable[Row]) -> list[TimerPoint]:
 
 def crash_times(rows: Iterable[Row]) -> list[int]:
     """The ts of every ``crash`` row (drawn on the timer plot's time axis)."""
-    return [ts for row in rows if row.get("event") == "crash" and (ts := _int(row.get("ts"))) is not None]
+    return [ts for row in rows if row.get("event") == "crash" and (ts := int_value(row.get("ts"))) is not None]
 
 
 # ---------------------------------------------------------------------------
