@@ -91,6 +91,7 @@ from rmqspec.remoting.handlers_admin import (
     update_and_create_topic,
     view_message_by_id,
 )
+from rmqspec.remoting.handlers_assign import query_assignment, set_message_request_mode
 from rmqspec.remoting.handlers_consume import (
     PULL_NOT_FOUND,
     PULL_RETRY_IMMEDIATELY,
@@ -156,6 +157,8 @@ BROKER_HANDLERS: dict[int, Handler] = {
     RequestCode.ACK_MESSAGE: ack_message,
     RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
+    RequestCode.QUERY_ASSIGNMENT: query_assignment,  # 5.x profiles; else 3 (handlers_assign)
+    RequestCode.SET_MESSAGE_REQUEST_MODE: set_message_request_mode,
 }
 EXPIRE_SCAN_MS = 10_000  # ClientHousekeepingService period
 
