@@ -91,7 +91,7 @@ from rmqspec.remoting.handlers_admin import (
     update_and_create_topic,
     view_message_by_id,
 )
-from rmqspec.remoting.handlers_assign import query_assignment, set_message_request_mode
+from rmqspec.remoting.handlers_assign import RequestModes, query_assignment, set_message_request_mode
 from rmqspec.remoting.handlers_consume import (
     PULL_NOT_FOUND,
     PULL_RETRY_IMMEDIATELY,
@@ -303,6 +303,7 @@ class RmqServer:
             broker = self.factory(self.clock, self.config, str(self.workdir))
         wire = WireEvents(recorder, self.config) if recorder is not None and not self_records else NO_WIRE_EVENTS
         self.ctx = Ctx(ServedBroker(broker), self.config, s, self.clock, wire)
+        self.ctx.request_modes = RequestModes.load(str(self.workdir))  # the store's messageRequestMode.json
         if self.trace is not None and self.trace.restarted:
             self.trace.emit("recover", self.clock.now(), actor="broker", status="RESTART",
                             detail={"trace": self.trace.path.name})
