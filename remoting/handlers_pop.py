@@ -22,10 +22,12 @@ handles:
   ``bornTime + pollTime``) and re-run (``rerun_pops``, by the server after every store and at every
   tick) when a message arrived in the topic it pops (a queue's max offset grew: the queue it names, or
   any queue for queue id −1) or its expiry passed; a re-run that finds nothing before the expiry is held
-  again. A revive does not wake it: 5.3.3 notifies the polls of the topic a message arrives in, mapping
-  only a v2 retry topic (``%RETRY%G+T``) to its normal topic, so a copy revived into the v1 retry topic
-  ``%RETRY%G_T`` waits for the held pop's expiry (measured: the Java client's redelivery comes at its
-  15 s poll's end, ``tests/interop/test_serve_java_pop.py``). Nothing otherwise (``pollTime`` 0, or
+  again. A revive wakes it only under a profile whose revives carry ORIGIN_GROUP (rocketmq-5.5): 5.3.3
+  notifies the polls of the topic a message arrives in, mapping only a v2 retry topic (``%RETRY%G+T``) to
+  its normal topic, so a copy revived into the v1 retry topic ``%RETRY%G_T`` waits for the held pop's
+  expiry; 5.5.1 maps any retry topic's arrival to (normal topic, ORIGIN_GROUP) and wakes it (read in
+  5.5.1's bytecode; measured with the Java client: the redelivery at the 15 s poll's end on 5.3.3, right
+  after the revive on 5.5.1, ``tests/interop/test_serve_java_pop.py``). Nothing otherwise (``pollTime`` 0, or
   expired) → 210 POLLING_TIMEOUT, remark NO_MESSAGE_IN_QUEUE, the same header with empty
   offset infos. A refusal: the broker's code and remark.
 - ACK_MESSAGE: the handle = the extra info's checkpoint fields with the header's queueId and offset (the
@@ -53,7 +55,7 @@ from typing import Any
 
 import attrs
 
-from rmqspec.model.pop import NORMAL, PopHandle, PopStatus, normal_topic, real_topic
+from rmqspec.model.pop import NORMAL, PopHandle, PopStatus, normal_topic, pop_retry_topic, real_topic
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import ResponseCode
 from rmqspec.remoting import pop_ops as po
@@ -109,11 +111,23 @@ class HeldPop:
     tops: tuple[int, ...]
 
 
-def _tops(ctx: Ctx, topic: str, queue_id: int) -> tuple[int, ...]:
-    """The max offsets of the queues a pop of ``queue_id`` reads (−1: every queue of the topic)."""
+def _queue_tops(ctx: Ctx, topic: str, queue_id: int) -> tuple[int, ...]:
     if queue_id >= 0:
         return (ctx.served.queue_range(topic, queue_id)[1],)
     return tuple(ctx.served.queue_range(topic, q)[1] for q in range(ctx.served.queue_nums(topic) or 0))
+
+
+def _tops(ctx: Ctx, req: RemotingCommand) -> tuple[int, ...]:
+    """The max offsets of the queues whose growth wakes a held pop: those it reads (queue id −1: every
+    queue of the topic), its group's v2 retry topic (5.3.3 maps a ``%RETRY%G+T`` arrival to T) and, on a
+    profile whose revives carry ORIGIN_GROUP (5.5), its v1 retry topic too (5.5.1 notifies the polls of
+    (normal topic, ORIGIN_GROUP) for a message arriving in any retry topic)."""
+    topic, queue_id = req.ext("topic") or "", int(req.ext("queueId") or 0)
+    group = req.ext("consumerGroup") or ""
+    tops = _queue_tops(ctx, topic, queue_id) + _queue_tops(ctx, pop_retry_topic(topic, group, True), -1)
+    if ctx.config.behaviour.pop_origin_group:
+        tops += _queue_tops(ctx, pop_retry_topic(topic, group, False), -1)
+    return tops
 
 
 def pop_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
@@ -127,15 +141,14 @@ def rerun_pops(ctx: Ctx, now: int, guarded: Callable[..., RemotingCommand | None
     for h in held:
         if getattr(h.conn, "closed", False):
             continue
-        if now < h.deadline and _tops(ctx, h.request.ext("topic") or "", int(h.request.ext("queueId") or 0)) \
-                == h.tops:
+        if now < h.deadline and _tops(ctx, h.request) == h.tops:
             ctx.held_pops.append(h)  # nothing arrived in its queues: held on
             continue
         response = guarded(lambda h=h: process_pop(ctx, h.conn, h.request, allow_hold=False), h.conn, h.request)
         if response is None:
             continue
         if response.code == po.POLLING_TIMEOUT and now < h.deadline:
-            h.tops = _tops(ctx, h.request.ext("topic") or "", int(h.request.ext("queueId") or 0))
+            h.tops = _tops(ctx, h.request)
             ctx.held_pops.append(h)
         else:
             h.conn.send(response)
@@ -159,7 +172,7 @@ def process_pop(ctx: Ctx, conn: Any, req: RemotingCommand, allow_hold: bool) -> 
     ext = po.pop_answer_ext(result)
     if result.status is not PopStatus.FOUND:
         if allow_hold and poll_ms > 0 and ctx.now() < born + poll_ms:
-            ctx.held_pops.append(HeldPop(conn, req, born + poll_ms, _tops(ctx, topic, queue_id)))
+            ctx.held_pops.append(HeldPop(conn, req, born + poll_ms, _tops(ctx, req)))
             return None
         return refuse(req, po.POLLING_TIMEOUT, po.NOT_FOUND_REMARK, ext)
     seen: set[tuple[str, int, int]] = ctx.pop_revives_seen

@@ -4,9 +4,9 @@ message can be popped or ``bornTime + pollTime`` passes, against the mmap broker
 The 5.x Java push consumer pops with pollTime 15000 and pops again at once after an empty answer: a server
 answering every empty pop at once would be asked again and again. Here: a held pop is answered FOUND when a
 message is sent to its topic, at its deadline otherwise (then FOUND if a revive made a message poppable
-meanwhile: a revive into the v1 retry topic does not wake it, as in 5.3.3; else 210 POLLING_TIMEOUT
-"NO_MESSAGE_IN_QUEUE"), never at once; pollTime 0 is answered at once; a closed
-connection's held pop is dropped.
+meanwhile: a revive into the v1 retry topic does not wake it under rocketmq-5.2, as in 5.3.3, and wakes it
+under rocketmq-5.5, as in 5.5.1; else 210 POLLING_TIMEOUT "NO_MESSAGE_IN_QUEUE"), never at once; pollTime 0
+is answered at once; a closed connection's held pop is dropped.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rmqspec.remoting.frame import encode_frame
 from tests.remoting.conftest import SHORT_DELAYS, create_topic_ext, send_ext
 
 V5 = attrs.evolve(default_config("rocketmq-5.2"), message_delay_level=SHORT_DELAYS, commitlog_file_size=1 << 20)
+V55 = attrs.evolve(default_config("rocketmq-5.5"), message_delay_level=SHORT_DELAYS, commitlog_file_size=1 << 20)
 FACTORIES = {"mmap": mmap_factory, "model": model_factory}
 
 
@@ -47,8 +48,8 @@ def _send_pop(c: Any, poll_ms: int, invisible_ms: int = 60_000) -> int:
     return opaque
 
 
-def _setup(serve: Any, factory: Callable[..., Any]) -> tuple[Any, Any]:
-    s = serve(V5, factory)
+def _setup(serve: Any, factory: Callable[..., Any], config: Any = V5) -> tuple[Any, Any]:
+    s = serve(config, factory)
     admin = s.client()
     admin.call(17, create_topic_ext("T", 2))
     return s, admin
@@ -80,8 +81,9 @@ def test_a_held_pop_expires_with_polling_timeout(serve, factory) -> None:
     assert (r.code, r.remark) == (210, "NO_MESSAGE_IN_QUEUE") and time.monotonic() - started < 0.5
 
 
-def test_a_held_pop_gets_a_revived_message_at_its_expiry(serve, factory) -> None:
-    s, producer = _setup(serve, factory)
+@pytest.mark.parametrize(("profile", "lo", "hi"), [("rocketmq-5.2", 4.8, 7), ("rocketmq-5.5", 2.5, 4.5)])
+def test_a_revive_wakes_a_held_pop_on_5_5_only(serve, factory, profile: str, lo: float, hi: float) -> None:
+    s, producer = _setup(serve, factory, V5 if profile == "rocketmq-5.2" else V55)
     producer.call(310, send_ext("T"), b"again")
     c = s.client()
     r = c.wait_response(_send_pop(c, 0, invisible_ms=1000), timeout=5)
@@ -91,8 +93,9 @@ def test_a_held_pop_gets_a_revived_message_at_its_expiry(serve, factory) -> None
     r = c.wait_response(opaque, timeout=12)
     (m,) = decode_messages(r.body)
     assert r.code == 0 and m.body == b"again" and m.reconsume_times == 1
-    # the revive (into %RETRY%G_T) does not wake the pop of T: it is re-run at its expiry (5.3.3)
-    assert 4.8 < time.monotonic() - started < 7
+    # 5.3.3: the revive (into %RETRY%G_T) does not wake the pop of T, re-run at its expiry (5 s);
+    # 5.5.1: it does (ORIGIN_GROUP), right after the revive (1 s + 2 s)
+    assert lo < time.monotonic() - started < hi
 
 
 def test_a_closed_connection_s_held_pop_is_dropped(serve, factory) -> None:
