@@ -39,7 +39,7 @@ INTEROP ?= full
 INTEROP_WORKERS ?= 3
 INTEROP_PYTEST = INTEROP=$(INTEROP) $(BIN)/python -m pytest tests/interop -p no:randomly -v --durations=15 \
   --dist loadscope $(if $(filter quick,$(INTEROP)),$(addprefix --ignore=,$(INTEROP_5X_ONLY)))
-INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py
+INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py tests/interop/test_serve_java_pop.py
 
 interop: $(STAMP) java interop-deps
 	@case "$(INTEROP)" in quick|5x|full) ;; *) echo "INTEROP must be quick, 5x or full"; exit 2;; esac

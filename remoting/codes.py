@@ -53,6 +53,9 @@ class RequestCode(enum.IntEnum):
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
+    # 5.x broker-side assignment (remoting/handlers_assign.py)
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
     # 5.x pop (model/pop.py; remoting/pop_ops.py, handlers_pop.py)
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -175,6 +178,9 @@ REQUESTS: dict[RequestCode, RequestSpec] = {s.code: s for s in (
     RequestSpec(RequestCode.GET_BROKER_RUNTIME_INFO, "broker", response_body=Body.JSON),
     RequestSpec(RequestCode.QUERY_CONSUME_QUEUE, "broker",
                 _fields("topic", "queueId", "index", "count", "consumerGroup?"), response_body=Body.JSON),
+    # 5.x QueryAssignmentProcessor: JSON bodies, no ext fields
+    RequestSpec(RequestCode.QUERY_ASSIGNMENT, "broker", body=Body.JSON, response_body=Body.JSON),
+    RequestSpec(RequestCode.SET_MESSAGE_REQUEST_MODE, "broker", body=Body.JSON),
     # 5.x (5.3.3's PopMessageRequestHeader, AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader; BatchAck)
     RequestSpec(RequestCode.POP_MESSAGE, "broker",
                 _fields("consumerGroup", "topic", "queueId", "maxMsgNums", "invisibleTime", "pollTime", "bornTime",

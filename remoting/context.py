@@ -101,6 +101,8 @@ class Ctx:
         self.held = HeldPulls()
         self.stored = False  # set by requests that may have stored a message
         self.pop_revives_seen: set[tuple[str, int, int]] = set()  # retry copies popped (handlers_pop)
+        self.held_pops: list[Any] = []  # handlers_pop.HeldPop: empty pops held until a re-run finds messages
+        self.request_modes: Any = None  # handlers_assign.RequestModes, read from the store on first use
         self._opaque = itertools.count(1)
         self.topic_version = itertools.count(1)  # dataVersion.counter of GET_ALL_TOPIC_CONFIG
         self.started_ms = clock.now()

@@ -17,9 +17,19 @@ handles:
   ``findSubscriptionGroupConfig``); FOUND → 0, remark "FOUND", the header of ``pop_ops.pop_answer_ext``
   (popTime, invisibleTime, reviveQid, restNum 0, startOffsetInfo, msgOffsetInfo, orderCountInfo for an
   orderly pop) and the messages in commitlog format (a retry copy under its original topic with its
-  POP_CK, as the served broker returns it). Nothing → 210 POLLING_TIMEOUT, remark NO_MESSAGE_IN_QUEUE,
-  the same header with empty offset infos, at once: ``pollTime`` is read and not honoured (the model does
-  not long-poll; docs/fidelity.md). A refusal: the broker's code and remark.
+  POP_CK, as the served broker returns it). Nothing, with ``pollTime`` > 0 and ``bornTime + pollTime``
+  still ahead: the request is held (``HeldPop``; 5.3.3's PopLongPollingService.polling, expiry
+  ``bornTime + pollTime``) and re-run (``rerun_pops``, by the server after every store and at every
+  tick) when a message arrived in the topic it pops (a queue's max offset grew: the queue it names, or
+  any queue for queue id −1) or its expiry passed; a re-run that finds nothing before the expiry is held
+  again. A revive wakes it only under a profile whose revives carry ORIGIN_GROUP (rocketmq-5.5): 5.3.3
+  notifies the polls of the topic a message arrives in, mapping only a v2 retry topic (``%RETRY%G+T``) to
+  its normal topic, so a copy revived into the v1 retry topic ``%RETRY%G_T`` waits for the held pop's
+  expiry; 5.5.1 maps any retry topic's arrival to (normal topic, ORIGIN_GROUP) and wakes it (read in
+  5.5.1's bytecode; measured with the Java client: the redelivery at the 15 s poll's end on 5.3.3, right
+  after the revive on 5.5.1, ``tests/interop/test_serve_java_pop.py``). Nothing otherwise (``pollTime`` 0, or
+  expired) → 210 POLLING_TIMEOUT, remark NO_MESSAGE_IN_QUEUE, the same header with empty
+  offset infos. A refusal: the broker's code and remark.
 - ACK_MESSAGE: the handle = the extra info's checkpoint fields with the header's queueId and offset (the
   fields 5.3.3 acks by); the header's topic is the message's real topic, so the broker is asked with the
   topic it stands for (``normal_topic``) when the handle's retry flag says retry. The answer: the broker's
@@ -40,9 +50,12 @@ first time a retry copy is handed out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from rmqspec.model.pop import NORMAL, PopHandle, PopStatus, normal_topic, real_topic
+import attrs
+
+from rmqspec.model.pop import NORMAL, PopHandle, PopStatus, normal_topic, pop_retry_topic, real_topic
 from rmqspec.model.protocol import Capability
 from rmqspec.model.results import ResponseCode
 from rmqspec.remoting import pop_ops as po
@@ -87,14 +100,68 @@ def _topic_popped(topic: str, group: str, handle: PopHandle) -> str:
     return topic if handle.retry == NORMAL else normal_topic(topic, group)
 
 
-def pop_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
+@attrs.define(eq=False)
+class HeldPop:
+    """An empty pop held until ``deadline`` (the client's bornTime + pollTime) or a message's arrival in
+    its queues (``tops``: their max offsets when it was held)."""
+
+    conn: Any
+    request: RemotingCommand
+    deadline: int
+    tops: tuple[int, ...]
+
+
+def _queue_tops(ctx: Ctx, topic: str, queue_id: int) -> tuple[int, ...]:
+    if queue_id >= 0:
+        return (ctx.served.queue_range(topic, queue_id)[1],)
+    return tuple(ctx.served.queue_range(topic, q)[1] for q in range(ctx.served.queue_nums(topic) or 0))
+
+
+def _tops(ctx: Ctx, req: RemotingCommand) -> tuple[int, ...]:
+    """The max offsets of the queues whose growth wakes a held pop: those it reads (queue id −1: every
+    queue of the topic), its group's v2 retry topic (5.3.3 maps a ``%RETRY%G+T`` arrival to T) and, on a
+    profile whose revives carry ORIGIN_GROUP (5.5), its v1 retry topic too (5.5.1 notifies the polls of
+    (normal topic, ORIGIN_GROUP) for a message arriving in any retry topic)."""
+    topic, queue_id = req.ext("topic") or "", int(req.ext("queueId") or 0)
+    group = req.ext("consumerGroup") or ""
+    tops = _queue_tops(ctx, topic, queue_id) + _queue_tops(ctx, pop_retry_topic(topic, group, True), -1)
+    if ctx.config.behaviour.pop_origin_group:
+        tops += _queue_tops(ctx, pop_retry_topic(topic, group, False), -1)
+    return tops
+
+
+def pop_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
+    return process_pop(ctx, conn, req, allow_hold=True)
+
+
+def rerun_pops(ctx: Ctx, now: int, guarded: Callable[..., RemotingCommand | None]) -> None:
+    """Re-run every held pop (``guarded(call, conn, request)``: the server's mapping of failures to
+    answers): answer those that found messages or expired, keep the others."""
+    held, ctx.held_pops = ctx.held_pops, []
+    for h in held:
+        if getattr(h.conn, "closed", False):
+            continue
+        if now < h.deadline and _tops(ctx, h.request) == h.tops:
+            ctx.held_pops.append(h)  # nothing arrived in its queues: held on
+            continue
+        response = guarded(lambda h=h: process_pop(ctx, h.conn, h.request, allow_hold=False), h.conn, h.request)
+        if response is None:
+            continue
+        if response.code == po.POLLING_TIMEOUT and now < h.deadline:
+            h.tops = _tops(ctx, h.request)
+            ctx.held_pops.append(h)
+        else:
+            h.conn.send(response)
+
+
+def process_pop(ctx: Ctx, conn: Any, req: RemotingCommand, allow_hold: bool) -> RemotingCommand | None:
     if (refused := _gate(ctx, req)) is not None:
         return refused
     group, topic = get_str(req, "consumerGroup"), get_str(req, "topic")
     queue_id, max_nums = get_int(req, "queueId"), get_int(req, "maxMsgNums")
     invisible = get_long(req, "invisibleTime")
-    get_long(req, "pollTime")  # read (a bad number is refused), not honoured: no long polling
-    get_long(req, "bornTime")
+    poll_ms = get_long(req, "pollTime")
+    born = get_long(req, "bornTime")
     init_mode = get_int(req, "initMode")
     attempt = req.ext("attemptId")
     order = get_bool(req, "order")
@@ -104,6 +171,9 @@ def pop_message(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
                             init_mode=init_mode)
     ext = po.pop_answer_ext(result)
     if result.status is not PopStatus.FOUND:
+        if allow_hold and poll_ms > 0 and ctx.now() < born + poll_ms:
+            ctx.held_pops.append(HeldPop(conn, req, born + poll_ms, _tops(ctx, req)))
+            return None
         return refuse(req, po.POLLING_TIMEOUT, po.NOT_FOUND_REMARK, ext)
     seen: set[tuple[str, int, int]] = ctx.pop_revives_seen
     for p in result.messages:

@@ -46,12 +46,13 @@ each ``CheckRequest`` goes as CHECK_TRANSACTION_STATE (oneway, the re-put half
 in commitlog format with its real topic and queue) to a
 connection of the half's producer group (``clients.producer_channel``; none
 registered: the check is dropped, as RocketMQ drops it); held pulls whose
-queue grew or whose deadline passed are answered (``longpoll``); every 10 s
+queue grew or whose deadline passed are answered (``longpoll``), held pops re-run
+(``handlers_pop.rerun_pops``, also after every store); every 10 s
 connections without a heartbeat for 120 s are forgotten and closed; the trace
 is flushed.
 
 ``stop()`` (SIGTERM / SIGINT in ``rmqspec serve``): the listeners close, held
-pulls are dropped, connections closed, then ``broker.close()`` (the mmap
+pulls and pops are dropped, connections closed, then ``broker.close()`` (the mmap
 broker flushes, persists consumer offsets and delay progress, removes
 ``abort``) and the trace is closed.
 """
@@ -91,6 +92,7 @@ from rmqspec.remoting.handlers_admin import (
     update_and_create_topic,
     view_message_by_id,
 )
+from rmqspec.remoting.handlers_assign import RequestModes, query_assignment, set_message_request_mode
 from rmqspec.remoting.handlers_consume import (
     PULL_NOT_FOUND,
     PULL_RETRY_IMMEDIATELY,
@@ -113,6 +115,7 @@ from rmqspec.remoting.handlers_pop import (
     change_invisible_time,
     pop_message,
     pops,
+    rerun_pops,
 )
 from rmqspec.remoting.handlers_send import end_transaction, send_back, send_batch, send_message
 from rmqspec.remoting.longpoll import HeldPull
@@ -156,6 +159,8 @@ BROKER_HANDLERS: dict[int, Handler] = {
     RequestCode.ACK_MESSAGE: ack_message,
     RequestCode.BATCH_ACK_MESSAGE: batch_ack_message,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change_invisible_time,
+    RequestCode.QUERY_ASSIGNMENT: query_assignment,  # 5.x profiles; else 3 (handlers_assign)
+    RequestCode.SET_MESSAGE_REQUEST_MODE: set_message_request_mode,
 }
 EXPIRE_SCAN_MS = 10_000  # ClientHousekeepingService period
 
@@ -300,6 +305,7 @@ class RmqServer:
             broker = self.factory(self.clock, self.config, str(self.workdir))
         wire = WireEvents(recorder, self.config) if recorder is not None and not self_records else NO_WIRE_EVENTS
         self.ctx = Ctx(ServedBroker(broker), self.config, s, self.clock, wire)
+        self.ctx.request_modes = RequestModes.load(str(self.workdir))  # the store's messageRequestMode.json
         if self.trace is not None and self.trace.restarted:
             self.trace.emit("recover", self.clock.now(), actor="broker", status="RESTART",
                             detail={"trace": self.trace.path.name})
@@ -320,6 +326,7 @@ class RmqServer:
                 await self._ticker
         if self.ctx is not None:
             self.ctx.held.all()
+            self.ctx.held_pops = []
         for conn in list(self.conns):
             conn.close()
         for srv in self._servers:
@@ -382,6 +389,8 @@ class RmqServer:
         assert self.ctx is not None
         if self.ctx.stored and len(self.ctx.held):
             self._wake(self.clock.now())
+        if self.ctx.stored and self.ctx.held_pops:
+            rerun_pops(self.ctx, self.clock.now(), self._guarded)
         self.ctx.stored = False
 
     def connection_closed(self, conn: _Conn) -> None:
@@ -389,6 +398,7 @@ class RmqServer:
         if self.ctx is None or self._stopped:
             return
         self.ctx.held.drop_connection(conn)
+        self.ctx.held_pops = [h for h in self.ctx.held_pops if h.conn is not conn]
         for group in self.ctx.clients.closed(conn):
             self.ctx.notify_consumers(group)
         forget_departed(self.ctx)
@@ -417,6 +427,8 @@ class RmqServer:
             self._send_check(check, now)
         if len(ctx.held):
             self._wake(now)
+        if ctx.held_pops:  # a revive may have made messages poppable: re-run the held pops
+            rerun_pops(ctx, now, self._guarded)
         if now - self._last_expire >= EXPIRE_SCAN_MS:
             self._last_expire = now
             for conn in ctx.clients.expire(now):
