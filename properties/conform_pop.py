@@ -8,7 +8,9 @@ Theory of operation
 (with the model beside it in lockstep: the model too). Every request goes through ``_call`` (lockstep
 compares the answers: the messages, their handles, the pop time and invisible time); the random choice a
 5.3.3 pop makes (``randomQ``: the first queue, and whether the retry topic is read first) is forced on
-every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike.
+every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike
+(manual clock; on the wall clock pops are compared as sets and each fork acks its own handles:
+``conform_pop_wall.py``).
 
 What the machine writes (the rows ``properties/inv_pop.py`` replays through the POP and POP_ORDER tables, as a
 5.x broker's own trace would show them, ``model/broker_pop.py``): a ``pop`` per message handed out
@@ -17,7 +19,8 @@ acked handle with the broker's answer, a ``change_invisible`` per change, and a 
 (its handle's retry flag) is popped that the machine has not seen — at the pop's time, a bound of when the
 broker revived it.
 
-The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
+The ladder (``pop_prelude``, in every example's prelude where pop applies; on the wall clock, against a
+broker that cannot be told its ``randomQ`` and revives on its own clock, ``conform_pop_wall.py``'s instead):
 three messages popped with a short invisible time; the first acked at once and again, the second's
 invisible time changed (then its old handle acked: a stale ack) or left, nothing for the third; a pop
 while they are invisible, and one a millisecond before the invisible time ends (the retry topic first:

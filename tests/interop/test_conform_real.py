@@ -11,7 +11,8 @@ The conformance test runs the release under test (4.9.8 unless ``RMQ_VERSION``) 
 (the default), 5.3.3 and 5.5.1 beside it, each with its version profile (``rocketmq-5.2``, ``rocketmq-5.5``:
 ``model/versions.py``; docs/fidelity.md, "RocketMQ 5.x profiles") and its timing (``timing_of``); on 5.x a
 timer message the machine draws is judged on the wall clock (the run's ``wall clock:`` line names the worst
-timer lateness).
+timer lateness), and every example's prelude runs the pop ladder (``properties/conform_pop_wall.py``): the run
+must reach the POP and POP_ORDER rows (pop, revive, orderly pop) and judge revives (``pop_revive``).
 """
 
 from __future__ import annotations
