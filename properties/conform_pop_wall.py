@@ -25,6 +25,9 @@ ladder's three assumptions are replaced:
   after: lateness kind ``pop_revive`` in the run's ``wall clock:`` line), then lets the model's clock
   pass the revive margin, so both revived the same copies before the next pop. An orderly re-pop is
   asked for ``tolerance_ms`` after the invisible time ends (real 5.x: 15–30 ms after).
+- **bornTime** (POP-W10): ``RemoteBroker`` sends the machine's clock as the pop's bornTime, and 5.x answers
+  POLLING_TIMEOUT ("poping message is timeout too much") when its own clock is more than pollTime + 500 ms
+  past it; the machine's clock follows the wall only at its syncs, so it is synced right before each pop.
 - **Commitlog offsets** (POP-1): the broker writes checkpoints and acks as timer messages (the wheel's
   queue, then the revive log); the model writes none. Before the ladder's second send batch and at its
   end the machine waits until the broker's pop writes are done (every handed-out handle's revive time,
@@ -84,6 +87,7 @@ class PopWallRules:
         clock = self.clock
 
         def candidate(b: Any) -> Any:
+            self._sync()  # bornTime is the machine's clock: 5.x answers POLLING_TIMEOUT past 500 ms (POP-W10)
             seen["raw"] = ask(b)
             return _digest(seen["raw"])
 
