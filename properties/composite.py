@@ -331,11 +331,16 @@ class DeepRules:
 
     def _prelude(self, prelude: tuple | None) -> None:
         """Right after ``init``: each ladder and the filter actions in the drawn order (each records
-        itself as an op of its own), those that can run in this example (manual clock, family on);
+        itself as an op of its own), those that can run in this example (manual clock, family on; on the
+        wall clock only the pop ladder, `conform_pop_wall.py`);
         ``v`` varies their arguments."""
         if prelude is None:
             return
         order, v, tags, props, expr, f = prelude if len(prelude) > 5 else (*prelude, 0)
+        if type(self).wall is not None:  # on the wall clock no ladder runs but the pop ladder (conform_pop_wall.py)
+            if not self.windows and self._pop_ok():
+                self.pop_prelude(v, f)
+            return
         for kind in order:
             if not self._ladder_ok():
                 return

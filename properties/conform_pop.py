@@ -8,7 +8,9 @@ Theory of operation
 (with the model beside it in lockstep: the model too). Every request goes through ``_call`` (lockstep
 compares the answers: the messages, their handles, the pop time and invisible time); the random choice a
 5.3.3 pop makes (``randomQ``: the first queue, and whether the retry topic is read first) is forced on
-every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike.
+every broker that can be told (``force_pop_random``), so the model forks and the candidate choose alike
+(manual clock; on the wall clock pops are compared as sets and each fork acks its own handles:
+``conform_pop_wall.py``).
 
 What the machine writes (the rows ``properties/inv_pop.py`` replays through the POP and POP_ORDER tables, as a
 5.x broker's own trace would show them, ``model/broker_pop.py``): a ``pop`` per message handed out
@@ -17,7 +19,8 @@ acked handle with the broker's answer, a ``change_invisible`` per change, and a 
 (its handle's retry flag) is popped that the machine has not seen — at the pop's time, a bound of when the
 broker revived it.
 
-The ladder (``pop_prelude``, in every example's prelude where pop applies; manual clock only):
+The ladder (``pop_prelude``, in every example's prelude where pop applies; on the wall clock, against a
+broker that cannot be told its ``randomQ`` and revives on its own clock, ``conform_pop_wall.py``'s instead):
 three messages popped with a short invisible time; the first acked at once and again, the second's
 invisible time changed (then its old handle acked: a stale ack) or left, nothing for the third; a pop
 while they are invisible, and one a millisecond before the invisible time ends (the retry topic first:
@@ -41,6 +44,7 @@ from typing import Any
 from rmqspec.model.message import MessageQueue
 from rmqspec.model.pop import NORMAL, pop_retry_topic, real_topic
 from rmqspec.model.protocol import Capability
+from rmqspec.properties.conform_pop_wall import PopWallRules
 
 POP_GROUP = "GP"
 POP_ORDER_GROUP = "GPO"  # its own group: a concurrent pop moves the group's offset past what it read
@@ -59,18 +63,19 @@ def _where(topic: str, group: str, handle: Any) -> str:
     return real_topic(topic, group, _retry_flag(handle))
 
 
-class PopRules:
+class PopRules(PopWallRules):
     """Mixin: the popping group's ladder (see the module docstring)."""
 
     def _pop_init(self) -> None:
         self.pop_group = POP_GROUP + self.ns
         self.pop_order_group = POP_ORDER_GROUP + self.ns
         self.pop_created: set[str] = set()
-        self.pop_seen: set[int] = set()  # the commitlog offsets of the retry copies already popped
+        # the retry copies already popped: commitlog offsets (wall clock: UNIQ_KEY and reconsume times, POP-1)
+        self.pop_seen: set[Any] = set()
 
     def _pop_ok(self) -> bool:
-        """Pop applies: the manual clock, a profile that pops, brokers that declare it."""
-        if type(self).wall is not None or not self.topics or not self.config.behaviour.pop:
+        """Pop applies: a profile that pops, brokers that declare it (on the wall clock: ``conform_pop_wall.py``)."""
+        if not self.topics or not self.config.behaviour.pop:
             return False
         brokers = [self.ls.candidate, *self.ls.forks]
         applies = all(Capability.POP in getattr(b, "capabilities", frozenset()) for b in brokers)
@@ -100,11 +105,17 @@ class PopRules:
 
         what = f"pop({group!r}, {topic}, {queue_id}, max={n}, invisible={invisible}" \
                + (f", order, attempt={attempt!r}" if order else "") + f") [randomQ {random_q}]"
-        out = self._call(what, go)
+        if type(self).wall is None:
+            out = self._call(what, go)
+            raw = out.value
+        else:  # compared as sets, each fork at the broker's pop time (conform_pop_wall.py)
+            out, raw = self._wall_pop_call(what, go)
         if out.error is not None:
             self._sometimes(f"pop:refused:{out.error[1]}")
             return []
-        popped = list(out.value.messages)
+        popped = list(raw.messages)
+        if popped and type(self).wall is not None:
+            self.changed_at(raw.pop_time)  # the pop offset moved: persisted every flushConsumerOffsetInterval
         for p in popped:
             self._pop_row(group, p, attempt)
         if popped:
@@ -119,7 +130,8 @@ class PopRules:
         if attempt is not None:
             detail["attempt_id"] = attempt
         self._emit("pop", actor=group, group=group, topic=_where(m.topic, group, handle), queue_id=handle.queue_id,
-                   queue_offset=handle.queue_offset, commitlog_offset=m.commitlog_offset, msg_key=m.uniq_key,
+                   queue_offset=handle.queue_offset, commitlog_offset=self._pop_offset_in_view(m.commitlog_offset),
+                   msg_key=m.uniq_key,
                    msg_id=m.msg_id, reconsume_times=m.reconsume_times, deliver_ts=handle.revive_time,
                    status="ORDERLY" if attempt is not None else "CONCURRENT", detail=detail)
 
@@ -128,14 +140,16 @@ class PopRules:
         if not popped:
             return
         group = self.pop_order_group if popped[0].handle.order else self.pop_group
-        handles = [p.handle for p in popped]
-        if batch:
-            out = self._call(f"batch_ack({group!r}, {topic}, {len(handles)} handles)",
-                             lambda b: b.batch_ack(group, topic, handles))
+        if batch:  # each broker acks its own handles (on the wall clock the forks' differ: _handle_for)
+            out = self._call(f"batch_ack({group!r}, {topic}, {len(popped)} handles)",
+                             lambda b: b.batch_ack(group, topic, [self._handle_for(b, p) for p in popped]))
             outs = [out] * len(popped)
         else:
-            outs = [self._call(f"ack({group!r}, {topic}, {h.extra_info()!r})", lambda b, h=h: b.ack(group, topic, h))
-                    for h in handles]
+            outs = [self._call(f"ack({group!r}, {topic}, {p.handle.extra_info()!r})",
+                               lambda b, p=p: b.ack(group, topic, self._handle_for(b, p)))
+                    for p in popped]
+        if type(self).wall is not None:
+            self.changed_at(self._now())
         for p, out in zip(popped, outs, strict=True):
             status = out.error[1] if out.error is not None else getattr(out.value, "name", str(out.value))
             self._emit("ack", actor=group, group=group, topic=_where(p.message.topic, group, p.handle),
@@ -147,12 +161,15 @@ class PopRules:
         """CHANGE_MESSAGE_INVISIBLETIME of ``p``'s handle: the new handle (None when refused)."""
         handle = p.handle
         group = self.pop_order_group if handle.order else self.pop_group
-        out = self._call(f"change_invisible_time({group!r}, {topic}, {handle.extra_info()!r}, {invisible})",
-                         lambda b: b.change_invisible_time(group, topic, handle, invisible))
+        what = f"change_invisible_time({group!r}, {topic}, {handle.extra_info()!r}, {invisible})"
+        if type(self).wall is None:
+            out = self._call(what, lambda b: b.change_invisible_time(group, topic, handle, invisible))
+            new = out.value
+        else:  # each fork changes its own handle at the broker's time (conform_pop_wall.py)
+            out, new = self._wall_change(what, group, topic, p, invisible)
         if out.error is not None:
             self._sometimes(f"pop:change_refused:{out.error[1]}")
             return None
-        new = out.value
         self._emit("change_invisible", actor=group, group=group, topic=_where(p.message.topic, group, handle),
                    queue_id=handle.queue_id,
                    queue_offset=handle.queue_offset, msg_key=p.message.uniq_key, deliver_ts=new.revive_time,
@@ -163,9 +180,10 @@ class PopRules:
 
     def _revived(self, group: str, m: Any) -> None:
         """A ``revive`` row for a retry copy not seen before: the broker revived it by now."""
-        if m.commitlog_offset in self.pop_seen:
+        seen = m.commitlog_offset if type(self).wall is None else (m.uniq_key, m.reconsume_times)
+        if seen in self.pop_seen:
             return
-        self.pop_seen.add(m.commitlog_offset)
+        self.pop_seen.add(seen)
         self._emit("revive", actor="broker", group=group, topic=m.topic, msg_key=m.uniq_key,
                    reconsume_times=m.reconsume_times, detail={"observed": True})
         self._sometimes("pop:revived")
@@ -174,13 +192,33 @@ class PopRules:
         """The observer pulls the group's pop retry topic (queue 0, where PopReviveService puts): a
         ``revive`` row for each copy stored there not seen before, so an ack after it is a late one."""
         retry = pop_retry_topic(topic, self.pop_group, self.config.enable_retry_topic_v2)
-        out = self._call(f"pull({self.obs!r}, {retry}/0, offset=0) [revived]",
-                         lambda b: b.pull(self.obs, MessageQueue(retry, 0), 0, 32, "*"))
+        what = f"pull({self.obs!r}, {retry}/0, offset=0) [revived]"
+        if type(self).wall is None:
+            out = self._call(what, lambda b: b.pull(self.obs, MessageQueue(retry, 0), 0, 32, "*"))
+            messages = out.value.messages if out.error is None else ()
+        else:  # revived in the broker's order (8 revive queues), at its offsets (POP-1): compared as a set
+            seen: dict[str, Any] = {}
+
+            def read(b: Any) -> Any:
+                return frozenset((m.uniq_key, m.reconsume_times, m.body)
+                                 for m in b.pull(self.obs, MessageQueue(retry, 0), 0, 32, "*").messages)
+
+            def read_candidate(b: Any) -> Any:
+                seen["raw"] = b.pull(self.obs, MessageQueue(retry, 0), 0, 32, "*").messages
+                return frozenset((m.uniq_key, m.reconsume_times, m.body) for m in seen["raw"])
+
+            out = self._call(what + " [as a set]", read, candidate_fn=read_candidate)
+            messages = seen.get("raw", ())
         if out.error is not None:
             self._sometimes(f"pop:peek_error:{out.error[1]}")
             return
-        for m in out.value.messages:
+        for m in messages:
             self._revived(self.pop_group, m)
+
+    def _pop_offset_in_view(self, offset: int) -> int:
+        """A popped copy's commitlog offset as the example sees it (the wall clock's session view)."""
+        down = getattr(self.ls.candidate, "down", None) if type(self).wall is not None else None
+        return offset if down is None else down(offset)
 
     def _pop_send(self, topic: str, queue_id: int, n: int) -> None:
         for _ in range(n):
@@ -200,6 +238,9 @@ class PopRules:
         """The popping group's ladder (module docstring)."""
         self._record("pop_prelude", v=v, f=f)
         if not self._pop_ok():
+            return
+        if type(self).wall is not None:
+            self.pop_wall_ladder(v)
             return
         topic = self.t0 if self.t0 in self.topics else sorted(self.topics)[0]
         queues = self.topics[topic]

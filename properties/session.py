@@ -117,6 +117,24 @@ class SessionView:
         raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
                            f"(offsets {offsets}): it is not quiescent, cannot start an example")
 
+    def rebase(self, observer: str, clock: Any, model_end: int, queue_ends: Mapping[MessageQueue, int]) -> None:
+        """Measure again, mid-example, after writes the model does not make (5.x pop: checkpoints and
+        acks as timer messages, docs/fidelity.md POP-1): the broker's CommitLog end (probe sends, as
+        ``open``) becomes the model's ``model_end`` from here on (a new segment), and each shared queue's
+        end the model's ``queue_ends[mq]``. Only when the broker is quiet (the caller waits)."""
+        for mq, end in queue_ends.items():
+            self.queue_base[mq] = self._queue_end(observer, mq, note=False) - end
+        offsets: list[int] = []
+        for _ in range(OPEN_ATTEMPTS):
+            offsets = [self.broker.send(self._probe(clock), 0).commitlog_offset for _ in range(3)]
+            step = offsets[1] - offsets[0]
+            if step > 0 and offsets[2] - offsets[1] == step:
+                broker_end = offsets[2] + step
+                self.segments.append((broker_end, broker_end - model_end))
+                return
+        raise SessionError(f"the broker wrote between probe sends {OPEN_ATTEMPTS} times in a row "
+                           f"(offsets {offsets}): it is not quiescent, cannot rebase")
+
     def settle(self, observer: str, quiet_ms: int, poll_ms: int = 200) -> int:
         """Wait until the half, op and discard queues have kept their ends for ``quiet_ms`` (at most
         ``SETTLE_ROUNDS`` times that); returns the ms waited. A broker that has never stored a half

@@ -85,10 +85,14 @@ class WallOptions:
     # a round's checks may reach the machine this long after the round re-put their halves (a
     # loaded 2-core machine measured 501 ms against real 4.9.8); larger lags seen are learnt
     check_lag_ms: int = DEFAULT_CHECK_LAG_MS
+    # a pop's revive (5.x, properties/conform_pop_wall.py): real 5.3.3 / 5.5.1 revive 2.0–3.3 s after the
+    # revive time (docs/fidelity.md POP-13), the model at its 2 s margin: a revived copy's store time may
+    # trail its handle's revive time by this much (lateness kind ``pop_revive``)
+    revive_tolerance_ms: int = 5_000
     run_tag: str = attrs.field(factory=lambda: "%04x" % (wall_ms() & 0xFFFF))
 
     def __attrs_post_init__(self) -> None:
-        if self.tolerance_ms < 0 or self.guard_ms < 0 or self.check_lag_ms < 0:
+        if self.tolerance_ms < 0 or self.guard_ms < 0 or self.check_lag_ms < 0 or self.revive_tolerance_ms < 0:
             raise ValueError("tolerance, guard and check lag must be non-negative")
 
 

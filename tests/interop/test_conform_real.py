@@ -11,7 +11,8 @@ The conformance test runs the release under test (4.9.8 unless ``RMQ_VERSION``) 
 (the default), 5.3.3 and 5.5.1 beside it, each with its version profile (``rocketmq-5.2``, ``rocketmq-5.5``:
 ``model/versions.py``; docs/fidelity.md, "RocketMQ 5.x profiles") and its timing (``timing_of``); on 5.x a
 timer message the machine draws is judged on the wall clock (the run's ``wall clock:`` line names the worst
-timer lateness).
+timer lateness), and every example's prelude runs the pop ladder (``properties/conform_pop_wall.py``): the run
+must reach the POP and POP_ORDER rows (pop, revive, orderly pop) and judge revives (``pop_revive``).
 """
 
 from __future__ import annotations
@@ -120,10 +121,23 @@ def test_conform_against_real_rocketmq_passes_at_the_wall_clock_default_budget(r
         wall = next((line for line in lines if line.startswith("wall clock:")), "")
         # on 5.x timer messages are among the operations, their fires judged on the wall clock
         timers = not version.startswith("5.") or re.search(r"timer \d+ ms \((\d+) judged\)", wall)
+        # on 5.x the pop ladder runs in every example's prelude (properties/conform_pop_wall.py): its rows
+        # reach the POP and POP_ORDER tables, and its revives are judged on the wall clock
+        pops = not version.startswith("5.") or (
+            re.search(r"pop_revive \d+ ms \((\d+) judged\)", wall)
+            and all(_reached(out, t) for t in ("pop: READY --pop--> POPPED", "pop: POPPED --revive[expired]--> READY",
+                                                "pop_order: IDLE --pop--> INFLIGHT")))
         if proc.returncode != 0 or not passed or int(passed.group(1)) < 12 or "tolerance 500 ms" not in wall \
-                or not timers or len(list(traces.glob("example-*.jsonl"))) < 12:
+                or not timers or not pops or len(list(traces.glob("example-*.jsonl"))) < 12:
             failures.append(f"RocketMQ {version}: conform exited {proc.returncode}:\n{out}\n{err[-3000:]}")
     assert failures == [], "\n\n".join(failures)
+
+
+def _reached(out: str, transition: str) -> bool:
+    """The run's coverage report shows ``transition`` taken at least once."""
+    line = next((row for row in out.splitlines() if row.strip().startswith(transition)), "")
+    count = re.search(r"\s(\d+)(\s|$)", line[line.find(transition) + len(transition):])
+    return count is not None and int(count.group(1)) > 0
 
 
 def test_check_against_real_rocketmq_end_to_end(real_broker, realrmq, tmp_path) -> None:

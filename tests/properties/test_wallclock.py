@@ -101,6 +101,26 @@ def test_session_view_rebases_a_shared_broker(tmp_path: Path) -> None:
     assert second.pull("obs", MessageQueue("SCHEDULE_TOPIC_XXXX", 1), 0).messages[0].queue_offset == 0
 
 
+def test_session_view_rebase_hides_writes_the_model_never_makes(tmp_path: Path) -> None:
+    """5.x pop (docs/fidelity.md POP-W11): records the broker wrote that the example's model did not (here
+    a topic the view never shows, as the broker's checkpoints and acks) move later records; ``rebase``
+    measures the broker's end again and maps it to the model's, earlier records keep their offsets."""
+    broker = impl_factory(_Clock(), SHORT, tmp_path / "store")
+    broker.create_group("obs", 16, 1)
+    view = SessionView(broker, SHORT.max_delay_level)
+    view.open("obs", _Clock())
+    view.create_topic("A", 1)
+    a = view.send(_msg("A"), 0)
+    step = view.send(_msg("A"), 0).commitlog_offset - a.commitlog_offset  # the model's records: 0, step
+    broker.create_topic("rmq_sys_REVIVE_LOG_unseen", 1)
+    for _ in range(3):  # written by the broker on its own
+        broker.send(_msg("rmq_sys_REVIVE_LOG_unseen"), 0)
+    assert view.send(_msg("A"), 0).commitlog_offset > 2 * step, "the unseen writes moved the next record"
+    view.rebase("obs", _Clock(), 3 * step, {})  # the model's end: three records
+    assert view.send(_msg("A"), 0).commitlog_offset == 3 * step, "the next record is where the model puts it"
+    assert view.pull("obs", MessageQueue("A", 0), 0).messages[0].commitlog_offset == 0, "earlier records stay"
+
+
 def test_a_batched_op_longer_on_the_broker_moves_later_records_by_all_its_extra_digits() -> None:
     """Fidelity O4: 5.1.0+ writes the ENDs of one batch pass as one op message, "10,11," on a broker
     whose half queue is past 10 where the example sees "0,1,": two bytes longer, one per END. The view
