@@ -473,7 +473,8 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopR
         if not 0 <= mq.queue_id < self.meta.topics[mq.topic]:
             raise BrokerError(self.config.behaviour.illegal_queue_code, f"queueId[{mq.queue_id}] is illegal")
         if subscription is None:
-            subscription, expression_type = self.consumers.resolve(group, mq.topic, sub_version)
+            subscription, expression_type = self.consumers.resolve(
+                group, mq.topic, sub_version, self.config.behaviour.suggest_todo())
         props_match = property_filter(subscription, expression_type, self.config.enable_property_filter)
         try:
             matches = tag_filter(subscription) if props_match is None else None

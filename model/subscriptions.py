@@ -42,8 +42,6 @@ import attrs
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.model.sql92 import FilterParseError, compile_filter, is_tag_type
 
-FAQ_SAME_GROUP = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-
 # topic -> (expression, expression_type, sub_version): one client's heartbeat for one group
 HeartbeatSubs = Mapping[str, tuple[str, str, int]]
 
@@ -149,16 +147,17 @@ class ConsumerTable:
         self.groups.clear()
         self.filters.clear()
 
-    def resolve(self, group: str, topic: str, sub_version: int) -> tuple[str, str]:
-        """(expression, expression_type) a pull without the subscription flag filters with."""
+    def resolve(self, group: str, topic: str, sub_version: int, suggest: str) -> tuple[str, str]:
+        """(expression, expression_type) a pull without the subscription flag filters with; ``suggest`` ends the
+        remarks of the refusals (``Version.suggest_todo()``)."""
         info = self.groups.get(group)
         if info is None:
             raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                              f"the consumer's group info not exist{FAQ_SAME_GROUP}")
+                              f"the consumer's group info not exist{suggest}")
         sub = info.subscriptions.get(topic)
         if sub is None:
             raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                              f"the consumer's subscription not exist{FAQ_SAME_GROUP}")
+                              f"the consumer's subscription not exist{suggest}")
         if sub.sub_version < sub_version:
             raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
         if is_tag_type(sub.expression_type):

@@ -123,6 +123,11 @@ class Version:
     # further details."); 5.0 and 5.1 unmeasured
     faq_url: str = "http://rocketmq.apache.org/docs/faq/"
 
+    def suggest_todo(self) -> str:
+        """FAQUrl.suggestTodo: the line every remark that suggests the FAQ ends with (each release's constants
+        of FAQUrl all name one URL, ``faq_url``; 4.9.8, 5.3.3 and 5.5.1 common jars, javap)."""
+        return f"\nSee {self.faq_url} for further details."
+
     @property
     def illegal_queue_code(self) -> ResponseCode:
         """The answer to a pull or send naming a queue id past the topic's queues."""

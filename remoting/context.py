@@ -41,7 +41,6 @@ from rmqspec.remoting.served import ServedBroker
 from rmqspec.remoting.wire_events import WireEvents
 
 NOT_SET = "not set any response code"  # RemotingCommand.createResponseCommand's default remark
-FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."  # FAQUrl.suggestTodo(...)
 V3_4_9 = 121  # MQVersion.Version.V3_4_9.ordinal(): maxReconsumeTimes in requests is honoured from here
 
 
@@ -116,6 +115,11 @@ class Ctx:
     def born_host(self) -> tuple[str, int]:
         """The born host the mmap store writes (the store host, port 0): pulled bytes equal the disk's."""
         return self.config.store_host, 0
+
+    @property
+    def faq(self) -> str:
+        """FAQUrl.suggestTodo's line for the served release (``Version.suggest_todo``)."""
+        return self.config.behaviour.suggest_todo()
 
     def now(self) -> int:
         return self.clock.now()

@@ -52,7 +52,7 @@ from rmqspec.remoting.bodies import BodyError
 from rmqspec.remoting.clients import parse_heartbeat
 from rmqspec.remoting.codes import PULL_FLAG_COMMIT_OFFSET, PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from rmqspec.remoting.command import RemotingCommand
-from rmqspec.remoting.context import FAQ, Ctx, ok, refuse
+from rmqspec.remoting.context import Ctx, ok, refuse
 from rmqspec.remoting.fields import INT64, get_int, get_long, get_str
 from rmqspec.remoting.longpoll import HeldPull
 from rmqspec.remoting.records import encode_many
@@ -109,7 +109,7 @@ def process_pull(ctx: Ctx, conn: Any, req: RemotingCommand, allow_suspend: bool)
     ctx.served.ensure_group(group)
     nums = ctx.served.queue_nums(topic)
     if nums is None:
-        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+        raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{ctx.faq}")
     if not 0 <= queue_id < nums:
         raise BrokerError(ctx.config.behaviour.illegal_queue_code,
                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{nums}] "

@@ -94,7 +94,7 @@ from rmqspec.remoting.codes import (
     RequestCode,
 )
 from rmqspec.remoting.command import CommandError, RemotingCommand
-from rmqspec.remoting.context import FAQ, NOT_SET, V3_4_9, Ctx, ok, refuse
+from rmqspec.remoting.context import NOT_SET, V3_4_9, Ctx, ok, refuse
 from rmqspec.remoting.fields import get_bool, get_int, get_long, get_str, opt_int
 from rmqspec.remoting.records import decode_batch
 from rmqspec.remoting.served import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, DLQ_PREFIX, RETRY_PREFIX
@@ -160,7 +160,7 @@ def _target_queue(ctx: Ctx, conn: Any, h: RemotingCommand) -> tuple[str, int, in
         elif topic.startswith(RETRY_PREFIX):
             nums = ctx.served.ensure_topic(topic, 1)
         else:
-            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+            raise BrokerError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{ctx.faq}")
     queue_id = get_int(h, "queueId")
     if queue_id >= nums:
         raise BrokerError(ctx.config.behaviour.illegal_queue_code,
@@ -320,7 +320,7 @@ def send_back(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     if code is ResponseCode.SYSTEM_ERROR:
         return refuse(req, code, f"look message by offset failed, {offset}")
     if code is ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
-        return refuse(req, code, f"subscription group not exist, {group} {FAQ}")
+        return refuse(req, code, f"subscription group not exist, {group} {ctx.faq}")
     return refuse(req, code, code.name)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.remoting import bodies
 from rmqspec.remoting.command import VERSION_STANDARD_JSON, RemotingCommand
-from rmqspec.remoting.context import FAQ, Ctx, ok
+from rmqspec.remoting.context import Ctx, ok
 from rmqspec.remoting.fields import get_str
 from rmqspec.remoting.served import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 
@@ -57,7 +57,7 @@ def route_info(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     data = route_data(ctx, topic)
     if data is None:
         raise BrokerError(ResponseCode.TOPIC_NOT_EXIST,
-                          f"No topic route info in name server for the topic: {topic}{FAQ}")
+                          f"No topic route info in name server for the topic: {topic}{ctx.faq}")
     standard = req.version >= VERSION_STANDARD_JSON or req.ext_bool("acceptStandardJsonOnly")
     return ok(req, body=bodies.dumps(data, bare_int_keys=not standard))
 

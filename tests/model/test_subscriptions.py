@@ -15,12 +15,14 @@ from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.model.subscriptions import ConsumerTable
 from tests.heartbeat_groups import CASES, MESSAGES, QUEUES, message, run, run_stale_filter
 
+SUGGEST = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
 CONFIG = BrokerConfig(enable_property_filter=True)
 
 
 def _refusal(table: ConsumerTable, group: str, topic: str, version: int) -> ResponseCode:
     with pytest.raises(BrokerError) as info:
-        table.resolve(group, topic, version)
+        table.resolve(group, topic, version, SUGGEST)
     return info.value.code
 
 
@@ -28,12 +30,12 @@ def test_the_greatest_sub_version_wins_not_the_last_heartbeat() -> None:
     t = ConsumerTable()
     assert t.heartbeat("G", "c2", {"T": ("b = 1", "SQL92", 20)})
     assert t.heartbeat("G", "c1", {"T": ("a = 1", "SQL92", 10)})  # a new client: changed
-    assert t.resolve("G", "T", 10) == ("b = 1", "SQL92")
+    assert t.resolve("G", "T", 10, SUGGEST) == ("b = 1", "SQL92")
     assert not t.heartbeat("G", "c1", {"T": ("a = 1", "SQL92", 10)})  # a repeat changes nothing
     t.heartbeat("G", "c1", {"T": ("a = 2", "SQL92", 30)})  # a re-built subscription (newer) wins
-    assert t.resolve("G", "T", 30) == ("a = 2", "SQL92")
+    assert t.resolve("G", "T", 30, SUGGEST) == ("a = 2", "SQL92")
     t.heartbeat("G", "c3", {"T": ("TagA", "TAG", 40)})
-    assert t.resolve("G", "T", 0) == ("TagA", "TAG")  # a tag subscription uses no filter data
+    assert t.resolve("G", "T", 0, SUGGEST) == ("TagA", "TAG")  # a tag subscription uses no filter data
 
 
 def test_refusals_in_pull_message_processor_order() -> None:
@@ -57,15 +59,15 @@ def test_a_heartbeat_without_a_topic_removes_it_and_the_last_client_takes_the_gr
     assert _refusal(t, "G", "U", 0) is ResponseCode.SUBSCRIPTION_NOT_EXIST
     assert t.filters[("U", "G")].dead  # kept, marked dead; the same version revives it
     t.heartbeat("G", "c1", {"T": ("*", "TAG", 1), "U": ("x = 1", "SQL92", 1)})
-    assert not t.filters[("U", "G")].dead and t.resolve("G", "U", 1) == ("x = 1", "SQL92")
+    assert not t.filters[("U", "G")].dead and t.resolve("G", "U", 1, SUGGEST) == ("x = 1", "SQL92")
     t.heartbeat("G", "c1", {"T": ("*", "TAG", 1), "U": ("x = 1", "SQL92", 2)})  # same expression, newer
-    assert t.filters[("U", "G")].client_version == 2 and t.resolve("G", "U", 2) == ("x = 1", "SQL92")
+    assert t.filters[("U", "G")].client_version == 2 and t.resolve("G", "U", 2, SUGGEST) == ("x = 1", "SQL92")
     t.heartbeat("H", "c3", {"V": ("TAGS >", "SQL92", 1)})  # a first one that does not compile: not kept
     assert ("V", "H") not in t.filters
     t.heartbeat("H", "c3", {"V": ("x = 1", "SQL91", 2)})  # a type the broker has no filter for: not kept
     assert ("V", "H") not in t.filters
     assert t.unregister("G", "c1") and not t.unregister("G", "nobody")
-    assert t.resolve("G", "T", 0) == ("*", "TAG")
+    assert t.resolve("G", "T", 0, SUGGEST) == ("*", "TAG")
     t.unregister("G", "c2")
     assert _refusal(t, "G", "T", 0) is ResponseCode.SUBSCRIPTION_NOT_EXIST
     t.heartbeat("G", "c1", {"T": ("*", "TAG", 1)})

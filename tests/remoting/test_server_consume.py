@@ -6,11 +6,21 @@ from __future__ import annotations
 import threading
 import time
 
+import attrs
 import pytest
 
 from rmqspec.remoting import bodies
 from rmqspec.remoting.bodies import decode_messages
-from tests.remoting.conftest import create_topic_ext, heartbeat, lock_body, props, pull_ext, send_ext, uniq_key
+from tests.remoting.conftest import (
+    TEST_CONFIG,
+    create_topic_ext,
+    heartbeat,
+    lock_body,
+    props,
+    pull_ext,
+    send_ext,
+    uniq_key,
+)
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 SUSPEND, SUBSCRIPTION, COMMIT = 2, 4, 1
@@ -225,3 +235,23 @@ def test_sql92_pull_and_check_client_config(serve) -> None:
     off = serve()
     r = off.client().call(46, {}, bodies.dumps({"subscriptionData": {"subString": "a > 1", "expressionType": "SQL92"}}))
     assert (r.code, r.remark) == (1, "The broker does not support consumer to filter message by SQL92")
+
+
+@pytest.mark.parametrize(("profile", "url"), [
+    ("rocketmq-4.9", "http://rocketmq.apache.org/docs/faq/"),
+    ("rocketmq-5.2", "https://rocketmq.apache.org/docs/bestPractice/06FAQ"),
+    ("rocketmq-5.5", "https://rocketmq.apache.org/docs/faq/"),
+])
+def test_each_release_suggests_its_own_faq(serve, profile: str, url: str) -> None:
+    """FAQUrl.suggestTodo names the served release's URL (its common jar's FAQUrl constants, javap) in every
+    remark that suggests it: the name server's route, a send's and a pull's unknown topic, a pull's unknown
+    group."""
+    s = serve(attrs.evolve(TEST_CONFIG, version=profile))
+    faq = f"\nSee {url} for further details."
+    b = _setup(s)
+    route = s.namesrv().call(105, {"topic": "Nope"})
+    assert route.remark == f"No topic route info in name server for the topic: Nope{faq}"
+    sent = b.call(310, send_ext("Nope2", c="OtherDefault", properties=props(UNIQ_KEY=uniq_key())))
+    assert (sent.code, sent.remark) == (17, f"topic[Nope2] not exist, apply first please!{faq}")
+    assert b.call(11, pull_ext("G", "Nope")).remark == f"topic[Nope] not exist, apply first please!{faq}"
+    assert s.client().call(11, pull_ext("Nobody", "T")).remark == f"the consumer's group info not exist{faq}"
