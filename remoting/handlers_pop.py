@@ -91,8 +91,7 @@ def _handle(req: RemotingCommand) -> PopHandle:
         info = po.ExtraInfo.split(get_str(req, "extraInfo"))
     except po.ExtraInfoError as exc:
         raise CommandError("extraInfo", f"{exc.field}: {exc.reason}") from None
-    return PopHandle(info.ck_queue_offset, info.pop_time, info.invisible_time, info.revive_qid, str(info.retry),
-                     info.broker_name, get_int(req, "queueId"), get_long(req, "offset"))
+    return attrs.evolve(info.handle(), queue_id=get_int(req, "queueId"), queue_offset=get_long(req, "offset"))
 
 
 def _topic_popped(topic: str, group: str, handle: PopHandle) -> str:
