@@ -94,7 +94,7 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.compression import COMPRESS_OVER, compress, uncompressed
 from rmqspec.model.directory import Directory
 from rmqspec.model.events import NullRecorder, Recorder
-from rmqspec.model.fault_strategy import FaultStrategy
+from rmqspec.model.fault_strategy import LATENCY_MAX, NOT_AVAILABLE_DURATION, FaultStrategy
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.link import ResponseLost
 from rmqspec.model.message import Message, StoredMessage, batch_topic
@@ -334,7 +334,11 @@ class Producer:
         detail["broker"] = self.last_broker
         if tries:
             detail["tries"] = self.router.take_tries()
-            detail["fault"] = self.router.strategy.enabled
+            strategy = self.router.strategy
+            detail["fault"] = strategy.enabled
+            if (strategy.latency_max, strategy.durations) != (LATENCY_MAX, NOT_AVAILABLE_DURATION):
+                detail["latency_max"], detail["not_available_duration"] = (
+                    list(strategy.latency_max), list(strategy.durations))
         return detail
 
     def _emit_unanswered(
