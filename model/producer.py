@@ -138,7 +138,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class Producer:
-    """DefaultMQProducer against one broker."""
+    """DefaultMQProducer against one broker, or (``cluster``) across several (``model/routing.py``)."""
 
     def __init__(
         self,
