@@ -502,3 +502,22 @@ def test_a_row_without_tries_is_not_judged():
     assert [v.code for v in check_retry_other_broker(h)] == [PRODUCER_RETRY_SAME_BROKER]
     h.events[0] = attrs.evolve(row, detail={k: v for k, v in bad.detail.items() if k != "tries"})
     assert check_retry_other_broker(h) == [] and check_fault_window(h) == []
+
+
+def test_with_every_broker_out_the_client_may_send_into_a_window():
+    clock = ManualClock(T0)
+    cluster, links = _cluster(clock, nums=1)
+    for link in links.values():
+        link.fail("send", times=1)
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h, send_latency_fault_enable=True)
+    p.send(Message("T", b"x"))
+    [row] = h.of("send")
+    # a, then b (a is out), both isolated; the third attempt is pickOneAtLeast's: a broker in its window,
+    # of two equal items the first the hash map enumerates (broker-b's bin comes before broker-a's)
+    assert iteration_bin("broker-b") < iteration_bin("broker-a")
+    assert [(t["broker"], t["error"]) for t in row.detail["tries"]] == [
+        ("broker-a", "RequestLost"), ("broker-b", "RequestLost"), ("broker-b", None)]
+    assert check_fault_window(h) == []  # 4.9.8 permits it: no broker of the route was available
+    h.events[0] = attrs.evolve(row, detail={**row.detail, "tries": row.detail["tries"][1:]})
+    assert check_fault_window(h) == []  # the first attempt missing: nothing judged (n starts at 2)
