@@ -70,8 +70,15 @@ Every other send goes out as ``_wire`` makes it: a body of ``compress_over`` (40
 compressed (tryToCompressMessage; ``model/compression.py``), the request's sysFlag says so; a batch
 never is. Events and listeners see the message as the application made it.
 
-Simplifications: one broker, so "another broker" on retry is the next queue;
-no latency fault tolerance; an async send's
+Several brokers (issue 43): ``Producer(None, …, cluster=Cluster({...}))`` routes sync sends and batches
+across the cluster's brokers (``model/routing.py``: the publish info, ``lastBrokerName`` avoidance on a
+retry, the send timeout) with ``send_latency_fault_enable`` (``model/fault_strategy.py``:
+MQFaultStrategy); its client-side ``send`` rows name the attempt's broker (``detail.broker``) and the
+acknowledged ones carry the attempts since the previous such row (``detail.tries``, ``detail.fault``).
+Async, oneway, explicit-queue and transactional sends are not modelled across brokers (TypeError).
+
+Simplifications: with one broker, "another broker" on retry is the next queue and there is no
+latency fault tolerance; an async send's
 callback runs on the caller's thread (RocketMQ: the callback executor).
 """
 
@@ -87,6 +94,7 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.compression import COMPRESS_OVER, compress, uncompressed
 from rmqspec.model.directory import Directory
 from rmqspec.model.events import NullRecorder, Recorder
+from rmqspec.model.fault_strategy import LATENCY_MAX, NOT_AVAILABLE_DURATION, FaultStrategy
 from rmqspec.model.ids import UniqKeyFactory
 from rmqspec.model.link import ResponseLost
 from rmqspec.model.message import Message, StoredMessage, batch_topic
@@ -98,6 +106,7 @@ from rmqspec.model.results import (
     SendStatus,
     TxnAction,
 )
+from rmqspec.model.routing import Cluster, Router, SendFailedAll
 from rmqspec.model.selectors import Selector, by_hash
 
 # DefaultMQProducer.retryResponseCodes of 4.9.8 (javap: 17, 14, 1, 16, 204, 205; NO_BUYER_ID and
@@ -129,7 +138,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class Producer:
-    """DefaultMQProducer against one broker."""
+    """DefaultMQProducer against one broker, or (``cluster``) across several (``model/routing.py``)."""
 
     def __init__(
         self,
@@ -147,6 +156,9 @@ class Producer:
         broker_records_events: bool = True,
         selector: Selector = by_hash,
         compress_over: int = COMPRESS_OVER,
+        cluster: Cluster | None = None,
+        send_latency_fault_enable: bool = False,
+        fault_strategy: FaultStrategy | None = None,
     ) -> None:
         if retry_times_when_send_failed < 0:
             raise ValueError(
@@ -170,6 +182,13 @@ class Producer:
         self._round_robin: dict[str, int] = {}
         self.broker_records_events = broker_records_events
         self.selector = selector  # the MessageQueueSelector of sends with a sharding key
+        # several brokers: the routes and the fault strategy (None: the one broker ``broker``)
+        self.router: Router | None = None
+        if cluster is not None:
+            strategy = fault_strategy if fault_strategy is not None else FaultStrategy()
+            strategy.enabled = strategy.enabled or send_latency_fault_enable
+            self.router = Router(cluster, clock, strategy=strategy, start_index=start_index)
+        self.last_broker: str | None = None  # the broker of the last acknowledged routed send
 
     # -- producers are Driver participants without timers ----------------
     def next_due(self) -> int | None:
@@ -194,7 +213,9 @@ class Producer:
     def _routed(self, topic: str, sharding_key: str | None, detail: dict[str, Any]) -> dict[str, Any]:
         """``detail`` of a ``send``, with ``route_queues`` (the number of queues the selector chose
         among: ORDER_KEY_SPLIT judges a key per route) when it was an ordered send."""
-        if sharding_key is not None:
+        if sharding_key is not None and self.router is not None:
+            detail["route_queues"] = len(self.router.publish_info(topic).queues)
+        elif sharding_key is not None:
             detail["route_queues"] = self.directory.queue_nums(topic)
         return detail
 
@@ -216,7 +237,7 @@ class Producer:
         """Send and wait for the broker's answer; raises ``SendFailed`` or ``BrokerError``."""
         msg = self.stamp(msg)
         result, qid, attempts = self._send_with_retry(
-            msg, queue_id, sharding_key, lambda m, q: self.broker.send(self._wire(m), q)
+            msg, queue_id, sharding_key, lambda b, m, q: b.send(self._wire(m), q)
         )
         self._emit_acked(msg, qid, result, sharding_key, "SYNC", attempts)
         return result
@@ -224,19 +245,21 @@ class Producer:
     def send_batch(self, msgs: Sequence[Message], *, queue_id: int | None = None) -> SendResult:
         """``send(Collection<Message>)``: one SEND_BATCH_MESSAGE (the broker needs ``send_batch``,
         ``BatchBroker``), tried and retried as a sync send; each message gets its UNIQ_KEY first."""
-        if not callable(getattr(self.broker, "send_batch", None)):
-            raise TypeError(f"{type(self.broker).__name__} takes no batches (no send_batch)")
+        brokers = self.router.cluster.brokers.values() if self.router is not None else [self.broker]
+        for broker in brokers:
+            if not callable(getattr(broker, "send_batch", None)):
+                raise TypeError(f"{type(broker).__name__} takes no batches (no send_batch)")
         stamped = [self.stamp(m) for m in msgs]
         topic = batch_topic(stamped)
         batch = Message(topic, b"")  # only its topic routes the batch
         result, qid, attempts = self._send_with_retry(
-            batch, queue_id, None, lambda _m, q: self.broker.send_batch(stamped, q), plain=False
+            batch, queue_id, None, lambda b, _m, q: b.send_batch(stamped, q), plain=False
         )
         for i, msg in enumerate(stamped):
+            detail = {"attempts": attempts, "send_mode": "SYNC", "batch_index": i, "batch_size": len(stamped)}
             self._emit_client_side(
                 "send", topic=topic, queue_id=qid, queue_offset=result.queue_offset + i, msg_key=msg.uniq_key,
-                status=result.status.value,
-                detail={"attempts": attempts, "send_mode": "SYNC", "batch_index": i, "batch_size": len(stamped)},
+                status=result.status.value, detail=self._brokered(detail, tries=i == 0),
             )
         return result
 
@@ -250,6 +273,7 @@ class Producer:
         sharding_key: str | None = None,
     ) -> None:
         """Send without waiting (``send(msg, callback)``); the callback gets the outcome."""
+        self._one_broker("send_async")
         msg = self.stamp(msg)
         qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
         errors: list[BaseException] = []
@@ -273,6 +297,7 @@ class Producer:
         self, msg: Message, *, queue_id: int | None = None, sharding_key: str | None = None
     ) -> None:
         """``sendOneway``: written once, no answer; the broker needs ``send_oneway`` (``OnewayBroker``)."""
+        self._one_broker("send_oneway")
         sender = getattr(self.broker, "send_oneway", None)
         if sender is None:
             raise TypeError(f"{type(self.broker).__name__} takes no oneway sends (no send_oneway)")
@@ -293,12 +318,32 @@ class Producer:
             "send", topic=msg.topic, queue_id=qid, queue_offset=result.queue_offset,
             commitlog_offset=result.commitlog_offset, msg_key=msg.uniq_key, msg_id=result.msg_id,
             delay_level=msg.delay_level or None, status=result.status.value, sharding_key=sharding_key,
-            detail=self._routed(msg.topic, sharding_key,
-                                {"born_ts": self.clock.now(), "attempts": attempts, "send_mode": mode}),
+            detail=self._brokered(self._routed(msg.topic, sharding_key,
+                                               {"born_ts": self.clock.now(), "attempts": attempts, "send_mode": mode}),
+                                  tries=sharding_key is None),
         )
 
+    def _one_broker(self, what: str) -> None:
+        if self.router is not None:
+            raise TypeError(f"{what} is not modelled across several brokers (a Producer with a cluster)")
+
+    def _brokered(self, detail: dict[str, Any], *, tries: bool = True) -> dict[str, Any]:
+        """``detail`` of a routed send's row: its broker, and (``tries``) the attempts since the last such row."""
+        if self.router is None:
+            return detail
+        detail["broker"] = self.last_broker
+        if tries:
+            detail["tries"] = self.router.take_tries()
+            strategy = self.router.strategy
+            detail["fault"] = strategy.enabled
+            if (strategy.latency_max, strategy.durations) != (LATENCY_MAX, NOT_AVAILABLE_DURATION):
+                detail["latency_max"], detail["not_available_duration"] = (
+                    list(strategy.latency_max), list(strategy.durations))
+        return detail
+
     def _emit_unanswered(
-        self, msg: Message, qid: int, sharding_key: str | None, mode: str, exc: BaseException
+        self, msg: Message, qid: int, sharding_key: str | None, mode: str, exc: BaseException,
+        broker_name: str | None = None,
     ) -> None:
         """An attempt no answer came for: NO_RESPONSE when it reached the broker (its answer was lost),
         nothing when the request itself was lost (the trace of the broker has nothing of it either)."""
@@ -306,7 +351,8 @@ class Producer:
             self._emit_client_side(
                 "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key,
                 delay_level=msg.delay_level or None, status="NO_RESPONSE", sharding_key=sharding_key,
-                detail=self._routed(msg.topic, sharding_key, {"send_mode": mode}),
+                detail=self._routed(msg.topic, sharding_key, {"send_mode": mode}
+                                    | ({} if broker_name is None else {"broker": broker_name})),
             )
 
     def _send_with_retry(
@@ -314,15 +360,17 @@ class Producer:
         msg: Message,
         queue_id: int | None,
         sharding_key: str | None,
-        op: Callable[[Message, int], SendResult],
+        op: Callable[[Any, Message, int], SendResult],
         plain: bool = True,
     ) -> tuple[SendResult, int, int]:
-        """``op`` tried as RocketMQ's sendDefaultImpl / sendSelectImpl try it; ``plain``: a send's
-        unanswered attempts are ``send`` events (a half's are not)."""
+        """``op`` (broker, message, queue id) tried as RocketMQ's sendDefaultImpl / sendSelectImpl try it;
+        ``plain``: a send's unanswered attempts are ``send`` events (a half's are not)."""
+        if self.router is not None:
+            return self._send_routed(msg, queue_id, sharding_key, op, plain)
         if queue_id is not None or sharding_key is not None:
             qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
             try:
-                return op(msg, qid), qid, 1
+                return op(self.broker, msg, qid), qid, 1
             except ConnectionError as exc:
                 if plain:
                     self._emit_unanswered(msg, qid, sharding_key, "SYNC", exc)
@@ -331,7 +379,7 @@ class Producer:
         for attempt in range(1, self.retry_times_when_send_failed + 2):
             qid = self.next_round_robin(msg.topic)
             try:
-                return op(msg, qid), qid, attempt
+                return op(self.broker, msg, qid), qid, attempt
             except (BrokerError, ConnectionError) as exc:
                 if not _retryable(exc):
                     raise
@@ -339,6 +387,37 @@ class Producer:
                     self._emit_unanswered(msg, qid, None, "SYNC", exc)
                 errors.append(exc)
         raise SendFailed(msg.topic, errors)
+
+    def _send_routed(
+        self,
+        msg: Message,
+        queue_id: int | None,
+        sharding_key: str | None,
+        op: Callable[[Any, Message, int], SendResult],
+        plain: bool,
+    ) -> tuple[SendResult, int, int]:
+        """``_send_with_retry`` across the cluster (``model/routing.py``)."""
+        assert self.router is not None
+        if queue_id is not None:
+            raise TypeError("an explicit queue id names no broker: not modelled across several brokers")
+
+        def unanswered(mq: Any, exc: BaseException) -> None:
+            if plain:
+                self._emit_unanswered(msg, mq.queue_id, sharding_key, "SYNC", exc, broker_name=mq.broker_name)
+
+        if sharding_key is not None:
+            result, mq = self.router.send_select(
+                msg.topic, self.selector, sharding_key, lambda b, q: op(b, msg, q), unanswered)
+            self.last_broker = mq.broker_name
+            return result, mq.queue_id, 1
+
+        try:
+            result, mq, attempts = self.router.send_default(
+                msg.topic, lambda b, q: op(b, msg, q), self.retry_times_when_send_failed, _retryable, unanswered)
+        except SendFailedAll as exc:
+            raise SendFailed(msg.topic, exc.errors) from None
+        self.last_broker = mq.broker_name
+        return result, mq.queue_id, attempts
 
     def _emit_client_side(self, event: str, **fields: Any) -> None:
         """Emit an event the broker also records, unless the broker records it."""
@@ -397,8 +476,9 @@ class TransactionProducer(Producer):
         if msg.delay_level:
             msg = attrs.evolve(msg, delay_level=0)
         msg = self.stamp(msg)
+        self._one_broker("send_in_transaction")
         result, qid, _ = self._send_with_retry(
-            msg, queue_id, None, lambda m, q: self.broker.send_half(self._wire(m), q, self.group), plain=False
+            msg, queue_id, None, lambda b, m, q: b.send_half(self._wire(m), q, self.group), plain=False
         )
         txn_id = msg.uniq_key
         if result.status is SendStatus.SEND_OK:
