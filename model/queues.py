@@ -118,6 +118,10 @@ def dlq_topic(group: str) -> str:
     return DLQ_PREFIX + group
 
 
+# checkStoreStatus's log line for a put on a SLAVE (SendMessageProcessor answers code 14)
+SLAVE_PUT_REMARK = "broke role is slave, so putMessage is forbidden"
+
+
 @attrs.frozen
 class Record:
     """One commitlog record (immutable; shared between forks of a model)."""
@@ -353,6 +357,7 @@ class Store:
         self.resumed_at: set[tuple[int, int]] = set()
         self.file_fault = FileFault()  # Capability.FILE_CREATE_FAULT (model/filefault.py)
         self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py)
+        self.slave = False  # a SLAVE's store (model/ha_pair.py): every put refused, records arrive by replication
 
     # -- topics ---------------------------------------------------------
 
@@ -574,7 +579,10 @@ class Store:
     # -- retention (model/retention.py) ----------------------------------
 
     def _check_writable(self, now: int) -> None:
-        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put; then isOSPageCacheBusy."""
+        """DefaultMessageStore.checkStoreStatus: a SLAVE's store and a disk-full store refuse every put; then
+        isOSPageCacheBusy."""
+        if self.slave:
+            raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REMARK)
         if self.disk_full:
             raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
         if self.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, "a put") is LockState.BUSY:
