@@ -118,10 +118,6 @@ def dlq_topic(group: str) -> str:
     return DLQ_PREFIX + group
 
 
-# checkStoreStatus's log line for a put on a SLAVE (SendMessageProcessor answers code 14)
-SLAVE_PUT_REMARK = "broke role is slave, so putMessage is forbidden"
-
-
 @attrs.frozen
 class Record:
     """One commitlog record (immutable; shared between forks of a model)."""
@@ -223,6 +219,9 @@ class PutRequest:
 # SendMessageProcessor's remark for SERVICE_NOT_AVAILABLE starts so (it goes on with the disk's usage)
 DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: "
                     "the broker's disk is full")
+# a put on a SLAVE (checkStoreStatus logs "broke role is slave, so putMessage is forbidden"): SendMessageProcessor
+# answers code 14 with the same remark as for a full disk (its text goes on "…, messages are put to the slave, …")
+SLAVE_PUT_REMARK = DISK_FULL_REMARK
 
 
 class PutError(Exception):
