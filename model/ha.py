@@ -12,7 +12,9 @@ the 4.9.8 distribution ships it; read with ``javap -c -p``):
   haSlaveFallbehindMax 268435456, slaveTimeout 3000, syncFlushTimeout 5000, brokerRole ASYNC_MASTER; BrokerConfig
   slaveReadEnable false; MessageStoreConfig offsetCheckInSlave false, accessMessageInMemoryMaxRatio 40;
   SubscriptionGroupConfig whichBrokerWhenConsumeSlowly 1, brokerId 0). ``BROKER_CONF_KEYS`` names each field's
-  broker.conf key. NOTE: 4.9.8 has no ``haMaxGapNotInSync`` (a 5.x key); its gap bound is ``haSlaveFallbehindMax``.
+  broker.conf key (``SUBSCRIPTION_GROUP_KEYS`` the group's fields); ``ha_config_from_properties`` reads them as
+  MixAll.properties2Object does (MessageStoreConfig.setBrokerRole(String) is BrokerRole.valueOf).
+  NOTE: 4.9.8 has no ``haMaxGapNotInSync`` (a 5.x key); its gap bound is ``haSlaveFallbehindMax``.
 - ``connection_alive``: HAConnection.ReadSocketService drops a slave's connection when nothing was read from it for
   more than haHousekeepingInterval (strict ``>``); the slave (HAService.HAClient) reports its max offset after every
   transfer it writes and at least every haSendHeartbeatInterval, so a live link never drops.
@@ -48,6 +50,8 @@ one file); TOTAL_PHYSICAL_MEMORY_SIZE is the ``total_physical_memory`` parameter
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Mapping
 
 import attrs
 
@@ -107,9 +111,34 @@ BROKER_CONF_KEYS: dict[str, str] = {
     "slave_read_enable": "slaveReadEnable",
     "offset_check_in_slave": "offsetCheckInSlave",
     "access_message_in_memory_max_ratio": "accessMessageInMemoryMaxRatio",
-    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",  # a subscription group's field
-    "group_broker_id": "brokerId",  # a subscription group's field
 }
+# not broker.conf keys: fields of a subscription group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP); broker.conf's own
+# ``brokerId`` is the broker's id (0 master, 1 slave)
+SUBSCRIPTION_GROUP_KEYS: dict[str, str] = {
+    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
+    "group_broker_id": "brokerId",
+}
+
+
+def ha_config_from_properties(props: Mapping[str, str], base: HaConfig | None = None) -> HaConfig:
+    """The HA fields of a broker.conf as MixAll.properties2Object sets them: values untrimmed,
+    ``Integer.parseInt`` / ``Boolean.parseBoolean`` (true in any case, anything else false) /
+    ``BrokerRole.valueOf`` (exact); a value the parse refuses is swallowed and leaves the field as it was."""
+    cfg = base if base is not None else HaConfig()
+    changes: dict[str, object] = {}
+    for field, key in BROKER_CONF_KEYS.items():
+        text = props.get(key)
+        if text is None:
+            continue
+        current = getattr(cfg, field)
+        if isinstance(current, BrokerRole):
+            if text in BrokerRole.__members__:
+                changes[field] = BrokerRole[text]
+        elif isinstance(current, bool):
+            changes[field] = text.lower() == "true"
+        elif re.fullmatch(r"[+-]?[0-9]+", text) and -(2**31) <= int(text) < 2**31:
+            changes[field] = int(text)
+    return attrs.evolve(cfg, **changes)  # type: ignore[arg-type]
 
 
 def connection_alive(link_up: bool, now: int, last_report_ts: int, housekeeping_ms: int) -> bool:

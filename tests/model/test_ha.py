@@ -32,6 +32,7 @@ from rmqspec.model.ha import (
     ReplicaStatus,
     combine_put_status,
     connection_alive,
+    ha_config_from_properties,
     is_slave_ok,
     replica_status,
     slave_pull_status,
@@ -63,6 +64,16 @@ def test_defaults_are_4_9_8s() -> None:
     assert (cfg.ha_housekeeping_interval_ms, cfg.ha_send_heartbeat_interval_ms) == (20000, 5000)
     assert not cfg.slave_read_enable and not cfg.offset_check_in_slave
     assert (cfg.which_broker_when_consume_slowly, cfg.group_broker_id) == (1, 0)
+
+
+def test_broker_conf_keys_as_properties2object_sets_them() -> None:
+    cfg = ha_config_from_properties({"brokerRole": "SYNC_MASTER", "slaveReadEnable": "TRUE", "slaveTimeout": "1500",
+                                     "haHousekeepingInterval": "20000 ", "brokerId": "1"})
+    assert cfg.broker_role is SYNC and cfg.slave_read_enable and cfg.slave_timeout_ms == 1500
+    assert cfg.ha_housekeeping_interval_ms == 20000  # "20000 " fails parseInt: the default stays
+    assert cfg.group_broker_id == 0  # broker.conf's brokerId is the broker's id, not a group's field
+    assert ha_config_from_properties({"brokerRole": "sync_master"}).broker_role is ASYNC  # valueOf is exact
+    assert ha_config_from_properties({"slaveReadEnable": "yes"}).slave_read_enable is False
 
 
 def test_is_slave_ok_needs_a_connection_and_a_gap_below_fallbehind_max() -> None:
