@@ -39,7 +39,8 @@ from typing import Any
 import attrs
 
 from rmqspec.model.events import TraceEvent
-from rmqspec.properties.inv_base import Violation
+from rmqspec.properties.history import History
+from rmqspec.properties.inv_base import Invariant, Violation
 
 MASTER, SLAVE = 0, 1
 INVARIANT_CODES = (
@@ -188,3 +189,34 @@ def _disk_lost(r: _Replay, ev: TraceEvent, step_of: Sequence[int] | None, out: l
     r.master = {}
     r.sync_acked = {}
     r.acked = {}
+
+
+def _only(code: str) -> Any:
+    def check(h: History) -> list[Violation]:
+        return [v for v in check_pair(h.events, h.step_of) if v.code == code]
+    return check
+
+
+def _observed(h: History) -> list[Violation]:
+    return observations(h.events, h.step_of)
+
+
+_SRC = "S/CommitLog.submitReplicaRequest, S/ha/HAService, S/DefaultMessageStore.checkStoreStatus (4.9.8)"
+# the named invariants, for tools that list invariants over a History (not in invariants.py's set: a pair's rows
+# come from model/ha_pair.py, not from the single-broker conformance machine)
+HA_INVARIANTS: tuple[Invariant, ...] = (
+    Invariant("SyncAckUnreplicatedProperty", "HA_SYNC_ACK_UNREPLICATED", "always",
+              "a SYNC_MASTER SEND_OK is on the slave when answered", _SRC, _only("HA_SYNC_ACK_UNREPLICATED")),
+    Invariant("SyncAckLostProperty", "HA_SYNC_ACK_LOST", "always",
+              "a SYNC_MASTER SEND_OK survives the master's disk loss", _SRC, _only("HA_SYNC_ACK_LOST")),
+    Invariant("SlaveServedUnstoredProperty", "HA_SLAVE_SERVED_UNSTORED", "always",
+              "the slave serves only what the master stored", _SRC, _only("HA_SLAVE_SERVED_UNSTORED")),
+    Invariant("SlaveBeyondReplicatedProperty", "HA_SLAVE_BEYOND_REPLICATED", "always",
+              "the slave serves nothing past its replicated end", _SRC, _only("HA_SLAVE_BEYOND_REPLICATED")),
+    Invariant("SlaveNotPrefixProperty", "HA_SLAVE_NOT_PREFIX", "always",
+              "the slave's log is a prefix of the master's", _SRC, _only("HA_SLAVE_NOT_PREFIX")),
+    Invariant("SlaveWroteProperty", "HA_SLAVE_WROTE", "always",
+              "the slave refuses writes", _SRC, _only("HA_SLAVE_WROTE")),
+    Invariant("AsyncLossObservation", "HA_ASYNC_TAIL_LOST", "observation",
+              "an ASYNC_MASTER's disk loss takes exactly the unreplicated tail", _SRC, _observed),
+)

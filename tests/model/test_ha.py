@@ -24,6 +24,7 @@ from hypothesis.stateful import (
 )
 
 from rmqspec.model.crash import BrokerState
+from rmqspec.model.events import ListRecorder, TraceEvent
 from rmqspec.model.ha import (
     MASTER_ID,
     SLAVE_ID,
@@ -42,7 +43,7 @@ from rmqspec.model.ha import (
 from rmqspec.model.ha_pair import HaPair, PairPull
 from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.results import BrokerError, ResponseCode, SendResult, SendStatus
-from rmqspec.properties.inv_ha import check_pair, observations
+from rmqspec.properties.inv_ha import HA_INVARIANTS, INVARIANT_CODES, OBSERVATION_CODES, check_pair, observations
 from rmqspec.properties.runner import budget_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -209,6 +210,46 @@ def test_master_kill_keeps_everything_and_reconnects() -> None:
     p.crash_master()
     p.restart_master()
     assert p.replicate() == 1 and check_pair(p.recorder.events) == []
+
+
+# -- the invariants on hand-made rows ----------------------------------------------------------------------
+
+
+def _rows(*specs: tuple[str, int, dict[str, Any]]) -> list[TraceEvent]:
+    rec = ListRecorder()
+    for event, bid, fields in specs:
+        detail = {"broker": "b", "broker_id": bid, **fields.pop("detail", {})}
+        rec.emit(event, 0, detail=detail, **fields)
+    return rec.events
+
+
+def test_a_single_brokers_trace_has_no_ha_finding() -> None:
+    rec = ListRecorder()
+    rec.emit("send", 0, status="SEND_OK", msg_key="k", commitlog_offset=0)
+    rec.emit("deliver", 0, msg_key="k", commitlog_offset=0)
+    assert check_pair(rec.events) == [] and observations(rec.events) == []
+
+
+def test_a_send_without_end_or_role_is_not_judged() -> None:
+    assert check_pair(_rows(("send", 0, {"status": "SEND_OK", "msg_key": "k", "detail": {"role": "SYNC_MASTER"}}),
+                            ("send", 0, {"status": "SEND_OK", "msg_key": "j", "detail": {"end": 9}}))) == []
+
+
+def test_not_prefix_unstored_and_lost_are_found() -> None:
+    rows = _rows(
+        ("store", 0, {"commitlog_offset": 0, "msg_key": "a", "queue_offset": 0}),
+        ("replicate", 1, {"commitlog_offset": 10, "detail": {"from": 0, "records": [[0, "zz"]]}}),
+        ("deliver", 1, {"commitlog_offset": 0, "msg_key": "b", "queue_offset": 0}),
+        ("store", 0, {"commitlog_offset": 10, "msg_key": "c", "queue_offset": 1}),
+        ("send", 0, {"status": "SEND_OK", "msg_key": "c", "detail": {"role": "SYNC_MASTER", "end": 20}}),
+        ("ha_link", 0, {"status": "DISK_LOST", "commitlog_offset": 10, "detail": {"role": "SYNC_MASTER"}}),
+    )
+    assert [v.code for v in check_pair(rows)] == [
+        "HA_SLAVE_NOT_PREFIX", "HA_SLAVE_SERVED_UNSTORED", "HA_SYNC_ACK_UNREPLICATED", "HA_SYNC_ACK_LOST"]
+
+
+def test_named_invariants_cover_every_code() -> None:
+    assert {i.code for i in HA_INVARIANTS} == set(INVARIANT_CODES) | set(OBSERVATION_CODES)
 
 
 # -- the machine -------------------------------------------------------------------------------------------
