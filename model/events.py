@@ -48,6 +48,10 @@ EVENTS: tuple[str, ...] = (
     "ack",
     "change_invisible",
     "revive",
+    # master/slave replication (model/ha_pair.py): records transferred to the slave (commitlog_offset its new end);
+    # the HA link's changes (status CUT, HEALED, DROPPED, DISK_LOST)
+    "replicate",
+    "ha_link",
 )
 EVENT_NAMES: frozenset[str] = frozenset(EVENTS)
 

@@ -219,6 +219,9 @@ class PutRequest:
 # SendMessageProcessor's remark for SERVICE_NOT_AVAILABLE starts so (it goes on with the disk's usage)
 DISK_FULL_REMARK = ("service not available now. It may be caused by one of the following reasons: "
                     "the broker's disk is full")
+# a put on a SLAVE (checkStoreStatus logs "broke role is slave, so putMessage is forbidden"): SendMessageProcessor
+# answers code 14 with the same remark as for a full disk (its text goes on "…, messages are put to the slave, …")
+SLAVE_PUT_REMARK = DISK_FULL_REMARK
 
 
 class PutError(Exception):
@@ -353,6 +356,7 @@ class Store:
         self.resumed_at: set[tuple[int, int]] = set()
         self.file_fault = FileFault()  # Capability.FILE_CREATE_FAULT (model/filefault.py)
         self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py)
+        self.slave = False  # a SLAVE's store (model/ha_pair.py): every put refused, records arrive by replication
 
     # -- topics ---------------------------------------------------------
 
@@ -574,7 +578,10 @@ class Store:
     # -- retention (model/retention.py) ----------------------------------
 
     def _check_writable(self, now: int) -> None:
-        """DefaultMessageStore.checkStoreStatus: a disk-full store refuses every put; then isOSPageCacheBusy."""
+        """DefaultMessageStore.checkStoreStatus: a SLAVE's store and a disk-full store refuse every put; then
+        isOSPageCacheBusy."""
+        if self.slave:
+            raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REMARK)
         if self.disk_full:
             raise PutError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
         if self.put_lock.gate(now, self.config.os_page_cache_busy_timeout_ms, "a put") is LockState.BUSY:
