@@ -328,7 +328,7 @@ def main(argv: list[str]) -> int:
     result["config"] = {k: v for k, v in (line.split("=", 1) for line in cfg.splitlines() if "=" in line)
                         if k in ("brokerRole", "haHousekeepingInterval", "haSendHeartbeatInterval", "syncFlushTimeout",
                                  "slaveReadEnable", "haSlaveFallbehindMax", "accessMessageInMemoryMaxRatio",
-                                 "offsetCheckInSlave", "haTransferBatchSize")}
+                                 "offsetCheckInSlave", "haTransferBatchSize", "slaveTimeout")}
     result["runtime_keys_slave"] = sorted(pair.runtime("slave"))
     for name, check in (("replicated", check_replicated), ("slave_write", check_slave_write),
                         ("slave_read", check_slave_read), ("sync", check_sync), ("cut", check_cut),
