@@ -26,6 +26,8 @@ queue offset or a commitlog offset of one log:
 - ``cut``: the HA link cut, sends every 0.3 s until the answer changes twice or 30 s: each send's code, remark
   and round trip and its time since the cut; whether those messages are on the master (pulled); how far the
   slave falls behind; after ``heal``, the time until a send is SEND_OK again and the slave has caught up;
+- ``slave_crash``: the slave killed (-9): the answers of three sends right after, the slave restarted on its
+  store: how long until it caught up, a send after;
 - ``failover``: the link cut for the last ``--tail`` sends of a stream (ASYNC_MASTER acknowledges them, a
   SYNC_MASTER does not), the master's host crashed (kill -9 and every socket of its namespace destroyed: a
   process kill alone leaves the replication data already written to its kernel socket, which reaches the
@@ -245,6 +247,22 @@ def check_cut(pair: Pair, window_s: float = 30) -> dict[str, Any]:
             "heal_total_s": round(time.monotonic() - t_heal, 2)}
 
 
+def check_slave_crash(pair: Pair) -> dict[str, Any]:
+    """The slave killed (-9, a process crash: its sockets close), sends, the slave restarted on its store."""
+    pair.fault("kill", "slave")
+    t0 = now_ms()
+    sends = []
+    for i in range(3):
+        got = pair.send("master", f"s-{i}")
+        got["since_kill_ms"] = got["at"] - t0
+        sends.append(got)
+    restart_s = pair.fault("restart", "--ha", "slave")
+    caught_s = pair.until(lambda: caught_up(pair), 60)
+    after = pair.send("master", "s-after")
+    return {"sends": sends, "restart_s": round(restart_s, 1), "caught_up_after_restart_s": caught_s,
+            "after_restart": after, "slave_has_all": all(f"s-{i}" in pair.read_all("slave") for i in range(3))}
+
+
 def route_has_master(pair: Pair) -> bool:
     resp = pair.ask("namesrv", ops.route_request(pair.topic))
     return resp.code == 0 and pair.addr["master"].encode() in resp.body
@@ -332,6 +350,7 @@ def main(argv: list[str]) -> int:
     result["runtime_keys_slave"] = sorted(pair.runtime("slave"))
     for name, check in (("replicated", check_replicated), ("slave_write", check_slave_write),
                         ("slave_read", check_slave_read), ("sync", check_sync), ("cut", check_cut),
+                        ("slave_crash", check_slave_crash),
                         ("failover", lambda p: check_failover(p, a.failover_sends, a.tail))):
         t0 = time.monotonic()
         try:

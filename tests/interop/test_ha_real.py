@@ -4,13 +4,13 @@ One pair per master role (``scripts/real-rocketmq-pair start``: a name server, a
 network namespaces, the HA connection on a link of its own; haHousekeepingInterval 6000 ms,
 haSendHeartbeatInterval 1000 ms, syncFlushTimeout 2000 ms, slaveTimeout 2500 ms), measured by
 ``interop/ha_probe.py`` (rmqspec's own wire client) run on the pair's client host: sends with the slave
-connected and with the HA link cut, a send to the slave, reads from the slave, SlaveSynchronize, and the
+connected and with the HA link cut, a send to the slave, the slave's crash, reads from the slave, SlaveSynchronize, and the
 Jepsen-style failover: a stream of sends whose tail is made with the link cut, the master's host crashed
 (kill -9, its sockets destroyed), reads from the slave, the master back on its store (duplicates for a
 consumer whose offset the master knew), then a second stream and the master's store lost (acknowledged
 messages only the slave can give back). docs/ha-facts.md holds the figures.
 
-Run time about 4.5 minutes (two pairs of three JVMs on two cores, each started in ~20 s, probed ~2 minutes): cpu_heavy.
+Run time about 3.5-4 minutes (two pairs of three JVMs on two cores, each started in ~15 s, probed ~1.5 minutes): cpu_heavy.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _pair(tmp: Path, role: str) -> dict[str, Any]:
         shutil.copy(tmp / "ha-probe.out", KEEP / f"{role}.out")
     finally:
         subprocess.run([str(PAIR), "stop", "--dir", str(tmp)], capture_output=True, timeout=180, check=False)
-    for name in ("replicated", "slave_write", "slave_read", "sync", "cut", "failover"):
+    for name in ("replicated", "slave_write", "slave_read", "sync", "cut", "slave_crash", "failover"):
         assert "error" not in result[name], (name, result[name])
     _report(result)
     return result
@@ -158,6 +158,20 @@ def test_link_cut(real: dict[str, Any]) -> None:
         assert all(s["rt_ms"] < 1000 for s in x["sends"][first_na:])
     assert x["send_ok_after_heal_s"] is not None and x["send_ok_after_heal_s"] <= 10
     assert x["caught_up_after_heal_s"] is not None and x["caught_up_after_heal_s"] <= 10
+
+
+def test_slave_crash(real: dict[str, Any]) -> None:
+    x = real["slave_crash"]
+    codes = [s["code"] for s in x["sends"]]
+    # the dead slave's connection closes at once: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE without waiting
+    if real["role"] == "SYNC_MASTER":
+        assert codes == [SLAVE_NOT_AVAILABLE] * 3 and all(s["rt_ms"] < 1000 for s in x["sends"]), x["sends"]
+    else:
+        assert codes == [SEND_OK] * 3
+    assert x["caught_up_after_restart_s"] is not None and x["slave_has_all"]  # stored on the master, replicated
+    assert x["after_restart"]["code"] == SEND_OK
+    print(f"{real['role']} slave crash: sends {[(s['code'], s['rt_ms']) for s in x['sends']]}, restart "
+          f"{x['restart_s']} s, caught up {x['caught_up_after_restart_s']} s after")
 
 
 def test_failover_reads_from_the_slave(real: dict[str, Any]) -> None:
