@@ -4,13 +4,14 @@ One pair per master role (``scripts/real-rocketmq-pair start``: a name server, a
 network namespaces, the HA connection on a link of its own; haHousekeepingInterval 6000 ms,
 haSendHeartbeatInterval 1000 ms, syncFlushTimeout 2000 ms, slaveTimeout 2500 ms), measured by
 ``interop/ha_probe.py`` (rmqspec's own wire client) run on the pair's client host: sends with the slave
-connected and with the HA link cut, a send to the slave, the slave's crash, reads from the slave, SlaveSynchronize, and the
-Jepsen-style failover: a stream of sends whose tail is made with the link cut, the master's host crashed
-(kill -9, its sockets destroyed), reads from the slave, the master back on its store (duplicates for a
-consumer whose offset the master knew), then a second stream and the master's store lost (acknowledged
-messages only the slave can give back). docs/ha-facts.md holds the figures.
+connected and with the HA link cut, a send to the slave, the slave's crash, reads from the slave,
+SlaveSynchronize, and the Jepsen-style failover: a stream of sends whose tail is made with the link cut, the
+master's host crashed (kill -9, its sockets destroyed), reads from the slave, the master back on its store
+(duplicates for a consumer whose offset the master knew), then a second stream and the master's store lost
+(acknowledged messages only the slave can give back). docs/ha-facts.md holds the figures.
 
-Run time about 3.5-4 minutes (two pairs of three JVMs on two cores, each started in ~15 s, probed ~1.5 minutes): cpu_heavy.
+Run time about 3.5-4 minutes (two pairs of three JVMs on two cores, each started in ~15 s, probed ~1.5
+minutes): cpu_heavy.
 """
 
 from __future__ import annotations
