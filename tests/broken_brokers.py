@@ -239,7 +239,8 @@ class TagFilterIgnored(Wrapped):
     def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
         if subscription is None:  # the same bug on the group's heartbeated subscription
             self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
-            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
+            subscription, expression_type = self.inner.consumers.resolve(
+                group, mq.topic, sub_version, self.inner.config.behaviour.suggest_todo())
         return self.inner.pull(group, mq, offset, max_nums, "*") if expression_type == "TAG" \
             else self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)
 
@@ -250,7 +251,8 @@ class SqlFilterIgnored(Wrapped):
     def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
         if subscription is None:  # the same bug on the group's heartbeated subscription
             self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
-            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
+            subscription, expression_type = self.inner.consumers.resolve(
+                group, mq.topic, sub_version, self.inner.config.behaviour.suggest_todo())
         if expression_type == "TAG":
             return self.inner.pull(group, mq, offset, max_nums, subscription)
         self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
@@ -264,7 +266,8 @@ class SqlNullIsTrue(Wrapped):
     def pull(self, group, mq, offset, max_nums=32, subscription="*", expression_type="TAG", sub_version=0):
         if subscription is None:  # the same bug on the group's heartbeated subscription
             self.inner.pull(group, mq, offset, max_nums, None, expression_type, sub_version)  # its refusals
-            subscription, expression_type = self.inner.consumers.resolve(group, mq.topic, sub_version)
+            subscription, expression_type = self.inner.consumers.resolve(
+                group, mq.topic, sub_version, self.inner.config.behaviour.suggest_todo())
         if expression_type == "TAG":
             return self.inner.pull(group, mq, offset, max_nums, subscription)
         self.inner.pull(group, mq, offset, max_nums, subscription, expression_type)  # refusals as the model's
