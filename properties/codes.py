@@ -54,6 +54,10 @@ class Code(enum.StrEnum):
     # issue 42 (seed 001, B10): an orderly batch taken after its consume request's loop ran past
     # MAX_TIME_CONSUME_CONTINUOUSLY (the client's own ``orderly_start`` says how long it had run)
     ORDERLY_LOOP_OVERRUN = "ORDERLY_LOOP_OVERRUN"
+    # issue 43: the producer across several brokers (properties/inv_route.py, the client's sendDefaultImpl):
+    # a retry to the broker that just failed, an attempt into a broker's not-available window
+    PRODUCER_RETRY_SAME_BROKER = "PRODUCER_RETRY_SAME_BROKER"
+    PRODUCER_FAULT_WINDOW = "PRODUCER_FAULT_WINDOW"
 
 
 class ObservationCode(enum.StrEnum):

@@ -24,7 +24,8 @@ survive a broker restart; a power loss may truncate a queue's tail).
 This module holds the table (``INVARIANTS``) and the ordering, loss, retry,
 delay, offset and observation checks; the lock checks live in
 ``inv_locks.py``, a sharding key's routing in ``inv_keys.py``, a broadcasting client's LOST in
-``inv_broadcast.py`` (the exemptions LOST shares in ``inv_saved.py``), the transaction
+``inv_broadcast.py`` (the exemptions LOST shares in ``inv_saved.py``), a routed producer's attempts in
+``inv_route.py``, the transaction
 checks in ``inv_txn.py``, the 5.x timer messages' in ``inv_timer.py`` (a timer send's offsets are its timer copy's:
 the ordering and offset rules leave them out; LOST leaves out a timer message
 not due at the drain), the replay of
@@ -76,6 +77,7 @@ from rmqspec.properties.inv_locks import (  # noqa: F401 - re-exported
     check_orderly_concurrent,
     check_orderly_without_lock,
 )
+from rmqspec.properties.inv_route import ROUTE_INVARIANTS
 from rmqspec.properties.inv_saved import (  # used here, and re-exported
     expired_keys,
     skipped_by_saved_delay_progress,
@@ -725,6 +727,7 @@ INVARIANTS: tuple[Invariant, ...] = (
               "Committed consumer offsets survive a clean restart.",
               "ConsumerOffsetManager.persist (BrokerController.shutdown; consumerOffset.json)",
               check_offset_lost),
+    *ROUTE_INVARIANTS,  # issue 43: judged only on a routed producer's rows (detail.tries); one broker: none
     *TABLE_INVARIANTS,
     *POP_INVARIANTS,  # after the tables': name_of(MESSAGE_LIFECYCLE) stays MessageLifecycleProperty
     Invariant("DuplicatedObservation", ObservationCode.DUPLICATED, "observation",

@@ -58,7 +58,7 @@ TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status",
                   "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts",
-                  "sharding_key")
+                  "sharding_key", "actor")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -94,6 +94,10 @@ def carry(
                                      & route.isNotNull())
                          .groupBy("trace", "group", "topic", "sharding_key", route.alias("route"), "queue_id")
                          .agg(F.min("seq").alias("seq"))))
+    # PRODUCER_FAULT_WINDOW: every send with an actor and a detail.tries list (a producer's attempts)
+    tries = F.try_variant_get(F.try_parse_json(F.col("detail").cast("string")), "$.tries", "variant")
+    reasons.append(_seqs(rows.filter((ev == "send") & has("actor")
+                                     & F.schema_of_variant(tries).startswith("ARRAY"))))
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     reasons.append(_seqs(rows.filter((ev == "store") & has("topic", "queue_id", "queue_offset"))
                          .groupBy("trace", "topic", "queue_id").agg(F.max("seq").alias("seq"))))

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmqspec.properties.inv_route import tries_of
 from rmqspec.spark.arrow_judge import Columns, starts
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
 from rmqspec.traces.checks_common import (
@@ -38,6 +39,7 @@ from rmqspec.traces.checks_common import (
     SCHEDULE_TOPIC,
     at_risk_keys,
     broadcasting_row,
+    detail_of,
     route_queues,
 )
 from rmqspec.traces.unjudged import CANDIDATES, DETAIL_FIELDS, SET, TraceFacts, candidate, row_unjudged
@@ -77,6 +79,7 @@ def carry_columns(
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     keep[_ends(c, store & c.has("topic", "queue_id", "queue_offset"), ("topic", "queue_id"), first=False)] = True
     keep[_first_routed(c, send)] = True
+    keep[_routed_producers(c, send)] = True
     # LOST's consumers: the first consume per (topic, group), else the first deliver
     dc = ev("deliver", "consume") & c.has("group", "topic")
     consumed = _ends(c, dc & ev("consume"), ("topic", "group"), first=True)
@@ -120,6 +123,16 @@ def _first_routed(c: Columns, send: np.ndarray) -> list[int]:
             key = tuple(c.value(n, at) for n in ("group", "topic", "sharding_key", "queue_id"))
             first.setdefault((*key, route), at)
     return sorted(first.values())
+
+
+def _routed_producers(c: Columns, send: np.ndarray) -> list[int]:
+    """PRODUCER_FAULT_WINDOW: positions of the sends with an actor and a ``detail.tries`` list
+    (``inv_route.tries_of``): a producer's attempts are replayed from its first, so all are carried."""
+    if "actor" not in c.table.column_names:
+        return []
+    maybe = send & c.has("actor", "detail")
+    return [at for at in np.flatnonzero(maybe).tolist()
+            if tries_of(detail_of({"detail": c.value("detail", at)})) is not None]
 
 
 def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:

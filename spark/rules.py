@@ -1,4 +1,4 @@
-"""The SPEC §8.1 rules in Spark: five passes, each one shuffle by its key (four for the table pass)
+"""The SPEC §8.1 rules in Spark: six passes, each one shuffle by its key (four for the table pass)
 and a judge per partition.
 
 Theory of operation
@@ -43,6 +43,9 @@ copies, fires
 keyed: sends with a    trace, topic, sharding_key;    ORDER_KEY_SPLIT
 sharding_key           the checker's detector
                        (``rules_keyed.py``)
+route: sends with an   trace, actor; the checker's    PRODUCER_RETRY_SAME_BROKER,
+actor and              detectors (``rules_route.py``) PRODUCER_FAULT_WINDOW
+``detail.tries``
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -264,6 +267,14 @@ def table_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any]
     return table_findings(df, params, constants)
 
 
+def route_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
+    """PRODUCER_RETRY_SAME_BROKER, PRODUCER_FAULT_WINDOW: one shuffle of a routed producer's sends by (trace,
+    actor), judged by the checker's detectors (``spark/rules_route.py``)."""
+    from rmqspec.spark.rules_route import route_findings  # it imports this module
+
+    return [route_findings(df, params, constants)]
+
+
 def keyed_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
     """ORDER_KEY_SPLIT: the ordered sends shuffled by (trace, topic, sharding_key), judged by the
     checker's detector (``spark/rules_keyed.py``)."""
@@ -357,6 +368,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
                                     c.has_drain and c.has_expire)),
     ("table", lambda df, c: table_rules(df, c.params, c.constants)),
     ("keyed", lambda df, c: keyed_rules(df, c.params, c.constants)),
+    ("route", lambda df, c: route_rules(df, c.params, c.constants)),
 )
 
 

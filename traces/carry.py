@@ -29,7 +29,8 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
   first SCHEDULE_TOPIC_XXXX store at the highest position (LOST's delay-progress exemption: the
   position a power crash truncates from, whoever's copy held it);
 - ``send``: the first per (group, topic, sharding_key, ``detail.route_queues``, queue) (ORDER_KEY_SPLIT:
-  a key's queues on a route);
+  a key's queues on a route), and every one with an ``actor`` and a ``detail.tries`` list (PRODUCER_FAULT_WINDOW
+  replays a producer's attempts from its first: a routed producer's acknowledged sends are all carried);
 - ``consume``: the first per (topic, group) (LOST's consumers) and the orderly owner's last
   SUCCESS of its ownership in each epoch, unless the owner rolled back after it (ORDER_KEY_REORDERED);
 - ``deliver``: the pending ones (OFFSET_OVERRUN) and, for a (topic, group) never consumed, the first;
@@ -81,6 +82,7 @@ from typing import Any
 import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
+from rmqspec.properties.inv_route import tries_of
 from rmqspec.traces.checks_common import (
     DLQ_PREFIX,
     SCHEDULE_TOPIC,
@@ -206,6 +208,8 @@ def carry_trace(
                 known.add(key)
                 tombstones.setdefault(key, []).append(seq)
         elif ev == "send":
+            if row.get("actor") is not None and tries_of(detail_of(row)) is not None:
+                keep.add(seq)  # PRODUCER_FAULT_WINDOW: a producer's attempts, replayed from its first
             route = route_queues(row)  # ORDER_KEY_SPLIT: the first send per key, route and queue
             if route is not None and has(row, "group", "topic", "queue_id", "sharding_key"):
                 first_of("routed", row["group"], row["topic"], row["sharding_key"], route, row["queue_id"])

@@ -37,6 +37,7 @@ from rmqspec.traces import (
     checks_lock,
     checks_order,
     checks_retry,
+    checks_route,
     checks_table,
     checks_timer,
     checks_txn,
@@ -98,6 +99,8 @@ DETECTORS: tuple[Detector, ...] = (
     checks_timer.detect_timer_early,
     checks_timer.detect_timer_duplicated,
     checks_timer.detect_timer_unfired,
+    checks_route.detect_retry_same_broker,
+    checks_route.detect_fault_window,
 )
 
 

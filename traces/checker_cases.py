@@ -808,10 +808,11 @@ from rmqspec.traces.checker_cases_broadcast import BROADCAST_CASES  # noqa: E402
 from rmqspec.traces.checker_cases_lifecycle import LIFECYCLE_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_orderly import ORDERLY_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_retention import RETENTION_CASES  # noqa: E402 - after Case
+from rmqspec.traces.checker_cases_route import ROUTE_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_send import SEND_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_timeout import TIMEOUT_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
 
 _MORE = (*LIFECYCLE_CASES, *TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES, *ORDERLY_CASES,
-         *TIMEOUT_CASES)
+         *TIMEOUT_CASES, *ROUTE_CASES)
 CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in _MORE))

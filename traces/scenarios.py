@@ -12,7 +12,8 @@ topics (schedule, half, DLQ) share the simulation's dense offset counters.
 
 Variants: with ``inject_count`` > 1 the k-th instance of RETRY_EARLY,
 ORDERLY_WITHOUT_LOCK and TIMER_EARLY alternates between the rule's cases. The
-timer codes' scenarios are in ``gen_timer.py`` (with the generator's timer messages).
+timer codes' scenarios are in ``gen_timer.py`` (with the generator's timer messages), a routed
+producer's in ``gen_route.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from rmqspec.traces import gen_timer
+from rmqspec.traces import gen_route, gen_timer
 
 if TYPE_CHECKING:
     from rmqspec.traces.generator import Simulation
@@ -66,6 +67,8 @@ VIOLATION_CODES: tuple[str, ...] = (
     "TIMER_UNFIRED",
     "ORDER_KEY_SPLIT",
     "ORDERLY_LOOP_OVERRUN",
+    "PRODUCER_RETRY_SAME_BROKER",
+    "PRODUCER_FAULT_WINDOW",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
 OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
@@ -718,6 +721,8 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "TIMER_UNFIRED": gen_timer.timer_unfired,
     "ORDER_KEY_SPLIT": order_key_split,
     "ORDERLY_LOOP_OVERRUN": orderly_loop_overrun,
+    "PRODUCER_RETRY_SAME_BROKER": gen_route.retry_same_broker,
+    "PRODUCER_FAULT_WINDOW": gen_route.fault_window,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES

@@ -53,13 +53,13 @@ A few absent values are values, not unknowns, by the conventions SPEC §8 and
   without ``detail.message_model`` is a clustering client's; a broadcasting client's says BROADCASTING
   (``checks_common.broadcasting_row``; issue 42); a ``commit_offset`` without ``detail.from_where``
   is a commit, not where a client began pulling a queue;
+- a routed ``send`` without ``detail.latency_max`` and ``detail.not_available_duration``: 4.9.8's fault tables;
 - an ``orderly_end`` without status is not a ROLLBACK (a listener without autoCommit putting back
   what it consumed since its last commit: ORDER_KEY_REORDERED compares anew after the owner's).
 
-Dropping one of them changes what the trace says (the property test in
-``tests/traces/test_monotonic.py`` leaves them out and says why). Everything else absent is
-unknown. ``not_judged`` counts, per (code, event), the rows with an entry of that code: the
-report's "not judged" section (``checker.not_judged_reasons``).
+Dropping one of them changes what the trace says (the property test in ``tests/traces/test_monotonic.py``
+leaves them out and says why). Everything else absent is unknown. ``not_judged`` counts, per (code, event),
+the rows with an entry of that code: the report's "not judged" section (``checker.not_judged_reasons``).
 
 An ``expire`` row (retention deleted files) lacks nothing either: it leaves OFFSET_OVERRUN unjudged
 after it (a client answered OFFSET_ILLEGAL commits past what it was delivered). LOST, TXN_UNRESOLVED and

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from itertools import pairwise
 from typing import Any
 
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
@@ -26,6 +27,12 @@ FILE_RESERVED = 72 * 3_600_000
 def _detail(r: dict[str, Any]) -> dict[str, Any]:
     d = r.get("detail")
     return json.loads(d) if isinstance(d, str) else (d or {})
+
+
+def _window(latency: int) -> int:
+    """MQFaultStrategy's computeNotAvailableDuration under 4.9.8's tables."""
+    steps = ((15000, 600000), (3000, 180000), (2000, 120000), (1000, 60000), (550, 30000))
+    return next((d for at, d in steps if latency >= at), 0)
 
 
 def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
@@ -73,6 +80,7 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
     timer_fired: set[str] = set()
     real_stored: set[str] = set()
     timer_fires: dict[tuple, tuple[int, int]] = {}
+    fault_until: dict[str, dict[str, int]] = {}  # producer -> broker -> out of its window from
 
     def wants(g: str, topic: str, key: str) -> set[str]:
         a = attrs[key]
@@ -176,6 +184,20 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
                 if split:
                     v("ORDER_KEY_SPLIT", min(split), seq)
                 seen.setdefault(r["queue_id"], seq)
+            d = _detail(r)  # a routed producer's attempts (issue 43; 4.9.8's default fault tables)
+            tries = d.get("tries") or []
+            if d.get("fault") is False:  # a retry to the broker that failed while the route has another
+                for a, b in pairwise(tries):
+                    if b["attempt"] == a["attempt"] + 1 and b["broker"] == a["broker"] and len(set(b["brokers"])) > 1:
+                        v("PRODUCER_RETRY_SAME_BROKER", seq)
+            elif d.get("fault") is True:  # an attempt into a window while another broker is out of every window
+                out_until = fault_until.setdefault(r["actor"], {})
+                for a in tries:
+                    free = [x for x in a["brokers"] if out_until.get(x, 0) <= a["start"]]
+                    if out_until.get(a["broker"], 0) > a["start"] and free:
+                        v("PRODUCER_FAULT_WINDOW", seq)
+                    window = 600_000 if a["error"] else _window(a["latency"])
+                    out_until[a["broker"]] = a["start"] + a["latency"] + window
         elif ev == "txn_half":
             known.add(key)
             txn[key] = {"half": r, "checks": 0, "times": set(), "copies": defaultdict(set), "ops": {},
