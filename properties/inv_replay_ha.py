@@ -1,13 +1,15 @@
 """The master/slave pair's rows replayed (issue 43): the one pass behind ``properties/inv_ha.py`` (over a
 ``History``), written on plain rows so the reference checker (``traces/checks_ha.py``) and the Spark audit
 (``spark/rules_ha.py``) can run it too (its module name is one ``traces`` may import: tests/test_layering.py).
+The codes are local names until ``properties/codes.py`` lists them (branch helperY-wiring: the incremental
+audit does not carry a pair's rows yet).
 
 Theory of operation
 -------------------
-A pair (``model/ha_pair.py``, or any pair writing the same columns, docs/trace-schema.md) names its broker on
-every row in ``detail.broker_id`` (0 master, 1 slave). ``judge_pair(rows)`` takes a trace's rows in seq order
-(plain mappings: a ``TraceEvent.as_row()``, a checker row, a Spark row with ``detail`` as JSON text) and keeps,
-in one pass, what the rows show of the pair:
+A pair (``model/ha_pair.py``, or any pair writing the same columns, docs/trace-schema.md) names itself on every
+row in ``detail.broker`` and the broker in ``detail.broker_id`` (0 master, 1 slave). ``judge_pair(rows)``
+takes a trace's rows in seq order (plain mappings: a ``TraceEvent.as_row()``, a checker row, a Spark row with
+``detail`` as JSON text) and keeps, in one pass, what the rows show of each pair:
 
 - the slave's end (push2SlaveMaxOffset): the largest ``commitlog_offset`` of the ``replicate`` rows so far
   (a pair's trace starts with the pair: 0 before the first);
@@ -21,8 +23,9 @@ Findings (``HaFinding``, seqs ascending, the offending row last):
 - HA_SYNC_ACK_UNREPLICATED: a SEND_OK of a SYNC_MASTER (``detail.role``) for a waiting message whose
   ``detail.end`` is past the slave's end at the answer (CommitLog.submitReplicaRequest waits for
   push2SlaveMaxOffset ≥ the end). [last replicate, send] (just [send] before any).
-- HA_SYNC_ACK_LOST: at a DISK_LOST, each SYNC SEND_OK of the epoch whose end is past the slave's end.
-  [send, ha_link].
+- HA_SYNC_ACK_LOST: at a DISK_LOST, each SYNC SEND_OK of the epoch whose end is past the slave's end there
+  (the ``ha_link`` row's ``commitlog_offset``, push2SlaveMaxOffset at the loss: a slave that lost records
+  after an ack shows it; without it the loss is not judged). [send, ha_link].
 - HA_SLAVE_SERVED_UNSTORED: a slave ``deliver`` of a copy that neither reached it (a replicate record at that
   offset, msg_keys compared) nor is the master's at that offset. [replicate or store, deliver] ([deliver]).
 - HA_SLAVE_BEYOND_REPLICATED: a slave ``deliver`` at or past the slave's end. [last replicate, deliver].
@@ -31,7 +34,7 @@ Findings (``HaFinding``, seqs ascending, the offending row last):
 - HA_SLAVE_WROTE: a ``store`` or ``send`` row of broker 1 (DefaultMessageStore.checkStoreStatus refuses every
   put on a SLAVE). [row].
 - HA_ASYNC_TAIL_LOST (an observation): at a DISK_LOST of an ASYNC_MASTER (``detail.role``), the acknowledged
-  sends past the slave's end: the unreplicated tail, lost. [sends..., ha_link].
+  sends past the slave's end there: the unreplicated tail, lost. [sends..., ha_link].
 
 A missing value never makes a finding (SPEC §8; ``tests/traces/test_monotonic.py``): a row's own judgement
 needs what it reads (a send without ``detail.end``, ``detail.role`` or a SEND_OK status, a delivery without
@@ -41,9 +44,10 @@ never a default — a ``replicate`` without ``commitlog_offset`` leaves the slav
 ``store`` without ``detail.broker_id`` or ``commitlog_offset`` (it may be the master's) leaves the master's
 records unknown for the epoch (a ``store`` without msg_key: that offset's key unknown); an ``ha_link`` without
 status may be a disk loss, so the acks and the master's records before it are judged no more (a later
-DISK_LOST starts a known epoch again). ``replicate`` and ``ha_link`` rows are a
-pair's by their event and read without ``detail.broker_id``. One convention: a master's ``send`` without
-``detail.wait`` waits (the message property WAIT_STORE_MSG_OK, true unless the producer cleared it). One pair
+DISK_LOST starts a known epoch again). ``replicate`` and ``ha_link`` rows are a pair's by their event and
+read without ``detail.broker_id``. A master's ``send`` without ``detail.wait`` (WAIT_STORE_MSG_OK) is not
+judged by the SYNC rules: a message that does not wait is answered before the slave has it. Malformed values
+(a ``detail.end`` not an integer, a record not an ``[offset, msg_key]`` pair) are read as absent. One pair
 per broker name: each pair (``detail.broker``) is replayed on its own rows; a row without the name may be any
 pair's (one seen before or after it), so what it would have told is unknown for every pair — the slave's write
 (a ``store`` / ``send`` of broker 1) is judged without it.
@@ -61,7 +65,6 @@ from rmqspec.properties.inv_replay import detail_of
 __all__ = ["HA_EVENTS", "HA_OBSERVATION_CODES", "HA_VIOLATION_CODES", "HaFinding", "judge_pair"]
 
 MASTER, SLAVE = 0, 1
-# the codes (local names until properties/codes.py lists them: the reference checker and Spark wiring, issue 43)
 HA_VIOLATION_CODES: tuple[str, ...] = (
     "HA_SYNC_ACK_UNREPLICATED",
     "HA_SYNC_ACK_LOST",
@@ -127,7 +130,7 @@ def _find(out: list[HaFinding], code: str, proof: Iterable[int | None], row: Map
           reason: str, expected: object = "", actual: object = "", observation: bool = False) -> None:
     seqs = sorted({s for s in proof if s is not None} | {int(row["seq"])})
     keys = {"msg_key": row.get("msg_key")} if row.get("msg_key") is not None else {}
-    out.append(HaFinding(code, tuple(seqs), keys, reason, str(expected), str(actual), observation))
+    out.append(HaFinding(str(code), tuple(seqs), keys, reason, str(expected), str(actual), observation))
 
 
 def judge_pair(rows: Iterable[Mapping[str, Any]]) -> list[HaFinding]:
@@ -246,7 +249,7 @@ def _send(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) -> None
     seq = int(row["seq"])
     if key is not None:
         r.acked[key] = (end, seq)
-    if role == "SYNC_MASTER" and status == "SEND_OK" and detail.get("wait", True) is True:
+    if role == "SYNC_MASTER" and status == "SEND_OK" and detail.get("wait") is True:
         if key is not None:
             r.sync_acked[key] = (end, seq)
         if r.slave_end is not None and end > r.slave_end:
@@ -292,7 +295,7 @@ def _ha_link(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) -> N
         return
     if status != "DISK_LOST":
         return
-    end = r.slave_end
+    end = _int(row.get("commitlog_offset"))  # the slave's end the master knew at the loss
     if end is not None and r.acks_known:
         for key, (ack_end, seq) in sorted(r.sync_acked.items()):
             if ack_end > end:
