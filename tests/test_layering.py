@@ -29,11 +29,11 @@ NARROW: dict[tuple[str, str], tuple[set[str], tuple[str, ...]]] = {
     # the adapter registry: a rocketmq:// candidate
     ("properties", "remoting"): ({"properties/adapters.py"}, ("rmqspec.remoting.",)),
     # the reference checker reports the invariants' codes and runs their table-derived rules, and reads a
-    # broadcasting client's runs as the invariant does (``inv_broadcast.Run``) and a clean's send-back
-    # (``inv_timeout.clean_timing``)
+    # broadcasting client's runs as the invariant does (``inv_broadcast.Run``), a clean's send-back
+    # (``inv_timeout.clean_timing``) and a producer's attempts (``inv_route``'s pure rules, issue 43)
     ("traces", "properties"): (set(), ("rmqspec.properties.codes", "rmqspec.properties.inv_replay",
                                        "rmqspec.properties.inv_tables", "rmqspec.properties.inv_broadcast",
-                                       "rmqspec.properties.inv_timeout")),
+                                       "rmqspec.properties.inv_timeout", "rmqspec.properties.inv_route")),
 }
 
 
