@@ -41,10 +41,12 @@ the 4.9.8 distribution ships it; read with ``javap -c -p``):
 - Writes on a SLAVE (DefaultMessageStore.checkStoreStatus): every put is refused with SERVICE_NOT_AVAILABLE
   ("broke role is slave, so putMessage is forbidden"); SendMessageProcessor answers code 14.
 
-Assumptions (the real pair must confirm; docs/fidelity.md HA- rows): the slave reconnects at once when the link
-heals (4.9.8's HAClient retries every 5 s); a link that is up replicates within slaveTimeout; a fresh slave starts
-from the master's first commitlog file (4.9.8 starts an empty slave at the master's LAST file: the model's logs fit
-one file); TOTAL_PHYSICAL_MEMORY_SIZE is the ``total_physical_memory`` parameter.
+Simplifications, measured against a real 4.9.8 pair (docs/ha-facts.md; docs/fidelity.md HA- and HA-R rows): the
+slave reconnects at once when the link heals (real: SEND_OK again 1.5-2.9 s later, its HAClient retrying every 5 s);
+a link that is up replicates within slaveTimeout (real: 0.02 s); a fresh slave starts from the master's first
+commitlog file (4.9.8 starts an empty slave at the master's LAST file: the model's logs fit one file);
+TOTAL_PHYSICAL_MEMORY_SIZE is the ``total_physical_memory`` parameter. After a master's disk loss the pair stays
+apart; real 4.9.8 acknowledges sends the slave never gets (its defect, HA-R9), which the HA invariants report.
 """
 
 from __future__ import annotations
