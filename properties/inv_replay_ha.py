@@ -55,7 +55,7 @@ pair's (one seen before or after it), so what it would have told is unknown for 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -309,8 +309,3 @@ def _ha_link(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) -> N
                    "", ",".join(k for k, _ in lost), observation=True)
     r.master, r.master_known = {}, True
     r.sync_acked, r.acked, r.acks_known = {}, {}, True
-
-
-def findings_of(found: Sequence[HaFinding], observation: bool) -> list[HaFinding]:
-    """The violations (``observation`` False) or the observations of ``found``."""
-    return [f for f in found if f.observation is observation]
