@@ -75,6 +75,9 @@ across the cluster's brokers (``model/routing.py``: the publish info, ``lastBrok
 retry, the send timeout) with ``send_latency_fault_enable`` (``model/fault_strategy.py``:
 MQFaultStrategy); its client-side ``send`` rows name the attempt's broker (``detail.broker``) and the
 acknowledged ones carry the attempts since the previous such row (``detail.tries``, ``detail.fault``).
+With ``retry_another_broker_when_not_store_ok`` a sync send answered other than SEND_OK (stored, its flush or
+replication unconfirmed) is retried on another broker: the answer retried gets a client-side ``send`` row of
+its own (with its status), and the message is stored twice by design.
 Async, oneway, explicit-queue and transactional sends are not modelled across brokers (TypeError).
 
 Simplifications: with one broker, "another broker" on retry is the next queue and there is no
@@ -159,6 +162,7 @@ class Producer:
         cluster: Cluster | None = None,
         send_latency_fault_enable: bool = False,
         fault_strategy: FaultStrategy | None = None,
+        retry_another_broker_when_not_store_ok: bool = False,
     ) -> None:
         if retry_times_when_send_failed < 0:
             raise ValueError(
@@ -189,6 +193,8 @@ class Producer:
             strategy.enabled = strategy.enabled or send_latency_fault_enable
             self.router = Router(cluster, clock, strategy=strategy, start_index=start_index)
         self.last_broker: str | None = None  # the broker of the last acknowledged routed send
+        # retryAnotherBrokerWhenNotStoreOK: a routed sync send's answer other than SEND_OK is retried
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
 
     # -- producers are Driver participants without timers ----------------
     def next_due(self) -> int | None:
@@ -411,11 +417,21 @@ class Producer:
             self.last_broker = mq.broker_name
             return result, mq.queue_id, 1
 
+        retried: list[tuple[Any, SendResult]] = []  # answers other than SEND_OK, retried (stored)
         try:
             result, mq, attempts = self.router.send_default(
-                msg.topic, lambda b, q: op(b, msg, q), self.retry_times_when_send_failed, _retryable, unanswered)
+                msg.topic, lambda b, q: op(b, msg, q), self.retry_times_when_send_failed, _retryable, unanswered,
+                retry_another_broker_when_not_store_ok=self.retry_another_broker_when_not_store_ok,
+                on_not_ok=lambda mq, r: retried.append((mq, r)))
         except SendFailedAll as exc:
             raise SendFailed(msg.topic, exc.errors) from None
+        for where, answer in retried:  # each stored copy a row; the one returned gets the caller's row
+            if plain and answer is not result:
+                self._emit_client_side(
+                    "send", topic=msg.topic, queue_id=where.queue_id, queue_offset=answer.queue_offset,
+                    commitlog_offset=answer.commitlog_offset, msg_key=msg.uniq_key, msg_id=answer.msg_id,
+                    delay_level=msg.delay_level or None, status=answer.status.value,
+                    detail={"send_mode": "SYNC", "broker": where.broker_name})
         self.last_broker = mq.broker_name
         return result, mq.queue_id, attempts
 

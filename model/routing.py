@@ -36,8 +36,13 @@ one is missing). ``properties/inv_route.py`` judges them.
 Deviations: one sending thread, so one ``sendWhichQueue`` counter per topic starting at the
 producer's ``start_index`` (ThreadLocalIndex: random per thread) and kept across route changes (4.9.8
 builds a new TopicPublishInfo, a new index, when the route changed); no orderTopicConf routes, no
-slaves (every broker is its master), no ``retryAnotherBrokerWhenNotStoreOK`` (default false); an
-attempt's own latency past the remaining timeout is no RemotingTimeoutException here.
+slaves in the route (a broker may be a ``model/ha_pair.HaPair``: its master answers); an attempt's own
+latency past the remaining timeout is no RemotingTimeoutException here.
+
+``retryAnotherBrokerWhenNotStoreOK`` (default false, ``send_default``'s keyword): a SYNC answer other than
+SEND_OK — FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE: the message IS stored — is retried
+like a failure (on another broker when the route has one), so the message is stored twice by design; the
+retried attempt's ``Try`` names the answer (``status``), its fault item is an answer's (isolation false).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import attrs
 from rmqspec.model.clock import Clock
 from rmqspec.model.fault_strategy import FaultStrategy
 from rmqspec.model.message import MessageQueue
-from rmqspec.model.results import BrokerError, SendResult
+from rmqspec.model.results import BrokerError, SendResult, SendStatus
 from rmqspec.model.selectors import Selector
 
 PERM_WRITE = 2  # PermName.PERM_WRITE
@@ -183,10 +188,15 @@ class Try:
     latency: int
     error: str | None  # the exception's name (a BrokerError with its code); None: answered
     brokers: tuple[str, ...]  # the route's brokers (its queue list's) when the queue was chosen
+    # an answer other than SEND_OK that retryAnotherBrokerWhenNotStoreOK retried (the message stored there)
+    status: str | None = None
 
     def as_detail(self) -> dict[str, Any]:
-        return {"n": self.n, "attempt": self.attempt, "broker": self.broker, "queue_id": self.queue_id,
-                "start": self.start, "latency": self.latency, "error": self.error, "brokers": list(self.brokers)}
+        detail = {"n": self.n, "attempt": self.attempt, "broker": self.broker, "queue_id": self.queue_id,
+                  "start": self.start, "latency": self.latency, "error": self.error, "brokers": list(self.brokers)}
+        if self.status is not None:
+            detail["status"] = self.status
+        return detail
 
 
 class SendFailedAll(Exception):
@@ -238,7 +248,9 @@ class Router:
 
     def _attempt(self, mq: MessageQueue, call: Call) -> tuple[SendResult | None, BaseException | None, int, int]:
         """One request to ``mq``'s broker: (answer, exception, start, latency); the clock moves by the
-        broker's latency."""
+        broker's latency. The latency is the time the attempt took (4.9.8: ``endTimestamp -
+        beginTimestampPrev``), which includes any wait of a broker on the producer's clock (a SYNC_MASTER pair
+        sharing it waits slaveTimeout for its slave)."""
         start = self.clock.now()
         latency = self.cluster.latency.get(mq.broker_name, 0)
         try:
@@ -247,7 +259,7 @@ class Router:
             result, error = None, exc
         if latency:
             self.clock.advance(latency)  # type: ignore[attr-defined]  # a ManualClock
-        return result, error, start, latency
+        return result, error, start, self.clock.now() - start
 
     def send_default(
         self,
@@ -256,31 +268,54 @@ class Router:
         retry_times: int,
         retryable: Callable[[BaseException], bool],
         on_unanswered: Callable[[MessageQueue, BaseException], None],
+        *,
+        retry_another_broker_when_not_store_ok: bool = False,
+        on_not_ok: Callable[[MessageQueue, SendResult], None] | None = None,
     ) -> tuple[SendResult, MessageQueue, int]:
-        """sendDefaultImpl (SYNC): (answer, queue, attempts), or ``SendFailedAll`` / the refusal."""
+        """sendDefaultImpl (SYNC): (answer, queue, attempts), or ``SendFailedAll`` / the refusal.
+
+        ``retry_another_broker_when_not_store_ok``: an answer other than SEND_OK (the message stored, its
+        flush or replication not confirmed) is retried like a failure (``on_not_ok`` told first), and the last
+        such answer is what the send returns when no later attempt is SEND_OK — also when the send's time runs
+        out or a later refusal is not retried (4.9.8: ``if (sendResult != null) return sendResult``)."""
         info = self.publish_info(topic)
         if not info.queues:
             raise LookupError(f"topic {topic!r}: no writable queue on any broker")
         first = self.clock.now()
         last: MessageQueue | None = None
         errors: list[BaseException] = []
+        not_ok: tuple[SendResult, MessageQueue, int] | None = None  # the last answer retried
         for attempt in range(1, retry_times + 2):
             mq = self.strategy.select(info, last.broker_name if last is not None else None, self.clock.now())
             last = mq
             if self.send_msg_timeout < self.clock.now() - first:
+                if not_ok is not None:
+                    return not_ok
                 raise SendFailedAll(topic, errors, timed_out=True)
             result, error, start, latency = self._attempt(mq, call)
             self._n += 1
+            retried = (error is None and retry_another_broker_when_not_store_ok and result is not None
+                       and result.status is not SendStatus.SEND_OK)
             self.pending.append(Try(self._n, attempt, mq.broker_name, mq.queue_id, start, latency,
-                                    None if error is None else _error_name(error), info.brokers))
+                                    None if error is None else _error_name(error), info.brokers,
+                                    result.status.value if retried and result is not None else None))
             self.strategy.update_fault_item(mq.broker_name, latency, error is not None, self.clock.now())
             if error is None:
                 assert result is not None
-                return result, mq, attempt
+                if not retried:
+                    return result, mq, attempt
+                if on_not_ok is not None:
+                    on_not_ok(mq, result)
+                not_ok = (result, mq, attempt)
+                continue
             if not retryable(error):
+                if not_ok is not None:
+                    return not_ok
                 raise error
             on_unanswered(mq, error)
             errors.append(error)
+        if not_ok is not None:
+            return not_ok
         raise SendFailedAll(topic, errors)
 
     def send_select(

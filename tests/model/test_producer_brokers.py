@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from rmqspec.model.broker import ModelBroker
 from rmqspec.model.clock import ManualClock
+from rmqspec.model.config import BrokerConfig
 from rmqspec.model.directory import Directory
 from rmqspec.model.fault_strategy import (
     LATENCY_MAX,
@@ -27,11 +28,13 @@ from rmqspec.model.fault_strategy import (
     iteration_bin,
     not_available_duration,
 )
+from rmqspec.model.ha import MASTER_ID, BrokerRole, HaConfig
+from rmqspec.model.ha_pair import HaPair
 from rmqspec.model.javahash import java_string_hash
 from rmqspec.model.link import Link
 from rmqspec.model.message import Message, MessageQueue
 from rmqspec.model.producer import Producer, SendFailed
-from rmqspec.model.results import BrokerError, ResponseCode
+from rmqspec.model.results import BrokerError, ResponseCode, SendStatus
 from rmqspec.model.routing import PERM_READ, Cluster, PublishInfo, QueueData, SendWhichQueue
 from rmqspec.properties.codes import AuditParams
 from rmqspec.properties.history import History
@@ -521,3 +524,80 @@ def test_with_every_broker_out_the_client_may_send_into_a_window():
     assert check_fault_window(h) == []  # 4.9.8 permits it: no broker of the route was available
     h.events[0] = attrs.evolve(row, detail={**row.detail, "tries": row.detail["tries"][1:]})
     assert check_fault_window(h) == []  # the first attempt missing: nothing judged (n starts at 2)
+
+
+# -- retryAnotherBrokerWhenNotStoreOK (MB-8): SYNC_MASTER pairs whose HA link is cut ----------------------
+
+def _pairs(clock, cut=("broker-a",)):
+    """Two SYNC_MASTER pairs sharing the producer's clock; the named ones with their HA link cut."""
+    pairs = {n: HaPair(HaConfig(broker_role=BrokerRole.SYNC_MASTER), BrokerConfig(broker_name=n), clock=clock)
+             for n in ("broker-a", "broker-b")}
+    cluster = Cluster(pairs)
+    cluster.create_topic("T", 1)
+    for n in cut:
+        pairs[n].cut()
+    return cluster, pairs
+
+
+def _stored(pair: HaPair, key: str) -> bool:
+    got = pair.pull(MASTER_ID, "g", MessageQueue("T", 0, pair.config.broker_name), 0)
+    return key in [m.uniq_key for m in got.result.messages]
+
+
+def test_by_default_a_flush_slave_timeout_is_the_sends_answer():
+    clock = ManualClock(T0)
+    cluster, _ = _pairs(clock)
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h)
+    got = p.send(Message("T", b"x"))
+    assert got.status is SendStatus.FLUSH_SLAVE_TIMEOUT and p.last_broker == "broker-a"
+    [row] = h.of("send")
+    assert [(t["broker"], t["latency"], "status" in t) for t in row.detail["tries"]] == [("broker-a", 3000, False)]
+
+
+def test_retry_another_broker_stores_the_message_twice_and_the_rows_say_why():
+    clock = ManualClock(T0)
+    cluster, pairs = _pairs(clock)
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h, retry_another_broker_when_not_store_ok=True)
+    msg = Message("T", b"x")
+    got = p.send(msg)
+    assert got.status is SendStatus.SEND_OK and p.last_broker == "broker-b"
+    rows = h.of("send")
+    assert [(e.status, e.detail["broker"]) for e in rows] == [("FLUSH_SLAVE_TIMEOUT", "broker-a"),
+                                                             ("SEND_OK", "broker-b")]
+    assert rows[0].msg_key == rows[1].msg_key
+    assert [(t["broker"], t["error"], t.get("status"), t["latency"]) for t in rows[1].detail["tries"]] == [
+        ("broker-a", None, "FLUSH_SLAVE_TIMEOUT", 3000), ("broker-b", None, None, 0)]
+    assert all(_stored(pairs[n], rows[0].msg_key) for n in pairs)  # stored on both masters, by design
+    assert violations(h) == []
+
+
+def test_when_no_attempt_is_send_ok_the_last_answer_is_returned_even_past_the_timeout():
+    clock = ManualClock(T0)
+    cluster, _ = _pairs(clock, cut=("broker-a", "broker-b"))
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h, retry_another_broker_when_not_store_ok=True)
+    got = p.send(Message("T", b"x"))
+    # attempt 1 waits 3000 ms (not past sendMsgTimeout: 3000 < 3000 is false), attempt 2 another 3000: the
+    # third stops on the timeout, and the send returns attempt 2's answer instead of throwing
+    assert got.status is SendStatus.FLUSH_SLAVE_TIMEOUT and p.last_broker == "broker-b"
+    assert [(e.status, e.detail["broker"]) for e in h.of("send")] == [("FLUSH_SLAVE_TIMEOUT", "broker-a"),
+                                                                      ("FLUSH_SLAVE_TIMEOUT", "broker-b")]
+    assert p.router is not None and p.router.pending == []
+
+
+def test_a_refusal_not_retried_after_a_retried_answer_returns_that_answer():
+    clock = ManualClock(T0)
+    cluster, pairs = _pairs(clock)
+    pairs["broker-b"].master.hold_put_lock(10_000)  # busy once held past osPageCacheBusyTimeout: SYSTEM_BUSY
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h, retry_another_broker_when_not_store_ok=True)
+    got = p.send(Message("T", b"x"))  # broker-a waits 3000 ms for its slave; broker-b then refuses, not retried
+    assert got.status is SendStatus.FLUSH_SLAVE_TIMEOUT and p.last_broker == "broker-a"
+    [row] = h.of("send")  # one stored copy, one row
+    assert [(t["broker"], t["error"], t.get("status")) for t in row.detail["tries"]] == [
+        ("broker-a", None, "FLUSH_SLAVE_TIMEOUT"), ("broker-b", "BrokerError:SYSTEM_BUSY", None)]
+    with pytest.raises(BrokerError) as refused:  # the same refusal with nothing to fall back on is thrown
+        _producer(clock, cluster, start_index=1).send(Message("T", b"y"))
+    assert refused.value.code is ResponseCode.SYSTEM_BUSY
