@@ -116,7 +116,7 @@ class Pair:
         except RemotingError as err:
             return {"body": body, "code": None, "error": type(err).__name__, "rt_ms": now_ms() - t0, "at": t0}
         return {"body": body, "code": resp.code, "remark": resp.remark, "rt_ms": now_ms() - t0, "at": t0,
-                "queue_offset": int(resp.ext("queueOffset") or -1)}
+                "queue_offset": int(resp.ext("queueOffset") or -1), "msg_id": resp.ext("msgId")}
 
     def pull(self, who: str, offset: int, max_nums: int = 32) -> dict[str, Any]:
         resp = self.ask(who, ops.pull_request(GROUP, self.mq, offset, max_nums, "*"))
