@@ -78,7 +78,11 @@ acknowledged ones carry the attempts since the previous such row (``detail.tries
 With ``retry_another_broker_when_not_store_ok`` a sync send answered other than SEND_OK (stored, its flush or
 replication unconfirmed) is retried on another broker: the answer retried gets a client-side ``send`` row of
 its own (with its status), and the message is stored twice by design.
-Async, oneway, explicit-queue and transactional sends are not modelled across brokers (TypeError).
+Async sends are routed as 4.9.8 routes them (``Router.send_async``: the first queue from the strategy, a
+request without an answer re-sent with its queue id to the broker ``selectOneMessageQueue(info, brokerName)``
+names, a refusal to the callback at once), oneway sends get sendDefaultImpl's one attempt; async and oneway
+sends to a chosen queue or by sharding key, explicit-queue sync sends and transactional sends are not modelled
+across brokers (TypeError).
 
 Simplifications: with one broker, "another broker" on retry is the next queue and there is no
 latency fault tolerance; an async send's
@@ -279,7 +283,9 @@ class Producer:
         sharding_key: str | None = None,
     ) -> None:
         """Send without waiting (``send(msg, callback)``); the callback gets the outcome."""
-        self._one_broker("send_async")
+        if self.router is not None:
+            self._send_async_routed(msg, on_success, on_exception, queue_id, sharding_key)
+            return
         msg = self.stamp(msg)
         qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
         errors: list[BaseException] = []
@@ -299,22 +305,57 @@ class Producer:
             return
         on_exception(SendFailed(msg.topic, errors))
 
+    def _send_async_routed(
+        self,
+        msg: Message,
+        on_success: Callable[[SendResult], None],
+        on_exception: Callable[[BaseException], None],
+        queue_id: int | None,
+        sharding_key: str | None,
+    ) -> None:
+        """``send_async`` across the cluster (``Router.send_async``)."""
+        assert self.router is not None
+        if queue_id is not None or sharding_key is not None:
+            raise TypeError("an async send to a chosen queue is not modelled across several brokers")
+        msg = self.stamp(msg)
+        wire = self._wire(msg)
+
+        def unanswered(mq: Any, exc: BaseException) -> None:
+            self._emit_unanswered(msg, mq.queue_id, None, "ASYNC", exc, broker_name=mq.broker_name)
+
+        result, error, mq, attempts = self.router.send_async(
+            msg.topic, lambda b, q: b.send(wire, q), self.retry_times_when_send_async_failed, unanswered)
+        if error is not None:  # the attempts ride on the producer's next acknowledged row
+            on_exception(SendFailed(msg.topic, error.errors) if isinstance(error, SendFailedAll) else error)
+            return
+        assert result is not None
+        self.last_broker = mq.broker_name
+        self._emit_acked(msg, mq.queue_id, result, None, "ASYNC", attempts)
+        on_success(result)
+
     def send_oneway(
         self, msg: Message, *, queue_id: int | None = None, sharding_key: str | None = None
     ) -> None:
         """``sendOneway``: written once, no answer; the broker needs ``send_oneway`` (``OnewayBroker``)."""
-        self._one_broker("send_oneway")
-        sender = getattr(self.broker, "send_oneway", None)
-        if sender is None:
-            raise TypeError(f"{type(self.broker).__name__} takes no oneway sends (no send_oneway)")
+        brokers = self.router.cluster.brokers.values() if self.router is not None else [self.broker]
+        for broker in brokers:
+            if not callable(getattr(broker, "send_oneway", None)):
+                raise TypeError(f"{type(broker).__name__} takes no oneway sends (no send_oneway)")
         msg = self.stamp(msg)
-        qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
-        with contextlib.suppress(BrokerError, ConnectionError):  # nothing comes back either way
-            sender(self._wire(msg), qid)
+        wire = self._wire(msg)
+        if self.router is not None:  # sendDefaultImpl's one attempt; its Try rides on the next acknowledged row
+            if queue_id is not None or sharding_key is not None:
+                raise TypeError("a oneway send to a chosen queue is not modelled across several brokers")
+            mq = self.router.send_oneway(msg.topic, lambda b, q: b.send_oneway(wire, q))
+            qid, detail = mq.queue_id, {"send_mode": "ONEWAY", "broker": mq.broker_name}
+        else:
+            qid = queue_id if queue_id is not None else self.select_queue(msg.topic, sharding_key)
+            with contextlib.suppress(BrokerError, ConnectionError):  # nothing comes back either way
+                self.broker.send_oneway(wire, qid)
+            detail = self._routed(msg.topic, sharding_key, {"send_mode": "ONEWAY"})
         self._emit_client_side(
             "send", topic=msg.topic, queue_id=qid, msg_key=msg.uniq_key, delay_level=msg.delay_level or None,
-            status="ONEWAY", sharding_key=sharding_key,
-            detail=self._routed(msg.topic, sharding_key, {"send_mode": "ONEWAY"}),
+            status="ONEWAY", sharding_key=sharding_key, detail=detail,
         )
 
     def _emit_acked(

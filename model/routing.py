@@ -293,13 +293,12 @@ class Router:
                     return not_ok
                 raise SendFailedAll(topic, errors, timed_out=True)
             result, error, start, latency = self._attempt(mq, call)
-            self._n += 1
             retried = (error is None and retry_another_broker_when_not_store_ok and result is not None
                        and result.status is not SendStatus.SEND_OK)
-            self.pending.append(Try(self._n, attempt, mq.broker_name, mq.queue_id, start, latency,
-                                    None if error is None else _error_name(error), info.brokers,
-                                    result.status.value if retried and result is not None else None))
-            self.strategy.update_fault_item(mq.broker_name, latency, error is not None, self.clock.now())
+            self._record(attempt, mq, start, latency, error, info)
+            if retried:
+                assert result is not None
+                self.pending[-1] = attrs.evolve(self.pending[-1], status=result.status.value)
             if error is None:
                 assert result is not None
                 if not retried:
@@ -317,6 +316,55 @@ class Router:
         if not_ok is not None:
             return not_ok
         raise SendFailedAll(topic, errors)
+
+    def _record(self, attempt: int, mq: MessageQueue, start: int, latency: int, error: BaseException | None,
+                info: PublishInfo) -> None:
+        self._n += 1
+        self.pending.append(Try(self._n, attempt, mq.broker_name, mq.queue_id, start, latency,
+                                None if error is None else _error_name(error), info.brokers))
+        self.strategy.update_fault_item(mq.broker_name, latency, error is not None, self.clock.now())
+
+    def _first_queue(self, topic: str) -> tuple[PublishInfo, MessageQueue]:
+        info = self.publish_info(topic)
+        if not info.queues:
+            raise LookupError(f"topic {topic!r}: no writable queue on any broker")
+        return info, self.strategy.select(info, None, self.clock.now())
+
+    def send_async(
+        self,
+        topic: str,
+        call: Call,
+        retry_times: int,
+        on_unanswered: Callable[[MessageQueue, BaseException], None],
+    ) -> tuple[SendResult | None, BaseException | None, MessageQueue, int]:
+        """An ASYNC send: (answer, or the exception its callback gets; the last queue tried; attempts).
+
+        sendDefaultImpl picks the first queue and returns; MQClientAPIImpl's callback retries a request that got
+        no answer (onExceptionImpl, needRetry true) up to ``retry_times`` more times, each on the broker of
+        ``selectOneMessageQueue(info, brokerName)`` — the SAME request, so the first pick's queue id on that
+        broker (a broker with fewer queues refuses it) —, while a broker's refusal goes to the callback at once
+        (needRetry false). Each attempt's fault item: isolation for an exception, the latency for an answer."""
+        info, mq = self._first_queue(topic)
+        errors: list[BaseException] = []
+        for attempt in range(1, retry_times + 2):
+            result, error, start, latency = self._attempt(mq, call)
+            self._record(attempt, mq, start, latency, error, info)
+            if error is None or isinstance(error, BrokerError):
+                return result, error, mq, attempt
+            on_unanswered(mq, error)
+            errors.append(error)
+            if attempt <= retry_times:
+                broker = self.strategy.select(info, mq.broker_name, self.clock.now()).broker_name
+                mq = MessageQueue(topic, mq.queue_id, broker)
+        return None, SendFailedAll(topic, errors), mq, retry_times + 1
+
+    def send_oneway(self, topic: str, call: Call) -> MessageQueue:
+        """A ONEWAY send: sendDefaultImpl's one attempt (timesTotal 1) on the strategy's queue; nothing comes back,
+        a failure to write it is silent (its fault item isolates the broker)."""
+        info, mq = self._first_queue(topic)
+        _result, error, start, latency = self._attempt(mq, call)
+        self._record(1, mq, start, latency, error, info)
+        return mq
 
     def send_select(
         self,

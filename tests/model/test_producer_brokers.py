@@ -246,14 +246,78 @@ def test_one_broker_keeps_its_api_and_rows_unchanged():
     assert "broker" not in h.of("send")[0].detail and p.router is None
 
 
-def test_routed_async_oneway_and_explicit_queues_are_refused():
+def test_routed_sends_to_a_chosen_queue_are_refused():
     clock = ManualClock(T0)
     cluster, _ = _cluster(clock)
     p = _producer(clock, cluster)
     with pytest.raises(TypeError):
-        p.send_oneway(Message("T", b"x"))
+        p.send_oneway(Message("T", b"x"), queue_id=0)
+    with pytest.raises(TypeError):
+        p.send_async(Message("T", b"x"), lambda r: None, lambda e: None, sharding_key="k")
     with pytest.raises(TypeError):
         p.send(Message("T", b"x"), queue_id=0)
+
+
+# -- async and oneway across brokers (MB-7) ---------------------------------------------------------------
+
+def _async(p, msg):
+    got: list[Any] = []
+    p.send_async(msg, got.append, got.append)
+    [outcome] = got
+    return outcome
+
+
+def test_an_async_retry_resends_the_same_queue_id_to_the_broker_the_strategy_names():
+    clock = ManualClock(T0)
+    cluster, links = _cluster(clock, nums={"broker-a": 3, "broker-b": 3})
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h, start_index=2)  # the first pick: queue 2 of broker-a
+    links["broker-a"].fail("send", times=1)
+    got = _async(p, Message("T", b"x"))
+    assert got.status is SendStatus.SEND_OK and p.last_broker == "broker-b"
+    [row] = h.of("send")
+    assert row.detail["send_mode"] == "ASYNC" and row.queue_id == 2 and row.detail["attempts"] == 2
+    assert [(t["broker"], t["queue_id"], t["error"]) for t in row.detail["tries"]] == [
+        ("broker-a", 2, "RequestLost"), ("broker-b", 2, None)]
+    assert violations(h) == []
+
+
+def test_the_kept_queue_id_is_refused_by_a_broker_with_fewer_queues():
+    clock = ManualClock(T0)
+    cluster, links = _cluster(clock, nums={"broker-a": 3, "broker-b": 1})
+    p = _producer(clock, cluster, start_index=2)
+    links["broker-a"].fail("send", times=1)
+    got = _async(p, Message("T", b"x"))  # queue 2 of broker-a lost; broker-b has no queue 2: no retry after it
+    assert isinstance(got, BrokerError) and "queueId[2] is illegal" in str(got)
+    assert p.router is not None and [(t.broker, t.queue_id) for t in p.router.pending] == [
+        ("broker-a", 2), ("broker-b", 2)]
+
+
+def test_an_async_refusal_is_not_retried_and_a_lost_request_is_retried_twice():
+    clock = ManualClock(T0)
+    cluster, links = _cluster(clock)
+    p = _producer(clock, cluster)
+    links["broker-a"].fail("send")
+    links["broker-b"].fail("send")
+    got = _async(p, Message("T", b"x"))
+    assert isinstance(got, SendFailed) and len(got.errors) == 3  # retryTimesWhenSendAsyncFailed 2: three attempts
+    assert p.router is not None and [t.broker for t in p.router.pending] == ["broker-a", "broker-b", "broker-a"]
+
+
+def test_a_routed_oneway_is_one_attempt_and_its_try_rides_on_the_next_answer():
+    clock = ManualClock(T0)
+    cluster, links = _cluster(clock)
+    h = History(params=AuditParams())
+    p = _producer(clock, cluster, h)
+    links["broker-a"].fail("send_oneway", times=1)
+    p.send_oneway(Message("T", b"lost"))  # written, lost beyond the connection: the client never knows
+    p.send(Message("T", b"x"))
+    oneway, acked = h.of("send")
+    assert (oneway.status, oneway.detail["broker"], "tries" in oneway.detail) == ("ONEWAY", "broker-a", False)
+    assert [(t["broker"], t["queue_id"], t["attempt"], t["error"]) for t in acked.detail["tries"]] == [
+        ("broker-a", 0, 1, None), ("broker-a", 1, 1, None)]  # one attempt each, the index moving on
+    assert [m.body for m in cluster.brokers["broker-a"].broker.store.records] == [b"x"]  # the oneway: not stored
+    assert violations(h) == []
 
 
 def test_a_sharding_key_picks_among_every_brokers_queues_once():
