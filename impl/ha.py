@@ -15,8 +15,9 @@ state); the slave's side is ``HaClient`` (HAService.HAClient). The bytes on the 
   across a commitlog file (getCommitLogData selects within one mapped file); a size-0 frame is the heartbeat,
   written when the write side was idle longer than haSendHeartbeatInterval (at ``nextTransferFromWhere``).
 
-Facts settled in the sources (apache/rocketmq, store/src/main/java/org/apache/rocketmq/store/ha/, the 4.x
-HAConnection.java and HAService.java as the search tool stores them; fidelity HA-1, HA-4, HA-11..HA-14):
+Facts settled in the sources (apache/rocketmq, 4.x: store/src/main/java/org/apache/rocketmq/store/ha/
+HAConnection.java and HAService.java, CommitLog.appendData and DefaultMessageStore.appendToCommitLog, as the
+search tool stores them — HAConnection a class, before 5.0's HA rewrite; fidelity HA-11..HA-14):
 
 - where the master starts (WriteSocketService.run, ``first_transfer_offset``): nothing is written before the
   slave's first report (slaveRequestOffset −1); a report of 0 starts at the start of the master's LAST commitlog
@@ -25,14 +26,16 @@ HAConnection.java and HAService.java as the search tool stores them; fidelity HA
   slave's max offset is refused — the client returns false and closeMaster closes the connection — unless the
   slave's log is empty (max offset 0: any offset is taken, which is how an empty slave starts at the master's
   last file); the check applies to heartbeats too. An accepted body goes to
-  DefaultMessageStore.appendToCommitLog (CommitLog.appendData: into getLastMappedFile(startOffset), a new file at
-  that offset for an empty log; then the reput is woken), and the slave reports its new max offset when it grew
-  (reportSlaveMaxOffsetPlus);
+  DefaultMessageStore.appendToCommitLog (refused once the store is shut down; CommitLog.appendData under the put
+  lock: MappedFile.appendMessage(data) at the write position of getLastMappedFile(startOffset), which creates the
+  first file at startOffset's file start for an empty log; then the reput is woken), and the slave reports its
+  new max offset when it grew (reportSlaveMaxOffsetPlus);
 - the slave also reports every haSendHeartbeatInterval (isTimeToReportOffset); the master drops a connection it
   read nothing from for more than haHousekeepingInterval (ReadSocketService.run: strict ``>``), which closes
   the socket and uncounts it (connectionCount, what isSlaveOK reads). A report larger than the master's max
   offset closes the connection too, except the first (slaveRequestOffset): that one is how an empty master takes
-  a slave ahead of it (fidelity HA-R9).
+  a slave ahead of it (fidelity HA-R9; the stored HAConnection has the check, the 4.9.8 tag itself was not
+  read here).
 
 Deterministic, no threads: the pair (``impl/ha_pair.py``) drives each step — the slave writes a report, the
 master reads it; the master writes its frames, the slave reads exactly those, appends and dispatches them

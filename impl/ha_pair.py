@@ -102,7 +102,8 @@ class MmapHaPair:
         self.slave_rec = PairRecorder(self.recorder, name, SLAVE_ID)
         self.master_dirs = 0  # a disk loss moves the master to a fresh directory
         self.master = MmapBroker.open(self._master_root(), self.clock, self.config, self.master_rec)
-        self.slave = MmapBroker.open(self.root / "slave", self.clock, self.config, self.slave_rec)
+        slave_dir = self.root / BrokerRole.SLAVE.value.lower()  # root/slave
+        self.slave = MmapBroker.open(slave_dir, self.clock, self.config, self.slave_rec)
         self.slave.slave = self.slave.log.slave = True  # brokerRole SLAVE: every put refused
         self.server: HaServer | None = HaServer()
         self.conn: HaConnection | None = None
