@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import invariant, run_state_machine_as_test
 
 from rmqspec.impl.ha import (
     HA_TRANSFER_BATCH_SIZE,
@@ -53,10 +53,24 @@ MQ = MessageQueue(T, 0)
 SMALL = BrokerConfig(commitlog_file_size=4096, consume_queue_file_size=20 * 50)
 
 
+def _rows(pair: Any) -> list[tuple[Any, ...]]:
+    return [(e.event, e.status, e.msg_key, e.commitlog_offset, e.queue_offset, e.ts,
+             sorted((k, repr(v)) for k, v in (e.detail or {}).items())) for e in pair.recorder.events]
+
+
 class MmapHaMachine(HaMachine):  # type: ignore[misc, valid-type]
-    """``HaMachine`` whose candidate is closed (sockets, stores, its scratch directory) after each example."""
+    """``HaMachine`` whose candidate is closed (sockets, stores, its scratch directory) after each example; in
+    lockstep its trace rows are also the model pair's, row for row (event, status, key, offsets, time, detail)."""
 
     factory: ClassVar[Any] = MmapHaPair
+
+    @invariant()
+    def same_rows_as_the_model(self) -> None:
+        if not type(self).lockstep or self.model is None or self.cand is None:
+            return
+        want, got = _rows(self.model), _rows(self.cand)
+        diff = next((i for i, (w, g) in enumerate(zip(want, got, strict=False)) if w != g), min(len(want), len(got)))
+        assert got == want, f"row {diff}: candidate {got[diff:diff + 1]}, model {want[diff:diff + 1]}"
 
     def teardown(self) -> None:
         try:
