@@ -78,6 +78,7 @@ from rmqspec.impl.broker_store import (
     store_config,
 )
 from rmqspec.impl.broker_views import BrokerViews
+from rmqspec.impl.codec import DecodedRecord
 from rmqspec.impl.commitlog import FileCreateFailed
 from rmqspec.impl.locks import LockManager
 from rmqspec.impl.metadata import GroupConfig, Metadata
@@ -181,6 +182,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopR
         )
         self.retry_seq = 0
         self.state = CLOSED
+        self.slave = False  # brokerRole SLAVE (impl/ha_pair.py): the store refuses puts (checkStoreStatus)
         self._store_v6 = ipaddress.ip_address(config.store_host).version == 6
         self._records = 0  # message records in the commitlog
         self._flushed = 0  # of which durable
@@ -228,6 +230,7 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopR
         """Open and recover the store, then load every persisted table."""
         self.store = MessageStore.open(self.root, config=store_config(self.config))
         self.log = BrokerLog(self.store, self.config)
+        self.log.slave = self.slave
         self.meta = Metadata(self.store.config_dir)
         self.meta.ensure_topic(
             SCHEDULE_TOPIC, max(SCHEDULE_TOPIC_QUEUE_NUM, self.config.max_delay_level)
@@ -270,6 +273,19 @@ class MmapBroker(Lifecycle, BrokerViews, BatchSends, Retention, TimeSearch, PopR
         self._flushed += settle_flushed(self._unflushed, self.log.store.flushed_offset)
         self.events.store(entry, now)
         return entry
+
+    def append_replica(self, start: int, data: bytes) -> list[DecodedRecord]:
+        """A SLAVE's HA write (impl/ha.py): the master's commitlog bytes ``data`` at ``start``, appended and
+        dispatched (``MessageStore.append_data``); the records it completed. No event: the pair writes the
+        ``replicate`` row."""
+        self._require_running()
+        assert self.store is not None
+        records = self.store.append_data(start, data)
+        for r in records:
+            self._records += 1
+            key = r.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            self._unflushed.append((r.commitlog_offset + r.size, key))
+        return records
 
     def _note_written(self, entry: Entry, now: int) -> None:
         self._written(entry, now)

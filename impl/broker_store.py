@@ -76,7 +76,7 @@ from rmqspec.model.message import (
     transaction_type,
 )
 from rmqspec.model.putlock import BUSY_CODE, PC_SYNCHRONIZED_REMARK, LockState, PutLock
-from rmqspec.model.queues import DISK_FULL_REMARK, next_file_start
+from rmqspec.model.queues import DISK_FULL_REMARK, SLAVE_PUT_REMARK, next_file_start
 from rmqspec.model.results import BrokerError, PullStatus, ResponseCode
 from rmqspec.model.timer import TimerRefused
 from rmqspec.model.timer import transform as timer_transform
@@ -298,6 +298,7 @@ class BrokerLog:
         self._born_v4 = (config.store_host if not host_v6 else "127.0.0.1", 0)
         self._born_v6 = (config.store_host if host_v6 else "::1", 0)
         self.put_lock = PutLock()  # Capability.PUT_LOCK_HOLD (model/putlock.py); a new one at every start
+        self.slave = False  # a SLAVE's store (impl/ha_pair.py): every put refused, records come by replication
 
     # -- writing ---------------------------------------------------------------
 
@@ -376,7 +377,10 @@ class BrokerLog:
         return plans
 
     def _check_writable(self, now: int) -> None:
-        """checkStoreStatus: the clean service marked the disk full (model/retention.py); isOSPageCacheBusy."""
+        """checkStoreStatus: a SLAVE's store (impl/ha_pair.py) and a store the clean service marked full
+        (model/retention.py) refuse every put; isOSPageCacheBusy."""
+        if self.slave:
+            raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_PUT_REMARK)
         if self.store.disk_full:
             raise BrokerError(ResponseCode.SERVICE_NOT_AVAILABLE, DISK_FULL_REMARK)
         if self.lock_state(now, "a put") is LockState.BUSY:

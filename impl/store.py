@@ -382,6 +382,42 @@ class MessageStore:
             done += 1
         del self._undispatched[:done]
 
+    def append_data(self, start: int, data: bytes) -> list[DecodedRecord]:
+        """A SLAVE's replication write (DefaultMessageStore.appendToCommitLog → CommitLog.appendData, then the
+        ReputMessageService): the master's commitlog bytes ``data`` from ``start`` (within one file) go to the
+        write position — into a new file at ``start`` for an empty log (getLastMappedFile(startOffset)) — and the
+        whole records they complete are dispatched to the consume queues at once; returns those records. Raises
+        ``ValueError`` for bytes that do not continue the log (impl/ha.py's client refuses such a frame first)."""
+        self._check_open()
+        if self.config.transient_store_pool:
+            raise ValueError("a replica's store takes no TransientStorePool")
+        files = self.commitlog.files
+        old_end = files.max_offset
+        last = files.last()
+        if last is None:
+            if start % self.commitlog.file_size:
+                raise ValueError(f"an empty commitlog starts at a file start, not at {start}")
+            last, old_end = files.create_next(start), start
+        elif start != old_end:
+            raise ValueError(f"replicated bytes at {start} do not continue the commitlog at {old_end}")
+        elif last.remaining == 0:
+            last = files.create_next()
+        if len(data) > last.remaining:
+            raise ValueError(f"{len(data)} replicated bytes at {start} cross the end of file {last.start}")
+        last.append(data)
+        records: list[DecodedRecord] = []
+        low = self.commitlog.min_offset  # a log that starts past 0: a queue's first unit after pre-blanks
+        for item in self.commitlog.scan(old_end, limit=files.max_offset, check_crc=False):
+            if not isinstance(item, DecodedRecord):
+                break
+            if not is_txn_hidden(item.sys_flag):
+                self._next[(item.topic, item.queue_id)] = item.queue_offset + 1
+                if self._dispatch(item, low) and low > 0:
+                    self._queue(item.topic, item.queue_id).correct_min(low, 0)
+            self._last_dispatched_ts = self.commitlog.last_store_ts = item.store_ts
+            records.append(item)
+        return records
+
     def commit_real_time(self, now: int) -> None:
         """The CommitRealTimeService's iterations at ``now`` (``model/committing.py``), then the reput."""
         if not self.config.transient_store_pool:
