@@ -277,8 +277,8 @@ class MmapHaPair:
         for topic, nums in m.meta.topics.items():
             if s.meta.topics.get(topic) != nums:
                 s.meta.set_topic(topic, nums)
-        for key, queues in m.offsets.table.items():  # the model's putAll: per queue
-            s.offsets.table.setdefault(key, {}).update(queues)
+        for key, queues in m.offsets.table.items():  # putAll: the master's topic@group entries replace the slave's
+            s.offsets.table[key] = dict(queues)
         s.offsets.persist()
         self.slave_delay_offsets = dict(m.schedule.offsets)
         assert s.store is not None

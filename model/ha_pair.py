@@ -30,7 +30,8 @@ Actions (who acts / enabled when / effects):
   more records (all by default) go to the slave; one ``replicate`` row names them.
 - ``cut()`` / ``heal()`` / ``advance(ms)``: the link and the clock; ``advance`` also runs the master's ``tick``.
 - ``sync_metadata()``: SlaveSynchronize.syncAll (every 10 s on a real slave; explicit here): topics, consumer
-  offsets (putAll: the master's entries overwrite the slave's, the slave's others stay), delay progress (written
+  offsets (putAll on a table keyed by topic@group: the master's topic@group entries replace the slave's whole
+  entries — its commits to other queues of them included —, the slave's other topic@groups stay), delay progress (written
   to the slave's delayOffset.json, ``slave_delay_offsets``; the slave's schedule service does not run) and
   subscription groups. Needs the link and the master.
 - ``pull(broker_id, ...)``: from the master, or from the slave's prefix; with the suggested broker id
@@ -254,6 +255,11 @@ class HaPair:
             return False
         m, s = self.master, self.slave
         s.store.topics.update(m.store.topics)
+        # ConsumerOffsetManager's offsetTable is keyed by topic@group, each a map queue → offset: putAll replaces
+        # the slave's whole entry of every topic@group the master has (its commits to other queues go too)
+        synced = {(group, topic) for group, topic, _queue in m.offsets.table}
+        for key in [k for k in s.offsets.table if (k[0], k[1]) in synced]:
+            del s.offsets.table[key]
         s.offsets.table.update(m.offsets.table)
         s.offsets.persist()  # ConsumerOffsetManager.persist after the putAll
         self.slave_delay_offsets = dict(m.schedule.progress)

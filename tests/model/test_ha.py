@@ -176,8 +176,13 @@ def test_offsets_synced_by_put_all() -> None:
     p = _pair(ASYNC)
     p.update_offset(MASTER_ID, G, MQ, 5)
     p.update_offset(SLAVE_ID, G, MessageQueue(T, 1), 7)  # the slave takes commits (no role check)
+    p.update_offset(SLAVE_ID, "other", MQ, 3)
     p.sync_metadata()
-    assert p.query_offset(SLAVE_ID, G, MQ) == 5 and p.query_offset(SLAVE_ID, G, MessageQueue(T, 1)) == 7
+    # ConsumerOffsetManager.offsetTable is topic@group → (queue → offset): SlaveSynchronize's putAll replaces the
+    # slave's whole T@g entry with the master's (queue 1's commit goes: no offset, answered 0 while the queue's min
+    # offset is 0), and leaves T@other alone
+    assert p.query_offset(SLAVE_ID, G, MQ) == 5 and p.query_offset(SLAVE_ID, G, MessageQueue(T, 1)) == 0
+    assert p.query_offset(SLAVE_ID, "other", MQ) == 3
 
 
 def test_async_master_disk_loss_loses_exactly_the_unreplicated_tail() -> None:
