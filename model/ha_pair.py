@@ -31,9 +31,9 @@ Actions (who acts / enabled when / effects):
 - ``cut()`` / ``heal()`` / ``advance(ms)``: the link and the clock; ``advance`` also runs the master's ``tick``.
 - ``sync_metadata()``: SlaveSynchronize.syncAll (every 10 s on a real slave; explicit here): topics, consumer
   offsets (putAll on a table keyed by topic@group: the master's topic@group entries replace the slave's whole
-  entries — its commits to other queues of them included —, the slave's other topic@groups stay), delay progress (written
-  to the slave's delayOffset.json, ``slave_delay_offsets``; the slave's schedule service does not run) and
-  subscription groups. Needs the link and the master.
+  entries — its commits to other queues of them included —, the slave's other topic@groups stay), delay
+  progress (written to the slave's delayOffset.json, ``slave_delay_offsets``; the slave's schedule service does
+  not run) and subscription groups. Needs the link and the master.
 - ``pull(broker_id, ...)``: from the master, or from the slave's prefix; with the suggested broker id
   (``PairPull``). ``update_offset`` / ``query_offset`` on either broker (ConsumerManageProcessor has no role check).
 - ``crash_master(lose_disk)`` / ``restart_master()``: a kill keeps the master's written records; a disk loss

@@ -192,9 +192,12 @@ class Producer:
         self.selector = selector  # the MessageQueueSelector of sends with a sharding key
         # several brokers: the routes and the fault strategy (None: the one broker ``broker``)
         self.router: Router | None = None
+        if fault_strategy is not None and send_latency_fault_enable and not fault_strategy.enabled:
+            raise ValueError("send_latency_fault_enable=True with a disabled fault_strategy: enable the strategy "
+                             "itself (FaultStrategy(enabled=True)) or pass only the flag")
         if cluster is not None:
-            strategy = fault_strategy if fault_strategy is not None else FaultStrategy()
-            strategy.enabled = strategy.enabled or send_latency_fault_enable
+            strategy = fault_strategy if fault_strategy is not None else FaultStrategy(
+                enabled=send_latency_fault_enable)
             self.router = Router(cluster, clock, strategy=strategy, start_index=start_index)
         self.last_broker: str | None = None  # the broker of the last acknowledged routed send
         # retryAnotherBrokerWhenNotStoreOK: a routed sync send's answer other than SEND_OK is retried

@@ -67,6 +67,15 @@ def test_an_isolated_broker_is_out_for_600_s_not_30():
     assert s.table.items["a"].latency == 3  # the latency kept is the attempt's own
 
 
+def test_a_passed_strategy_is_not_changed_behind_the_callers_back():
+    clock = ManualClock(T0)
+    cluster, _ = _cluster(clock)
+    with pytest.raises(ValueError, match="disabled fault_strategy"):
+        _producer(clock, cluster, send_latency_fault_enable=True, fault_strategy=FaultStrategy())
+    mine = FaultStrategy(enabled=True)
+    assert _producer(clock, cluster, fault_strategy=mine).router.strategy is mine and mine.enabled
+
+
 def test_a_disabled_strategy_keeps_no_table():
     s = FaultStrategy()
     s.update_fault_item("a", 20_000, True, T0)
