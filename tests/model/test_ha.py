@@ -310,7 +310,7 @@ class HaMachine(RuleBasedStateMachine):
     # (a send during a partition, an unreplicated tail before a disk loss) come at the ci budget
     OPS: ClassVar[tuple[str, ...]] = (
         "send", "send", "send", "send", "send_slave", "pull", "pull", "pull_slave", "pull_slave", "replicate",
-        "cut", "heal", "advance", "partition", "sync", "commit", "crash", "crash",
+        "cut", "heal", "advance", "partition", "sync", "commit", "crash", "crash", "crash_slave",
     )
 
     @rule(data=st.data())
@@ -341,6 +341,9 @@ class HaMachine(RuleBasedStateMachine):
             offset = data.draw(st.integers(0, 3), label="offset")
             self._both(lambda p: p.update_offset(broker, G, MessageQueue(T, q), offset))
             self._both(lambda p: p.query_offset(broker, G, MessageQueue(T, q)))
+        elif op == "crash_slave":  # the slave killed, or restarted when it is down
+            up = self.model.slave.state is BrokerState.RUNNING
+            self._both(lambda p: p.crash_slave() if up else p.restart_slave())
         elif self.model.master.state is BrokerState.RUNNING:
             lose_disk = data.draw(st.booleans(), label="lose_disk")
             self._both(lambda p: p.crash_master(lose_disk))
@@ -361,7 +364,10 @@ class HaMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if self.model is not None:  # what the model's trace reached (the "sometimes" properties)
-            type(self).seen.update((e.event, e.status) for e in self.model.recorder.events)  # type: ignore[attr-defined]
+            events = self.model.recorder.events  # type: ignore[attr-defined]
+            type(self).seen.update((e.event, e.status) for e in events)
+            type(self).seen.update((f"slave {e.event}", e.status) for e in events  # the slave's own crash rows
+                                   if e.event in ("crash", "recover") and (e.detail or {}).get("broker_id") == SLAVE_ID)
             type(self).seen.update(("observation", o.code) for o in observations(
                 self.model.recorder.events))  # type: ignore[attr-defined]
 
@@ -392,6 +398,7 @@ SOMETIMES = {
     ("send", "SEND_OK"), ("send", "FLUSH_SLAVE_TIMEOUT"), ("send", "SLAVE_NOT_AVAILABLE"), ("replicate", None),
     ("ha_link", "CUT"), ("ha_link", "HEALED"), ("ha_link", "DROPPED"), ("ha_link", "DISK_LOST"),
     ("recover", "kill"), ("recover", "DISK_LOST"), ("deliver", None), ("observation", "HA_ASYNC_TAIL_LOST"),
+    ("slave crash", "kill"), ("slave recover", "kill"),
 }
 
 
