@@ -32,13 +32,21 @@ held until the replica's answer, ``replicate`` and ``ha_link`` rows).
   loss: the master restarts on a fresh empty directory (``master-<n>``) and the pair is ``diverged`` (the link
   never reconnects: the model's choice, fidelity HA-6). ``restart_master``: the store recovered, a new HA port,
   the slave reconnects when the link is up.
+- ``crash_slave`` / ``restart_slave`` (the model pair's, docs/ha-facts.md "The slave crashes"): the slave's store
+  killed as ``MmapBroker.crash("kill")`` does (every written byte survives, its unflushed tail included: the
+  page cache outlives a process kill) and its socket closed; with the link up the master reads the end of the
+  stream at once and closes the connection (DROPPED), with the link cut it reads nothing until housekeeping or
+  ``heal``. ``restart_slave``: the store recovered (``MmapBroker.recover``, still a SLAVE) and, when the link is
+  up, the master runs and the pair has not diverged, a new TCP connection whose first report is the slave's
+  own max offset (HEALED): the master's WriteSocketService resumes there; else it connects at ``heal`` or at
+  the master's restart.
 - ``sync_metadata``: SlaveSynchronize.syncAll as the model does it — topics and groups set on the slave's
   metadata files, consumer offsets put over the slave's table per queue then persisted, the master's delay
   progress written to the slave's ``config/delayOffset.json`` (and kept as ``slave_delay_offsets``).
 
 Simplifications: those of ``impl/ha.py`` (frames at record boundaries, a report at every operation while the
-link is up) and of the model pair (no slave crash, no batch or oneway send through the pair, metadata only when
-asked); docs/fidelity.md HA-11..HA-14.
+link is up) and of the model pair (the killed slave's socket closes at once, no batch or oneway send through the
+pair, metadata only when asked); docs/fidelity.md HA-11..HA-14.
 """
 
 from __future__ import annotations
@@ -133,6 +141,10 @@ class MmapHaPair:
         return self.master.state == RUNNING
 
     @property
+    def both_running(self) -> bool:
+        return self.master.state == RUNNING and self.slave.state == RUNNING
+
+    @property
     def slave_records(self) -> int:
         return self.slave.commitlog_record_count()
 
@@ -180,6 +192,17 @@ class MmapHaPair:
         if self.conn is not None:
             self.conn.close()
 
+    def _drop_dead_slave(self) -> None:
+        """The master reads the killed slave's end of stream (its socket closed): the connection closes, a
+        DROPPED row."""
+        if self.connected:
+            self._read_reports(1)  # reads the closed stream: CLOSED
+            self._drop_connection()
+            self._emit("ha_link", MASTER_ID, status="DROPPED", commitlog_offset=self.acked)
+
+    def _can_connect(self) -> bool:
+        return self.link_up and self.both_running and not self.diverged and self.server is not None
+
     def _housekeep(self) -> None:
         """A live link reports; the master closes a connection silent for more than haHousekeepingInterval."""
         now = self.clock.now()
@@ -196,7 +219,7 @@ class MmapHaPair:
 
     @property
     def can_transfer(self) -> bool:
-        return self.link_up and self.connected and self.client.open and not self.diverged and self.master_running
+        return self.link_up and self.connected and self.client.open and not self.diverged and self.both_running
 
     def _transfer(self, n: int | None = None) -> int:
         """Up to ``n`` more records over the connection, reported; one ``replicate`` row."""
@@ -245,7 +268,9 @@ class MmapHaPair:
         if self.link_up:
             return
         self.link_up = True
-        if not self.diverged and self.master_running:
+        if self.slave.state != RUNNING:
+            self._drop_dead_slave()  # the master's next write meets the dead slave's closed socket
+        if self._can_connect():
             if self.connected and self.client.open:
                 self.client.report(self._slave_max())
                 self._read_reports(1)
@@ -271,7 +296,7 @@ class MmapHaPair:
     def sync_metadata(self) -> bool:
         """SlaveSynchronize.syncAll; False (nothing synced) when the master is unreachable."""
         self._housekeep()
-        if not self.link_up or not self.master_running:
+        if not self.link_up or not self.both_running:
             return False
         m, s = self.master, self.slave
         for topic, nums in m.meta.topics.items():
@@ -376,8 +401,32 @@ class MmapHaPair:
         else:
             self.master.recover()
         self.server = HaServer()
-        if self.link_up and not self.diverged:
+        if self._can_connect():
             self._connect()
+
+    # -- slave loss --------------------------------------------------------------
+
+    def crash_slave(self) -> None:
+        """The slave's process is killed as ``MmapBroker.crash("kill")`` kills a store (every written byte
+        survives) and its socket closes with it: with the link up the master reads the end of the stream at once
+        (DROPPED); with the link cut it reads nothing until housekeeping or ``heal``."""
+        self._housekeep()
+        self.slave.crash("kill")
+        self.client.close()
+        if self.link_up:
+            self._drop_dead_slave()
+
+    def restart_slave(self) -> None:
+        """The slave's store recovered (still a SLAVE); when the link allows, a new TCP connection reporting the
+        slave's own max offset (HEALED): the master resumes from there at the next transfer."""
+        if self.slave.state != CRASHED:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"the slave is {self.slave.state.lower()}")
+        self._housekeep()
+        self.slave.recover()
+        if self._can_connect():
+            self._drop_connection()  # a connection the cut kept open on the master is the dead process's
+            self._connect()
+            self._emit("ha_link", MASTER_ID, status="HEALED", commitlog_offset=self.acked)
 
     # -- teardown ----------------------------------------------------------------
 

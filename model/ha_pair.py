@@ -40,15 +40,28 @@ Actions (who acts / enabled when / effects):
   restarts it empty. After a disk loss the pair is ``diverged``: the link never reconnects (assumption: 4.9.8's
   slave, ahead of an empty master, cannot resume; the operator rebuilds the pair), so SYNC sends answer
   SLAVE_NOT_AVAILABLE.
+- ``crash_slave()`` / ``restart_slave()`` (docs/ha-facts.md "The slave crashes", fidelity HA-R3b): a kill keeps
+  the slave's written records, its unflushed tail included (a process kill leaves the page cache: nothing of a
+  slave's log is lost); its sockets close with it, so with the link up the master drops the connection at once
+  (``ha_link`` DROPPED: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE without waiting, an ASYNC_MASTER SEND_OK);
+  with the link cut the close reaches the master only by housekeeping or at ``heal`` (a DROPPED row either way).
+  While the slave is down, requests to it are refused as a down broker's are (SERVICE_NOT_AVAILABLE), nothing
+  replicates and ``sync_metadata`` syncs nothing. Restarted on its store (``crash`` / ``recover`` rows of broker
+  1, as the master's), it reconnects when the link is up, the master runs and the pair has not diverged —
+  ``ha_link`` HEALED, its own end reported (push2SlaveMaxOffset stays: the slave kept its prefix) — and receives
+  what it missed at the next transfer; otherwise it stays disconnected until a ``heal`` or the master's restart.
 
 Trace rows the pair adds (docs/trace-schema.md): ``replicate`` (``commitlog_offset`` the slave's new end,
-``detail.from``, ``detail.records`` [[commitlog offset, msg_key], ...]), ``ha_link`` (``status`` CUT, HEALED,
-DROPPED, DISK_LOST; ``commitlog_offset`` the slave's end then), and on the master's ``send`` rows
-``detail.role``, ``detail.wait``, ``detail.end`` (the record's end) and ``detail.slave_acked`` at the answer.
+``detail.from``, ``detail.records`` [[commitlog offset, msg_key], ...]), ``ha_link`` (``status`` CUT, HEALED — the
+link back, or a restarted slave reconnected —, DROPPED — by housekeeping, or the killed slave's sockets closed
+—, DISK_LOST; ``commitlog_offset`` the slave's end then), ``crash`` / ``recover`` of broker 0 or 1, and on
+the master's ``send`` rows ``detail.role``, ``detail.wait``, ``detail.end`` (the record's end) and
+``detail.slave_acked`` at the answer.
 
-Simplifications (docs/fidelity.md HA-): replication in record units, not 32 KiB byte chunks; no slave crash; no
-batch or oneway send through the pair; metadata sync only when asked; a slave's pull reports the last returned
-message as the last scanned unit.
+Simplifications (docs/fidelity.md HA-): replication in record units, not 32 KiB byte chunks; the killed slave's
+sockets close at once (real: with the JVM's last thread, ≈250 ms later — a send in between waits slaveTimeout,
+docs/ha-facts.md); the restarted slave reconnects at once (real: ≈1 s); no batch or oneway send through the
+pair; metadata sync only when asked; a slave's pull reports the last returned message as the last scanned unit.
 """
 
 from __future__ import annotations
@@ -182,9 +195,26 @@ class HaPair:
             self._emit("ha_link", MASTER_ID, status="DROPPED", commitlog_offset=self.acked)
 
     @property
+    def both_running(self) -> bool:
+        return self.master.state is BrokerState.RUNNING and self.slave.state is BrokerState.RUNNING
+
+    @property
     def can_transfer(self) -> bool:
-        return (self.link_up and self.connected and not self.diverged
-                and self.master.state is BrokerState.RUNNING)
+        return self.link_up and self.connected and not self.diverged and self.both_running
+
+    def _drop(self) -> None:
+        """The master's connection closes (the killed slave's sockets closed with it): a DROPPED row."""
+        if self.connected:
+            self.connected = False
+            self._emit("ha_link", MASTER_ID, status="DROPPED", commitlog_offset=self.acked)
+
+    def _reconnect(self) -> bool:
+        """The slave connects when it can (link up, both running, not diverged) and reports its end."""
+        if not (self.link_up and self.both_running and not self.diverged):
+            return False
+        self.connected = True
+        self.last_report_ts = self.clock.now()
+        return True
 
     @property
     def slave_records(self) -> int:
@@ -229,9 +259,9 @@ class HaPair:
         if self.link_up:
             return
         self.link_up = True
-        if not self.diverged and self.master.state is BrokerState.RUNNING:
-            self.connected = True
-            self.last_report_ts = self.clock.now()
+        if self.slave.state is not BrokerState.RUNNING:
+            self._drop()  # the master's next write meets the dead slave's closed socket
+        self._reconnect()
         self._emit("ha_link", MASTER_ID, status="HEALED", commitlog_offset=self.acked)
 
     def advance(self, ms: int) -> None:
@@ -251,7 +281,7 @@ class HaPair:
     def sync_metadata(self) -> bool:
         """SlaveSynchronize.syncAll; False (nothing synced) when the master is unreachable."""
         self._housekeep()
-        if not self.link_up or self.master.state is not BrokerState.RUNNING:
+        if not self.link_up or not self.both_running:
             return False
         m, s = self.master, self.slave
         s.store.topics.update(m.store.topics)
@@ -345,6 +375,25 @@ class HaPair:
             self._emit("recover", MASTER_ID, status="DISK_LOST", detail={"survivors": 0})
         else:
             self.master.recover()
-        if self.link_up and not self.diverged:
-            self.connected = True
-            self.last_report_ts = self.clock.now()
+        self._reconnect()
+
+    # -- slave loss --------------------------------------------------------------
+
+    def crash_slave(self) -> None:
+        """The slave's process is killed (its written records survive: the page cache outlives a kill). Its
+        sockets close with it: with the link up the master drops the connection at once (a DROPPED row); with
+        the link cut nothing reaches the master, which drops it by housekeeping or when the link heals."""
+        self._housekeep()
+        self.slave.crash("kill")
+        if self.link_up:
+            self._drop()
+
+    def restart_slave(self) -> None:
+        """The slave comes back on its store (every record it had) and, when the link allows, reconnects and
+        reports its own end (a HEALED row): it receives what it missed at the next transfer."""
+        if self.slave.state is not BrokerState.CRASHED:
+            raise BrokerError(ResponseCode.SYSTEM_ERROR, f"the slave is {self.slave.state.value.lower()}")
+        self._housekeep()
+        self.slave.recover()
+        if self._reconnect():
+            self._emit("ha_link", MASTER_ID, status="HEALED", commitlog_offset=self.acked)

@@ -9,13 +9,16 @@ pair and expects a counterexample in lockstep (its answers differ from the model
 - ``slave_accepts_writes``: the slave's store takes puts (checkStoreStatus's SLAVE guard removed) —
   HA_SLAVE_WROTE;
 - ``slave_serves_beyond_replica``: a pull to the slave reads records the slave never received (it copies the
-  master's tail without a transfer) — HA_SLAVE_BEYOND_REPLICATED.
+  master's tail without a transfer) — HA_SLAVE_BEYOND_REPLICATED;
+- ``slave_restarts_empty``: a killed slave restarts on an empty store and reports 0 (its log is not recovered),
+  so the master sends everything again from 0 over the records it had — HA_SLAVE_NOT_PREFIX.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from rmqspec.model.broker import ModelBroker
 from rmqspec.model.ha import HaConfig, ReplicaStatus
 from rmqspec.model.ha_pair import HaPair, PairPull
 from rmqspec.model.message import Message, MessageQueue
@@ -47,10 +50,21 @@ class SlaveServesBeyondReplica(HaPair):
         return super().pull(broker_id, group, mq, offset, max_nums, subscription)
 
 
+class SlaveRestartsEmpty(HaPair):
+    """CHECK guard removed: the restarted slave recovers its own store and reports its end."""
+
+    def restart_slave(self) -> None:
+        super().restart_slave()
+        self.slave = ModelBroker(self.clock, self.config, self.slave_rec)
+        self.slave.store.slave = True
+        self.acked = 0
+
+
 BROKEN_PAIRS: dict[str, Callable[[HaConfig], HaPair]] = {
     "sync_ack_before_replica": SyncAckBeforeReplica,
     "slave_accepts_writes": SlaveAcceptsWrites,
     "slave_serves_beyond_replica": SlaveServesBeyondReplica,
+    "slave_restarts_empty": SlaveRestartsEmpty,
 }
 
 # the invariant code that catches each without the model beside it
@@ -58,4 +72,5 @@ CAUGHT_BY: dict[str, str] = {
     "sync_ack_before_replica": "HA_SYNC_ACK_UNREPLICATED",
     "slave_accepts_writes": "HA_SLAVE_WROTE",
     "slave_serves_beyond_replica": "HA_SLAVE_BEYOND_REPLICATED",
+    "slave_restarts_empty": "HA_SLAVE_NOT_PREFIX",
 }

@@ -2,7 +2,9 @@
 Hypothesis machine (``HaMachine`` of tests/model/test_ha.py, imported) in lockstep and by the HA invariants
 alone, at the ci budget; and direct tests of the HA transfer over its real TCP connection (``impl/ha.py``): the
 slave's commitlog a byte-for-byte prefix of the master's, a frame at a wrong offset closing the connection, a
-slave restarted on its store resuming from its own max offset, an empty slave starting at the master's last
+slave restarted on its store resuming from its own max offset, a killed slave (``crash_slave``: its socket closed,
+the master dropping the connection at once; restarted, a new connection from its own end) answering and tracing
+as the model pair, an empty slave starting at the master's last
 commitlog file, the 32 KiB frames, the heartbeat, the sockets on 127.0.0.1.
 """
 
@@ -202,6 +204,71 @@ def test_a_slave_restarted_on_its_store_resumes_from_its_own_max_offset(tmp_path
         assert p.replicate() == 2
         assert [m.body for m in p.pull(SLAVE_ID, G, MQ, 0).result.messages] == [b"a", b"b", b"c", b"d"]
         assert check_pair(p.recorder.events) == []
+
+
+def _slave_crash_script(p: Any) -> list[Any]:
+    """A slave's crashes with the link up and cut, the master down, both roles' answers: what each step returned."""
+    out: list[Any] = [p.send(Message(T, b"a"), 0).status]
+    p.crash_slave()
+    out += [p.send(Message(T, b"b"), 0).status, p.clock.now(), p.replicate(), p.sync_metadata()]
+    for call in (lambda: p.pull(SLAVE_ID, G, MQ, 0), lambda: p.query_offset(SLAVE_ID, G, MQ)):
+        with pytest.raises(BrokerError) as e:
+            call()
+        out.append(e.value.code)
+    p.restart_slave()
+    out += [p.connected, p.slave_records, p.replicate(), p.send(Message(T, b"c"), 0).status]
+    p.cut()
+    p.crash_slave()
+    out += [p.connected, p.send(Message(T, b"d"), 0).status]
+    p.restart_slave()
+    out.append(p.connected)
+    p.heal()
+    out += [p.connected, p.replicate()]
+    p.crash_master()
+    p.crash_slave()
+    p.restart_slave()
+    out.append(p.connected)
+    p.restart_master()
+    out += [p.connected, p.send(Message(T, b"e"), 0).status, p.slave_records, p.acked]
+    out.append([m.body for m in p.pull(SLAVE_ID, G, MQ, 0).result.messages])
+    return out
+
+
+def test_a_killed_slave_closes_its_socket_and_resumes_on_a_new_connection(tmp_path: Path) -> None:
+    with _pair(tmp_path, SYNC, SMALL) as p:
+        assert p.send(Message(T, b"a"), 0).status is SendStatus.SEND_OK
+        end = p.acked
+        assert p.conn is not None and p.client.sock is not None
+        old_port = p.client.sock.getsockname()[1]
+        p.crash_slave()  # the store killed, its socket closed: the master reads the end of the stream
+        assert not p.client.open and not p.connected and p.slave.store is None
+        assert p.send(Message(T, b"b"), 0).status is SendStatus.SLAVE_NOT_AVAILABLE and p.clock.now() == 0
+        with pytest.raises(BrokerError):
+            p.restart_master()  # running
+        p.restart_slave()  # the store recovered, a new TCP connection reporting the slave's own end
+        assert p.client.sock is not None and p.client.sock.getsockname()[1] != old_port
+        assert p.conn is not None and p.conn.slave_request_offset == end == p.conn.next_transfer_from
+        with pytest.raises(BrokerError) as e:
+            p.send(Message(T, b"x"), 0, SLAVE_ID)
+        assert e.value.code is ResponseCode.SERVICE_NOT_AVAILABLE  # still a SLAVE
+        assert p.replicate() == 1 and p.send(Message(T, b"c"), 0).status is SendStatus.SEND_OK
+        assert _log_bytes(tmp_path / "slave") == _log_bytes(tmp_path / "master")
+        with pytest.raises(BrokerError):
+            p.restart_slave()  # running
+        assert check_pair(p.recorder.events) == []
+
+
+@pytest.mark.parametrize("role", [SYNC, ASYNC], ids=["sync", "async"])
+def test_slave_crashes_answer_and_trace_as_the_model_pair(tmp_path: Path, role: BrokerRole) -> None:
+    model = _ha.HaPair(HaConfig(broker_role=role))
+    model.create_topic(T, 2)
+    model.create_group(G)
+    model.sync_metadata()
+    with _pair(tmp_path, role) as p:
+        assert _slave_crash_script(p) == _slave_crash_script(model)
+        assert _rows(p) == _rows(model)
+        assert check_pair(p.recorder.events) == []
+    assert ("ha_link", "DROPPED") in {(e.event, e.status) for e in model.recorder.events}
 
 
 def test_an_empty_slave_starts_at_the_masters_last_file(tmp_path: Path) -> None:
