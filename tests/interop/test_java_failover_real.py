@@ -3,9 +3,10 @@
 ``interop/java/v4/PairFailover.java`` (the official 4.9.8 client jars: a DefaultMQProducer sending a numbered
 stream, one sync send every 100 ms, and a CLUSTERING DefaultMQPushConsumer recording what it consumes, the pulls it
 sends and the routes it is told, through an RPCHook) runs on the client host of a pair made by
-``scripts/real-rocketmq-pair`` (the settings of ``test_ha_real.py``). The test drives the faults while it runs: the
-consumer suspended for a few seconds (a backlog stays on the brokers), the master's host crashed (kill -9, its
-sockets destroyed) and the consumer resumed; once both clients' routes lack the master and the consumer has read
+``scripts/real-rocketmq-pair`` (the settings of ``test_ha_real.py``). The test drives the faults while it runs, once
+the slave has the topic (SlaveSynchronize copies it within 10 s; a slave without it refuses every pull with
+TOPIC_NOT_EXIST, for the whole outage): the consumer suspended for a few seconds (a backlog stays on the brokers),
+the master's host crashed (kill -9, its sockets destroyed) and the consumer resumed; once both clients' routes lack the master and the consumer has read
 the backlog (from the slave), the master restarted on its store; then the stream until the producer is acknowledged
 again and the consumer pulls from the master, and a drain. It asserts, from the program's JSON lines, what the
 client did (sources: the 4.9.8 client, named in docs/ha-facts.md "The Java client across a failover"):
@@ -16,11 +17,13 @@ client did (sources: the 4.9.8 client, named in docs/ha-facts.md "The Java clien
   pollNameServerInterval, 30 s) has dropped the master: ``findBrokerAddressInSubscribe`` then answers the slave;
 - the producer while the master is down: "Send [3] times, still failed" (connection refused, the stale route) until
   its route lacks the master, then "No route info of this topic" at once; SEND_OK again after the restart;
-- duplicates when the master returns (counted), and the order per queue of first consumption = the send order.
+- back on the master: its pulls refused until the consumer's next heartbeat (the restarted master has no consumer
+  table), then served; no duplicates (the consumer keeps its offsets in memory); the order per queue of first
+  consumption = the send order.
 
-Run time about 2.5-3.5 minutes per role (a pair of three JVMs started in ~15 s; the master down until both 30 s
-route refreshes came, ≤ 45 s; its restart ~10-20 s; up to 30 s more until the consumer's route has it again):
-cpu_heavy.
+Run time about 1.5-2 minutes per role, 3.3 minutes for both (a pair of three JVMs started in ~15 s; the master
+down until both clients' 30 s route refreshes came, 20-30 s; its restart 3-8 s; up to 30 s more until the
+consumer's heartbeat lets the master serve it): cpu_heavy.
 """
 
 from __future__ import annotations
