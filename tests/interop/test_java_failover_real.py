@@ -6,10 +6,11 @@ sends and the routes it is told, through an RPCHook) runs on the client host of 
 ``scripts/real-rocketmq-pair`` (the settings of ``test_ha_real.py``). The test drives the faults while it runs, once
 the slave has the topic (SlaveSynchronize copies it within 10 s; a slave without it refuses every pull with
 TOPIC_NOT_EXIST, for the whole outage): the consumer suspended for a few seconds (a backlog stays on the brokers),
-the master's host crashed (kill -9, its sockets destroyed) and the consumer resumed; once both clients' routes lack the master and the consumer has read
-the backlog (from the slave), the master restarted on its store; then the stream until the producer is acknowledged
-again and the consumer pulls from the master, and a drain. It asserts, from the program's JSON lines, what the
-client did (sources: the 4.9.8 client, named in docs/ha-facts.md "The Java client across a failover"):
+the master's host crashed (kill -9, its sockets destroyed) and the consumer resumed; once both clients' routes lack
+the master and the consumer has read the backlog (from the slave), the master restarted on its store; then the
+stream until the producer is acknowledged again and the consumer pulls from the master, and a drain. It asserts,
+from the program's JSON lines, what the client did (sources: the 4.9.8 client, named in docs/ha-facts.md "The Java
+client across a failover"):
 
 - Jepsen check: every SEND_OK is consumed (SYNC_MASTER: lost = acknowledged - consumed = 0; ASYNC_MASTER: only
   sends acknowledged before the crash may be lost);
