@@ -22,7 +22,7 @@ client across a failover"):
   table), then served; no duplicates (the consumer keeps its offsets in memory); the order per queue of first
   consumption = the send order.
 
-Run time about 1.5-2 minutes per role, 3.3 minutes for both (a pair of three JVMs started in ~15 s; the master
+Run time about 1.5-2 minutes per role, 3.1-3.3 minutes for both (a pair of three JVMs started in ~15 s; the master
 down until both clients' 30 s route refreshes came, 20-30 s; its restart 3-8 s; up to 30 s more until the
 consumer's heartbeat lets the master serve it): cpu_heavy.
 """
@@ -178,7 +178,8 @@ def _failover(tmp: Path, role: str) -> dict[str, Any]:
         time.sleep(2)
         program.command("stop-sending")
         marks["stop_sending"] = _now_ms()
-        program.wait("the drain", lambda ev: _acked_before(ev, _now_ms()) <= _consumed(ev), timeout=30, minimum=1)
+        # the restarted master serves the consumer only after its next heartbeat (≤ 30 s after the restart)
+        program.wait("the drain", lambda ev: _acked_before(ev, _now_ms()) <= _consumed(ev), timeout=45, minimum=1)
         program.stop()
         events = program.events()
         assert events[-1]["ev"] == "end", events[-3:]
@@ -321,7 +322,9 @@ def test_consumer_reads_the_slave_while_the_master_is_down(run: dict[str, Any]) 
     assert run["route_without_master_s"]["consumer"] is not None
     assert run["route_without_master_s"]["consumer"] <= POLL_NAMESRV_S + 10
     assert run["first_slave_pull_s"] >= run["route_without_master_s"]["consumer"] - 0.5
-    assert run["backlog_read_s"] is not None and run["backlog_read_s"] <= POLL_NAMESRV_S + 20
+    assert run["backlog_first_read_s"] <= POLL_NAMESRV_S + 20
+    if run["role"] == "SYNC_MASTER":  # the whole backlog was on the slave (an ASYNC tail comes with the master)
+        assert run["backlog_read_s"] is not None and run["backlog_read_s"] <= POLL_NAMESRV_S + 20
 
 
 def test_producer_while_the_master_is_down_and_after(run: dict[str, Any]) -> None:
