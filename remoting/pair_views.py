@@ -1,0 +1,124 @@
+"""``rmqspec serve --ha-role``: the master's and the slave's ``Broker``-shaped views of one ``MmapHaPair``.
+
+Theory of operation
+-------------------
+A served pair is one ``impl/ha_pair.MmapHaPair`` (stores in ``DIR/master`` and ``DIR/slave``, the HA link a
+real 127.0.0.1 TCP connection in 4.9.8's framing) behind two broker ports of one ``RmqServer``. Each port has
+its own ``Ctx`` (clients, held pulls: a 4.9.8 slave is a broker process of its own) whose broker is a view:
+
+- ``MasterView`` is the master ``MmapBroker`` with ``send`` going through ``MmapHaPair.send(…, MASTER_ID)``: a
+  SYNC_MASTER answers after the pair replicated the message (``SEND_OK``), or with the pair's
+  FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE. Everything else (pulls, offsets, admin, transactions, batches,
+  the schedule service) is the master broker's, as a single ``serve`` does it. ``tick`` runs the master's
+  services, then replicates whatever is outstanding (**every tick, both roles**: 4.9.8's HAConnection
+  WriteSocketService transfers continuously, so an ASYNC_MASTER's slave catches up within a tick, and the
+  records a SYNC_MASTER did not wait for — batches, oneway sends, schedule re-puts, transaction commits — reach
+  the slave the same way), and runs SlaveSynchronize (``sync_metadata``: topics, groups, consumer offsets,
+  delay progress) first ``SYNC_FIRST_MS`` after start, then every ``HaConfig.slave_sync_interval_ms``
+  (10 s), as 4.9.8's ``BrokerController`` schedules it.
+- ``SlaveView`` is the slave ``MmapBroker`` (``slave`` set: its store refuses every put with
+  SERVICE_NOT_AVAILABLE and 4.9.8's remark, so sends, batches, sends back and transaction ends to it are
+  refused and nothing is written); pulls are served from its replicated prefix with the pair's slave answer
+  (``ha.slave_pull_status``: past its end 20 PULL_RETRY_IMMEDIATELY instead of moving the offset);
+  UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET commit and read the slave's own table. A 4.9.8 slave runs
+  no schedule or transaction-check service: ``tick`` runs nothing; ``close`` closes nothing (the master's
+  view closes the pair: both stores).
+
+The wall clock cannot be moved: ``ServeClock`` is the server's clock with an ``advance`` that does not
+move it, so a FLUSH_SLAVE_TIMEOUT is answered at once rather than after slaveTimeout (unreachable in serve:
+nothing cuts the link; docs/fidelity.md HA-16). suggestWhichBrokerId is 0 on both ports, which is what
+4.9.8 answers with slaveReadEnable false (the only setting served).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rmqspec.impl.ha_pair import MmapHaPair
+from rmqspec.model.clock import Clock
+from rmqspec.model.config import BrokerConfig
+from rmqspec.model.events import NullRecorder
+from rmqspec.model.ha import MASTER_ID, SLAVE_ID, BrokerRole, HaConfig, slave_pull_status
+from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.results import PullResult, PullStatus, SendResult
+
+SYNC_FIRST_MS = 3000  # BrokerController: SlaveSynchronize's first syncAll 3 s after start
+
+
+class ServeClock:
+    """The server's clock for the pair: ``now`` is the server's; ``advance`` leaves it where it is."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def now(self) -> int:
+        return self.clock.now()
+
+    def advance(self, ms: int) -> int:
+        return self.clock.now()
+
+
+class _View:
+    """A broker of the pair, with every attribute the served ``MmapBroker`` has (see the docstring)."""
+
+    def __init__(self, pair: MmapHaPair, broker_id: int) -> None:
+        self.pair = pair
+        self.broker_id = broker_id
+
+    @property
+    def broker(self) -> Any:
+        return self.pair.broker(self.broker_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pair.broker(self.broker_id), name)
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        return self.pair.send(msg, queue_id, self.broker_id)
+
+
+class MasterView(_View):
+    def __init__(self, pair: MmapHaPair) -> None:
+        super().__init__(pair, MASTER_ID)
+        self.next_sync = pair.clock.now() + SYNC_FIRST_MS
+
+    def tick(self) -> list[Any]:
+        checks = self.pair.master.tick()
+        self.pair.replicate()
+        now = self.pair.clock.now()
+        if now >= self.next_sync:
+            self.pair.sync_metadata()
+            self.next_sync = now + self.pair.ha.slave_sync_interval_ms
+        return list(checks)
+
+    def close(self) -> None:
+        self.pair.close()
+
+
+class SlaveView(_View):
+    def __init__(self, pair: MmapHaPair) -> None:
+        super().__init__(pair, SLAVE_ID)
+
+    def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, *args: Any,
+             **kwargs: Any) -> PullResult:
+        res: PullResult = self.pair.slave.pull(group, mq, offset, max_nums, *args, **kwargs)
+        status = slave_pull_status(res.status.value, self.pair.ha)
+        if status == res.status.value:
+            return res
+        return PullResult(status=PullStatus(status), messages=(), next_begin_offset=offset,
+                          min_offset=res.min_offset, max_offset=res.max_offset)
+
+    def tick(self) -> list[Any]:
+        return []
+
+    def close(self) -> None:
+        """The pair is closed by the master's view."""
+
+
+def open_pair(role: BrokerRole, root: Path, config: BrokerConfig,
+              clock: Clock) -> tuple[MmapHaPair, MasterView, SlaveView]:
+    """The pair of ``role`` on ``root/master`` and ``root/slave`` (recovered when they exist), and its views."""
+    root.mkdir(parents=True, exist_ok=True)
+    pair = MmapHaPair(HaConfig(broker_role=role), root, config=config, clock=ServeClock(clock),  # type: ignore[arg-type]
+                      recorder=NullRecorder())
+    return pair, MasterView(pair), SlaveView(pair)
