@@ -35,15 +35,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from rmqspec.impl.ha_pair import MmapHaPair
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import NullRecorder
 from rmqspec.model.ha import MASTER_ID, SLAVE_ID, BrokerRole, HaConfig, slave_pull_status
 from rmqspec.model.message import Message, MessageQueue
-from rmqspec.model.results import PullResult, PullStatus, SendResult
+from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult, SendStatus
+from rmqspec.remoting.codes import RequestCode
+from rmqspec.remoting.command import RemotingCommand
+from rmqspec.remoting.context import Ctx, Handler
+from rmqspec.remoting.handlers_send import send_message
 
 SYNC_FIRST_MS = 3000  # BrokerController: SlaveSynchronize's first syncAll 3 s after start
+# SendMessageProcessor.handlePutMessageResult: sendOK with these codes (the header still names the message)
+REPLICA_CODES: dict[SendStatus, int] = {
+    SendStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    SendStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 
 
 class ServeClock:
@@ -81,6 +92,12 @@ class MasterView(_View):
     def __init__(self, pair: MmapHaPair) -> None:
         super().__init__(pair, MASTER_ID)
         self.next_sync = pair.clock.now() + SYNC_FIRST_MS
+        self.last_status: SendStatus | None = None  # of the last send: ``send_through_pair`` reads it
+
+    def send(self, msg: Message, queue_id: int) -> SendResult:
+        result = super().send(msg, queue_id)
+        self.last_status = result.status
+        return result
 
     def tick(self) -> list[Any]:
         checks = self.pair.master.tick()
@@ -122,3 +139,21 @@ def open_pair(role: BrokerRole, root: Path, config: BrokerConfig,
     pair = MmapHaPair(HaConfig(broker_role=role), root, config=config, clock=ServeClock(clock),  # type: ignore[arg-type]
                       recorder=NullRecorder())
     return pair, MasterView(pair), SlaveView(pair)
+
+
+def send_through_pair(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
+    """SEND_MESSAGE(_V2) on the master's port: ``send_message``, answered with the code of the pair's replica
+    status (12 FLUSH_SLAVE_TIMEOUT / 11 SLAVE_NOT_AVAILABLE, msgId and offsets as for SEND_OK: the message is
+    stored on the master) when the send was not replicated as SYNC_MASTER promises."""
+    view = ctx.broker
+    view.last_status = None
+    response = send_message(ctx, conn, req)
+    code = REPLICA_CODES.get(view.last_status) if view.last_status is not None else None
+    if response is not None and response.code == ResponseCode.SUCCESS and code is not None:
+        response = attrs.evolve(response, code=code)
+    return response
+
+
+def master_handlers(handlers: dict[int, Handler]) -> dict[int, Handler]:
+    """The broker port's handler table for the master of a pair."""
+    return {**handlers, RequestCode.SEND_MESSAGE: send_through_pair, RequestCode.SEND_MESSAGE_V2: send_through_pair}

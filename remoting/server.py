@@ -121,7 +121,7 @@ from rmqspec.remoting.handlers_pop import (
 from rmqspec.remoting.handlers_send import end_transaction, send_back, send_batch, send_message
 from rmqspec.remoting.longpoll import HeldPull
 from rmqspec.remoting.namesrv import cluster_info, route_info
-from rmqspec.remoting.pair_views import open_pair
+from rmqspec.remoting.pair_views import master_handlers, open_pair
 from rmqspec.remoting.records import encode_stored
 from rmqspec.remoting.served import ServedBroker
 from rmqspec.remoting.trace_out import TraceWriter
@@ -291,7 +291,8 @@ class RmqServer:
         s = self.settings
         namesrv = await loop.create_server(lambda: _Conn(self, NAMESRV_HANDLERS), s.host, s.namesrv_port,
                                            start_serving=False, reuse_address=True)
-        broker_srv = await loop.create_server(lambda: _Conn(self, BROKER_HANDLERS, self.ctx), s.host, s.port,
+        handlers = BROKER_HANDLERS if self.ha_role is None else master_handlers(BROKER_HANDLERS)
+        broker_srv = await loop.create_server(lambda: _Conn(self, handlers, self.ctx), s.host, s.port,
                                               start_serving=False, reuse_address=True)
         self._servers = [namesrv, broker_srv]
         ns_port = namesrv.sockets[0].getsockname()[1]

@@ -197,3 +197,20 @@ def test_consumer_offsets_are_committed_and_queried_on_the_slave(serve_pair) -> 
     query = {"consumerGroup": "G", "topic": "T", "queueId": "0"}
     assert s.call(14, query).ext_fields["offset"] == "1"
     assert m.call(14, query).ext_fields["offset"] == "0"  # the master never saw the commit (min offset 0)
+
+
+def test_a_sync_send_with_the_link_cut_is_flush_slave_timeout_and_stored_on_the_master(serve_pair) -> None:
+    """No wire verb cuts the link (a real pair has none either): the test cuts the served pair on the server's loop.
+    4.9.8 answers 12 after slaveTimeout (3 s); the served pair at once (the wall clock is not moved: HA-16)."""
+    p = serve_pair(BrokerRole.SYNC_MASTER, tick_ms=60_000)
+    m = p.master()
+    assert m.call(17, create_topic_ext("T", 1)).code == 0
+    p.on_loop(p.pair.cut)
+    started = time.monotonic()
+    r = _send(m, body=b"cut")
+    assert (r.code, r.remark, time.monotonic() - started < 1) == (12, None, True)  # FLUSH_SLAVE_TIMEOUT
+    assert (r.ext_fields["queueOffset"], r.ext_fields["msgId"][16:]) == ("0", f"{0:016X}")  # sendOK's header
+    assert p.on_loop(lambda: (p.pair.master.commitlog_record_count(), p.pair.slave_records)) == (1, 0)
+    p.on_loop(p.pair.heal)
+    assert _send(m, body=b"healed").code == 0
+    assert p.on_loop(lambda: p.pair.slave_records) == 2  # the send replicated the cut one too
