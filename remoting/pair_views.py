@@ -8,8 +8,10 @@ its own ``Ctx`` (clients, held pulls: a 4.9.8 slave is a broker process of its o
 
 - ``MasterView`` is the master ``MmapBroker`` with ``send`` going through ``MmapHaPair.send(…, MASTER_ID)``: a
   SYNC_MASTER answers after the pair replicated the message (``SEND_OK``), or with the pair's
-  FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE. Everything else (pulls, offsets, admin, transactions, batches,
-  the schedule service) is the master broker's, as a single ``serve`` does it. ``tick`` runs the master's
+  FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE, which the master port's SEND_MESSAGE(_V2) answers as codes 12 / 11
+  with SEND_OK's header (``send_through_pair``; the message is stored on the master). Everything else (pulls,
+  offsets, admin, transactions, batches, the schedule service) is the master broker's, as a single ``serve``
+  does it. ``tick`` runs the master's
   services, then replicates whatever is outstanding (**every tick, both roles**: 4.9.8's HAConnection
   WriteSocketService transfers continuously, so an ASYNC_MASTER's slave catches up within a tick, and the
   records a SYNC_MASTER did not wait for — batches, oneway sends, schedule re-puts, transaction commits — reach
@@ -18,11 +20,11 @@ its own ``Ctx`` (clients, held pulls: a 4.9.8 slave is a broker process of its o
   (10 s), as 4.9.8's ``BrokerController`` schedules it.
 - ``SlaveView`` is the slave ``MmapBroker`` (``slave`` set: its store refuses every put with
   SERVICE_NOT_AVAILABLE and 4.9.8's remark, so sends, batches, sends back and transaction ends to it are
-  refused and nothing is written); pulls are served from its replicated prefix with the pair's slave answer
-  (``ha.slave_pull_status``: past its end 20 PULL_RETRY_IMMEDIATELY instead of moving the offset);
-  UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET commit and read the slave's own table. A 4.9.8 slave runs
-  no schedule or transaction-check service: ``tick`` runs nothing; ``close`` closes nothing (the master's
-  view closes the pair: both stores).
+  refused and nothing is written); pulls are served from its replicated prefix with 4.9.8's slave answer
+  (``pull_on_slave``: where a master moves the offset, 20 PULL_RETRY_IMMEDIATELY, the offset kept; a pull's
+  commit bit ignored); UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET commit and read the slave's own
+  table. A 4.9.8 slave runs no schedule or transaction-check service: ``tick`` runs nothing; ``close``
+  closes nothing (the master's view closes the pair: both stores).
 
 The wall clock cannot be moved: ``ServeClock`` is the server's clock with an ``advance`` that does not
 move it, so a FLUSH_SLAVE_TIMEOUT is answered at once rather than after slaveTimeout (unreachable in serve:
@@ -42,11 +44,12 @@ from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
 from rmqspec.model.events import NullRecorder
 from rmqspec.model.ha import MASTER_ID, SLAVE_ID, BrokerRole, HaConfig, slave_pull_status
-from rmqspec.model.message import Message, MessageQueue
-from rmqspec.model.results import PullResult, PullStatus, ResponseCode, SendResult, SendStatus
-from rmqspec.remoting.codes import RequestCode
+from rmqspec.model.message import Message
+from rmqspec.model.results import PullStatus, ResponseCode, SendResult, SendStatus
+from rmqspec.remoting.codes import PULL_FLAG_COMMIT_OFFSET, RequestCode
 from rmqspec.remoting.command import RemotingCommand
 from rmqspec.remoting.context import Ctx, Handler
+from rmqspec.remoting.handlers_consume import PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, pull_message
 from rmqspec.remoting.handlers_send import send_message
 
 SYNC_FIRST_MS = 3000  # BrokerController: SlaveSynchronize's first syncAll 3 s after start
@@ -116,15 +119,6 @@ class SlaveView(_View):
     def __init__(self, pair: MmapHaPair) -> None:
         super().__init__(pair, SLAVE_ID)
 
-    def pull(self, group: str, mq: MessageQueue, offset: int, max_nums: int = 32, *args: Any,
-             **kwargs: Any) -> PullResult:
-        res: PullResult = self.pair.slave.pull(group, mq, offset, max_nums, *args, **kwargs)
-        status = slave_pull_status(res.status.value, self.pair.ha)
-        if status == res.status.value:
-            return res
-        return PullResult(status=PullStatus(status), messages=(), next_begin_offset=offset,
-                          min_offset=res.min_offset, max_offset=res.max_offset)
-
     def tick(self) -> list[Any]:
         return []
 
@@ -157,3 +151,25 @@ def send_through_pair(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingComm
 def master_handlers(handlers: dict[int, Handler]) -> dict[int, Handler]:
     """The broker port's handler table for the master of a pair."""
     return {**handlers, RequestCode.SEND_MESSAGE: send_through_pair, RequestCode.SEND_MESSAGE_V2: send_through_pair}
+
+
+def pull_on_slave(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
+    """PULL_MESSAGE on the slave's port (PullMessageProcessor with brokerRole SLAVE): the commit bit is ignored
+    (``storeOffsetEnable`` excludes a SLAVE), and a PULL_OFFSET_MOVED becomes PULL_RETRY_IMMEDIATELY with the
+    store's remark and nextBeginOffset the offset asked (``ha.slave_pull_status``; nextOffsetCorrection keeps
+    the old offset unless offsetCheckInSlave): a slave never moves a consumer."""
+    flag = req.ext_fields.get("sysFlag")
+    if flag is not None and flag.lstrip("-").isdigit() and int(flag) & PULL_FLAG_COMMIT_OFFSET:
+        req = attrs.evolve(req, ext_fields={**req.ext_fields, "sysFlag": str(int(flag) & ~PULL_FLAG_COMMIT_OFFSET)})
+    response = pull_message(ctx, conn, req)
+    view = ctx.broker
+    moved = slave_pull_status(PullStatus.OFFSET_ILLEGAL.value, view.pair.ha) != PullStatus.OFFSET_ILLEGAL.value
+    if response is not None and response.code == PULL_OFFSET_MOVED and moved:
+        ext = {**response.ext_fields, "nextBeginOffset": req.ext_fields["queueOffset"]}
+        response = attrs.evolve(response, code=PULL_RETRY_IMMEDIATELY, ext_fields=ext)
+    return response
+
+
+def slave_handlers(handlers: dict[int, Handler]) -> dict[int, Handler]:
+    """The broker port's handler table for the slave of a pair."""
+    return {**handlers, RequestCode.PULL_MESSAGE: pull_on_slave}

@@ -121,7 +121,7 @@ from rmqspec.remoting.handlers_pop import (
 from rmqspec.remoting.handlers_send import end_transaction, send_back, send_batch, send_message
 from rmqspec.remoting.longpoll import HeldPull
 from rmqspec.remoting.namesrv import cluster_info, route_info
-from rmqspec.remoting.pair_views import master_handlers, open_pair
+from rmqspec.remoting.pair_views import master_handlers, open_pair, slave_handlers
 from rmqspec.remoting.records import encode_stored
 from rmqspec.remoting.served import ServedBroker
 from rmqspec.remoting.trace_out import TraceWriter
@@ -299,7 +299,8 @@ class RmqServer:
         port = broker_srv.sockets[0].getsockname()[1]
         self.settings = s = attrs.evolve(s, namesrv_port=ns_port, port=port)
         if self.ha_role is not None:
-            slave_srv = await loop.create_server(lambda: _Conn(self, BROKER_HANDLERS, self.slave_ctx), s.host,
+            on_slave = slave_handlers(BROKER_HANDLERS)
+            slave_srv = await loop.create_server(lambda: _Conn(self, on_slave, self.slave_ctx), s.host,
                                                  s.slave_port or 0, start_serving=False, reuse_address=True)
             self._servers.append(slave_srv)
             self.settings = s = attrs.evolve(s, slave_port=slave_srv.sockets[0].getsockname()[1])

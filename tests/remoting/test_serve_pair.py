@@ -18,6 +18,7 @@ from rmqspec.model.queues import SLAVE_PUT_REMARK
 from rmqspec.remoting.bodies import decode_messages
 from rmqspec.remoting.context import ServeSettings
 from rmqspec.remoting.pair_views import SYNC_FIRST_MS
+from rmqspec.remoting.records import BatchItem, encode_batch
 from rmqspec.remoting.server import RmqServer, ServerThread
 from tests.remoting.conftest import TEST_CONFIG, create_topic_ext, props, pull_ext, send_ext, uniq_key
 from tests.remoting.wire_client import WireClient
@@ -149,6 +150,13 @@ def test_a_send_to_the_slave_is_refused_and_writes_nothing(serve_pair) -> None:
     assert p.on_loop(lambda: (p.pair.slave_records, p.pair.master.commitlog_record_count())) == before == (1, 1)
     r = s.call(11, pull_ext("G", "T", sys_flag=SUBSCRIPTION))
     assert len(decode_messages(r.body)) == 1
+    batch = encode_batch([BatchItem(0, b"b%d" % i, {"UNIQ_KEY": uniq_key()}) for i in range(2)])
+    r = s.call(320, send_ext("T"), batch)  # SEND_BATCH_MESSAGE: the store refuses it too
+    assert (r.code, r.remark) == (14, SLAVE_PUT_REMARK)
+    assert p.on_loop(lambda: p.pair.slave_records) == 1
+    r = m.call(320, send_ext("T"), batch)  # on the master (straight to its store), replicated by the tick
+    assert r.code == 0
+    _until(lambda: p.on_loop(lambda: p.pair.slave_records) == 3)
 
 
 def test_under_async_master_the_slave_catches_up_on_the_tick(serve_pair) -> None:
@@ -181,9 +189,11 @@ def test_the_slave_answers_past_its_end_with_retry_immediately_and_keeps_the_off
     assert _send(m).code == 0
     p.sync_metadata()
     r = s.call(11, pull_ext("G", "T", offset=5, sys_flag=SUBSCRIPTION))
-    assert (r.code, r.ext_fields["nextBeginOffset"], r.ext_fields["maxOffset"]) == (20, "5", "1")
+    assert (r.code, r.remark, r.ext_fields["nextBeginOffset"], r.ext_fields["maxOffset"]) == \
+        (20, "OFFSET_OVERFLOW_BADLY", "5", "1")
+    assert s.call(11, pull_ext("G", "T", offset=1, sys_flag=SUBSCRIPTION)).code == 19  # at its end: as a master
     r = m.call(11, pull_ext("G", "T", offset=5, sys_flag=SUBSCRIPTION))
-    assert (r.code, r.ext_fields["nextBeginOffset"]) == (21, "1")  # the master moves the consumer
+    assert (r.code, r.remark, r.ext_fields["nextBeginOffset"]) == (21, "OFFSET_OVERFLOW_BADLY", "1")  # moved
 
 
 def test_consumer_offsets_are_committed_and_queried_on_the_slave(serve_pair) -> None:
@@ -197,6 +207,10 @@ def test_consumer_offsets_are_committed_and_queried_on_the_slave(serve_pair) -> 
     query = {"consumerGroup": "G", "topic": "T", "queueId": "0"}
     assert s.call(14, query).ext_fields["offset"] == "1"
     assert m.call(14, query).ext_fields["offset"] == "0"  # the master never saw the commit (min offset 0)
+    r = s.call(11, pull_ext("G", "T", sys_flag=SUBSCRIPTION | 1, commit_offset=0))  # commit bit: not stored
+    assert r.code == 0 and s.call(14, query).ext_fields["offset"] == "1"
+    r = s.call(11, {**pull_ext("G", "T"), "sysFlag": "x"})  # a bad sysFlag: SYSTEM_ERROR, as a master answers
+    assert r.code == 1
 
 
 def test_a_sync_send_with_the_link_cut_is_flush_slave_timeout_and_stored_on_the_master(serve_pair) -> None:
