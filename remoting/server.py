@@ -9,6 +9,14 @@ port answers GET_ROUTEINFO_BY_TOPIC / GET_BROKER_CLUSTER_INFO (``namesrv``),
 the broker port everything in ``BROKER_HANDLERS``; any other code gets
 REQUEST_CODE_NOT_SUPPORTED (3, " request type N not supported").
 
+With ``ha_role`` (``rmqspec serve --ha-role``) a third socket, the slave's port
+(``settings.slave_port``), and the served broker is an ``MmapHaPair``: each broker
+port has its own ``Ctx`` (clients, held pulls), whose broker is the master's or the
+slave's view of the pair (``pair_views``, which also holds the two ports' handler
+tables: the master's sends answered with the pair's replica codes, the slave's
+pulls as a SLAVE answers them); a connection carries its port's ``Ctx``; the name
+server lists both (brokerId 0 and 1); the tick runs each port's round.
+
 Per connection (``_Conn``, an ``asyncio.Protocol``): bytes go into the pure
 ``FrameDecoder``; each complete frame is dispatched at once, in order; the
 response (same opaque, flag 1, the request's serialize type) is written back.
