@@ -54,7 +54,7 @@ from rmqspec.remoting.handlers_send import send_message
 
 SYNC_FIRST_MS = 3000  # BrokerController: SlaveSynchronize's first syncAll 3 s after start
 # SendMessageProcessor.handlePutMessageResult: sendOK with these codes (the header still names the message)
-REPLICA_CODES: dict[SendStatus, int] = {
+REPLICA_CODES: dict[SendStatus | None, int] = {
     SendStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     SendStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
@@ -79,10 +79,6 @@ class _View:
     def __init__(self, pair: MmapHaPair, broker_id: int) -> None:
         self.pair = pair
         self.broker_id = broker_id
-
-    @property
-    def broker(self) -> Any:
-        return self.pair.broker(self.broker_id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.pair.broker(self.broker_id), name)
@@ -135,15 +131,15 @@ def open_pair(role: BrokerRole, root: Path, config: BrokerConfig,
     return pair, MasterView(pair), SlaveView(pair)
 
 
-def send_through_pair(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand | None:
+def send_through_pair(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     """SEND_MESSAGE(_V2) on the master's port: ``send_message``, answered with the code of the pair's replica
     status (12 FLUSH_SLAVE_TIMEOUT / 11 SLAVE_NOT_AVAILABLE, msgId and offsets as for SEND_OK: the message is
     stored on the master) when the send was not replicated as SYNC_MASTER promises."""
     view = ctx.broker
     view.last_status = None
     response = send_message(ctx, conn, req)
-    code = REPLICA_CODES.get(view.last_status) if view.last_status is not None else None
-    if response is not None and response.code == ResponseCode.SUCCESS and code is not None:
+    code = REPLICA_CODES.get(view.last_status)
+    if response.code == ResponseCode.SUCCESS and code is not None:
         response = attrs.evolve(response, code=code)
     return response
 
