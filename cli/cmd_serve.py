@@ -15,6 +15,13 @@ removed: ``rmqspec store verify DIR`` accepts the store) and exits 0. Port 0
 picks a free port (the ready line names it). Exit 2: unusable arguments, a
 port in use, a store that cannot be opened, an unreadable ``--config``.
 
+``--ha-role SYNC_MASTER|ASYNC_MASTER [--slave-port PORT]`` serves a master and its slave instead
+(``impl/ha_pair.MmapHaPair``, stores DIR/master and DIR/slave, replicating over a real TCP connection;
+``remoting/pair_views.py``): the master on ``--port``, the slave on ``--slave-port`` (default 0, a free
+port), both in the route (brokerId 0 and 1); the ready line ends with ``slave=HOST:PORT role=ROLE``;
+stop closes both stores. ``--slave-port`` without ``--ha-role``, and ``--ha-role`` with ``--broker`` or
+``--trace-out``, are usage errors.
+
 ``--config`` is a Java-properties ``broker.conf``, read as a broker of
 ``--profile`` reads it (``properties.brokerconf``: the keys serve uses, the
 rest listed as ignored); ``_serve_config`` below adds the listen address.
