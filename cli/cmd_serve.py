@@ -15,6 +15,13 @@ removed: ``rmqspec store verify DIR`` accepts the store) and exits 0. Port 0
 picks a free port (the ready line names it). Exit 2: unusable arguments, a
 port in use, a store that cannot be opened, an unreadable ``--config``.
 
+``--ha-role SYNC_MASTER|ASYNC_MASTER [--slave-port PORT]`` serves a master and its slave instead
+(``impl/ha_pair.MmapHaPair``, stores DIR/master and DIR/slave, replicating over a real TCP connection;
+``remoting/pair_views.py``): the master on ``--port``, the slave on ``--slave-port`` (default 0, a free
+port), both in the route (brokerId 0 and 1); the ready line ends with ``slave=HOST:PORT role=ROLE``;
+stop closes both stores. ``--slave-port`` without ``--ha-role``, and ``--ha-role`` with ``--broker`` or
+``--trace-out``, are usage errors.
+
 ``--config`` is a Java-properties ``broker.conf``, read as a broker of
 ``--profile`` reads it (``properties.brokerconf``: the keys serve uses, the
 rest listed as ignored); ``_serve_config`` below adds the listen address.
@@ -35,12 +42,14 @@ import attrs
 
 from rmqspec.cli.common import EXIT_OK, InputError, UsageError
 from rmqspec.model.config import BrokerConfig, default_config
+from rmqspec.model.ha import BrokerRole
 from rmqspec.model.versions import DEFAULT_VERSION, VERSIONS
 from rmqspec.properties.adapters import FactoryError, load_factory
 
 NAME = "serve"
 HELP = "serve a broker over RocketMQ 4.9's wire protocol (name server + broker on 127.0.0.1)"
 DEFAULT_BROKER = "rmqspec.impl:factory"
+MASTER_ROLES = tuple(role.value for role in BrokerRole if role.is_master)
 _LOADED = time.monotonic()  # cli.main imports every command module first thing: ~ process start
 
 
@@ -61,6 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="log connections and dropped checks")
     parser.add_argument("--profile", default=DEFAULT_VERSION, choices=sorted(VERSIONS),
                         help="the RocketMQ version to behave as (default rocketmq-4.9; model/versions.py)")
+    parser.add_argument("--ha-role", default=None, choices=MASTER_ROLES, metavar="ROLE",
+                        help="serve a master (ASYNC_MASTER or SYNC_MASTER) and its slave, replicating: stores "
+                             "DIR/master and DIR/slave (default: one broker, no slave)")
+    parser.add_argument("--slave-port", type=int, default=None, metavar="PORT",
+                        help="the slave's broker port with --ha-role (default 0 = any free port)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,6 +116,19 @@ def _serve_config(path: str | None, version: str = DEFAULT_VERSION) -> _ServeCon
 # ----------------------------------------------------------------------------------------------
 
 
+def _ha_role(args: argparse.Namespace) -> BrokerRole | None:
+    """``--ha-role`` (None: no pair); the flags a pair cannot take are usage errors."""
+    if args.ha_role is None:
+        if args.slave_port is not None:
+            raise UsageError("--slave-port needs --ha-role (ASYNC_MASTER or SYNC_MASTER)")
+        return None
+    if args.broker != DEFAULT_BROKER:
+        raise UsageError(f"--ha-role serves the mmap pair (impl/ha_pair.py); it cannot serve --broker {args.broker}")
+    if args.trace_out is not None:
+        raise UsageError("--ha-role: --trace-out is not supported for a served pair yet")
+    return BrokerRole(args.ha_role)
+
+
 def run(args: argparse.Namespace) -> int:
     started = _LOADED
     from rmqspec.remoting.context import ServeSettings
@@ -109,12 +136,13 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="rmqspec serve: %(message)s")
-    for name in ("namesrv_port", "port"):
+    for name in ("namesrv_port", "port", "slave_port"):
         value = getattr(args, name)
         if value is not None and not 0 <= value <= 65535:
             raise UsageError(f"--{name.replace('_', '-')} must be a port number (0-65535), got {value}")
     if args.tick_ms <= 0:
         raise UsageError(f"--tick-ms must be positive, got {args.tick_ms}")
+    ha_role = _ha_role(args)
     conf = _serve_config(args.config, args.profile)
     try:
         factory = load_factory(args.broker)
@@ -127,8 +155,9 @@ def run(args: argparse.Namespace) -> int:
     broker_ip = conf.broker_ip or (args.host if args.host not in ("0.0.0.0", "::", "") else "127.0.0.1")
     settings = ServeSettings(host=args.host, namesrv_port=args.namesrv_port, port=port, broker_ip=broker_ip,
                              broker_name=conf.broker_name, cluster=conf.cluster, tick_ms=args.tick_ms,
-                             store_dir=str(store.resolve()), extra_properties=conf.others)
-    server = RmqServer(factory, conf.config, settings, store, trace_dir=args.trace_out)
+                             store_dir=str(store.resolve()), extra_properties=conf.others,
+                             slave_port=None if ha_role is None else args.slave_port or 0)
+    server = RmqServer(factory, conf.config, settings, store, trace_dir=args.trace_out, ha_role=ha_role)
     return asyncio.run(_serve(server, started))
 
 
@@ -154,8 +183,9 @@ async def _serve(server: object, started: float) -> int:
         await server.stop()
         raise UsageError(f"the broker factory failed: {type(exc).__name__}: {exc}") from None
     where = os.fspath(server.workdir)
+    pair = "" if server.ha_role is None else f" slave={server.slave_addr} role={server.ha_role.value}"
     print(f"rmqspec serve: ready namesrv={server.namesrv_addr} broker={server.broker_addr} store={where} "
-          f"({time.monotonic() - started:.2f} s)", flush=True)
+          f"({time.monotonic() - started:.2f} s){pair}", flush=True)
     await stop.wait()
     await server.stop()
     print("rmqspec serve: stopped (broker closed, offsets persisted)", flush=True)

@@ -33,6 +33,7 @@ import attrs
 
 from rmqspec.model.clock import Clock
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.ha import MASTER_ID, SLAVE_ID
 from rmqspec.remoting.clients import ClientRegistry
 from rmqspec.remoting.codes import RequestCode
 from rmqspec.remoting.command import FLAG_ONEWAY, RemotingCommand, response_to
@@ -69,10 +70,24 @@ class ServeSettings:
     store_dir: str = ""
     # extra broker.conf keys shown by GET_BROKER_CONFIG (key -> value), besides the ones the server derives
     extra_properties: tuple[tuple[str, str], ...] = ()
+    # ``serve --ha-role``: the slave's port (0 = any free port); None: one broker, no pair
+    slave_port: int | None = None
 
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip}:{self.port}"
+
+    @property
+    def slave_addr(self) -> str | None:
+        return None if self.slave_port is None else f"{self.broker_ip}:{self.slave_port}"
+
+    @property
+    def broker_addrs(self) -> dict[int, str]:
+        """BrokerData.brokerAddrs: brokerId → address (0 the master, 1 its slave when serving a pair)."""
+        addrs = {MASTER_ID: self.broker_addr}
+        if self.slave_addr is not None:
+            addrs[SLAVE_ID] = self.slave_addr
+        return addrs
 
     @property
     def namesrv_addr(self) -> str:

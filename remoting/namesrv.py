@@ -45,7 +45,7 @@ def route_data(ctx: Ctx, topic: str) -> dict[str, Any] | None:
         nums, perm = found, PERM_READ_WRITE
     s = ctx.settings
     return {
-        "brokerDatas": [{"brokerAddrs": {0: s.broker_addr}, "brokerName": s.broker_name, "cluster": s.cluster}],
+        "brokerDatas": [{"brokerAddrs": s.broker_addrs, "brokerName": s.broker_name, "cluster": s.cluster}],
         "filterServerTable": {},
         "queueDatas": [{"brokerName": s.broker_name, "perm": perm, "readQueueNums": nums, "topicSysFlag": 0,
                         "writeQueueNums": nums}],
@@ -65,7 +65,7 @@ def route_info(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
 def cluster_info(ctx: Ctx, conn: Any, req: RemotingCommand) -> RemotingCommand:
     s = ctx.settings
     doc = {
-        "brokerAddrTable": {s.broker_name: {"brokerAddrs": {0: s.broker_addr}, "brokerName": s.broker_name,
+        "brokerAddrTable": {s.broker_name: {"brokerAddrs": s.broker_addrs, "brokerName": s.broker_name,
                                             "cluster": s.cluster}},
         "clusterAddrTable": {s.cluster: [s.broker_name]},
     }

@@ -9,6 +9,14 @@ port answers GET_ROUTEINFO_BY_TOPIC / GET_BROKER_CLUSTER_INFO (``namesrv``),
 the broker port everything in ``BROKER_HANDLERS``; any other code gets
 REQUEST_CODE_NOT_SUPPORTED (3, " request type N not supported").
 
+With ``ha_role`` (``rmqspec serve --ha-role``) a third socket, the slave's port
+(``settings.slave_port``), and the served broker is an ``MmapHaPair``: each broker
+port has its own ``Ctx`` (clients, held pulls), whose broker is the master's or the
+slave's view of the pair (``pair_views``, which also holds the two ports' handler
+tables: the master's sends answered with the pair's replica codes, the slave's
+pulls as a SLAVE answers them); a connection carries its port's ``Ctx``; the name
+server lists both (brokerId 0 and 1); the tick runs each port's round.
+
 Per connection (``_Conn``, an ``asyncio.Protocol``): bytes go into the pure
 ``FrameDecoder``; each complete frame is dispatched at once, in order; the
 response (same opaque, flag 1, the request's serialize type) is written back.
@@ -73,6 +81,7 @@ import attrs
 
 from rmqspec.model.clock import Clock, WallClock
 from rmqspec.model.config import BrokerConfig
+from rmqspec.model.ha import BrokerRole
 from rmqspec.model.message import InvalidMessage
 from rmqspec.model.results import BrokerError, ResponseCode
 from rmqspec.remoting.bodies import BodyError
@@ -120,6 +129,7 @@ from rmqspec.remoting.handlers_pop import (
 from rmqspec.remoting.handlers_send import end_transaction, send_back, send_batch, send_message
 from rmqspec.remoting.longpoll import HeldPull
 from rmqspec.remoting.namesrv import cluster_info, route_info
+from rmqspec.remoting.pair_views import master_handlers, open_pair, slave_handlers
 from rmqspec.remoting.records import encode_stored
 from rmqspec.remoting.served import ServedBroker
 from rmqspec.remoting.trace_out import TraceWriter
@@ -177,9 +187,10 @@ def accepts_recorder(factory: Callable[..., Any]) -> bool:
 class _Conn(asyncio.Protocol):
     """One client connection (see the module docstring)."""
 
-    def __init__(self, server: RmqServer, handlers: dict[int, Handler]) -> None:
+    def __init__(self, server: RmqServer, handlers: dict[int, Handler], ctx: Ctx | None = None) -> None:
         self.server = server
         self.handlers = handlers
+        self.ctx = ctx  # the broker port's context (None: the name server's, the server's first)
         self.decoder = FrameDecoder()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -212,7 +223,7 @@ class _Conn(asyncio.Protocol):
         """Answer the decoded requests in order, stopping while the client does not read."""
         while self.backlog and not self.closed and not self.paused:
             self.server.dispatch(self, self.backlog.popleft())
-        self.server.after_requests()
+        self.server.after_requests(self.ctx)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.decoder.pending:
@@ -262,15 +273,18 @@ class RmqServer:
         *,
         trace_dir: str | Path | None = None,
         clock: Clock | None = None,
+        ha_role: BrokerRole | None = None,
     ) -> None:
         self.factory = factory
+        self.ha_role = ha_role  # a master role: serve an MmapHaPair (pair_views), the slave on settings.slave_port
         self.config = config
         self.settings = settings
         self.workdir = Path(workdir)
         self.trace_dir = trace_dir
         self.clock = clock or WallClock()
         self.conns: set[_Conn] = set()
-        self.ctx: Ctx | None = None
+        self.ctx: Ctx | None = None  # the (master) broker port's
+        self.slave_ctx: Ctx | None = None  # the slave port's, when serving a pair
         self.trace: TraceWriter | None = None
         self._servers: list[asyncio.base_events.Server] = []
         self._ticker: asyncio.Task[None] | None = None
@@ -285,14 +299,40 @@ class RmqServer:
         s = self.settings
         namesrv = await loop.create_server(lambda: _Conn(self, NAMESRV_HANDLERS), s.host, s.namesrv_port,
                                            start_serving=False, reuse_address=True)
-        broker_srv = await loop.create_server(lambda: _Conn(self, BROKER_HANDLERS), s.host, s.port,
+        handlers = BROKER_HANDLERS if self.ha_role is None else master_handlers(BROKER_HANDLERS)
+        broker_srv = await loop.create_server(lambda: _Conn(self, handlers, self.ctx), s.host, s.port,
                                               start_serving=False, reuse_address=True)
         self._servers = [namesrv, broker_srv]
         ns_port = namesrv.sockets[0].getsockname()[1]
         port = broker_srv.sockets[0].getsockname()[1]
         self.settings = s = attrs.evolve(s, namesrv_port=ns_port, port=port)
+        if self.ha_role is not None:
+            on_slave = slave_handlers(BROKER_HANDLERS)
+            slave_srv = await loop.create_server(lambda: _Conn(self, on_slave, self.slave_ctx), s.host,
+                                                 s.slave_port or 0, start_serving=False, reuse_address=True)
+            self._servers.append(slave_srv)
+            self.settings = s = attrs.evolve(s, slave_port=slave_srv.sockets[0].getsockname()[1])
         self.config = attrs.evolve(self.config, store_host=s.broker_ip, store_port=port,
                                    broker_name=s.broker_name)
+        if self.ha_role is not None:
+            self._start_pair(s)
+        else:
+            self._start_broker(s)
+        self._last_expire = self.clock.now()
+        for srv in self._servers:
+            await srv.start_serving()
+        self._ticker = asyncio.create_task(self._tick_loop())
+
+    def _start_pair(self, s: ServeSettings) -> None:
+        assert self.ha_role is not None
+        pair, master, slave = open_pair(self.ha_role, self.workdir, self.config, self.clock)
+        self.ctx = Ctx(ServedBroker(master), self.config, s, self.clock, NO_WIRE_EVENTS)
+        self.ctx.request_modes = RequestModes.load(str(pair.master.root))
+        self.slave_ctx = Ctx(ServedBroker(slave), self.config, attrs.evolve(s, port=s.slave_port), self.clock,
+                             NO_WIRE_EVENTS)
+        self.slave_ctx.request_modes = RequestModes.load(str(pair.slave.root))
+
+    def _start_broker(self, s: ServeSettings) -> None:
         recorder = None
         if self.trace_dir is not None:
             self.trace = TraceWriter(self.trace_dir, self.config)
@@ -309,10 +349,6 @@ class RmqServer:
         if self.trace is not None and self.trace.restarted:
             self.trace.emit("recover", self.clock.now(), actor="broker", status="RESTART",
                             detail={"trace": self.trace.path.name})
-        self._last_expire = self.clock.now()
-        for srv in self._servers:
-            await srv.start_serving()
-        self._ticker = asyncio.create_task(self._tick_loop())
 
     async def stop(self) -> None:
         if self._stopped:
@@ -324,20 +360,29 @@ class RmqServer:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
-        if self.ctx is not None:
-            self.ctx.held.all()
-            self.ctx.held_pops = []
+        for ctx in self.contexts:
+            ctx.held.all()
+            ctx.held_pops = []
         for conn in list(self.conns):
             conn.close()
         for srv in self._servers:
             await srv.wait_closed()
-        if self.ctx is not None:
+        if self.ctx is not None:  # a pair: the master's view closes both stores
             try:
                 self.ctx.broker.close()
             except Exception as exc:  # reported in one line; the trace is still closed
                 log.error("broker close: %s: %s", type(exc).__name__, exc)
         if self.trace is not None:
             self.trace.close()
+
+    @property
+    def contexts(self) -> list[Ctx]:
+        """The broker ports' contexts: the broker's (the master's), then the slave's."""
+        return [ctx for ctx in (self.ctx, self.slave_ctx) if ctx is not None]
+
+    @property
+    def slave_addr(self) -> str | None:
+        return self.settings.slave_addr
 
     @property
     def namesrv_addr(self) -> str:
@@ -359,15 +404,16 @@ class RmqServer:
 
     def answer(self, conn: Any, handlers: dict[int, Handler], cmd: RemotingCommand) -> RemotingCommand | None:
         """The response to one request (None: none is sent), every failure mapped to a response."""
-        assert self.ctx is not None
+        ctx = getattr(conn, "ctx", None) or self.ctx
+        assert ctx is not None
         handler = handlers.get(cmd.code)
-        if handler is None or (cmd.code in POP_CODES and not pops(self.ctx)):  # 4.9: no pop processor
+        if handler is None or (cmd.code in POP_CODES and not pops(ctx)):  # 4.9: no pop processor
             return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, unsupported_remark(cmd.code))
         missing = missing_field(cmd)
         if missing is not None:
             return refuse(cmd, ResponseCode.SYSTEM_ERROR, command_error_remark(CommandError(missing,
                                                                                             "missing ext field")))
-        return self._guarded(lambda: handler(self.ctx, conn, cmd), conn, cmd)
+        return self._guarded(lambda: handler(ctx, conn, cmd), conn, cmd)
 
     def _guarded(self, call: Callable[[], RemotingCommand | None], conn: Any,
                  cmd: RemotingCommand) -> RemotingCommand | None:
@@ -385,23 +431,25 @@ class RmqServer:
             log.error("%s from %s: %s: %s", cmd.describe(), getattr(conn, "peer", "?"), type(exc).__name__, exc)
             return refuse(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
-    def after_requests(self) -> None:
-        assert self.ctx is not None
-        if self.ctx.stored and len(self.ctx.held):
-            self._wake(self.clock.now())
-        if self.ctx.stored and self.ctx.held_pops:
-            rerun_pops(self.ctx, self.clock.now(), self._guarded)
-        self.ctx.stored = False
+    def after_requests(self, ctx: Ctx | None = None) -> None:
+        ctx = ctx or self.ctx
+        assert ctx is not None
+        if ctx.stored and len(ctx.held):
+            self._wake(ctx, self.clock.now())
+        if ctx.stored and ctx.held_pops:
+            rerun_pops(ctx, self.clock.now(), self._guarded)
+        ctx.stored = False
 
     def connection_closed(self, conn: _Conn) -> None:
         self.conns.discard(conn)
-        if self.ctx is None or self._stopped:
+        ctx = conn.ctx or self.ctx
+        if ctx is None or self._stopped:
             return
-        self.ctx.held.drop_connection(conn)
-        self.ctx.held_pops = [h for h in self.ctx.held_pops if h.conn is not conn]
-        for group in self.ctx.clients.closed(conn):
-            self.ctx.notify_consumers(group)
-        forget_departed(self.ctx)
+        ctx.held.drop_connection(conn)
+        ctx.held_pops = [h for h in ctx.held_pops if h.conn is not conn]
+        for group in ctx.clients.closed(conn):
+            ctx.notify_consumers(group)
+        forget_departed(ctx)
 
     # -- background ------------------------------------------------------------------------------
 
@@ -412,9 +460,18 @@ class RmqServer:
             self.tick()
 
     def tick(self) -> None:
-        """One round of the background services (see the module docstring)."""
-        ctx = self.ctx
-        assert ctx is not None
+        """One round of the background services (see the module docstring), on each broker port."""
+        assert self.ctx is not None
+        now = self.clock.now()
+        expire = now - self._last_expire >= EXPIRE_SCAN_MS
+        if expire:
+            self._last_expire = now
+        for ctx in self.contexts:
+            self._tick_broker(ctx, expire)
+        if self.trace is not None:
+            self.trace.flush()
+
+    def _tick_broker(self, ctx: Ctx, expire: bool) -> None:
         try:
             checks = ctx.broker.tick()
         except Exception as exc:
@@ -424,22 +481,17 @@ class RmqServer:
             checks = []
         now = self.clock.now()
         for check in checks:
-            self._send_check(check, now)
+            self._send_check(ctx, check, now)
         if len(ctx.held):
-            self._wake(now)
+            self._wake(ctx, now)
         if ctx.held_pops:  # a revive may have made messages poppable: re-run the held pops
             rerun_pops(ctx, now, self._guarded)
-        if now - self._last_expire >= EXPIRE_SCAN_MS:
-            self._last_expire = now
+        if expire:
             for conn in ctx.clients.expire(now):
                 conn.close()  # type: ignore[attr-defined]
             forget_departed(ctx)
-        if self.trace is not None:
-            self.trace.flush()
 
-    def _send_check(self, check: Any, now: int) -> None:
-        ctx = self.ctx
-        assert ctx is not None
+    def _send_check(self, ctx: Ctx, check: Any, now: int) -> None:
         ctx.wire.txn_check(now, check)
         conn = ctx.clients.producer_channel(check.producer_group)
         if conn is None:
@@ -454,9 +506,7 @@ class RmqServer:
         ctx.request_to(conn, RequestCode.CHECK_TRANSACTION_STATE, ext,
                        encode_stored(msg, ctx.store_host, ctx.born_host))
 
-    def _wake(self, now: int) -> None:
-        ctx = self.ctx
-        assert ctx is not None
+    def _wake(self, ctx: Ctx, now: int) -> None:
         served = ctx.served
         top: Callable[[str, int], int | None]
         if getattr(served.broker, "queue_range", None) is not None:
@@ -464,14 +514,12 @@ class RmqServer:
         else:
             top = lambda t, q: None  # noqa: E731
         for pull in ctx.held.candidates(now, top):
-            self._rerun(pull, now)
+            self._rerun(ctx, pull, now)
 
-    def _rerun(self, pull: HeldPull, now: int) -> None:
+    def _rerun(self, ctx: Ctx, pull: HeldPull, now: int) -> None:
         conn = pull.conn
         if getattr(conn, "closed", False):
             return
-        ctx = self.ctx
-        assert ctx is not None
         response = self._guarded(lambda: process_pull(ctx, conn, pull.request, allow_suspend=False), conn,
                                  pull.request)
         if response is None:
