@@ -33,6 +33,7 @@ from rmqspec.properties.codes import (
 from rmqspec.traces import (
     checks_delivery,
     checks_filter,
+    checks_ha,
     checks_lifecycle,
     checks_lock,
     checks_order,
@@ -98,6 +99,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_timer.detect_timer_early,
     checks_timer.detect_timer_duplicated,
     checks_timer.detect_timer_unfired,
+    checks_ha.detect_ha_pair,
 )
 
 

@@ -241,7 +241,7 @@ def test_not_prefix_unstored_and_lost_are_found() -> None:
         ("replicate", 1, {"commitlog_offset": 10, "detail": {"from": 0, "records": [[0, "zz"]]}}),
         ("deliver", 1, {"commitlog_offset": 0, "msg_key": "b", "queue_offset": 0}),
         ("store", 0, {"commitlog_offset": 10, "msg_key": "c", "queue_offset": 1}),
-        ("send", 0, {"status": "SEND_OK", "msg_key": "c", "detail": {"role": "SYNC_MASTER", "end": 20}}),
+        ("send", 0, {"status": "SEND_OK", "msg_key": "c", "detail": {"role": "SYNC_MASTER", "wait": True, "end": 20}}),
         ("ha_link", 0, {"status": "DISK_LOST", "commitlog_offset": 10, "detail": {"role": "SYNC_MASTER"}}),
     )
     assert [v.code for v in check_pair(rows)] == [
