@@ -58,7 +58,7 @@ TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status",
                   "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts",
-                  "sharding_key", "actor")
+                  "sharding_key", "actor", "commitlog_offset")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:

@@ -124,3 +124,26 @@ def transaction_days(case: str) -> tuple[list[dict], list[dict], str]:
     day1 = [*first, *closed(1, 1, 0), top(4), row(5, "crash", **after), *closed(6, 2, 1), *closed(9, 4, 2)]
     day2 = [row(12, "txn_check", queue_offset=3, msg_key="k4", txn_id="x4", **checked)]
     return day1, day2, "TXN_CHECK_AFTER_RESOLVED"
+
+
+# Drawn master/slave pair rows (issue 43; ``traces/carry_ha.py``): two pairs (P, Q) and rows naming none, any
+# detail on any event, so commitlog offsets, records and keys collide; sent and consumed often, so keys close
+# and their rows become tombstones.
+PAIR_EVENTS = ("store", "store", "send", "send", "send", "deliver", "deliver", "consume", "consume", "consume",
+               "replicate", "replicate", "replicate", "ha_link", "ha_link")  # fmt: skip
+PAIR_STATUS = {"send": ("SEND_OK", "SEND_OK", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"),
+               "ha_link": ("DISK_LOST", None, "CUT"), "consume": ("SUCCESS",)}
+_P0, _P1 = '"broker":"P","broker_id":0', '"broker":"P","broker_id":1'
+PAIR_DETAILS = (None, f"{{{_P0}}}", f"{{{_P1}}}", '{"broker":"Q","broker_id":0}', '{"broker_id":0}',
+                f'{{{_P0},"role":"SYNC_MASTER","wait":true,"end":256}}',
+                f'{{{_P0},"role":"SYNC_MASTER","wait":true,"end":512}}', f'{{{_P0},"role":"ASYNC_MASTER","end":512}}',
+                f'{{{_P1},"from":0,"records":[[0,"k1"]]}}', f'{{{_P1},"from":256,"records":[[256,"k2"],[0,"k3"]]}}',
+                '{"broker":"P","records":"x"}', '{"broker":"Q","from":0,"records":[[0,"k2"]]}',
+                f'{{{_P0},"role":"ASYNC_MASTER"}}', '{"role":"SYNC_MASTER"}')  # fmt: skip
+
+
+def pair_fields(fields: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+    """A drawn trace's ``fields`` (the first value of each) with a pair's: offsets, keys, details."""
+    return {**{name: (values[0],) for name, values in fields.items()}, "queue_offset": (0, 1, 2, None),
+            "msg_key": ("k1", "k2", "k3", "k4", "k5", None), "commitlog_offset": (0, 256, 512, None),
+            "detail": PAIR_DETAILS}
