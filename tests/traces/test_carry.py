@@ -24,6 +24,7 @@ from tests.traces.carry_days import (
     PAIR_STATUS,
     own_keys,
     pair_fields,
+    pair_message_rows,
     schedule_reuse_days,
     touching_day,
     transaction_days,
@@ -288,5 +289,24 @@ def _drawn_pair_days(draw: Any) -> tuple[list[dict], list[int]]:
 @settings(max_examples=max(300, settings().max_examples), deadline=None)
 @given(_drawn_pair_days())
 def test_drawn_pair_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
+    rows, cuts = drawn
+    assert _days(rows, cuts)[0] == _full(rows)
+
+
+@st.composite
+def _drawn_pair_message_days(draw: Any) -> tuple[list[dict], list[int]]:
+    rows = pair_message_rows(draw)
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=3))))
+    return rows, cuts
+
+
+@budget_run
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
+@given(_drawn_pair_message_days())
+def test_drawn_pair_days_of_closed_messages_give_the_findings_of_the_whole_trace(
+    drawn: tuple[list[dict], list[int]],
+) -> None:
+    """A pair's messages close at once (their rows are tombstones): what the pair replay reads of them — the
+    master's records, the acknowledged sends, the transfers — is carried for the pair."""
     rows, cuts = drawn
     assert _days(rows, cuts)[0] == _full(rows)
