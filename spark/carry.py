@@ -248,7 +248,7 @@ def carry(
 
 
 _PAIR_KEPT = T.StructType([T.StructField("trace", T.StringType()), T.StructField("seq", T.LongType()),
-                           T.StructField("nameless", T.BooleanType())])
+                           T.StructField("kept", T.BooleanType())])
 
 
 def _pair_rows(rows: DataFrame) -> DataFrame:
@@ -270,17 +270,17 @@ def _pair_rows(rows: DataFrame) -> DataFrame:
         for trace, trace_rows in by_trace.items():
             trace_rows.sort(key=lambda r: r["seq"])
             pairs = carry_pairs(trace_rows)
-            out.extend({"trace": trace, "seq": s, "nameless": False} for s in sorted(pairs.kept))
+            out.extend({"trace": trace, "seq": s, "kept": True} for s in sorted(pairs.kept))
             if pairs.nameless_store is not None:
-                out.append({"trace": trace, "seq": pairs.nameless_store, "nameless": True})
+                out.append({"trace": trace, "seq": pairs.nameless_store, "kept": False})
         yield pa.RecordBatch.from_pylist(out, schema=pa.schema([("trace", pa.string()), ("seq", pa.int64()),
-                                                                  ("nameless", pa.bool_())]))
+                                                                  ("kept", pa.bool_())]))
 
     kept = keyed(seen, "trace").mapInArrow(run, _PAIR_KEPT)
     plain = _seqs(rows.filter((ev == "store") & ~candidate))
-    nameless = (kept.filter(F.col("nameless")).select("trace", "seq").unionByName(plain)
+    nameless = (kept.filter(~F.col("kept")).select("trace", "seq").unionByName(plain)
                 .groupBy("trace").agg(F.max("seq").alias("seq")))
-    return kept.filter(~F.col("nameless")).select("trace", "seq").unionByName(nameless)
+    return kept.filter(F.col("kept")).select("trace", "seq").unionByName(nameless)
 
 
 def _closed_transactions(rows: DataFrame, open_keys: DataFrame, drains: DataFrame) -> DataFrame:

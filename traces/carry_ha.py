@@ -30,9 +30,15 @@ on a later day reads the flags the rows naming no pair set: the trace's first su
 such ``store`` (``nameless_store``, kept by the caller: the Spark aggregations find it among the stores
 naming no broker at all) and its last such ``ha_link`` are carried for it.
 
-The carried rows grow with what the replay keeps: the slave's records (a ``replicate`` row per transfer,
-until a later one names the same offsets) and the epoch's records and acks (until a disk loss). Findings
-re-judged on carried rows name only rows an earlier run saw and are dropped by ``carry.merge``.
+Cost: the carried rows grow with what the replay keeps — the slave's records (a ``replicate`` row per
+transfer, until a later one names the same offsets) and the epoch's master records and acknowledged sends
+(until a disk loss), each with its msg_key's tombstones (``carry_trace`` keeps a carried key's rows
+together). Beside a cluster's traffic a pair's rows are a few (a generated trace with the pair scenarios
+carries under a quarter of its rows: tests/traces/test_carry.py); a trace of one long-lived pair carries
+its epoch's acknowledged messages. Any future disk loss may name a slave's end below an old ack, and any future slave
+read may name an old offset, so no smaller set of rows is exact; bounding it needs those rows as
+tombstones pulled back by the day's pair rows (by offset, by disk loss), which ``pull`` does not do.
+Findings re-judged on carried rows name only rows an earlier run saw and are dropped by ``carry.merge``.
 """
 
 from __future__ import annotations
@@ -44,8 +50,6 @@ import attrs
 
 from rmqspec.properties.inv_replay_ha import _ACKED, HA_EVENTS, MASTER, SLAVE
 from rmqspec.traces.checks_common import detail_of
-
-__all__ = ["PAIR_LINKS", "carry_pairs", "pair_candidate"]
 
 # the events whose rows are a pair's by their event alone (read without ``detail.broker_id``)
 PAIR_LINKS = ("replicate", "ha_link")
