@@ -58,6 +58,13 @@ class Code(enum.StrEnum):
     # a retry to the broker that just failed, an attempt into a broker's not-available window
     PRODUCER_RETRY_SAME_BROKER = "PRODUCER_RETRY_SAME_BROKER"
     PRODUCER_FAULT_WINDOW = "PRODUCER_FAULT_WINDOW"
+    # issue 43: master/slave replication (properties/inv_replay_ha.py judges a pair's rows)
+    HA_SYNC_ACK_UNREPLICATED = "HA_SYNC_ACK_UNREPLICATED"
+    HA_SYNC_ACK_LOST = "HA_SYNC_ACK_LOST"
+    HA_SLAVE_SERVED_UNSTORED = "HA_SLAVE_SERVED_UNSTORED"
+    HA_SLAVE_BEYOND_REPLICATED = "HA_SLAVE_BEYOND_REPLICATED"
+    HA_SLAVE_NOT_PREFIX = "HA_SLAVE_NOT_PREFIX"
+    HA_SLAVE_WROTE = "HA_SLAVE_WROTE"
 
 
 class ObservationCode(enum.StrEnum):
@@ -68,6 +75,8 @@ class ObservationCode(enum.StrEnum):
     # issue 42: two clients' orderly windows overlap because the earlier listener outlived its broker lock
     # and the broker then granted the queue to the later client (4.9 checks the lock only before a batch)
     ORDERLY_LOCK_OUTLIVED = "ORDERLY_LOCK_OUTLIVED"
+    # issue 43: master/slave replication: an ASYNC_MASTER's disk loss took its unreplicated tail
+    HA_ASYNC_TAIL_LOST = "HA_ASYNC_TAIL_LOST"
 
 
 VIOLATION_CODES: tuple[str, ...] = tuple(c.value for c in Code)

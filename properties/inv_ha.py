@@ -27,7 +27,7 @@ Each predicate below is named after its anomaly and gives a code:
   ASYNC_MASTER, the acknowledged messages lost are exactly the unreplicated tail (reported with that cause).
 
 The replay is ``properties/inv_replay_ha.judge_pair``, the one the reference checker
-(``traces/checks_ha.py``) and the Spark audit (``spark/rules_ha.py``) are to run too; what a missing value leaves
+(``traces/checks_ha.py``) and the Spark audit (``spark/rules_ha.py``) run too; what a missing value leaves
 unjudged is in its docstring (a missing value never makes a finding, SPEC §8). A pair's trace starts with the
 pair (the slave's end is 0 then).
 """
@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rmqspec.model.events import TraceEvent
+from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.properties.history import History
 from rmqspec.properties.inv_base import Invariant, Violation
 from rmqspec.properties.inv_replay_ha import HA_OBSERVATION_CODES, HA_VIOLATION_CODES, HaFinding, judge_pair
@@ -76,18 +77,18 @@ _SRC = "S/CommitLog.submitReplicaRequest, S/ha/HAService, S/DefaultMessageStore.
 # the named invariants, for tools that list invariants over a History (not in invariants.py's set: a pair's rows
 # come from model/ha_pair.py, not from the single-broker conformance machine)
 HA_INVARIANTS: tuple[Invariant, ...] = (
-    Invariant("SyncAckUnreplicatedProperty", "HA_SYNC_ACK_UNREPLICATED", "always",
-              "a SYNC_MASTER SEND_OK is on the slave when answered", _SRC, _only("HA_SYNC_ACK_UNREPLICATED")),
-    Invariant("SyncAckLostProperty", "HA_SYNC_ACK_LOST", "always",
-              "a SYNC_MASTER SEND_OK survives the master's disk loss", _SRC, _only("HA_SYNC_ACK_LOST")),
-    Invariant("SlaveServedUnstoredProperty", "HA_SLAVE_SERVED_UNSTORED", "always",
-              "the slave serves only what the master stored", _SRC, _only("HA_SLAVE_SERVED_UNSTORED")),
-    Invariant("SlaveBeyondReplicatedProperty", "HA_SLAVE_BEYOND_REPLICATED", "always",
-              "the slave serves nothing past its replicated end", _SRC, _only("HA_SLAVE_BEYOND_REPLICATED")),
-    Invariant("SlaveNotPrefixProperty", "HA_SLAVE_NOT_PREFIX", "always",
-              "the slave's log is a prefix of the master's", _SRC, _only("HA_SLAVE_NOT_PREFIX")),
-    Invariant("SlaveWroteProperty", "HA_SLAVE_WROTE", "always",
-              "the slave refuses writes", _SRC, _only("HA_SLAVE_WROTE")),
-    Invariant("AsyncLossObservation", "HA_ASYNC_TAIL_LOST", "observation",
+    Invariant("SyncAckUnreplicatedProperty", Code.HA_SYNC_ACK_UNREPLICATED, "always",
+              "a SYNC_MASTER SEND_OK is on the slave when answered", _SRC, _only(Code.HA_SYNC_ACK_UNREPLICATED)),
+    Invariant("SyncAckLostProperty", Code.HA_SYNC_ACK_LOST, "always",
+              "a SYNC_MASTER SEND_OK survives the master's disk loss", _SRC, _only(Code.HA_SYNC_ACK_LOST)),
+    Invariant("SlaveServedUnstoredProperty", Code.HA_SLAVE_SERVED_UNSTORED, "always",
+              "the slave serves only what the master stored", _SRC, _only(Code.HA_SLAVE_SERVED_UNSTORED)),
+    Invariant("SlaveBeyondReplicatedProperty", Code.HA_SLAVE_BEYOND_REPLICATED, "always",
+              "the slave serves nothing past its replicated end", _SRC, _only(Code.HA_SLAVE_BEYOND_REPLICATED)),
+    Invariant("SlaveNotPrefixProperty", Code.HA_SLAVE_NOT_PREFIX, "always",
+              "the slave's log is a prefix of the master's", _SRC, _only(Code.HA_SLAVE_NOT_PREFIX)),
+    Invariant("SlaveWroteProperty", Code.HA_SLAVE_WROTE, "always",
+              "the slave refuses writes", _SRC, _only(Code.HA_SLAVE_WROTE)),
+    Invariant("AsyncLossObservation", ObservationCode.HA_ASYNC_TAIL_LOST, "observation",
               "an ASYNC_MASTER's disk loss takes exactly the unreplicated tail", _SRC, _observed),
 )

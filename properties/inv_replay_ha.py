@@ -1,8 +1,6 @@
 """The master/slave pair's rows replayed (issue 43): the one pass behind ``properties/inv_ha.py`` (over a
-``History``), written on plain rows so the reference checker (``traces/checks_ha.py``) and the Spark audit
-(``spark/rules_ha.py``) can run it too (its module name is one ``traces`` may import: tests/test_layering.py).
-The codes are local names until ``properties/codes.py`` lists them (branch helperY-wiring: the incremental
-audit does not carry a pair's rows yet).
+``History``), ``traces/checks_ha.py`` (the reference checker) and ``spark/rules_ha.py`` (the Spark audit),
+written on plain rows (its module name is one ``traces`` may import: tests/test_layering.py).
 
 Theory of operation
 -------------------
@@ -60,20 +58,21 @@ from typing import Any
 
 import attrs
 
+from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.properties.inv_replay import detail_of
 
 __all__ = ["HA_EVENTS", "HA_OBSERVATION_CODES", "HA_VIOLATION_CODES", "HaFinding", "judge_pair"]
 
 MASTER, SLAVE = 0, 1
 HA_VIOLATION_CODES: tuple[str, ...] = (
-    "HA_SYNC_ACK_UNREPLICATED",
-    "HA_SYNC_ACK_LOST",
-    "HA_SLAVE_SERVED_UNSTORED",
-    "HA_SLAVE_BEYOND_REPLICATED",
-    "HA_SLAVE_NOT_PREFIX",
-    "HA_SLAVE_WROTE",
+    Code.HA_SYNC_ACK_UNREPLICATED.value,
+    Code.HA_SYNC_ACK_LOST.value,
+    Code.HA_SLAVE_SERVED_UNSTORED.value,
+    Code.HA_SLAVE_BEYOND_REPLICATED.value,
+    Code.HA_SLAVE_NOT_PREFIX.value,
+    Code.HA_SLAVE_WROTE.value,
 )
-HA_OBSERVATION_CODES: tuple[str, ...] = ("HA_ASYNC_TAIL_LOST",)
+HA_OBSERVATION_CODES: tuple[str, ...] = (ObservationCode.HA_ASYNC_TAIL_LOST.value,)
 # the events the replay reads (a pair's rows among them carry ``detail.broker_id``)
 HA_EVENTS = ("store", "send", "deliver", "replicate", "ha_link")
 _ACKED = ("SEND_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
@@ -116,7 +115,7 @@ class _Replay:
     acked: dict[str, tuple[int, int]] = attrs.field(factory=dict)
     out: list[HaFinding] = attrs.field(factory=list)  # shared by the trace's pairs
 
-    def find(self, code: str, proof: Iterable[int | None], row: Mapping[str, Any], reason: str,
+    def find(self, code: Code | ObservationCode, proof: Iterable[int | None], row: Mapping[str, Any], reason: str,
              expected: object = "", actual: object = "", observation: bool = False) -> None:
         _find(self.out, code, proof, row, reason, expected, actual, observation)
 
@@ -126,7 +125,7 @@ class _Replay:
         self.sync_acked, self.acked, self.acks_known = {}, {}, False
 
 
-def _find(out: list[HaFinding], code: str, proof: Iterable[int | None], row: Mapping[str, Any],
+def _find(out: list[HaFinding], code: Code | ObservationCode, proof: Iterable[int | None], row: Mapping[str, Any],
           reason: str, expected: object = "", actual: object = "", observation: bool = False) -> None:
     seqs = sorted({s for s in proof if s is not None} | {int(row["seq"])})
     keys = {"msg_key": row.get("msg_key")} if row.get("msg_key") is not None else {}
@@ -147,11 +146,11 @@ def judge_pair(rows: Iterable[Mapping[str, Any]]) -> list[HaFinding]:
         bid = _int(detail.get("broker_id"))
         name = _key(detail.get("broker"))
         if event == "store" and bid == SLAVE:  # the row's own judgement: any pair's slave
-            _find(out, "HA_SLAVE_WROTE", (), row, "the slave wrote a store row",
+            _find(out, Code.HA_SLAVE_WROTE, (), row, "the slave wrote a store row",
                   "every put refused on a SLAVE (SERVICE_NOT_AVAILABLE)", row.get("status") or event)
             continue
         if bid == SLAVE and event == "send":
-            _find(out, "HA_SLAVE_WROTE", (), row, "the slave wrote a send row",
+            _find(out, Code.HA_SLAVE_WROTE, (), row, "the slave wrote a send row",
                   "every put refused on a SLAVE (SERVICE_NOT_AVAILABLE)", row.get("status") or event)
             continue
         if name is None or (bid is None and event in ("store", "send", "deliver")):
@@ -213,7 +212,7 @@ def _replicate(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) ->
     """HA_SLAVE_NOT_PREFIX: each moved record is the master's at its offset, continuing the slave's log."""
     start = _int(detail.get("from"))
     if start is not None and r.slave_end is not None and start != r.slave_end:
-        r.find("HA_SLAVE_NOT_PREFIX", (r.end_row,), row, "a transfer does not continue the slave's log",
+        r.find(Code.HA_SLAVE_NOT_PREFIX, (r.end_row,), row, "a transfer does not continue the slave's log",
                f"from {r.slave_end}", f"from {start}")
     records = detail.get("records")
     items = records if isinstance(records, list) else None
@@ -225,10 +224,10 @@ def _replicate(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) ->
         key = item[1]
         stored = r.master.get(offset)
         if key is not None and stored is not None and stored[0] is not None and stored[0] != key:
-            r.find("HA_SLAVE_NOT_PREFIX", (stored[1],), row,
+            r.find(Code.HA_SLAVE_NOT_PREFIX, (stored[1],), row,
                    f"the slave received a record at {offset} the master stored another at", stored[0], key)
         elif stored is None and r.master_known:
-            r.find("HA_SLAVE_NOT_PREFIX", (), row,
+            r.find(Code.HA_SLAVE_NOT_PREFIX, (), row,
                    f"the slave received a record at {offset} the master did not store there", "no master record",
                    key)
         r.slave_log[offset] = (key, int(row["seq"]))
@@ -253,7 +252,7 @@ def _send(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) -> None
         if key is not None:
             r.sync_acked[key] = (end, seq)
         if r.slave_end is not None and end > r.slave_end:
-            r.find("HA_SYNC_ACK_UNREPLICATED", (r.end_row,), row,
+            r.find(Code.HA_SYNC_ACK_UNREPLICATED, (r.end_row,), row,
                    "a SYNC_MASTER answered SEND_OK before the slave held the message",
                    f"slave end >= {end}", f"slave end {r.slave_end}")
 
@@ -265,13 +264,13 @@ def _slave_deliver(r: _Replay, row: Mapping[str, Any]) -> None:
         return
     key = _key(row.get("msg_key"))
     if r.slave_end is not None and offset >= r.slave_end:
-        r.find("HA_SLAVE_BEYOND_REPLICATED", (r.end_row,), row, "the slave served a copy past its replicated end",
+        r.find(Code.HA_SLAVE_BEYOND_REPLICATED, (r.end_row,), row, "the slave served a copy past its replicated end",
                f"commitlog offset < {r.slave_end}", offset)
     got = r.slave_log.get(offset)
     if got is not None:
         if key is None or got[0] is None or got[0] == key:
             return
-        r.find("HA_SLAVE_SERVED_UNSTORED", (got[1],), row, "the slave served a copy it did not receive there",
+        r.find(Code.HA_SLAVE_SERVED_UNSTORED, (got[1],), row, "the slave served a copy it did not receive there",
                got[0], key)
         return
     if not r.slave_log_known:
@@ -280,10 +279,10 @@ def _slave_deliver(r: _Replay, row: Mapping[str, Any]) -> None:
     if stored is not None:
         if key is None or stored[0] is None or stored[0] == key:
             return
-        r.find("HA_SLAVE_SERVED_UNSTORED", (stored[1],), row, "the slave served a copy the master did not store "
+        r.find(Code.HA_SLAVE_SERVED_UNSTORED, (stored[1],), row, "the slave served a copy the master did not store "
                "there", stored[0], key)
     elif r.master_known:
-        r.find("HA_SLAVE_SERVED_UNSTORED", (), row, "the slave served a copy the master did not store there",
+        r.find(Code.HA_SLAVE_SERVED_UNSTORED, (), row, "the slave served a copy the master did not store there",
                "a master record at that offset", key)
 
 
@@ -299,11 +298,11 @@ def _ha_link(r: _Replay, row: Mapping[str, Any], detail: Mapping[str, Any]) -> N
     if end is not None and r.acks_known:
         for key, (ack_end, seq) in sorted(r.sync_acked.items()):
             if ack_end > end:
-                r.find("HA_SYNC_ACK_LOST", (seq,), row, f"{key}, acknowledged by a SYNC_MASTER, is lost with "
+                r.find(Code.HA_SYNC_ACK_LOST, (seq,), row, f"{key}, acknowledged by a SYNC_MASTER, is lost with "
                        "the master's disk", f"on the slave (end >= {ack_end})", f"slave end {end}")
         lost = sorted((k, seq) for k, (ack_end, seq) in r.acked.items() if ack_end > end)
         if detail.get("role") == "ASYNC_MASTER" and lost:
-            r.find("HA_ASYNC_TAIL_LOST", (seq for _, seq in lost), row,
+            r.find(ObservationCode.HA_ASYNC_TAIL_LOST, (seq for _, seq in lost), row,
                    f"{len(lost)} acknowledged message(s) lost with the ASYNC_MASTER's disk: the tail past the "
                    f"slave's replicated end {end} (cause: replication after the answer)",
                    "", ",".join(k for k, _ in lost), observation=True)

@@ -9,7 +9,8 @@ the open (trace, msg_key). Every reason of ``traces.carry.carry_trace`` is a fir
 per key here (``groupBy`` aggregations); the orderly owner's last SUCCESS consume is found from
 its ownership's bounds (aggregations over the queue's lock rows) joined back to its consumes.
 ``carry`` runs Python on the executors only for the rows lacking a field a rule reads (which
-ones are carried for good is ``traces.unjudged.lasting_rows``: ``spark/unjudged.lasting``). The
+ones are carried for good is ``traces.unjudged.lasting_rows``: ``spark/unjudged.lasting``) and for a
+master/slave pair's rows (``_pair_rows``: ``traces/carry_ha.carry_pairs`` per trace, on a few rows). The
 differential test holds this module and
 ``carry_trace`` to the same seqs. The reference plan runs ``carry_trace`` itself in the
 audit's own job instead (``spark/reference.py``, ``Carried``).
@@ -39,12 +40,16 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from rmqspec.properties.inv_replay_ha import HA_EVENTS
 from rmqspec.spark import unjudged
+from rmqspec.spark.arrow_judge import keyed
 from rmqspec.spark.carry_arrow import carry_columns
 from rmqspec.spark.inputs import broadcasting, route_queues
 from rmqspec.spark.reference import Carried, carried_from_streams, ipc_stream
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
+from rmqspec.traces.carry_ha import PAIR_LINKS, carry_pairs
 from rmqspec.traces.checks_common import ACKED_SEND_STATUSES, DLQ_PREFIX, SCHEDULE_TOPIC
 from rmqspec.traces.schema import COLUMNS, SCHEMA
 
@@ -58,7 +63,7 @@ TRACE_CARRY_ROWS = 6_000_000
 # What ``carry_columns`` reads of a trace.
 _CARRY_COLUMNS = ("seq", "ts", "event", "group", "topic", "queue_id", "queue_offset", "msg_key", "status",
                   "client_id", "txn_id", "detail", "msg_id", "reconsume_times", "delay_level", "deliver_ts",
-                  "sharding_key", "actor")
+                  "sharding_key", "actor", "commitlog_offset")
 
 
 def _seqs(df: DataFrame, column: str = "seq") -> DataFrame:
@@ -98,6 +103,8 @@ def carry(
     tries = F.try_variant_get(F.try_parse_json(F.col("detail").cast("string")), "$.tries", "variant")
     reasons.append(_seqs(rows.filter((ev == "send") & has("actor")
                                      & F.schema_of_variant(tries).startswith("ARRAY"))))
+    # a master/slave pair's replay state (``traces/carry_ha.py``)
+    reasons.append(_pair_rows(rows))
     # ORDER_QUEUE_GAP: the last store per (topic, queue)
     reasons.append(_seqs(rows.filter((ev == "store") & has("topic", "queue_id", "queue_offset"))
                          .groupBy("trace", "topic", "queue_id").agg(F.max("seq").alias("seq"))))
@@ -238,6 +245,42 @@ def carry(
     keep = keep.unionByName(tomb.filter("kept").select(*KEY)).distinct()
     closed = tomb.filter(~F.col("kept")).select(*KEY).distinct()
     return keep, closed, open_keys
+
+
+_PAIR_KEPT = T.StructType([T.StructField("trace", T.StringType()), T.StructField("seq", T.LongType()),
+                           T.StructField("kept", T.BooleanType())])
+
+
+def _pair_rows(rows: DataFrame) -> DataFrame:
+    """(trace, seq) of the rows that rebuild a master/slave pair's replay state (``traces/carry_ha.py``):
+    ``carry_pairs`` per trace on the rows it must see (``pair_candidate``: a replicate or ha_link, or a store,
+    send or deliver whose detail names a broker — a few; one shuffle by trace, a ``mapInArrow``), and per
+    trace the last store naming no pair, of those rows or of the stores whose detail names no broker."""
+    ev, text = F.col("event"), F.col("detail").cast("string")
+    candidate = ev.isin(*HA_EVENTS) & (ev.isin(*PAIR_LINKS) | F.coalesce(text.contains('"broker'), F.lit(False)))
+    seen = rows.filter(candidate).select("trace", F.col("seq").cast("bigint").alias("seq"), "event", "status",
+                                         "commitlog_offset", "msg_key", text.alias("detail"))
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        by_trace: dict[str, list[dict]] = {}
+        for batch in batches:
+            for row in batch.to_pylist():
+                by_trace.setdefault(row["trace"], []).append(row)
+        out: list[dict] = []
+        for trace, trace_rows in by_trace.items():
+            trace_rows.sort(key=lambda r: r["seq"])
+            pairs = carry_pairs(trace_rows)
+            out.extend({"trace": trace, "seq": s, "kept": True} for s in sorted(pairs.kept))
+            if pairs.nameless_store is not None:
+                out.append({"trace": trace, "seq": pairs.nameless_store, "kept": False})
+        yield pa.RecordBatch.from_pylist(out, schema=pa.schema([("trace", pa.string()), ("seq", pa.int64()),
+                                                                  ("kept", pa.bool_())]))
+
+    kept = keyed(seen, "trace").mapInArrow(run, _PAIR_KEPT)
+    plain = _seqs(rows.filter((ev == "store") & ~candidate))
+    nameless = (kept.filter(~F.col("kept")).select("trace", "seq").unionByName(plain)
+                .groupBy("trace").agg(F.max("seq").alias("seq")))
+    return kept.filter(F.col("kept")).select("trace", "seq").unionByName(nameless)
 
 
 def _closed_transactions(rows: DataFrame, open_keys: DataFrame, drains: DataFrame) -> DataFrame:

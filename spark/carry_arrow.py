@@ -29,9 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rmqspec.properties.inv_replay_ha import HA_EVENTS
 from rmqspec.properties.inv_route import tries_of
 from rmqspec.spark.arrow_judge import Columns, starts
 from rmqspec.traces.carry import FILTER_DETAIL_KEYS, KEEP_ALL, PER_KEY, TXN_EVENTS, WAITING_TOPICS
+from rmqspec.traces.carry_ha import PAIR_LINKS, carry_pairs
 from rmqspec.traces.checks_common import (
     ACKED_SEND_STATUSES,
     BROADCASTING,
@@ -80,6 +82,7 @@ def carry_columns(
     keep[_ends(c, store & c.has("topic", "queue_id", "queue_offset"), ("topic", "queue_id"), first=False)] = True
     keep[_first_routed(c, send)] = True
     keep[_routed_producers(c, send)] = True
+    keep[_pair_rows(c, store)] = True
     # LOST's consumers: the first consume per (topic, group), else the first deliver
     dc = ev("deliver", "consume") & c.has("group", "topic")
     consumed = _ends(c, dc & ev("consume"), ("topic", "group"), first=True)
@@ -133,6 +136,31 @@ def _routed_producers(c: Columns, send: np.ndarray) -> list[int]:
     maybe = send & c.has("actor", "detail")
     return [at for at in np.flatnonzero(maybe).tolist()
             if tries_of(detail_of({"detail": c.value("detail", at)})) is not None]
+
+
+def _pair_rows(c: Columns, store: np.ndarray) -> list[int]:
+    """A master/slave pair's replay state (``traces/carry_ha.py``): ``carry_pairs`` on the rows it must see
+    (``pair_candidate``: a replicate or ha_link, or a store, send or deliver whose detail names a broker — a few),
+    and the last store naming no pair, of those rows or of the stores whose detail names no broker at all."""
+    if "detail" in c.table.column_names:
+        named = pc.fill_null(pc.match_substring(c.table["detail"], '"broker'), False).to_numpy(zero_copy_only=False)
+    else:
+        named = np.zeros(c.n, dtype=bool)
+    candidate = c.is_("event", *HA_EVENTS) & (c.is_("event", *PAIR_LINKS) | named)
+    at = np.flatnonzero(candidate).tolist()
+    columns = ("seq", "event", "status", "commitlog_offset", "msg_key", "detail")
+    pairs = carry_pairs({name: c.value(name, i) if name in c.table.column_names else None for name in columns}
+                        for i in at)
+    seq = c.ints("seq")
+    position = {int(seq[i]): i for i in at}
+    out = [position[s] for s in pairs.kept]
+    nameless = np.flatnonzero(store & ~candidate)  # rows in seq order: the last is the latest
+    last = [int(nameless[-1])] if len(nameless) else []
+    if pairs.nameless_store is not None:
+        last.append(position[pairs.nameless_store])
+    if last:
+        out.append(max(last, key=lambda i: int(seq[i])))
+    return out
 
 
 def _closed_transactions(c: Columns, open_keys: np.ndarray) -> np.ndarray:

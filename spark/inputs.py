@@ -15,6 +15,8 @@ out of it (``DERIVED_COLUMNS``: ``sb_max``, ``check_times``, ``filter_detail``, 
 send-back's detail for the table replay, ``timer_detail``, a timer request's detail for the timer
 table's replay, ``pop_detail``, a pop, change or ack's for the pop tables' replay, ``route_detail``, a
 routed producer's send's (its attempts),
+table's replay, ``pop_detail``, a pop, change or ack's for the pop tables' replay, ``ha_detail``, a
+master/slave pair's row's for the pair's replay,
 ``from_commitlog_offset``, the timer copy a ``timer_fire`` re-put,
 ``unrecorded``, a send row standing for sends an imported message trace does not record,
 ``route_queues``, an ordered send's route, ``broadcasting``, a broadcasting client's row,
@@ -75,6 +77,7 @@ DERIVED_COLUMNS: tuple[str, ...] = (
     "sb_max", "check_times", "filter_detail", "at_risk", "sb_detail", "from_commitlog_offset", "timer_detail",
     "unrecorded", "route_queues", "broadcasting", "from_where", "timed_out", "expire_cause", "loop_age_ms",
     "loop_max_ms", "clean_start", "clean_timeout_min", "pop_detail", "route_detail",
+    "loop_max_ms", "clean_start", "clean_timeout_min", "pop_detail", "ha_detail",
 )
 
 
@@ -215,6 +218,7 @@ def load(spark: SparkSession, inputs: Inputs, *, positions: bool = True) -> tupl
         timer_detail(df).alias("timer_detail"),
         pop_detail(df).alias("pop_detail"),
         route_detail(df).alias("route_detail"),
+        ha_detail(df).alias("ha_detail"),
         unrecorded(df).alias("unrecorded"),
         route_queues(df).alias("route_queues"),
         loop_number(df, "loop_age_ms").alias("loop_age_ms"),
@@ -280,6 +284,15 @@ def route_detail(df: DataFrame) -> Column:
         return F.lit(None).cast("string")
     text = F.col("detail").cast("string")
     return F.when((F.col("event") == "send") & F.col("actor").isNotNull() & text.contains('"tries"'), text)
+def ha_detail(df: DataFrame) -> Column:
+    """The ``detail`` text of a row the master/slave replay reads (``spark/rules_ha.py``; else null): a
+    ``replicate`` or ``ha_link``, or a ``store`` / ``send`` / ``deliver`` whose text names ``"broker"`` (a
+    pair's row: ``detail.broker`` / ``detail.broker_id``)."""
+    if "detail" not in df.columns:
+        return F.lit(None).cast("string")
+    text = F.col("detail").cast("string")
+    pair = F.col("event").isin("store", "send", "deliver") & text.contains('"broker')
+    return F.when(F.col("event").isin("replicate", "ha_link") | pair, text)
 
 
 def filter_detail(df: DataFrame) -> Column:

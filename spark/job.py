@@ -109,7 +109,7 @@ REFERENCE_INPUT_BYTES = 2 * 1024 * 1024
 PLANS = ("auto", "reference", "small", "scale")
 # The rules passes the reference checker states; a pass registered beyond these
 # (``rules.register_pass``) runs only in the SQL plans, so ``auto`` then picks one.
-REFERENCE_PASSES = frozenset({"queue", "message", "txn", "table", "keyed", "route"})
+REFERENCE_PASSES = frozenset({"queue", "message", "txn", "table", "keyed", "route", "ha"})
 
 
 @attrs.frozen

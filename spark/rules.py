@@ -1,4 +1,4 @@
-"""The SPEC §8.1 rules in Spark: six passes, each one shuffle by its key (four for the table pass)
+"""The SPEC §8.1 rules in Spark: seven passes, each one shuffle by its key (four for the table pass)
 and a judge per partition.
 
 Theory of operation
@@ -46,6 +46,10 @@ sharding_key           the checker's detector
 route: sends with an   trace, actor; the checker's    PRODUCER_RETRY_SAME_BROKER,
 actor and              detectors (``rules_route.py``) PRODUCER_FAULT_WINDOW
 ``detail.tries``
+ha: a pair's stores,   trace (the traces with a       HA_SYNC_ACK_UNREPLICATED, HA_SYNC_ACK_LOST,
+sends, deliveries,     pair's row); the checker's     HA_SLAVE_SERVED_UNSTORED,
+replicate, ha_link     replay (``rules_ha.py``)       HA_SLAVE_BEYOND_REPLICATED, HA_SLAVE_NOT_PREFIX,
+                                                      HA_SLAVE_WROTE, HA_ASYNC_TAIL_LOST
 =====================  =============================  ===============================================
 
 Input: the validated rows with columns ``trace`` (non-null; "" for a
@@ -273,6 +277,12 @@ def route_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any]
     from rmqspec.spark.rules_route import route_findings  # it imports this module
 
     return [route_findings(df, params, constants)]
+def ha_rules(df: DataFrame, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
+    """A master/slave pair's rules (issue 43; ``spark/rules_ha.py``: the reference checker's replay, per
+    trace with a pair's rows)."""
+    from rmqspec.spark.rules_ha import ha_findings  # it imports this module
+
+    return ha_findings(df, constants)
 
 
 def keyed_rules(df: DataFrame, params: AuditParams, constants: Mapping[str, Any] | None = None) -> list[DataFrame]:
@@ -369,6 +379,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("table", lambda df, c: table_rules(df, c.params, c.constants)),
     ("keyed", lambda df, c: keyed_rules(df, c.params, c.constants)),
     ("route", lambda df, c: route_rules(df, c.params, c.constants)),
+    ("ha", lambda df, c: ha_rules(df, c.constants)),
 )
 
 

@@ -37,6 +37,14 @@ per event kind, one reason per rule that reads that kind (``traces/checks_*.py``
 - ``commit_offset``: the last per (group, topic, queue) (OFFSET_LOST) and the highest per
   (group, topic, queue, crashes so far) (LOST's saved-offset exemption);
 - ``orderly_start``: the start that opened each still-open window (ORDERLY_CONCURRENT);
+- ``replicate`` / ``ha_link`` and a pair's ``store`` / ``send`` (``detail.broker``; issue 43, the pair replay
+  ``properties/inv_replay_ha.py``; ``traces/carry_ha.py``): per (trace, broker) the replicate that set the slave's
+  end (the last at the highest ``commitlog_offset``), the last replicate naming each commitlog offset (what
+  reached the slave), the first replicate without an end or readable records, the last ``ha_link`` that may
+  be a disk loss (the epoch), and since it the last master ``store`` per offset, the last store without an
+  offset and the last acknowledged send (and SYNC SEND_OK of a waiting message) per msg_key; per trace the
+  first ``replicate``, the last ``store`` and the last ``ha_link`` naming no pair (a pair seen later reads
+  them). A slave's ``deliver`` only reads: not carried for it;
 - every row lacking a field whose absence leaves findings beyond the row itself unjudged
   (``traces/unjudged.lasting_rows``: a key, queue or transaction from that row on, or a rule that
   looks ahead), carried for good, so every later day withholds what an audit of the whole history
@@ -83,6 +91,7 @@ import attrs
 
 from rmqspec.properties.codes import Code, ObservationCode
 from rmqspec.properties.inv_route import tries_of
+from rmqspec.traces.carry_ha import carry_pairs
 from rmqspec.traces.checks_common import (
     DLQ_PREFIX,
     SCHEDULE_TOPIC,
@@ -296,6 +305,10 @@ def carry_trace(
         else:
             keep.add(seq)
     keep.update(last.values())
+    pairs = carry_pairs(rows)  # the master/slave pair replay's state (``traces/carry_ha.py``)
+    keep.update(pairs.kept)
+    if pairs.nameless_store is not None:
+        keep.add(pairs.nameless_store)
     keep.update(seq for _, seq in top_commit.values())
     keep.update(seq for _, seq in top_schedule.values())
     keep.update(owner_last.values())

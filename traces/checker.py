@@ -33,6 +33,7 @@ from rmqspec.properties.codes import (
 from rmqspec.traces import (
     checks_delivery,
     checks_filter,
+    checks_ha,
     checks_lifecycle,
     checks_lock,
     checks_order,
@@ -101,6 +102,7 @@ DETECTORS: tuple[Detector, ...] = (
     checks_timer.detect_timer_unfired,
     checks_route.detect_retry_same_broker,
     checks_route.detect_fault_window,
+    checks_ha.detect_ha_pair,
 )
 
 

@@ -802,9 +802,10 @@ CASES: tuple[Case, ...] = (
 )
 
 # 5.x timer messages (``checker_cases_timer.py``), sends of a DELAY level below 1 (``checker_cases_send.py``),
-# broadcasting, retention, the orderly loop (``checker_cases_orderly.py``), the lifecycle tables replayed
-# (``checker_cases_lifecycle.py``): part of CASES, so every test runs them
+# broadcasting, retention, the orderly loop (``checker_cases_orderly.py``), a master/slave pair (``_ha.py``),
+# the lifecycle tables replayed (``checker_cases_lifecycle.py``): part of CASES, so every test runs them
 from rmqspec.traces.checker_cases_broadcast import BROADCAST_CASES  # noqa: E402 - after Case
+from rmqspec.traces.checker_cases_ha import HA_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_lifecycle import LIFECYCLE_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_orderly import ORDERLY_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_retention import RETENTION_CASES  # noqa: E402 - after Case
@@ -814,5 +815,5 @@ from rmqspec.traces.checker_cases_timeout import TIMEOUT_CASES  # noqa: E402 - a
 from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
 
 _MORE = (*LIFECYCLE_CASES, *TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES, *ORDERLY_CASES,
-         *TIMEOUT_CASES, *ROUTE_CASES)
+         *TIMEOUT_CASES, *ROUTE_CASES, *HA_CASES)
 CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in _MORE))

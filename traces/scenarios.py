@@ -13,7 +13,7 @@ topics (schedule, half, DLQ) share the simulation's dense offset counters.
 Variants: with ``inject_count`` > 1 the k-th instance of RETRY_EARLY,
 ORDERLY_WITHOUT_LOCK and TIMER_EARLY alternates between the rule's cases. The
 timer codes' scenarios are in ``gen_timer.py`` (with the generator's timer messages), a routed
-producer's in ``gen_route.py``.
+producer's in ``gen_route.py``, the master/slave codes' in ``gen_ha.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from rmqspec.traces import gen_route, gen_timer
+from rmqspec.traces import gen_ha, gen_route, gen_timer
 
 if TYPE_CHECKING:
     from rmqspec.traces.generator import Simulation
@@ -69,9 +69,16 @@ VIOLATION_CODES: tuple[str, ...] = (
     "ORDERLY_LOOP_OVERRUN",
     "PRODUCER_RETRY_SAME_BROKER",
     "PRODUCER_FAULT_WINDOW",
+    # issue 43: master/slave replication (``gen_ha.py``)
+    "HA_SYNC_ACK_UNREPLICATED",
+    "HA_SYNC_ACK_LOST",
+    "HA_SLAVE_SERVED_UNSTORED",
+    "HA_SLAVE_BEYOND_REPLICATED",
+    "HA_SLAVE_NOT_PREFIX",
+    "HA_SLAVE_WROTE",
 )
 # observations that can be injected too (``rmqspec trace gen --inject``); never part of ``all``
-OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT",)
+OBSERVATION_CODES: tuple[str, ...] = ("SUBSCRIPTION_INCONSISTENT", "HA_ASYNC_TAIL_LOST")
 
 Steps = Generator[int, None, None]
 
@@ -723,7 +730,14 @@ SCENARIOS: dict[str, Callable[[_Ctx], Steps]] = {
     "ORDERLY_LOOP_OVERRUN": orderly_loop_overrun,
     "PRODUCER_RETRY_SAME_BROKER": gen_route.retry_same_broker,
     "PRODUCER_FAULT_WINDOW": gen_route.fault_window,
+    "HA_SYNC_ACK_UNREPLICATED": gen_ha.ha_sync_ack_unreplicated,
+    "HA_SYNC_ACK_LOST": gen_ha.ha_sync_ack_lost,
+    "HA_SLAVE_SERVED_UNSTORED": gen_ha.ha_slave_served_unstored,
+    "HA_SLAVE_BEYOND_REPLICATED": gen_ha.ha_slave_beyond_replicated,
+    "HA_SLAVE_NOT_PREFIX": gen_ha.ha_slave_not_prefix,
+    "HA_SLAVE_WROTE": gen_ha.ha_slave_wrote,
     "SUBSCRIPTION_INCONSISTENT": subscription_inconsistent,
+    "HA_ASYNC_TAIL_LOST": gen_ha.ha_async_tail_lost,
 }
 assert tuple(SCENARIOS) == VIOLATION_CODES + OBSERVATION_CODES
 

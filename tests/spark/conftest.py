@@ -41,6 +41,7 @@ CONFORMANCE_BUDGET = (max(6, settings.default.max_examples // 25), 30)  # exampl
 RECORDED_BROKERS = ("model", "mmap")
 TIMER_TRACES = 12  # model traces of 5.x timer messages (``tests/traces/timer_runs.py``)
 RESTART_TRACES = 3  # and of timer messages across a power loss and a crash close behind it, per flush mode
+HA_TRACES = 4  # runs of a master/slave pair per pair kind, honest and broken (``tests/traces/ha_runs.py``)
 
 
 def recorded_traces(tmp: Path) -> dict[str, list[dict[str, Any]]]:
@@ -224,7 +225,7 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
     them too); and through a power loss with a second crash close behind it, under SYNC and ASYNC
     flushing; retention deleting expired files, and deleting young ones, and taking halves and timer copies
     (``tests/traces/retention_runs.py``); pop consumption, honest and by each broken pop broker
-    (``tests/traces/pop_runs.py``)."""
+    (``tests/traces/pop_runs.py``); a master/slave pair's runs, honest and broken (``tests/traces/ha_runs.py``)."""
     from tests.traces.timer_runs import model_restart_timer_trace, model_timer_trace
 
     rows.update(recorded_traces(tmp))
@@ -246,6 +247,13 @@ def _recorded(rows: dict[str, list[dict[str, Any]]], tmp: Path) -> None:
         rows[f"pop:model:{seed}"] = model_pop_trace(seed)
         for name in POP_BROKEN:  # four seeds: each broken broker's rule is broken in one of them at least
             rows[f"pop:{name}:{seed}"] = model_pop_trace(seed, name)
+    from tests.ha_brokers import BROKEN_PAIRS
+    from tests.traces.ha_runs import ha_pair_trace, seeded_program
+
+    for seed in range(HA_TRACES):  # a master/slave pair (issue 43): honest, and each broken pair
+        rows[f"ha:model:{seed}"] = ha_pair_trace(seeded_program(seed))
+        for name in BROKEN_PAIRS:
+            rows[f"ha:{name}:{seed}"] = ha_pair_trace(seeded_program(seed), name)
 
 
 @pytest.fixture(scope="session")

@@ -125,6 +125,23 @@ def test_model_traces_of_pop(batch):
     assert found == {name: {"LOCK_LIFECYCLE" if "orderly" in name else "MESSAGE_LIFECYCLE"} for name in POP_BROKEN}
 
 
+def test_model_traces_of_ha_pairs(batch):
+    """A master/slave pair's runs (``tests/traces/ha_runs.py``, issue 43): in Spark as in the reference checker,
+    finding for finding; the honest pair breaks no HA rule, each broken pair its own (``ha_brokers.CAUGHT_BY``)
+    in one run at least."""
+    from tests.ha_brokers import BROKEN_PAIRS, CAUGHT_BY
+
+    traced = [tid for tid in batch.rows if tid.startswith("ha:")]
+    assert {tid.split(":")[1] for tid in traced} == {"model", *BROKEN_PAIRS}
+    found: dict[str, set[str]] = {}
+    for tid in traced:
+        assert batch.spark.get(tid, []) == batch.checker.get(tid, []), tid
+        found.setdefault(tid.split(":")[1], set()).update(c for c, _ in batch.spark.get(tid, []))
+    assert {c for c in found.pop("model") if c.startswith("HA_")} <= {"HA_ASYNC_TAIL_LOST"}
+    for name, code in CAUGHT_BY.items():
+        assert code in found[name], (name, sorted(found[name]))
+
+
 def test_differential_random_traces(batch):
     """Hypothesis-drawn traces: Spark and the reference checker find the same things."""
     random_ids = [t for t in batch.rows if t.startswith("hyp")]

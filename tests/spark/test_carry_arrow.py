@@ -23,7 +23,14 @@ from rmqspec.traces.carry import carry_trace
 from rmqspec.traces.checker import validate
 from rmqspec.traces.schema import SCHEMA
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import own_keys, schedule_reuse_days, transaction_days
+from tests.traces.carry_days import (
+    PAIR_EVENTS,
+    PAIR_STATUS,
+    own_keys,
+    pair_fields,
+    schedule_reuse_days,
+    transaction_days,
+)
 from tests.untraced import budget_run
 
 _EVENTS = ("send", "send", "store", "store", "deliver", "deliver", "consume", "consume", "consume", "send_back",
@@ -249,3 +256,20 @@ def test_a_closed_keys_highest_schedule_position_is_carried():
     assert not rejected
     keep, closed, open_keys = _columns(good, {})
     assert {5, 6} <= keep and (keep, closed, open_keys) == carry_trace(good)
+
+
+@st.composite
+def _pairs(draw: Any) -> tuple[list, dict]:
+    rows = drawn_rows(draw, events=PAIR_EVENTS, gaps=(0, 1), statuses=PAIR_STATUS, fields=pair_fields(_FIELDS),
+                      most=60)
+    good, _ = validate(rows)
+    return good, {}
+
+
+@budget_run
+@settings(max_examples=_EXAMPLES)
+@given(_pairs())
+def test_the_columns_carry_what_the_row_loop_carries_in_pair_traces(drawn):
+    """A master/slave pair's rows (issue 43: ``traces/carry_ha.py``), two pairs and rows naming none."""
+    rows, subscriptions = drawn
+    assert _columns(rows, subscriptions) == carry_trace(rows, subscriptions)

@@ -124,3 +124,70 @@ def transaction_days(case: str) -> tuple[list[dict], list[dict], str]:
     day1 = [*first, *closed(1, 1, 0), top(4), row(5, "crash", **after), *closed(6, 2, 1), *closed(9, 4, 2)]
     day2 = [row(12, "txn_check", queue_offset=3, msg_key="k4", txn_id="x4", **checked)]
     return day1, day2, "TXN_CHECK_AFTER_RESOLVED"
+
+
+# Drawn master/slave pair rows (issue 43; ``traces/carry_ha.py``): two pairs (P, Q) and rows naming none, any
+# detail on any event, so commitlog offsets, records and keys collide; sent and consumed often, so keys close
+# and their rows become tombstones.
+PAIR_EVENTS = ("store", "store", "send", "send", "send", "deliver", "deliver", "consume", "consume", "consume",
+               "replicate", "replicate", "replicate", "ha_link", "ha_link")  # fmt: skip
+PAIR_STATUS = {"send": ("SEND_OK", "SEND_OK", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"),
+               "ha_link": ("DISK_LOST", None, "CUT"), "consume": ("SUCCESS",)}
+_P0, _P1 = '"broker":"P","broker_id":0', '"broker":"P","broker_id":1'
+PAIR_DETAILS = (None, f"{{{_P0}}}", f"{{{_P1}}}", '{"broker":"Q","broker_id":0}', '{"broker_id":0}',
+                f'{{{_P0},"role":"SYNC_MASTER","wait":true,"end":256}}',
+                f'{{{_P0},"role":"SYNC_MASTER","wait":true,"end":512}}', f'{{{_P0},"role":"ASYNC_MASTER","end":512}}',
+                f'{{{_P1},"from":0,"records":[[0,"k1"]]}}', f'{{{_P1},"from":256,"records":[[256,"k2"],[0,"k3"]]}}',
+                '{"broker":"P","records":"x"}', '{"broker":"Q","from":0,"records":[[0,"k2"]]}',
+                f'{{{_P0},"role":"ASYNC_MASTER"}}', '{"role":"SYNC_MASTER"}')  # fmt: skip
+
+
+def pair_fields(fields: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+    """A drawn trace's ``fields`` (the first value of each) with a pair's: offsets, keys, details."""
+    return {**{name: (values[0],) for name, values in fields.items()}, "queue_offset": (0, 1, 2, None),
+            "msg_key": ("k1", "k2", "k3", "k4", "k5", None), "commitlog_offset": (0, 256, 512, None),
+            "detail": PAIR_DETAILS}
+
+
+def pair_message_rows(draw: Any) -> list[dict[str, Any]]:
+    """Drawn rows of one pair whose messages close (each key stored by the master, sent, consumed at once: its
+    rows become tombstones), with transfers of drawn records, the slave's deliveries of drawn offsets and keys,
+    disk losses at drawn slave ends, and messages of a broker naming no pair between them."""
+    rows: list[dict[str, Any]] = []
+    blank = dict.fromkeys(COLUMNS)
+    keys: list[str] = []
+
+    def emit(event: str, **fields: Any) -> None:
+        rows.append({**blank, "seq": len(rows), "ts": len(rows), "event": event, **fields})
+
+    def message(key: str, detail: str | None, end: int) -> None:
+        q = {"topic": "T", "queue_id": 0, "queue_offset": len(keys), "msg_key": key, "commitlog_offset": end - 256}
+        emit("store", **q, detail=detail)
+        role = draw(st.sampled_from(("SYNC_MASTER", "ASYNC_MASTER")))
+        send = None if detail is None else draw(st.sampled_from((  # without an end: no ack the replay keeps
+            f'{{{_P0},"role":"{role}","wait":true,"end":{end}}}', f'{{{_P0},"role":"{role}"}}')))
+        emit("send", **q, status=draw(st.sampled_from(("SEND_OK", "FLUSH_SLAVE_TIMEOUT"))), detail=send)
+        emit("consume", **q, group="G", client_id="C1", status="SUCCESS")
+        keys.append(key)
+
+    for _ in range(draw(st.integers(1, 25))):
+        step = draw(st.sampled_from(("message", "message", "message", "plain", "replicate", "replicate", "deliver",
+                                     "lost", "link")))
+        offsets = [256 * i for i in range(len(keys))]
+        if step in ("message", "plain"):
+            message(f"m{len(keys)}", f"{{{_P0}}}" if step == "message" else None, 256 * (len(keys) + 1))
+        elif step == "replicate" and keys:
+            moved = draw(st.lists(st.sampled_from(offsets), max_size=3, unique=True))  # twice: the same finding twice
+            records = ",".join(f'[{o},"{draw(st.sampled_from(keys))}"]' for o in moved)
+            emit("replicate", commitlog_offset=draw(st.sampled_from([0, *offsets, 256 * len(keys)])),
+                 detail=f'{{{_P1},"from":{draw(st.sampled_from([0, *offsets]))},"records":[{records}]}}')
+        elif step == "deliver" and keys:
+            emit("deliver", topic="T", queue_id=0, queue_offset=0, group="G", client_id="C1", commitlog_offset=draw(
+                st.sampled_from(offsets)), msg_key=draw(st.sampled_from(keys)), detail=f"{{{_P1}}}")
+        elif step == "lost":
+            emit("ha_link", status="DISK_LOST", commitlog_offset=draw(st.sampled_from([0, *offsets])),
+                 detail=f'{{{_P0},"role":"{draw(st.sampled_from(("SYNC_MASTER", "ASYNC_MASTER")))}"}}')
+        elif step == "link":
+            emit("ha_link", status=draw(st.sampled_from((None, "CUT"))), detail=draw(st.sampled_from(
+                (f"{{{_P0}}}", None))))
+    return rows

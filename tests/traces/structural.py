@@ -12,6 +12,8 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import Any
 
+from structural_ha import audit_ha
+
 from rmqspec.model.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from rmqspec.model.pullfilter import subscription_matches
 
@@ -362,4 +364,4 @@ def audit(rows: list[dict[str, Any]]) -> list[tuple[str, tuple[int, ...]]]:
             for tkey, (sseq, due) in timer_sends.items():
                 if due <= ts and tkey in timer_stored and tkey not in timer_fired:
                     v("TIMER_UNFIRED", sseq, seq)
-    return sorted(out, key=lambda c: (c[1][-1], c[0]))
+    return sorted(out + audit_ha(rows), key=lambda c: (c[1][-1], c[0]))

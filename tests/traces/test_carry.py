@@ -17,8 +17,19 @@ from rmqspec.traces.checker import check
 from rmqspec.traces.generator import GenConfig, generate
 from rmqspec.traces.io import read_table
 from rmqspec.traces.scenarios import SCENARIOS
+from tests.ha_brokers import BROKEN_PAIRS
 from tests.spark.judge_runs import drawn_rows
-from tests.traces.carry_days import own_keys, schedule_reuse_days, touching_day, transaction_days
+from tests.traces.carry_days import (
+    PAIR_EVENTS,
+    PAIR_STATUS,
+    own_keys,
+    pair_fields,
+    pair_message_rows,
+    schedule_reuse_days,
+    touching_day,
+    transaction_days,
+)
+from tests.traces.ha_runs import ha_pair_trace, seeded_program
 from tests.untraced import budget_run
 
 NO_FILTERS = tuple(c for c in SCENARIOS if "FILTER" not in c and "SUBSCRIPTION" not in c)
@@ -235,3 +246,67 @@ def test_retention_days_give_the_findings_of_the_whole_trace(broken: bool) -> No
     for cuts in ([n // 3, 2 * n // 3], [expire[0]], [expire[1]], [expire[-1] + 1], [n - 1]):
         merged, _ = _days(rows, cuts)
         assert merged == full, f"split at {cuts}"
+
+
+# A master/slave pair's rows (issue 43; ``traces/carry_ha.py``): the pair replay's state — the slave's end and
+# records, the epoch's master records and acknowledged sends, what rows naming no pair left unknown — is
+# carried, so a day judges a pair as the whole history does wherever it is cut.
+@pytest.mark.parametrize("broken", [None, *BROKEN_PAIRS])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pair_days_give_the_findings_of_the_whole_trace_cut_anywhere(broken: str | None, seed: int) -> None:
+    """A recorded pair run (``tests/traces/ha_runs.py``, honest or broken) cut at every position into two days,
+    and into three at every third: the merged findings are the whole trace's."""
+    rows = ha_pair_trace(seeded_program(seed, 60), broken)
+    full = _full(rows)
+    n = len(rows)
+    for cut in range(1, n):
+        assert _days(rows, [cut])[0] == full, f"split at {cut}"
+    for cut in range(1, n - 1, 3):
+        assert _days(rows, [cut, cut + 1 + (n - cut) // 2])[0] == full, f"split at {cut}"
+
+
+def test_pair_runs_find_what_their_breakage_breaks() -> None:
+    """The runs the test above cuts hold HA findings (each broken pair's, on some seed) and carry less than the
+    whole run."""
+    codes: set[str] = set()
+    for broken in BROKEN_PAIRS:
+        for seed in (0, 1, 2):
+            rows = ha_pair_trace(seeded_program(seed, 60), broken)
+            codes |= {f["code"] for f in _full(rows) if f["code"].startswith("HA_")}
+            _, state = _days(rows, [len(rows) // 2])
+            assert len(state.rows) < len(rows), broken
+    assert {"HA_SYNC_ACK_UNREPLICATED", "HA_SLAVE_WROTE", "HA_SLAVE_BEYOND_REPLICATED"} <= codes
+
+
+@st.composite
+def _drawn_pair_days(draw: Any) -> tuple[list[dict], list[int]]:
+    rows = drawn_rows(draw, events=PAIR_EVENTS, gaps=(0, 1), statuses=PAIR_STATUS, fields=pair_fields(_FIELDS), most=50)
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=3))))
+    return rows, cuts
+
+
+@budget_run
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
+@given(_drawn_pair_days())
+def test_drawn_pair_days_give_the_findings_of_the_whole_trace(drawn: tuple[list[dict], list[int]]) -> None:
+    rows, cuts = drawn
+    assert _days(rows, cuts)[0] == _full(rows)
+
+
+@st.composite
+def _drawn_pair_message_days(draw: Any) -> tuple[list[dict], list[int]]:
+    rows = pair_message_rows(draw)
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(rows) - 1)), min_size=1, max_size=3))))
+    return rows, cuts
+
+
+@budget_run
+@settings(max_examples=max(300, settings().max_examples), deadline=None)
+@given(_drawn_pair_message_days())
+def test_drawn_pair_days_of_closed_messages_give_the_findings_of_the_whole_trace(
+    drawn: tuple[list[dict], list[int]],
+) -> None:
+    """A pair's messages close at once (their rows are tombstones): what the pair replay reads of them — the
+    master's records, the acknowledged sends, the transfers — is carried for the pair."""
+    rows, cuts = drawn
+    assert _days(rows, cuts)[0] == _full(rows)
