@@ -768,43 +768,14 @@ CASES: tuple[Case, ...] = (
         + "19 txn_check t=1080000 key=X1 txn=X1 detail={\"check_times\":\"16\"}\n",
         (("TXN_CHECK_EXCEEDED", (0, 19)),),
     ),
-    Case(
-        "SUBSCRIPTION_INCONSISTENT and FILTER_SKIPPED: two clients of G filter T differently",
-        """
-        0 send t=1 topic=T q=0 off=0 key=A st=SEND_OK detail={"tags":"x","properties":{"r":"HZ"}}
-        1 send topic=T q=0 off=1 key=B st=SEND_OK detail={"tags":"x","properties":{"r":"SH"}}
-        2 send topic=T q=0 off=2 key=C st=SEND_OK detail={"tags":"x","properties":{}}
-        3 deliver t=10 g=G topic=T q=0 off=0 key=A c=C1 detail={"subscription":"r='HZ'","expression_type":"SQL92"}
-        4 consume g=G topic=T q=0 off=0 key=A c=C1 st=SUCCESS detail={"subscription":"r='HZ'","expression_type":"SQL92"}
-        5 commit_offset g=G topic=T q=0 off=3 c=C1
-        6 send topic=T q=1 off=0 key=D st=SEND_OK detail={"tags":"x","properties":{"r":"SH"}}
-        7 deliver g=G topic=T q=1 off=0 key=D c=C2 detail={"subscription":"r='SH'","expression_type":"SQL92"}
-        8 consume g=G topic=T q=1 off=0 key=D c=C2 st=SUCCESS detail={"subscription":"r='SH'","expression_type":"SQL92"}
-        9 commit_offset g=G topic=T q=1 off=1 c=C2
-        10 drain t=9000
-        """,
-        (("SUBSCRIPTION_INCONSISTENT", (3, 7)), ("FILTER_SKIPPED", (1, 5))),
-    ),
-    Case(
-        "FILTER_MISMATCH: a SUCCESS consume the client's tag or SQL92 subscription does not select",
-        """
-        0 send t=1 topic=T q=0 off=0 key=A st=SEND_OK detail={"tags":"TagB","properties":{"a":"5"}}
-        1 deliver g=G topic=T q=0 off=0 key=A c=C1 detail={"subscription":"TagA"}
-        2 consume g=G topic=T q=0 off=0 key=A c=C1 st=SUCCESS detail={"subscription":"TagA"}
-        3 send topic=T q=1 off=0 key=B st=SEND_OK detail={"tags":"x","properties":{"a":"5"}}
-        4 consume g=G2 topic=T q=1 off=0 key=B c=C9 st=SUCCESS detail={"subscription":"a>9","expression_type":"SQL92"}
-        5 send topic=T q=1 off=1 key=E st=SEND_OK detail={"tags":"x","properties":{"a":"50"}}
-        6 consume g=G2 topic=T q=1 off=1 key=E c=C9 st=SUCCESS detail={"subscription":"a>9","expression_type":"SQL92"}
-        7 consume g=G2 topic=T q=1 off=1 key=E c=C9 st=FAILED detail={"subscription":"z>1","expression_type":"SQL92"}
-        """,
-        (("FILTER_MISMATCH", (2,)), ("FILTER_MISMATCH", (4,))),
-    ),
 )
 
 # 5.x timer messages (``checker_cases_timer.py``), sends of a DELAY level below 1 (``checker_cases_send.py``),
 # broadcasting, retention, the orderly loop (``checker_cases_orderly.py``), a master/slave pair (``_ha.py``),
+# subscriptions and filters (``checker_cases_filter.py``),
 # the lifecycle tables replayed (``checker_cases_lifecycle.py``): part of CASES, so every test runs them
 from rmqspec.traces.checker_cases_broadcast import BROADCAST_CASES  # noqa: E402 - after Case
+from rmqspec.traces.checker_cases_filter import FILTER_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_ha import HA_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_lifecycle import LIFECYCLE_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_orderly import ORDERLY_CASES  # noqa: E402 - after Case
@@ -814,6 +785,6 @@ from rmqspec.traces.checker_cases_send import SEND_CASES  # noqa: E402 - after C
 from rmqspec.traces.checker_cases_timeout import TIMEOUT_CASES  # noqa: E402 - after Case
 from rmqspec.traces.checker_cases_timer import TIMER_CASES  # noqa: E402 - after Case
 
-_MORE = (*LIFECYCLE_CASES, *TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES, *ORDERLY_CASES,
-         *TIMEOUT_CASES, *ROUTE_CASES, *HA_CASES)
+_MORE = (*FILTER_CASES, *LIFECYCLE_CASES, *TIMER_CASES, *SEND_CASES, *BROADCAST_CASES, *RETENTION_CASES,
+         *ORDERLY_CASES, *TIMEOUT_CASES, *ROUTE_CASES, *HA_CASES)
 CASES = (*CASES, *(Case(name, text, expected) for name, text, expected in _MORE))
