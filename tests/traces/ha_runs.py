@@ -2,7 +2,8 @@
 
 ``ha_program()`` is a Hypothesis strategy of programs (the role, slave reads, then a list of operations:
 sends to the master or the slave, pulls from either, transfers, link cuts and heals, time, metadata syncs,
-master kills and disk losses with restarts — the operations of ``tests/model/test_ha.py``'s machine);
+master kills and disk losses with restarts, slave kills with restarts — the operations of
+``tests/model/test_ha.py``'s machine);
 ``seeded_program(seed)`` draws one from a seeded ``random.Random`` (the Spark batch is built once, outside
 Hypothesis); ``ha_pair_trace(program, broken)`` runs it on ``HaPair`` or one of ``tests/ha_brokers.py``'s
 broken pairs and returns the rows as checker rows. A refused operation (the slave's put, a pull from a
@@ -26,7 +27,7 @@ from rmqspec.model.results import BrokerError
 
 T, G = "TH", "GH"
 OPS = ("send", "send", "send", "send", "send_slave", "pull", "pull_slave", "pull_slave", "replicate", "cut", "heal",
-       "advance", "partition", "sync", "crash", "crash")
+       "advance", "partition", "sync", "crash", "crash", "crash_slave", "crash_slave", "crash_slave")
 Op = tuple[str, int, Any]
 Program = tuple[BrokerRole, bool, list[Op]]
 
@@ -103,6 +104,11 @@ def _step(p: HaPair, op: str, q: int, arg: Any) -> None:
         p.advance(arg)
     elif op == "sync":
         p.sync_metadata()
+    elif op == "crash_slave":
+        if p.slave.state is BrokerState.RUNNING:
+            p.crash_slave()
+        else:
+            p.restart_slave()
     elif p.master.state is BrokerState.RUNNING:
         p.crash_master(arg)
     else:
