@@ -56,7 +56,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rmqspec.interop.ha_probe import GROUP, REPO, Pair, now_ms
+from interop.ha_probe import GROUP, REPO, Pair, now_ms
 from rmqspec.model.events import ListRecorder
 from rmqspec.model.ids import parse_offset_msg_id
 from rmqspec.properties.inv_ha import check_pair
