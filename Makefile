@@ -29,7 +29,10 @@ test: $(STAMP) java chromium lint
 # (network namespaces), a JDK, Maven and Go. Tiers (INTEROP): quick = the 4.9.8 tier; 5x = the 5.x tier
 # (5.3.3 and 5.5.1: $(INTEROP_5X_ONLY), the 5.3.3 runs of the modules marked ALSO_ON_5X, the wall-clock
 # conformance of both; tests/interop/conftest.py); full (the default) = both in one session. CI runs
-# quick, then 5x (.ci/run), each within its time budget. Two passes, each with the modules side by side
+# quick, then 5x (.ci/run), each within its time budget. rust = rocketmq-rust's conformance report as
+# regression checks (docs/conformance/rocketmq-rust.md), against it and real 5.3.3; not in CI: its first
+# run builds rocketmq-rust from the Rust crate registry (cargo, 20-40 min on 2 cores, cached after).
+# Two passes, each with the modules side by side
 # in pytest-xdist processes (--dist loadscope: a module's tests and fixtures stay on one): first the
 # modules that wait on brokers and wall-clock deadlines (INTEROP_WORKERS of them), then the ones marked
 # cpu_heavy (crash states, the Spark cluster, the store differentials), which would make the first
@@ -42,10 +45,11 @@ INTEROP_PYTEST = INTEROP=$(INTEROP) $(BIN)/python -m pytest tests/interop -p no:
 INTEROP_5X_ONLY := tests/interop/test_rocketmq5.py tests/interop/test_store_v5.py tests/interop/test_timer_real.py tests/interop/test_serve_java_pop.py
 
 interop: $(STAMP) java interop-deps
-	@case "$(INTEROP)" in quick|5x|full) ;; *) echo "INTEROP must be quick, 5x or full"; exit 2;; esac
+	@case "$(INTEROP)" in quick|5x|full|rust) ;; *) echo "INTEROP must be quick, 5x, full or rust"; exit 2;; esac
+	$(if $(filter rust,$(INTEROP)),scripts/real-rocketmq resolve --version rust-1.0.0)
 	scripts/real-rocketmq resolve --version 4.9.8
 	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.3.3)
-	$(if $(filter quick,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.5.1)
+	$(if $(filter quick rust,$(INTEROP)),,scripts/real-rocketmq resolve --version 5.5.1)
 	status=0; \
 	$(INTEROP_PYTEST) -n $(INTEROP_WORKERS) -m "not cpu_heavy" || status=$$?; \
 	$(INTEROP_PYTEST) -n 2 -m cpu_heavy || { rc=$$?; [ $$rc -eq 5 ] || status=$$rc; }; \

@@ -8,7 +8,7 @@ import sys
 from rmqspec.cli.common import EXIT_FINDINGS, EXIT_OK, InputError, UsageError
 from rmqspec.model.config import default_config
 from rmqspec.model.versions import VERSIONS
-from rmqspec.properties.adapters import FactoryError, builtin_names, load_factory
+from rmqspec.properties.adapters import FactoryError, builtin_names, load_factory, without_capabilities
 from rmqspec.properties.brokerconf import ConfigError, broker_config_from_file
 from rmqspec.properties.conformance import PROFILES
 from rmqspec.properties.runner import budget_settings, check_conformance
@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shrink-budget", type=int, default=DEFAULT_BUDGET, metavar="REPLAYS",
                         help=f"replays spent shrinking each distinct failure (default {DEFAULT_BUDGET}; "
                              "0: report the failing program as found)")
+    parser.add_argument("--without", default="", metavar="CAPABILITY[,CAPABILITY]",
+                        help="judge the broker as if it did not declare these capabilities (model/protocol.py "
+                             "Capability values: e.g. pop leaves a 5.x broker's pop consumption out of the run)")
     parser.add_argument("--no-lockstep", action="store_true",
                         help="judge by the invariants only (no model beside the broker)")
     parser.add_argument("--trace-out", default=None, metavar="DIR",
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         factory = load_factory(args.broker, crash_cmd=args.crash_cmd, restart_cmd=args.restart_cmd,
                                broker_name=config.broker_name if config is not None else None)
+        factory = without_capabilities(factory, [n for n in args.without.split(",") if n.strip()])
     except FactoryError as exc:
         raise UsageError(str(exc)) from None
     result = check_conformance(

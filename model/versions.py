@@ -74,6 +74,10 @@ class Version:
     # handleRetryAndDLQ (5.0+): a %RETRY% send it dead-letters is stored with DELAY=-1 (4.9: with the DELAY
     # the client sent, so a level > 0 schedules the dead letter; measured on 4.9.8 and 5.3.3)
     retry_send_dlq_delay_minus_one: bool = False
+    # the client's side, which the wire adapter plays: the 5.x client's (Un)LockBatchRequestBody carries
+    # onlyThisBroker (false from RebalanceImpl.lock); 4.9.8's class has no such field. The Java brokers take
+    # either (fastjson leaves a missing field at its default); rocketmq-rust refuses a body without it
+    lock_only_this_broker: bool = False
     # BrokerConfig.transactionCheckInterval's default
     default_check_interval_ms: int = 60_000
     # TransactionalOpBatchService (5.1.0+): an ended half's op message is written later
@@ -137,7 +141,7 @@ class Version:
 _V49 = Version("rocketmq-4.9", "4.9.8")
 _V50 = attrs.evolve(_V49, name="rocketmq-5.0", releases="5.0.x", region_properties=True, store_wait=True,
                     half_transaction_id=True, retry_send_dlq_above_max=True, retry_send_dlq_delay_minus_one=True,
-                    timer_wheel=True, pop=True)
+                    timer_wheel=True, pop=True, lock_only_this_broker=True)
 _V51 = attrs.evolve(_V50, name="rocketmq-5.1", releases="5.1.1 – 5.1.4", retry_send_dlq_when_locked=True,
                     default_check_interval_ms=30_000, op_batch=True, offset_zero_needs_message=True,
                     check_sleep_ms=1000)

@@ -11,6 +11,10 @@ per call; the name server is asked for the broker at once, so an unreachable
 address is a ``FactoryError``. ``crash_cmd`` / ``restart_cmd`` (shell commands)
 give it the kill-crash capability; they are refused for other factories.
 ``rmqspec.remoting`` is imported only then.
+
+``without_capabilities(factory, names)`` makes the factory's brokers stop declaring some capabilities
+(``rmqspec conform --without pop``): the machine then leaves out what they gate, e.g. a 5.x broker judged
+without its pop consumption when that is missing or known broken.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -105,3 +109,25 @@ def load_factory(spec: str, crash_cmd: str | None = None, restart_cmd: str | Non
     if not callable(factory):
         raise FactoryError(f"{canonical} is not callable")
     return factory
+
+
+def without_capabilities(factory: Callable[..., Any], names: Iterable[str]) -> Callable[..., Any]:
+    """``factory`` whose brokers no longer declare the capabilities named (``Capability`` values)."""
+    from rmqspec.model.protocol import Capability
+
+    dropped: set[Capability] = set()
+    for name in names:
+        try:
+            dropped.add(Capability(name.strip()))
+        except ValueError:
+            known = ", ".join(sorted(c.value for c in Capability))
+            raise FactoryError(f"unknown capability {name.strip()!r}: the capabilities are {known}") from None
+    if not dropped:
+        return factory
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        broker = factory(*args, **kwargs)
+        broker.capabilities = frozenset(getattr(broker, "capabilities", frozenset())) - dropped
+        return broker
+
+    return make

@@ -568,10 +568,12 @@ class RemoteBroker(RemotePop):
 
     def lock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> frozenset[MessageQueue]:
         asked = list(mqs)
-        return ops.parse_lock(self._invoke(ops.lock_request(group, client_id, asked, self.broker_name)), asked)
+        five = self.config.behaviour.lock_only_this_broker
+        return ops.parse_lock(self._invoke(ops.lock_request(group, client_id, asked, self.broker_name, five)), asked)
 
     def unlock_batch(self, group: str, client_id: str, mqs: Iterable[MessageQueue]) -> None:
-        resp = self._invoke(ops.unlock_request(group, client_id, list(mqs), self.broker_name))
+        resp = self._invoke(ops.unlock_request(group, client_id, list(mqs), self.broker_name,
+                                               self.config.behaviour.lock_only_this_broker))
         ops.expect_success(resp, "UNLOCK_BATCH_MQ")
 
     # ------------------------------------------------------------------ background

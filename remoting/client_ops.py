@@ -508,19 +508,27 @@ def parse_search_offset(resp: RemotingCommand) -> int:
     return _ext_int(resp, "SEARCH_OFFSET_BY_TIMESTAMP", "offset")
 
 
-def lock_body(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str) -> bytes:
-    return bodies.dumps({
+def lock_body(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str,
+              only_this_broker: bool = False) -> bytes:
+    """(Un)LockBatchRequestBody as 4.9.8's client sends it, or with ``only_this_broker`` as 5.x's (its
+    ``onlyThisBroker`` field, false: ``Version.lock_only_this_broker``)."""
+    body: dict[str, Any] = {
         "clientId": client_id, "consumerGroup": group,
         "mqSet": [{"brokerName": broker_name, "queueId": mq.queue_id, "topic": mq.topic} for mq in mqs],
-    })
+    }
+    if only_this_broker:
+        body["onlyThisBroker"] = False
+    return bodies.dumps(body)
 
 
-def lock_request(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str) -> RemotingCommand:
-    return _req(RequestCode.LOCK_BATCH_MQ, body=lock_body(group, client_id, mqs, broker_name))
+def lock_request(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str,
+                 only_this_broker: bool = False) -> RemotingCommand:
+    return _req(RequestCode.LOCK_BATCH_MQ, body=lock_body(group, client_id, mqs, broker_name, only_this_broker))
 
 
-def unlock_request(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str) -> RemotingCommand:
-    return _req(RequestCode.UNLOCK_BATCH_MQ, body=lock_body(group, client_id, mqs, broker_name))
+def unlock_request(group: str, client_id: str, mqs: Iterable[MessageQueue], broker_name: str,
+                   only_this_broker: bool = False) -> RemotingCommand:
+    return _req(RequestCode.UNLOCK_BATCH_MQ, body=lock_body(group, client_id, mqs, broker_name, only_this_broker))
 
 
 def parse_lock(resp: RemotingCommand, asked: Iterable[MessageQueue]) -> frozenset[MessageQueue]:

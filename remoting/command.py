@@ -53,6 +53,7 @@ class LanguageCode(enum.IntEnum):
     GO = 9
     PHP = 10
     OMS = 11
+    RUST = 12  # 4.9.8's too; rocketmq-rust answers with it
 
 
 class CommandError(ValueError):

@@ -13,7 +13,8 @@ it needs Maven Central, Java and root. Here a fixture that cannot start is an er
 Tiers (``INTEROP``, ``realrmq.TIER``): ``quick`` runs the 4.9.8 tier (the Makefile leaves the 5.x-only
 modules out); ``5x`` runs the 5.x tier only: the modules that set ``TIER_5X = True``, the tests a module
 names in ``TIER_5X_TESTS``, and the 5.3.3 runs of the ``ALSO_ON_5X`` modules — everything else is
-deselected; ``full`` runs both in one session.
+deselected; ``full`` runs both in one session. ``rust`` runs only the modules that set ``TIER_RUST = True``
+(rocketmq-rust's report, docs/conformance/rocketmq-rust.md), which every other tier leaves out.
 """
 
 from __future__ import annotations
@@ -127,11 +128,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(path.read_text().rstrip())
 
 
+def _in_rust_tier(item: pytest.Item) -> bool:
+    return bool(getattr(getattr(item, "module", None), "TIER_RUST", False))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if TIER == "5x":
-        dropped = [item for item in items if not _in_5x_tier(item)]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if _in_5x_tier(item)]
+    keep = {"5x": _in_5x_tier, "rust": _in_rust_tier}.get(TIER, lambda item: not _in_rust_tier(item))
+    dropped = [item for item in items if not keep(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if keep(item)]
     for item in items:
         item.add_marker(pytest.mark.interop)

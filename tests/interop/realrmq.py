@@ -17,11 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "real-rocketmq"
 VERSION = os.environ.get("RMQ_VERSION", "4.9.8")  # the broker version under test
 V5 = "5.3.3"  # the 5.x broker of INTEROP=full and 5x
+RUST = "rust-1.0.0"  # rocketmq-rust, the independent implementation of INTEROP=rust (docs/conformance)
 # INTEROP: quick = the 4.9.8 tier, 5x = the 5.x tier, full (the default) = both in one session. CI runs the
-# two tiers one after the other (.ci/run), each within its time budget.
+# two tiers one after the other (.ci/run), each within its time budget. rust = the rocketmq-rust tier (its
+# report's programs, against it and against real 5.3.3), never part of full: it builds the broker from the
+# Rust crate registry first
 TIER = os.environ.get("INTEROP", "full")
-if TIER not in ("quick", "5x", "full"):
-    raise SystemExit(f"INTEROP must be quick, 5x or full, got {TIER!r}")
+if TIER not in ("quick", "5x", "full", "rust"):
+    raise SystemExit(f"INTEROP must be quick, 5x, full or rust, got {TIER!r}")
 
 
 @attrs.frozen
@@ -100,8 +103,9 @@ SCENARIO_5X = ["transactionOpBatchInterval=1000"]
 
 
 def scenario_conf(version: str) -> list[str]:
-    """The broker.conf lines and -D properties of a scenario run against a real broker of ``version``."""
-    return [*SCENARIO_TIMING, *(SCENARIO_5X if version.startswith("5.") else []), *SCENARIO_PROPS]
+    """The broker.conf lines and -D properties of a scenario run against a real broker of ``version``
+    (rocketmq-rust follows the 5.x broker: 5.x's)."""
+    return [*SCENARIO_TIMING, *(SCENARIO_5X if version.startswith(("5.", "rust-")) else []), *SCENARIO_PROPS]
 
 
 def scenario_rows(stdout: str) -> dict[str, dict]:

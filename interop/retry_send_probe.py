@@ -1,0 +1,176 @@
+"""A send to a ``%RETRY%`` topic while the group does or does not hold an orderly lock, over the wire.
+
+    python -m interop.retry_send_probe --broker rocketmq://127.0.0.1:9876 --profile rocketmq-5.2 [--json FILE]
+
+(from the repository root; in a ``scripts/real-rocketmq`` fixture: ``real-rocketmq exec --dir D --
+.venv/bin/python -m interop.retry_send_probe ...``). Exit 0 when every send landed where the profile's rule
+puts it, 1 when one did not (each difference printed), 2 when the broker cannot be reached or refuses a step.
+
+Theory of operation
+-------------------
+The conformance machine sends a message back with CONSUMER_SEND_MSG_BACK only, so the rule RocketMQ applies
+to a plain SEND_MESSAGE_V2 whose topic is ``%RETRY%<group>`` (the client's fallback when its send-back fails,
+and the 5.x proxy's way) is judged here: SendMessageProcessor.handleRetryAndDLQ dead-letters such a send when
+``reconsumeTimes`` passes ``maxReconsumeTimes`` (``>=`` in 4.9.8, ``>`` from 5.0), and from 5.1.1 also while
+the group holds an unexpired orderly lock (``!rebalanceLockManager.isLockAllExpired(group)``: "the group has
+unexpired lock record, which shows it is an ordered message"); the model's flags are
+``retry_send_dlq_above_max`` and ``retry_send_dlq_when_locked`` (``model/versions.py``; fidelity P5-3).
+
+Steps, each with a fresh group ``G`` (``maxReconsumeTimes`` 16 sent in the header, ``reconsumeTimes`` 1, far
+below it), on one topic ``T`` of 4 queues:
+
+1. ``unlocked``: the group has never locked a queue;
+2. ``locked``: LOCK_BATCH_MQ of ``T`` queue 0 for ``G`` (granted), then the send;
+3. ``unlocked_again``: UNLOCK_BATCH_MQ of that queue, then the send (no lock of the group is left).
+
+Each message is then looked for by its UNIQ_KEY in ``%RETRY%G`` and ``%DLQ%G`` (every queue, from offset 0).
+Expected: ``%DLQ%G`` for ``locked`` exactly when the profile has ``retry_send_dlq_when_locked``, ``%RETRY%G``
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import attrs
+
+from rmqspec.model.clock import WallClock
+from rmqspec.model.config import default_config
+from rmqspec.model.ids import UniqKeyFactory
+from rmqspec.model.message import Message, MessageQueue
+from rmqspec.model.results import BrokerError
+from rmqspec.model.versions import VERSIONS, version_named
+from rmqspec.remoting import client_ops as ops
+from rmqspec.remoting.adapter import RemoteBroker, parse_url
+from rmqspec.remoting.client import RemotingClient, RemotingError
+
+RETRY, DLQ = "%RETRY%", "%DLQ%"
+PRODUCER = "rmqspec_retry_send_probe_pg"
+CLIENT_ID = "127.0.0.1@retry_send_probe"
+STEPS = ("unlocked", "locked", "unlocked_again")
+WAIT_S = 5.0  # how long a sent message is looked for
+
+
+class ProbeError(Exception):
+    """A step the broker did not let the probe take."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Probe:
+    def __init__(self, namesrv: str, profile: str) -> None:
+        self.version = version_named(profile)
+        # the profile's client: 5.x's lock body (Version.lock_only_this_broker)
+        self.broker = RemoteBroker(namesrv, WallClock(), default_config(profile), heartbeat_consumers=False)
+        self.sender = RemotingClient.connect(self.broker.broker_addr)
+        self.uniq = UniqKeyFactory("127.0.0.1", os.getpid())
+        stamp = _now_ms() % 10**9
+        self.topic, self.group = f"RetrySendProbe{stamp}", f"RetrySendProbeG{stamp}"
+        self.broker.create_topic(self.topic, 4)
+        self.broker.create_group(self.group, retry_max_times=16, retry_queue_nums=1)
+
+    def close(self) -> None:
+        self.sender.close()
+        self.broker.close()
+
+    def send_retry(self, reconsume_times: int, max_reconsume_times: int) -> dict[str, Any]:
+        """SEND_MESSAGE_V2 to ``%RETRY%G`` queue 0 as the client's fallback sends it: RETRY_TOPIC, reconsume
+        times ``j`` and the max ``l`` in the header (the V2 names of reconsumeTimes and maxReconsumeTimes)."""
+        uniq = self.uniq.next(_now_ms())
+        topic = RETRY + self.group
+        msg = Message(topic, b"retry-send", uniq_key=uniq)
+        props = {**msg.wire_properties(), "RETRY_TOPIC": self.topic}  # a system property: not a user's
+        req = ops.send_request(PRODUCER, msg, 0, props, _now_ms(), self.broker.broker_name)
+        req = attrs.evolve(req, ext_fields={**req.ext_fields, "j": str(reconsume_times),
+                                            "l": str(max_reconsume_times)})
+        resp = self.broker.ask(self.sender, req)
+        return {"uniq": uniq, "code": resp.code, "remark": resp.remark or ""}
+
+    def where(self, uniq: str) -> list[str]:
+        """The topics (of %RETRY%G and %DLQ%G) holding the message, looked for until WAIT_S passes."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            found = [t for t in (RETRY + self.group, DLQ + self.group) if self._holds(t, uniq)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.2)
+
+    def _holds(self, topic: str, uniq: str) -> bool:
+        for queue in range(4):
+            offset = 0
+            while True:
+                try:
+                    res = self.broker.pull(self.group + "_reader", MessageQueue(topic, queue), offset, 32)
+                except BrokerError:  # no such topic or queue (yet)
+                    break
+                if any(m.uniq_key == uniq for m in res.messages):
+                    return True
+                if not res.messages:
+                    break
+                offset = res.next_begin_offset
+        return False
+
+
+def run(probe: Probe) -> dict[str, Any]:
+    mq = MessageQueue(probe.topic, 0)
+    rows: dict[str, Any] = {}
+    for step in STEPS:
+        if step == "locked":
+            granted = probe.broker.lock_batch(probe.group, CLIENT_ID, [mq])
+            if mq not in granted:
+                raise ProbeError(f"LOCK_BATCH_MQ of {mq} for {probe.group} was not granted")
+        elif step == "unlocked_again":
+            probe.broker.unlock_batch(probe.group, CLIENT_ID, [mq])
+        sent = probe.send_retry(1, 16)
+        dead = step == "locked" and probe.version.retry_send_dlq_when_locked
+        expected = (DLQ if dead else RETRY) + probe.group
+        found = probe.where(sent["uniq"]) if sent["code"] == 0 else []
+        rows[step] = {**sent, "expected": expected, "found": found, "ok": sent["code"] == 0 and found == [expected]}
+    return {"profile": probe.version.name, "group": probe.group, "steps": rows,
+            "differences": [f"{step}: expected {row['expected']}, found {row['found'] or 'nothing'} (answer "
+                            f"{row['code']} {row['remark']!r})" for step, row in rows.items() if not row["ok"]]}
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [f"a send to %RETRY%{result['group']} (reconsumeTimes 1, maxReconsumeTimes 16), profile "
+             f"{result['profile']}:"]
+    for step, row in result["steps"].items():
+        lines.append(f"  {step:15} answer {row['code']:3}  stored in {', '.join(row['found']) or 'nothing':40} "
+                     f"expected {row['expected']}  {'ok' if row['ok'] else 'DIFFERS'}")
+    lines.append("differences: " + ("; ".join(result["differences"]) or "none"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m interop.retry_send_probe", description=__doc__.split("\n")[0])
+    parser.add_argument("--broker", required=True, help="rocketmq://NAMESRV_HOST:PORT")
+    parser.add_argument("--profile", required=True, choices=sorted(VERSIONS))
+    parser.add_argument("--json", default=None, metavar="FILE", help="write the observations as JSON")
+    args = parser.parse_args(argv)
+    if not args.broker.startswith("rocketmq://"):
+        parser.error(f"--broker must be rocketmq://HOST:PORT, got {args.broker!r}")
+    try:
+        probe = Probe(parse_url(args.broker), args.profile)
+        try:
+            result = run(probe)
+        finally:
+            probe.close()
+    except (BrokerError, RemotingError, ProbeError, OSError) as exc:
+        print(f"retry_send_probe: {exc}", file=sys.stderr)
+        return 2
+    print(report(result))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(result, out, indent=1)
+    return 1 if result["differences"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
