@@ -6,7 +6,8 @@ returns a ``ConformanceResult`` (data, not an exception): whether it passed,
 every distinct failure found (each with its violated invariant or lockstep
 mismatch and its own shrunk, replayable program), how many examples ran, the
 "sometimes" coverage counts, the observations and the time spent generating
-and shrinking. ``ConformanceTestCase`` is a ``unittest.TestCase`` helper for a
+and shrinking. ``replay_program`` runs one program once the same way
+(``rmqspec conform --replay``). ``ConformanceTestCase`` is a ``unittest.TestCase`` helper for a
 pytest suite. ``jsonl_recorder_factory(dir)`` writes each example's SPEC §8
 trace as ``example-NNNN.jsonl``.
 
@@ -114,10 +115,7 @@ class ConformanceResult:
         if self.observations:
             text += "; observations " + ", ".join(f"{k}={v}" for k, v in sorted(self.observations.items()))
         if self.wall is not None:
-            worst = self.wall["worst_lateness_ms"]
-            text += (f"\nwall clock: tolerance {self.wall['tolerance_ms']} ms; worst lateness "
-                     + (", ".join(f"{k} {v} ms ({self.wall['judged'][k]} judged)" for k, v in worst.items())
-                        or "none judged"))
+            text += "\n" + wall_line(self.wall)
         if self.coverage_report is not None:
             text += "\n" + self.coverage_report.render()
         if not self.passed:
@@ -131,6 +129,13 @@ class ConformanceResult:
                        if f.shrunk else f"{len(f.program)} ops, not shrunk")
                 text += f"{title}\n{f.message}\n\nreplayable program ({how}):\n{f.program_text}"
         return text
+
+
+def wall_line(wall: dict[str, Any]) -> str:
+    """The line a wall-clock run ends with: the tolerance and the worst lateness seen per kind."""
+    worst = wall["worst_lateness_ms"]
+    return (f"wall clock: tolerance {wall['tolerance_ms']} ms; worst lateness "
+            + (", ".join(f"{k} {v} ms ({wall['judged'][k]} judged)" for k, v in worst.items()) or "none judged"))
 
 
 def budget_settings(
@@ -214,7 +219,10 @@ def replay_outcome(program: Sequence[Op], factory: Callable[..., Any], **kwargs:
     """Run ``program`` like ``program.replay`` and say how it failed (signature None: it passed).
     A failure neither judged by the machine nor raised by a broker is the program's own
     (``Outcome.genuine`` False)."""
-    cls = conformance_machine(factory, **kwargs)
+    return _outcome_on(conformance_machine(factory, **kwargs), program)
+
+
+def _outcome_on(cls: type[Any], program: Sequence[Op]) -> Outcome:
     machine = cls()
     executed = 0
     failure: BaseException | None = None
@@ -236,6 +244,69 @@ def replay_outcome(program: Sequence[Op], factory: Callable[..., Any], **kwargs:
         type(failure).__name__ in m for m, _ in cls.failures.values())
     return Outcome(signature_of(message), message, executed + 1 if executed < len(program) else None,
                    genuine)
+
+
+@attrs.frozen
+class ReplayResult:
+    """One replay of a program (``rmqspec conform --replay``): how it ended and what the run saw."""
+
+    outcome: Outcome
+    program: tuple[Op, ...]
+    seconds: float
+    observations: dict[str, int] = attrs.field(factory=dict)
+    wall: dict[str, Any] | None = None  # as ``ConformanceResult.wall``
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome.signature is None
+
+    def render(self, lines: Sequence[int] = ()) -> str:
+        """``PASS: replayed N ops in S s`` or ``FAIL: …`` with the failing op (and its line when
+        ``lines`` gives each op's line in the program's file) and the failure's message."""
+        n, out = len(self.program), self.outcome
+        text = f"{'PASS' if self.passed else 'FAIL'}: replayed {n} ops in {self.seconds:.1f} s"
+        if not self.passed:
+            if out.failed_at is None:
+                text += f"; the teardown's drain after the last op failed: {out.signature}"
+            else:
+                line = f", line {lines[out.failed_at - 1]}" if len(lines) >= out.failed_at else ""
+                rule = self.program[out.failed_at - 1].rule
+                text += f"; op {out.failed_at} ({rule}{line}) failed: {out.signature}"
+        if self.observations:
+            text += "; observations " + ", ".join(f"{k}={v}" for k, v in sorted(self.observations.items()))
+        if not self.passed:
+            text += f"\n{out.message}"
+        if self.wall is not None:
+            text += "\n" + wall_line(self.wall)
+        return text
+
+
+def replay_program(
+    program: Sequence[Op],
+    factory: Callable[..., Any],
+    *,
+    lockstep: bool = True,
+    profile: str = "rocketmq-4.9",
+    config: BrokerConfig | None = None,
+    wall: WallOptions | None = None,
+    trace_dir: str | Path | None = None,
+) -> ReplayResult:
+    """Run ``program`` once through a fresh machine for ``factory``, as a run of ``check_conformance``
+    with the same arguments would run it (``replay_outcome``); never raises on a finding. On the wall
+    clock the example's names are fresh (``WallOptions.run_tag``) and the broker's queues rebased
+    (``properties/session.py``), so a long-running broker replays it as it ran the first time."""
+    recorder_factory = jsonl_recorder_factory(trace_dir) if trace_dir is not None else None
+    cls = conformance_machine(factory, lockstep=lockstep, profile=profile, config=config, wall=wall,
+                              recorder_factory=recorder_factory)
+    started = time.monotonic()
+    try:
+        outcome = _outcome_on(cls, program)
+    finally:
+        for rec in getattr(recorder_factory, "opened", ()):
+            rec.close()
+    return ReplayResult(outcome, tuple(program), time.monotonic() - started,
+                        observations=dict(Counter(cls.observations)),
+                        wall=cls.lateness.as_dict() if cls.lateness is not None else None)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
