@@ -59,6 +59,8 @@ def replay_argv(args: argparse.Namespace, path: str) -> list[str]:
         argv += ["--config", args.config]
     if args.no_lockstep:
         argv.append("--no-lockstep")
+    if getattr(args, "without", ""):
+        argv += ["--without", args.without]
     if args.broker.startswith("rocketmq://") and args.tolerance != DEFAULT_TOLERANCE_MS:
         argv += ["--tolerance", str(args.tolerance)]
     if args.crash_cmd and args.restart_cmd:
