@@ -81,11 +81,13 @@ def _get(row: dict[str, Any] | None, key: str) -> Any:
     return None if row is None else row[key]
 
 
-def java_measures(ours: dict[str, Any], real: dict[str, Any], check_sleep_ms: int = 0) -> list[Measure]:
-    """Every timing of RealScenarios.java's four scenarios, serve against the real broker.
+def java_measures(ours: dict[str, Any], real: dict[str, Any], check_sleep_ms: int = 0,
+                  locks: bool = True) -> list[Measure]:
+    """Every timing of RealScenarios.java's four scenarios, serve (or another broker) against the real broker.
 
     ``check_sleep_ms`` widens the first check's window for a broker whose check round may wait that long
-    before its first check (5.x's SLEEP_WHILE_NO_OP, docs/fidelity.md V8)."""
+    before its first check (5.x's SLEEP_WHILE_NO_OP, docs/fidelity.md V8); ``locks=False`` leaves out scenario
+    (d), for a broker where it could not run."""
     out = []
     for a, r in list(zip(ours["a_retry_dlq"]["attempts"], real["a_retry_dlq"]["attempts"], strict=True))[1:]:
         level_ms = a["level_delay_ms"]
@@ -103,6 +105,8 @@ def java_measures(ours: dict[str, Any], real: dict[str, Any], check_sleep_ms: in
                            real_checks[i]["since_half_store_ms"] - real_checks[i - 1]["since_half_store_ms"],
                            checks[i]["since_half_store_ms"] - checks[i - 1]["since_half_store_ms"],
                            TXN_INTERVAL_MS - TOL_MS, TXN_INTERVAL_MS))
+    if not locks:
+        return out
     out.append(Measure("(d) lock taken over after A's last renewal ms",
                        real["d_lock"]["events"][3]["ms_since_A_last_lock"],
                        ours["d_lock"]["events"][3]["ms_since_A_last_lock"], LOCK_MS, LOCK_MS))

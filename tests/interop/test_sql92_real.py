@@ -111,8 +111,9 @@ def test_real_broker_and_model_filter_alike(netns: str) -> None:
         for expr, r, m in zip(exprs, real, model, strict=True):
             raw = r.pop("raw", None)
             r.pop("remark", None)
-            if "code" in r and raw is not None:  # 4.9.8's raw pull ignores an expression that does not compile
-                assert raw == list(range(len(msgs))), (expr, raw)
+            if "code" in r and raw is not None and raw != list(range(len(msgs))):
+                # 4.9.8's (and 5.3.3's) raw pull ignores an expression that does not compile: it serves every message
+                differences.append(f"{expr!r}: the raw pull without CHECK_CLIENT_CONFIG got {raw}, not every message")
             kind = r.get("code") or f"{r['status']} {'some' if 0 < len(r['offsets']) < len(msgs) else 'all/none'}"
             outcomes[kind] = outcomes.get(kind, 0) + 1
             if r != m:
