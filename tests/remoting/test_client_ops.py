@@ -240,3 +240,14 @@ def test_check_requests_become_check_requests() -> None:
         ops.parse_check(attrs.evolve(java, body=body + check_body({**java.ext_fields, "commitLogOffset": "8703"})))
     with pytest.raises(ops.ResponseMalformed, match="commitLogOffset: missing ext field"):
         ops.parse_check(attrs.evolve(java, body=body, ext_fields={"tranStateTableOffset": "3"}))
+
+
+def test_the_lock_body_of_the_profile_s_client() -> None:
+    """4.9.8's LockBatchRequestBody has no onlyThisBroker; 5.x's client sends it, false (Version.lock_only_this_broker:
+    rocketmq-rust refuses a body without it, docs/conformance/rocketmq-rust.md RR-4)."""
+    mq = MessageQueue("T", 3)
+    old = bodies.loads_object(ops.lock_request("G", "c1", [mq], "broker-a").body, "l")
+    new = bodies.loads_object(ops.unlock_request("G", "c1", [mq], "broker-a", only_this_broker=True).body, "l")
+    assert "onlyThisBroker" not in old and new["onlyThisBroker"] is False
+    assert {k: v for k, v in new.items() if k != "onlyThisBroker"} == old
+    assert list(new) == sorted(new)  # fastjson's field order

@@ -157,3 +157,10 @@ def test_values_the_binary_header_cannot_carry_are_frame_errors() -> None:
     with pytest.raises(FrameError, match=r"header\.code: 99999 does not fit"):
         encode_frame(big)
     assert decode_frame(encode_frame(request(99999))[4:]).code == 99999
+
+
+def test_a_rust_peer_s_header_decodes() -> None:
+    """rocketmq-rust answers with ``"language":"RUST"``, the 13th LanguageCode of 4.9.8's and 5.x's enum."""
+    header = b'{"code":0,"language":"RUST","version":474,"opaque":1,"flag":1,"serializeTypeCurrentRPC":"JSON"}'
+    cmd = decode_frame(struct.pack(">i", len(header)) + header)
+    assert (cmd.language, int(cmd.language), cmd.opaque, cmd.is_response) == (LanguageCode.RUST, 12, 1, True)
