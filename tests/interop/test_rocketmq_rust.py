@@ -240,8 +240,13 @@ def test_java_broker_conf_keys_start_rocketmq_rust(brokers: dict[str, Started], 
 
 
 def _verify(store: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(store), "--json"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, check=False)
+    """``rmqspec store verify --json`` with the report's delay levels (a SCHEDULE_TOPIC_XXXX unit's tagsCode is its
+    delivery time by those levels)."""
+    levels = next(line.split("=", 1)[1] for line in CONF.read_text().splitlines()
+                  if line.startswith("messageDelayLevel="))
+    done = subprocess.run([sys.executable, "-m", "rmqspec.cli", "store", "verify", str(store), "--json",
+                           "--delay-levels", levels], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert done.returncode in (0, 1), f"store verify could not read {store}:\n{done.stderr[-2000:]}"
     return json.loads(done.stdout)
 
