@@ -31,7 +31,7 @@ test: $(STAMP) java chromium lint
 # conformance of both; tests/interop/conftest.py); full (the default) = both in one session. CI runs
 # quick, then 5x (.ci/run), each within its time budget. rust = rocketmq-rust's conformance report as
 # regression checks (docs/conformance/rocketmq-rust.md), against it and real 5.3.3; not in CI: its first
-# run builds rocketmq-rust from the Rust crate registry (cargo, 20-40 min on 2 cores, cached after).
+# run builds rocketmq-rust from the Rust crate registry (cargo, about 11 min on 2 cores, cached after).
 # Two passes, each with the modules side by side
 # in pytest-xdist processes (--dist loadscope: a module's tests and fixtures stay on one): first the
 # modules that wait on brokers and wall-clock deadlines (INTEROP_WORKERS of them), then the ones marked
