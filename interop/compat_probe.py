@@ -82,6 +82,9 @@ def _now_ms() -> int:
 
 
 class Probe:
+    """The broker under test as the profile's client reaches it, a raw connection for the sends, and a fresh topic
+    and group of its own."""
+
     def __init__(self, namesrv: str, profile: str) -> None:
         self.version = version_named(profile)
         # the profile's client: 5.x's lock body (Version.lock_only_this_broker)
@@ -89,7 +92,7 @@ class Probe:
         self.sender = RemotingClient.connect(self.broker.broker_addr)
         self.uniq = UniqKeyFactory("127.0.0.1", os.getpid())
         stamp = _now_ms() % 10**9
-        self.topic, self.group = f"RetrySendProbe{stamp}", f"RetrySendProbeG{stamp}"
+        self.topic, self.group = f"CompatProbe{stamp}", f"CompatProbeG{stamp}"
         self.broker.create_topic(self.topic, 4)
         self.broker.create_group(self.group, retry_max_times=16, retry_queue_nums=1)
 
@@ -136,6 +139,7 @@ class Probe:
 
 
 def check_retry_send(probe: Probe) -> dict[str, Any]:
+    """The three sends to ``%RETRY%G`` (module docstring), each looked for in ``%RETRY%G`` and ``%DLQ%G``."""
     mq = MessageQueue(probe.topic, 0)
     rows: dict[str, Any] = {}
     for step in STEPS:
