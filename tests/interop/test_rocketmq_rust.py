@@ -48,7 +48,8 @@ def _conf_lines() -> list[str]:
 
 
 def _finding(path: Path) -> str:
-    return path.name.split("-", 2)[0] + "-" + path.name.split("-", 2)[1]
+    """The finding id a program file is named for: ``RR-2`` of ``RR-2-orderly-pop-offsets.prog``."""
+    return "-".join(path.name.split("-")[:2])
 
 
 def _started(version: str, directory: Path, *extra: str) -> Started:
@@ -132,19 +133,7 @@ def _sql92_corners(started: Started) -> list[str]:
     """test_sql92_real's corner batch (every corner expression on every corner message) against ``started``
     (a broker with enablePropertyFilter=true), each answer compared with the model's."""
     msgs = list(zip(sql92.TAG_VALUES * 4, sql92.CORNER_PROPS, strict=False))
-    args = {"topic": "SQL92_CORNERS", "expressions": sql92.CORNERS, "messages": [
-        {"tags": tags, "properties": props, "uniq_key": f"7F00000100002A9F0001{i:012X}"}
-        for i, (tags, props) in enumerate(msgs)]}
-    real, model = sql92._real(started.netns, args), sql92._model(args)
-    differences = []
-    for expr, r, m in zip(sql92.CORNERS, real, model, strict=True):
-        raw = r.pop("raw", None)
-        r.pop("remark", None)
-        if "code" in r and raw is not None and raw != list(range(len(msgs))):
-            differences.append(f"{expr!r}: the raw pull got {raw}, not every message")
-        if r != m:
-            differences.append(f"{expr!r}: broker {r}, model {m}")
-    return differences
+    return sql92.judge_batch(started.netns, sql92.batch_args(1, msgs, sql92.CORNERS))[0]
 
 
 @pytest.fixture(scope="module")

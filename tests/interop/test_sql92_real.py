@@ -94,6 +94,30 @@ CORNER_PROPS = [
 ]
 
 
+def batch_args(k: int, msgs: list, exprs: list[str]) -> dict:
+    """The scenario's arguments for batch ``k``: a topic of its own, the messages with UNIQ_KEYs of their own."""
+    return {"topic": f"SQL92_T{k}", "expressions": exprs, "messages": [
+        {"tags": tags, "properties": props, "uniq_key": f"7F00000100002A9F{k:04X}{i:012X}"}
+        for i, (tags, props) in enumerate(msgs)]}
+
+
+def judge_batch(netns: str, args: dict) -> tuple[list[str], list[dict]]:
+    """The batch on the broker in ``netns`` and on the model: the differences (a raw pull of an expression that does
+    not compile serving less than every message, an answer unlike the model's) and the broker's answers."""
+    real, model = _real(netns, args), _model(args)
+    every = list(range(len(args["messages"])))
+    differences = []
+    for expr, r, m in zip(args["expressions"], real, model, strict=True):
+        raw = r.pop("raw", None)
+        r.pop("remark", None)
+        if "code" in r and raw is not None and raw != every:
+            # 4.9.8's (and 5.3.3's) raw pull ignores an expression that does not compile: it serves every message
+            differences.append(f"{expr!r}: the raw pull without CHECK_CLIENT_CONFIG got {raw}, not every message")
+        if r != m:
+            differences.append(f"{expr!r}: real {r} model {m} messages {args['messages']}")
+    return differences, real
+
+
 def test_real_broker_and_model_filter_alike(netns: str) -> None:
     judged: list[int] = []
     differences: list[str] = []
@@ -103,21 +127,11 @@ def test_real_broker_and_model_filter_alike(netns: str) -> None:
     @given(msgs=_MESSAGES, exprs=_EXPRS)
     @example(msgs=[(t, p) for t, p in zip(TAG_VALUES * 4, CORNER_PROPS, strict=False)], exprs=CORNERS)
     def batch(msgs: list, exprs: list[str]) -> None:
-        k = next(_batch)
-        args = {"topic": f"SQL92_T{k}", "expressions": exprs, "messages": [
-            {"tags": tags, "properties": props, "uniq_key": f"7F00000100002A9F{k:04X}{i:012X}"}
-            for i, (tags, props) in enumerate(msgs)]}
-        real, model = _real(netns, args), _model(args)
-        for expr, r, m in zip(exprs, real, model, strict=True):
-            raw = r.pop("raw", None)
-            r.pop("remark", None)
-            if "code" in r and raw is not None and raw != list(range(len(msgs))):
-                # 4.9.8's (and 5.3.3's) raw pull ignores an expression that does not compile: it serves every message
-                differences.append(f"{expr!r}: the raw pull without CHECK_CLIENT_CONFIG got {raw}, not every message")
+        found, real = judge_batch(netns, batch_args(next(_batch), msgs, exprs))
+        differences.extend(found)
+        for r in real:
             kind = r.get("code") or f"{r['status']} {'some' if 0 < len(r['offsets']) < len(msgs) else 'all/none'}"
             outcomes[kind] = outcomes.get(kind, 0) + 1
-            if r != m:
-                differences.append(f"{expr!r}: real {r} model {m} messages {args['messages']}")
         judged.append(len(exprs))
 
     batch()
