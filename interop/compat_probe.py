@@ -64,6 +64,7 @@ from rmqspec.remoting import client_ops as ops
 from rmqspec.remoting.adapter import RemoteBroker, parse_url
 from rmqspec.remoting.client import RemotingClient, RemotingError
 from rmqspec.remoting.codes import RequestCode
+from rmqspec.remoting.frame import decode_frame
 
 RETRY, DLQ = "%RETRY%", "%DLQ%"
 PRODUCER = "rmqspec_compat_probe_pg"
@@ -192,9 +193,8 @@ def _go_request(address: str, code: int) -> dict[str, Any]:
                 data += chunk
         except TimeoutError:
             return {"code": None, "remark": "no answer in 5 s"}
-    length = struct.unpack(">i", data[4:8])[0] & 0xFFFFFF
-    answer = json.loads(data[8:8 + length])
-    return {"code": answer.get("code"), "remark": answer.get("remark") or ""}
+    answer = decode_frame(data[4:4 + struct.unpack(">i", data[:4])[0]])  # the request is ours, the answer parsed
+    return {"code": answer.code, "remark": answer.remark or ""}
 
 
 def check_go_header(probe: Probe) -> dict[str, Any]:
