@@ -16,8 +16,8 @@ by version (docs/fidelity.md POP-W8; serve holds and wakes pops as the profile's
 not wake a held pop for a copy revived into the v1 retry topic, so (b)'s redeliveries come at the first
 15 s expiry after the revive and (d)'s at the new consumer's first expiry (its phase not controlled: the
 window spans the poll); 5.5.1 wakes it (ORIGIN_GROUP), so they come right after the revive. The revive
-figures' windows span the revive lateness (POP-3: 2.0–3.3 s real, 2 s in the model), their distance from
-the real figure 1.5 s.
+figures' windows span serve's revive lateness (POP-3: 2 s in the model), their distance from the real figure
+the real revive's spread (2.0–3.3 s on an idle machine, up to the wall-clock tolerance of 5 s under load).
 Then serve gets SIGTERM, ``rmqspec store verify`` must accept its store and ``rmqspec audit`` its trace.
 """
 
@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from rmqspec.properties.wallclock import WallOptions
 from tests.interop.realrmq import RealRocketMQ, resolved, run_program, scenario_rows
 from tests.interop.reports import report_table
 from tests.interop.scenario_compare import TOL_MS, Measure, comparison_table
@@ -48,7 +49,13 @@ POLL_MS = 15_000  # the 5.3.3 client's pollTime (BROKER_SUSPEND_MAX_TIME_MILLIS)
 # pop expires (the consumer re-pops right after each delivery, so in (b) at the first multiple of POLL_MS
 # after the failed delivery that follows the revive; in (d) when the new consumer's first held pop expires,
 # its start's phase free); 5.5.1 wakes it (ORIGIN_GROUP), so the copy comes right after the revive.
-REVIVE_EARLY_MS, REVIVE_LATE_MS, REVIVE_NEAR_MS = 2000, 3300, 1500
+REVIVE_EARLY_MS, REVIVE_LATE_MS = 2000, 3300
+# serve revives at the model's +2 s; the real broker up to the wall-clock machine's revive tolerance
+# (WallOptions.revive_tolerance_ms, 5 s) after the revive time: PopReviveService moves a round's end time to
+# "now" only while the timer wheel is caught up (getDequeueBehind / getEnqueueBehind <= 0), so on a loaded
+# machine the real revive comes later than the idle 3.3 s (CI measured 14149 / 14150 ms for (d) on 5.5.1, 4.1 s
+# after the invisible time; docs/fidelity.md POP-13). The real figure may so lie this far from serve's.
+REVIVE_NEAR_MS = WallOptions().revive_tolerance_ms - REVIVE_EARLY_MS
 
 
 def wakes_on_revive(version: str) -> bool:
