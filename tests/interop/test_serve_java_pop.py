@@ -53,10 +53,11 @@ POLL_MS = 15_000  # the 5.3.3 client's pollTime (BROKER_SUSPEND_MAX_TIME_MILLIS)
 REVIVE_EARLY_MS, REVIVE_LATE_MS = 2000, 3300
 # How far the real figure may lie from serve's. Where the revive wakes the poll (5.5.1), the revive's own
 # spread: serve revives at the model's +2 s, the real broker up to the wall-clock machine's revive tolerance
-# (WallOptions.revive_tolerance_ms, 5 s) after the revive time, since PopReviveService moves a round's end
-# time to "now" only while the timer wheel is caught up (getDequeueBehind / getEnqueueBehind <= 0): on a
-# loaded machine it comes later than the idle 3.3 s (a CI run: (d) 14149 / 14150 ms on 5.5.1, 4.1 s after the
-# invisible time; docs/fidelity.md POP-W8). Where the poll's expiry delivers the copy (5.3.3), 1.5 s.
+# (WallOptions.revive_tolerance_ms, 5 s) after the revive time. On a loaded machine it comes later than the
+# idle 3.3 s (a CI run: (d) 14149 / 14150 ms on 5.5.1, 4.1 s after the invisible time; docs/fidelity.md
+# POP-W8), as the source allows: PopReviveService moves a round's end time to "now" only while the timer
+# wheel is caught up (getDequeueBehind / getEnqueueBehind <= 0). Where the poll's expiry delivers the copy
+# (5.3.3), 1.5 s.
 REVIVE_WAKE_NEAR_MS, POLL_EXPIRY_NEAR_MS = WallOptions().revive_tolerance_ms - REVIVE_EARLY_MS, 1500
 
 
