@@ -193,7 +193,7 @@ def _go_request(address: str, code: int) -> dict[str, Any]:
                 data += chunk
         except TimeoutError:
             return {"code": None, "remark": "no answer in 5 s"}
-    answer = decode_frame(data[4:4 + struct.unpack(">i", data[:4])[0]])  # the request is ours, the answer parsed
+    answer = decode_frame(data[4:4 + struct.unpack(">i", data[:4])[0]])  # read by the project's decoder
     return {"code": answer.code, "remark": answer.remark or ""}
 
 

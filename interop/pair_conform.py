@@ -197,7 +197,7 @@ class Run:
     def send_slave(self, step: int) -> None:
         """Refused (SERVICE_NOT_AVAILABLE); and, while the link has been cut ``CUT_QUIET_S`` (nothing the master
         sent is still arriving), the slave's log end does not move. With the link up replication moves it
-        (a CI run saw it grow between the two reads of a refused send), so a move proves nothing then: a
+        (a run of the quick tier saw it grow between the two reads of a refused send), so a move proves nothing then: a
         record the slave wrote would be served unstored by a later read (HA_SLAVE_SERVED_UNSTORED)."""
         quiet = not self.link_up and time.monotonic() - self.changed >= CUT_QUIET_S
         before = self.pair.log_end("slave")
